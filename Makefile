@@ -1,0 +1,36 @@
+# Quick start: `make run` (installs if needed, then plans a shipped example) and `make test`.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+TORCH   := torch==2.13.0
+EXAMPLE ?= examples/text-classification-api.yaml
+
+.PHONY: install run test lint typecheck unit bench clean
+
+# Torch goes in first, pinned: a CPU machine must never resolve plain `torch` (several GB of CUDA).
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q $(TORCH)
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $@
+
+install: $(BIN)/.installed
+
+run: install
+	$(BIN)/rightsize plan $(EXAMPLE) --report rightsize-report.html
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+typecheck: install
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/python -m pytest -q
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

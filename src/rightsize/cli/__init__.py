@@ -1,0 +1,1 @@
+"""Thin typer commands over the packages; every command module exposes ``register(app)``."""

@@ -1,0 +1,84 @@
+"""The ``rightsize`` command: registers each command module and turns user errors into exit codes.
+
+Command modules import nothing heavy at import time (torch, ray, fastapi load inside the
+command), so ``rightsize --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+import typer
+
+from rightsize import __version__
+from rightsize.errors import RightsizeError
+
+# Order is the order of ``rightsize --help``.
+COMMAND_MODULES = [
+    "plan",
+    "bench",
+    "memory",
+    "catalog",
+    "models",
+    "results",
+    "env",
+    "serve",
+    "loadtest",
+    "validate",
+    "report",
+    "dashboard",
+    "pipeline",
+]
+
+app = typer.Typer(
+    name="rightsize",
+    help="Pick the cheapest CPU or GPU setup that meets a deep-learning workload's deadline or SLO.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """rightsize: measure, project, plan, prove."""
+
+
+def _register() -> None:
+    for name in COMMAND_MODULES:
+        qualified = f"rightsize.cli.{name}"
+        try:
+            module = importlib.import_module(qualified)
+        except ModuleNotFoundError as exc:  # a command not built yet is simply absent
+            if exc.name == qualified:
+                continue
+            raise
+        module.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the console script; exits with 0 ok, 1 failed run, 2 bad input."""
+    _register()
+    try:
+        rc = app(args=argv, standalone_mode=False)
+    except RightsizeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(rc if isinstance(rc, int) else 0)

@@ -1,0 +1,60 @@
+"""One exception hierarchy for everything a user can get wrong.
+
+    RightsizeError              exit code 2 unless said otherwise; message is one line
+    ├── SpecError               a field of a spec (or a CLI option) is invalid: names the field path
+    ├── NotFoundError           a model, instance, run or file does not exist ("did you mean …")
+    ├── UnsupportedError        the request is valid but cannot run here (no CUDA, no ray, …)
+    └── RunFailedError          a run was attempted and failed (exit code 1)
+
+The CLI prints ``error: <message>`` on stderr and exits with ``exit_code``; it never shows a
+traceback for these. Messages say what was wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+__all__ = [
+    "NotFoundError",
+    "RightsizeError",
+    "RunFailedError",
+    "SpecError",
+    "UnsupportedError",
+    "did_you_mean",
+]
+
+
+class RightsizeError(Exception):
+    """Base of every error rightsize reports to a user without a traceback."""
+
+    exit_code: int = 2
+
+
+class SpecError(RightsizeError):
+    """An invalid field: ``SpecError("batch_sizes[0]", "must be >= 1, got -1")``."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}" if field else problem)
+
+
+class NotFoundError(RightsizeError):
+    """A named thing does not exist."""
+
+
+class UnsupportedError(RightsizeError):
+    """Valid input that this machine or installation cannot run."""
+
+
+class RunFailedError(RightsizeError):
+    """A run was attempted and failed."""
+
+    exit_code = 1
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """Return ``" Did you mean 'x'?"`` for the closest choice, or ``""``."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
+    return f" Did you mean '{close[0]}'?" if close else ""

@@ -1,0 +1,326 @@
+"""The zoo: name -> builder of a real architecture with random weights, plus synthetic inputs.
+
+    x shapes (B = batch):  features [B, F] float | image [B, 3, H, W] float | tokens [B, S] int64
+    logits:                [B, classes]          | [B, S, vocab] for decoder LMs
+
+Weights are random: speed and memory do not depend on their values. Tiny variants keep the
+architecture but shrink widths and depths so unit tests run in seconds.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from rightsize.errors import NotFoundError, SpecError, did_you_mean
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+InputKind = Literal["features", "image", "tokens"]
+Family = Literal["mlp", "cnn", "encoder", "decoder", "user"]
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def _module_base() -> type:
+    from torch import nn
+
+    return nn.Module
+
+
+
+_ZOO_MODEL_CLS: type | None = None
+
+
+def _zoo_model_cls() -> type:
+    global _ZOO_MODEL_CLS
+    if _ZOO_MODEL_CLS is None:
+        torch = _torch()
+        from torch import nn
+
+        class _ZooModel(nn.Module):
+            """Uniform wrapper: ``forward(x) -> logits``; ``loss(x, y)`` for training."""
+
+            def __init__(self, inner: nn.Module, kind: InputKind, hf: bool, lm: bool) -> None:
+                super().__init__()
+                self.inner = inner
+                self.kind = kind
+                self.hf = hf
+                self.lm = lm
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                if not self.hf:
+                    return self.inner(x)  # type: ignore[no-any-return]
+                if self.kind == "tokens":
+                    out = self.inner(input_ids=x)
+                else:
+                    out = self.inner(pixel_values=x)
+                return out.logits  # type: ignore[no-any-return]
+
+            def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+                logits = self.forward(x)
+                if self.lm:  # next-token prediction: predict x[:, 1:] from x[:, :-1]
+                    return torch.nn.functional.cross_entropy(  # type: ignore[no-any-return]
+                        logits[:, :-1].flatten(0, 1).float(), y[:, 1:].flatten()
+                    )
+                return torch.nn.functional.cross_entropy(logits.float(), y)  # type: ignore[no-any-return]
+
+        _ZOO_MODEL_CLS = _ZooModel
+    return _ZOO_MODEL_CLS
+
+
+# Re-exported name for type hints and isinstance checks (resolved lazily).
+def __getattr__(name: str) -> Any:
+    if name == "ZooModel":
+        return _zoo_model_cls()
+    raise AttributeError(name)
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One zoo model. ``builder(tiny)`` returns the raw module; the entry wraps it as a ZooModel."""
+
+    name: str
+    family: Family
+    kind: InputKind
+    description: str
+    builder: Callable[[bool], Any]
+    hf: bool = True
+    lm: bool = False
+    classes: int = 2  # classification heads; LMs use the vocabulary
+    vocab_size: int = 30522  # tokens models: ids are drawn below this (tiny models use 1000)
+    features: int = 1000  # features models: input width
+    meta_only: bool = False  # too big to build for real here (memory planning only)
+    default_seq_len: int = 128
+    default_image_size: int = 224
+
+    def build(self, tiny: bool = False) -> nn.Module:
+        """The model with random weights in eval mode, wrapped to ``forward(x) -> logits``."""
+        model = _zoo_model_cls()(self.builder(tiny), self.kind, self.hf, self.lm)
+        return model.eval()  # type: ignore[no-any-return]
+
+    def input_vocab(self, tiny: bool) -> int:
+        return 1000 if tiny else self.vocab_size
+
+    def sample_shape(self, seq_len: int | None = None, image_size: int | None = None, tiny: bool = False) -> tuple[int, ...]:
+        """Shape of one sample (no batch dimension)."""
+        if self.kind == "features":
+            return (100 if tiny else self.features,)
+        if self.kind == "image":
+            size = image_size or self.default_image_size
+            return (3, min(size, 32) if tiny else size, min(size, 32) if tiny else size)
+        seq = seq_len or self.default_seq_len
+        return (min(seq, 16) if tiny else seq,)
+
+    def example_input(
+        self,
+        batch_size: int,
+        seq_len: int | None = None,
+        image_size: int | None = None,
+        tiny: bool = False,
+        device: str = "cpu",
+        seed: int = 0,
+    ) -> torch.Tensor:
+        """A synthetic batch: random features/pixels, or random token ids below the vocabulary."""
+        torch = _torch()
+        g = torch.Generator().manual_seed(seed)
+        shape = (batch_size, *self.sample_shape(seq_len, image_size, tiny))
+        if self.kind == "tokens":
+            x = torch.randint(0, self.input_vocab(tiny), shape, generator=g)
+        else:
+            x = torch.randn(shape, generator=g)
+        return x.to(device)  # type: ignore[no-any-return]
+
+    def example_labels(self, x: torch.Tensor, tiny: bool = False, seed: int = 1) -> torch.Tensor:
+        """Labels for ``loss``: the tokens themselves for LMs, random classes otherwise."""
+        torch = _torch()
+        if self.lm:
+            return x
+        g = torch.Generator().manual_seed(seed)
+        return torch.randint(0, self.classes, (x.shape[0],), generator=g).to(x.device)  # type: ignore[no-any-return]
+
+    def count_params(self, tiny: bool = False) -> int:
+        """Parameter count, from a build on the meta device (no memory, no time)."""
+        torch = _torch()
+        with torch.device("meta"):
+            model = self.builder(tiny)
+        return sum(p.numel() for p in model.parameters())
+
+
+# --- builders ------------------------------------------------------------------------------------
+
+
+def _simplenet(tiny: bool) -> nn.Module:
+    """The seed article's MLP: 1000 -> 512 -> 256 -> 2 (tiny: 100 -> 32 -> 16 -> 2)."""
+    from torch import nn
+
+    f, h1, h2 = (100, 32, 16) if tiny else (1000, 512, 256)
+    return nn.Sequential(nn.Linear(f, h1), nn.ReLU(), nn.Linear(h1, h2), nn.ReLU(), nn.Linear(h2, 2))
+
+
+def _mobilenet_v2(tiny: bool) -> nn.Module:
+    from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
+
+    cfg = MobileNetV2Config(num_labels=10 if tiny else 1000, depth_multiplier=0.35 if tiny else 1.0, image_size=32 if tiny else 224)
+    return MobileNetV2ForImageClassification(cfg)
+
+
+def _resnet(depths: list[int]) -> Callable[[bool], nn.Module]:
+    def build(tiny: bool) -> nn.Module:
+        from transformers import ResNetConfig, ResNetForImageClassification
+
+        if tiny:
+            cfg = ResNetConfig(
+                embedding_size=16, hidden_sizes=[32, 64, 128, 256], depths=[1, 1, 1, 1], layer_type="bottleneck", num_labels=10
+            )
+        else:
+            cfg = ResNetConfig(
+                embedding_size=64, hidden_sizes=[256, 512, 1024, 2048], depths=depths, layer_type="bottleneck", num_labels=1000
+            )
+        return ResNetForImageClassification(cfg)
+
+    return build
+
+
+def _tiny_text_kwargs() -> dict[str, Any]:
+    return {"vocab_size": 1000, "max_position_embeddings": 128}
+
+
+def _distilbert(tiny: bool) -> nn.Module:
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+
+    kw: dict[str, Any] = {"num_labels": 2}
+    if tiny:
+        kw |= _tiny_text_kwargs() | {"dim": 32, "hidden_dim": 64, "n_layers": 2, "n_heads": 2}
+    return DistilBertForSequenceClassification(DistilBertConfig(**kw))
+
+
+def _bert_base(tiny: bool) -> nn.Module:
+    from transformers import BertConfig, BertForSequenceClassification
+
+    kw: dict[str, Any] = {"num_labels": 2}
+    if tiny:
+        kw |= _tiny_text_kwargs() | {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
+    return BertForSequenceClassification(BertConfig(**kw))
+
+
+def _gpt2(tiny: bool) -> nn.Module:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    kw: dict[str, Any] = {}
+    if tiny:
+        kw = {"vocab_size": 1000, "n_positions": 128, "n_embd": 32, "n_layer": 2, "n_head": 2, "bos_token_id": 0, "eos_token_id": 0}
+    return GPT2LMHeadModel(GPT2Config(**kw))
+
+
+# Llama shapes for memory planning (meta device only at full size).
+# llama-1b: Llama 3.2 1B; llama-7b / llama-13b: Llama 2 (Touvron et al. 2023, Table 1 / model cards).
+_LLAMA_SHAPES: dict[str, dict[str, int]] = {
+    "llama-1b": {
+        "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+    },
+    "llama-7b": {
+        "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000,
+    },
+    "llama-13b": {
+        "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 40,
+        "num_attention_heads": 40, "num_key_value_heads": 40, "vocab_size": 32000,
+    },
+}  # fmt: skip
+
+
+def llama_config(name: str, tiny: bool = False) -> Any:
+    from transformers import LlamaConfig
+
+    shape = dict(_LLAMA_SHAPES[name])
+    if tiny:
+        shape = {
+            "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+        }  # fmt: skip
+    return LlamaConfig(**shape, max_position_embeddings=4096, tie_word_embeddings=name == "llama-1b")
+
+
+def _llama(name: str) -> Callable[[bool], nn.Module]:
+    def build(tiny: bool) -> nn.Module:
+        from transformers import LlamaForCausalLM
+
+        return LlamaForCausalLM(llama_config(name, tiny))
+
+    return build
+
+
+ZOO: dict[str, ZooEntry] = {
+    e.name: e
+    for e in [
+        ZooEntry("simplenet", "mlp", "features", "MLP 1000-512-256-2 (seed article)", _simplenet, hf=False),
+        ZooEntry("mobilenet_v2", "cnn", "image", "MobileNetV2 1.0, 1000 classes", _mobilenet_v2, classes=1000),
+        ZooEntry("resnet50", "cnn", "image", "ResNet-50, 1000 classes", _resnet([3, 4, 6, 3]), classes=1000),
+        ZooEntry("resnet152", "cnn", "image", "ResNet-152, 1000 classes", _resnet([3, 8, 36, 3]), classes=1000),
+        ZooEntry("distilbert", "encoder", "tokens", "DistilBERT base, 2-class head", _distilbert),
+        ZooEntry("bert-base", "encoder", "tokens", "BERT base uncased, 2-class head", _bert_base),
+        ZooEntry("gpt2", "decoder", "tokens", "GPT-2 small, LM head", _gpt2, lm=True, vocab_size=50257),
+        *[
+            ZooEntry(n, "decoder", "tokens", f"Llama {n[6:].upper()} shape (memory planning)", _llama(n), lm=True,
+                     vocab_size=s["vocab_size"], meta_only=n != "llama-1b", default_seq_len=2048)
+            for n, s in _LLAMA_SHAPES.items()
+        ],
+    ]
+}  # fmt: skip
+
+
+def get_entry(name: str) -> ZooEntry:
+    """The zoo entry for ``name``; a NotFoundError with a suggestion otherwise."""
+    try:
+        return ZOO[name]
+    except KeyError:
+        raise NotFoundError(
+            f"model {name!r} is not in the zoo.{did_you_mean(name, ZOO)} "
+            "Run `rightsize models` for the list, or pass 'package.module:factory' for your own model."
+        ) from None
+
+
+def list_entries() -> list[ZooEntry]:
+    return list(ZOO.values())
+
+
+def resolve_model(ref: str, shape: list[int] | None = None) -> ZooEntry:
+    """A zoo entry, or an entry wrapping a user's ``package.module:factory`` (float input of ``shape``)."""
+    if ":" not in ref:
+        return get_entry(ref)
+    module_name, _, attr = ref.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise NotFoundError(f"model: cannot import module {module_name!r} ({exc}); check PYTHONPATH") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise NotFoundError(f"model: {module_name!r} has no callable {attr!r}")
+    if not shape:
+        raise SpecError("input.shape", "required for a user model; give the per-sample input shape, e.g. [3, 224, 224]")
+    features = shape
+
+    def build(tiny: bool) -> nn.Module:
+        return factory()  # type: ignore[no-any-return]
+
+    entry = _UserEntry(ref, "user", "features", f"user model {ref}", build, hf=False, features=features[0])
+    object.__setattr__(entry, "user_shape", tuple(features))
+    return entry
+
+
+@dataclass(frozen=True)
+class _UserEntry(ZooEntry):
+    user_shape: tuple[int, ...] = ()
+
+    def sample_shape(self, seq_len: int | None = None, image_size: int | None = None, tiny: bool = False) -> tuple[int, ...]:
+        return self.user_shape

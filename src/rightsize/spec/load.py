@@ -1,0 +1,68 @@
+"""Load a spec from YAML and turn pydantic's errors into one line naming the field path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from rightsize.errors import NotFoundError, SpecError
+from rightsize.spec.schema import Workload
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part.startswith("function-") or part in {"literal", "int", "float", "str", "none", "list[...]"}:
+            continue  # pydantic's union-branch labels, not fields
+        else:
+            path += f".{part}" if path else part
+    return path
+
+
+def spec_error_from(exc: ValidationError) -> SpecError:
+    """The first error, as ``field.path[i]: problem``; also says how many more there are."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    path = _field_path(tuple(first["loc"]))
+    msg = str(first["msg"]).removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        msg = "unknown field; remove it or check its spelling"
+    elif first["type"] == "missing":
+        msg = "required field is missing"
+    # Our validators report list indices in the message ("[0] must be ..."); join them to the path.
+    if msg.startswith("["):
+        index, _, rest = msg.partition(" ")
+        path, msg = path + index, rest
+    elif "input" in first and first["type"] not in {"missing", "extra_forbidden"}:
+        msg = f"{msg}, got {first['input']!r}"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return SpecError(path or "spec", msg + more)
+
+
+def parse_spec(data: Any, source: str = "spec") -> Workload:
+    """Validate a mapping (already parsed YAML) into a Workload."""
+    if not isinstance(data, dict):
+        raise SpecError(source, f"must be a YAML mapping of fields, got {type(data).__name__}")
+    try:
+        return Workload.model_validate(data)
+    except ValidationError as exc:
+        raise spec_error_from(exc) from None
+
+
+def load_spec(path: str | Path) -> Workload:
+    """Read and validate a YAML workload spec."""
+    p = Path(path)
+    if not p.is_file():
+        raise NotFoundError(f"spec file {str(p)!r} not found; pass the path to a YAML spec such as examples/quick.yaml")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(p.name, f"is not valid YAML{where}; fix the syntax") from None
+    return parse_spec(data, p.name)

@@ -1,0 +1,108 @@
+"""The workload spec's schema. The pydantic models are at once the Python API and the YAML schema.
+
+Importing this module never imports torch: specs are validated before anything heavy loads.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rightsize.spec.targets import Targets
+
+Mode = Literal["inference", "training"]
+Device = Literal["cpu", "cuda"]
+Precision = Literal["fp32", "bf16", "fp16", "int8"]
+Optimizer = Literal["adamw", "sgd"]
+
+DEVICES: tuple[str, ...] = ("cpu", "cuda")
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "int8")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InputSpec(_Strict):
+    """Input shape. Text models read ``seq_len``, vision models ``image_size``; the rest is ignored."""
+
+    seq_len: int = Field(128, ge=1, le=1_000_000, description="tokens per sample (text models)")
+    image_size: int = Field(224, ge=8, le=8192, description="pixels per side (vision models)")
+    shape: list[int] | None = Field(None, description="per-sample float input shape, for user models (package.module:factory)")
+
+    @field_validator("shape")
+    @classmethod
+    def _shape(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None:
+            if not v:
+                raise ValueError("must list at least one dimension, e.g. [3, 224, 224]")
+            for i, d in enumerate(v):
+                if d < 1:
+                    raise ValueError(f"[{i}] must be >= 1, got {d}")
+        return v
+
+
+class TimingSpec(_Strict):
+    """Adaptive repetition: stop when the median's 95% CI is within ±target_ci, or at max_time_s."""
+
+    warmup: int = Field(3, ge=0, le=1000, description="untimed calls before timing")
+    min_repeats: int = Field(5, ge=3, le=100_000)
+    max_repeats: int = Field(200, ge=3, le=1_000_000)
+    target_ci: float = Field(0.05, gt=0, le=1, description="relative half-width of the median's 95% CI")
+    max_time_s: float = Field(10.0, gt=0, le=3600, description="time cap per config")
+
+    @model_validator(mode="after")
+    def _repeats_ordered(self) -> TimingSpec:
+        if self.max_repeats < self.min_repeats:
+            raise ValueError(f"max_repeats ({self.max_repeats}) must be >= min_repeats ({self.min_repeats})")
+        return self
+
+
+class Workload(_Strict):
+    """One workload: the model and how to sweep it, plus optional planning targets."""
+
+    name: str = Field("workload", min_length=1, max_length=200)
+    model: str = Field(..., min_length=1, description="zoo name or package.module:factory")
+    mode: Mode = "inference"
+    input: InputSpec = InputSpec()
+    batch_sizes: list[int] = Field(default_factory=lambda: [1, 8, 32], min_length=1)
+    precisions: list[Precision] = Field(default_factory=lambda: ["fp32"], min_length=1)
+    devices: list[Device] = Field(default_factory=lambda: ["cpu"], min_length=1)
+    threads: list[int | None] = Field(default_factory=lambda: [None], min_length=1, description="CPU intra-op threads; null = all cores")
+    optimizer: Optimizer = "adamw"
+    tiny: bool = Field(False, description="use the model's tiny variant (tests, smoke runs)")
+    timing: TimingSpec = TimingSpec()
+    targets: Targets | None = None
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _batches(cls, v: list[int]) -> list[int]:
+        for i, b in enumerate(v):
+            if b < 1:
+                raise ValueError(f"[{i}] must be >= 1, got {b}")
+            if b > 1_000_000:
+                raise ValueError(f"[{i}] must be <= 1000000, got {b}")
+        return sorted(set(v))
+
+    @field_validator("threads")
+    @classmethod
+    def _threads(cls, v: list[int | None]) -> list[int | None]:
+        for i, t in enumerate(v):
+            if t is not None and t < 1:
+                raise ValueError(f"[{i}] must be >= 1 or null (all cores), got {t}")
+        return v
+
+    @field_validator("precisions", "devices")
+    @classmethod
+    def _dedupe(cls, v: list[str]) -> list[str]:
+        return list(dict.fromkeys(v))
+
+    @field_validator("model")
+    @classmethod
+    def _model_ref(cls, v: str) -> str:
+        if ":" in v:
+            module, _, attr = v.partition(":")
+            if not module or not attr or not all(p.isidentifier() for p in module.split(".")) or not attr.isidentifier():
+                raise ValueError(f"must be a zoo name or 'package.module:factory', got {v!r}")
+        return v

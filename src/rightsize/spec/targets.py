@@ -1,0 +1,102 @@
+"""Planning targets of a workload: what it must achieve, and the options the planner may use.
+
+Defaults cite their source in ``docs/planning.md``; every field can be overridden in the spec.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PurchaseOption = Literal["on_demand", "spot"]
+Arrival = Literal["poisson", "bursty", "constant"]
+WorkloadKind = Literal["deep_learning", "classic_ml", "etl"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LatencyBound(_Strict):
+    percentile: float = Field(95, gt=0, lt=100, description="e.g. 95 for p95")
+    bound_ms: float = Field(..., gt=0, description="latency bound at that percentile, milliseconds")
+
+
+class OnlineTarget(_Strict):
+    """Online inference: serve ``rate_per_s`` requests within a latency percentile bound."""
+
+    rate_per_s: float = Field(..., gt=0, description="peak request rate")
+    latency: LatencyBound
+    request_samples: int = Field(1, ge=1, description="samples per request")
+    budget_usd_per_hour: float | None = Field(None, gt=0)
+    arrival: Arrival = "poisson"
+    burstiness: float = Field(4.0, ge=1, description="peak-to-mean rate ratio of bursts (arrival: bursty)")
+    headroom: float = Field(0.8, gt=0, le=1, description="max planned utilisation per replica")
+    max_replicas: int = Field(64, ge=1, le=10_000)
+
+
+class BatchTarget(_Strict):
+    """Offline batch inference: process ``items`` before ``deadline_hours``."""
+
+    items: int = Field(..., ge=1)
+    deadline_hours: float = Field(..., gt=0)
+    budget_usd: float | None = Field(None, gt=0)
+    max_instances: int = Field(64, ge=1, le=10_000)
+
+
+class TrainingTarget(_Strict):
+    """Training: ``epochs`` over ``dataset_size`` samples (or ``steps``) before ``deadline_hours``."""
+
+    dataset_size: int | None = Field(None, ge=1, description="samples per epoch")
+    epochs: float | None = Field(None, gt=0)
+    steps: int | None = Field(None, ge=1)
+    batch_size: int = Field(32, ge=1, description="global batch size")
+    deadline_hours: float | None = Field(None, gt=0)
+    budget_usd: float | None = Field(None, gt=0)
+    checkpoint_minutes: float = Field(5.0, ge=0, description="time to write one checkpoint")
+    restart_minutes: float = Field(15.0, ge=0, description="time to resume after an interruption")
+    max_nodes: int = Field(8, ge=1, le=1024)
+    scaling_efficiency: float | None = Field(None, gt=0, le=1, description="per-doubling data-parallel efficiency; default from the catalog")
+
+    @model_validator(mode="after")
+    def _length(self) -> TrainingTarget:
+        if self.steps is None and (self.dataset_size is None or self.epochs is None):
+            raise ValueError("give either steps, or dataset_size and epochs")
+        return self
+
+
+class ColdStart(_Strict):
+    """Scale-from-zero costs; defaults from REFERENCE.md §4 (VM boot ~25 s, large images 8-15 min)."""
+
+    scale_from_zero: bool = False
+    provision_s: float = Field(25.0, ge=0, description="VM boot to ready")
+    image_pull_s: float = Field(120.0, ge=0, description="container image pull")
+    model_load_s: float = Field(10.0, ge=0, description="load weights and warm up")
+    min_warm_replicas: int = Field(1, ge=0)
+
+
+class Targets(_Strict):
+    """At most one of ``online``, ``batch``, ``training``; plus purchase and catalog filters."""
+
+    kind: WorkloadKind = "deep_learning"
+    online: OnlineTarget | None = None
+    batch: BatchTarget | None = None
+    training: TrainingTarget | None = None
+    data_gb: float | None = Field(None, gt=0, description="dataset size in GB (classic_ml, etl)")
+    rows: int | None = Field(None, ge=1, description="rows (classic_ml, etl)")
+    purchase: list[PurchaseOption] = Field(default_factory=lambda: ["on_demand", "spot"], min_length=1)
+    interruptions_per_hour: float | None = Field(None, ge=0, description="override the catalog's spot interruption rate")
+    providers: list[str] | None = None
+    regions: list[str] | None = None
+    instances: list[str] | None = Field(None, description="only consider these instance types")
+    cold_start: ColdStart = ColdStart()
+
+    @model_validator(mode="after")
+    def _one_goal(self) -> Targets:
+        goals = [g for g in ("online", "batch", "training") if getattr(self, g) is not None]
+        if len(goals) > 1:
+            raise ValueError(f"give one of online, batch, training; got {', '.join(goals)}")
+        if self.kind == "deep_learning" and not goals:
+            raise ValueError("give one of online, batch or training (or kind: classic_ml / etl)")
+        return self

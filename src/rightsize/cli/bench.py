@@ -1,0 +1,99 @@
+"""``rightsize bench SPEC``: measure a workload's sweep on this machine and store the results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from rightsize.cli._common import JSON_OPTION, STORE_OPTION, emit_json, err_console, out_console
+from rightsize.profile import Measurement
+from rightsize.units import format_bytes
+
+
+def record(m: Measurement) -> dict[str, Any]:
+    """The JSON record of one measurement (issue 2's contract, plus the rest of the fields)."""
+    d = m.to_dict()
+    lat = m.latency_ms
+    d["latency_ms"] = {"p50": lat.p50, "p95": lat.p95, "p99": lat.p99, "mean": lat.mean, "std": lat.std, "n": lat.n} if lat else None
+    return d
+
+
+def sweep_table(measurements: list[Measurement], title: str) -> Any:
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    for col in ("device", "prec", "batch", "thr", "status", "p50 ms", "p95 ms", "p99 ms", "samples/s", "peak mem", "GFLOP/sample"):
+        t.add_column(col, justify="right" if col not in ("device", "prec", "status") else "left")
+    for m in measurements:
+        lat = m.latency_ms
+        t.add_row(
+            m.device, m.precision, str(m.batch_size), str(m.threads or "all"),
+            m.status if m.status == "ok" else f"[red]failed[/red]: {m.reason}",
+            f"{lat.p50:.2f}" if lat else "-", f"{lat.p95:.2f}" if lat else "-", f"{lat.p99:.2f}" if lat else "-",
+            f"{m.throughput_per_s:.1f}" if m.throughput_per_s else "-",
+            format_bytes(m.peak_memory_bytes), f"{m.flops_per_sample / 1e9:.3f}" if m.flops_per_sample else "-",
+        )  # fmt: skip
+    return t
+
+
+def bench(
+    spec: Path = typer.Argument(..., help="Workload spec (YAML), e.g. examples/quick.yaml."),
+    json_out: bool = JSON_OPTION,
+    fresh: bool = typer.Option(False, "--fresh", help="Measure again even when the store has results."),
+    memory_limit: str | None = typer.Option(None, "--memory-limit", help="Per-config memory cap, e.g. 4GiB (RLIMIT_AS)."),
+    epochs: int | None = typer.Option(None, "--epochs", min=1, help="Training: run N short epochs on synthetic data."),
+    store: Path | None = STORE_OPTION,
+    ray: str | None = typer.Option(None, "--ray", help="Run on a Ray cluster: 'auto' or an address."),
+) -> None:
+    """Measure latency, throughput, memory and FLOPs over the spec's sweep."""
+    from rightsize.spec import load_spec
+    from rightsize.store import Store
+    from rightsize.units import parse_bytes
+
+    workload = load_spec(spec)
+    limit = parse_bytes(memory_limit, "--memory-limit") if memory_limit else None
+    db = Store(store)
+    if ray:
+        from rightsize.cluster.bench import run_sweep_on_ray
+
+        result = run_sweep_on_ray(workload, db, address=ray, fresh=fresh, memory_limit_bytes=limit, epochs=epochs)
+    else:
+        from rightsize.cli._progress import sweep_progress
+        from rightsize.measure.sweep import run_sweep
+
+        with sweep_progress(workload) as cb:
+            result = run_sweep(workload, db, fresh=fresh, memory_limit_bytes=limit, epochs=epochs, on_progress=cb)
+    for note in result.notes:
+        err_console.print(f"note: {note}")
+    if result.reused:
+        err_console.print(f"reused {result.reused} stored result(s) from {db.path} (use --fresh to measure again)")
+    if json_out:
+        emit_json([record(m) for m in result.measurements])
+    else:
+        title = f"{workload.model} {workload.mode} on {result.env['cpu_model']}" + (
+            f" + {result.env['gpus'][0]['name']}" if result.env["gpus"] else ""
+        )
+        out_console.print(sweep_table(result.measurements, title))
+        _print_epochs(result.measurements)
+    if result.interrupted:
+        err_console.print("interrupted: finished results are stored")
+        raise typer.Exit(130)
+    if result.measurements and all(m.status == "failed" for m in result.measurements):
+        raise typer.Exit(1)
+
+
+def _print_epochs(measurements: list[Measurement]) -> None:
+    for m in measurements:
+        ep = m.extra.get("epoch_time_s") if m.status == "ok" else None
+        if ep:
+            losses = ", ".join(f"{v:.4f}" for v in m.extra["epoch_loss"])
+            out_console.print(
+                f"{m.precision} b{m.batch_size}: {len(ep)} epochs of {m.extra['samples_per_epoch']} samples, "
+                f"{sum(ep) / len(ep):.2f} s/epoch, loss per epoch: {losses}"
+            )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)

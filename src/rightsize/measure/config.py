@@ -1,0 +1,97 @@
+"""One sweep config: the plain value a child process receives, and the expansion of a spec."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rightsize.measure.timing import TimingPolicy
+from rightsize.profile import Measurement
+from rightsize.spec import Workload
+
+# Which precisions run on which device (issue 2): bf16 is autocast on both; fp16 needs CUDA;
+# int8 is dynamic quantization of Linear layers, a CPU-only kernel in PyTorch.
+SUPPORTED: dict[str, dict[str, set[str]]] = {
+    "inference": {"cpu": {"fp32", "bf16", "int8"}, "cuda": {"fp32", "bf16", "fp16"}},
+    "training": {"cpu": {"fp32", "bf16"}, "cuda": {"fp32", "bf16", "fp16"}},
+}
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    model: str
+    mode: str
+    device: str
+    precision: str
+    batch_size: int
+    threads: int | None
+    input: dict[str, int]
+    optimizer: str
+    tiny: bool
+    timing: TimingPolicy
+    user_shape: tuple[int, ...] | None = None
+    epochs: int | None = None
+    epoch_batches: int = 8
+    memory_limit_bytes: int | None = None
+    env_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def result(self, status: str, **fields: Any) -> Measurement:
+        """A Measurement for this config (``fields`` fill the numbers or the failure reason)."""
+        return Measurement(
+            model=self.model, mode=self.mode, device=self.device, precision=self.precision,
+            batch_size=self.batch_size, threads=self.threads, input=dict(self.input), status=status,  # type: ignore[arg-type]
+            optimizer=self.optimizer if self.mode == "training" else None, env_id=self.env_id, tiny=self.tiny, **fields,
+        )  # fmt: skip
+
+    @property
+    def key(self) -> str:
+        return self.result("ok").key + (f"|epochs={self.epochs}" if self.epochs else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BenchConfig:
+        d = dict(d)
+        d["timing"] = TimingPolicy(**d["timing"])
+        if d.get("user_shape") is not None:
+            d["user_shape"] = tuple(d["user_shape"])
+        return cls(**d)
+
+
+def input_of(workload: Workload, family_kind: str) -> dict[str, int]:
+    """The input fields that matter for the model's kind (so keys don't vary with unused fields)."""
+    if family_kind == "tokens":
+        return {"seq_len": workload.input.seq_len}
+    if family_kind == "image":
+        return {"image_size": workload.input.image_size}
+    return {}
+
+
+def expand(workload: Workload, kind: str, *, env_id: str, has_cuda: bool, epochs: int | None = None,
+           memory_limit_bytes: int | None = None) -> tuple[list[BenchConfig], list[str]]:  # fmt: skip
+    """All configs of a spec, and notes on the combinations skipped (unsupported or no CUDA)."""
+    t = workload.timing
+    timing = TimingPolicy(t.warmup, t.min_repeats, t.max_repeats, t.target_ci, t.max_time_s)
+    inp = input_of(workload, kind)
+    shape = tuple(workload.input.shape) if workload.input.shape else None
+    configs, notes = [], []
+    for device in workload.devices:
+        if device == "cuda" and not has_cuda:
+            notes.append("device cuda skipped: no CUDA device on this machine")
+            continue
+        for precision in workload.precisions:
+            if precision not in SUPPORTED[workload.mode][device]:
+                notes.append(f"{precision} {workload.mode} on {device} skipped: not supported (see docs/measuring.md)")
+                continue
+            for threads in workload.threads if device == "cpu" else [None]:
+                for b in workload.batch_sizes:
+                    configs.append(
+                        BenchConfig(
+                            workload.model, workload.mode, device, precision, b, threads, inp, workload.optimizer,
+                            workload.tiny, timing, shape, epochs, memory_limit_bytes=memory_limit_bytes,
+                            env_id=env_id,
+                        )
+                    )
+    return configs, notes

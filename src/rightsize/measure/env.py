@@ -1,0 +1,96 @@
+"""Environment fingerprint: what machine and software measured a result.
+
+The id hashes the fields that change performance (CPU model, cores, ISA, RAM, GPUs, torch), so
+results from two machines never mix and results from the same machine are reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+# ISA flags that change deep-learning kernels' speed (from /proc/cpuinfo "flags").
+ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "amx_tile")
+
+
+def _cpuinfo() -> tuple[str, list[str]]:
+    model, flags = platform.processor() or "unknown", ""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return model, []
+    if m := re.search(r"^model name\s*:\s*(.+)$", text, re.M):
+        model = m.group(1).strip()
+    if m := re.search(r"^flags\s*:\s*(.+)$", text, re.M):
+        flags = m.group(1)
+    present = set(flags.split())
+    return model, [f for f in ISA_FLAGS if f in present]
+
+
+def _gpus() -> list[dict[str, Any]]:
+    try:
+        import torch
+    except ImportError:
+        return []
+    if not torch.cuda.is_available():
+        return []
+    out = []
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        out.append(
+            {
+                "name": p.name,
+                "memory_bytes": int(p.total_memory),
+                "capability": f"{p.major}.{p.minor}",
+                "multiprocessors": p.multi_processor_count,
+                "cuda": torch.version.cuda,
+            }
+        )
+    driver = _nvidia_driver()
+    for g in out:
+        g["driver"] = driver
+    return out
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        return Path("/proc/driver/nvidia/version").read_text().split("Kernel Module")[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _torch_version() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return str(torch.__version__)
+
+
+def fingerprint() -> dict[str, Any]:
+    """This machine's fingerprint; ``id`` is a short hash of the performance-relevant fields."""
+    cpu_model, isa = _cpuinfo()
+    env: dict[str, Any] = {
+        "cpu_model": cpu_model,
+        "machine": platform.machine(),
+        "physical_cores": psutil.cpu_count(logical=False) or os.cpu_count() or 1,
+        "logical_cores": psutil.cpu_count(logical=True) or 1,
+        "isa": isa,
+        "ram_bytes": int(psutil.virtual_memory().total),
+        "gpus": _gpus(),
+        "torch": _torch_version(),
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+        "hostname": platform.node(),
+    }
+    key = {k: env[k] for k in ("cpu_model", "machine", "physical_cores", "logical_cores", "isa", "ram_bytes", "torch")}
+    key["gpus"] = [g["name"] for g in env["gpus"]]
+    env["id"] = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    return env

@@ -1,0 +1,98 @@
+"""Run each config in its own child process, so an OOM or crash fails one config, not the sweep.
+
+Children fork from a forkserver that has already imported torch (``set_forkserver_preload``),
+so a child starts in tens of milliseconds instead of re-importing torch. ``memory_limit_bytes``
+becomes RLIMIT_AS in the child: allocations past it raise, like a smaller machine would.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import resource
+import signal
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+from rightsize.measure.config import BenchConfig
+from rightsize.profile import Measurement
+
+_PRELOAD = ["torch", "rightsize.measure.scenarios"]
+_CTX: Any = None
+
+_OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory", "std::bad_alloc", "memoryerror")
+
+
+def _context() -> Any:
+    global _CTX
+    if _CTX is None:
+        _CTX = mp.get_context("forkserver")
+        _CTX.set_forkserver_preload(_PRELOAD)
+    return _CTX
+
+
+def classify_failure(exc: BaseException) -> str:
+    """A one-line reason; out-of-memory errors are named as such (the planner reads them)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, MemoryError) or any(m in text.lower() for m in _OOM_MARKERS):
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"out of memory: {first[:200]}"
+    return text.strip().splitlines()[0][:300]
+
+
+def _child(conn: Connection, cfg_dict: dict[str, Any]) -> None:
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    cfg = BenchConfig.from_dict(cfg_dict)
+    try:
+        if cfg.memory_limit_bytes:
+            resource.setrlimit(resource.RLIMIT_AS, (cfg.memory_limit_bytes, cfg.memory_limit_bytes))
+        from rightsize.measure.scenarios import run_config
+
+        result = run_config(cfg)
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes a recorded result
+        reason = classify_failure(exc)
+        if os.environ.get("RIGHTSIZE_DEBUG"):
+            traceback.print_exc()
+        result = cfg.result("failed", reason=reason)
+    try:
+        conn.send(result.to_dict())
+    except BaseException as exc:  # noqa: BLE001 - e.g. MemoryError while pickling under RLIMIT_AS
+        conn.send(cfg.result("failed", reason=classify_failure(exc)).to_dict())
+    conn.close()
+
+
+def run_isolated(cfg: BenchConfig, timeout_s: float | None = None) -> Measurement:
+    """Run one config in a fresh child; a crash, kill or timeout becomes a ``failed`` Measurement."""
+    ctx = _context()
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(child, cfg.to_dict()), daemon=True)
+    proc.start()
+    child.close()
+    limit = timeout_s if timeout_s is not None else cfg.timing.max_time_s * 4 + 300
+    try:
+        if parent.poll(limit):
+            try:
+                return Measurement.from_dict(parent.recv())
+            except EOFError:
+                pass  # the child died while sending; report below
+        else:
+            proc.kill()
+            proc.join()
+            return cfg.result("failed", reason=f"timed out after {limit:.0f} s")
+        proc.join(timeout=10)
+        code = proc.exitcode
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name
+            hint = " (likely out of memory)" if -code == signal.SIGKILL else ""
+            return cfg.result("failed", reason=f"child killed by {name}{hint}")
+        return cfg.result("failed", reason=f"child exited with code {code} before reporting")
+    except KeyboardInterrupt:
+        proc.kill()
+        raise
+    finally:
+        parent.close()
+        if proc.is_alive():
+            proc.kill()
+        proc.join(timeout=5)

@@ -1,0 +1,172 @@
+"""What a child process runs for one config: build, warm up, time, track memory, count FLOPs.
+
+Runs inside the isolated child (see ``runner``); imports torch at module import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from rightsize.measure.config import BenchConfig
+from rightsize.measure.memory import CudaMemoryTracker, RssPeakTracker, SavedTensorTracker, cuda_context_bytes
+from rightsize.measure.precision import autocast, prepare_inference, tensor_bytes
+from rightsize.measure.timing import cpu_timer, cuda_timer, time_adaptive
+from rightsize.models import ZooEntry, resolve_model
+from rightsize.profile import Measurement
+
+
+def _entry(cfg: BenchConfig) -> ZooEntry:
+    return resolve_model(cfg.model, list(cfg.user_shape) if cfg.user_shape else None)
+
+
+def _inputs(entry: ZooEntry, cfg: BenchConfig, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    x = entry.example_input(
+        batch, seq_len=cfg.input.get("seq_len"), image_size=cfg.input.get("image_size"), tiny=cfg.tiny, device=cfg.device
+    )
+    return x, entry.example_labels(x, tiny=cfg.tiny)
+
+
+def _count_flops(fn: Callable[[], Any]) -> float:
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return float(counter.get_total_flops())
+
+
+def _memory_trackers(cfg: BenchConfig) -> tuple[RssPeakTracker, CudaMemoryTracker | None]:
+    rss = RssPeakTracker()
+    return rss, CudaMemoryTracker(cfg.device) if cfg.device == "cuda" else None
+
+
+def run_config(cfg: BenchConfig) -> Measurement:
+    """Measure one config on this process's device. Exceptions propagate to the runner."""
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        return cfg.result("failed", reason="no CUDA device on this machine")
+    torch.manual_seed(0)
+    rss, cuda = _memory_trackers(cfg)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(rss)
+        if cuda is not None:
+            stack.enter_context(cuda)
+        if cfg.mode == "training":
+            m = _training(cfg)
+        else:
+            m = _inference(cfg)
+    peak = cuda.max_allocated_bytes if cuda is not None else rss.peak_above_baseline_bytes
+    extra_mem: dict[str, Any] = {"peak_memory_bytes": int(peak)}
+    if cuda is not None:
+        extra_mem |= {"reserved_memory_bytes": int(cuda.max_reserved_bytes), "context_memory_bytes": cuda_context_bytes()}
+    else:
+        extra_mem["extra"] = {**m.extra, "rss_peak_bytes": int(rss.peak_bytes), "rss_baseline_bytes": int(rss.baseline_bytes)}
+    return Measurement.from_dict(m.to_dict() | extra_mem)
+
+
+def _inference(cfg: BenchConfig) -> Measurement:
+    entry = _entry(cfg)
+    model = entry.build(cfg.tiny)
+    param_bytes, buffer_bytes = tensor_bytes(model.parameters()), tensor_bytes(model.buffers())
+    model = prepare_inference(model, cfg.precision).to(cfg.device)
+    x, _ = _inputs(entry, cfg, cfg.batch_size)
+    x1, _ = _inputs(entry, cfg, 1)
+
+    def forward(inp: torch.Tensor) -> Callable[[], Any]:
+        def call() -> Any:
+            with torch.inference_mode(), autocast(cfg.device, cfg.precision):
+                return model(inp)
+
+        return call
+
+    flops = _count_flops(forward(x1)) if cfg.precision != "int8" else _count_flops_fp32(entry, cfg, x1)
+    stats, converged = time_adaptive(forward(x), cfg.timing, cuda_timer if cfg.device == "cuda" else cpu_timer)
+    return cfg.result(
+        "ok", latency_ms=stats, throughput_per_s=cfg.batch_size * 1e3 / stats.p50, flops_per_sample=flops,
+        param_bytes=param_bytes, buffer_bytes=buffer_bytes, extra={"ci_converged": converged},
+    )  # fmt: skip
+
+
+def _count_flops_fp32(entry: ZooEntry, cfg: BenchConfig, x1: torch.Tensor) -> float:
+    """Quantized ops are invisible to FlopCounterMode; count the same math on the fp32 model."""
+    fp32 = entry.build(cfg.tiny).to(cfg.device)
+    with torch.inference_mode():
+        return _count_flops(lambda: fp32(x1))
+
+
+def _training(cfg: BenchConfig) -> Measurement:
+    entry = _entry(cfg)
+    model = entry.build(cfg.tiny).to(cfg.device).train()
+    param_bytes, buffer_bytes = tensor_bytes(model.parameters()), tensor_bytes(model.buffers())
+    if cfg.optimizer == "sgd":
+        opt: torch.optim.Optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    # fp16 needs loss scaling; bf16 has fp32's exponent range and does not (torch.amp docs).
+    scaler = torch.amp.GradScaler(cfg.device) if cfg.precision == "fp16" else None
+    x, y = _inputs(entry, cfg, cfg.batch_size)
+    loss_box: list[float] = []
+
+    def step(inp: torch.Tensor = x, lab: torch.Tensor = y) -> None:
+        opt.zero_grad(set_to_none=True)
+        with autocast(cfg.device, cfg.precision):
+            loss = model.loss(inp, lab)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        loss_box.append(float(loss.detach()))
+
+    # Saved-for-backward bytes of one forward (activations), then free the graph.
+    with SavedTensorTracker(model) as saved, autocast(cfg.device, cfg.precision):
+        loss = model.loss(x, y)
+    del loss
+    x1, y1 = _inputs(entry, cfg, 1)
+    flops = _count_flops(lambda: step(x1, y1))  # forward + backward (+ optimizer, counted as 0)
+    # warm-up >= 2 so optimizer states exist before timing (they are allocated at the first step).
+    policy = cfg.timing if cfg.timing.warmup >= 2 else type(cfg.timing)(**{**cfg.timing.__dict__, "warmup": 2})
+    stats, converged = time_adaptive(step, policy, cuda_timer if cfg.device == "cuda" else cpu_timer)
+    extra: dict[str, Any] = {"ci_converged": converged}
+    if cfg.epochs:
+        extra |= _epochs(cfg, entry, model, step)
+    return cfg.result(
+        "ok", latency_ms=stats, throughput_per_s=cfg.batch_size * 1e3 / stats.p50, flops_per_sample=flops,
+        param_bytes=param_bytes, buffer_bytes=buffer_bytes, activation_bytes=int(saved.saved_bytes),
+        loss=loss_box[-1], extra=extra,
+    )  # fmt: skip
+
+
+def _epochs(
+    cfg: BenchConfig, entry: ZooEntry, model: torch.nn.Module, step: Callable[[torch.Tensor, torch.Tensor], None]
+) -> dict[str, Any]:
+    """A short real training on a fixed synthetic dataset: time per epoch and the loss curve."""
+    data = [_batch(entry, cfg, seed) for seed in range(cfg.epoch_batches)]
+    epoch_s, losses = [], []
+    for _ in range(cfg.epochs or 0):
+        t0 = time.perf_counter()
+        total = 0.0
+        for x, y in data:
+            step(x, y)
+        if cfg.device == "cuda":
+            torch.cuda.synchronize()
+        epoch_s.append(time.perf_counter() - t0)
+        for x, y in data[:2]:  # loss on two batches after the epoch, without a step
+            with torch.no_grad(), autocast(cfg.device, cfg.precision):
+                total += float(model.loss(x, y))
+        losses.append(total / 2)
+    return {"epochs": cfg.epochs, "epoch_time_s": epoch_s, "epoch_loss": losses, "samples_per_epoch": cfg.epoch_batches * cfg.batch_size}
+
+
+def _batch(entry: ZooEntry, cfg: BenchConfig, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    x = entry.example_input(
+        cfg.batch_size, seq_len=cfg.input.get("seq_len"), image_size=cfg.input.get("image_size"), tiny=cfg.tiny,
+        device=cfg.device, seed=100 + seed,
+    )  # fmt: skip
+    return x, entry.example_labels(x, tiny=cfg.tiny, seed=200 + seed)

@@ -1,0 +1,282 @@
+"""The results store: one SQLite file, schema migrations by ``PRAGMA user_version``.
+
+    envs          id (fingerprint hash) -> fingerprint JSON
+    runs          one row per command that produced results (bench, plan, loadtest, pipeline, …)
+    measurements  one row per measured config, keyed by (env_id, key) for reuse
+    artifacts     JSON payloads (plan results, load-test results) attached to a run
+
+Every write is one transaction, so an interrupted or failed command never leaves half a row, and
+nothing already stored is touched by a later bad input. WAL mode lets the dashboard read while a
+sweep writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import uuid
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from rightsize.errors import NotFoundError, RightsizeError
+from rightsize.profile import Measurement, Profile
+
+_MIGRATIONS: list[str] = [
+    # v1
+    """
+    CREATE TABLE envs (id TEXT PRIMARY KEY, created_at TEXT NOT NULL, json TEXT NOT NULL);
+    CREATE TABLE runs (
+        id TEXT PRIMARY KEY, created_at TEXT NOT NULL, finished_at TEXT, kind TEXT NOT NULL,
+        name TEXT, model TEXT, env_id TEXT REFERENCES envs(id), status TEXT NOT NULL, spec_json TEXT
+    );
+    CREATE TABLE measurements (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL REFERENCES runs(id),
+        env_id TEXT NOT NULL REFERENCES envs(id), key TEXT NOT NULL, model TEXT NOT NULL, mode TEXT NOT NULL,
+        device TEXT NOT NULL, precision TEXT NOT NULL, batch_size INTEGER NOT NULL, status TEXT NOT NULL,
+        created_at TEXT NOT NULL, json TEXT NOT NULL
+    );
+    CREATE INDEX measurements_key ON measurements(env_id, key);
+    CREATE INDEX measurements_model ON measurements(model, mode);
+    CREATE TABLE artifacts (
+        id TEXT PRIMARY KEY, run_id TEXT REFERENCES runs(id), kind TEXT NOT NULL, created_at TEXT NOT NULL,
+        json TEXT NOT NULL
+    );
+    CREATE INDEX artifacts_kind ON artifacts(kind);
+    """,
+]
+
+
+def default_store_path() -> Path:
+    """``$RIGHTSIZE_STORE`` or ``<user cache dir>/rightsize/store.sqlite``."""
+    env = os.environ.get("RIGHTSIZE_STORE")
+    if env:
+        return Path(env)
+    return Path(platformdirs.user_cache_dir("rightsize")) / "store.sqlite"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: str
+    created_at: str
+    finished_at: str | None
+    kind: str
+    name: str | None
+    model: str | None
+    env_id: str | None
+    status: str
+    n_measurements: int
+    n_failed: int
+
+
+class Store:
+    """A results store on one SQLite file (created with its parent directory on first use)."""
+
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path is not None else default_store_path()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise RightsizeError(f"--store: cannot open {str(self.path)!r} ({exc}); pass a writable path") from None
+        self._conn.row_factory = sqlite3.Row
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise RightsizeError(
+                f"--store: {str(self.path)!r} is not a rightsize store ({exc}); pass another path"
+            ) from None
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: all or nothing."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        if version > len(_MIGRATIONS):
+            raise sqlite3.DatabaseError(f"store schema v{version} is newer than this rightsize (v{len(_MIGRATIONS)})")
+        for i in range(version, len(_MIGRATIONS)):
+            with self._tx() as c:
+                for stmt in _MIGRATIONS[i].split(";"):
+                    if stmt.strip():
+                        c.execute(stmt)
+                c.execute(f"PRAGMA user_version = {i + 1}")
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- environments -------------------------------------------------------------------------------
+
+    def save_env(self, env: dict[str, Any]) -> str:
+        with self._tx() as c:
+            c.execute("INSERT OR IGNORE INTO envs(id, created_at, json) VALUES (?, ?, ?)", (env["id"], _now(), json.dumps(env)))
+        return str(env["id"])
+
+    def env(self, env_id: str) -> dict[str, Any]:
+        row = self._conn.execute("SELECT json FROM envs WHERE id = ?", (env_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"environment {env_id!r} is not in the store; see `rightsize results`")
+        return json.loads(row["json"])  # type: ignore[no-any-return]
+
+    def envs(self) -> list[dict[str, Any]]:
+        return [json.loads(r["json"]) for r in self._conn.execute("SELECT json FROM envs ORDER BY created_at")]
+
+    # -- runs --------------------------------------------------------------------------------------
+
+    def start_run(self, kind: str, *, name: str | None = None, model: str | None = None, env_id: str | None = None,
+                  spec: dict[str, Any] | None = None) -> str:  # fmt: skip
+        run_id = uuid.uuid4().hex[:12]
+        with self._tx() as c:
+            c.execute(
+                "INSERT INTO runs(id, created_at, kind, name, model, env_id, status, spec_json) VALUES (?,?,?,?,?,?,?,?)",
+                (run_id, _now(), kind, name, model, env_id, "running", json.dumps(spec) if spec else None),
+            )
+        return run_id
+
+    def finish_run(self, run_id: str, status: str = "done") -> None:
+        with self._tx() as c:
+            c.execute("UPDATE runs SET status = ?, finished_at = ? WHERE id = ?", (status, _now(), run_id))
+
+    def runs(self, limit: int | None = None, kind: str | None = None) -> list[RunInfo]:
+        sql = (
+            "SELECT r.*, COUNT(m.id) AS n, SUM(CASE WHEN m.status = 'failed' THEN 1 ELSE 0 END) AS nf "
+            "FROM runs r LEFT JOIN measurements m ON m.run_id = r.id "
+            + ("WHERE r.kind = ? " if kind else "")
+            + "GROUP BY r.id ORDER BY r.created_at DESC, r.rowid DESC"
+            + (f" LIMIT {int(limit)}" if limit else "")
+        )
+        rows = self._conn.execute(sql, (kind,) if kind else ())
+        return [
+            RunInfo(r["id"], r["created_at"], r["finished_at"], r["kind"], r["name"], r["model"], r["env_id"],
+                    r["status"], int(r["n"]), int(r["nf"] or 0))
+            for r in rows
+        ]  # fmt: skip
+
+    def run(self, run_id: str) -> RunInfo:
+        for r in self.runs():
+            if r.id == run_id or (len(run_id) >= 4 and r.id.startswith(run_id)):
+                return r
+        raise NotFoundError(f"run {run_id!r} is not in the store; `rightsize results` lists runs")
+
+    def run_spec(self, run_id: str) -> dict[str, Any] | None:
+        row = self._conn.execute("SELECT spec_json FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return json.loads(row["spec_json"]) if row and row["spec_json"] else None
+
+    # -- measurements ------------------------------------------------------------------------------
+
+    def add_measurements(self, run_id: str, measurements: Iterable[Measurement]) -> None:
+        rows = [
+            (run_id, m.env_id, m.key, m.model, m.mode, m.device, m.precision, m.batch_size, m.status, _now(),
+             json.dumps(m.to_dict()))
+            for m in measurements
+        ]  # fmt: skip
+        for r in rows:
+            if r[1] is None:
+                raise ValueError("measurement without env_id cannot be stored")
+        with self._tx() as c:
+            c.executemany(
+                "INSERT INTO measurements(run_id, env_id, key, model, mode, device, precision, batch_size, status,"
+                " created_at, json) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                rows,
+            )
+
+    def find_measurement(self, key: str, env_id: str, ok_only: bool = True) -> Measurement | None:
+        """The newest stored result of a config on an environment (reused unless --fresh)."""
+        sql = "SELECT json FROM measurements WHERE env_id = ? AND key = ?"
+        if ok_only:
+            sql += " AND status = 'ok'"
+        row = self._conn.execute(sql + " ORDER BY id DESC LIMIT 1", (env_id, key)).fetchone()
+        return Measurement.from_dict(json.loads(row["json"])) if row else None
+
+    def measurements(self, *, run_id: str | None = None, model: str | None = None, env_id: str | None = None,
+                     mode: str | None = None) -> list[Measurement]:  # fmt: skip
+        where, args = [], []
+        for col, val in (("run_id", run_id), ("model", model), ("env_id", env_id), ("mode", mode)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                args.append(val)
+        sql = "SELECT json FROM measurements" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
+        return [Measurement.from_dict(json.loads(r["json"])) for r in self._conn.execute(sql, args)]
+
+    def profiles(self, model: str | None = None, *, tiny: bool | None = False) -> list[Profile]:
+        """One Profile per (env, model, mode, input): the newest result of each config."""
+        latest: dict[tuple[str, str], Measurement] = {}
+        for m in self.measurements(model=model):
+            if tiny is not None and m.tiny != tiny:
+                continue
+            latest[(m.env_id or "", m.key)] = m  # later rows win
+        groups: dict[tuple[str, str, str, str], list[Measurement]] = {}
+        for (env_id, _), m in latest.items():
+            ident = json.dumps(m.input, sort_keys=True)
+            groups.setdefault((env_id, m.model, m.mode, ident), []).append(m)
+        envs = {e["id"]: e for e in self.envs()}
+        return [
+            Profile(model=mdl, mode=mode, input=json.loads(ident), env=envs.get(env_id, {"id": env_id}),
+                    measurements=tuple(sorted(ms, key=lambda m: (m.device, m.precision, m.batch_size))))
+            for (env_id, mdl, mode, ident), ms in groups.items()
+        ]  # fmt: skip
+
+    def profile(self, model: str, mode: str, input: dict[str, int], env_id: str, *, tiny: bool = False) -> Profile | None:
+        for p in self.profiles(model, tiny=tiny):
+            if p.mode == mode and p.input == input and p.env.get("id") == env_id:
+                return p
+        return None
+
+    # -- artifacts ---------------------------------------------------------------------------------
+
+    def save_artifact(self, run_id: str | None, kind: str, payload: dict[str, Any]) -> str:
+        """Attach a JSON payload (plan, load test, pipeline result) to a run; a run is made if None."""
+        if run_id is None:
+            run_id = self.start_run(kind, name=str(payload.get("name", kind)), model=payload.get("model"))
+            self.finish_run(run_id)
+        art_id = uuid.uuid4().hex[:12]
+        with self._tx() as c:
+            c.execute(
+                "INSERT INTO artifacts(id, run_id, kind, created_at, json) VALUES (?,?,?,?,?)",
+                (art_id, run_id, kind, _now(), json.dumps(payload)),
+            )
+        return art_id
+
+    def artifacts(self, kind: str | None = None, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Artifacts newest first, each as ``{"id", "run_id", "kind", "created_at", "payload"}``."""
+        where, args = [], []
+        if kind:
+            where.append("kind = ?")
+            args.append(kind)
+        if run_id:
+            where.append("run_id = ?")
+            args.append(run_id)
+        sql = "SELECT * FROM artifacts" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid DESC"
+        return [
+            {"id": r["id"], "run_id": r["run_id"], "kind": r["kind"], "created_at": r["created_at"],
+             "payload": json.loads(r["json"])}
+            for r in self._conn.execute(sql, args)
+        ]  # fmt: skip

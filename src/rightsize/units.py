@@ -1,0 +1,36 @@
+"""Parse and format quantities that users type: memory sizes like ``4GiB`` or ``512MB``."""
+
+from __future__ import annotations
+
+import re
+
+from rightsize.errors import SpecError
+
+_UNITS = {
+    "": 1, "b": 1,
+    "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3, "t": 1000**4, "tb": 1000**4,
+    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
+}  # fmt: skip
+
+
+def parse_bytes(text: str, field: str = "memory") -> int:
+    """``"4GiB"`` -> 4294967296; decimal (GB) and binary (GiB) units, case-insensitive."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise SpecError(field, f"must be a size such as 4GiB, 512MiB or 2GB, got {text!r}")
+    value = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if value < 1:
+        raise SpecError(field, f"must be at least 1 byte, got {text!r}")
+    return int(value)
+
+
+def format_bytes(n: float | None) -> str:
+    """Human-readable binary size: 1536 -> '1.5 KiB'; None -> '-'."""
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"

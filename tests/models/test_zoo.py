@@ -1,0 +1,28 @@
+import pytest
+import torch
+
+from rightsize.errors import NotFoundError
+from rightsize.models import get_entry, list_entries
+
+EXPECTED_PARAMS_M = {"resnet50": 25.56, "bert-base": 109.48, "distilbert": 66.96, "gpt2": 124.44, "mobilenet_v2": 3.50,
+                     "resnet152": 60.19, "simplenet": 0.646}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PARAMS_M))
+def test_full_size_parameter_counts(name: str) -> None:
+    assert get_entry(name).count_params() / 1e6 == pytest.approx(EXPECTED_PARAMS_M[name], rel=0.01)
+
+
+@pytest.mark.parametrize("entry", [e for e in list_entries() if e.name not in ("llama-7b", "llama-13b")], ids=lambda e: e.name)
+def test_tiny_variants_run_forward_and_loss(entry) -> None:  # type: ignore[no-untyped-def]
+    model = entry.build(tiny=True)
+    x = entry.example_input(3, seq_len=16, image_size=32, tiny=True)
+    logits = model(x)
+    assert logits.shape[0] == 3
+    loss = model.loss(x, entry.example_labels(x, tiny=True))
+    assert loss.ndim == 0 and torch.isfinite(loss)
+
+
+def test_unknown_model_suggests() -> None:
+    with pytest.raises(NotFoundError, match="Did you mean 'resnet50'"):
+        get_entry("resnet5")

@@ -1,0 +1,72 @@
+from pathlib import Path
+
+import pytest
+
+from rightsize.errors import NotFoundError, SpecError
+from rightsize.spec import load_spec, parse_spec
+
+
+def _spec(**over: object) -> dict[str, object]:
+    return {"model": "distilbert", "batch_sizes": [1, 8], "precisions": ["fp32", "bf16"]} | over
+
+
+def test_valid_spec_defaults_and_dedupe() -> None:
+    w = parse_spec(_spec(batch_sizes=[8, 1, 8], precisions=["fp32", "fp32", "bf16"]))
+    assert w.batch_sizes == [1, 8]
+    assert w.precisions == ["fp32", "bf16"]
+    assert w.mode == "inference" and w.devices == ["cpu"] and w.threads == [None]
+
+
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"batch_sizes": [-1]}, "batch_sizes[0]: must be >= 1, got -1"),
+        ({"batch_sizes": [4, 0]}, "batch_sizes[1]: must be >= 1, got 0"),
+        ({"precisions": ["fp8"]}, "precisions[0]: Input should be 'fp32', 'bf16', 'fp16' or 'int8'"),
+        ({"mode": "train"}, "mode: Input should be 'inference' or 'training'"),
+        ({"batch": [1]}, "batch: unknown field; remove it or check its spelling"),
+        ({"input": {"seq_len": 0}}, "input.seq_len: Input should be greater than or equal to 1"),
+        ({"threads": [0]}, "threads[0]: must be >= 1 or null (all cores), got 0"),
+        ({"model": "pkg.mod:"}, "model: must be a zoo name or 'package.module:factory'"),
+        ({"timing": {"min_repeats": 10, "max_repeats": 5}}, "timing: max_repeats (5) must be >= min_repeats (10)"),
+    ],
+)
+def test_bad_field_names_path_and_fix(over: dict[str, object], message: str) -> None:
+    with pytest.raises(SpecError) as exc:
+        parse_spec(_spec(**over))
+    text = str(exc.value)
+    assert text.startswith(message), text
+    assert "\n" not in text
+
+
+def test_missing_model_and_not_a_mapping() -> None:
+    with pytest.raises(SpecError, match=r"^model: required field is missing"):
+        parse_spec({"batch_sizes": [1]})
+    with pytest.raises(SpecError, match="must be a YAML mapping"):
+        parse_spec([1, 2])
+
+
+def test_targets_validation() -> None:
+    online = {"online": {"rate_per_s": 10, "latency": {"percentile": 95, "bound_ms": 80}}}
+    w = parse_spec(_spec(targets=online))
+    assert w.targets is not None and w.targets.online is not None
+    assert w.targets.online.latency.bound_ms == 80
+    with pytest.raises(SpecError, match=r"^targets.online.latency.bound_ms"):
+        parse_spec(_spec(targets={"online": {"rate_per_s": 10, "latency": {"bound_ms": -5}}}))
+
+
+def test_load_spec_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(NotFoundError, match="not found"):
+        load_spec(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: [unclosed\n")
+    with pytest.raises(SpecError, match="not valid YAML at line"):
+        load_spec(bad)
+
+
+def test_shipped_examples_are_valid() -> None:
+    root = Path(__file__).resolve().parents[2] / "examples"
+    files = sorted(root.glob("*.yaml"))
+    assert files, "examples/ must ship specs"
+    for f in files:
+        load_spec(f)

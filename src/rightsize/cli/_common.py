@@ -12,8 +12,9 @@ import typer
 from rich.console import Console
 
 # Humans read stderr while --json writes stdout, so piping JSON never mixes in progress text.
-err_console = Console(stderr=True)
-out_console = Console()
+# Piped output (CI logs, `| tee`) gets a wide fixed width instead of rich's 80-column default.
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
+out_console = Console(width=None if sys.stdout.isatty() else 140)
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
 STORE_OPTION = typer.Option(

@@ -52,7 +52,10 @@ def bench(
     from rightsize.store import Store
     from rightsize.units import parse_bytes
 
+    from rightsize.models import resolve_model
+
     workload = load_spec(spec)
+    resolve_model(workload.model, workload.input.shape)  # a bad model name fails before any progress output
     limit = parse_bytes(memory_limit, "--memory-limit") if memory_limit else None
     db = Store(store)
     if ray:

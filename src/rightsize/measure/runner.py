@@ -18,7 +18,17 @@ from typing import Any
 from rightsize.measure.config import BenchConfig
 from rightsize.profile import Measurement
 
-_PRELOAD = ["torch", "rightsize.measure.scenarios"]
+# Importing a transformers modeling module costs seconds; the forkserver pays it once for every child.
+_PRELOAD = [
+    "torch",
+    "rightsize.measure.scenarios",
+    "transformers.models.bert.modeling_bert",
+    "transformers.models.distilbert.modeling_distilbert",
+    "transformers.models.gpt2.modeling_gpt2",
+    "transformers.models.resnet.modeling_resnet",
+    "transformers.models.mobilenet_v2.modeling_mobilenet_v2",
+    "transformers.models.llama.modeling_llama",
+]
 _CTX: Any = None
 
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory", "std::bad_alloc", "memoryerror")

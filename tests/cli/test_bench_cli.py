@@ -1,0 +1,93 @@
+"""The bench/models/results/env commands, run as a user runs them (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+FAST = {"warmup": 1, "min_repeats": 3, "max_repeats": 8, "max_time_s": 1.0}
+
+
+def rightsize(*args: str, store: Path, check: bool = False) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"RIGHTSIZE_STORE": str(store), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "rightsize", *args], capture_output=True, text=True, env=env, check=check, timeout=600)
+
+
+def _spec(tmp_path: Path, **over: object) -> Path:
+    spec = {"name": "t", "model": "simplenet", "tiny": True, "batch_sizes": [1, 8, 32],
+            "precisions": ["fp32", "bf16"], "timing": FAST} | over  # fmt: skip
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def test_bench_json_contract_and_reuse(tmp_path: Path, store_path: Path) -> None:
+    spec = _spec(tmp_path)
+    first = rightsize("bench", str(spec), "--json", store=store_path)
+    assert first.returncode == 0, first.stderr
+    records = json.loads(first.stdout)
+    assert len(records) == 6  # 2 precisions x 3 batch sizes
+    for r in records:
+        for key in ("model", "mode", "device", "precision", "batch_size", "threads", "status", "throughput_per_s",
+                    "latency_ms", "peak_memory_bytes", "flops_per_sample"):  # fmt: skip
+            assert key in r
+        assert r["status"] == "ok"
+        assert r["latency_ms"]["p95"] >= r["latency_ms"]["p50"] > 0
+    second = rightsize("bench", str(spec), "--json", store=store_path)
+    assert "reused 6 stored result(s)" in second.stderr
+    assert json.loads(second.stdout) == records
+
+    listed = rightsize("results", "--json", store=store_path)
+    [run] = json.loads(listed.stdout)
+    assert run["n_measurements"] == 6 and run["kind"] == "bench"
+    out = tmp_path / "export.csv"
+    rightsize("results", run["id"], "--export", str(out), store=store_path, check=True)
+    assert len(out.read_text().splitlines()) == 7
+
+
+@pytest.mark.parametrize(
+    ("over", "line"),
+    [
+        ({"batch_sizes": [-1]}, "error: batch_sizes[0]: must be >= 1, got -1"),
+        ({"model": "resnet5"}, "error: model 'resnet5' is not in the zoo. Did you mean 'resnet50'?"),
+        ({"precisions": ["fp64"]}, "error: precisions[0]: Input should be"),
+    ],
+)
+def test_bad_spec_exits_2_with_one_line(tmp_path: Path, store_path: Path, over: dict[str, object], line: str) -> None:
+    res = rightsize("bench", str(_spec(tmp_path, **over)), store=store_path)
+    assert res.returncode == 2
+    assert res.stderr.startswith(line), res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in res.stderr
+
+
+def test_bad_memory_limit_and_missing_spec(tmp_path: Path, store_path: Path) -> None:
+    res = rightsize("bench", str(_spec(tmp_path)), "--memory-limit", "lots", store=store_path)
+    assert res.returncode == 2 and res.stderr.startswith("error: --memory-limit: must be a size")
+    res = rightsize("bench", str(tmp_path / "missing.yaml"), store=store_path)
+    assert res.returncode == 2 and "not found" in res.stderr
+
+
+def test_memory_limit_records_failed_and_keeps_others(tmp_path: Path, store_path: Path) -> None:
+    spec = _spec(tmp_path, tiny=False, batch_sizes=[1, 1_000_000], precisions=["fp32"])
+    res = rightsize("bench", str(spec), "--json", "--memory-limit", "3GiB", store=store_path)
+    assert res.returncode == 0, res.stderr
+    small, big = json.loads(res.stdout)
+    assert small["status"] == "ok"
+    assert big["status"] == "failed" and big["reason"].startswith("out of memory")
+
+
+def test_models_and_env(store_path: Path) -> None:
+    rows = json.loads(rightsize("models", "--json", store=store_path, check=True).stdout)
+    by_name = {r["name"]: r for r in rows}
+    assert {"simplenet", "mobilenet_v2", "resnet50", "resnet152", "distilbert", "bert-base", "gpt2"} <= set(by_name)
+    assert by_name["resnet50"]["parameters"] == pytest.approx(25.6e6, rel=0.01)
+    assert by_name["bert-base"]["parameters"] == pytest.approx(110e6, rel=0.01)
+    env = json.loads(rightsize("env", "--json", store=store_path, check=True).stdout)
+    assert env["logical_cores"] >= 1 and "isa" in env

@@ -1,0 +1,85 @@
+"""Sweeps run real tiny models in isolated children and store every result."""
+
+from pathlib import Path
+
+import pytest
+
+from rightsize.measure.config import BenchConfig, expand
+from rightsize.measure.runner import classify_failure, run_isolated
+from rightsize.measure.sweep import run_sweep
+from rightsize.measure.timing import TimingPolicy
+from rightsize.spec import parse_spec
+from rightsize.store import Store
+
+FAST = {"warmup": 1, "min_repeats": 3, "max_repeats": 10, "max_time_s": 1.0}
+
+
+def _workload(**over: object):  # type: ignore[no-untyped-def]
+    base = {"model": "distilbert", "tiny": True, "input": {"seq_len": 16}, "batch_sizes": [1, 4],
+            "precisions": ["fp32", "bf16", "fp16"], "timing": FAST}  # fmt: skip
+    return parse_spec(base | over)
+
+
+def test_expand_skips_unsupported_and_missing_cuda() -> None:
+    configs, notes = expand(_workload(devices=["cpu", "cuda"]), "tokens", env_id="e", has_cuda=False)
+    assert {(c.device, c.precision) for c in configs} == {("cpu", "fp32"), ("cpu", "bf16")}
+    assert len(configs) == 4
+    assert any("fp16" in n for n in notes) and any("cuda" in n for n in notes)
+    assert configs[0].input == {"seq_len": 16}
+
+
+def test_sweep_measures_stores_and_reuses(store_path: Path) -> None:
+    w = _workload(precisions=["fp32", "int8"])
+    with Store(store_path) as store:
+        first = run_sweep(w, store)
+        assert [m.status for m in first.measurements] == ["ok"] * 4, [m.reason for m in first.measurements]
+        for m in first.measurements:
+            assert m.latency_ms is not None and m.latency_ms.p50 > 0
+            assert m.latency_ms.p50 <= m.latency_ms.p95 <= m.latency_ms.p99
+            assert m.throughput_per_s == pytest.approx(m.batch_size * 1e3 / m.latency_ms.p50)
+            assert m.flops_per_sample and m.flops_per_sample > 0
+            assert m.param_bytes and m.param_bytes > 0
+            assert m.peak_memory_bytes is not None and m.peak_memory_bytes > 0
+        fp32 = {m.batch_size: m for m in first.measurements if m.precision == "fp32"}
+        # FLOPs per sample do not depend on the batch (same math per sample).
+        assert fp32[4].flops_per_sample == pytest.approx(fp32[1].flops_per_sample, rel=0.01)
+        second = run_sweep(w, store)
+        assert second.reused == 4 and second.run_id is None
+        assert [m.latency_ms for m in second.measurements] == [m.latency_ms for m in first.measurements]
+        fresh = run_sweep(w, store, fresh=True)
+        assert fresh.reused == 0
+
+
+def test_training_sweep_and_epochs(store_path: Path) -> None:
+    w = _workload(mode="training", precisions=["fp32", "bf16"], batch_sizes=[4])
+    res = run_sweep(w, None, epochs=3)
+    for m in res.measurements:
+        assert m.status == "ok", m.reason
+        assert m.activation_bytes and m.activation_bytes > 0
+        assert m.loss is not None
+        assert len(m.extra["epoch_time_s"]) == 3
+    fp32 = next(m for m in res.measurements if m.precision == "fp32")
+    losses = fp32.extra["epoch_loss"]
+    assert losses[-1] < losses[0]  # it really trains on the fixed synthetic set
+
+
+def test_memory_limit_fails_only_the_big_config() -> None:
+    # simplenet at batch 1 needs a few MB; at batch 1M the input alone is 4 GB.
+    w = parse_spec({"model": "simplenet", "batch_sizes": [1, 1_000_000], "timing": FAST})
+    res = run_sweep(w, None, memory_limit_bytes=3 * 2**30)
+    small, big = res.measurements
+    assert small.status == "ok"
+    assert big.status == "failed" and big.reason is not None and big.reason.startswith("out of memory")
+
+
+def test_crash_becomes_failed_result() -> None:
+    cfg = BenchConfig("nonexistent_pkg_xyz:factory", "inference", "cpu", "fp32", 1, None, {}, "adamw", False,
+                      TimingPolicy(), user_shape=(4,))  # fmt: skip
+    m = run_isolated(cfg, timeout_s=120)
+    assert m.status == "failed" and "nonexistent_pkg_xyz" in (m.reason or "")
+
+
+def test_classify_failure() -> None:
+    assert classify_failure(MemoryError()).startswith("out of memory")
+    assert classify_failure(RuntimeError("CUDA out of memory. Tried to allocate")).startswith("out of memory")
+    assert classify_failure(ValueError("bad")) == "ValueError: bad"

@@ -1,8 +1,8 @@
 """The plain values passed along the data flow (no torch here; planning and reports import this).
 
-    Measurement   one config of a sweep on one machine (measure -> store)
-    Profile       a model's measurements on one machine + its environment (store -> estimate)
-    ServiceCurve  t(batch) ± band on one device and precision, measured or projected (estimate -> plan)
+Measurement   one config of a sweep on one machine (measure -> store)
+Profile       a model's measurements on one machine + its environment (store -> estimate)
+ServiceCurve  t(batch) ± band on one device and precision, measured or projected (estimate -> plan)
 """
 
 from __future__ import annotations

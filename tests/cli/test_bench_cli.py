@@ -16,7 +16,9 @@ FAST = {"warmup": 1, "min_repeats": 3, "max_repeats": 8, "max_time_s": 1.0}
 
 def rightsize(*args: str, store: Path, check: bool = False) -> subprocess.CompletedProcess[str]:
     env = os.environ | {"RIGHTSIZE_STORE": str(store), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "rightsize", *args], capture_output=True, text=True, env=env, check=check, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "rightsize", *args], capture_output=True, text=True, env=env, check=check, timeout=600
+    )
 
 
 def _spec(tmp_path: Path, **over: object) -> Path:

@@ -22,9 +22,13 @@ def test_ci_shrinks_with_samples() -> None:
 
 def test_adaptive_stops_when_tight_and_caps_when_noisy() -> None:
     steady = itertools.cycle([1.0])
-    stats, ok = time_adaptive(lambda: None, TimingPolicy(warmup=0, min_repeats=5, max_repeats=50), timer=lambda f: next(steady))
+    stats, ok = time_adaptive(
+        lambda: None, TimingPolicy(warmup=0, min_repeats=5, max_repeats=50), timer=lambda f: next(steady)
+    )
     assert ok and stats.n == 5
 
     noisy = itertools.cycle([1.0, 10.0, 100.0])
-    stats, ok = time_adaptive(lambda: None, TimingPolicy(warmup=0, min_repeats=5, max_repeats=30), timer=lambda f: next(noisy))
+    stats, ok = time_adaptive(
+        lambda: None, TimingPolicy(warmup=0, min_repeats=5, max_repeats=30), timer=lambda f: next(noisy)
+    )
     assert not ok and stats.n == 30

@@ -13,7 +13,9 @@ def test_full_size_parameter_counts(name: str) -> None:
     assert get_entry(name).count_params() / 1e6 == pytest.approx(EXPECTED_PARAMS_M[name], rel=0.01)
 
 
-@pytest.mark.parametrize("entry", [e for e in list_entries() if e.name not in ("llama-7b", "llama-13b")], ids=lambda e: e.name)
+@pytest.mark.parametrize(
+    "entry", [e for e in list_entries() if e.name not in ("llama-7b", "llama-13b")], ids=lambda e: e.name
+)
 def test_tiny_variants_run_forward_and_loss(entry) -> None:  # type: ignore[no-untyped-def]
     model = entry.build(tiny=True)
     x = entry.example_input(3, seq_len=16, image_size=32, tiny=True)

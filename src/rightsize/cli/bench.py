@@ -16,7 +16,9 @@ def record(m: Measurement) -> dict[str, Any]:
     """The JSON record of one measurement (issue 2's contract, plus the rest of the fields)."""
     d = m.to_dict()
     lat = m.latency_ms
-    d["latency_ms"] = {"p50": lat.p50, "p95": lat.p95, "p99": lat.p99, "mean": lat.mean, "std": lat.std, "n": lat.n} if lat else None
+    d["latency_ms"] = (
+        {"p50": lat.p50, "p95": lat.p95, "p99": lat.p99, "mean": lat.mean, "std": lat.std, "n": lat.n} if lat else None
+    )
     return d
 
 
@@ -24,7 +26,19 @@ def sweep_table(measurements: list[Measurement], title: str) -> Any:
     from rich.table import Table
 
     t = Table(title=title, title_justify="left")
-    for col in ("device", "prec", "batch", "thr", "status", "p50 ms", "p95 ms", "p99 ms", "samples/s", "peak mem", "GFLOP/sample"):
+    for col in (
+        "device",
+        "prec",
+        "batch",
+        "thr",
+        "status",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "samples/s",
+        "peak mem",
+        "GFLOP/sample",
+    ):
         t.add_column(col, justify="right" if col not in ("device", "prec", "status") else "left")
     for m in measurements:
         lat = m.latency_ms
@@ -42,17 +56,18 @@ def bench(
     spec: Path = typer.Argument(..., help="Workload spec (YAML), e.g. examples/quick.yaml."),
     json_out: bool = JSON_OPTION,
     fresh: bool = typer.Option(False, "--fresh", help="Measure again even when the store has results."),
-    memory_limit: str | None = typer.Option(None, "--memory-limit", help="Per-config memory cap, e.g. 4GiB (RLIMIT_AS)."),
+    memory_limit: str | None = typer.Option(
+        None, "--memory-limit", help="Per-config memory cap, e.g. 4GiB (RLIMIT_AS)."
+    ),
     epochs: int | None = typer.Option(None, "--epochs", min=1, help="Training: run N short epochs on synthetic data."),
     store: Path | None = STORE_OPTION,
     ray: str | None = typer.Option(None, "--ray", help="Run on a Ray cluster: 'auto' or an address."),
 ) -> None:
     """Measure latency, throughput, memory and FLOPs over the spec's sweep."""
+    from rightsize.models import resolve_model
     from rightsize.spec import load_spec
     from rightsize.store import Store
     from rightsize.units import parse_bytes
-
-    from rightsize.models import resolve_model
 
     workload = load_spec(spec)
     resolve_model(workload.model, workload.input.shape)  # a bad model name fails before any progress output

@@ -22,7 +22,8 @@ def model_rows() -> list[dict[str, Any]]:
             inp = f"features [{e.features}]"
         rows.append(
             {
-                "name": e.name, "family": e.family, "parameters": e.count_params(), "tiny_parameters": e.count_params(tiny=True),
+                "name": e.name, "family": e.family, "parameters": e.count_params(),
+                "tiny_parameters": e.count_params(tiny=True),
                 "input": inp, "input_kind": e.kind, "description": e.description, "runnable": not e.meta_only,
             }
         )  # fmt: skip
@@ -42,7 +43,9 @@ def models(json_out: bool = JSON_OPTION) -> None:
     for col in ("name", "family", "params", "input", "description"):
         t.add_column(col, justify="right" if col == "params" else "left")
     for r in rows:
-        t.add_row(r["name"], r["family"], f"{r['parameters'] / 1e6:,.1f}M", escape(r["input"]), escape(r["description"]))
+        t.add_row(
+            r["name"], r["family"], f"{r['parameters'] / 1e6:,.1f}M", escape(r["input"]), escape(r["description"])
+        )
     out_console.print(t)
 
 

@@ -89,8 +89,19 @@ def expand(workload: Workload, kind: str, *, env_id: str, has_cuda: bool, epochs
                 for b in workload.batch_sizes:
                     configs.append(
                         BenchConfig(
-                            workload.model, workload.mode, device, precision, b, threads, inp, workload.optimizer,
-                            workload.tiny, timing, shape, epochs, memory_limit_bytes=memory_limit_bytes,
+                            workload.model,
+                            workload.mode,
+                            device,
+                            precision,
+                            b,
+                            threads,
+                            inp,
+                            workload.optimizer,
+                            workload.tiny,
+                            timing,
+                            shape,
+                            epochs,
+                            memory_limit_bytes=memory_limit_bytes,
                             env_id=env_id,
                         )
                     )

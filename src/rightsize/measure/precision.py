@@ -24,7 +24,7 @@ def prepare_inference(model: nn.Module, precision: str) -> nn.Module:
         return model
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao.quantization deprecation notice
-        return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)  # type: ignore[no-any-return]
+        return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
 
 
 def tensor_bytes(tensors: Any) -> int:

@@ -11,7 +11,9 @@ from rightsize.spec import Workload
 from rightsize.store import Store
 
 
-def ensure_profile(workload: Workload, store: Store, progress: bool = True, on_progress: Progress | None = None) -> Profile:
+def ensure_profile(
+    workload: Workload, store: Store, progress: bool = True, on_progress: Progress | None = None
+) -> Profile:
     """Stored profile of this model/mode/input on this machine, measuring what is missing first.
 
     The sweep reuses every config already stored, so a second call measures nothing.

@@ -61,14 +61,14 @@ def _child(conn: Connection, cfg_dict: dict[str, Any]) -> None:
         from rightsize.measure.scenarios import run_config
 
         result = run_config(cfg)
-    except BaseException as exc:  # noqa: BLE001 - every failure becomes a recorded result
+    except BaseException as exc:
         reason = classify_failure(exc)
         if os.environ.get("RIGHTSIZE_DEBUG"):
             traceback.print_exc()
         result = cfg.result("failed", reason=reason)
     try:
         conn.send(result.to_dict())
-    except BaseException as exc:  # noqa: BLE001 - e.g. MemoryError while pickling under RLIMIT_AS
+    except BaseException as exc:
         conn.send(cfg.result("failed", reason=classify_failure(exc)).to_dict())
     conn.close()
 

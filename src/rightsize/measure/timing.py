@@ -78,7 +78,9 @@ def cuda_timer(fn: Callable[[], object]) -> float:
     return float(start.elapsed_time(end))
 
 
-def time_adaptive(fn: Callable[[], object], policy: TimingPolicy, timer: Callable[[Callable[[], object]], float] = cpu_timer) -> tuple[LatencyStats, bool]:
+def time_adaptive(
+    fn: Callable[[], object], policy: TimingPolicy, timer: Callable[[Callable[[], object]], float] = cpu_timer
+) -> tuple[LatencyStats, bool]:
     """Time ``fn`` adaptively. Returns the stats and whether the CI target was met (False: capped)."""
     for _ in range(policy.warmup):
         fn()

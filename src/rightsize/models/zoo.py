@@ -36,14 +36,13 @@ def _module_base() -> type:
     return nn.Module
 
 
-
 _ZOO_MODEL_CLS: type | None = None
 
 
 def _zoo_model_cls() -> type:
     global _ZOO_MODEL_CLS
     if _ZOO_MODEL_CLS is None:
-        torch = _torch()
+        import torch
         from torch import nn
 
         class _ZooModel(nn.Module):
@@ -58,20 +57,18 @@ def _zoo_model_cls() -> type:
 
             def forward(self, x: torch.Tensor) -> torch.Tensor:
                 if not self.hf:
-                    return self.inner(x)  # type: ignore[no-any-return]
+                    return self.inner(x)
                 if self.kind == "tokens":
                     out = self.inner(input_ids=x)
                 else:
                     out = self.inner(pixel_values=x)
-                return out.logits  # type: ignore[no-any-return]
+                return out.logits
 
             def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
                 logits = self.forward(x)
                 if self.lm:  # next-token prediction: predict x[:, 1:] from x[:, :-1]
-                    return torch.nn.functional.cross_entropy(  # type: ignore[no-any-return]
-                        logits[:, :-1].flatten(0, 1).float(), y[:, 1:].flatten()
-                    )
-                return torch.nn.functional.cross_entropy(logits.float(), y)  # type: ignore[no-any-return]
+                    return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), y[:, 1:].flatten())
+                return torch.nn.functional.cross_entropy(logits.float(), y)
 
         _ZOO_MODEL_CLS = _ZooModel
     return _ZOO_MODEL_CLS
@@ -105,12 +102,14 @@ class ZooEntry:
     def build(self, tiny: bool = False) -> nn.Module:
         """The model with random weights in eval mode, wrapped to ``forward(x) -> logits``."""
         model = _zoo_model_cls()(self.builder(tiny), self.kind, self.hf, self.lm)
-        return model.eval()  # type: ignore[no-any-return]
+        return model.eval()
 
     def input_vocab(self, tiny: bool) -> int:
         return 1000 if tiny else self.vocab_size
 
-    def sample_shape(self, seq_len: int | None = None, image_size: int | None = None, tiny: bool = False) -> tuple[int, ...]:
+    def sample_shape(
+        self, seq_len: int | None = None, image_size: int | None = None, tiny: bool = False
+    ) -> tuple[int, ...]:
         """Shape of one sample (no batch dimension)."""
         if self.kind == "features":
             return (100 if tiny else self.features,)
@@ -137,7 +136,7 @@ class ZooEntry:
             x = torch.randint(0, self.input_vocab(tiny), shape, generator=g)
         else:
             x = torch.randn(shape, generator=g)
-        return x.to(device)  # type: ignore[no-any-return]
+        return x.to(device)
 
     def example_labels(self, x: torch.Tensor, tiny: bool = False, seed: int = 1) -> torch.Tensor:
         """Labels for ``loss``: the tokens themselves for LMs, random classes otherwise."""
@@ -146,7 +145,7 @@ class ZooEntry:
             return x
         g = torch.Generator().manual_seed(seed)
         classes = min(self.classes, 10) if tiny else self.classes  # tiny heads have at most 10 classes
-        return torch.randint(0, classes, (x.shape[0],), generator=g).to(x.device)  # type: ignore[no-any-return]
+        return torch.randint(0, classes, (x.shape[0],), generator=g).to(x.device)
 
     def count_params(self, tiny: bool = False) -> int:
         """Parameter count, from a build on the meta device (no memory, no time)."""
@@ -170,7 +169,8 @@ def _simplenet(tiny: bool) -> nn.Module:
 def _mobilenet_v2(tiny: bool) -> nn.Module:
     from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
 
-    cfg = MobileNetV2Config(num_labels=10 if tiny else 1000, depth_multiplier=0.35 if tiny else 1.0, image_size=32 if tiny else 224)
+    kw: dict[str, Any] = {"num_labels": 10 if tiny else 1000, "depth_multiplier": 0.35 if tiny else 1.0}
+    cfg = MobileNetV2Config(image_size=32 if tiny else 224, **kw)
     return MobileNetV2ForImageClassification(cfg)
 
 
@@ -178,14 +178,12 @@ def _resnet(depths: list[int]) -> Callable[[bool], nn.Module]:
     def build(tiny: bool) -> nn.Module:
         from transformers import ResNetConfig, ResNetForImageClassification
 
+        kw: dict[str, Any] = {"layer_type": "bottleneck", "num_labels": 10 if tiny else 1000}
         if tiny:
-            cfg = ResNetConfig(
-                embedding_size=16, hidden_sizes=[32, 64, 128, 256], depths=[1, 1, 1, 1], layer_type="bottleneck", num_labels=10
-            )
+            kw |= {"embedding_size": 16, "hidden_sizes": [32, 64, 128, 256], "depths": [1, 1, 1, 1]}
         else:
-            cfg = ResNetConfig(
-                embedding_size=64, hidden_sizes=[256, 512, 1024, 2048], depths=depths, layer_type="bottleneck", num_labels=1000
-            )
+            kw |= {"embedding_size": 64, "hidden_sizes": [256, 512, 1024, 2048], "depths": depths}
+        cfg = ResNetConfig(**kw)
         return ResNetForImageClassification(cfg)
 
     return build
@@ -209,7 +207,12 @@ def _bert_base(tiny: bool) -> nn.Module:
 
     kw: dict[str, Any] = {"num_labels": 2}
     if tiny:
-        kw |= _tiny_text_kwargs() | {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
+        kw |= _tiny_text_kwargs() | {
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+        }
     return BertForSequenceClassification(BertConfig(**kw))
 
 
@@ -218,7 +221,15 @@ def _gpt2(tiny: bool) -> nn.Module:
 
     kw: dict[str, Any] = {}
     if tiny:
-        kw = {"vocab_size": 1000, "n_positions": 128, "n_embd": 32, "n_layer": 2, "n_head": 2, "bos_token_id": 0, "eos_token_id": 0}
+        kw = {
+            "vocab_size": 1000,
+            "n_positions": 128,
+            "n_embd": 32,
+            "n_layer": 2,
+            "n_head": 2,
+            "bos_token_id": 0,
+            "eos_token_id": 0,
+        }
     return GPT2LMHeadModel(GPT2Config(**kw))
 
 
@@ -243,7 +254,7 @@ _LLAMA_SHAPES: dict[str, dict[str, int]] = {
 def llama_config(name: str, tiny: bool = False) -> Any:
     from transformers import LlamaConfig
 
-    shape = dict(_LLAMA_SHAPES[name])
+    shape: dict[str, Any] = dict(_LLAMA_SHAPES[name])
     if tiny:
         shape = {
             "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
@@ -312,7 +323,7 @@ def resolve_model(ref: str, shape: list[int] | None = None) -> ZooEntry:
     features = shape
 
     def build(tiny: bool) -> nn.Module:
-        return factory()  # type: ignore[no-any-return]
+        return factory()
 
     entry = _UserEntry(ref, "user", "features", f"user model {ref}", build, hf=False, features=features[0])
     object.__setattr__(entry, "user_shape", tuple(features))
@@ -323,5 +334,7 @@ def resolve_model(ref: str, shape: list[int] | None = None) -> ZooEntry:
 class _UserEntry(ZooEntry):
     user_shape: tuple[int, ...] = ()
 
-    def sample_shape(self, seq_len: int | None = None, image_size: int | None = None, tiny: bool = False) -> tuple[int, ...]:
+    def sample_shape(
+        self, seq_len: int | None = None, image_size: int | None = None, tiny: bool = False
+    ) -> tuple[int, ...]:
         return self.user_shape

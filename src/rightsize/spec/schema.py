@@ -29,7 +29,9 @@ class InputSpec(_Strict):
 
     seq_len: int = Field(128, ge=1, le=1_000_000, description="tokens per sample (text models)")
     image_size: int = Field(224, ge=8, le=8192, description="pixels per side (vision models)")
-    shape: list[int] | None = Field(None, description="per-sample float input shape, for user models (package.module:factory)")
+    shape: list[int] | None = Field(
+        None, description="per-sample float input shape, for user models (package.module:factory)"
+    )
 
     @field_validator("shape")
     @classmethod
@@ -67,12 +69,19 @@ class Workload(_Strict):
     mode: Mode = "inference"
     input: InputSpec = InputSpec()
     batch_sizes: list[int] = Field(default_factory=lambda: [1, 8, 32], min_length=1)
-    precisions: list[Precision] = Field(default_factory=lambda: ["fp32"], min_length=1)
-    devices: list[Device] = Field(default_factory=lambda: ["cpu"], min_length=1)
-    threads: list[int | None] = Field(default_factory=lambda: [None], min_length=1, description="CPU intra-op threads; null = all cores")
+    precisions: list[Precision] = Field(default_factory=lambda: list[Precision](["fp32"]), min_length=1)
+    devices: list[Device] = Field(default_factory=lambda: list[Device](["cpu"]), min_length=1)
+    threads: list[int | None] = Field(
+        default_factory=lambda: list[int | None]([None]),
+        min_length=1,
+        description="CPU intra-op threads; null = all cores",
+    )
     optimizer: Optimizer = "adamw"
     tiny: bool = Field(False, description="use the model's tiny variant (tests, smoke runs)")
     timing: TimingSpec = TimingSpec()
+    node_types: dict[str, str] | None = Field(
+        None, description="Ray: instance type -> custom resource, e.g. {g5.xlarge: 'instance:g5.xlarge'}"
+    )
     targets: Targets | None = None
 
     @field_validator("batch_sizes")
@@ -103,6 +112,11 @@ class Workload(_Strict):
     def _model_ref(cls, v: str) -> str:
         if ":" in v:
             module, _, attr = v.partition(":")
-            if not module or not attr or not all(p.isidentifier() for p in module.split(".")) or not attr.isidentifier():
+            if (
+                not module
+                or not attr
+                or not all(p.isidentifier() for p in module.split("."))
+                or not attr.isidentifier()
+            ):
                 raise ValueError(f"must be a zoo name or 'package.module:factory', got {v!r}")
         return v

@@ -137,14 +137,17 @@ class Store:
 
     def save_env(self, env: dict[str, Any]) -> str:
         with self._tx() as c:
-            c.execute("INSERT OR IGNORE INTO envs(id, created_at, json) VALUES (?, ?, ?)", (env["id"], _now(), json.dumps(env)))
+            c.execute(
+                "INSERT OR IGNORE INTO envs(id, created_at, json) VALUES (?, ?, ?)",
+                (env["id"], _now(), json.dumps(env)),
+            )
         return str(env["id"])
 
     def env(self, env_id: str) -> dict[str, Any]:
         row = self._conn.execute("SELECT json FROM envs WHERE id = ?", (env_id,)).fetchone()
         if row is None:
             raise NotFoundError(f"environment {env_id!r} is not in the store; see `rightsize results`")
-        return json.loads(row["json"])  # type: ignore[no-any-return]
+        return json.loads(row["json"])
 
     def envs(self) -> list[dict[str, Any]]:
         return [json.loads(r["json"]) for r in self._conn.execute("SELECT json FROM envs ORDER BY created_at")]
@@ -156,7 +159,8 @@ class Store:
         run_id = uuid.uuid4().hex[:12]
         with self._tx() as c:
             c.execute(
-                "INSERT INTO runs(id, created_at, kind, name, model, env_id, status, spec_json) VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT INTO runs(id, created_at, kind, name, model, env_id, status, spec_json)"
+                " VALUES (?,?,?,?,?,?,?,?)",
                 (run_id, _now(), kind, name, model, env_id, "running", json.dumps(spec) if spec else None),
             )
         return run_id
@@ -244,7 +248,9 @@ class Store:
             for (env_id, mdl, mode, ident), ms in groups.items()
         ]  # fmt: skip
 
-    def profile(self, model: str, mode: str, input: dict[str, int], env_id: str, *, tiny: bool = False) -> Profile | None:
+    def profile(
+        self, model: str, mode: str, input: dict[str, int], env_id: str, *, tiny: bool = False
+    ) -> Profile | None:
         for p in self.profiles(model, tiny=tiny):
             if p.mode == mode and p.input == input and p.env.get("id") == env_id:
                 return p

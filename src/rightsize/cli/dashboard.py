@@ -1,0 +1,48 @@
+"""``rightsize dashboard``: serve the results store read-only on 127.0.0.1 (runs, comparisons, latency vs cost)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from rightsize.cli._common import JSON_OPTION, STORE_OPTION, err_console
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def dashboard(
+    store: Path | None = STORE_OPTION,
+    host: str = typer.Option(
+        "127.0.0.1", "--host", help="Interface to listen on (keep it local: the store is not public)."
+    ),
+    port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port (0: a free port)."),
+    json_out: bool = JSON_OPTION,
+    verbose: bool = typer.Option(False, "--verbose", help="Log every request on stderr."),
+) -> None:
+    """Serve a local, read-only dashboard over the results store until Ctrl-C."""
+    from rightsize.report.dashboard import serve_dashboard
+
+    if host not in _LOOPBACK:
+        err_console.print(f"warning: --host {host} exposes the results store beyond this machine")
+
+    def ready(url: str) -> None:
+        if json_out:  # one line, flushed: a caller reads it while the server keeps running
+            sys.stdout.write(json.dumps({"url": url}) + "\n")
+            sys.stdout.flush()
+        else:
+            err_console.print(f"rightsize dashboard on {url}  (Ctrl-C stops it)")
+
+    def log(line: str) -> None:
+        err_console.print(line, markup=False, highlight=False)
+
+    try:
+        serve_dashboard(store, host=host, port=port, on_ready=ready, log=log if verbose else None)
+    except KeyboardInterrupt:
+        err_console.print("stopped")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("dashboard")(dashboard)

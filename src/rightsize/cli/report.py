@@ -1,0 +1,60 @@
+"""``rightsize report [RUN] -o out.html|out.md``: render a stored plan as a one-page report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rightsize.cli._common import JSON_OPTION, STORE_OPTION, emit_json, err_console
+
+
+def report(
+    run: str | None = typer.Argument(None, help="Run or plan id (or a 4+ character prefix); default: the newest plan."),
+    output: Path = typer.Option(Path("rightsize-report.html"), "-o", "--output", help="Write FILE.html or FILE.md."),
+    json_out: bool = JSON_OPTION,
+    store: Path | None = STORE_OPTION,
+) -> None:
+    """Write the report of a stored plan (with its measured profile when the store has it)."""
+    from rightsize.errors import NotFoundError, SpecError
+    from rightsize.report import SUFFIXES
+    from rightsize.report.html import render_html
+    from rightsize.report.markdown import render_markdown
+    from rightsize.report.stored import find_plan, stored_report_data
+    from rightsize.store import Store
+    from rightsize.store.db import default_store_path
+
+    if output.suffix.lower() not in SUFFIXES:
+        raise SpecError("--output", f"must end in .html or .md, got {output.name!r}")
+    path = store if store is not None else default_store_path()
+    if not Path(path).is_file():
+        raise NotFoundError(
+            f"--store: no results store at {str(path)!r}; run `rightsize plan SPEC` first or pass --store"
+        )
+    with Store(path) as db:
+        record = find_plan(db, run)
+        data = stored_report_data(db, record)
+    markdown = output.suffix.lower() in (".md", ".markdown")
+    text = render_markdown(data) if markdown else render_html(data)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise SpecError("--output", f"cannot write {str(output)!r} ({exc.strerror}); pass a writable path") from None
+    info = {
+        "path": str(output),
+        "format": "markdown" if markdown else "html",
+        "plan": record["id"],
+        "run_id": record["run_id"],
+        "workload": data.plan.get("workload"),
+        "measured_points": len(data.measurements),
+        "environment": (data.env or {}).get("id"),
+    }
+    if json_out:
+        emit_json(info)
+    else:
+        err_console.print(f"wrote {output} (plan {record['id']}, {len(data.measurements)} measured point(s))")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)

@@ -1,0 +1,289 @@
+"""The report's charts, each a function ReportData -> HTML (a ``<figure data-chart=...>`` or a skipped note).
+
+latency-batch     p50 / p95 per batch, per device × precision: measured points, projected bands
+throughput-batch  samples/s per batch, same series
+p95-rate          p95 vs request rate per top candidate, with the SLO and the peak rate
+pareto            cost vs p95 (online) or total cost vs time (batch, training), budget / SLO / deadline
+memory            memory breakdown per device vs GPU memory tiers
+cluster-time/-cost  training and batch: time and cost vs cluster size (``charts_jobs``)
+spot-cost/-time   spot and mixed vs on-demand per configuration (``charts_jobs``)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rightsize.profile import Measurement, ServiceCurve
+from rightsize.report.charts_jobs import cluster_charts, spot_charts
+from rightsize.report.data import GIB, ReportData, Targets, candidate_key, candidate_label
+from rightsize.report.fmt import finite, hours, num, usd
+from rightsize.report.svg import PALETTE, REF_COLORS, Axis, Point, Ref, Series, xy_chart
+from rightsize.report.svg_bars import stacked_hbars
+
+__all__ = [
+    "all_charts",
+    "cluster_charts",
+    "latency_charts",
+    "memory_chart",
+    "pareto_chart",
+    "rate_chart",
+    "spot_charts",
+]
+
+MAX_CURVES = 6  # projected curves drawn in the batch charts (those of the top candidates first)
+MAX_POINTS = 400  # candidates drawn in the Pareto chart
+
+
+def _device_name(m: Measurement, env: Mapping[str, Any] | None) -> str:
+    if m.device == "cuda" and env and env.get("gpus"):
+        return str(env["gpus"][0].get("name", "cuda"))
+    return m.device
+
+
+def _pick_curves(data: ReportData) -> list[ServiceCurve]:
+    """Projected curves (and measured ones when no profile is given), the top candidates' first."""
+    curves = [c for c in data.curves if c.provenance != "measured" or not data.measurements]
+    if len(curves) <= MAX_CURVES:
+        return curves
+    wanted: list[tuple[Any, ...]] = []
+    for c in data.candidates[:20]:
+        wanted += [(c.get("device"), c.get("precision")), (f"cpu:{c.get('instance')}", c.get("precision"))]
+        wanted += [(c.get("instance"), c.get("precision"))]
+
+    def rank(cv: ServiceCurve) -> int:
+        keys = [(cv.device, cv.precision), (cv.instance, cv.precision)]
+        return min((wanted.index(k) for k in keys if k in wanted), default=len(wanted))
+
+    return sorted(curves, key=rank)[:MAX_CURVES]
+
+
+def latency_charts(data: ReportData) -> list[str]:
+    """Latency p50/p95 and throughput vs batch size per device and precision."""
+    groups: dict[tuple[str, str, str], list[Measurement]] = {}
+    for m in data.measurements:
+        groups.setdefault((_device_name(m, data.env), m.precision, m.mode), []).append(m)
+    lat: list[Series] = []
+    thr: list[Series] = []
+    color = 0
+    for (dev, prec, mode), ms in sorted(groups.items()):
+        c = PALETTE[color % len(PALETTE)]
+        color += 1
+        ms = sorted(ms, key=lambda m: m.batch_size)
+        label = f"{dev} {prec}" + (" (train step)" if mode == "training" else "")
+        p50 = [
+            Point(m.batch_size, m.latency_ms.p50, f"{label} b{m.batch_size}: p50 {num(m.latency_ms.p50)} ms (measured)")
+            for m in ms
+            if m.latency_ms
+        ]
+        p95 = [
+            Point(m.batch_size, m.latency_ms.p95, f"{label} b{m.batch_size}: p95 {num(m.latency_ms.p95)} ms (measured)")
+            for m in ms
+            if m.latency_ms
+        ]
+        lat += [Series(f"{label} p50 measured", p50, c), Series(f"{label} p95 measured", p95, c, marker="square")]
+        tp = [
+            Point(m.batch_size, m.throughput_per_s, f"{label} b{m.batch_size}: {num(m.throughput_per_s)} samples/s")
+            for m in ms
+            if m.throughput_per_s
+        ]
+        thr.append(Series(f"{label} measured", tp, c))
+    for cv in _pick_curves(data):
+        c = PALETTE[color % len(PALETTE)]
+        color += 1
+        dev = cv.instance or cv.device
+        tag = cv.provenance
+        label = f"{dev} {cv.precision} {tag}"
+        bs, ts = cv.batch_sizes, cv.latency_ms
+        band = [(b, t * cv.band_lo, t * cv.band_hi) for b, t in zip(bs, ts, strict=True)] if tag == "projected" else []
+        pts = [
+            Point(b, t, f"{label} b{b}: {num(t)} ms (band {num(t * cv.band_lo)}–{num(t * cv.band_hi)})")
+            for b, t in zip(bs, ts, strict=True)
+        ]
+        proj = tag == "projected"
+        lat.append(Series(f"{label} (median)", pts, c, dashed=proj, hollow=proj, band=band))
+        tband = [(b, b * 1000 / hi, b * 1000 / lo) for b, lo, hi in band if lo > 0]
+        tpts = [
+            Point(b, b * 1000 / t, f"{label} b{b}: {num(b * 1000 / t)} samples/s")
+            for b, t in zip(bs, ts, strict=True)
+            if t > 0
+        ]
+        thr.append(Series(label, tpts, c, dashed=proj, hollow=proj, band=tband))
+    note = "Filled marks: measured on the environment below. Hollow marks, dashed lines and shaded bands: projected."
+    empty = "no measured profile or service curve was given"
+    x = Axis("batch size (samples)", log=True)
+    return [
+        xy_chart(
+            "latency-batch",
+            "Latency per batch vs batch size",
+            lat,
+            x,
+            Axis("latency per batch (ms)", log=True),
+            note=note,
+            empty=empty,
+        ),
+        xy_chart(
+            "throughput-batch",
+            "Throughput vs batch size",
+            thr,
+            x,
+            Axis("throughput (samples/s)", log=True),
+            note=note,
+            empty=empty,
+        ),
+    ]
+
+
+def _slo_ref(t: Targets, axis: str) -> list[Ref]:
+    if t.bound_ms is None:
+        return []
+    return [Ref(axis, t.bound_ms, f"SLO p{num(t.percentile or 95)} ≤ {num(t.bound_ms)} ms", REF_COLORS["slo"])]  # type: ignore[arg-type]
+
+
+def rate_chart(data: ReportData) -> str:
+    """p95 latency vs request rate per top candidate, with the SLO line and the target rate."""
+    t = data.targets
+    series = []
+    for i, s in enumerate(data.sweeps):
+        pts = [
+            Point(r, p, f"{s.label}: p95 {num(p)} ms at {num(r)} req/s")
+            for r, p in zip(s.rates_per_s, s.p95_ms, strict=False)
+            if p is not None
+        ]
+        series.append(
+            Series(
+                s.label + (" (recommended)" if s.recommended else ""),
+                pts,
+                PALETTE[i % len(PALETTE)],
+                highlight=s.recommended,
+            )
+        )
+    refs = _slo_ref(t, "y")
+    if t.rate_per_s is not None:
+        refs.append(Ref("x", t.rate_per_s, f"peak {num(t.rate_per_s)} req/s", REF_COLORS["rate"]))
+    return xy_chart(
+        "p95-rate",
+        "p95 latency vs request rate (top candidates)",
+        series,
+        Axis("request rate (req/s)"),
+        Axis("p95 latency (ms)", log=True),
+        refs=refs,
+        empty=data.sweep_note or "no rate sweep",
+        note="Points stop where the rate exceeds a candidate's capacity.",
+    )
+
+
+def _latency_at(c: Mapping[str, Any], t: Targets) -> float | None:
+    lat = c.get("latency_ms") or {}
+    q = t.percentile
+    key = {50.0: "p50", 95.0: "p95", 99.0: "p99"}.get(float(q)) if q is not None else "p95"
+    return finite(lat.get(key) if key else lat.get("target_percentile")) or finite(lat.get("p95"))
+
+
+def pareto_chart(data: ReportData) -> str:
+    """Cost vs latency (online) or total cost vs time (batch, training): candidates, frontier, recommendation."""
+    t = data.targets
+    online = data.kind == "online"
+    rec = data.recommendation
+
+    def xy(c: Mapping[str, Any]) -> tuple[float | None, float | None]:
+        if online:
+            return _latency_at(c, t), finite(c.get("cost_usd_per_hour"))
+        return finite(c.get("runtime_hours")), finite(c.get("cost_usd_total"))
+
+    def point(c: Mapping[str, Any]) -> Point | None:
+        x, y = xy(c)
+        if x is None or y is None:
+            return None
+        what = f"{num(x)} ms, {usd(y)}/h" if online else f"{hours(x)}, {usd(y)} total"
+        prov = c.get("provenance", "")
+        return Point(x, y, f"{candidate_label(c)} ({c.get('device', '')}, {prov}): {what}")
+
+    pareto_keys = {candidate_key(c) for c in data.plan.get("pareto") or []}
+    others = [
+        p
+        for c in data.candidates[:MAX_POINTS]
+        if c.get("feasible") and candidate_key(c) not in pareto_keys
+        if (p := point(c))
+    ]
+    infeasible = [p for c in data.candidates[:MAX_POINTS] if not c.get("feasible") if (p := point(c))]
+    front = [p for c in data.plan.get("pareto") or [] if (p := point(c))]
+    rec_pt = [p for p in [point(rec)] if p] if rec else []
+    series = [
+        Series("other feasible candidates", others, PALETTE[6], line=False, hollow=True),
+        Series("infeasible (shown for scale)", infeasible, "#C0392B", line=False, hollow=True, marker="square"),
+        Series("Pareto frontier", front, PALETTE[0]),
+        Series("recommendation", rec_pt, PALETTE[1], line=False, marker="diamond", highlight=True),
+    ]
+    if online:
+        refs = _slo_ref(t, "x")
+        if t.budget_usd_per_hour is not None:
+            refs.append(Ref("y", t.budget_usd_per_hour, f"budget {usd(t.budget_usd_per_hour)}/h", REF_COLORS["budget"]))
+        x, y = Axis(f"p{num(t.percentile or 95)} latency (ms)", log=True), Axis("cost (USD/h)", log=True)
+        title = "Cost vs latency: the Pareto frontier"
+    else:
+        refs = []
+        if t.deadline_hours is not None:
+            refs.append(Ref("x", t.deadline_hours, f"deadline {hours(t.deadline_hours)}", REF_COLORS["deadline"]))
+        if t.budget_usd is not None:
+            refs.append(Ref("y", t.budget_usd, f"budget {usd(t.budget_usd)}", REF_COLORS["budget"]))
+        label = "time to train (h)" if data.kind == "training" else "run time (h)"
+        x, y = Axis(label, log=True), Axis("total cost (USD)", log=True)
+        title = (
+            "Total cost vs " + ("time to train" if data.kind == "training" else "run time") + ": the Pareto frontier"
+        )
+    return xy_chart(
+        "pareto",
+        title,
+        series,
+        x,
+        y,
+        refs=refs,
+        empty="no candidate has both a cost and a latency/time",
+        note="Down and left is better: cheaper and faster. The frontier joins candidates nothing beats on both.",
+    )
+
+
+def memory_chart(data: ReportData) -> str:
+    """Stacked memory breakdown per device vs the GPU memory tiers that could hold it."""
+    mv = data.memory
+    if mv is None:
+        return stacked_hbars(
+            "memory", "Memory per device vs GPU tiers", [], {}, Axis("GiB"), empty="no memory estimate was given"
+        )
+    rows: list[tuple[str, Sequence[tuple[str, float]]]] = [(mv.label, [(k, v / GIB) for k, v in mv.breakdown.items()])]
+    if mv.measured_peak_bytes:
+        rows.append(("measured peak", [("measured peak (CUDA)", mv.measured_peak_bytes / GIB)]))
+    need = max(mv.total_bytes, mv.measured_peak_bytes or 0) / GIB
+    fits = [g for g, _ in mv.tiers if g >= need]
+    shown_upto = max(need * 1.5, min(fits) if fits else need)
+    refs = [Ref("x", g, label, REF_COLORS["tier"]) for g, label in mv.tiers if g <= shown_upto]
+    comps = [*mv.breakdown, "measured peak (CUDA)"]
+    colors = {c: PALETTE[i % len(PALETTE)] for i, c in enumerate(comps)}
+    fit_note = (
+        f"Smallest GPU tier that holds it: {min(fits):g} GiB."
+        if fits
+        else "No catalog GPU tier holds it on one device."
+    )
+    return stacked_hbars(
+        "memory",
+        "Memory per device vs GPU memory tiers",
+        rows,
+        colors,
+        Axis("GiB"),
+        refs=refs,
+        note=f"Total {need:.3g} GiB. {fit_note if mv.tiers else ''}".strip(),
+    )
+
+
+def all_charts(data: ReportData) -> list[str]:
+    """The charts that fit this plan's kind, in page order."""
+    if data.kind == "rules":  # classic ML / ETL: a rule-based CPU pick has no curves to draw
+        return []
+    charts = latency_charts(data)
+    if data.kind == "online":
+        charts.append(rate_chart(data))
+    charts += [pareto_chart(data), memory_chart(data)]
+    if data.kind in ("training", "batch"):
+        charts += cluster_charts(data) + spot_charts(data)
+    return charts

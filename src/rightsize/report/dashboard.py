@@ -1,0 +1,164 @@
+"""``rightsize dashboard``: a local, read-only web app over the results store (standard library only).
+
+    with running_dashboard("store.sqlite") as base_url:    # free port, background thread
+        httpx.get(base_url + "/cost?device_class=gpu")
+    serve_dashboard("store.sqlite", host="127.0.0.1", port=8765)   # blocking (the CLI)
+
+Each request opens the store, renders a page (``dashboard_views``, ``dashboard_cost``) and closes
+it; only GET and HEAD are answered, so nothing can change the store through the dashboard. WAL
+mode lets it read while a sweep writes.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from rightsize.errors import NotFoundError, RightsizeError
+from rightsize.report.fmt import esc
+
+__all__ = ["DashboardServer", "make_server", "render_path", "running_dashboard", "serve_dashboard"]
+
+# Pages are inline-only: no request may leave the page (defence in depth on top of escaping).
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; form-action 'self'"
+
+
+def render_path(store_path: Path, target: str) -> tuple[int, str]:
+    """(HTTP status, HTML) for a request target such as ``/compare?run=a&run=b``."""
+    from rightsize.report import dashboard_views as views
+    from rightsize.report.dashboard_cost import cost_page
+    from rightsize.store import Store
+
+    url = urlsplit(target)
+    query = parse_qs(url.query)
+    parts = [unquote(p) for p in url.path.split("/") if p]
+    with Store(store_path) as st:
+        try:
+            if not parts:
+                return 200, views.index_page(st)
+            if parts == ["cost"]:
+                return 200, cost_page(st, query)
+            if parts == ["compare"]:
+                return 200, views.compare_page(st, query.get("run", []))
+            if len(parts) == 2 and parts[0] == "run":
+                return 200, views.run_page(st, parts[1])
+            if len(parts) == 2 and parts[0] == "report":
+                return 200, views.report_page(st, parts[1])
+        except NotFoundError as exc:
+            return 404, views.not_found(str(exc))
+        return 404, views.not_found(f"no page {url.path!r}")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: DashboardServer
+    server_version = "rightsize-dashboard"
+
+    def _send(self, status: int, body: str, head_only: bool = False) -> None:
+        data = body.encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Content-Security-Policy", CSP)
+        self.end_headers()
+        if not head_only:
+            self.wfile.write(data)
+
+    def _answer(self, head_only: bool) -> None:
+        if self.path.split("?")[0] == "/favicon.ico":
+            self.send_response(HTTPStatus.NO_CONTENT)
+            self.end_headers()
+            return
+        try:
+            status, body = render_path(self.server.store_path, self.path)
+        except Exception as exc:  # a broken page must not kill the server; say what broke
+            status, body = (
+                500,
+                f"<!doctype html><title>error</title><p>error: {esc(type(exc).__name__)}: {esc(exc)}</p>",
+            )
+            sys.stderr.write(f"dashboard: {self.path}: {type(exc).__name__}: {exc}\n")  # always say what broke
+        self._send(status, body, head_only)
+
+    def do_GET(self) -> None:
+        self._answer(head_only=False)
+
+    def do_HEAD(self) -> None:
+        self._answer(head_only=True)
+
+    def _read_only(self) -> None:
+        self._send(405, "<!doctype html><title>read-only</title><p>The dashboard is read-only.</p>")
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = _read_only
+
+    def log_message(self, format: str, *args: object) -> None:
+        if self.server.log is not None:
+            self.server.log(format % args)
+
+
+class DashboardServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, store_path: Path, host: str, port: int, log: Callable[[str], None] | None = None) -> None:
+        self.store_path = store_path
+        self.log = log
+        super().__init__((host, port), _Handler)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host if isinstance(host, str) else host.decode()}:{port}"
+
+
+def make_server(
+    store_path: str | Path | None, host: str = "127.0.0.1", port: int = 0, log: Callable[[str], None] | None = None
+) -> DashboardServer:
+    """A bound server over an existing store (port 0: a free port). The store is never created here."""
+    from rightsize.store.db import default_store_path
+
+    path = Path(store_path) if store_path is not None else default_store_path()
+    if not path.is_file():
+        raise NotFoundError(
+            f"--store: no results store at {str(path)!r}; run `rightsize bench SPEC` first or pass --store"
+        )
+    try:
+        return DashboardServer(path, host, port, log)
+    except OSError as exc:
+        raise RightsizeError(f"--port: cannot listen on {host}:{port} ({exc.strerror}); pick another port") from None
+
+
+@contextmanager
+def running_dashboard(store_path: str | Path, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Serve the dashboard in a background thread; yields its base URL and stops it on exit."""
+    server = make_server(store_path, host, port)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread.start()
+    try:
+        yield server.base_url
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def serve_dashboard(
+    store_path: str | Path | None,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    on_ready: Callable[[str], None] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until interrupted (Ctrl-C)."""
+    server = make_server(store_path, host, port, log)
+    if on_ready is not None:
+        on_ready(server.base_url)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()

@@ -1,0 +1,303 @@
+"""The dashboard's pages, each a function (Store, query) -> HTML. Read-only: no page writes the store.
+
+/                 runs (pick ≥ 2 to compare), environments, stored plans, load tests
+/run/ID           one run: its environment, measurements and charts
+/compare?run=A&run=B   runs side by side (different machines), matching configs joined
+/cost?model=&precision=&device_class=&provider=&cost=   latency vs cost with filters
+/report/ID        a stored plan as the full HTML report
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rightsize.profile import Measurement
+from rightsize.report.charts import latency_charts
+from rightsize.report.data import ReportData, candidate_label
+from rightsize.report.fmt import esc, finite, format_bytes, num, usd
+from rightsize.report.html import env_rows, page
+from rightsize.report.svg import PALETTE, Axis, Marker, Point, Series, xy_chart
+from rightsize.store import Store
+
+__all__ = ["compare_page", "index_page", "not_found", "report_page", "run_page", "shell"]
+
+_MARKERS: tuple[Marker, ...] = ("circle", "square", "diamond")
+
+SCRIPT = """
+document.querySelectorAll('form.filters select').forEach(s => s.addEventListener('change', () => s.form.submit()));
+const boxes = document.querySelectorAll('input[name=run]');
+const btn = document.getElementById('compare-btn');
+function sync() { if (btn) { const n = [...boxes].filter(b => b.checked).length; btn.disabled = n < 2;
+  btn.textContent = n < 2 ? 'Pick 2 or more runs to compare' : 'Compare ' + n + ' runs'; } }
+boxes.forEach(b => b.addEventListener('change', sync)); sync();
+"""
+
+
+def shell(title: str, active: str, body: str) -> str:
+    links = [("/", "Runs"), ("/cost", "Latency vs cost")]
+    nav = "".join(f'<a href="{h}"{" class=active" if h == active else ""}>{esc(t)}</a>' for h, t in links)
+    head = f"<header><h1>{esc(title)}</h1><nav>{nav}</nav></header>"
+    return page(f"rightsize dashboard: {title}", f"{head}<main>{body}</main>", script=SCRIPT)
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], name: str, raw: int = -1) -> str:
+    """A table; cells are escaped except column ``raw`` (already-built HTML such as a link)."""
+    ths = "".join(f"<th>{esc(h)}</th>" for h in head)
+    trs = "".join(
+        "<tr>" + "".join(f"<td>{c if i == raw else esc(c)}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows
+    )
+    return (
+        f'<div class="scroll"><table data-table="{esc(name)}"><thead><tr>{ths}</tr></thead>'
+        f"<tbody>{trs}</tbody></table></div>"
+    )
+
+
+def _gpus(env: Mapping[str, Any]) -> str:
+    return ", ".join(str(g.get("name", "?")) for g in env.get("gpus") or []) or "none"
+
+
+def index_page(st: Store) -> str:
+    runs = st.runs()
+    envs = {e["id"]: e for e in st.envs()}
+    rows = []
+    for r in runs:
+        env = envs.get(r.env_id or "", {})
+        box = f'<input type="checkbox" name="run" value="{esc(r.id)}" aria-label="compare {esc(r.id)}">'
+        cells = [
+            box,
+            f'<a href="/run/{esc(r.id)}">{esc(r.id)}</a>',
+            esc(r.created_at),
+            esc(r.kind),
+            esc(r.name or ""),
+            esc(r.model or ""),
+            esc(env.get("hostname") or r.env_id or ""),
+            esc(r.status),
+            esc(r.n_measurements),
+            esc(r.n_failed),
+        ]
+        rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("", "run", "created", "kind", "name", "model", "machine", "status", "results", "failed")
+    )
+    runs_html = (
+        '<section><h2>Runs</h2><form method="get" action="/compare">'
+        f'<div class="scroll"><table data-table="runs"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        '<p><button id="compare-btn" type="submit">Compare selected runs</button></p></form></section>'
+    )
+    env_rows_ = [
+        [
+            e.get("id", ""),
+            e.get("hostname", ""),
+            e.get("cpu_model", ""),
+            f"{e.get('physical_cores', '?')}/{e.get('logical_cores', '?')}",
+            format_bytes(e.get("ram_bytes")),
+            _gpus(e),
+            str(e.get("torch") or "-"),
+        ]
+        for e in envs.values()
+    ]
+    envs_html = (
+        "<section><h2>Environments</h2>"
+        + _table(["id", "host", "CPU", "cores (phys/log)", "RAM", "GPUs", "torch"], env_rows_, "envs")
+        + "</section>"
+    )
+    plans = []
+    for a in st.artifacts(kind="plan"):
+        p = a["payload"]
+        rec = p.get("recommendation")
+        what = candidate_label(rec) if isinstance(rec, Mapping) else "no feasible candidate"
+        link = f'<a href="/report/{esc(a["id"])}">{esc(a["id"])}</a>'
+        plans.append(
+            [
+                link,
+                a["created_at"],
+                str(p.get("workload", "")),
+                str(p.get("model", "")),
+                str(p.get("kind", "")),
+                what,
+                usd((rec or {}).get("cost_usd_per_hour")),
+            ]
+        )
+    plans_html = (
+        "<section><h2>Plans</h2>"
+        + (
+            _table(["report", "created", "workload", "model", "kind", "recommendation", "$/h"], plans, "plans", raw=0)
+            if plans
+            else "<p>No plan stored yet: run <code>rightsize plan SPEC</code>.</p>"
+        )
+        + "</section>"
+    )
+    tests = [
+        [a["id"], a["created_at"], str(a["payload"].get("name", a["payload"].get("mode", "")))]
+        for a in st.artifacts(kind="loadtest")
+    ]
+    tests_html = (
+        f"<section><h2>Load tests</h2>{_table(['id', 'created', 'name'], tests, 'loadtests')}</section>"
+        if tests
+        else ""
+    )
+    empty = "" if runs else f"<p>The store {esc(st.path)} has no runs yet: run <code>rightsize bench SPEC</code>.</p>"
+    return shell("Runs and environments", "/", empty + runs_html + envs_html + plans_html + tests_html)
+
+
+def _ok(ms: Sequence[Measurement]) -> list[Measurement]:
+    return [m for m in ms if m.status == "ok" and m.latency_ms is not None]
+
+
+def run_page(st: Store, run_id: str) -> str:
+    run = st.run(run_id)
+    env = st.env(run.env_id) if run.env_id else None
+    ms = st.measurements(run_id=run.id)
+    data = ReportData(plan={}, measurements=_ok(ms), env=env)
+    rows = [
+        [
+            m.model,
+            m.mode,
+            m.device,
+            m.precision,
+            str(m.batch_size),
+            m.status,
+            num(m.latency_ms.p50 if m.latency_ms else None),
+            num(m.latency_ms.p95 if m.latency_ms else None),
+            num(m.throughput_per_s),
+            format_bytes(m.peak_memory_bytes),
+            m.reason or "",
+        ]
+        for m in ms
+    ]
+    dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in env_rows(env))
+    plans = st.artifacts(kind="plan", run_id=run.id)
+    plan_links = "".join(f'<li><a href="/report/{esc(a["id"])}">plan {esc(a["id"])}</a></li>' for a in plans)
+    body = (
+        f'<p class="sub">{esc(run.kind)} · {esc(run.name or "")} · model {esc(run.model or "-")} · '
+        f"{esc(run.created_at)} · "
+        f'{esc(run.status)}</p><section class="cols"><div><h3>Environment</h3><dl class="kv">{dl}</dl></div>'
+        f"<div><h3>Plans</h3><ul>{plan_links or '<li>none</li>'}</ul></div></section>"
+        f'<section><div class="charts">{"".join(latency_charts(data))}</div></section>'
+        "<section><h2>Measurements</h2>"
+        + _table(
+            [
+                "model",
+                "mode",
+                "device",
+                "precision",
+                "batch",
+                "status",
+                "p50 ms",
+                "p95 ms",
+                "samples/s",
+                "peak memory",
+                "reason",
+            ],
+            rows,
+            "measurements",
+        )
+        + "</section>"
+    )
+    return shell(f"Run {run.id}", "", body)
+
+
+def _config(m: Measurement) -> tuple[str, str, str, str, int, str]:
+    inp = ",".join(f"{k}={v}" for k, v in sorted(m.input.items()))
+    return (m.model, m.mode, m.device, m.precision, m.batch_size, inp)
+
+
+def compare_page(st: Store, run_ids: Sequence[str]) -> str:
+    """Runs side by side: one column each (machine, best numbers), then matching configs joined in one table."""
+    ids = list(dict.fromkeys(run_ids))
+    if len(ids) < 2:
+        return shell(
+            "Compare runs", "", '<p>Pick at least two runs on the <a href="/">runs page</a> to compare them.</p>'
+        )
+    runs = [st.run(i) for i in ids]
+    envs = [st.env(r.env_id) if r.env_id else {} for r in runs]
+    per_run = [{_config(m): m for m in _ok(st.measurements(run_id=r.id))} for r in runs]
+    cols, lat_series, thr_series = [], [], []
+    for i, (r, env, ms) in enumerate(zip(runs, envs, per_run, strict=True)):
+        best = max(ms.values(), key=lambda m: m.throughput_per_s or 0, default=None)
+        best_txt = (
+            f"{num(best.throughput_per_s)} samples/s ({best.device} {best.precision} b{best.batch_size})"
+            if best
+            else "no ok measurement"
+        )
+        dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in env_rows(env)[:6])
+        cols.append(
+            f'<div class="compare-col" data-run="{esc(r.id)}"><h3><a href="/run/{esc(r.id)}">{esc(r.id)}</a> · '
+            f"{esc(env.get('hostname') or r.env_id or '?')}</h3>"
+            f'<p class="sub">{esc(r.kind)} · model {esc(r.model or "-")} · '
+            f'{esc(r.created_at)}</p><dl class="kv">{dl}<dt>results</dt><dd>{esc(len(ms))}</dd>'
+            f"<dt>best throughput</dt><dd>{esc(best_txt)}</dd></dl></div>"
+        )
+        groups: dict[tuple[str, str], list[Measurement]] = {}
+        for m in ms.values():
+            groups.setdefault((m.device, m.precision), []).append(m)
+        for j, ((dev, prec), gm) in enumerate(sorted(groups.items())):
+            gm.sort(key=lambda m: m.batch_size)
+            name = f"{r.id[:6]} ({env.get('hostname') or '?'}) {dev} {prec}"
+            color = PALETTE[(i * 3 + j) % len(PALETTE)]
+            marker = _MARKERS[i % 3]
+            lat_series.append(
+                Series(
+                    name,
+                    [
+                        Point(m.batch_size, m.latency_ms.p50, f"{name} b{m.batch_size}: {num(m.latency_ms.p50)} ms")
+                        for m in gm
+                        if m.latency_ms
+                    ],
+                    color,
+                    marker=marker,
+                )
+            )
+            thr_series.append(
+                Series(
+                    name,
+                    [
+                        Point(m.batch_size, m.throughput_per_s, f"{name} b{m.batch_size}: {num(m.throughput_per_s)}/s")
+                        for m in gm
+                        if m.throughput_per_s
+                    ],
+                    color,
+                    marker=marker,
+                )
+            )
+    keys = sorted({k for ms in per_run for k in ms}, key=lambda k: (k[0], k[1], k[2], k[3], k[5], k[4]))
+    head = (
+        ["model", "device", "precision", "batch"]
+        + [f"p50 ms {r.id[:6]}" for r in runs]
+        + [f"samples/s {r.id[:6]}" for r in runs]
+    )
+    head += [f"speed {r.id[:6]} vs {runs[0].id[:6]}" for r in runs[1:]]
+    rows = []
+    for k in keys:
+        ms_k = [ms.get(k) for ms in per_run]
+        lat = [num(m.latency_ms.p50) if m and m.latency_ms else "-" for m in ms_k]
+        thr = [num(m.throughput_per_s) if m else "-" for m in ms_k]
+        base = finite(ms_k[0].throughput_per_s) if ms_k[0] else None
+        ratios = [f"×{(finite(m.throughput_per_s) or 0) / base:.2f}" if m and base else "-" for m in ms_k[1:]]
+        rows.append([k[0], k[2], k[3], str(k[4]), *lat, *thr, *ratios])
+    same = len({e.get("id") for e in envs}) < len(envs)
+    warn = '<p class="warn">Some of these runs come from the same machine.</p>' if same else ""
+    x = Axis("batch size (samples)", log=True)
+    charts = xy_chart(
+        "compare-latency", "p50 latency per batch, run by run", lat_series, x, Axis("p50 latency (ms)", log=True)
+    ) + xy_chart("compare-throughput", "Throughput, run by run", thr_series, x, Axis("samples/s", log=True))
+    body = (
+        f'{warn}<section class="compare" data-compare="{len(runs)}">{"".join(cols)}</section>'
+        f'<section><div class="charts">{charts}</div></section>'
+        f"<section><h2>Matching configurations</h2>{_table(head, rows, 'compare')}</section>"
+    )
+    return shell(f"Compare {len(runs)} runs", "", body)
+
+
+def not_found(message: str) -> str:
+    return shell("Not found", "", f'<p>{esc(message)}</p><p><a href="/">Back to the runs</a></p>')
+
+
+def report_page(st: Store, artifact_id: str) -> str:
+    from rightsize.report.html import render_html
+    from rightsize.report.stored import find_plan, stored_report_data
+
+    return render_html(stored_report_data(st, find_plan(st, artifact_id)))

@@ -1,0 +1,343 @@
+"""What a report renders, gathered into one plain value before any HTML or Markdown is written.
+
+    ReportData
+    ├── plan          PlanResult.to_dict() shape (a live PlanResult and a stored artifact look the same)
+    ├── measurements  the measured profile's ok points (latency/throughput per batch, device, precision)
+    ├── curves        ServiceCurves (measured or projected, with band_lo/band_hi)
+    ├── memory        MemoryView: breakdown {component: bytes} + GPU tiers (GiB)
+    ├── env           the environment fingerprint the profile was measured on
+    └── sweeps        p95 vs request rate per top candidate (from the planner's ``sweep`` callable)
+
+The report only renders: it computes no plan. The one call back into planning is the optional
+``sweep(candidate, rates) -> p95s`` the planner hands in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rightsize.plan.result import Candidate, PlanResult
+from rightsize.profile import Measurement, Profile, ServiceCurve
+from rightsize.report.fmt import finite
+
+__all__ = [
+    "MemoryView",
+    "RateSweep",
+    "ReportData",
+    "SweepFn",
+    "Targets",
+    "build_report_data",
+    "candidate_key",
+    "curve_from_dict",
+    "memory_view",
+    "targets_of",
+]
+
+SweepFn = Callable[[Candidate, list[float]], list[float]]
+GIB = 1024**3
+# Request rates of the p95-vs-rate chart, as fractions of the target peak rate.
+SWEEP_FRACTIONS = (0.1, 0.25, 0.4, 0.55, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.4, 1.6, 1.8, 2.0)
+SWEEP_TOP = 4  # candidates in the p95-vs-rate chart
+
+
+@dataclass(frozen=True)
+class Targets:
+    """The numbers the charts draw as lines (None when the spec does not set them)."""
+
+    rate_per_s: float | None = None
+    percentile: float | None = None
+    bound_ms: float | None = None
+    budget_usd_per_hour: float | None = None
+    budget_usd: float | None = None
+    deadline_hours: float | None = None
+
+
+@dataclass(frozen=True)
+class RateSweep:
+    label: str
+    rates_per_s: tuple[float, ...]
+    p95_ms: tuple[float | None, ...]  # None: unstable (rate above capacity) or not computed
+    recommended: bool = False
+
+
+@dataclass(frozen=True)
+class MemoryView:
+    breakdown: dict[str, float]  # component -> bytes (per device)
+    tiers: tuple[tuple[float, str], ...]  # (GiB, "A10G/L4") ascending
+    label: str = "estimate"
+    measured_peak_bytes: float | None = None  # CUDA max_memory_allocated, when the profile has it
+
+    @property
+    def total_bytes(self) -> float:
+        return sum(self.breakdown.values())
+
+
+@dataclass
+class ReportData:
+    plan: dict[str, Any]
+    measurements: list[Measurement] = field(default_factory=list)
+    curves: list[ServiceCurve] = field(default_factory=list)
+    memory: MemoryView | None = None
+    env: dict[str, Any] | None = None
+    sweeps: list[RateSweep] = field(default_factory=list)
+    sweep_note: str = ""
+    profile_model: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return str(self.plan.get("kind", "online"))
+
+    @property
+    def targets(self) -> Targets:
+        return targets_of(self.plan.get("target") or {})
+
+    @property
+    def candidates(self) -> list[dict[str, Any]]:
+        return list(self.plan.get("candidates") or [])
+
+    @property
+    def recommendation(self) -> dict[str, Any] | None:
+        rec = self.plan.get("recommendation")
+        return rec if isinstance(rec, dict) else None
+
+
+def _find(obj: Any, key: str) -> Any:
+    """The first value under ``key`` anywhere in nested dicts (targets may be flat or under 'online')."""
+    if isinstance(obj, Mapping):
+        if obj.get(key) is not None:
+            return obj[key]
+        for v in obj.values():
+            found = _find(v, key)
+            if found is not None:
+                return found
+    return None
+
+
+def targets_of(target: Mapping[str, Any]) -> Targets:
+    """Read the chart lines from a plan's ``target`` dict (the spec's targets as given)."""
+    lat = _find(target, "latency")
+    lat = lat if isinstance(lat, Mapping) else {}
+    return Targets(
+        rate_per_s=finite(_find(target, "rate_per_s")),
+        percentile=finite(lat.get("percentile", _find(target, "percentile"))),
+        bound_ms=finite(lat.get("bound_ms", _find(target, "bound_ms"))),
+        budget_usd_per_hour=finite(_find(target, "budget_usd_per_hour")),
+        budget_usd=finite(_find(target, "budget_usd")),
+        deadline_hours=finite(_find(target, "deadline_hours")),
+    )
+
+
+def candidate_key(c: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Identity of a candidate across the ranked list, the Pareto list and the recommendation."""
+    b = c.get("batching") or {}
+    return (
+        c.get("instance"),
+        c.get("provider"),
+        c.get("region"),
+        c.get("count"),
+        c.get("precision"),
+        c.get("purchase"),
+        b.get("max_batch"),
+        b.get("max_wait_ms"),
+    )
+
+
+def candidate_label(c: Mapping[str, Any]) -> str:
+    """'2 × g5.xlarge fp16' (spot/mixed appended)."""
+    count = c.get("count") or 1
+    purchase = c.get("purchase") or ""
+    extra = f" {purchase}" if purchase and purchase not in ("on_demand", "on-demand") else ""
+    return f"{count} × {c.get('instance', '?')} {c.get('precision', '')}{extra}".strip()
+
+
+def curve_from_dict(d: Mapping[str, Any]) -> ServiceCurve:
+    """A ServiceCurve from its ``dataclasses.asdict`` JSON (lists back to tuples)."""
+    mem = d.get("memory_bytes")
+    return ServiceCurve(
+        device=str(d["device"]),
+        precision=str(d["precision"]),
+        batch_sizes=tuple(int(b) for b in d["batch_sizes"]),
+        latency_ms=tuple(float(t) for t in d["latency_ms"]),
+        cv=tuple(float(c) for c in d["cv"]),
+        provenance=d.get("provenance", "projected"),
+        band_lo=float(d.get("band_lo", 1.0)),
+        band_hi=float(d.get("band_hi", 1.0)),
+        source=str(d.get("source", "")),
+        memory_bytes=tuple(mem) if mem is not None else None,
+        instance=d.get("instance"),
+    )
+
+
+# -- memory ---------------------------------------------------------------------------------------
+
+
+def _tiers(raw: Any) -> list[tuple[float, str]]:
+    """GPU memory tiers from numbers (GiB), (GiB, names) pairs or {"memory_gib", "name(s)"} dicts."""
+    out: list[tuple[float, str]] = []
+    for t in raw or ():
+        if finite(t) is not None:
+            out.append((float(t), f"{float(t):g} GiB"))
+        elif isinstance(t, list | tuple) and len(t) == 2 and finite(t[0]) is not None:
+            names = t[1] if isinstance(t[1], str) else "/".join(str(n) for n in t[1])
+            out.append((float(t[0]), f"{names} {float(t[0]):g} GiB"))
+        elif isinstance(t, Mapping):
+            gib = finite(t.get("memory_gib", t.get("gib")))
+            names = t.get("names", t.get("name", ""))
+            names = names if isinstance(names, str) else "/".join(str(n) for n in names)
+            if gib is not None:
+                out.append((gib, f"{names} {gib:g} GiB".strip()))
+    return sorted(out)
+
+
+def catalog_tiers() -> list[tuple[float, str]]:
+    """GPU memory tiers of the shipped catalog; [] when the catalog cannot be loaded."""
+    try:
+        from rightsize.catalog import gpu_memory_tiers, load_catalog
+
+        return _tiers(gpu_memory_tiers(load_catalog()))
+    except Exception:  # the catalog is optional for a report: draw the bars without tiers
+        return []
+
+
+def memory_view(memory: Any, *, measured_peak_bytes: float | None = None) -> MemoryView | None:
+    """Normalise a MemoryEstimate-like object, ``{"breakdown": {...}, "tiers": [...]}`` or a plain
+    ``{component: bytes}`` dict. Tiers default to the catalog's."""
+    if memory is None:
+        return None
+    tiers_raw: Any = None
+    label = "estimate"
+    if hasattr(memory, "breakdown") and not isinstance(memory, Mapping):
+        breakdown = dict(memory.breakdown)
+        tiers_raw = getattr(memory, "tiers", None)
+    elif isinstance(memory, Mapping) and isinstance(memory.get("breakdown"), Mapping):
+        breakdown = dict(memory["breakdown"])
+        tiers_raw = memory.get("tiers")
+        label = str(memory.get("label", label))
+    elif isinstance(memory, Mapping):
+        breakdown = {k: v for k, v in memory.items() if k not in ("tiers", "label")}
+        tiers_raw = memory.get("tiers")
+    else:
+        return None
+    parts = {str(k): float(v) for k, v in breakdown.items() if (finite(v) or 0) > 0}
+    if not parts:
+        return None
+    tiers = _tiers(tiers_raw) if tiers_raw else catalog_tiers()
+    return MemoryView(breakdown=parts, tiers=tuple(tiers), label=label, measured_peak_bytes=measured_peak_bytes)
+
+
+# -- sweeps ---------------------------------------------------------------------------------------
+
+
+def _sweep_candidates(result: PlanResult) -> list[Candidate]:
+    picks: list[Candidate] = []
+    seen: set[tuple[Any, ...]] = set()
+    pool = [c for c in (result.recommendation, result.alternative) if c is not None]
+    pool += [c for c in result.candidates if c.feasible and c.latency is not None]
+    for c in pool:
+        k = candidate_key(c.to_dict())
+        if k not in seen:
+            seen.add(k)
+            picks.append(c)
+        if len(picks) >= SWEEP_TOP:
+            break
+    return picks
+
+
+def compute_sweeps(result: PlanResult, sweep: SweepFn) -> tuple[list[RateSweep], str]:
+    """p95 at SWEEP_FRACTIONS of the target rate for the top candidates; (sweeps, note when none)."""
+    rate = targets_of(result.target).rate_per_s
+    if result.kind != "online" or rate is None:
+        return [], "only online plans have a request rate"
+    rates = [rate * f for f in SWEEP_FRACTIONS]
+    rec_key = candidate_key(result.recommendation.to_dict()) if result.recommendation else None
+    out: list[RateSweep] = []
+    for c in _sweep_candidates(result):
+        try:
+            p95 = list(sweep(c, list(rates)))
+        except Exception as exc:  # one candidate's sweep failing must not lose the whole report
+            return out, f"the rate sweep failed ({type(exc).__name__}: {exc})"
+        vals = tuple(finite(v) for v in p95[: len(rates)])
+        key = candidate_key(c.to_dict())
+        out.append(RateSweep(candidate_label(c.to_dict()), tuple(rates), vals, recommended=key == rec_key))
+    return out, "" if out else "no feasible online candidate to sweep"
+
+
+def _stored_sweeps(raw: Any) -> list[RateSweep]:
+    out = []
+    for s in raw or ():
+        if isinstance(s, Mapping) and s.get("rates_per_s") and s.get("p95_ms"):
+            out.append(
+                RateSweep(
+                    str(s.get("label", "?")),
+                    tuple(float(r) for r in s["rates_per_s"]),
+                    tuple(finite(v) for v in s["p95_ms"]),
+                    bool(s.get("recommended", False)),
+                )
+            )
+    return out
+
+
+# -- assembly -------------------------------------------------------------------------------------
+
+
+def build_report_data(
+    result: PlanResult | Mapping[str, Any],
+    *,
+    profile: Profile | None = None,
+    measurements: Sequence[Measurement] = (),
+    curves: Sequence[ServiceCurve] = (),
+    memory: Any = None,
+    env: Mapping[str, Any] | None = None,
+    sweep: SweepFn | None = None,
+) -> ReportData:
+    """Gather everything one report shows. ``result`` is a PlanResult or its ``to_dict()`` (a stored plan).
+
+    A stored plan may carry optional extras the planner chose to save: ``curves`` (ServiceCurve dicts),
+    ``memory``, ``env`` and ``rate_sweeps`` ([{label, rates_per_s, p95_ms}]); arguments win over them.
+    """
+    plan = result.to_dict() if isinstance(result, PlanResult) else dict(result)
+    ms = list(measurements) or (profile.ok() if profile is not None else [])
+    ms = [m for m in ms if m.status == "ok" and m.latency_ms is not None]
+    cs = list(curves)
+    if not cs:
+        for d in plan.get("curves") or ():
+            try:
+                cs.append(curve_from_dict(d))
+            except (KeyError, TypeError, ValueError):
+                continue
+    peaks = [m.peak_memory_bytes for m in ms if m.device == "cuda" and m.peak_memory_bytes]
+    mem = memory_view(
+        memory if memory is not None else plan.get("memory"), measured_peak_bytes=max(peaks, default=None)
+    )
+    if mem is None:
+        mem = _memory_from_candidates(plan)
+    env_d = dict(env) if env else (dict(profile.env) if profile is not None else None) or plan.get("env")
+    data = ReportData(
+        plan=plan, measurements=ms, curves=cs, memory=mem, env=env_d, profile_model=profile.model if profile else None
+    )
+    if sweep is not None and isinstance(result, PlanResult):
+        data.sweeps, data.sweep_note = compute_sweeps(result, sweep)
+    else:
+        data.sweeps = _stored_sweeps(plan.get("rate_sweeps"))
+        if not data.sweeps:
+            data.sweep_note = (
+                "only online plans have a request rate"
+                if data.kind != "online"
+                else "the planner gave no rate sweep (pass sweep= to write_report)"
+            )
+    return data
+
+
+def _memory_from_candidates(plan: Mapping[str, Any]) -> MemoryView | None:
+    """Without an estimate breakdown: the recommendation's estimated peak per device as one bar."""
+    for key in ("recommendation", "alternative"):
+        c = plan.get(key)
+        if isinstance(c, Mapping) and (finite(c.get("memory_bytes")) or 0) > 0:
+            return MemoryView(
+                breakdown={"estimated peak": float(c["memory_bytes"])},
+                tiers=tuple(catalog_tiers()),
+                label=f"{c.get('device', '?')} {c.get('precision', '')}".strip(),
+            )
+    return None

@@ -1,0 +1,76 @@
+"""Formatting and escaping shared by the HTML report, the Markdown report and the dashboard.
+
+Every user-supplied string (model, workload, instance, reasons) goes through ``esc`` (HTML/SVG) or
+``md`` (Markdown) before it reaches a page; numbers go through the unit formatters below.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+from rightsize.units import format_bytes
+
+__all__ = ["esc", "finite", "format_bytes", "hours", "md", "ms", "num", "pct", "usd"]
+
+
+def esc(value: object) -> str:
+    """HTML-escape any value's text (quotes too, so it is safe inside attributes)."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]|<>#"})
+
+
+def md(value: object) -> str:
+    """Escape text for a Markdown table cell or paragraph (GitHub renders raw HTML, so ``<`` too)."""
+    return ("" if value is None else str(value)).translate(_MD_SPECIAL).replace("\n", " ")
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a float when it is a finite number, else None (JSON nulls, NaN, inf, text)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    f = float(value)
+    return f if math.isfinite(f) else None
+
+
+def num(value: Any, digits: int = 3) -> str:
+    """A number with ``digits`` significant digits, thousands separators for big ones; '-' for none."""
+    f = finite(value)
+    if f is None:
+        return "-"
+    if f != 0 and abs(f) >= 10 ** (digits - 1):
+        return f"{f:,.0f}"
+    return f"{f:.{digits}g}"
+
+
+def usd(value: Any) -> str:
+    """Dollars: $0.0042, $1.23, $1,234."""
+    f = finite(value)
+    if f is None:
+        return "-"
+    if abs(f) >= 100:
+        return f"${f:,.0f}"
+    if abs(f) >= 0.1 or f == 0:
+        return f"${f:,.2f}"
+    return f"${f:.2g}"
+
+
+def ms(value: Any) -> str:
+    f = finite(value)
+    return "-" if f is None else f"{num(f)} ms"
+
+
+def hours(value: Any) -> str:
+    """Hours, or minutes below one hour."""
+    f = finite(value)
+    if f is None:
+        return "-"
+    return f"{num(f * 60)} min" if f < 1 else f"{num(f)} h"
+
+
+def pct(value: Any) -> str:
+    f = finite(value)
+    return "-" if f is None else f"{f * 100:.0f}%"

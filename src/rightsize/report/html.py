@@ -1,0 +1,273 @@
+"""The one-page HTML report: recommendation, why / why not, target, environment, charts, ranked table.
+
+One self-contained file: the stylesheet is inlined from ``assets/report.css`` and the charts are
+inline SVG (``rightsize.report.svg``), so it opens offline. Every user string passes through ``esc``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from importlib import resources
+from typing import Any
+
+from rightsize import __version__
+from rightsize.report.charts import all_charts
+from rightsize.report.data import ReportData, candidate_key
+from rightsize.report.fmt import esc, finite, format_bytes, hours, num, pct, usd
+
+__all__ = ["asset_text", "candidates_table", "env_rows", "flatten", "page", "render_html"]
+
+TABLE_ROWS = 25
+
+
+def asset_text(name: str) -> str:
+    """A packaged file under ``rightsize/report/assets``."""
+    return resources.files("rightsize.report").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def page(title: str, body: str, *, extra_css: str = "", script: str = "") -> str:
+    """A complete offline HTML document around ``body`` (already escaped HTML)."""
+    js = f"<script>{script}</script>" if script else ""
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{asset_text('report.css')}{extra_css}</style></head>"
+        f"<body>{body}{js}</body></html>"
+    )
+
+
+def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Nested dicts -> [("online.latency.bound_ms", "120")] for definition lists."""
+    if isinstance(obj, Mapping):
+        out: list[tuple[str, str]] = []
+        for k, v in obj.items():
+            if v is None or v == {} or v == []:
+                continue
+            out += flatten(v, f"{prefix}.{k}" if prefix else str(k))
+        return out
+    if isinstance(obj, list | tuple):
+        return [(prefix, ", ".join(str(v) for v in obj))]
+    if isinstance(obj, float):
+        return [(prefix, num(obj, 4))]
+    return [(prefix, str(obj))]
+
+
+def _dl(rows: Sequence[tuple[str, str]], cls: str = "kv") -> str:
+    return f'<dl class="{cls}">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows) + "</dl>"
+
+
+def env_rows(env: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """The fingerprint fields a reader needs to judge the numbers."""
+    if not env:
+        return [("environment", "not recorded")]
+    gpus = env.get("gpus") or []
+    gpu = ", ".join(f"{g.get('name', '?')} ({format_bytes(g.get('memory_bytes'))})" for g in gpus) or "none"
+    rows = [
+        ("CPU", str(env.get("cpu_model", "?"))),
+        ("cores", f"{env.get('physical_cores', '?')} physical / {env.get('logical_cores', '?')} logical"),
+        ("ISA", ", ".join(env.get("isa") or []) or "-"),
+        ("RAM", format_bytes(env.get("ram_bytes"))),
+        ("GPUs", gpu),
+        ("torch", str(env.get("torch") or "-")),
+        ("python", str(env.get("python") or "-")),
+        ("OS", str(env.get("os") or "-")),
+        ("host", str(env.get("hostname") or "-")),
+        ("env id", str(env.get("id") or "-")),
+    ]
+    return [(k, v) for k, v in rows if v not in ("?", "")]
+
+
+def _badge(prov: object) -> str:
+    p = str(prov or "?")
+    return f'<span class="badge {esc(p)}">{esc(p)}</span>'
+
+
+def _batching(c: Mapping[str, Any]) -> str:
+    b = c.get("batching") or {}
+    if not b:
+        return "-"
+    return f"≤{b.get('max_batch', '?')} / {num(b.get('max_wait_ms'))} ms"
+
+
+def _stats(c: Mapping[str, Any], kind: str) -> list[tuple[str, str]]:
+    """(label, value) boxes of the recommendation card."""
+    lat = c.get("latency_ms") or {}
+    if kind == "online":
+        rows = [
+            ("cost per hour", usd(c.get("cost_usd_per_hour"))),
+            ("per 1M requests", usd(c.get("cost_usd_per_1m_requests"))),
+            ("p50 / p95 / p99", f"{num(lat.get('p50'))} / {num(lat.get('p95'))} / {num(lat.get('p99'))} ms"),
+            ("utilization", pct(c.get("utilization"))),
+            ("batching (max / wait)", _batching(c)),
+        ]
+        if lat.get("band"):
+            lo, hi = lat["band"]
+            rows.append(("target percentile band", f"{num(lo)}–{num(hi)} ms"))
+        return rows
+    rows = [
+        ("total cost", usd(c.get("cost_usd_total"))),
+        ("time to train" if kind == "training" else "run time", hours(c.get("runtime_hours"))),
+        ("cost per hour", usd(c.get("cost_usd_per_hour"))),
+    ]
+    spot = c.get("spot") or {}
+    if spot:
+        rows.append(("P(meet deadline)", pct(spot.get("p_meet_deadline"))))
+        rows.append(("checkpoint every", f"{num(spot.get('checkpoint_interval_min'))} min"))
+    if (c.get("grad_accumulation") or 1) > 1:
+        rows.append(("gradient accumulation", str(c["grad_accumulation"])))
+    if finite(c.get("memory_bytes")):
+        rows.append(
+            (
+                "memory / device",
+                f"{format_bytes(c.get('memory_bytes'))} of {format_bytes(c.get('memory_capacity_bytes'))}",
+            )
+        )
+    return rows
+
+
+def _card(c: Mapping[str, Any], kind: str, cls: str, heading: str) -> str:
+    where = " · ".join(str(v) for v in (c.get("provider"), c.get("region")) if v)
+    dc = c.get("device_class") if c.get("device_class") != c.get("device") else None
+    what = " · ".join(str(v) for v in (c.get("device"), dc, c.get("precision"), c.get("purchase")) if v)
+    boxes = "".join(f'<div class="stat"><span>{esc(k)}</span><b>{esc(v)}</b></div>' for k, v in _stats(c, kind))
+    price = f"prices of {c.get('price_date') or '?'}" + (f" ({c['price_source']})" if c.get("price_source") else "")
+    return (
+        f'<section class="card {cls}"><h2>{esc(heading)}</h2>'
+        f'<p class="headline">{esc(c.get("count") or 1)} × {esc(c.get("instance"))} {_badge(c.get("provenance"))}</p>'
+        f'<p class="sub">{esc(what)} — {esc(where)} — {esc(price)}</p><div class="stats">{boxes}</div>'
+        + _list(c.get("notes") or [], "notes")
+        + "</section>"
+    )
+
+
+def _list(items: Sequence[object], cls: str) -> str:
+    return f'<ul class="{cls}">' + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>" if items else ""
+
+
+def candidates_table(data: ReportData, rows: int = TABLE_ROWS) -> str:
+    kind = data.kind
+    cands = data.candidates[:rows]
+    rec_key = candidate_key(data.recommendation) if data.recommendation else None
+    head = ["#", "instance", "provider", "device", "count", "precision", "purchase"]
+    if kind == "online":
+        head += ["batching", "p50 ms", "p95 ms", "p99 ms", "util", "$/h", "$/1M req"]
+    elif kind in ("batch", "training"):
+        head += ["time", "$/h", "total $", "P(deadline)"]
+    else:
+        head += ["$/h"]
+    head += ["memory", "provenance", "feasible / reasons"]
+    body = []
+    for i, c in enumerate(cands, 1):
+        lat = c.get("latency_ms") or {}
+        cells = [
+            str(i),
+            str(c.get("instance", "")),
+            f"{c.get('provider', '')} {c.get('region', '')}".strip(),
+            str(c.get("device", "")),
+            str(c.get("count", "")),
+            str(c.get("precision", "")),
+            str(c.get("purchase", "")),
+        ]
+        if kind == "online":
+            cells += [
+                _batching(c),
+                num(lat.get("p50")),
+                num(lat.get("p95")),
+                num(lat.get("p99")),
+                pct(c.get("utilization")),
+                usd(c.get("cost_usd_per_hour")),
+                usd(c.get("cost_usd_per_1m_requests")),
+            ]
+        elif kind in ("batch", "training"):
+            spot = c.get("spot") or {}
+            cells += [
+                hours(c.get("runtime_hours")),
+                usd(c.get("cost_usd_per_hour")),
+                usd(c.get("cost_usd_total")),
+                pct(spot.get("p_meet_deadline")),
+            ]
+        else:
+            cells += [usd(c.get("cost_usd_per_hour"))]
+        cells.append(format_bytes(c.get("memory_bytes")))
+        tds = "".join(f"<td>{esc(v)}</td>" for v in cells)
+        ok = "✓" if c.get("feasible") else "✗"
+        reasons = "; ".join(str(r) for r in (c.get("reasons") or []))
+        cls = "rec" if candidate_key(c) == rec_key else ("ok" if c.get("feasible") else "no")
+        body.append(f'<tr class="{cls}">{tds}<td>{_badge(c.get("provenance"))}</td><td>{ok} {esc(reasons)}</td></tr>')
+    n = data.plan.get("n_candidates", len(data.candidates))
+    ths = "".join(f"<th>{esc(h)}</th>" for h in head)
+    return (
+        f'<section><h2>Ranked candidates</h2><p class="sub">Top {len(cands)} of {esc(n)}: feasible by cost, '
+        f'then infeasible by how close they came.</p><div class="scroll"><table class="cands" data-table="candidates">'
+        f"<thead><tr>{ths}</tr></thead><tbody>{''.join(body)}</tbody></table></div></section>"
+    )
+
+
+def _summary(data: ReportData) -> str:
+    plan = data.plan
+    rec = data.recommendation
+    parts = []
+    if rec is not None:
+        parts.append(_card(rec, data.kind, "rec", "Recommendation"))
+        parts.append(f"<section><h3>Why</h3>{_list(plan.get('why') or [], 'why') or '<p>-</p>'}</section>")
+    else:
+        inf = plan.get("infeasible_summary") or {}
+        rows = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in inf.items())
+        parts.append(
+            '<section class="card none"><h2>No candidate meets the target</h2>'
+            + _list(plan.get("why") or [], "why")
+            + (
+                f"<table><thead><tr><th>reason</th><th>candidates</th></tr></thead><tbody>{rows}</tbody></table>"
+                if rows
+                else ""
+            )
+            + "</section>"
+        )
+    alt = plan.get("alternative")
+    if isinstance(alt, Mapping):
+        other = "GPU" if alt.get("device_class") == "gpu" else "CPU"
+        parts.append(_card(alt, data.kind, "alt", f"Best {other} alternative: why not"))
+    if plan.get("why_not"):
+        parts.append(f"<section><h3>Why not the alternative</h3>{_list(plan['why_not'], 'why-not')}</section>")
+    if plan.get("warnings"):
+        parts.append(f'<section class="warn"><h3>Warnings</h3>{_list(plan["warnings"], "warnings")}</section>')
+    return "".join(parts)
+
+
+def render_html(data: ReportData, *, generated_at: str | None = None) -> str:
+    """The full report page for ``data``."""
+    plan = data.plan
+    when = generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    title = f"rightsize: {plan.get('workload') or plan.get('model') or 'plan'}"
+    meta = " · ".join(
+        [
+            f"model {plan.get('model', '?')}",
+            f"{data.kind} plan",
+            f"prices of {plan.get('price_date') or '?'}",
+            f"generated {when}",
+            f"rightsize {__version__}",
+        ]
+    )
+    target = flatten(plan.get("target") or {})
+    measured_on = "measured on" if data.measurements else "environment"
+    charts = "".join(all_charts(data))
+    assumptions = flatten(plan.get("assumptions") or {})
+    body = (
+        f'<header><h1>{esc(title)}</h1><p class="sub">{esc(meta)}</p></header><main>'
+        + _summary(data)
+        + '<section class="cols"><div><h3>Target</h3>'
+        + (_dl(target) if target else "<p>-</p>")
+        + f"</div><div><h3>{esc(measured_on.capitalize())}</h3>{_dl(env_rows(data.env))}</div></section>"
+        + (f'<section><h2>Evidence</h2><div class="charts">{charts}</div></section>' if charts else "")
+        + candidates_table(data)
+        + (
+            f"<section><details><summary>Assumptions and defaults</summary>{_dl(assumptions)}</details></section>"
+            if assumptions
+            else ""
+        )
+        + f"</main><footer>Every number says where it came from: {_badge('measured')} on the environment above, "
+        f"{_badge('projected')} by roofline + calibration, {_badge('rule')} from a rule of thumb. "
+        f"Planning took {esc(num(plan.get('elapsed_s')))} s.</footer>"
+    )
+    return page(title, body)

@@ -1,0 +1,66 @@
+"""Find a stored plan (artifact kind ``plan``) and the measured profile it was planned from, for a report.
+
+Reads the store only. A plan is found by artifact id, by run id (or a 4+ character prefix of either),
+or, with no reference, as the newest plan in the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rightsize.errors import NotFoundError
+from rightsize.profile import Profile
+from rightsize.report.data import ReportData, build_report_data
+from rightsize.store import Store
+
+__all__ = ["find_plan", "matching_profile", "stored_report_data"]
+
+
+def find_plan(store: Store, ref: str | None = None) -> dict[str, Any]:
+    """The stored plan artifact ``{"id", "run_id", "kind", "created_at", "payload"}`` for ``ref``."""
+    plans = store.artifacts(kind="plan")
+    if not plans:
+        raise NotFoundError(f"no plan in the store {str(store.path)!r}; run `rightsize plan SPEC` first")
+    if ref is None:
+        return plans[0]
+    for a in plans:
+        if a["id"] == ref or (len(ref) >= 4 and a["id"].startswith(ref)):
+            return a
+    for a in plans:
+        if a["run_id"] and (a["run_id"] == ref or (len(ref) >= 4 and a["run_id"].startswith(ref))):
+            return a
+    raise NotFoundError(
+        f"RUN: no plan with run or artifact id {ref!r} in the store; `rightsize results` lists runs "
+        f"(newest plan: run {plans[0]['run_id']})"
+    )
+
+
+def matching_profile(store: Store, model: str | None, mode: str, env_id: str | None) -> Profile | None:
+    """The stored profile of ``model`` in ``mode`` on ``env_id`` (any env when None): the largest one."""
+    if not model:
+        return None
+    profiles = store.profiles(model, tiny=None)
+    fits = [p for p in profiles if p.mode == mode and (env_id is None or p.env.get("id") == env_id)]
+    if not fits and env_id is not None:
+        fits = [p for p in profiles if p.mode == mode]
+    return max(fits, key=lambda p: (not any(m.tiny for m in p.measurements), len(p.ok())), default=None)
+
+
+def stored_report_data(store: Store, record: dict[str, Any]) -> ReportData:
+    """ReportData for a stored plan, with the measured profile and environment when the store has them."""
+    payload = record["payload"]
+    env_id = None
+    if record.get("run_id"):
+        try:
+            env_id = store.run(record["run_id"]).env_id
+        except NotFoundError:
+            env_id = None
+    mode = "training" if payload.get("kind") == "training" else "inference"
+    profile = matching_profile(store, payload.get("model"), mode, env_id)
+    env = None
+    if env_id:
+        try:
+            env = store.env(env_id)
+        except NotFoundError:
+            env = None
+    return build_report_data(payload, profile=profile, env=env or (profile.env if profile else None))

@@ -1,0 +1,196 @@
+"""The report and the dashboard in a real headless Chromium (Playwright driving Debian's chromium).
+
+Setup installs Chromium with apt-get when /usr/bin/chromium is missing (Playwright cannot download
+browsers here); the tests are skipped, saying why, only when that install fails. Screenshots are
+saved under artifacts/screenshots/ (gitignored) for a person to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from report_kit import MEMORY, XSS, build_store, curves, fake_sweep, online_plan, profile_for, training_plan
+
+from rightsize.report import write_report
+from rightsize.report.dashboard import running_dashboard
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]  # the first run may apt-get install chromium
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+COUNT_PTS = "() => Object.fromEntries([...document.querySelectorAll('[data-chart]')].map(f => [f.dataset.chart, f.querySelectorAll('.pt').length]))"  # noqa: E501
+
+
+def _install_chromium() -> str | None:
+    """Install Debian's chromium; returns why it failed, or None."""
+    if shutil.which("apt-get") is None:
+        return "no apt-get to install chromium with"
+    if hasattr(os, "geteuid") and os.geteuid() != 0:
+        return "installing chromium needs root (apt-get install -y chromium)"
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
+        try:
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"{' '.join(cmd)} failed: {exc}"
+        if r.returncode != 0:
+            return f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()[-300:]}"
+    return None if os.path.exists(CHROMIUM) else "apt-get installed no /usr/bin/chromium"
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    if not os.path.exists(CHROMIUM):
+        why = _install_chromium()
+        if why:
+            pytest.skip(f"no Chromium for the browser tests: {why}")
+    return CHROMIUM
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: str) -> Iterator[Any]:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=chromium, args=ARGS)
+        yield b
+        b.close()
+
+
+class Watched:
+    """A page that records console errors, uncaught exceptions and dialogs (alert() must never fire)."""
+
+    def __init__(self, browser: Any) -> None:
+        self.page = browser.new_page(viewport={"width": 1300, "height": 900})
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", self._dialog)
+
+    def _dialog(self, d: Any) -> None:
+        self.dialogs.append(d.message)
+        d.dismiss()
+
+    def points(self) -> dict[str, int]:
+        return dict(self.page.evaluate(COUNT_PTS))
+
+    def shot(self, name: str) -> Path:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        path = SHOTS / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        assert path.stat().st_size > 10_000
+        return path
+
+
+@pytest.fixture
+def watched(browser: Any) -> Iterator[Watched]:
+    w = Watched(browser)
+    yield w
+    w.page.close()
+
+
+def test_online_report_draws_every_chart_offline(watched: Watched, tmp_path: Path) -> None:
+    path = write_report(online_plan(), tmp_path / "online.html", profile=profile_for(), curves=curves(), memory=MEMORY,
+                        sweep=fake_sweep)  # fmt: skip
+    requests: list[str] = []
+    watched.page.on("request", lambda r: requests.append(r.url))
+    watched.page.goto(path.as_uri())
+    pts = watched.points()
+    assert list(pts) == ["latency-batch", "throughput-batch", "p95-rate", "pareto", "memory"]
+    assert all(n > 0 for n in pts.values()), pts
+    assert watched.page.locator("[data-chart] svg").count() == 5
+    box = watched.page.locator('[data-chart="pareto"] svg').bounding_box()
+    assert box is not None and box["width"] > 300 and box["height"] > 150  # drawn, not collapsed
+    assert watched.page.locator("text=2 × c7i.2xlarge").first.is_visible()
+    watched.shot("report-online")
+    assert watched.errors == [] and watched.dialogs == []
+    assert requests == [path.as_uri()]  # offline: the page fetched nothing but itself
+
+
+def test_training_report_draws_cluster_and_spot_charts(watched: Watched, tmp_path: Path) -> None:
+    path = write_report(training_plan(), tmp_path / "training.html", memory=MEMORY)
+    watched.page.goto(path.as_uri())
+    pts = watched.points()
+    assert {"pareto", "memory", "cluster-time", "cluster-cost", "spot-cost", "spot-time"} <= pts.keys()
+    assert all(n > 0 for n in pts.values()), pts
+    watched.shot("report-training")
+    assert watched.errors == []
+
+
+def test_script_in_a_model_name_renders_as_text(watched: Watched, tmp_path: Path) -> None:
+    plan = online_plan(model=XSS, workload=XSS)
+    path = write_report(plan, tmp_path / "xss.html", profile=profile_for(model=XSS), sweep=fake_sweep)
+    watched.page.goto(path.as_uri())
+    assert watched.page.locator("h1").inner_text() == f"rightsize: {XSS}"
+    assert watched.page.locator("script").count() == 0
+    assert watched.dialogs == [] and watched.errors == []
+
+
+def test_dashboard_compares_two_machines_side_by_side(watched: Watched, tmp_path: Path) -> None:
+    store = tmp_path / "store.sqlite"
+    a, b = build_store(store)
+    with running_dashboard(store) as url:
+        page = watched.page
+        page.goto(url + "/")
+        button = page.locator("#compare-btn")
+        assert button.is_disabled()  # fewer than two runs picked
+        page.check(f'input[value="{a}"]')
+        page.check(f'input[value="{b}"]')
+        assert button.is_enabled()
+        watched.shot("dashboard-runs")
+        with page.expect_navigation():
+            button.click()
+        assert "/compare?" in page.url
+        cols = page.locator(".compare-col")
+        assert cols.count() == 2
+        hosts = sorted(cols.nth(i).locator("h3").inner_text().split(" · ")[1] for i in range(2))
+        assert hosts == ["box-a", "box-b"]  # one column per machine
+        left, right = cols.nth(0).bounding_box(), cols.nth(1).bounding_box()
+        assert left is not None and right is not None and right["x"] > left["x"] + left["width"] - 1  # side by side
+        pts = watched.points()
+        assert pts["compare-latency"] == 21 and pts["compare-throughput"] == 21
+        watched.shot("dashboard-compare")
+    assert watched.errors == [] and watched.dialogs == []
+
+
+def test_dashboard_filter_changes_the_view(watched: Watched, tmp_path: Path) -> None:
+    store = tmp_path / "store.sqlite"
+    build_store(store)
+    with running_dashboard(store) as url:
+        page = watched.page
+        page.goto(url + "/cost")
+        before = watched.points()
+        assert before["cost-planned"] == 8 and before["cost-measured"] > 0
+        with page.expect_navigation():
+            page.select_option('select[name="device_class"]', "gpu")  # the page's script submits on change
+        assert "device_class=gpu" in page.url
+        after = watched.points()
+        assert after["cost-planned"] == 4 and 0 < after["cost-measured"] < before["cost-measured"]
+        classes = page.eval_on_selector_all(
+            "[data-chart] .pt", "els => [...new Set(els.map(e => e.dataset.deviceClass))]"
+        )
+        assert classes == ["gpu"]
+        watched.shot("dashboard-cost-gpu")
+    assert watched.errors == []
+
+
+def test_dashboard_escapes_a_script_model_name(watched: Watched, tmp_path: Path) -> None:
+    store = tmp_path / "store.sqlite"
+    build_store(store, model=XSS)
+    with running_dashboard(store) as url:
+        for path in ("/", "/cost"):
+            watched.page.goto(url + path)
+            assert XSS in watched.page.locator("main").inner_text()
+        watched.page.goto(url + "/")
+        with watched.page.expect_navigation():
+            watched.page.locator('a[href^="/report/"]').first.click()
+        assert f"model {XSS}" in watched.page.locator("header").inner_text()
+    assert watched.dialogs == [] and watched.errors == []

@@ -1,0 +1,123 @@
+"""The dashboard over HTTP without a browser: pages, comparison, filters, read-only, pricing."""
+
+from __future__ import annotations
+
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from report_kit import ENV_A, ENV_B, GIB
+
+from rightsize.errors import NotFoundError
+from rightsize.report.dashboard import running_dashboard
+from rightsize.report.pricing import match_accelerator, price_env, usd_per_1m_samples
+
+
+def _get(url: str, method: str = "GET") -> tuple[int, str]:
+    req = urllib.request.Request(url, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def _points(html: str, chart: str) -> list[str]:
+    m = re.search(rf'data-chart="{chart}">(.*?)</figure>', html, re.S)
+    assert m, f"chart {chart} not drawn"
+    return re.findall(r'<(?:circle|rect|polygon) class="pt"[^>]*>', m.group(1))
+
+
+def test_index_lists_runs_environments_and_plans(two_run_store: tuple[Path, str, str]) -> None:
+    path, a, b = two_run_store
+    with running_dashboard(path) as url:
+        status, html = _get(url + "/")
+    assert status == 200
+    assert f'value="{a}"' in html and f'value="{b}"' in html  # compare checkboxes
+    assert "AMD EPYC 9B14 (test A)" in html and "NVIDIA A10G" in html  # both environments
+    assert html.count('href="/report/') == 2  # one plan per machine
+
+
+def test_compare_puts_two_machines_side_by_side(two_run_store: tuple[Path, str, str]) -> None:
+    path, a, b = two_run_store
+    with running_dashboard(path) as url:
+        status, html = _get(f"{url}/compare?run={a}&run={b}")
+    assert status == 200
+    cols = re.findall(r'<div class="compare-col" data-run="(\w+)">', html)
+    assert cols == [a, b]
+    assert "box-a" in html and "box-b" in html
+    # fp32 b8 on box-b: 20 + 12 * 7 = 104 ms vs box-a 40 + 30 * 7 = 250 ms -> 250/104 = 2.40x the throughput
+    assert "×2.40" in html
+    assert len(_points(html, "compare-latency")) == 8 + 13  # box-a: 8 cpu points; box-b: 8 cpu + 5 cuda
+
+
+def test_compare_needs_two_runs(two_run_store: tuple[Path, str, str]) -> None:
+    path, a, _ = two_run_store
+    with running_dashboard(path) as url:
+        _, html = _get(f"{url}/compare?run={a}")
+    assert "Pick at least two runs" in html
+
+
+def test_cost_filters_change_the_points(two_run_store: tuple[Path, str, str]) -> None:
+    path, _, _ = two_run_store
+    with running_dashboard(path) as url:
+        _, all_ = _get(url + "/cost")
+        _, gpu = _get(url + "/cost?device_class=gpu")
+        _, aws_bf16 = _get(url + "/cost?provider=gcp&precision=fp32")
+    planned_all, planned_gpu = _points(all_, "cost-planned"), _points(gpu, "cost-planned")
+    assert len(planned_all) == 8 and len(planned_gpu) == 4  # 8 candidates, 4 of them GPUs
+    assert all('data-device-class="gpu"' in p for p in planned_gpu)
+    measured_gpu = _points(gpu, "cost-measured")
+    assert len(measured_gpu) == 10  # 5 cuda batches x {g5.xlarge, g5.2xlarge} (single A10G)
+    assert len(_points(aws_bf16, "cost-planned")) == 1  # n2-standard-8 fp32 on gcp
+    assert 'data-chart-skipped="cost-measured"' not in all_
+    assert '<option value="gpu" selected>' in gpu
+
+
+def test_run_and_report_pages_and_errors(two_run_store: tuple[Path, str, str]) -> None:
+    path, a, _ = two_run_store
+    with running_dashboard(path) as url:
+        s_run, run = _get(f"{url}/run/{a}")
+        _, index = _get(url + "/")
+        report_id = re.findall(r'href="/report/(\w+)"', index)[0]
+        s_rep, rep = _get(f"{url}/report/{report_id}")
+        s_missing, missing = _get(f"{url}/run/nope")
+        s_404, _ = _get(url + "/no/such/page")
+        s_post, _ = _get(url + "/", method="POST")
+    assert s_run == 200 and len(_points(run, "latency-batch")) == 16
+    assert s_rep == 200 and "2 × c7i.2xlarge" in rep and 'data-chart="latency-batch"' in rep
+    assert s_missing == 404 and "is not in the store" in missing
+    assert (s_404, s_post) == (404, 405)
+
+
+def test_dashboard_never_creates_a_store(tmp_path: Path) -> None:
+    missing = tmp_path / "none.sqlite"
+    with pytest.raises(NotFoundError, match="no results store"), running_dashboard(missing):
+        pass
+    assert not missing.exists()
+
+
+def test_gpu_names_match_catalog_accelerators() -> None:
+    sizes = {"A10G": 24, "A10": 24, "A100-40GB": 40, "A100-80GB": 80, "H100": 80, "H100-PCIe": 80}
+    accs = {n: SimpleNamespace(memory_gib=g) for n, g in sizes.items()}
+    assert match_accelerator({"name": "NVIDIA A10G"}, accs) == "A10G"
+    assert match_accelerator({"name": "NVIDIA A100-SXM4-80GB", "memory_bytes": 80 * GIB}, accs) == "A100-80GB"
+    assert match_accelerator({"name": "NVIDIA A100-SXM4-40GB", "memory_bytes": 40 * GIB}, accs) == "A100-40GB"
+    assert match_accelerator({"name": "NVIDIA H100 PCIe"}, accs) == "H100-PCIe"
+    assert match_accelerator({"name": "Radeon"}, accs) is None
+
+
+def test_machines_are_priced_from_the_catalog() -> None:
+    from rightsize.catalog import load_catalog
+
+    cat = load_catalog()
+    gpu = price_env(ENV_B, "cuda", cat)
+    assert [p.instance_type for p in gpu][:1] == ["g5.xlarge"]  # the cheapest single-A10G instance
+    cpu = {p.provider: p.instance_type for p in price_env(ENV_B, "cpu", cat)}
+    assert cpu["aws"] in ("m7i.4xlarge", "r7i.4xlarge")  # sapphire rapids, 16 vCPUs, smallest
+    assert price_env(ENV_A, "cuda", cat) == []
+    assert usd_per_1m_samples(1.006, 500.0) == pytest.approx(1.006 / 1.8e6 * 1e6)
+    assert usd_per_1m_samples(1.0, 0.0) is None

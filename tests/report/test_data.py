@@ -1,0 +1,115 @@
+"""Gathering what a report shows: targets, memory views, rate sweeps, stored plans."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+from types import SimpleNamespace
+
+import pytest
+from report_kit import curves, fake_sweep, online_plan, profile_for
+
+from rightsize.plan.result import PlanResult
+from rightsize.report.data import (
+    GIB,
+    SWEEP_FRACTIONS,
+    build_report_data,
+    compute_sweeps,
+    curve_from_dict,
+    memory_view,
+    targets_of,
+)
+
+
+def test_targets_are_found_nested_or_flat() -> None:
+    nested = targets_of({"online": {"rate_per_s": 40, "latency": {"percentile": 99, "bound_ms": 120},
+                                    "budget_usd_per_hour": 2.0}})  # fmt: skip
+    assert (nested.rate_per_s, nested.percentile, nested.bound_ms, nested.budget_usd_per_hour) == (40, 99, 120, 2.0)
+    flat = targets_of({"items": 5_000_000, "deadline_hours": 8, "budget_usd": 50})
+    assert (flat.deadline_hours, flat.budget_usd, flat.rate_per_s, flat.bound_ms) == (8, 50, None, None)
+
+
+def test_memory_view_accepts_plain_dicts_estimates_and_tier_shapes() -> None:
+    plain = memory_view({"weights": 2 * GIB, "activations": GIB, "tiers": [24, 16]})
+    assert plain is not None
+    assert plain.total_bytes == 3 * GIB
+    assert [g for g, _ in plain.tiers] == [16, 24]
+    nested = memory_view(
+        {
+            "breakdown": {"weights": GIB, "none": 0},
+            "tiers": [(24.0, ["A10G", "L4"]), {"memory_gib": 80, "name": "H100"}],
+        }
+    )
+    assert nested is not None
+    assert nested.breakdown == {"weights": GIB}  # zero components are dropped
+    assert nested.tiers == ((24.0, "A10G/L4 24 GiB"), (80.0, "H100 80 GiB"))
+    est = memory_view(SimpleNamespace(breakdown={"weights": 5.0 * GIB}, tiers=[40]))
+    assert est is not None
+    assert est.total_bytes == 5 * GIB and est.tiers == ((40.0, "40 GiB"),)
+    assert memory_view(None) is None and memory_view({"weights": 0}) is None
+
+
+def test_memory_tiers_default_to_the_catalog() -> None:
+    mv = memory_view({"weights": GIB})
+    assert mv is not None
+    gib = [g for g, _ in mv.tiers]
+    assert 16 in gib and 24 in gib and 80 in gib  # T4, A10G/L4, A100-80GB/H100 (catalog/data/accelerators.csv)
+
+
+def test_rate_sweep_covers_the_top_candidates_at_fractions_of_the_peak(plan_online: PlanResult) -> None:
+    sweeps, note = compute_sweeps(plan_online, fake_sweep)
+    assert note == ""
+    assert len(sweeps) == 4  # recommendation, alternative, then feasible ones
+    assert sweeps[0].recommended and not any(s.recommended for s in sweeps[1:])
+    assert sweeps[0].rates_per_s == tuple(40.0 * f for f in SWEEP_FRACTIONS)
+    # fake_sweep: capacity 88 * (1 + 0.1 * 2) = 105.6 req/s for 2 replicas, so every rate up to 80 req/s is finite
+    assert all(v is not None for v in sweeps[0].p95_ms)
+    one_replica = sweeps[1]  # capacity 96.8 req/s: the 80 req/s point is still finite, none is infinite-as-None lost
+    assert one_replica.p95_ms[-1] is not None and one_replica.p95_ms[-1] > one_replica.p95_ms[0]
+
+
+def test_unstable_rates_become_gaps() -> None:
+    plan = online_plan()
+
+    def sweep(c: object, rates: list[float]) -> list[float]:
+        return [10.0 if r < 40 else math.inf for r in rates]
+
+    sweeps, _ = compute_sweeps(plan, sweep)
+    n_finite = sum(f * 40 < 40 for f in SWEEP_FRACTIONS)
+    assert sum(v is not None for v in sweeps[0].p95_ms) == n_finite
+
+
+def test_a_failing_sweep_is_a_note_not_a_crash(plan_online: PlanResult) -> None:
+    def broken(c: object, rates: list[float]) -> list[float]:
+        raise RuntimeError("boom")
+
+    data = build_report_data(plan_online, sweep=broken)
+    assert data.sweeps == [] and "boom" in data.sweep_note
+
+
+def test_stored_plan_dict_renders_the_same_data_as_the_live_result(plan_online: PlanResult) -> None:
+    live = build_report_data(plan_online, profile=profile_for())
+    stored = build_report_data(plan_online.to_dict(), profile=profile_for())
+    assert live.plan == stored.plan
+    assert live.targets.bound_ms == 120.0 and live.recommendation is not None
+    assert len(live.measurements) == 10  # 2 precisions x 5 batch sizes, all ok
+    assert live.env is not None and live.env["id"] == "envaaaa11111"
+
+
+def test_stored_extras_curves_memory_and_sweeps_are_used(plan_online: PlanResult) -> None:
+    payload = plan_online.to_dict()
+    payload["curves"] = [asdict(c) for c in curves()]
+    payload["memory"] = {"weights": GIB}
+    payload["rate_sweeps"] = [{"label": "x", "rates_per_s": [10, 20], "p95_ms": [5.0, None]}]
+    data = build_report_data(payload)
+    assert [c.device for c in data.curves] == ["A10G", "T4"]
+    assert data.curves[0] == curves()[0]
+    assert data.memory is not None and data.memory.total_bytes == GIB
+    assert data.sweeps[0].p95_ms == (5.0, None)
+
+
+def test_curve_round_trips_through_json_dict() -> None:
+    c = curves()[1]
+    assert curve_from_dict(asdict(c)) == c
+    with pytest.raises(KeyError):
+        curve_from_dict({"precision": "fp16"})

@@ -1,0 +1,126 @@
+"""The HTML report (no browser): contents, numbers, charts present, offline, escaped."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from report_kit import MEMORY, XSS, curves, fake_sweep, profile_for
+
+from rightsize.errors import SpecError
+from rightsize.plan.result import PlanResult
+from rightsize.report import write_report
+
+ONLINE_CHARTS = ["latency-batch", "throughput-batch", "p95-rate", "pareto", "memory"]
+TRAINING_CHARTS = ["pareto", "memory", "cluster-time", "cluster-cost", "spot-cost", "spot-time"]
+
+
+def _charts(html: str) -> dict[str, int]:
+    """{chart name: number of .pt marks} for every drawn chart."""
+    out = {}
+    for m in re.finditer(r'<figure class="chart" data-chart="([^"]+)">(.*?)</figure>', html, re.S):
+        out[m.group(1)] = len(re.findall(r'class="pt[ "]', m.group(2)))
+    return out
+
+
+def _online_html(tmp_path: Path, plan: PlanResult) -> str:
+    path = write_report(
+        plan, tmp_path / "r.html", profile=profile_for(), curves=curves(), memory=MEMORY, sweep=fake_sweep
+    )
+    return path.read_text()
+
+
+def test_online_report_shows_the_recommendation_costs_and_environment(tmp_path: Path, plan_online: PlanResult) -> None:
+    html = _online_html(tmp_path, plan_online)
+    assert "2 × c7i.2xlarge" in html
+    assert "$0.71" in html  # 2 × $0.357/h
+    assert "$4.96" in html  # $0.714/h / (40 req/s × 3600 s) × 1e6 requests
+    assert "48.4 / 88 / 114 ms" in html  # p50 / p95 / p99
+    assert "prices of 2025-06" in html
+    assert "AMD EPYC 9B14 (test A)" in html and "envaaaa11111" in html  # measured on
+    assert "cheapest setup that meets p95 ≤ 120 ms at 40 req/s" in html  # why
+    assert "GPU utilization 12% (&lt; 20%: overbuying)" in html  # why not, escaped
+    assert "1 × g6.xlarge" in html  # the alternative
+    assert "no batching window" in html  # warnings
+
+
+def test_online_report_draws_every_chart_with_points(tmp_path: Path, plan_online: PlanResult) -> None:
+    charts = _charts(_online_html(tmp_path, plan_online))
+    assert list(charts) == ONLINE_CHARTS
+    assert all(n > 0 for n in charts.values()), charts
+    # 2 precisions x 5 batches x (p50 + p95) measured + 2 projected curves x 6 batches
+    assert charts["latency-batch"] == 2 * 5 * 2 + 2 * 6
+    assert charts["pareto"] == 8 + 1  # every candidate with a latency, plus the recommendation highlighted
+    assert charts["memory"] == 3  # weights, activations, workspace
+
+
+def test_svg_fragments_are_well_formed(tmp_path: Path, plan_online: PlanResult) -> None:
+    html = _online_html(tmp_path, plan_online)
+    svgs = re.findall(r"<svg.*?</svg>", html, re.S)
+    assert len(svgs) == len(ONLINE_CHARTS)
+    for s in svgs:
+        ET.fromstring(s)
+
+
+def test_report_is_self_contained(tmp_path: Path, plan_online: PlanResult) -> None:
+    html = _online_html(tmp_path, plan_online)
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "<link" not in html and "@import" not in html and "url(" not in html
+    assert "<script" not in html  # the report needs no JavaScript at all
+    assert html.startswith("<!doctype html>") and html.rstrip().endswith("</html>")
+
+
+def test_user_strings_are_escaped(tmp_path: Path, plan_online: PlanResult) -> None:
+    bad = replace(plan_online, model=XSS, workload=XSS, why=[XSS], warnings=[XSS], target={"note": XSS})
+    bad.candidates[0] = replace(bad.candidates[0], instance=XSS, reasons=[XSS])
+    bad.recommendation = bad.candidates[0]
+    html = write_report(bad, tmp_path / "x.html", profile=profile_for(model=XSS), env={"cpu_model": XSS}).read_text()
+    assert "<script>" not in html
+    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 6
+
+
+def test_training_report_has_cluster_and_spot_charts(tmp_path: Path, plan_training: PlanResult) -> None:
+    html = write_report(plan_training, tmp_path / "t.html", memory=MEMORY).read_text()
+    charts = _charts(html)
+    assert list(charts) == TRAINING_CHARTS
+    assert all(n > 0 for n in charts.values()), charts
+    assert charts["cluster-time"] == 8  # 2 instance types x 4 cluster sizes, on-demand only
+    assert charts["spot-cost"] == 3  # on-demand, spot, mixed for 4 × g5.xlarge
+    assert 'data-chart-skipped="latency-batch"' in html  # no profile given: said, not hidden
+    assert "deadline 12 h" in html and "budget $80.00" in html
+    assert "P(meet deadline)" in html and "93%" in html
+
+
+def test_missing_sweep_skips_the_rate_chart_with_a_note(tmp_path: Path, plan_online: PlanResult) -> None:
+    html = write_report(plan_online, tmp_path / "n.html").read_text()
+    assert 'data-chart-skipped="p95-rate"' in html
+    assert "the planner gave no rate sweep" in html
+    assert 'data-chart="pareto"' in html
+
+
+def test_no_feasible_candidate_says_why(tmp_path: Path, plan_online: PlanResult) -> None:
+    none = replace(
+        plan_online, recommendation=None, alternative=None, pareto=[], why=["every candidate misses the SLO"]
+    )
+    html = write_report(none, tmp_path / "none.html").read_text()
+    assert "No candidate meets the target" in html
+    assert "every candidate misses the SLO" in html
+    assert "<td>over budget</td><td>1</td>" in html  # the infeasible summary
+
+
+def test_rules_plan_renders_a_table_without_charts(tmp_path: Path, plan_online: PlanResult) -> None:
+    rules = replace(plan_online, kind="rules", pareto=[])
+    html = write_report(rules, tmp_path / "rules.html").read_text()
+    assert 'data-table="candidates"' in html and "<svg" not in html
+
+
+def test_report_suffix_decides_the_format_and_bad_suffix_is_a_spec_error(
+    tmp_path: Path, plan_online: PlanResult
+) -> None:
+    md = write_report(plan_online, tmp_path / "deep" / "r.md")
+    assert md.read_text().startswith("# rightsize: text-classification-api")
+    with pytest.raises(SpecError, match=r"--report: must end in \.html or \.md"):
+        write_report(plan_online, tmp_path / "r.txt")

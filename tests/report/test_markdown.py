@@ -1,0 +1,53 @@
+"""The Markdown report: recommendation, tables, escaping."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from report_kit import MEMORY, XSS, profile_for
+
+from rightsize.plan.result import PlanResult
+from rightsize.report import build_report_data, render_markdown
+
+
+def _table_rows(md: str, heading: str) -> list[str]:
+    lines = md.split("\n")
+    i = next(k for k, line in enumerate(lines) if line.startswith(heading))
+    rows = []
+    for line in lines[i + 2 :]:
+        if not line.startswith("|"):
+            if rows:
+                break
+            continue
+        rows.append(line)
+    return rows[2:]  # without the header and the separator
+
+
+def test_markdown_has_the_recommendation_and_ranked_table(plan_online: PlanResult) -> None:
+    md = render_markdown(build_report_data(plan_online, profile=profile_for(), memory=MEMORY))
+    assert "## Recommendation" in md
+    assert "**2 × c7i.2xlarge bf16**" in md and "$0.71/h, $4.96 per 1M requests" in md
+    assert "## Why not the alternative" in md and "**1 × g6.xlarge fp16**" in md
+    rows = _table_rows(md, "## Ranked candidates")
+    assert len(rows) == len(plan_online.candidates)
+    assert rows[0].startswith("| 1 ★ | c7i.2xlarge |")
+    assert "no: p95 131 ms exceeds the 120 ms SLO" in rows[5]
+    assert len(_table_rows(md, "## Pareto frontier")) == 3
+    assert len(_table_rows(md, "## Measured profile")) == 10
+    assert "| total | 1.3 GiB |" in md  # 0.25 + 0.9 + 0.2 GiB
+
+
+def test_markdown_escapes_html_and_table_syntax(plan_online: PlanResult) -> None:
+    bad = replace(plan_online, workload=XSS, why=["a | b"])
+    bad.candidates[0] = replace(bad.candidates[0], instance="x|y<b>")
+    md = render_markdown(build_report_data(bad))
+    assert "<script>" not in md and "<b>" not in md
+    assert r"\<script\>alert(1)\</script\>" in md
+    assert r"x\|y\<b\>" in md and r"- a \| b" in md
+
+
+def test_training_markdown_lists_spot_plans(plan_training: PlanResult) -> None:
+    md = render_markdown(build_report_data(plan_training))
+    assert "time" in md and "## Spot with checkpoints" in md
+    assert len(_table_rows(md, "## Spot with checkpoints")) == 2  # spot and mixed for 4 × g5.xlarge
+    assert "93%" in md

@@ -87,3 +87,15 @@ def test_newer_schema_is_refused(store_path: Path) -> None:
     con.close()
     with pytest.raises(RightsizeError, match="newer than this rightsize"):
         Store(store_path)
+
+
+def test_read_only_store_never_writes(store_path: Path, tmp_path: Path) -> None:
+    with pytest.raises(NotFoundError):
+        Store(tmp_path / "absent.sqlite", read_only=True)
+    assert not (tmp_path / "absent.sqlite").exists()
+    with Store(store_path) as s:
+        s.save_env(ENV)
+    with Store(store_path, read_only=True) as ro:
+        assert ro.envs()[0]["id"] == "env1"
+        with pytest.raises(sqlite3.OperationalError):
+            ro.save_env({"id": "env2"})

@@ -38,7 +38,7 @@ def render_path(store_path: Path, target: str) -> tuple[int, str]:
     url = urlsplit(target)
     query = parse_qs(url.query)
     parts = [unquote(p) for p in url.path.split("/") if p]
-    with Store(store_path) as st:
+    with Store(store_path, read_only=True) as st:
         try:
             if not parts:
                 return 200, views.index_page(st)

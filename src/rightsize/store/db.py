@@ -82,15 +82,24 @@ class RunInfo:
 class Store:
     """A results store on one SQLite file (created with its parent directory on first use)."""
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, *, read_only: bool = False) -> None:
+        """Open (and create or migrate) the store; ``read_only`` never writes and never creates."""
         self.path = Path(path) if path is not None else default_store_path()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            if read_only:
+                if not self.path.is_file():
+                    raise NotFoundError(f"--store: {str(self.path)!r} does not exist; run `rightsize bench` or `plan` first")
+                self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise RightsizeError(f"--store: cannot open {str(self.path)!r} ({exc}); pass a writable path") from None
         self._conn.row_factory = sqlite3.Row
         try:
+            if read_only:
+                self._conn.execute("SELECT count(*) FROM runs").fetchone()
+                return
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()

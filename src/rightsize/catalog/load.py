@@ -1,0 +1,296 @@
+"""Read the shipped CSV tables (catalog/data/) and an optional user file that adds or overrides rows.
+
+    load_catalog()                    shipped data, plus $RIGHTSIZE_CATALOG if set
+    load_catalog("my-prices.csv")     shipped data, plus that file
+
+The user file is one CSV whose header says which table it extends: ``instance_type`` → instances
+(key provider, region, instance_type), ``bandwidth_gbps`` → accelerators (key name),
+``sustained_ghz`` → CPU families (key name). Rows with an existing key replace it; others are added.
+In a user file ``source`` and ``price_date``/``date`` may be left empty (they become the file name
+and its modification date). Every bad cell raises SpecError naming file, line and column.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from importlib import resources
+from pathlib import Path
+from typing import TypeVar
+
+from rightsize.catalog.model import Accelerator, Catalog, CpuFamily, Instance
+from rightsize.errors import NotFoundError, SpecError, did_you_mean
+
+__all__ = ["ENV_VAR", "load_catalog", "load_spot_buckets", "read_table"]
+
+ENV_VAR = "RIGHTSIZE_CATALOG"
+_DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
+T = TypeVar("T")
+
+ACCELERATOR_COLUMNS = (
+    "name",
+    "memory_gib",
+    "bandwidth_gbps",
+    "fp32_tflops",
+    "tf32_tflops",
+    "fp16_tflops",
+    "bf16_tflops",
+    "int8_tops",
+    "tdp_w",
+    "source",
+    "date",
+)
+CPU_COLUMNS = (
+    "name",
+    "vendor",
+    "isa",
+    "fp32_flop_per_cycle_per_core",
+    "bf16_flop_per_cycle_per_core",
+    "int8_flop_per_cycle_per_core",
+    "sustained_ghz",
+    "memory_bandwidth_gbps",
+    "source",
+    "date",
+)
+INSTANCE_COLUMNS = (
+    "provider",
+    "region",
+    "instance_type",
+    "vcpus",
+    "ram_gib",
+    "cpu_family",
+    "accelerator",
+    "accelerator_count",
+    "on_demand_usd_per_hour",
+    "spot_usd_per_hour",
+    "spot_interruption",
+    "price_date",
+    "source",
+)
+SPOT_BUCKETS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
+
+
+class _Row:
+    """One CSV row with typed getters whose errors name file, line and column."""
+
+    def __init__(self, cells: dict[str, str], where: str, line: int, defaults: dict[str, str]) -> None:
+        self.cells = cells
+        self.where = where
+        self.line = line
+        self.defaults = defaults
+
+    def _fail(self, column: str, problem: str) -> SpecError:
+        return SpecError(f"{self.where} line {self.line}, column {column!r}", problem)
+
+    def text(self, column: str, required: bool = True) -> str:
+        value = (self.cells.get(column) or "").strip() or self.defaults.get(column, "")
+        if required and not value:
+            raise self._fail(column, "is empty; fill it in")
+        return value
+
+    def number(self, column: str, required: bool = True, minimum: float = 0.0) -> float | None:
+        raw = self.text(column, required=required)
+        if not raw:
+            return None
+        try:
+            value = float(raw)
+        except ValueError:
+            raise self._fail(column, f"must be a number, got {raw!r}") from None
+        if not value >= minimum:  # also rejects NaN
+            raise self._fail(column, f"must be >= {minimum:g}, got {raw!r}")
+        return value
+
+    def num(self, column: str, minimum: float = 0.0) -> float:
+        value = self.number(column, required=True, minimum=minimum)
+        assert value is not None
+        return value
+
+    def integer(self, column: str, required: bool = True, minimum: int = 0) -> int | None:
+        raw = self.text(column, required=required)
+        if not raw:
+            return None
+        if not re.fullmatch(r"\d+", raw) or int(raw) < minimum:
+            raise self._fail(column, f"must be a whole number >= {minimum}, got {raw!r}")
+        return int(raw)
+
+    def date(self, column: str) -> str:
+        raw = self.text(column)
+        if not _DATE.match(raw):
+            raise self._fail(column, f"must be a date YYYY-MM or YYYY-MM-DD, got {raw!r}")
+        return raw
+
+    def choice(self, column: str, choices: tuple[str, ...]) -> str | None:
+        raw = self.text(column, required=False)
+        if raw and raw not in choices:
+            raise self._fail(column, f"must be one of {', '.join(choices)}, got {raw!r}")
+        return raw or None
+
+    def ref(self, column: str, known: dict[str, object], required: bool = True) -> str | None:
+        raw = self.text(column, required=required)
+        if raw and raw not in known:
+            raise self._fail(column, f"unknown name {raw!r}.{did_you_mean(raw, known)}")
+        return raw or None
+
+
+def read_table(
+    path: Path, text: str, required: tuple[str, ...], defaults: dict[str, str] | None = None
+) -> Iterator[_Row]:
+    """Yield the data rows of CSV ``text`` (line numbers count the header as line 1)."""
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    header = [h.strip() for h in (reader.fieldnames or [])]
+    reader.fieldnames = header
+    missing = [c for c in required if c not in header and c not in (defaults or {})]
+    if missing:
+        raise SpecError(
+            f"{path} line 1", f"missing column(s) {', '.join(missing)}; the header needs {', '.join(required)}"
+        )
+    for row in reader:
+        if None in row:  # more cells than header columns
+            raise SpecError(f"{path} line {reader.line_num}", f"has more cells than the header's {len(header)} columns")
+        if not any((v or "").strip() for v in row.values()):
+            continue
+        yield _Row({k: v or "" for k, v in row.items()}, str(path), reader.line_num, defaults or {})
+
+
+def _accelerator(r: _Row) -> Accelerator:
+    tflops = {
+        "fp32": r.num("fp32_tflops"),
+        "tf32": r.num("tf32_tflops"),
+        "fp16": r.num("fp16_tflops"),
+        "bf16": r.num("bf16_tflops"),
+        "int8": r.num("int8_tops"),
+    }
+    return Accelerator(
+        name=r.text("name"),
+        memory_gib=r.num("memory_gib", minimum=1e-9),
+        bandwidth_gbps=r.num("bandwidth_gbps", minimum=1e-9),
+        tflops=tflops,
+        tdp_w=r.num("tdp_w"),
+        source=r.text("source"),
+        date=r.date("date"),
+    )
+
+
+def _cpu(r: _Row) -> CpuFamily:
+    return CpuFamily(
+        name=r.text("name"),
+        vendor=r.text("vendor").lower(),
+        isa=tuple(s.strip().lower() for s in r.text("isa").split(";") if s.strip()),
+        flop_per_cycle_per_core={
+            "fp32": r.num("fp32_flop_per_cycle_per_core", minimum=1e-9),
+            "bf16": r.num("bf16_flop_per_cycle_per_core", minimum=1e-9),
+            "int8": r.num("int8_flop_per_cycle_per_core", minimum=1e-9),
+        },
+        sustained_ghz=r.num("sustained_ghz", minimum=1e-9),
+        memory_bandwidth_gbps=r.num("memory_bandwidth_gbps", minimum=1e-9),
+        source=r.text("source"),
+        date=r.date("date"),
+        cores_per_socket=r.integer("cores_per_socket", required=False) or 0,
+    )
+
+
+def _instance(r: _Row, accelerators: dict[str, Accelerator], cpus: dict[str, CpuFamily]) -> Instance:
+    accelerator = r.ref("accelerator", dict(accelerators), required=False)
+    count = r.integer("accelerator_count", required=False) or 0
+    if accelerator and count < 1:
+        raise r._fail("accelerator_count", f"must be >= 1 when accelerator is {accelerator!r}")
+    if not accelerator and count:
+        raise r._fail("accelerator", f"is empty but accelerator_count is {count}; name the accelerator")
+    cpu_family = r.ref("cpu_family", dict(cpus))
+    assert cpu_family is not None
+    return Instance(
+        provider=r.text("provider").lower(),
+        region=r.text("region"),
+        instance_type=r.text("instance_type"),
+        vcpus=r.integer("vcpus", minimum=1) or 1,
+        ram_gib=r.num("ram_gib", minimum=1e-9),
+        cpu_family=cpu_family,
+        accelerator=accelerator,
+        accelerator_count=count,
+        on_demand_usd_per_hour=r.num("on_demand_usd_per_hour", minimum=1e-9),
+        spot_usd_per_hour=r.number("spot_usd_per_hour", required=False, minimum=1e-9),
+        spot_interruption=r.choice("spot_interruption", SPOT_BUCKETS),
+        price_date=r.date("price_date"),
+        source=r.text("source"),
+        physical_cores=r.integer("physical_cores", required=False, minimum=1),
+    )
+
+
+def _data_text(name: str) -> tuple[Path, str]:
+    ref = resources.files("rightsize.catalog") / "data" / name
+    return Path(str(ref)), ref.read_text(encoding="utf-8")
+
+
+def _unique(items: list[T], key: Callable[[T], object], where: str) -> None:
+    seen: set[object] = set()
+    for item in items:
+        k = key(item)
+        if k in seen:
+            raise SpecError(where, f"duplicate row for {k}; keep one")
+        seen.add(k)
+
+
+def _shipped() -> Catalog:
+    path, text = _data_text("accelerators.csv")
+    accs = [_accelerator(r) for r in read_table(path, text, ACCELERATOR_COLUMNS)]
+    _unique(accs, lambda a: a.name, str(path))
+    path, text = _data_text("cpus.csv")
+    cpus = [_cpu(r) for r in read_table(path, text, CPU_COLUMNS)]
+    _unique(cpus, lambda c: c.name, str(path))
+    accelerators = {a.name: a for a in accs}
+    cpu_map = {c.name: c for c in cpus}
+    path, text = _data_text("instances.csv")
+    insts = [_instance(r, accelerators, cpu_map) for r in read_table(path, text, INSTANCE_COLUMNS)]
+    _unique(insts, lambda i: i.key, str(path))
+    return Catalog(accelerators=accelerators, cpus=cpu_map, instances=tuple(insts))
+
+
+def _merge_user(base: Catalog, path: Path) -> Catalog:
+    """Apply a user CSV to ``base``: same key replaces, new key adds."""
+    if not path.is_file():
+        raise NotFoundError(f"catalog file {path} does not exist; pass an existing CSV to --catalog or {ENV_VAR}")
+    text = path.read_text(encoding="utf-8-sig")
+    header = next(csv.reader(io.StringIO(text, newline="")), [])
+    columns = {h.strip() for h in header}
+    mtime = dt.date.fromtimestamp(path.stat().st_mtime).isoformat()
+    defaults = {"source": f"user catalog {path.name}", "price_date": mtime, "date": mtime}
+    if "instance_type" in columns:
+        rows = list(read_table(path, text, INSTANCE_COLUMNS, defaults))
+        new = {i.key: i for i in (_instance(r, base.accelerators, base.cpus) for r in rows)}
+        kept = [new.pop(i.key, i) for i in base.instances]
+        return replace(base, instances=(*kept, *new.values()))
+    if "bandwidth_gbps" in columns:
+        accs = {a.name: a for a in (_accelerator(r) for r in read_table(path, text, ACCELERATOR_COLUMNS, defaults))}
+        return replace(base, accelerators={**base.accelerators, **accs})
+    if "sustained_ghz" in columns:
+        cpus = {c.name: c for c in (_cpu(r) for r in read_table(path, text, CPU_COLUMNS, defaults))}
+        return replace(base, cpus={**base.cpus, **cpus})
+    raise SpecError(
+        f"{path} line 1",
+        "header matches no catalog table; include instance_type (instances), bandwidth_gbps (accelerators) "
+        "or sustained_ghz (CPU families)",
+    )
+
+
+def load_catalog(user_file: str | Path | None = None) -> Catalog:
+    """Shipped tables plus ``user_file`` (or $RIGHTSIZE_CATALOG when None; empty string = none)."""
+    catalog = _shipped()
+    if user_file is None:
+        user_file = os.environ.get(ENV_VAR) or None
+    if user_file:
+        catalog = _merge_user(catalog, Path(user_file))
+    return catalog
+
+
+def load_spot_buckets() -> dict[str, float]:
+    """Spot Advisor bucket -> assumed monthly interruption fraction (catalog/data/spot_buckets.csv)."""
+    path, text = _data_text("spot_buckets.csv")
+    out: dict[str, float] = {}
+    for r in read_table(path, text, ("bucket", "monthly_interruption_fraction", "source", "date")):
+        out[r.text("bucket")] = r.num("monthly_interruption_fraction")
+    return out

@@ -1,0 +1,107 @@
+"""The catalog's values: accelerators, CPU families, instances with prices (rows of catalog/data/*.csv).
+
+Numbers live in the CSV files, each row with a source and a date; these classes only give them types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rightsize.errors import SpecError
+
+__all__ = ["PRECISIONS", "Accelerator", "Catalog", "CpuFamily", "Instance"]
+
+# Precisions the catalog gives a dense peak for (accelerators) or FLOP/cycle for (CPUs).
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8")
+
+_ON_DEMAND = ("on-demand", "on_demand", "ondemand", "dedicated")
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One GPU model. ``tflops`` is the dense peak per precision (fp32, tf32, fp16, bf16, int8 in TOPS);
+    0.0 means the precision has no native support (e.g. bf16 on T4/V100)."""
+
+    name: str
+    memory_gib: float
+    bandwidth_gbps: float  # HBM/GDDR bandwidth, GB/s (10^9 bytes per second)
+    tflops: dict[str, float]
+    tdp_w: float
+    source: str
+    date: str
+
+    def peak_flops_per_s(self, precision: str) -> float:
+        """Dense peak in FLOP/s (int8: op/s) for ``precision``; 0.0 when unsupported."""
+        return self.tflops.get(precision, 0.0) * 1e12
+
+
+@dataclass(frozen=True)
+class CpuFamily:
+    """A server CPU generation. FLOP/cycle/core is per physical core for the best ISA path per dtype."""
+
+    name: str
+    vendor: str  # intel | amd
+    isa: tuple[str, ...]  # /proc/cpuinfo flag names, e.g. ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+    flop_per_cycle_per_core: dict[str, float]  # fp32, bf16, int8
+    sustained_ghz: float  # all-core clock under vector load
+    memory_bandwidth_gbps: float  # per socket, GB/s
+    source: str
+    date: str
+    cores_per_socket: int = 0  # physical cores of a full socket (to share bandwidth); 0 = unknown
+
+    def peak_flops_per_s(self, precision: str, cores: float) -> float:
+        """``cores`` × FLOP/cycle × clock; fp16 and tf32 fall back to the bf16 / fp32 rows."""
+        key = {"tf32": "fp32", "fp16": "bf16"}.get(precision, precision)
+        return cores * self.flop_per_cycle_per_core.get(key, 0.0) * self.sustained_ghz * 1e9
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A cloud instance type in one region with its prices (USD per hour, whole instance)."""
+
+    provider: str  # aws | gcp | azure | user-defined
+    region: str
+    instance_type: str
+    vcpus: int
+    ram_gib: float
+    cpu_family: str  # key into Catalog.cpus
+    accelerator: str | None  # key into Catalog.accelerators; None for CPU-only instances
+    accelerator_count: int
+    on_demand_usd_per_hour: float
+    spot_usd_per_hour: float | None  # None: no spot offer known
+    spot_interruption: str | None  # AWS Spot Advisor monthly bucket: "<5%", "5-10%", "10-15%", "15-20%", ">20%"
+    price_date: str  # YYYY-MM or YYYY-MM-DD
+    source: str
+    physical_cores: int | None = None  # None: vCPUs are SMT threads, cores = vcpus / 2
+
+    @property
+    def device_class(self) -> str:
+        return "gpu" if self.accelerator else "cpu"
+
+    @property
+    def cores(self) -> int:
+        """Physical cores (the unit that scales CPU throughput)."""
+        return self.physical_cores if self.physical_cores else max(1, self.vcpus // 2)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.provider, self.region, self.instance_type)
+
+    def price_usd_per_hour(self, purchase: str) -> float | None:
+        """Price for ``purchase`` ("on-demand" or "spot"); None when there is no spot offer.
+
+        A spot price at or above on-demand means no spot capacity (REFERENCE.md §2)."""
+        p = purchase.lower()
+        if p in _ON_DEMAND:
+            return self.on_demand_usd_per_hour
+        if p == "spot":
+            s = self.spot_usd_per_hour
+            return s if s is not None and s < self.on_demand_usd_per_hour else None
+        raise SpecError("purchase", f"unknown purchase option {purchase!r}; use 'on-demand' or 'spot'")
+
+
+@dataclass(frozen=True)
+class Catalog:
+    accelerators: dict[str, Accelerator]
+    cpus: dict[str, CpuFamily]
+    instances: tuple[Instance, ...]

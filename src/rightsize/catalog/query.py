@@ -1,0 +1,142 @@
+"""Pure queries over catalog tables (they take the table, so tests build a few rows inline)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rightsize.catalog.load import load_spot_buckets
+from rightsize.catalog.model import Catalog, CpuFamily, Instance
+from rightsize.errors import NotFoundError, SpecError, did_you_mean
+
+__all__ = [
+    "HOURS_PER_MONTH",
+    "filter_instances",
+    "get_instance",
+    "gpu_memory_tiers",
+    "interruptions_per_hour",
+    "match_cpu_family",
+]
+
+HOURS_PER_MONTH = 730.0  # 365 × 24 / 12
+
+
+def _norm(values: Iterable[str] | str | None) -> set[str] | None:
+    if values is None:
+        return None
+    if isinstance(values, str):
+        values = [values]
+    return {v.lower() for v in values}
+
+
+def filter_instances(
+    instances: Iterable[Instance],
+    *,
+    providers: Iterable[str] | str | None = None,
+    regions: Iterable[str] | str | None = None,
+    device_class: str | None = None,
+    names: Iterable[str] | str | None = None,
+) -> list[Instance]:
+    """Instances matching every given filter (case-insensitive); None means no filter."""
+    prov, reg, nam = _norm(providers), _norm(regions), _norm(names)
+    if device_class is not None and device_class not in ("cpu", "gpu"):
+        raise SpecError("device_class", f"must be 'cpu' or 'gpu', got {device_class!r}")
+    return [
+        i
+        for i in instances
+        if (prov is None or i.provider.lower() in prov)
+        and (reg is None or i.region.lower() in reg)
+        and (device_class is None or i.device_class == device_class)
+        and (nam is None or i.instance_type.lower() in nam)
+    ]
+
+
+def get_instance(instances: Sequence[Instance], name: str) -> Instance:
+    """The instance called ``name`` ("g5.xlarge", or "aws:g5.xlarge" / "aws:us-east-1:g5.xlarge")."""
+    parts = name.split(":")
+    itype = parts[-1]
+    found = [
+        i
+        for i in instances
+        if i.instance_type.lower() == itype.lower()
+        and (len(parts) < 2 or i.provider.lower() == parts[0].lower())
+        and (len(parts) < 3 or i.region.lower() == parts[1].lower())
+    ]
+    if not found:
+        raise NotFoundError(
+            f"instance {name!r} is not in the catalog.{did_you_mean(itype, [i.instance_type for i in instances])} "
+            "See `rightsize catalog`, or add it with --catalog FILE."
+        )
+    return found[0]
+
+
+@functools.lru_cache(maxsize=1)
+def _buckets() -> dict[str, float]:
+    return load_spot_buckets()
+
+
+def interruptions_per_hour(bucket: str | None) -> float | None:
+    """Mean spot interruption rate per hour for an AWS Spot Advisor monthly bucket; None if unknown.
+
+    The bucket is the share of instances interrupted over a month; with its midpoint p
+    (catalog/data/spot_buckets.csv) and interruptions as a Poisson process,
+    p = 1 − exp(−λ · 730 h), so λ = −ln(1 − p) / 730 per hour. Mean time between interruptions = 1/λ.
+    """
+    if bucket is None or bucket == "":
+        return None
+    table = _buckets()
+    if bucket not in table:
+        raise SpecError("spot_interruption", f"unknown bucket {bucket!r}; use one of {', '.join(table)}")
+    p = table[bucket]
+    return -math.log1p(-p) / HOURS_PER_MONTH
+
+
+def gpu_memory_tiers(catalog: Catalog) -> list[tuple[float, list[str]]]:
+    """[(memory GiB, [accelerator names])] sorted by memory, ascending."""
+    tiers: dict[float, list[str]] = {}
+    for acc in catalog.accelerators.values():
+        tiers.setdefault(acc.memory_gib, []).append(acc.name)
+    return [(mem, sorted(names)) for mem, names in sorted(tiers.items())]
+
+
+# Short names a fingerprint may use for /proc/cpuinfo flags.
+_ALIASES = {
+    "avx512": ("avx512f",),
+    "amx": ("amx_bf16", "amx_int8"),
+    "vnni": ("avx512_vnni",),
+    "avx512vnni": ("avx512_vnni",),
+    "avx512bf16": ("avx512_bf16",),
+    "avx512fp16": ("avx512_fp16",),
+    "avx2": ("avx2", "fma"),  # every AVX2 server CPU has FMA3
+}
+
+
+def _flags(isa: Iterable[Any]) -> set[str]:
+    out: set[str] = set()
+    for f in isa:
+        name = str(f).lower()
+        out.add(name)
+        out.update(_ALIASES.get(name, ()))
+    return out
+
+
+def match_cpu_family(cpus: dict[str, CpuFamily], env: dict[str, Any]) -> CpuFamily | None:
+    """The CPU family that best describes a fingerprinted machine (``env``: cpu_model, isa).
+
+    Same vendor (from the model string), then the family whose whole ISA list the machine has,
+    with the most entries; ties keep file order. None when nothing matches.
+    """
+    model = str(env.get("cpu_model") or "").lower()
+    flags = _flags(env.get("isa") or ())
+    vendor = "amd" if "amd" in model else "intel" if "intel" in model else None
+    best: CpuFamily | None = None
+    for fam in cpus.values():
+        if vendor is not None and fam.vendor != vendor:
+            continue
+        if fam.name.lower() in model:
+            return fam
+        if set(fam.isa) <= flags and (best is None or len(fam.isa) > len(best.isa)):
+            best = fam
+    return best

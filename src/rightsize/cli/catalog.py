@@ -1,0 +1,91 @@
+"""``rightsize catalog``: list instances with prices, dates and sources (and the accelerator/CPU tables)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, emit_json, out_console
+from rightsize.errors import SpecError
+
+
+def catalog(
+    gpu: bool = typer.Option(False, "--gpu", help="Only GPU instances."),
+    cpu: bool = typer.Option(False, "--cpu", help="Only CPU instances."),
+    provider: list[str] = typer.Option(None, "--provider", help="Only this provider (aws, gcp, azure); repeatable."),
+    region: list[str] = typer.Option(None, "--region", help="Only this region; repeatable."),
+    as_json: bool = JSON_OPTION,
+    catalog_file: Path | None = CATALOG_OPTION,
+) -> None:
+    """List the hardware and price catalog (shipped data plus --catalog FILE)."""
+    from rightsize.catalog import filter_instances, interruptions_per_hour, load_catalog
+
+    if gpu and cpu:
+        raise SpecError("--gpu/--cpu", "pick one of --gpu and --cpu, or neither for both")
+    # typer already applied $RIGHTSIZE_CATALOG; `--catalog ""` arrives as Path(".") and means "none".
+    cat = load_catalog(catalog_file if catalog_file and str(catalog_file) != "." else "")
+    rows = filter_instances(
+        cat.instances,
+        providers=provider or None,
+        regions=region or None,
+        device_class="gpu" if gpu else "cpu" if cpu else None,
+    )
+    if as_json:
+        instances = []
+        for i in rows:
+            d = i.__dict__ | {"device_class": i.device_class, "cores": i.cores}
+            d["spot_interruptions_per_hour"] = interruptions_per_hour(i.spot_interruption)
+            instances.append(d)
+        emit_json(
+            {
+                "count": len(instances),
+                "instances": instances,
+                "accelerators": list(cat.accelerators.values()),
+                "cpu_families": list(cat.cpus.values()),
+            }
+        )
+        return
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} instances (USD/hour)", box=box.SIMPLE)
+    for col in (
+        "provider",
+        "region",
+        "instance",
+        "vCPU",
+        "RAM GiB",
+        "accelerator",
+        "on-demand",
+        "spot",
+        "interrupt",
+        "date",
+    ):
+        table.add_column(
+            col, justify="right" if col in ("vCPU", "RAM GiB", "on-demand", "spot") else "left", no_wrap=True
+        )
+    for i in rows:
+        acc = f"{i.accelerator_count}x {i.accelerator}" if i.accelerator else f"cpu {i.cpu_family}"
+        spot = i.price_usd_per_hour("spot")
+        table.add_row(
+            i.provider,
+            i.region,
+            i.instance_type,
+            str(i.vcpus),
+            f"{i.ram_gib:g}",
+            acc,
+            f"{i.on_demand_usd_per_hour:.4g}",
+            f"{spot:.4g}" if spot is not None else "-",
+            i.spot_interruption or "-",
+            i.price_date,
+        )
+    # Rows are wide; a narrow or piped console would cut names to "…", so print at >= 150 columns.
+    console = out_console if out_console.width >= 150 else Console(width=150)
+    console.print(table)
+    out_console.print("Sources per row: `rightsize catalog --json`. Override or add rows with --catalog FILE.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("catalog")(catalog)

@@ -1,0 +1,100 @@
+"""Shipped catalog data loads, has what the issue asks for, and user files override by key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rightsize.catalog import load_catalog
+from rightsize.errors import NotFoundError, SpecError
+
+HEADER = (
+    "provider,region,instance_type,vcpus,ram_gib,cpu_family,accelerator,accelerator_count,"
+    "on_demand_usd_per_hour,spot_usd_per_hour,spot_interruption,price_date,source\n"
+)
+
+
+def test_shipped_catalog_has_forty_priced_dated_sourced_instances() -> None:
+    cat = load_catalog("")
+    assert len(cat.instances) >= 40
+    assert {i.provider for i in cat.instances} == {"aws", "gcp", "azure"}
+    for i in cat.instances:
+        assert i.on_demand_usd_per_hour > 0 and i.price_date[:2] == "20" and i.source
+        assert i.cpu_family in cat.cpus
+        assert i.accelerator is None or i.accelerator in cat.accelerators
+    gpus = {i.accelerator for i in cat.instances if i.accelerator}
+    assert {"T4", "A10G", "L4", "V100-16GB", "A100-40GB", "A100-80GB", "H100", "H200"} <= gpus
+    cpu_types = {i.instance_type.split(".")[0] for i in cat.instances if i.provider == "aws" and not i.accelerator}
+    assert {"c6i", "c7i", "m7i", "r7i"} <= cpu_types
+    for a in cat.accelerators.values():
+        assert a.source and a.date and a.memory_gib > 0 and a.bandwidth_gbps > 0
+    # Spot is cheaper than on-demand wherever it is listed.
+    assert all(i.spot_usd_per_hour < i.on_demand_usd_per_hour for i in cat.instances if i.spot_usd_per_hour)
+
+
+def test_reference_numbers_survive_loading() -> None:
+    cat = load_catalog("")
+    h100 = cat.accelerators["H100"]
+    assert h100.bandwidth_gbps == 3350 and h100.tflops["bf16"] == 989 and h100.peak_flops_per_s("fp32") == 67e12
+    assert cat.accelerators["T4"].tflops["bf16"] == 0.0  # no native bf16 on Turing
+    g5 = next(i for i in cat.instances if i.instance_type == "g5.xlarge")
+    assert (g5.vcpus, g5.accelerator, g5.on_demand_usd_per_hour, g5.device_class) == (4, "A10G", 1.006, "gpu")
+    c7a = next(i for i in cat.instances if i.instance_type == "c7a.2xlarge")
+    assert c7a.cores == 8  # no SMT
+    assert next(i for i in cat.instances if i.instance_type == "c7i.2xlarge").cores == 4
+
+
+def test_user_file_replaces_same_key_and_adds_new(tmp_path: Path) -> None:
+    f = tmp_path / "mine.csv"
+    f.write_text(
+        HEADER
+        + "aws,us-east-1,g5.xlarge,4,16,amd-rome,A10G,1,0.70,,,2025-09,negotiated\n"
+        + "onprem,lab,box-a100,32,256,amd-milan,A100-80GB,4,2.0,,,,\n"
+    )
+    base = load_catalog("")
+    cat = load_catalog(f)
+    assert len(cat.instances) == len(base.instances) + 1
+    g5 = [i for i in cat.instances if i.instance_type == "g5.xlarge"]
+    assert len(g5) == 1 and g5[0].on_demand_usd_per_hour == 0.70 and g5[0].source == "negotiated"
+    assert g5[0].price_usd_per_hour("spot") is None
+    box = cat.instances[-1]
+    assert box.provider == "onprem" and box.source == "user catalog mine.csv" and len(box.price_date) == 10
+
+
+def test_env_var_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    f = tmp_path / "acc.csv"
+    f.write_text(
+        "name,memory_gib,bandwidth_gbps,fp32_tflops,tf32_tflops,fp16_tflops,bf16_tflops,int8_tops,tdp_w,source,date\n"
+        "MI300X,192,5300,163,653,1307,1307,2615,750,AMD datasheet,2025-01\n"
+    )
+    monkeypatch.setenv("RIGHTSIZE_CATALOG", str(f))
+    assert load_catalog().accelerators["MI300X"].memory_gib == 192
+
+
+@pytest.mark.parametrize(
+    ("row", "line", "column", "hint"),
+    [
+        ("aws,us-east-1,x1,4,16,amd-rome,,0,abc,,,2025-01,s", 3, "on_demand_usd_per_hour", "number"),
+        ("aws,us-east-1,x1,4,16,amd-rome,A10GG,1,1.0,,,2025-01,s", 3, "accelerator", "Did you mean 'A10G'"),
+        ("aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,30%,2025-01,s", 3, "spot_interruption", "<5%"),
+        ("aws,us-east-1,x1,four,16,amd-rome,,0,1.0,,,2025-01,s", 3, "vcpus", "whole number"),
+        ("aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,June 2025,s", 3, "price_date", "YYYY-MM"),
+    ],
+)
+def test_bad_user_row_names_file_line_and_column(tmp_path: Path, row: str, line: int, column: str, hint: str) -> None:
+    f = tmp_path / "bad.csv"
+    f.write_text(HEADER + "aws,us-east-1,ok1,4,16,amd-rome,,0,1.0,,,2025-01,s\n" + row + "\n")
+    with pytest.raises(SpecError) as exc:
+        load_catalog(f)
+    msg = str(exc.value)
+    assert str(f) in msg and f"line {line}" in msg and f"column {column!r}" in msg and hint in msg
+
+
+def test_missing_column_and_missing_file(tmp_path: Path) -> None:
+    f = tmp_path / "cols.csv"
+    f.write_text("provider,region,instance_type\naws,x,y\n")
+    with pytest.raises(SpecError, match=r"line 1.*missing column"):
+        load_catalog(f)
+    with pytest.raises(NotFoundError, match="does not exist"):
+        load_catalog(tmp_path / "nope.csv")

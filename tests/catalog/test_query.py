@@ -1,0 +1,89 @@
+"""Pure queries on small inline tables (skypilot style)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rightsize.catalog import (
+    Catalog,
+    Instance,
+    filter_instances,
+    get_instance,
+    gpu_memory_tiers,
+    interruptions_per_hour,
+    load_catalog,
+    match_cpu_family,
+)
+from rightsize.errors import NotFoundError, SpecError
+
+
+def _inst(provider: str, itype: str, acc: str | None = None, spot: float | None = None) -> Instance:
+    return Instance(
+        provider, "r1", itype, 8, 32, "intel-icelake", acc, 1 if acc else 0, 1.0, spot, None, "2025-01", "t"
+    )
+
+
+TABLE = [_inst("aws", "c6i.2xlarge"), _inst("aws", "g5.xlarge", "A10G", 0.4), _inst("gcp", "g2-standard-4", "L4", 1.5)]
+
+
+def test_filter_instances() -> None:
+    assert [i.instance_type for i in filter_instances(TABLE, device_class="gpu")] == ["g5.xlarge", "g2-standard-4"]
+    assert [i.instance_type for i in filter_instances(TABLE, providers=["AWS"], device_class="cpu")] == ["c6i.2xlarge"]
+    assert filter_instances(TABLE, names="G5.XLARGE")[0].accelerator == "A10G"
+    assert filter_instances(TABLE, regions=["elsewhere"]) == []
+    with pytest.raises(SpecError):
+        filter_instances(TABLE, device_class="tpu")
+
+
+def test_get_instance_and_did_you_mean() -> None:
+    assert get_instance(TABLE, "gcp:g2-standard-4").provider == "gcp"
+    with pytest.raises(NotFoundError, match=r"Did you mean 'g5\.xlarge'"):
+        get_instance(TABLE, "g5.xlarg")
+
+
+def test_prices() -> None:
+    assert TABLE[1].price_usd_per_hour("spot") == 0.4
+    assert TABLE[1].price_usd_per_hour("on-demand") == 1.0
+    assert TABLE[2].price_usd_per_hour("spot") is None  # spot >= on-demand: no spot capacity
+    with pytest.raises(SpecError):
+        TABLE[0].price_usd_per_hour("reserved")
+
+
+def test_interruptions_per_hour_mapping() -> None:
+    assert interruptions_per_hour(None) is None
+    lam = interruptions_per_hour("<5%")
+    assert lam is not None
+    # midpoint 2.5% per 730 h month: P(interrupted within a month) = 1 - exp(-730 λ) = 0.025
+    assert math.isclose(1 - math.exp(-730 * lam), 0.025, rel_tol=1e-9)
+    rates = [interruptions_per_hour(b) or 0 for b in ("<5%", "5-10%", "10-15%", "15-20%", ">20%")]
+    assert rates == sorted(rates) and rates[0] > 0
+    with pytest.raises(SpecError):
+        interruptions_per_hour("50%")
+
+
+def test_gpu_memory_tiers() -> None:
+    tiers = gpu_memory_tiers(load_catalog(""))
+    mems = [m for m, _ in tiers]
+    assert mems == sorted(mems) and mems[0] == 16
+    assert dict(tiers)[24.0] == ["A10", "A10G", "L4"]
+    tiny = Catalog(accelerators={}, cpus={}, instances=())
+    assert gpu_memory_tiers(tiny) == []
+
+
+def test_match_cpu_family() -> None:
+    cpus = load_catalog("").cpus
+    spr = {
+        "cpu_model": "Intel(R) Xeon(R) Platinum 8488C",
+        "isa": ["avx2", "avx512", "avx512_bf16", "avx512_fp16", "amx", "vnni"],
+    }
+    assert (f := match_cpu_family(cpus, spr)) is not None and f.name == "intel-sapphire-rapids"
+    hidden_amx = {
+        "cpu_model": "Intel(R) Xeon(R) Processor",
+        "isa": ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx512_fp16"],
+    }
+    assert (f := match_cpu_family(cpus, hidden_amx)) is not None and f.name == "intel-avx512-bf16-no-amx"
+    zen4 = {"cpu_model": "AMD EPYC 9R14", "isa": ["avx2", "avx512f", "avx512_bf16", "avx512_vnni"]}
+    assert (f := match_cpu_family(cpus, zen4)) is not None and f.name == "amd-genoa"
+    assert match_cpu_family(cpus, {"cpu_model": "Apple M2", "isa": ["neon"]}) is None

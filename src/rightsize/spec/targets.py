@@ -11,7 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 PurchaseOption = Literal["on_demand", "spot"]
 Arrival = Literal["poisson", "bursty", "constant"]
+Balancer = Literal["jsq", "p2c", "random"]
 WorkloadKind = Literal["deep_learning", "classic_ml", "etl"]
+
+
+_BOTH: tuple[PurchaseOption, ...] = ("on_demand", "spot")
 
 
 class _Strict(BaseModel):
@@ -32,6 +36,8 @@ class OnlineTarget(_Strict):
     budget_usd_per_hour: float | None = Field(None, gt=0)
     arrival: Arrival = "poisson"
     burstiness: float = Field(4.0, ge=1, description="peak-to-mean rate ratio of bursts (arrival: bursty)")
+    burst_s: float = Field(1.0, gt=0, le=3600, description="mean length of one burst, seconds (arrival: bursty)")
+    balancer: Balancer = Field("jsq", description="load balancer in front of the replicas: jsq, p2c or random")
     headroom: float = Field(0.8, gt=0, le=1, description="max planned utilisation per replica")
     max_replicas: int = Field(64, ge=1, le=10_000)
 
@@ -57,7 +63,9 @@ class TrainingTarget(_Strict):
     checkpoint_minutes: float = Field(5.0, ge=0, description="time to write one checkpoint")
     restart_minutes: float = Field(15.0, ge=0, description="time to resume after an interruption")
     max_nodes: int = Field(8, ge=1, le=1024)
-    scaling_efficiency: float | None = Field(None, gt=0, le=1, description="per-doubling data-parallel efficiency; default from the catalog")
+    scaling_efficiency: float | None = Field(
+        None, gt=0, le=1, description="per-doubling data-parallel efficiency; default from the catalog"
+    )
 
     @model_validator(mode="after")
     def _length(self) -> TrainingTarget:
@@ -85,8 +93,10 @@ class Targets(_Strict):
     training: TrainingTarget | None = None
     data_gb: float | None = Field(None, gt=0, description="dataset size in GB (classic_ml, etl)")
     rows: int | None = Field(None, ge=1, description="rows (classic_ml, etl)")
-    purchase: list[PurchaseOption] = Field(default_factory=lambda: ["on_demand", "spot"], min_length=1)
-    interruptions_per_hour: float | None = Field(None, ge=0, description="override the catalog's spot interruption rate")
+    purchase: list[PurchaseOption] = Field(default_factory=lambda: list(_BOTH), min_length=1)
+    interruptions_per_hour: float | None = Field(
+        None, ge=0, description="override the catalog's spot interruption rate"
+    )
     providers: list[str] | None = None
     regions: list[str] | None = None
     instances: list[str] | None = Field(None, description="only consider these instance types")

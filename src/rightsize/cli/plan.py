@@ -1,0 +1,286 @@
+"""``rightsize plan SPEC``: measure (when the store has no profile), project, estimate memory, plan, explain.
+
+The pieces are callable from Python: ``plan_spec(workload, store)`` returns the PlanResult and the
+context a report needs. Heavy imports (torch via measure/estimate) happen inside the functions.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.markup import escape
+
+from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, emit_json, err_console, out_console
+
+if TYPE_CHECKING:
+    from rightsize.plan import Candidate, MemoryModel, PlanResult
+    from rightsize.spec import Workload
+    from rightsize.store import Store
+
+MEMORY_CACHE_KIND = "memory_model"
+_MEMORY_CACHE_VERSION = 1
+_OVERHEAD_KEYS = ("cuda_context", "workspace", "fragmentation")  # the planner adds its own margins
+
+
+def memory_models(
+    workload: Workload, store: Store, precisions: set[str]
+) -> tuple[dict[str, MemoryModel], dict[str, Any]]:
+    """Per precision, one replica's (or training worker's) tensor memory as fixed + per-sample bytes.
+
+    Traced twice (batch 1 and 8) with ``rightsize.estimate.memory`` and cached in the store, so a
+    second plan imports no torch for it. Returns ({precision: model}, {precision: breakdown at batch 1}).
+    """
+    from rightsize.plan import MemoryModel
+
+    mode = "train" if workload.mode == "training" else "infer"
+    want = {{"tf32": "fp32"}.get(p, p) for p in precisions}
+    if mode == "train":
+        want -= {"int8", "int4"}
+    key = f"{workload.model}|{mode}|{workload.input.seq_len}|{workload.input.image_size}|{workload.optimizer}"
+    key += f"|tiny={int(workload.tiny)}|v{_MEMORY_CACHE_VERSION}"
+    cached: dict[str, dict[str, Any]] = {}
+    for art in store.artifacts(kind=MEMORY_CACHE_KIND):
+        p = art["payload"]
+        if p.get("key") == key and p.get("precision") not in cached:
+            cached[p["precision"]] = p
+    missing = sorted(want - cached.keys())
+    if missing:
+        cached.update(_estimate(workload, store, mode, key, missing))
+    models = {
+        p: MemoryModel(v["fixed_bytes"], v["per_sample_bytes"], "estimate (rightsize.estimate.memory)")
+        for p, v in cached.items()
+        if p in want and v.get("fixed_bytes") is not None
+    }
+    return models, {p: v.get("breakdown", {}) for p, v in cached.items() if p in want}
+
+
+def _estimate(
+    workload: Workload, store: Store, mode: str, key: str, precisions: list[str]
+) -> dict[str, dict[str, Any]]:
+    from rightsize.errors import RightsizeError
+
+    try:
+        from rightsize.estimate.memory import estimate_memory
+        from rightsize.models.zoo import get_entry
+
+        entry = get_entry(workload.model)
+    except (ImportError, RightsizeError):  # user model (package.module:factory) or no torch: plan without it
+        return {}
+    shape: dict[str, int] = {}
+    if entry.kind == "tokens":
+        shape["seq_len"] = workload.input.seq_len
+    elif entry.kind == "image":
+        shape["image_size"] = workload.input.image_size
+    out: dict[str, dict[str, Any]] = {}
+    for prec in precisions:
+        try:
+            est = [
+                estimate_memory(workload.model, mode=mode, precision=prec, batch_size=b, optimizer=workload.optimizer,
+                                device="cuda", advise=False, tiny=workload.tiny, **shape)  # type: ignore[arg-type]
+                for b in (1, 8)
+            ]  # fmt: skip
+        except RightsizeError:
+            continue
+        tensors = [e.total_bytes - sum(e.breakdown.get(k, 0) for k in _OVERHEAD_KEYS) for e in est]
+        per_sample = max(0.0, (tensors[1] - tensors[0]) / 7.0)
+        payload = {
+            "key": key,
+            "precision": prec,
+            "fixed_bytes": tensors[0] - per_sample,
+            "per_sample_bytes": per_sample,
+            "breakdown": est[0].breakdown,
+            "model": workload.model,
+        }
+        store.save_artifact(None, MEMORY_CACHE_KIND, payload)
+        out[prec] = payload
+    return out
+
+
+def plan_spec(
+    workload: Workload, store: Store, catalog_file: str | Path | None = None, progress: bool = True, seed: int = 0
+) -> tuple[PlanResult, dict[str, Any]]:
+    """Profile (measuring what is missing), project, estimate memory and plan; also the report's context."""
+    from rightsize.catalog import load_catalog
+    from rightsize.errors import RunFailedError
+    from rightsize.plan import plan, plan_kind
+
+    catalog = load_catalog(catalog_file)
+    if workload.targets is not None and plan_kind(workload.targets) == "rules":
+        return plan(workload, [], catalog, seed=seed), {}
+    from rightsize.estimate.projection import project_curves
+    from rightsize.measure.quick import ensure_profile
+
+    t0 = time.perf_counter()
+    profile = ensure_profile(workload, store, progress=progress)
+    if not profile.ok():
+        reasons = sorted({m.reason or "failed" for m in profile.measurements})
+        raise RunFailedError(f"no successful measurement of {workload.model} to plan from: {'; '.join(reasons)[:300]}")
+    others = [p for p in store.profiles(workload.model, tiny=workload.tiny) if p.env.get("id") != profile.env.get("id")]
+    curves = project_curves(profile, catalog, measured=others)
+    memory, breakdowns = memory_models(workload, store, {c.precision for c in curves})
+    prep_s = time.perf_counter() - t0
+    result = plan(workload, curves, catalog, memory, seed=seed)
+    result.assumptions["profile"] = (
+        f"{len(profile.ok())} measured configs on {profile.env.get('cpu_model', 'this machine')}"
+    )
+    context = {"profile": profile, "curves": curves, "memory": breakdowns, "prep_s": prep_s, "catalog": catalog}
+    return result, context
+
+
+def _sweep_fn(result: PlanResult, curves: list[Any]) -> Any:
+    """p95 vs request rate for a candidate (the report's chart), by simulation."""
+    from rightsize.plan.sim import SimConfig, simulate
+
+    online = result.target.get("online") or {}
+
+    def sweep(c: Candidate, rates: list[float]) -> list[float]:
+        curve = next(
+            (k for k in curves if k.precision == c.precision and (k.device == c.device or k.instance == c.instance)),
+            None,
+        )
+        if curve is None or c.batching is None:
+            return [float("nan")] * len(rates)
+        out = []
+        for r in rates:
+            cfg = SimConfig(rate_per_s=r, replicas=max(1, c.replicas), max_batch=c.batching.max_batch,
+                            max_wait_ms=c.batching.max_wait_ms, request_samples=online.get("request_samples", 1),
+                            balancer=online.get("balancer", "jsq"))  # fmt: skip
+            out.append(simulate(curve, cfg, n_requests=4000).p95_ms)
+        return out
+
+    return sweep
+
+
+def _table(result: PlanResult, top: int) -> Any:
+    from rich.table import Table
+
+    kind = result.kind
+    shown = min(top, len(result.candidates))
+    t = Table(title=f"{result.workload}: top {shown} of {len(result.candidates)}", title_justify="left")
+    cols = ["#", "instance", "device", "n", "prec", "buy"]
+    cols += {
+        "online": ["batch/wait", "p50 ms", "p95 ms", "p99 ms", "busy", "$/h", "$/1M req"],
+        "rules": ["RAM GiB", "$/h"],
+    }.get(kind, ["batch", "hours", "$/h", "$ total"])
+    cols += ["ok", "source"]
+    for col in cols:
+        left = col in ("instance", "device", "prec", "buy", "ok", "source")
+        t.add_column(col, justify="left" if left else "right", no_wrap=col == "instance", overflow="fold")
+    for i, c in enumerate(result.candidates[:top], 1):
+        dev = f"{c.gpus}x {c.device}" if c.device_class == "gpu" else f"{c.vcpus} vCPU"
+        n = f"{c.replicas}" if kind == "online" and c.replicas else f"{c.count}"
+        buy = {"on-demand": "od"}.get(c.purchase, c.purchase)
+        row = [str(i), f"{c.provider}:{c.instance}", dev, n, c.precision, buy]
+        if kind == "online":
+            lat = c.latency
+            row.append(f"{c.batching.max_batch}/{c.batching.max_wait_ms:g}" if c.batching else "-")
+            if lat is not None:
+                row += [f"{lat.p50_ms:.1f}", f"{lat.p95_ms:.1f}", f"{lat.p99_ms:.1f}", f"{lat.utilization:.0%}"]
+            else:
+                row += ["-"] * 4
+            per_m = c.cost_usd_per_1m_requests
+            row += [f"{c.cost_usd_per_hour:.3f}", f"{per_m:.2f}" if per_m else "-"]
+        elif kind == "rules":
+            ram = c.memory_capacity_bytes
+            row += [f"{ram / 2**30:.0f}" if ram else "-", f"{c.cost_usd_per_hour:.3f}"]
+        else:
+            row += [
+                str(c.batching.max_batch) if c.batching else "-",
+                f"{c.runtime_hours:.2f}" if c.runtime_hours else "-",
+                f"{c.cost_usd_per_hour:.2f}",
+                f"{c.cost_usd_total:,.2f}" if c.cost_usd_total is not None else "-",
+            ]
+        why = escape((c.reasons[0] if c.reasons else "")[:64])
+        row += ["[green]yes[/green]" if c.feasible else f"[red]no[/red]: {why}"]
+        row += [f"{c.provenance[:4]} {c.price_date}"]
+        t.add_row(*row)
+    return t
+
+
+def _print(result: PlanResult, top: int) -> None:
+    out_console.print(_table(result, top))
+    rec = result.recommendation
+    out_console.print()
+    out_console.print("[bold]Recommendation[/bold]" if rec else "[bold red]No feasible plan[/bold red]")
+    for line in result.why:
+        out_console.print(f"  {escape(line)}")
+    if result.why_not:
+        out_console.print("[bold]Why not the other device class[/bold]")
+        for line in result.why_not:
+            out_console.print(f"  {escape(line)}")
+    if result.warnings:
+        out_console.print("[bold yellow]Check[/bold yellow]")
+        for line in result.warnings:
+            out_console.print(f"  - {escape(line)}")
+    if len(result.pareto) > 1:
+        pts = ", ".join(_point(c) for c in result.pareto[:6])
+        out_console.print(
+            f"[bold]Pareto frontier[/bold] (cost vs {'latency' if result.kind == 'online' else 'time'}): {pts}"
+        )
+    n = len(result.candidates)
+    out_console.print(f"[dim]planned {n} candidates in {result.elapsed_s:.2f} s; prices {result.price_date}[/dim]")
+
+
+def _point(c: Candidate) -> str:
+    if c.latency is not None:
+        ms = c.latency.p_target_ms or c.latency.p95_ms
+        return f"{c.instance} x{c.replicas or c.count} (${c.cost_usd_per_hour:.2f}/h, {ms:.0f} ms)"
+    return f"{c.instance} x{c.count} (${c.cost_usd_total or 0:,.2f}, {c.runtime_hours or 0:.1f} h)"
+
+
+def plan_cmd(
+    spec: Path = typer.Argument(..., help="Workload spec with targets (YAML), e.g. examples/sentiment-api.yaml."),
+    json_out: bool = JSON_OPTION,
+    store: Path | None = STORE_OPTION,
+    catalog: Path | None = CATALOG_OPTION,
+    report: Path | None = typer.Option(None, "--report", help="Also write a report: PATH.html or PATH.md."),
+    top: int = typer.Option(10, "--top", min=1, help="Candidates to show (and to put in --json)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed of the simulations."),
+) -> None:
+    """Recommend the cheapest CPU or GPU setup that meets the spec's SLO or deadline."""
+    from rightsize.spec import load_spec
+    from rightsize.store import Store
+
+    workload = load_spec(spec)
+    if workload.targets is None:
+        from rightsize.errors import SpecError
+
+        raise SpecError("targets", f"{spec.name} has no targets; add online, batch or training (see examples/)")
+    db = Store(store)
+    result, context = plan_spec(workload, db, catalog, progress=not json_out, seed=seed)
+    # the stored plan keeps the top 100 candidates (training plans can have a thousand rows)
+    db.save_artifact(None, "plan", {"name": workload.name, "model": workload.model, **result.to_dict(top=100)})
+    if report is not None:
+        _write_report(result, report, context)
+    if json_out:
+        emit_json(result.to_dict(top=top))
+    else:
+        _print(result, top)
+    if report is not None:
+        err_console.print(f"report: {report}")
+
+
+def _write_report(result: PlanResult, path: Path, context: dict[str, Any]) -> None:
+    try:
+        from rightsize.report import write_report
+    except ImportError:
+        err_console.print("note: the report module is not available; skipped --report")
+        return
+    mem = context.get("memory") or {}
+    rec = result.recommendation
+    breakdown = mem.get(rec.precision) if rec else None
+    write_report(
+        result,
+        path,
+        profile=context.get("profile"),
+        curves=context.get("curves", ()),
+        memory=breakdown or None,
+        sweep=_sweep_fn(result, list(context.get("curves", ()))) if result.kind == "online" else None,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan_cmd)

@@ -1,0 +1,141 @@
+"""Offline batch planner: the best-throughput batch per instance, then how many instances finish the
+items before the deadline, the runtime and the cost; CPU fleets and GPUs side by side.
+
+Per option (instance type x precision):
+
+    b*   = argmax_b b / t(b) over measured batch sizes that fit memory
+    thr  = per_instance x b* / t(b*)            samples/s of one instance (one replica per GPU;
+                                                 a CPU instance runs one process on all its cores)
+    n    = ceil(items / (thr x (deadline - spin-up)))
+    time = spin-up + items / (n thr);  cost = n x price x time
+
+Variants with 2n and 4n instances show the time-vs-cost trade-off (more instances: less time, a
+little more money for their spin-up). Spot: items are independent, so a checkpoint is only flushing
+results (``CHECKPOINT_MIN``) and a restart is the replacement's spin-up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from rightsize.catalog.model import Instance
+from rightsize.plan.coldstart import spin_up
+from rightsize.plan.jobs import copy_candidate, finish, spot_odds, spot_variant
+from rightsize.plan.options import GIB, Option
+from rightsize.plan.result import Batching, Candidate
+from rightsize.spec.targets import BatchTarget, ColdStart
+
+__all__ = ["CHECKPOINT_MIN", "best_batch", "plan_batch"]
+
+CHECKPOINT_MIN = 0.5  # minutes to flush finished results (assumption; CheckFreq, FAST'21: checkpoints <= 3.5%)
+
+
+def best_batch(opt: Option) -> int | None:
+    """The measured batch size with the highest throughput that fits memory (None: nothing fits)."""
+    cap = opt.curve.max_batch if opt.memory is None else opt.memory.max_batch(opt.usable_bytes)
+    sizes = [b for b in opt.curve.batch_sizes if b <= cap]
+    if not sizes and cap >= 1:
+        sizes = [cap]
+    return max(sizes, key=opt.curve.throughput_per_s) if sizes else None
+
+
+def plan_batch(
+    options: Sequence[Option],
+    target: BatchTarget,
+    purchase: Sequence[str] = ("on_demand", "spot"),
+    cold: ColdStart | None = None,
+    rate_of: Callable[[Instance], float | None] | None = None,
+    spot_mc_top: int = 16,
+    seed: int = 0,
+) -> list[Candidate]:
+    cold = cold or ColdStart.model_validate({})
+    out: list[Candidate] = []
+    work: dict[int, float] = {}
+    for opt in options:
+        for c, hours in _option(opt, target, purchase, cold, rate_of):
+            out.append(c)
+            work[id(c)] = hours
+    restart_h = 0.0  # set per candidate from its spin-up below
+    for c in out:
+        restart_h = max(restart_h, (c.cold_start_s or 0.0) / 3600.0)
+    out += spot_odds(
+        out, work, target.deadline_hours, target.budget_usd, CHECKPOINT_MIN / 60, restart_h, spot_mc_top, seed
+    )
+    return out
+
+
+def _option(
+    opt: Option,
+    target: BatchTarget,
+    purchase: Sequence[str],
+    cold: ColdStart,
+    rate_of: Callable[[Instance], float | None] | None,
+) -> list[tuple[Candidate, float]]:
+    inst = opt.instance
+    up = spin_up(cold, inst.accelerator is not None)
+    base = Candidate(
+        instance=inst.instance_type,
+        provider=inst.provider,
+        region=inst.region,
+        device_class="gpu" if inst.accelerator else "cpu",
+        device=opt.device,
+        count=1,
+        precision=opt.precision,
+        purchase="on-demand",
+        cost_usd_per_hour=inst.on_demand_usd_per_hour,
+        feasible=False,
+        provenance=opt.curve.provenance,
+        price_date=inst.price_date,
+        price_source=inst.source,
+        band=(opt.curve.band_lo, opt.curve.band_hi),
+        memory_capacity_bytes=int(opt.capacity_bytes),
+        vcpus=inst.vcpus,
+        cold_start_s=up.total_s,
+        kind_hint="batch",
+    )
+    b = best_batch(opt)
+    if b is None:
+        need = opt.need_bytes(1) or 0.0
+        base.reasons.append(
+            f"does not fit memory: batch 1 needs {need / GIB:.1f} GiB, "
+            f"{opt.device} has {opt.usable_bytes / GIB:.1f} GiB usable"
+        )
+        return [(base, 0.0)]
+    thr = opt.per_instance * opt.curve.throughput_per_s(b)  # samples/s per instance
+    base.batching = Batching(b, 0.0)
+    base.memory_bytes = None if opt.memory is None else int(opt.memory.bytes_at(b))
+    avail_h = target.deadline_hours - up.total_hours
+    if avail_h <= 0:
+        base.reasons.append(f"spin-up alone ({up.describe()}) exceeds the {target.deadline_hours:g} h deadline")
+        return [(base, 0.0)]
+    n_min = max(1, math.ceil(target.items / (thr * avail_h * 3600.0) - 1e-9))
+    counts = [n for n in dict.fromkeys((n_min, 2 * n_min, 4 * n_min)) if n <= target.max_instances] or [n_min]
+    out: list[tuple[Candidate, float]] = []
+    for n in counts:
+        work_h = target.items / (n * thr) / 3600.0
+        c = copy_candidate(base, "on-demand", inst.on_demand_usd_per_hour * n)
+        c.count = n
+        c.gpus = n * opt.per_instance if inst.accelerator else 0
+        c.throughput_per_s = n * thr
+        c.notes.append(
+            f"batch {b} at {thr:,.0f} samples/s per instance x {n}; {work_h:.2f} h of work + spin-up {up.describe()}"
+        )
+        if n > target.max_instances:
+            c.reasons.append(f"needs {n} instances > max_instances {target.max_instances}")
+        if "on_demand" in purchase:
+            finish(c, work_h + up.total_hours, target.deadline_hours, target.budget_usd)
+            if n > target.max_instances:
+                c.feasible = False
+            out.append((c, work_h))
+        if "spot" in purchase:
+            rate = rate_of(inst) if rate_of else None
+            sc = spot_variant(
+                c, inst, n, work_h, up.total_hours, CHECKPOINT_MIN / 60.0, up.total_hours, rate,
+                target.deadline_hours, target.budget_usd,
+            )  # fmt: skip
+            if sc is not None:
+                if n > target.max_instances:
+                    sc.feasible = False
+                out.append((sc, work_h))
+    return out

@@ -1,0 +1,219 @@
+"""Rank candidates, find the Pareto frontier, and say in plain words why the pick and why not the best
+alternative of the other device class, flagging the seed article's common mistakes:
+
+- overbuying GPUs: a GPU busy < 20% of the time serving a small model ("try CPU autoscaling");
+- no batching strategy on a GPU ("add a small batch window, e.g. 5-10 ms");
+- memory headroom (OOM risk);
+- CPU-bound input pipelines (a GPU fed by few vCPUs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+from rightsize.plan.result import Candidate, PlanKind
+
+__all__ = ["explain", "infeasible_summary", "pareto", "rank", "target_ms"]
+
+GPU_IDLE_UTILIZATION = 0.20  # seed: "Is GPU utilization consistently < 20%? Try CPU autoscaling."
+MEMORY_HEADROOM = 0.80  # warn above 80% of device memory
+SAMPLES_PER_VCPU_PER_S = 300.0  # input pipeline rate per vCPU worth checking (assumption: ~JPEG decode)
+
+
+def target_ms(c: Candidate) -> float:
+    if c.latency is None:
+        return math.inf
+    return c.latency.p_target_ms if c.latency.p_target_ms is not None else c.latency.p95_ms
+
+
+def _cost(c: Candidate, kind: PlanKind) -> float:
+    if kind in ("online", "rules"):
+        return c.cost_usd_per_hour
+    return c.cost_usd_total if c.cost_usd_total is not None else math.inf
+
+
+def _speed(c: Candidate, kind: PlanKind) -> float:
+    if kind == "online":
+        return target_ms(c)
+    return c.runtime_hours if c.runtime_hours is not None else math.inf
+
+
+def rank(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
+    """Feasible first by cost (then faster, fewer machines); infeasible after, by cost."""
+    if kind == "rules":
+        return list(cands)  # the rules planner ranks by family fit, not price alone
+    return sorted(cands, key=lambda c: (not c.feasible, _cost(c, kind), _speed(c, kind), c.count, c.instance))
+
+
+def pareto(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
+    """Non-dominated candidates on (cost, latency) for online, (total cost, runtime) for jobs.
+
+    Online uses feasible candidates only; jobs use every candidate with numbers, so the frontier shows
+    what a later deadline or a bigger budget would buy."""
+    if kind == "rules":
+        return []
+    pool = [
+        c
+        for c in cands
+        if (c.feasible if kind == "online" else c.runtime_hours is not None and c.cost_usd_total is not None)
+        and math.isfinite(_speed(c, kind))
+    ]
+    pool.sort(key=lambda c: (_cost(c, kind), _speed(c, kind)))
+    out: list[Candidate] = []
+    best = math.inf
+    for c in pool:
+        if _speed(c, kind) < best - 1e-12:
+            out.append(c)
+            best = _speed(c, kind)
+    return out
+
+
+def infeasible_summary(cands: Sequence[Candidate]) -> dict[str, int]:
+    """Reason kind (text before the first colon) -> number of infeasible candidates."""
+    return dict(Counter(c.reasons[0].split(":")[0] for c in cands if not c.feasible and c.reasons))
+
+
+def _who(c: Candidate) -> str:
+    each = f"{max(1, c.gpus // max(1, c.count))}x {c.device}" if c.device_class == "gpu" else f"{c.vcpus} vCPU"
+    if c.device_class == "gpu" and not c.gpus:
+        each = c.device
+    what = f"{c.provider} {c.instance} ({each}, {c.precision}, {c.purchase})"
+    if c.count <= 0 or c.kind_hint == "rules":  # infeasible before sizing, or a single rule-sized instance
+        return what
+    n = c.replicas if c.replicas else c.count
+    unit = "replica" if c.kind_hint == "online" else "node" if c.kind_hint == "training" else "instance"
+    return f"{n} {unit}{'s' if n != 1 else ''} on {c.count}x {what}"
+
+
+def _money(c: Candidate, kind: PlanKind) -> str:
+    if kind in ("online", "rules"):
+        extra = f", ${c.cost_usd_per_1m_requests:.2f} per 1M requests" if c.cost_usd_per_1m_requests else ""
+        return f"${c.cost_usd_per_hour:.2f}/h{extra}"
+    return f"${c.cost_usd_total or 0.0:,.2f} total (${c.cost_usd_per_hour:.2f}/h)"
+
+
+def _perf(c: Candidate, kind: PlanKind, q: float) -> str:
+    if kind == "online" and c.latency is not None:
+        band = ""
+        if c.latency.band_ms:
+            band = f" (band {c.latency.band_ms[0]:.0f}-{c.latency.band_ms[1]:.0f} ms)"
+        b = c.batching
+        pol = f"; batching max {b.max_batch}, wait {b.max_wait_ms:g} ms" if b else ""
+        return (
+            f"predicted p{q:g} {target_ms(c):.0f} ms{band}, busy {c.latency.utilization:.0%}, "
+            f"mean batch {c.latency.mean_batch:.1f}{pol}"
+        )
+    if kind in ("batch", "training") and c.runtime_hours is not None:
+        odds = ""
+        if c.spot and c.spot.p_meet_deadline is not None:
+            odds = f", meets the deadline in {c.spot.p_meet_deadline:.0%} of simulated runs"
+        acc = f", gradient accumulation x{c.grad_accumulation}" if c.grad_accumulation > 1 else ""
+        size = f", batch {c.batching.max_batch}" if c.batching else ""
+        return f"{c.runtime_hours:.1f} h{size}{acc}{odds}"
+    return ""
+
+
+def explain(
+    kind: PlanKind,
+    ranked: Sequence[Candidate],
+    percentile: float = 95.0,
+    bound_ms: float | None = None,
+    request_samples: int = 1,
+) -> tuple[list[str], list[str], Candidate | None, list[str]]:
+    """(why, why_not, alternative, warnings) for the top-ranked feasible candidate."""
+    feas = [c for c in ranked if c.feasible]
+    rec = feas[0] if feas else None
+    if rec is None:
+        summary = infeasible_summary(ranked)
+        top = ", ".join(f"{k} ({v})" for k, v in sorted(summary.items(), key=lambda kv: -kv[1]))
+        closest = next((c for c in ranked if c.reasons), None)
+        why = [f"no candidate meets every target; reasons: {top or 'none evaluated'}"]
+        if closest:
+            why.append(f"closest: {_who(closest)}: {'; '.join(closest.reasons)}")
+        return why, [], None, []
+    perf = _perf(rec, kind, percentile)
+    source = {
+        "measured": "times measured on this very device",
+        "projected": f"times projected from the local measurement (uncertainty x{rec.band[0]:.2f}-x{rec.band[1]:.2f})",
+        "rule": "sized by rules, not measured",
+    }[rec.provenance]
+    why = [
+        f"{_who(rec)}: {_money(rec, kind)}" + (f"; {perf}" if perf else ""),
+        f"cheapest of {len(feas)} feasible plans ({len(ranked)} evaluated)"
+        if kind != "rules"
+        else f"first of {len(feas)} CPU instances that hold the data, with the wanted vCPUs and family, by price",
+        f"{source}; price {rec.price_date} ({rec.price_source})",
+    ]
+    if kind == "online" and bound_ms is not None:
+        why.insert(1, f"meets p{percentile:g} <= {bound_ms:g} ms with {rec.replicas} replica(s)")
+    other = "gpu" if rec.device_class == "cpu" else "cpu"
+    alt = next((c for c in feas if c.device_class == other), None)
+    why_not: list[str] = []
+    if alt is not None:
+        ratio = _cost(alt, kind) / max(1e-9, _cost(rec, kind))
+        why_not.append(
+            f"best {other.upper()} plan: {_who(alt)}: {_money(alt, kind)} ({ratio:.1f}x the cost); "
+            f"{_perf(alt, kind, percentile)}"
+        )
+        if alt.device_class == "gpu" and alt.latency and alt.latency.utilization < GPU_IDLE_UTILIZATION:
+            why_not.append(
+                f"its GPU would be busy {alt.latency.utilization:.0%} of the time: under 20% is overbuying "
+                "(a powerful GPU serving a small model at low QPS)"
+            )
+    else:
+        pool = [c for c in ranked if c.device_class == other]
+        alt = min(pool, key=lambda c: c.cost_usd_per_hour) if pool else None
+        if alt is None:
+            why_not.append(f"no {other.upper()} candidates were evaluated (catalog filters or no curve for them)")
+        else:
+            reasons = Counter(c.reasons[0] for c in ranked if c.device_class == other and c.reasons)
+            common = reasons.most_common(1)[0][0] if reasons else "not feasible"
+            why_not.append(f"no {other.upper()} plan is feasible; e.g. {_who(alt)}: {common}")
+    return why, why_not, alt, _warnings(kind, rec, bound_ms, request_samples)
+
+
+def _warnings(kind: PlanKind, rec: Candidate, bound_ms: float | None, request_samples: int) -> list[str]:
+    out: list[str] = []
+    if rec.device_class == "gpu" and kind == "online" and rec.latency is not None:
+        if rec.latency.utilization < GPU_IDLE_UTILIZATION:
+            out.append(
+                f"GPU busy only {rec.latency.utilization:.0%}: under 20% means overbuying; it is still the cheapest "
+                "plan that meets the SLO here, but re-check CPU autoscaling if the model or prices change"
+            )
+        if rec.batching and rec.batching.max_batch <= request_samples and rec.latency.utilization >= 0.3:
+            out.append(
+                f"no micro-batching while the GPU is {rec.latency.utilization:.0%} busy: add a small batch window "
+                "(5-10 ms) and re-plan; batching raises throughput at little latency cost"
+            )
+    if rec.memory_bytes and rec.memory_capacity_bytes:
+        share = rec.memory_bytes / rec.memory_capacity_bytes
+        if share > MEMORY_HEADROOM:
+            out.append(
+                f"memory headroom: the plan needs {share:.0%} of device memory; OOM risk from fragmentation and "
+                "workspaces; log max allocated memory, or lower the batch / use mixed precision"
+            )
+    if rec.device_class == "gpu" and kind in ("batch", "training") and rec.throughput_per_s and rec.vcpus:
+        per_vcpu = rec.throughput_per_s / (rec.vcpus * max(1, rec.count))
+        if per_vcpu > SAMPLES_PER_VCPU_PER_S:
+            out.append(
+                f"CPU-bound input pipeline risk: {per_vcpu:,.0f} samples/s per vCPU must be loaded and decoded; "
+                "use enough loader workers and prefetching, or an instance with more vCPUs per GPU"
+            )
+    if rec.provenance == "projected":
+        out.append(
+            f"projected, not measured on {rec.device}: true times may be x{rec.band[0]:.2f}-x{rec.band[1]:.2f}; "
+            "check with `rightsize validate` before committing"
+        )
+    if kind == "online" and rec.latency and rec.latency.band_ms and bound_ms and rec.latency.band_ms[1] > bound_ms:
+        out.append(
+            f"at the pessimistic end of the band the percentile would be {rec.latency.band_ms[1]:.0f} ms "
+            f"> {bound_ms:g} ms: consider one more replica"
+        )
+    if rec.purchase in ("spot", "mixed") and rec.spot:
+        out.append(
+            f"spot: {rec.spot.interruptions_per_hour:.2g} interruptions/h assumed; checkpoint every "
+            f"{rec.spot.checkpoint_interval_min:.0f} min (Young/Daly)"
+        )
+    return out

@@ -1,0 +1,137 @@
+"""Pieces shared by the job planners (offline batch and training): deadline/budget checks and spot
+variants with Young/Daly expected time, Monte Carlo deadline odds and the mixed policy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from rightsize.catalog.model import Instance
+from rightsize.plan.result import Candidate, SpotPlan
+from rightsize.plan.spot import daly_interval_hours, daly_wall_hours, simulate_spot
+
+__all__ = ["FALLBACK_INTERRUPTIONS_PER_HOUR", "MIN_P_MEET", "copy_candidate", "finish", "spot_odds", "spot_variant"]
+
+# Spot interruption rate when the catalog has no bucket for an instance and the spec gives none:
+# the worst AWS Spot Advisor bucket (">20%" a month, REFERENCE.md §3) as a rate, -ln(1 - 0.25) / 730 h.
+FALLBACK_INTERRUPTIONS_PER_HOUR = -math.log(1.0 - 0.25) / 730.0
+MIN_P_MEET = 0.9  # a spot plan must meet the deadline in at least 90% of simulated runs
+
+
+def copy_candidate(c: Candidate, purchase: str, price_per_hour: float) -> Candidate:
+    return replace(c, purchase=purchase, cost_usd_per_hour=price_per_hour, reasons=list(c.reasons), notes=list(c.notes))
+
+
+def finish(c: Candidate, hours: float, deadline_hours: float | None, budget_usd: float | None) -> None:
+    """Set runtime and total cost; infeasible (with the reason) past the deadline or the budget."""
+    c.runtime_hours = hours
+    c.cost_usd_total = hours * c.cost_usd_per_hour
+    c.feasible = True
+    if deadline_hours is not None and hours > deadline_hours:
+        c.feasible = False
+        c.reasons.append(f"misses the deadline: {hours:.1f} h > {deadline_hours:g} h")
+    if budget_usd is not None and c.cost_usd_total > budget_usd:
+        c.feasible = False
+        c.reasons.append(f"over budget: ${c.cost_usd_total:,.2f} > ${budget_usd:,.2f}")
+
+
+def spot_variant(
+    base: Candidate,
+    inst: Instance,
+    nodes: int,
+    compute_hours: float,
+    spin_up_hours: float,
+    checkpoint_hours: float,
+    restart_hours: float,
+    rate_per_node_hour: float | None,
+    deadline_hours: float | None,
+    budget_usd: float | None,
+) -> Candidate | None:
+    """The spot version of ``base`` (None when the instance has no spot offer)."""
+    price = inst.price_usd_per_hour("spot")
+    if price is None:
+        return None
+    rate = (FALLBACK_INTERRUPTIONS_PER_HOUR if rate_per_node_hour is None else rate_per_node_hour) * nodes
+    mtbi = 1.0 / rate if rate > 0 else math.inf  # any node's interruption stops a synchronous job
+    wall = daly_wall_hours(compute_hours, checkpoint_hours, restart_hours, mtbi) + spin_up_hours
+    c = copy_candidate(base, "spot", price * nodes)
+    c.spot = SpotPlan(
+        interruptions_per_hour=rate,
+        checkpoint_interval_min=daly_interval_hours(checkpoint_hours, mtbi) * 60.0 if math.isfinite(mtbi) else math.inf,
+        expected_hours=wall,
+        p_meet_deadline=None,
+        policy="spot",
+        expected_cost_usd=wall * price * nodes,
+    )
+    c.notes.append(
+        f"spot: {compute_hours:.2f} h of work, interruptions {rate:.2g}/h"
+        + ("" if rate_per_node_hour is not None else " (no catalog bucket: assumed the worst, >20%/month)")
+        + f", expected wall time (Young/Daly) {wall:.2f} h"
+    )
+    finish(c, wall, deadline_hours, budget_usd)
+    return c
+
+
+def spot_odds(
+    cands: list[Candidate],
+    work_hours: dict[int, float],
+    deadline_hours: float | None,
+    budget_usd: float | None,
+    checkpoint_hours: float,
+    restart_hours: float | None,
+    top: int = 16,
+    seed: int = 0,
+) -> list[Candidate]:
+    """Deadline odds (Monte Carlo) for the cheapest spot plans; returns mixed-policy variants to add.
+
+    ``work_hours`` maps id(candidate) to compute hours without spin-up or interruptions;
+    ``restart_hours`` None: each candidate's own spin-up.
+    """
+    spot = sorted((c for c in cands if c.purchase == "spot" and c.spot), key=lambda c: c.cost_usd_total or math.inf)
+    on_demand = {
+        (c.provider, c.region, c.instance, c.precision, c.count): c for c in cands if c.purchase == "on-demand"
+    }
+    mixed: list[Candidate] = []
+    for c in spot[:top]:
+        assert c.spot is not None
+        up_h = (c.cold_start_s or 0.0) / 3600.0
+        od = on_demand.get((c.provider, c.region, c.instance, c.precision, c.count))
+        due = None if deadline_hours is None else deadline_hours - up_h
+        rate = c.spot.interruptions_per_hour
+        od_price = od.cost_usd_per_hour if od else c.cost_usd_per_hour
+        work = work_hours[id(c)]
+        restart = up_h if restart_hours is None else restart_hours
+        args = (work, rate, checkpoint_hours, restart, c.cost_usd_per_hour, od_price, due)
+        run = simulate_spot(*args, policy="spot", samples=1000, seed=seed)
+        c.spot = replace(c.spot, p_meet_deadline=run.p_meet_deadline)
+        if run.p_meet_deadline is not None and run.p_meet_deadline < MIN_P_MEET and c.feasible:
+            c.feasible = False
+            c.reasons.append(f"spot meets the deadline in only {run.p_meet_deadline:.0%} of simulated runs")
+        if od is None or due is None or run.p_meet_deadline is None or run.p_meet_deadline >= 0.999:
+            continue
+        mix = simulate_spot(*args, policy="mixed", samples=1000, seed=seed)
+        m = copy_candidate(c, "mixed", c.cost_usd_per_hour)
+        m.reasons = []
+        m.spot = replace(
+            c.spot,
+            expected_hours=mix.expected_hours + up_h,
+            p_meet_deadline=mix.p_meet_deadline,
+            policy="mixed",
+            expected_cost_usd=mix.expected_cost_usd,
+        )
+        m.notes.append(
+            f"mixed: spot until the slack runs out, then on-demand at ${od_price:.2f}/h "
+            f"(expected {mix.expected_spot_hours:.1f} h on spot)"
+        )
+        m.runtime_hours = mix.expected_hours + up_h
+        m.cost_usd_total = mix.expected_cost_usd
+        m.feasible = True
+        if (mix.p_meet_deadline or 0.0) < MIN_P_MEET:
+            m.feasible = False
+            m.reasons.append(f"mixed policy meets the deadline in only {mix.p_meet_deadline or 0.0:.0%} of runs")
+        if budget_usd is not None and m.cost_usd_total > budget_usd:
+            m.feasible = False
+            m.reasons.append(f"over budget: ${m.cost_usd_total:,.2f} > ${budget_usd:,.2f}")
+        mixed.append(m)
+    return mixed

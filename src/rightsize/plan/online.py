@@ -1,0 +1,297 @@
+"""Online inference planner: instance x precision x batching policy x replicas -> the fewest replicas
+that meet the latency SLO within headroom, priced.
+
+    1. Screen each option alone: memory at one request, and one request's service time at the SLO
+       percentile (lognormal spread) against the bound ("t(1) alone exceeds the SLO").
+    2. Options sharing a curve form a group. Per group a few batching policies, each with its capacity
+       bound on replicas R_min = ceil(lambda t(B) / B / headroom) (a full batch's throughput, kept
+       under the headroom), hence a lower bound on cost.
+    3. Simulate the groups with the lowest cost bounds (and any group that could still beat the best
+       found): every (group, policy, R in R_min..R_min+2) side by side in the vectorised lane
+       simulator (shared queue, common random arrivals); widen R for those that miss. Groups that
+       cannot win get the fluid approximation (REFERENCE.md §7), labelled as such.
+    4. Verify the cheapest picks with more requests under the spec's balancer (jsq / p2c, per-replica
+       batchers), adding replicas if the long run misses; projected curves also get their band.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rightsize.plan.arrivals import arrival_times_ms
+from rightsize.plan.lanes import run_lanes
+from rightsize.plan.options import GIB, Option
+from rightsize.plan.queueing import fluid_batching
+from rightsize.plan.result import Candidate, LatencyPrediction
+from rightsize.plan.sim import lognormal_sigma, service_tables
+from rightsize.plan.verify import Policy, apply_plan, unit_price, verify_best
+from rightsize.profile import ServiceCurve
+from rightsize.spec.targets import OnlineTarget
+
+__all__ = ["Policy", "plan_online"]
+
+Z = {50.0: 0.0, 90.0: 1.2816, 95.0: 1.6449, 99.0: 2.3263, 99.9: 3.0902}  # standard normal quantiles
+# Replicas above R_min tried, by round: lanes are cheap, rounds are not (each steps through every request).
+_R_STEPS = ((0, 1, 2, 3, 5, 8), (12, 18, 27, 40, 60, 90, 135, 200))
+
+
+@dataclass
+class _Group:
+    """Options that share one curve and one memory-limited batch cap: simulated once."""
+
+    curve: ServiceCurve
+    batch_cap: int
+    options: list[Option]
+    policies: list[Policy] = field(default_factory=list)
+    r_min: dict[Policy, int] = field(default_factory=dict)
+    tried: dict[Policy, int] = field(default_factory=dict)  # highest R simulated per policy
+    found: dict[Policy, tuple[int, LatencyPrediction]] = field(default_factory=dict)
+    simulated: bool = False
+    best: tuple[Policy, int, LatencyPrediction] | None = None
+
+    def best_cost(self, price: dict[int, float]) -> float:
+        """Cost of the fewest replicas found to meet the SLO (inf when none)."""
+        if self.best is None:
+            return math.inf
+        r = self.best[1]
+        return min(price[id(o)] * math.ceil(r / o.per_instance) for o in self.options)
+
+    def cost_bound(self, price: dict[int, float]) -> float:
+        r = min(self.r_min.values())
+        return min(price[id(o)] * math.ceil(r / o.per_instance) for o in self.options)
+
+
+def _z(q: float) -> float:
+    return Z.get(float(q), 1.6449)
+
+
+def _service_pct_ms(curve: ServiceCurve, batch: float, q: float) -> float:
+    return curve.t_ms(batch) * math.exp(_z(q) * lognormal_sigma(curve.cv_at(batch)))
+
+
+def _policies(curve: ServiceCurve, cap: int, target: OnlineTarget) -> tuple[list[Policy], dict[Policy, int]]:
+    """A few policies worth simulating, with their capacity bound on replicas."""
+    s, bound, q = target.request_samples, target.latency.bound_ms, target.latency.percentile
+    lam = target.rate_per_s * s / 1000.0  # samples per ms
+    batches = [s * 2**j for j in range(20) if s * 2**j <= cap]
+    batches = [b for b in batches if _service_pct_ms(curve, b, q) < bound] or [s]
+    r_min = {b: max(1, math.ceil(lam * curve.t_ms(b) / b / target.headroom - 1e-9)) for b in batches}
+    best_r = min(r_min.values())
+    b_star = min(b for b in batches if r_min[b] == best_r)  # smallest batch with the best capacity
+    wait = 2.0 if bound < 50 else 5.0  # a small window (seed: "e.g. 5-10 ms"), within the bound
+    chosen = {Policy(s, 0.0), Policy(b_star, 0.0), Policy(batches[-1], 0.0)}
+    if b_star > s:
+        chosen.add(Policy(b_star, wait))
+    pols = sorted(chosen, key=lambda p: (p.max_batch, p.max_wait_ms))
+    return pols, {p: r_min[p.max_batch] for p in pols}
+
+
+def _screen(
+    jobs: Sequence[tuple[_Group, Policy, int]], target: OnlineTarget, n: int, rng: np.random.Generator
+) -> list[LatencyPrediction]:
+    """Latency of each (group, policy, replicas), simulated side by side (shared queue, common arrivals)."""
+    s = target.request_samples
+    ks = [max(1, p.max_batch // s) for _, p, _ in jobs]
+    svc = np.zeros((len(jobs), max(ks) + 1))
+    sig = np.zeros_like(svc)
+    for i, ((g, _, _), k) in enumerate(zip(jobs, ks, strict=True)):
+        t, sg = service_tables(g.curve, k, s)
+        svc[i, : k + 1], sig[i, : k + 1] = t, sg
+        svc[i, k + 1 :], sig[i, k + 1 :] = t[-1], sg[-1]
+    row = arrival_times_ms(rng, n, target.rate_per_s, target.arrival, target.burstiness, target.burst_s)[0]
+    servers = np.array([r for _, _, r in jobs])
+    out = run_lanes(row, servers, np.array(ks), np.array([p.max_wait_ms for _, p, _ in jobs]), svc, sig, rng)
+    lat = out.latency_ms[:, n // 10 :]
+    q = float(target.latency.percentile)
+    pct = np.percentile(lat, [50.0, 95.0, 99.0, q], axis=1)
+    mean = lat.mean(axis=1)
+    util = np.minimum(1.0, out.busy_ms / (servers * out.span_ms))
+    batch = n * s / out.batches
+    method = f"screening simulation (shared queue, {n} requests)"
+    return [
+        LatencyPrediction(
+            float(pct[0, i]), float(pct[1, i]), float(pct[2, i]), float(mean[i]), float(util[i]),
+            float(batch[i]), method, float(pct[3, i]),
+        )
+        for i in range(len(jobs))
+    ]  # fmt: skip
+
+
+def _simulate(groups: Sequence[_Group], target: OnlineTarget, n: int, rng: np.random.Generator) -> None:
+    """Find, per group and policy, the fewest replicas whose screening run meets the SLO."""
+    bound = target.latency.bound_ms
+    pending = [(g, p) for g in groups for p in g.policies]
+    for offsets in _R_STEPS:
+        jobs = []
+        for g, p in pending:
+            rs = sorted({min(target.max_replicas, g.r_min[p] + o) for o in offsets})
+            jobs += [(g, p, r) for r in rs if r > g.tried.get(p, 0)]
+        if not jobs:
+            break
+        for (g, p, r), pred in zip(jobs, _screen(jobs, target, n, rng), strict=True):
+            g.tried[p] = max(g.tried.get(p, 0), r)
+            if (pred.p_target_ms or 0.0) <= bound and (p not in g.found or r < g.found[p][0]):
+                g.found[p] = (r, pred)
+        pending = [(g, p) for g, p in pending if p not in g.found and g.tried[p] < target.max_replicas]
+    for g in groups:
+        g.simulated = True
+        hits = [(r, pred, p) for p, (r, pred) in g.found.items()]
+        if hits:
+            # fewest replicas; among those, the simplest policy within 5% of the best latency
+            r_best = min(h[0] for h in hits)
+            same = [h for h in hits if h[0] == r_best]
+            fastest = min(h[1].p_target_ms or 0.0 for h in same)
+            close = [h for h in same if (h[1].p_target_ms or 0.0) <= 1.05 * fastest]
+            r, pred, p = min(close, key=lambda h: (h[2].max_batch, h[2].max_wait_ms))
+            g.best = (p, r, pred)
+
+
+def _fluid(g: _Group, target: OnlineTarget) -> None:
+    """Fluid estimate for a group that cannot win: replicas until the approximate percentile meets the bound.
+
+    Percentile ~ service percentile + mean wait x -ln(1 - q) (an exponential wait tail)."""
+    s, bound, q = target.request_samples, target.latency.bound_ms, float(target.latency.percentile)
+    lam = target.rate_per_s * s / 1000.0
+    tail = -math.log(1.0 - q / 100.0)
+    best: tuple[int, float, Policy, LatencyPrediction] | None = None
+    for p in g.policies:
+        for r in range(g.r_min[p], target.max_replicas + 1):
+            fl = fluid_batching(g.curve.t_ms, lam / r, p.max_batch, p.max_wait_ms)
+            if not fl.stable:
+                continue
+            t_b = g.curve.t_ms(fl.batch)
+            pq = _service_pct_ms(g.curve, fl.batch, q) + max(0.0, fl.mean_latency_ms - t_b) * tail
+            if pq <= bound:
+                pred = LatencyPrediction(
+                    t_b, pq, pq, fl.mean_latency_ms, fl.utilization, fl.batch, "fluid approximation", pq
+                )
+                if best is None or (r, pq) < (best[0], best[1]):
+                    best = (r, pq, p, pred)
+                break
+    if best is not None:
+        g.best = (best[2], best[0], best[3])
+
+
+def _screen_length(target: OnlineTarget, n: int) -> int:
+    """Requests per screening run: bursty arrivals need ~20 on/off cycles in the window (cap 12k)."""
+    if target.arrival != "bursty":
+        return n
+    cycle_s = target.burst_s * target.burstiness  # one ON period and its OFF gap, on average
+    return int(min(12_000, max(n, target.rate_per_s * 20 * cycle_s)))
+
+
+def _candidate(opt: Option, target: OnlineTarget, buy: str) -> Candidate:
+    inst = opt.instance
+    return Candidate(
+        instance=inst.instance_type,
+        provider=inst.provider,
+        region=inst.region,
+        device_class="gpu" if inst.accelerator else "cpu",
+        device=opt.device,
+        count=0,
+        precision=opt.precision,
+        purchase=buy,
+        cost_usd_per_hour=unit_price(opt, buy),
+        feasible=False,
+        provenance=opt.curve.provenance,
+        price_date=inst.price_date,
+        price_source=inst.source,
+        band=(opt.curve.band_lo, opt.curve.band_hi),
+        memory_capacity_bytes=int(opt.capacity_bytes),
+        vcpus=opt.instance.vcpus,
+        memory_bytes=None if opt.memory is None else int(opt.memory.bytes_at(target.request_samples)),
+        kind_hint="online",
+    )
+
+
+def plan_online(
+    options: Sequence[Option],
+    target: OnlineTarget,
+    purchase: Sequence[str] = ("on_demand",),
+    n_screen: int = 3000,
+    n_verify: int = 12_000,
+    simulate_groups: int = 8,
+    verify_top: int = 2,
+    seed: int = 0,
+) -> list[Candidate]:
+    """One candidate per option (feasible, or infeasible with reasons), unranked.
+
+    ``purchase``: serving uses on-demand unless only spot is allowed (then spot + one spare replica).
+    """
+    buy = "on-demand" if "on_demand" in purchase else "spot"
+    s, bound, q = target.request_samples, target.latency.bound_ms, target.latency.percentile
+    cands = [_candidate(o, target, buy) for o in options]
+    groups: dict[tuple[str, str, int, int], _Group] = {}
+    group_of: dict[int, _Group] = {}
+    for opt, c in zip(options, cands, strict=True):
+        if buy == "spot" and opt.instance.price_usd_per_hour("spot") is None:
+            c.reasons.append("no spot offer: the catalog has no spot price below on-demand for this instance")
+            continue
+        if not opt.fits(s):
+            c.reasons.append(
+                f"does not fit memory: one request ({s} samples, {opt.precision}) needs "
+                f"{(opt.need_bytes(s) or 0.0) / GIB:.1f} GiB, {opt.device} has {opt.usable_bytes / GIB:.1f} GiB usable"
+            )
+            continue
+        t1 = _service_pct_ms(opt.curve, s, q)
+        if t1 > bound:
+            c.reasons.append(
+                f"t(1) alone exceeds the SLO: one request takes {t1:.0f} ms at p{q:g} "
+                f"(median {opt.curve.t_ms(s):.0f} ms) > {bound:g} ms"
+            )
+            continue
+        cap = (
+            opt.curve.max_batch
+            if opt.memory is None
+            else min(opt.curve.max_batch, opt.memory.max_batch(opt.usable_bytes))
+        )
+        cap = max(cap, s)
+        key = (opt.curve.device, opt.curve.precision, id(opt.curve), cap)
+        group_of[id(opt)] = groups.setdefault(key, _Group(opt.curve, cap, []))
+        groups[key].options.append(opt)
+    price = {id(o): unit_price(o, buy) for o in options}
+    for g in groups.values():
+        g.policies, g.r_min = _policies(g.curve, g.batch_cap, target)
+    # Simulate the most promising groups of each device class, then any that could still win.
+    rng = np.random.default_rng(seed)
+    n_screen = _screen_length(target, n_screen)
+    n_verify = max(n_verify, 2 * n_screen)
+    order = sorted(groups.values(), key=lambda g: g.cost_bound(price))
+    first = [
+        g for dc in ("cpu", "gpu") for g in [x for x in order if x.options[0].device_class == dc][:simulate_groups]
+    ]
+    _simulate(first, target, n_screen, rng)
+    while True:
+        best_cost = min((g.best_cost(price) for g in order), default=math.inf)
+        rest = [g for g in order if not g.simulated and g.cost_bound(price) <= best_cost]
+        if not rest:
+            break
+        _simulate(rest[: 2 * simulate_groups], target, n_screen, rng)
+    for g in order:
+        if not g.simulated:
+            _fluid(g, target)
+    for opt, c in zip(options, cands, strict=True):
+        grp = group_of.get(id(opt))
+        if grp is None:
+            continue
+        g = grp
+        if g.best is None:
+            c.reasons.append(f"latency SLO not met: p{q:g} > {bound:g} ms even with {target.max_replicas} replicas")
+            continue
+        p, r, pred = g.best
+        apply_plan(c, opt, p, r + (1 if buy == "spot" else 0), pred, target, buy)
+        if buy == "spot":
+            c.notes.append("spot only: one spare replica absorbs an interruption (2 min notice on AWS)")
+        if not g.simulated:
+            c.notes.append("not simulated: its cost bound is above the best simulated plan; fluid approximation")
+    verify_best(cands, dict(zip(map(id, cands), options, strict=True)), target, n_verify, verify_top, seed, buy)
+    budget = target.budget_usd_per_hour
+    for c in cands:
+        if c.feasible and budget is not None and c.cost_usd_per_hour > budget:
+            c.feasible = False
+            c.reasons.append(f"over budget: {c.replicas} replicas cost ${c.cost_usd_per_hour:.2f}/h > ${budget:g}/h")
+    return cands

@@ -1,0 +1,127 @@
+"""Pair catalog instances with service curves and memory needs: the planner's unit of choice.
+
+A GPU curve (``device`` = accelerator name, per single GPU) applies to every instance with that
+accelerator; one serving replica or training worker runs per GPU. A CPU curve (``device`` =
+"cpu:<instance_type>", ``instance`` = that type) applies to that instance only, one replica per
+instance. The planner never reads files: callers pass the instances, curves and memory models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from rightsize.catalog.model import Accelerator, Instance
+from rightsize.profile import ServiceCurve
+
+__all__ = [
+    "CUDA_CONTEXT_BYTES",
+    "GIB",
+    "MemoryModel",
+    "Option",
+    "pair_options",
+]
+
+GIB = 1024**3
+# CUDA context + library handles per process: 0.3-0.7 GB (REFERENCE.md §6); we reserve the top.
+CUDA_CONTEXT_BYTES = int(0.7 * 1e9)
+# Share of device memory a plan may fill: the caching allocator fragments and cuDNN/cuBLAS take
+# workspaces that no estimator counts (REFERENCE.md §6), so keep 10% free.
+USABLE_GPU_FRACTION = 0.90
+# Share of instance RAM a CPU replica may use; the OS, the server and page cache keep the rest.
+USABLE_RAM_FRACTION = 0.85
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """Peak memory of one replica (inference) or worker (training) at batch b: fixed + per_sample x b, bytes.
+
+    ``fixed_bytes``: weights (+ gradients + optimizer states when training); ``per_sample_bytes``:
+    activations per sample. Context/workspaces are added by the fit check, not here.
+    """
+
+    fixed_bytes: float
+    per_sample_bytes: float
+    source: str = "estimate"
+
+    def bytes_at(self, batch: float) -> float:
+        return self.fixed_bytes + self.per_sample_bytes * batch
+
+    def max_batch(self, capacity_bytes: float) -> int:
+        """Largest batch that fits ``capacity_bytes`` (0 when even the fixed part does not)."""
+        room = capacity_bytes - self.fixed_bytes
+        if room < self.per_sample_bytes:
+            return 0
+        return int(room // self.per_sample_bytes) if self.per_sample_bytes > 0 else 1 << 30
+
+
+@dataclass(frozen=True)
+class Option:
+    """One instance type with one curve (device x precision)."""
+
+    instance: Instance
+    curve: ServiceCurve
+    per_instance: int  # replicas (GPUs) per instance; 1 for CPU
+    usable_bytes: float  # memory one replica may fill: GPU memory, or instance RAM
+    capacity_bytes: float  # raw memory per replica (GPU memory or instance RAM)
+    memory: MemoryModel | None  # None: not estimated (assume it fits, say so)
+
+    @property
+    def device_class(self) -> str:
+        return self.instance.device_class
+
+    @property
+    def precision(self) -> str:
+        return self.curve.precision
+
+    @property
+    def device(self) -> str:
+        return self.instance.accelerator or "cpu"
+
+    def fits(self, batch: float) -> bool:
+        return self.memory is None or self.memory.bytes_at(batch) <= self.usable_bytes
+
+    def need_bytes(self, batch: float) -> float | None:
+        return None if self.memory is None else self.memory.bytes_at(batch)
+
+
+# A curve's precision -> the memory model to use when there is none for it (same bytes per element).
+_MEMORY_FALLBACK = {"tf32": "fp32", "bf16": "fp16", "fp16": "bf16"}
+
+
+def _memory_for(memory: Mapping[str, MemoryModel] | None, precision: str) -> MemoryModel | None:
+    if not memory:
+        return None
+    return memory.get(precision) or memory.get(_MEMORY_FALLBACK.get(precision, ""))
+
+
+def pair_options(
+    instances: Iterable[Instance],
+    curves: Iterable[ServiceCurve],
+    accelerators: Mapping[str, Accelerator],
+    memory: Mapping[str, MemoryModel] | None = None,
+) -> list[Option]:
+    """Every (instance, curve) pair that applies; ``memory`` maps precision -> per-replica need."""
+    by_acc: dict[str, list[ServiceCurve]] = {}
+    by_cpu: dict[str, list[ServiceCurve]] = {}
+    for c in curves:
+        if c.device.startswith("cpu"):
+            key = c.instance or c.device.removeprefix("cpu:")
+            by_cpu.setdefault(key.lower(), []).append(c)
+        else:
+            by_acc.setdefault(c.device.lower(), []).append(c)
+    out: list[Option] = []
+    for inst in instances:
+        if inst.accelerator:
+            acc = accelerators.get(inst.accelerator)
+            cap = (acc.memory_gib if acc else 0.0) * GIB
+            usable = max(0.0, cap * USABLE_GPU_FRACTION - CUDA_CONTEXT_BYTES)
+            for c in by_acc.get(inst.accelerator.lower(), []):
+                mem = _memory_for(memory, c.precision)
+                out.append(Option(inst, c, max(1, inst.accelerator_count), usable, cap, mem))
+        else:
+            cap = inst.ram_gib * GIB
+            for c in by_cpu.get(inst.instance_type.lower(), []):
+                mem = _memory_for(memory, c.precision)
+                out.append(Option(inst, c, 1, cap * USABLE_RAM_FRACTION, cap, mem))
+    return out

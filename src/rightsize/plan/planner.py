@@ -1,0 +1,190 @@
+"""The planner's front door: a workload with targets, its service curves, the catalog and memory needs
+in; a ranked, explained ``PlanResult`` out. Pure: no files, no torch.
+
+    from rightsize.plan import plan
+    result = plan(workload, curves, catalog, memory={"fp32": MemoryModel(4.4e8, 2.1e6)})
+    result.recommendation, result.to_dict()
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from rightsize.catalog.model import Catalog, Instance
+from rightsize.catalog.query import filter_instances, interruptions_per_hour
+from rightsize.errors import NotFoundError, SpecError
+from rightsize.plan.batch import plan_batch
+from rightsize.plan.coldstart import GPU_IMAGE_FACTOR, spin_up
+from rightsize.plan.explain import explain, infeasible_summary, pareto, rank
+from rightsize.plan.jobs import FALLBACK_INTERRUPTIONS_PER_HOUR, MIN_P_MEET
+from rightsize.plan.online import plan_online
+from rightsize.plan.options import (
+    CUDA_CONTEXT_BYTES,
+    USABLE_GPU_FRACTION,
+    USABLE_RAM_FRACTION,
+    MemoryModel,
+    pair_options,
+)
+from rightsize.plan.result import Candidate, PlanKind, PlanResult
+from rightsize.plan.rules import plan_rules
+from rightsize.plan.training import ScalingModel, plan_training, training_steps
+from rightsize.profile import ServiceCurve
+from rightsize.spec.schema import Workload
+from rightsize.spec.targets import Targets
+
+__all__ = ["plan", "plan_kind"]
+
+
+def plan_kind(targets: Targets) -> PlanKind:
+    if targets.kind in ("classic_ml", "etl"):
+        return "rules"
+    if targets.online is not None:
+        return "online"
+    if targets.batch is not None:
+        return "batch"
+    return "training"
+
+
+def _rate_of(targets: Targets) -> Callable[[Instance], float | None]:
+    def rate(inst: Instance) -> float | None:
+        if targets.interruptions_per_hour is not None:
+            return targets.interruptions_per_hour
+        return interruptions_per_hour(inst.spot_interruption)
+
+    return rate
+
+
+def plan(
+    workload: Workload,
+    curves: Sequence[ServiceCurve],
+    catalog: Catalog,
+    memory: Mapping[str, MemoryModel] | None = None,
+    *,
+    seed: int = 0,
+) -> PlanResult:
+    """Plan ``workload`` over ``catalog``. ``curves``: per device and precision (``estimate.projection``);
+    ``memory``: per precision, one replica's (inference) or worker's (training) need."""
+    started = time.perf_counter()
+    t = workload.targets
+    if t is None:
+        raise SpecError("targets", "missing; add targets with online, batch or training (see examples/)")
+    kind = plan_kind(t)
+    if kind == "training" and workload.mode != "training":
+        raise SpecError("mode", "training targets need mode: training (the sweep must time optimizer steps)")
+    if kind in ("online", "batch") and workload.mode != "inference":
+        raise SpecError("mode", f"{kind} targets need mode: inference")
+    instances = filter_instances(catalog.instances, providers=t.providers, regions=t.regions, names=t.instances)
+    if not instances:
+        raise NotFoundError(
+            "no catalog instance matches targets.providers/regions/instances; "
+            "widen the filters or see `rightsize catalog`"
+        )
+    assumptions: dict[str, Any] = {}
+    percentile, bound, samples = 95.0, None, 1
+    if kind == "rules":
+        cands, size = plan_rules(instances, t.kind, t.data_gb, t.rows, t.purchase)
+        assumptions["sizing"] = list(size.assumptions)
+        assumptions["rule"] = "seed article: classic ML and ETL -> CPU (compute- or memory-optimised by data size)"
+    else:
+        options = pair_options(instances, curves, catalog.accelerators, memory)
+        if not options:
+            devices = sorted({c.device for c in curves}) or ["none"]
+            raise NotFoundError(
+                f"no service curve matches a catalog instance (curves for: {', '.join(devices)}); "
+                "check the catalog filters or re-run the projection"
+            )
+        assumptions.update(_common_assumptions(memory))
+        if kind == "online":
+            assert t.online is not None
+            o = t.online
+            percentile, bound, samples = o.latency.percentile, o.latency.bound_ms, o.request_samples
+            cands = plan_online(options, o, t.purchase, seed=seed)
+            _cold_start_online(cands, t)
+            assumptions.update(
+                headroom=o.headroom,
+                arrival=o.arrival if o.arrival != "bursty" else f"bursty (x{o.burstiness:g}, {o.burst_s:g} s bursts)",
+                balancer=o.balancer,
+                service_spread="lognormal with the curve's coefficient of variation",
+                purchase="on-demand" if "on_demand" in t.purchase else "spot (+1 spare replica)",
+            )
+        elif kind == "batch":
+            assert t.batch is not None
+            cands = plan_batch(options, t.batch, t.purchase, t.cold_start, _rate_of(t), seed=seed)
+            assumptions.update(_job_assumptions(t))
+        else:
+            assert t.training is not None
+            tr = t.training
+            scale = ScalingModel.uniform(tr.scaling_efficiency) if tr.scaling_efficiency else ScalingModel()
+            cands = plan_training(options, tr, t.purchase, t.cold_start, _rate_of(t), scale, seed=seed)
+            assumptions.update(_job_assumptions(t))
+            assumptions.update(
+                steps=training_steps(tr),
+                scaling=f"per doubling: in-node {scale.intra_fp32:g} (AMP {scale.intra_amp:g}), "
+                f"across nodes {scale.inter:g}; {scale.source}",
+            )
+    ranked = rank(cands, kind)
+    why, why_not, alt, warnings = explain(kind, ranked, percentile, bound, samples)
+    rec = next((c for c in ranked if c.feasible), None)
+    if kind == "rules" and rec is not None:
+        why.insert(1, "; ".join(assumptions.get("sizing", [])))
+    dates = sorted({c.price_date for c in ranked if c.price_date})
+    return PlanResult(
+        kind=kind,
+        workload=workload.name,
+        model=workload.model,
+        target=t.model_dump(mode="json"),
+        recommendation=rec,
+        candidates=ranked,
+        pareto=pareto(ranked, kind),
+        why=why,
+        why_not=why_not,
+        alternative=alt,
+        warnings=warnings,
+        assumptions=assumptions,
+        price_date=dates[-1] if dates else "",
+        elapsed_s=time.perf_counter() - started,
+        infeasible_summary=infeasible_summary(ranked),
+    )
+
+
+def _common_assumptions(memory: Mapping[str, MemoryModel] | None) -> dict[str, Any]:
+    return {
+        "gpu_memory": f"{USABLE_GPU_FRACTION:.0%} of device memory minus {CUDA_CONTEXT_BYTES / 1e9:.1f} GB CUDA "
+        "context is usable (REFERENCE.md §6)",
+        "cpu_memory": f"{USABLE_RAM_FRACTION:.0%} of instance RAM is usable",
+        "memory": "estimated per precision" if memory else "not estimated: every option assumed to fit",
+    }
+
+
+def _job_assumptions(t: Targets) -> dict[str, Any]:
+    cs = t.cold_start
+    if t.interruptions_per_hour is not None:
+        rate = f"{t.interruptions_per_hour:g}/h per node (spec)"
+    else:
+        rate = (
+            f"from the catalog's Spot Advisor bucket (none: {FALLBACK_INTERRUPTIONS_PER_HOUR:.2g}/h, the worst bucket)"
+        )
+    return {
+        "spin_up": f"provision {cs.provision_s:g} s + image pull {cs.image_pull_s:g} s (x{GPU_IMAGE_FACTOR:g} for GPU "
+        f"images at the default) + model load {cs.model_load_s:g} s (REFERENCE.md §4)",
+        "spot": f"interruptions {rate}; a spot plan needs >= {MIN_P_MEET:.0%} odds of meeting the deadline",
+        "purchase": list(t.purchase),
+    }
+
+
+def _cold_start_online(cands: list[Candidate], t: Targets) -> None:
+    cs = t.cold_start
+    for c in cands:
+        up = spin_up(cs, c.device_class == "gpu")
+        c.cold_start_s = up.total_s
+        if cs.scale_from_zero and c.feasible:
+            warm = cs.min_warm_replicas
+            if warm == 0:
+                c.notes.append(f"scale from zero: the first request after idle waits {up.describe()}")
+            else:
+                per = c.cost_usd_per_hour / max(1, c.count)
+                c.notes.append(
+                    f"{warm} warm replica(s) cost ${per * warm:.2f}/h when idle; scaling up takes {up.describe()}"
+                )

@@ -1,0 +1,187 @@
+"""What a plan returns: ranked candidates, the recommendation, the Pareto frontier, and the reasons.
+
+Every number a candidate carries says where it came from (``provenance``: measured | projected |
+rule) and which price snapshot it used (``price_date``). ``PlanResult.to_dict()`` is the JSON that
+``rightsize plan --json`` prints and the report renders.
+
+    PlanResult
+    ├── recommendation: Candidate | None    the cheapest feasible candidate (ties: faster)
+    ├── candidates: [Candidate]             ranked: feasible by cost, then infeasible by how close
+    ├── pareto: [Candidate]                 cost vs latency (online) or cost vs time (batch, training)
+    ├── why / why_not                       plain-language reasons for the pick and against the best
+    │                                       alternative of the other device class
+    └── warnings, assumptions               common mistakes spotted; defaults used, with sources
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+PlanKind = Literal["online", "batch", "training", "rules"]
+DeviceClass = Literal["cpu", "gpu"]
+Provenance = Literal["measured", "projected", "rule"]
+
+__all__ = ["Batching", "Candidate", "LatencyPrediction", "PlanKind", "PlanResult", "SpotPlan"]
+
+
+@dataclass(frozen=True)
+class Batching:
+    """Micro-batching policy of one replica (Triton semantics: wait counts from the oldest request)."""
+
+    max_batch: int  # samples per batch
+    max_wait_ms: float  # longest the oldest queued request waits for a batch to fill
+
+
+@dataclass(frozen=True)
+class LatencyPrediction:
+    """Predicted end-to-end request latency (queueing + batching wait + service), milliseconds."""
+
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    mean_ms: float
+    utilization: float  # busy fraction of each replica, 0..1
+    mean_batch: float  # samples per executed batch
+    method: str = "simulation"  # simulation | fluid
+    p_target_ms: float | None = None  # at the spec's percentile (e.g. p90), when not one of the above
+    # The same percentile under the service curve's band (projected curves): (optimistic, pessimistic).
+    band_ms: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class SpotPlan:
+    """Spot with checkpointing (Young/Daly), REFERENCE.md §3."""
+
+    interruptions_per_hour: float
+    checkpoint_interval_min: float  # Daly's tau*
+    expected_hours: float  # expected wall time including checkpoints, lost work and restarts
+    p_meet_deadline: float | None  # probability of finishing by the deadline (None: no deadline)
+    policy: str  # "spot" | "mixed" (spot until slack runs out, then on-demand)
+    expected_cost_usd: float
+
+
+@dataclass
+class Candidate:
+    """One way to run the workload. ``count`` is replicas (online), instances (batch) or nodes (training)."""
+
+    instance: str
+    provider: str
+    region: str
+    device_class: DeviceClass
+    device: str  # accelerator name ("A10G") or "cpu"
+    count: int  # instances (online: instances hosting ``replicas``; training: nodes)
+    precision: str
+    purchase: str  # on_demand | spot | mixed
+    cost_usd_per_hour: float  # all ``count`` instances together
+    feasible: bool
+    provenance: Provenance
+    price_date: str
+    batching: Batching | None = None
+    latency: LatencyPrediction | None = None  # online
+    runtime_hours: float | None = None  # batch: wall time; training: time to train
+    cost_usd_total: float | None = None  # batch / training: whole job; online: None (see per hour)
+    cost_usd_per_1m_requests: float | None = None  # online
+    throughput_per_s: float | None = None  # samples per second of the whole deployment
+    gpus: int = 0  # accelerators in total
+    replicas: int = 0  # online: serving replicas (one per GPU, or one per CPU instance)
+    vcpus: int = 0  # per instance
+    cold_start_s: float | None = None  # scale-from-zero: provisioning + image pull + model load
+    memory_bytes: int | None = None  # estimated peak per device
+    memory_capacity_bytes: int | None = None  # per device
+    grad_accumulation: int = 1  # training
+    spot: SpotPlan | None = None
+    reasons: list[str] = field(default_factory=list)  # why infeasible (or notes when feasible)
+    notes: list[str] = field(default_factory=list)
+    price_source: str = ""
+    band: tuple[float, float] = (1.0, 1.0)  # uncertainty multipliers on times (projected curves)
+    kind_hint: str = ""  # set by the planner: online | batch | training | rules
+
+    @property
+    def time_hours(self) -> float | None:
+        return self.runtime_hours
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["batching"] = asdict(self.batching) if self.batching else None
+        if self.latency is not None:
+            d["latency_ms"] = {
+                "p50": self.latency.p50_ms,
+                "p95": self.latency.p95_ms,
+                "p99": self.latency.p99_ms,
+                "mean": self.latency.mean_ms,
+                "target_percentile": self.latency.p_target_ms,
+                "band": list(self.latency.band_ms) if self.latency.band_ms else None,
+            }
+            d["utilization"] = self.latency.utilization
+            d["mean_batch"] = self.latency.mean_batch
+        else:
+            d["latency_ms"] = None
+        d.pop("latency", None)
+        d["time_to_train_hours"] = self.runtime_hours if self.kind_hint == "training" else None
+        d["band"] = list(self.band)
+        return _clean(d)
+
+
+@dataclass
+class PlanResult:
+    """The answer of one plan, ready for the CLI table, ``--json`` and the report."""
+
+    kind: PlanKind
+    workload: str  # spec name
+    model: str
+    target: dict[str, Any]  # the spec's targets, as given (plus defaults)
+    recommendation: Candidate | None
+    candidates: list[Candidate]  # ranked, best first (feasible ones first)
+    pareto: list[Candidate]  # non-dominated feasible candidates, by cost ascending
+    why: list[str] = field(default_factory=list)  # why the recommendation
+    why_not: list[str] = field(default_factory=list)  # why not the best of the other device class
+    alternative: Candidate | None = None  # that best alternative of the other device class
+    warnings: list[str] = field(default_factory=list)  # common mistakes spotted
+    assumptions: dict[str, Any] = field(default_factory=dict)  # defaults used, with sources
+    price_date: str = ""  # newest price date among candidates
+    elapsed_s: float = 0.0  # planning time
+    infeasible_summary: dict[str, int] = field(default_factory=dict)  # reason -> count
+
+    @property
+    def feasible(self) -> bool:
+        return self.recommendation is not None
+
+    def top(self, n: int) -> list[Candidate]:
+        return self.candidates[:n]
+
+    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        cands = self.candidates if top is None else self.candidates[:top]
+        return _clean(
+            {
+                "kind": self.kind,
+                "workload": self.workload,
+                "model": self.model,
+                "target": self.target,
+                "feasible": self.feasible,
+                "recommendation": self.recommendation.to_dict() if self.recommendation else None,
+                "why": list(self.why),
+                "alternative": self.alternative.to_dict() if self.alternative else None,
+                "why_not": list(self.why_not),
+                "candidates": [c.to_dict() for c in cands],
+                "pareto": [c.to_dict() for c in self.pareto],
+                "warnings": list(self.warnings),
+                "assumptions": self.assumptions,
+                "price_date": self.price_date,
+                "elapsed_s": self.elapsed_s,
+                "infeasible_summary": dict(self.infeasible_summary),
+                "n_candidates": len(self.candidates),
+            }
+        )
+
+
+def _clean(obj: Any) -> Any:
+    """NaN/inf -> None, tuples -> lists, recursively (JSON-safe)."""
+    if isinstance(obj, float):
+        return None if not math.isfinite(obj) else obj
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    return obj

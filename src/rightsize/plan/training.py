@@ -1,0 +1,195 @@
+"""Training planner: step time from the training curve, memory fit (gradient accumulation / AMP),
+data-parallel scaling across GPUs and nodes, time-to-train and cost per cluster size and purchase.
+
+For an option (instance type x precision; bf16/fp16 curves are AMP autocast) on n nodes with g
+accelerators each (CPU instances: one worker each), W = n g workers share the global batch B:
+
+    b = ceil(B / W)                      per-worker batch per optimizer step
+    m = min(b, largest batch that fits)  micro-batch; a = ceil(b / m) accumulation steps
+    step = a t(m) / eff(g, n)            t from the curve (per worker, one micro-batch fwd+bwd+step)
+    time = steps x step + spin-up        steps = ceil(dataset x epochs / B), or the spec's steps
+    cost = n x price x time              on-demand; spot and mixed via ``spot.py``
+
+eff(g, n) = e_intra^log2(g) x e_inter^log2(n) with per-doubling efficiencies (``ScalingModel``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rightsize.catalog.model import Instance
+from rightsize.plan.coldstart import spin_up
+from rightsize.plan.jobs import copy_candidate, finish, spot_odds, spot_variant
+from rightsize.plan.options import GIB, Option
+from rightsize.plan.result import Batching, Candidate
+from rightsize.spec.targets import ColdStart, TrainingTarget
+
+__all__ = ["ScalingModel", "node_counts", "plan_training", "training_steps"]
+
+AMP_PRECISIONS = ("bf16", "fp16")
+NOT_TRAINABLE = ("int8", "int4")  # quantised weights are for inference
+
+
+@dataclass(frozen=True)
+class ScalingModel:
+    """Data-parallel efficiency per doubling of workers (1.0 = linear).
+
+    Defaults (REFERENCE.md §5): NVIDIA DeepLearningExamples ResNet-50 on 8 A100s in one node scales
+    7.72x in TF32 -> (7.72/8)^(1/3) = 0.988 per doubling, and 6.72x with AMP -> (6.72/8)^(1/3) = 0.944
+    (faster compute, same communication). Across nodes, Horovod keeps ~90% at 512 GPUs over 25 Gb/s
+    RoCE, i.e. from 8-GPU nodes 0.90^(1/6) = 0.983 per doubling of nodes.
+    """
+
+    intra_fp32: float = 0.988
+    intra_amp: float = 0.944
+    inter: float = 0.983
+    source: str = "REFERENCE.md §5 (NVIDIA DeepLearningExamples ResNet-50 8xA100; Horovod 512 GPUs)"
+
+    @classmethod
+    def uniform(cls, per_doubling: float) -> ScalingModel:
+        return cls(per_doubling, per_doubling, per_doubling, "spec: targets.training.scaling_efficiency")
+
+    def efficiency(self, per_node: int, nodes: int, precision: str) -> float:
+        intra = self.intra_amp if precision in AMP_PRECISIONS else self.intra_fp32
+        return intra ** math.log2(max(1, per_node)) * self.inter ** math.log2(max(1, nodes))
+
+
+def training_steps(target: TrainingTarget) -> int:
+    if target.steps is not None:
+        return target.steps
+    assert target.dataset_size is not None and target.epochs is not None
+    return max(1, math.ceil(target.dataset_size * target.epochs / target.batch_size))
+
+
+def node_counts(max_nodes: int) -> list[int]:
+    """1..8, then powers of two up to ``max_nodes``."""
+    out = [n for n in (1, 2, 3, 4, 6, 8) if n <= max_nodes]
+    n = 16
+    while n <= max_nodes:
+        out.append(n)
+        n *= 2
+    if max_nodes not in out:
+        out.append(max_nodes)
+    return out
+
+
+def plan_training(
+    options: Sequence[Option],
+    target: TrainingTarget,
+    purchase: Sequence[str] = ("on_demand", "spot"),
+    cold: ColdStart | None = None,
+    rate_of: Callable[[Instance], float | None] | None = None,
+    scaling: ScalingModel | None = None,
+    spot_mc_top: int = 16,
+    seed: int = 0,
+) -> list[Candidate]:
+    """Candidates for every option x node count x purchase option, unranked (infeasible ones say why)."""
+    cold = cold or ColdStart.model_validate({})
+    scale = scaling or (
+        ScalingModel.uniform(target.scaling_efficiency) if target.scaling_efficiency else ScalingModel()
+    )
+    steps = training_steps(target)
+    out: list[Candidate] = []
+    work: dict[int, float] = {}  # id(candidate) -> compute hours (no spin-up, no interruptions)
+    for opt in options:
+        if opt.precision in NOT_TRAINABLE:
+            continue
+        for c, hours in _option(opt, target, steps, purchase, cold, scale, rate_of):
+            out.append(c)
+            work[id(c)] = hours
+    ckpt_h, restart_h = target.checkpoint_minutes / 60.0, target.restart_minutes / 60.0
+    out += spot_odds(out, work, target.deadline_hours, target.budget_usd, ckpt_h, restart_h, spot_mc_top, seed)
+    return out
+
+
+def _option(
+    opt: Option,
+    target: TrainingTarget,
+    steps: int,
+    purchase: Sequence[str],
+    cold: ColdStart,
+    scale: ScalingModel,
+    rate_of: Callable[[Instance], float | None] | None,
+) -> list[tuple[Candidate, float]]:
+    inst, curve = opt.instance, opt.curve
+    gpu = inst.accelerator is not None
+    up = spin_up(cold, gpu)
+    per_node = opt.per_instance
+    fit = (1 << 30) if opt.memory is None else opt.memory.max_batch(opt.usable_bytes)
+    out: list[tuple[Candidate, float]] = []
+    for nodes in node_counts(target.max_nodes):
+        workers = nodes * per_node
+        base = _base(opt, nodes, workers, target)
+        base.cold_start_s = up.total_s
+        if workers > target.batch_size:
+            if nodes == 1:
+                base.reasons.append(
+                    f"global batch {target.batch_size} is smaller than the {workers} workers of one instance"
+                )
+                out.append((base, 0.0))
+            break
+        b = math.ceil(target.batch_size / workers)
+        if fit < 1:
+            need = opt.need_bytes(1) or 0.0
+            base.reasons.append(
+                f"does not fit memory: weights + gradients + optimizer states + one sample need {need / GIB:.1f} GiB, "
+                f"{opt.device} has {opt.usable_bytes / GIB:.1f} GiB usable (needs sharding such as ZeRO/FSDP, "
+                "which rightsize does not plan)"
+            )
+            out.append((base, 0.0))
+            break
+        accum = math.ceil(b / min(b, fit))
+        micro = math.ceil(b / accum)
+        eff = scale.efficiency(per_node, nodes, curve.precision)
+        step_ms = accum * curve.t_ms(micro) / eff
+        compute_h = steps * step_ms / 3.6e6
+        base.batching = Batching(micro, 0.0)
+        base.grad_accumulation = accum
+        base.memory_bytes = None if opt.memory is None else int(opt.memory.bytes_at(micro))
+        base.throughput_per_s = target.batch_size * 1000.0 / step_ms
+        base.notes.append(
+            f"{workers} worker(s) x batch {b} ({accum} x micro-batch {micro}); scaling efficiency {eff:.2f}; "
+            f"spin-up {up.describe()}"
+        )
+        if accum > 1:
+            base.notes.append(f"gradient accumulation x{accum}: batch {b} per worker does not fit in one pass")
+        if "on_demand" in purchase:
+            c = copy_candidate(base, "on-demand", inst.on_demand_usd_per_hour * nodes)
+            finish(c, compute_h + up.total_hours, target.deadline_hours, target.budget_usd)
+            out.append((c, compute_h))
+        if "spot" in purchase:
+            rate = rate_of(inst) if rate_of else None
+            ckpt_h, restart_h = target.checkpoint_minutes / 60.0, target.restart_minutes / 60.0
+            sc = spot_variant(
+                base, inst, nodes, compute_h, up.total_hours, ckpt_h, restart_h, rate,
+                target.deadline_hours, target.budget_usd,
+            )  # fmt: skip
+            if sc is not None:
+                out.append((sc, compute_h))
+    return out
+
+
+def _base(opt: Option, nodes: int, workers: int, target: TrainingTarget) -> Candidate:
+    inst = opt.instance
+    return Candidate(
+        instance=inst.instance_type,
+        provider=inst.provider,
+        region=inst.region,
+        device_class="gpu" if inst.accelerator else "cpu",
+        device=opt.device,
+        count=nodes,
+        precision=opt.precision,
+        purchase="on-demand",
+        cost_usd_per_hour=inst.on_demand_usd_per_hour * nodes,
+        feasible=False,
+        provenance=opt.curve.provenance,
+        price_date=inst.price_date,
+        price_source=inst.source,
+        band=(opt.curve.band_lo, opt.curve.band_hi),
+        gpus=workers if inst.accelerator else 0,
+        memory_capacity_bytes=int(opt.capacity_bytes),
+        vcpus=inst.vcpus,
+        kind_hint="training",
+    )

@@ -1,0 +1,60 @@
+"""Offline batch planner: best-throughput batch, instances to meet the deadline, CPU fleet vs GPU."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from plan_fixtures import cpu_curve, gpu_curve, small_catalog
+
+from rightsize.plan.batch import best_batch, plan_batch
+from rightsize.plan.options import GIB, MemoryModel, pair_options
+from rightsize.spec.targets import BatchTarget, ColdStart
+
+
+def test_best_batch_is_the_throughput_peak_that_fits() -> None:
+    cat = small_catalog()
+    (gpu,) = pair_options(cat.instances[2:3], [gpu_curve("T4", 5.0, 0.5)], cat.accelerators)
+    assert best_batch(gpu) == 32  # t(b) = 5 + 0.5 b: throughput rises with b
+    mem = {"fp16": MemoryModel(fixed_bytes=4 * GIB, per_sample_bytes=GIB)}  # ~9 samples fit in 13.7 GiB usable
+    (tight,) = pair_options(cat.instances[2:3], [gpu_curve("T4", 5.0, 0.5)], cat.accelerators, mem)
+    assert best_batch(tight) == 8
+
+
+def test_instances_to_meet_the_deadline_and_the_cost() -> None:
+    cat = small_catalog()
+    curves = [cpu_curve("c.2x", 10.0, 10.0), gpu_curve("T4", 5.0, 0.5)]
+    cold = ColdStart(provision_s=0, image_pull_s=0, model_load_s=0)
+    target = BatchTarget(items=5_000_000, deadline_hours=2)
+    cands = plan_batch(pair_options(cat.instances, curves, cat.accelerators), target, ["on_demand"], cold)
+    cpu = min((c for c in cands if c.instance == "c.2x"), key=lambda c: c.count)
+    # 100 samples/s per CPU instance -> 5M / (100 x 2 h) = 6.9 -> 7 instances
+    assert cpu.count == math.ceil(5_000_000 / (100 * 2 * 3600))
+    assert cpu.runtime_hours == pytest.approx(5_000_000 / (7 * 100) / 3600)
+    assert cpu.cost_usd_total == pytest.approx(7 * 0.34 * cpu.runtime_hours)
+    gpu = min((c for c in cands if c.instance == "g.t4"), key=lambda c: c.count)
+    assert gpu.count == 1 and gpu.batching is not None and gpu.batching.max_batch == 32
+    assert gpu.feasible and gpu.cost_usd_total < cpu.cost_usd_total  # type: ignore[operator]
+    # the 2x and 4x variants trade money for time
+    more = sorted((c for c in cands if c.instance == "c.2x"), key=lambda c: c.count)
+    assert [c.count for c in more] == [7, 14, 28]
+    assert more[0].runtime_hours > more[-1].runtime_hours  # type: ignore[operator]
+
+
+def test_spin_up_counts_and_can_break_a_short_deadline() -> None:
+    cat = small_catalog()
+    target = BatchTarget(items=1000, deadline_hours=0.05)  # 3 minutes
+    cold = ColdStart(provision_s=60, image_pull_s=120, model_load_s=10)  # GPU default pull x4 does not apply here
+    (c, *_) = plan_batch(
+        pair_options(cat.instances[:1], [cpu_curve("c.2x", 10, 10)], cat.accelerators), target, cold=cold
+    )
+    assert c.cold_start_s == pytest.approx(190.0)
+    assert not c.feasible and "spin-up alone" in c.reasons[0]
+
+
+def test_max_instances_caps_the_fleet() -> None:
+    cat = small_catalog()
+    target = BatchTarget(items=10_000_000, deadline_hours=1, max_instances=4)
+    cands = plan_batch(pair_options(cat.instances[:1], [cpu_curve("c.2x", 10, 10)], cat.accelerators), target)
+    assert cands and all(not c.feasible for c in cands)
+    assert any("max_instances" in r for c in cands for r in c.reasons)

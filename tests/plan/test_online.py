@@ -1,0 +1,100 @@
+"""Online planner: fewest replicas within headroom, cheapest feasible pick, infeasible reasons."""
+
+from __future__ import annotations
+
+import pytest
+from plan_fixtures import cpu_curve, gpu_curve, small_catalog
+
+from rightsize.plan.online import plan_online
+from rightsize.plan.options import MemoryModel, pair_options
+from rightsize.plan.sim import SimConfig, simulate
+from rightsize.spec.targets import LatencyBound, OnlineTarget
+
+
+def _target(rate: float, bound: float, **kw: object) -> OnlineTarget:
+    return OnlineTarget(rate_per_s=rate, latency=LatencyBound(percentile=95, bound_ms=bound), **kw)  # type: ignore[arg-type]
+
+
+def _by_name(cands):  # type: ignore[no-untyped-def]
+    return {c.instance: c for c in cands}
+
+
+def test_low_rate_small_model_goes_to_the_cheap_cpu() -> None:
+    cat = small_catalog()
+    curves = [cpu_curve("c.2x", 20.0, 15.0), cpu_curve("c.4x", 11.0, 8.0), gpu_curve("T4", 4.0, 0.2)]
+    cands = _by_name(plan_online(pair_options(cat.instances, curves, cat.accelerators), _target(10, 80)))
+    best = min((c for c in cands.values() if c.feasible), key=lambda c: c.cost_usd_per_hour)
+    assert best.instance == "c.2x" and best.device_class == "cpu" and best.replicas == 1
+    assert best.latency is not None and best.latency.p95_ms <= 80
+    assert best.cost_usd_per_1m_requests == pytest.approx(0.34 / (10 * 3600) * 1e6)
+    gpu = cands["g.t4"]
+    assert gpu.feasible and gpu.latency is not None and gpu.latency.utilization < 0.2  # an idle GPU: overbuying
+
+
+def test_replicas_are_the_fewest_that_meet_slo_within_headroom() -> None:
+    cat = small_catalog()
+    curves = [cpu_curve("c.2x", 30.0, 30.0)]  # 30 ms per request, no batching gain
+    target = _target(60, 150)
+    (cand,) = [c for c in plan_online(pair_options(cat.instances, curves, cat.accelerators), target) if c.feasible]
+    # capacity: 60 req/s x 30 ms = 1.8 busy servers; / 0.8 headroom -> at least 3 replicas
+    assert cand.replicas == 3 and cand.count == 3
+    assert cand.cost_usd_per_hour == pytest.approx(3 * 0.34)
+    assert cand.latency is not None and cand.latency.p95_ms <= 150
+    assert cand.latency.utilization == pytest.approx(60 * 0.030 / 3, rel=0.1)
+    # with headroom 1.0 two replicas (90% busy) would be allowed but miss the tail bound
+    two = simulate(curves[0], SimConfig(rate_per_s=60, replicas=2, balancer="jsq"), n_requests=20_000)
+    assert two.p95_ms > 150
+
+
+def test_gpu_batching_wins_at_high_rate_within_budget() -> None:
+    cat = small_catalog()
+    curves = [cpu_curve("c.2x", 25.0, 25.0), cpu_curve("c.4x", 13.0, 13.0), gpu_curve("T4", 5.0, 0.5)]
+    target = _target(400, 120, budget_usd_per_hour=2.0)
+    cands = plan_online(pair_options(cat.instances, curves, cat.accelerators), target)
+    feas = sorted((c for c in cands if c.feasible), key=lambda c: c.cost_usd_per_hour)
+    rec = feas[0]
+    assert rec.instance == "g.t4" and rec.replicas == 1
+    assert rec.batching is not None and rec.batching.max_batch > 1  # must batch: 400 req/s x 5.5 ms > 1
+    assert rec.latency is not None and rec.latency.mean_batch > 1.5
+    assert rec.latency.band_ms is not None  # projected curve: optimistic and pessimistic percentile
+    # CPU would need >= ceil(400 x 0.025 / 0.8) = 13 small replicas: over the $2/h budget
+    cpu = next(c for c in cands if c.instance == "c.2x")
+    assert not cpu.feasible and any(r.startswith("over budget") for r in cpu.reasons)
+
+
+def test_infeasible_candidates_say_why() -> None:
+    cat = small_catalog()
+    curves = [cpu_curve("c.2x", 200.0, 50.0), gpu_curve("T4", 5.0, 0.5), gpu_curve("A100-80GB", 2.0, 0.1)]
+    memory = {"fp16": MemoryModel(fixed_bytes=20 * 2**30, per_sample_bytes=1e6)}  # 20 GiB of weights
+    memory["fp32"] = MemoryModel(fixed_bytes=1e9, per_sample_bytes=1e6)
+    cands = _by_name(plan_online(pair_options(cat.instances, curves, cat.accelerators, memory), _target(5, 80)))
+    assert cands["c.2x"].reasons[0].startswith("t(1) alone exceeds the SLO")
+    assert cands["g.t4"].reasons[0].startswith("does not fit memory")
+    assert cands["p.a100"].feasible  # 80 GB holds 20 GiB
+    over = plan_online(
+        pair_options(cat.instances, curves[1:], cat.accelerators), _target(5, 80, budget_usd_per_hour=0.2)
+    )
+    assert all(not c.feasible and c.reasons[-1].startswith("over budget") for c in over)
+
+
+def test_batch_cap_respects_memory() -> None:
+    cat = small_catalog()
+    curves = [gpu_curve("T4", 5.0, 0.5)]
+    # 13.4 GiB usable on a T4: 10 GiB fixed + 1 GiB per sample leaves room for 3 samples
+    memory = {"fp16": MemoryModel(fixed_bytes=10 * 2**30, per_sample_bytes=2**30)}
+    (c,) = plan_online(pair_options(cat.instances[2:3], curves, cat.accelerators, memory), _target(300, 100))
+    assert c.feasible and c.batching is not None and c.batching.max_batch <= 3
+
+
+def test_spot_only_serving_adds_a_spare_and_skips_instances_without_spot() -> None:
+    cat = small_catalog()
+    curves = [cpu_curve("c.2x", 20.0, 15.0), gpu_curve("T4", 4.0, 0.2)]
+    cands = _by_name(plan_online(pair_options(cat.instances, curves, cat.accelerators), _target(10, 80), ["spot"]))
+    cpu = cands["c.2x"]
+    assert cpu.feasible and cpu.purchase == "spot" and cpu.replicas == 2  # one replica + one spare
+    assert cpu.cost_usd_per_hour == pytest.approx(2 * 0.15)
+    from dataclasses import replace
+
+    no_spot = replace(cat.instances[0], spot_usd_per_hour=None)
+    (c,) = plan_online(pair_options([no_spot], curves[:1], cat.accelerators), _target(10, 80), ["spot"])
+    assert not c.feasible and c.reasons[0].startswith("no spot offer")

@@ -1,0 +1,51 @@
+"""Spot math against REFERENCE.md §3's worked check (Young/Daly), and the mixed policy."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rightsize.plan.spot import daly_interval_hours, daly_wall_hours, simulate_spot, young_interval_hours
+
+DELTA_H, RESTART_H, WORK_H = 5 / 60, 15 / 60, 100.0
+
+
+@pytest.mark.parametrize(
+    ("mtbi_h", "tau_min", "wall_h"),
+    [(24.0, 117.0, 110.0), (6.0, 57.0, 124.0), (2.0, 31.0, 154.0)],  # REFERENCE.md §3 worked check
+)
+def test_daly_matches_the_worked_check(mtbi_h: float, tau_min: float, wall_h: float) -> None:
+    assert daly_interval_hours(DELTA_H, mtbi_h) * 60 == pytest.approx(tau_min, abs=1.0)
+    assert daly_wall_hours(WORK_H, DELTA_H, RESTART_H, mtbi_h) == pytest.approx(wall_h, abs=1.0)
+
+
+def test_young_is_the_first_order_term() -> None:
+    assert young_interval_hours(DELTA_H, 24.0) == pytest.approx(math.sqrt(2 * DELTA_H * 24.0))
+    assert daly_interval_hours(DELTA_H, 24.0) < young_interval_hours(DELTA_H, 24.0)  # minus delta, plus small terms
+
+
+@pytest.mark.parametrize("mtbi_h", [24.0, 6.0, 2.0])
+def test_monte_carlo_agrees_with_daly(mtbi_h: float) -> None:
+    run = simulate_spot(WORK_H, 1 / mtbi_h, DELTA_H, RESTART_H, 1.0, 3.0, samples=1500, seed=1)
+    assert run.expected_hours == pytest.approx(daly_wall_hours(WORK_H, DELTA_H, RESTART_H, mtbi_h), rel=0.02)
+    assert run.expected_cost_usd == pytest.approx(run.expected_hours * 1.0, rel=1e-9)  # all of it at the spot price
+
+
+def test_deadline_odds_and_the_mixed_policy() -> None:
+    # M = 2 h: spot alone needs ~154 h on average; with a 130 h deadline it almost never makes it
+    spot = simulate_spot(WORK_H, 0.5, DELTA_H, RESTART_H, 1.0, 3.0, deadline_hours=130, samples=800, seed=2)
+    assert spot.p_meet_deadline is not None and spot.p_meet_deadline < 0.05
+    mixed = simulate_spot(
+        WORK_H, 0.5, DELTA_H, RESTART_H, 1.0, 3.0, deadline_hours=130, policy="mixed", samples=800, seed=2
+    )
+    assert mixed.p_meet_deadline is not None and mixed.p_meet_deadline > 0.95
+    # cheaper than all on-demand (100 h x $3) because part of the work ran on spot
+    assert mixed.expected_cost_usd < 300.0
+    assert 0 < mixed.expected_spot_hours < mixed.expected_hours
+
+
+def test_no_interruptions_means_no_overhead() -> None:
+    run = simulate_spot(10.0, 0.0, DELTA_H, RESTART_H, 1.0, 3.0, deadline_hours=10.0)
+    assert run.expected_hours == 10.0 and run.p_meet_deadline == 1.0
+    assert daly_wall_hours(10.0, DELTA_H, RESTART_H, math.inf) == 10.0

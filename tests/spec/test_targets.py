@@ -1,0 +1,57 @@
+"""Planning targets in the spec: defaults, validation, one goal at a time."""
+
+from __future__ import annotations
+
+import pytest
+
+from rightsize.errors import SpecError
+from rightsize.spec import parse_spec
+
+
+def _targets(t: dict) -> dict:  # type: ignore[type-arg]
+    return {"model": "distilbert", "targets": t}
+
+
+def test_online_defaults() -> None:
+    w = parse_spec(_targets({"online": {"rate_per_s": 40, "latency": {"bound_ms": 120}}}))
+    assert w.targets is not None and w.targets.online is not None
+    o = w.targets.online
+    assert (o.latency.percentile, o.request_samples, o.arrival, o.balancer, o.headroom) == (
+        95,
+        1,
+        "poisson",
+        "jsq",
+        0.8,
+    )
+    assert w.targets.purchase == ["on_demand", "spot"] and w.targets.cold_start.provision_s == 25.0
+
+
+@pytest.mark.parametrize(
+    ("targets", "field"),
+    [
+        ({"online": {"rate_per_s": 0, "latency": {"bound_ms": 1}}}, "targets.online.rate_per_s"),
+        ({"online": {"rate_per_s": 1, "latency": {"bound_ms": 1}, "balancer": "magic"}}, "targets.online.balancer"),
+        (
+            {"online": {"rate_per_s": 1, "latency": {"bound_ms": 1}}, "batch": {"items": 1, "deadline_hours": 1}},
+            "targets",
+        ),
+        ({"training": {"epochs": 3}}, "targets.training"),
+        ({}, "targets"),
+        ({"purchase": ["reserved"], "kind": "etl"}, "targets.purchase[0]"),
+    ],
+)
+def test_invalid_targets_name_the_field(targets: dict, field: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(SpecError) as err:
+        parse_spec(_targets(targets))
+    assert err.value.field == field
+
+
+def test_training_needs_a_length() -> None:
+    w = parse_spec(_targets({"training": {"dataset_size": 1000, "epochs": 3, "deadline_hours": 8}}))
+    assert w.targets is not None and w.targets.training is not None
+    assert w.targets.training.batch_size == 32 and w.targets.training.checkpoint_minutes == 5.0
+
+
+def test_classic_ml_needs_no_goal() -> None:
+    w = parse_spec(_targets({"kind": "classic_ml", "rows": 20_000_000}))
+    assert w.targets is not None and w.targets.kind == "classic_ml" and w.targets.online is None

@@ -94,7 +94,7 @@ def _estimate(
             "breakdown": est[0].breakdown,
             "model": workload.model,
         }
-        store.save_artifact(None, MEMORY_CACHE_KIND, payload)
+        store.save_artifact(None, MEMORY_CACHE_KIND, payload, internal=True)
         out[prec] = payload
     return out
 

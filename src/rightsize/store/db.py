@@ -267,9 +267,12 @@ class Store:
 
     # -- artifacts ---------------------------------------------------------------------------------
 
-    def save_artifact(self, run_id: str | None, kind: str, payload: dict[str, Any]) -> str:
-        """Attach a JSON payload (plan, load test, pipeline result) to a run; a run is made if None."""
-        if run_id is None:
+    def save_artifact(self, run_id: str | None, kind: str, payload: dict[str, Any], *, internal: bool = False) -> str:
+        """Attach a JSON payload (plan, load test, pipeline result) to a run; a run is made if None.
+
+        ``internal`` payloads (caches) belong to no run and never show in ``rightsize results``.
+        """
+        if run_id is None and not internal:
             run_id = self.start_run(kind, name=str(payload.get("name", kind)), model=payload.get("model"))
             self.finish_run(run_id)
         art_id = uuid.uuid4().hex[:12]

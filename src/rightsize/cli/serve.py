@@ -1,0 +1,88 @@
+"""``rightsize serve MODEL``: a micro-batching HTTP inference server (see rightsize.serve and docs/serving.md)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import typer
+
+from rightsize.cli._common import JSON_OPTION, emit_json, err_console
+
+
+def serve_command(
+    model: str = typer.Argument(..., help="Zoo model name (`rightsize models`) or package.module:factory."),
+    tiny: bool = typer.Option(False, "--tiny", help="Serve the tiny variant (tests, demos)."),
+    seq: int | None = typer.Option(None, "--seq", min=1, help="Sequence length of token models."),
+    image: int | None = typer.Option(None, "--image", min=8, help="Image size of vision models."),
+    shape: str | None = typer.Option(None, "--shape", help="Per-sample shape of a user model, e.g. 3,224,224."),
+    precision: str = typer.Option("fp32", "--precision", help="fp32 | bf16 | int8 (int8: CPU dynamic quantisation)."),
+    max_batch: int = typer.Option(8, "--max-batch", min=1, help="Most samples per batch (and per request)."),
+    max_wait_ms: float = typer.Option(
+        2.0, "--max-wait-ms", min=0.0, help="A partial batch waits until the oldest request's arrival + this."
+    ),
+    workers: int | None = typer.Option(None, "--workers", min=1, help="CPU workers (default: min(2, cores))."),
+    threads: int | None = typer.Option(None, "--threads", min=1, help="Intra-op threads per CPU worker."),
+    router: str | None = typer.Option(None, "--router", help="cpu | gpu | size | hybrid (default: hybrid with CUDA)."),
+    crossover: int | None = typer.Option(None, "--crossover", min=1, help="size router: CPU below this batch size."),
+    queue_size: int = typer.Option(256, "--queue-size", min=1, help="Samples waiting per pool before 503."),
+    slo_ms: float | None = typer.Option(None, "--slo-ms", help="Latency SLO: refuse (503) what would miss it."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, help="TCP port (0: a free one)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; 0.0.0.0 exposes it to the network."),
+    token: str | None = typer.Option(None, "--token", envvar="RIGHTSIZE_TOKEN", help="Require this bearer token."),
+    log_level: str = typer.Option("warning", "--log-level", help="uvicorn log level."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Serve MODEL over HTTP with micro-batching; Ctrl-C drains the queue and stops."""
+    from rightsize.errors import SpecError
+    from rightsize.serve.config import ServerConfig
+
+    sample_shape: tuple[int, ...] | None = None
+    if shape:
+        try:
+            sample_shape = tuple(int(s) for s in shape.replace("x", ",").split(",") if s.strip())
+        except ValueError:
+            raise SpecError("--shape", f"must be comma-separated integers like 3,224,224, got {shape!r}") from None
+    config = ServerConfig(
+        model=model,
+        tiny=tiny,
+        seq_len=seq,
+        image_size=image,
+        sample_shape=sample_shape,
+        precision=precision,  # type: ignore[arg-type]  # checked in ServerConfig
+        max_batch=max_batch,
+        max_wait_ms=max_wait_ms,
+        workers=workers,
+        threads=threads,
+        router=router,  # type: ignore[arg-type]
+        crossover_batch=crossover,
+        queue_size=max(queue_size, max_batch),
+        slo_ms=slo_ms,
+        host=host,
+        port=port,
+        token=token,
+        log_level=log_level,
+    )
+    if host not in ("127.0.0.1", "localhost", "::1") and token is None:
+        err_console.print(f"warning: serving on {host} without --token; anyone who can reach it can use it")
+    err_console.print(f"rightsize serve: loading {model}{' (tiny)' if tiny else ''} …")
+
+    def on_ready(service: Any) -> None:
+        info = service.info()
+        if as_json:
+            emit_json(info)
+        else:
+            pools = ", ".join(f"{p['name']}={p['device']}×{p['workers']}" for p in info["pools"])
+            err_console.print(
+                f"serving {model} on {info['url']}  (pools {pools}, router {info['router']}, max batch "
+                f"{max_batch}, max wait {max_wait_ms:g} ms; docs at /docs, metrics at /metrics)"
+            )
+        sys.stderr.flush()
+
+    from rightsize.serve.server import serve
+
+    serve(config, on_ready)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve_command)

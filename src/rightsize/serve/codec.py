@@ -1,0 +1,234 @@
+"""Request and response bodies: JSON and a compact binary tensor format, validated against the model.
+
+JSON request (``Content-Type: application/json``)::
+
+    {"inputs": [[...], ...], "priority": 0, "deadline_ms": null}
+
+``inputs`` holds one or more samples; each sample has the model's sample shape (features ``[F]``, image
+``[3, H, W]``, tokens ``[S]`` as integer ids below the vocabulary).
+
+Binary tensor (``Content-Type: application/octet-stream``), little-endian, C order::
+
+    offset  size       field
+    0       4          magic  b"RSZT"
+    4       1          version = 1
+    5       1          dtype code: 1 float32 | 2 float16 | 3 float64 | 4 int64 | 5 int32
+    6       1          ndim (1..8); shape[0] is the number of samples
+    7       1          reserved, 0
+    8       4 * ndim   shape, uint32 each
+    8+4*ndim  ...      data, prod(shape) * itemsize bytes
+
+Priority and deadline travel in the headers ``X-Priority`` and ``X-Deadline-Ms`` (JSON body fields win).
+Responses are JSON ``{"outputs": [...]}`` or, with ``Accept: application/octet-stream``, the same binary
+format. Every problem with a body raises ``BodyError`` carrying a 4xx status, never a 5xx.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+_orjson: Any
+try:  # orjson is several times faster for these bodies; the stdlib is the fallback
+    _orjson = importlib.import_module("orjson")
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None
+
+__all__ = [
+    "BINARY_TYPE",
+    "BodyError",
+    "InputSpec",
+    "ParsedRequest",
+    "decode_tensor",
+    "dumps",
+    "encode_tensor",
+    "parse_binary_request",
+    "parse_json_request",
+]
+
+BINARY_TYPE = "application/octet-stream"
+MAGIC = b"RSZT"
+VERSION = 1
+MAX_NDIM = 8
+DTYPE_BY_CODE: dict[int, np.dtype[Any]] = {
+    1: np.dtype("<f4"),
+    2: np.dtype("<f2"),
+    3: np.dtype("<f8"),
+    4: np.dtype("<i8"),
+    5: np.dtype("<i4"),
+}
+CODE_BY_DTYPE = {dt.name: code for code, dt in DTYPE_BY_CODE.items()}
+MAX_PRIORITY = 1000
+MAX_DEADLINE_MS = 3_600_000.0
+
+
+class BodyError(Exception):
+    """A request body the server refuses: ``status`` is 400, 413, 415 or 422."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What one sample must look like."""
+
+    sample_shape: tuple[int, ...]
+    dtype: str  # "float32" | "int64"
+    max_value: int | None = None  # int64 inputs: exclusive upper bound (vocabulary size)
+    max_samples: int = 8  # samples per request
+
+
+@dataclass(frozen=True)
+class ParsedRequest:
+    inputs: np.ndarray  # [n, *sample_shape], dtype float32 or int64
+    priority: int
+    deadline_ms: float | None
+
+
+def dumps(obj: Any) -> bytes:
+    """JSON bytes; numpy arrays serialise natively with orjson."""
+    if _orjson is not None:
+        return _orjson.dumps(obj, option=_orjson.OPT_SERIALIZE_NUMPY)
+    return json.dumps(obj, default=_np_default, separators=(",", ":")).encode()
+
+
+def _np_default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray | np.generic):
+        return obj.tolist()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def _loads(body: bytes) -> Any:
+    try:
+        return _orjson.loads(body) if _orjson is not None else json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise BodyError(400, f"body is not valid JSON: {str(exc)[:120]}") from None
+
+
+# --- binary tensors --------------------------------------------------------------------------------
+
+
+def encode_tensor(array: np.ndarray) -> bytes:
+    """The binary format above; float32/float16/float64/int64/int32 arrays with 1..8 dimensions."""
+    arr = np.ascontiguousarray(array)
+    code = CODE_BY_DTYPE.get(arr.dtype.name)
+    if code is None or not 1 <= arr.ndim <= MAX_NDIM:
+        raise ValueError(f"cannot encode dtype {arr.dtype} with {arr.ndim} dimensions")
+    header = struct.pack(f"<4sBBBB{arr.ndim}I", MAGIC, VERSION, code, arr.ndim, 0, *arr.shape)
+    return header + arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+
+
+def decode_tensor(body: bytes) -> np.ndarray:
+    """The array in a binary body (read-only view of ``body``); BodyError 400 when malformed."""
+    if len(body) < 8 or body[:4] != MAGIC:
+        raise BodyError(400, "binary body must start with the 8-byte header b'RSZT' version dtype ndim 0")
+    version, code, ndim, _reserved = body[4], body[5], body[6], body[7]
+    if version != VERSION:
+        raise BodyError(400, f"binary body version {version} is not supported; use {VERSION}")
+    dtype = DTYPE_BY_CODE.get(code)
+    if dtype is None:
+        raise BodyError(400, f"binary dtype code {code} is unknown; use one of {sorted(DTYPE_BY_CODE)}")
+    if not 1 <= ndim <= MAX_NDIM:
+        raise BodyError(400, f"binary ndim must be 1..{MAX_NDIM}, got {ndim}")
+    end = 8 + 4 * ndim
+    if len(body) < end:
+        raise BodyError(400, "binary body is shorter than its header")
+    shape = struct.unpack_from(f"<{ndim}I", body, 8)
+    count = math.prod(shape)
+    if len(body) - end != count * dtype.itemsize:
+        raise BodyError(400, f"binary body has {len(body) - end} data bytes; shape {list(shape)} needs "
+                        f"{count * dtype.itemsize}")  # fmt: skip
+    return np.frombuffer(body, dtype=dtype, count=count, offset=end).reshape(shape)
+
+
+# --- validation ------------------------------------------------------------------------------------
+
+
+def check_inputs(array: np.ndarray, spec: InputSpec) -> np.ndarray:
+    """``array`` as [n, *sample_shape] in the model's dtype; BodyError 413/422 otherwise."""
+    kind = array.dtype.kind
+    if kind not in "iuf":
+        raise BodyError(422, f"inputs must be numbers, got {'booleans' if kind == 'b' else 'non-numeric values'}")
+    if array.ndim != 1 + len(spec.sample_shape) or tuple(array.shape[1:]) != spec.sample_shape:
+        raise BodyError(422, f"inputs must have shape [n, {', '.join(map(str, spec.sample_shape))}] "
+                        f"(a list of samples), got {list(array.shape)}")  # fmt: skip
+    n = array.shape[0]
+    if n < 1:
+        raise BodyError(422, "inputs must hold at least one sample")
+    if n > spec.max_samples:
+        raise BodyError(413, f"{n} samples in one request; at most {spec.max_samples} (the server's max batch)")
+    if spec.dtype == "int64":
+        if kind == "f":
+            raise BodyError(422, "inputs must be integer token ids, got floating-point numbers")
+        if array.size and (int(array.min()) < 0 or (spec.max_value is not None and int(array.max()) >= spec.max_value)):
+            raise BodyError(422, f"token ids must be in [0, {spec.max_value}), got [{array.min()}, {array.max()}]")
+        return array.astype(np.int64, copy=False)
+    with np.errstate(over="ignore"):  # overflow becomes inf, refused just below
+        out = array.astype(np.float32, copy=False)
+    if not np.isfinite(out).all():
+        raise BodyError(422, "inputs must be finite numbers (no NaN or infinity, none beyond float32 range)")
+    return out
+
+
+def _priority(value: Any) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        try:
+            value = int(value)
+        except ValueError:
+            raise BodyError(422, f"priority must be an integer, got {value[:40]!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or abs(value) > MAX_PRIORITY:
+        raise BodyError(422, f"priority must be an integer in [-{MAX_PRIORITY}, {MAX_PRIORITY}], got {value!r}"[:160])
+    return value
+
+
+def _deadline(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise BodyError(422, f"deadline_ms must be a number, got {value[:40]!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_DEADLINE_MS:
+        raise BodyError(422, f"deadline_ms must be a number in (0, {MAX_DEADLINE_MS:.0f}] or null, got {value!r}"[:160])
+    return float(value)
+
+
+def parse_json_request(body: bytes, spec: InputSpec, priority: Any = None, deadline_ms: Any = None) -> ParsedRequest:
+    """A JSON body -> validated inputs; ``priority``/``deadline_ms`` are header fallbacks."""
+    doc = _loads(body)
+    if not isinstance(doc, dict) or "inputs" not in doc:
+        raise BodyError(422, 'body must be a JSON object with "inputs": a list of samples')
+    raw = doc["inputs"]
+    if not isinstance(raw, list):
+        raise BodyError(422, '"inputs" must be a list of samples')
+    if len(raw) > spec.max_samples:  # before converting: a huge list is refused cheaply
+        raise BodyError(413, f"{len(raw)} samples in one request; at most {spec.max_samples} (the server's max batch)")
+    try:
+        array = np.asarray(raw)
+    except (ValueError, TypeError, OverflowError, RecursionError):
+        raise BodyError(
+            422, f"inputs must be a rectangular list of samples of shape {list(spec.sample_shape)}"
+        ) from None
+    inputs = check_inputs(array, spec)
+    return ParsedRequest(
+        inputs,
+        _priority(doc.get("priority", priority)),
+        _deadline(doc.get("deadline_ms", deadline_ms)),
+    )
+
+
+def parse_binary_request(body: bytes, spec: InputSpec, priority: Any = None, deadline_ms: Any = None) -> ParsedRequest:
+    """A binary tensor body -> validated inputs; priority and deadline come from headers."""
+    return ParsedRequest(check_inputs(decode_tensor(body), spec), _priority(priority), _deadline(deadline_ms))

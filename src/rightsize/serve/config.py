@@ -1,0 +1,162 @@
+"""What a server runs: the model, its pools of workers, batching and admission settings.
+
+    ServerConfig   one server: model + batching + router + HTTP settings (the Python API of `rightsize serve`)
+    PoolConfig     one device pool: a FIFO queue shared by ``workers`` workers on one device
+
+A pool's ``predict`` (``batch_tensor -> tensor``, first dimension = samples) overrides the zoo model:
+tests and benchmarks use it to serve fake, slow or trivial models through the same batcher and router.
+No torch import here; ``resolve_pools`` decides pools from the config and the machine.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from rightsize.errors import SpecError, UnsupportedError
+
+Router = Literal["cpu", "gpu", "size", "hybrid"]
+Precision = Literal["fp32", "bf16", "int8"]
+InputDtype = Literal["float32", "int64"]
+
+ROUTERS: tuple[str, ...] = ("cpu", "gpu", "size", "hybrid")
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "int8")
+
+# predict(batch) -> outputs; batch: [n, *sample_shape] tensor, outputs: [n, ...] tensor.
+PredictFn = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """One device pool. GPU pools default to 2 workers: up to 2 batches in flight, each on its own stream."""
+
+    name: str  # label in metrics and routing: "cpu", "gpu", or any name (tests use "fast"/"slow")
+    device: str = "cpu"  # "cpu" | "cuda" | "cuda:N"
+    workers: int = 1
+    threads: int | None = None  # intra-op threads per CPU worker (torch.set_num_threads)
+    predict: PredictFn | None = None  # overrides the model for this pool
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.device.startswith("cuda")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything ``rightsize serve`` takes; ``running_server(config)`` serves it in-process.
+
+    Admission: at most ``queue_size`` samples wait per pool (503 + Retry-After beyond); with ``slo_ms``
+    set, a request whose expected completion exceeds the SLO is also answered 503 at once.
+    """
+
+    model: str = "simplenet"
+    tiny: bool = False
+    seq_len: int | None = None
+    image_size: int | None = None
+    precision: Precision = "fp32"
+    max_batch: int = 8  # samples per batch; also the most samples one request may carry
+    max_wait_ms: float = 2.0  # a partial batch waits until the oldest request's enqueue time + this
+    workers: int | None = None  # CPU workers (None: min(2, cores))
+    threads: int | None = None  # intra-op threads per CPU worker (None: cores // workers)
+    router: Router | None = None  # None: "hybrid" with CUDA, "cpu" without
+    queue_size: int = 256  # samples waiting per pool before 503
+    slo_ms: float | None = None  # latency target: hybrid spill and early 503 when it would be missed
+    crossover_batch: int | None = None  # size router: requests below this many samples go to CPU
+    host: str = "127.0.0.1"
+    port: int = 8000  # 0: a free port
+    token: str | None = None  # bearer token; None: no auth
+    max_body_bytes: int = 64 * 2**20
+    default_deadline_ms: float | None = None  # deadline applied when a request gives none
+    drain_timeout_s: float = 30.0  # graceful shutdown: how long queued requests may still run
+    warmup: bool = True  # run each worker once (batch 1 and max_batch) before /readyz turns ready
+    inline_below_ms: float = 0.2  # CPU batches expected faster than this run on the event loop (no thread hop)
+    log_level: str = "warning"
+    # Custom model (overrides the zoo): predict plus what one sample looks like.
+    predict: PredictFn | None = None
+    sample_shape: tuple[int, ...] | None = None
+    input_dtype: InputDtype | None = None
+    input_max: int | None = None  # int64 inputs must be < this (token vocabulary)
+    pools: tuple[PoolConfig, ...] | None = None  # explicit pools (overrides workers/threads/router pools)
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise SpecError("--precision", f"must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.router is not None and self.router not in ROUTERS:
+            raise SpecError("--router", f"must be one of {', '.join(ROUTERS)}, got {self.router!r}")
+        checks: list[tuple[str, float | None, float]] = [
+            ("--max-batch", self.max_batch, 1),
+            ("--queue-size", self.queue_size, 1),
+            ("--workers", self.workers, 1),
+            ("--threads", self.threads, 1),
+            ("--max-body-bytes", self.max_body_bytes, 64),
+        ]
+        for name, value, low in checks:
+            if value is not None and value < low:
+                raise SpecError(name, f"must be >= {low:g}, got {value}")
+        if self.max_wait_ms < 0:
+            raise SpecError("--max-wait-ms", f"must be >= 0, got {self.max_wait_ms}")
+        if self.slo_ms is not None and self.slo_ms <= 0:
+            raise SpecError("--slo-ms", f"must be > 0, got {self.slo_ms}")
+        if not 0 <= self.port <= 65535:
+            raise SpecError("--port", f"must be in 0..65535, got {self.port}")
+        if self.queue_size < self.max_batch:
+            raise SpecError("--queue-size", f"must be >= --max-batch ({self.max_batch}), got {self.queue_size}")
+        if self.pools is not None:
+            names = [p.name for p in self.pools]
+            if not names or len(set(names)) != len(names):
+                raise SpecError("pools", f"need one or more pools with distinct names, got {names}")
+
+
+def cpu_cores() -> int:
+    """Cores this process may use (the affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def resolve_router(config: ServerConfig, has_cuda: bool) -> Router:
+    if config.router is not None:
+        return config.router
+    if config.pools is not None and len(config.pools) > 1:
+        return "hybrid"
+    return "hybrid" if has_cuda else "cpu"
+
+
+def split_threads(cores: int, workers: int | None, threads: int | None) -> tuple[int, int]:
+    """(workers, threads per worker) with workers × threads ≤ cores; a SpecError names the fix otherwise."""
+    w = workers if workers is not None else max(1, min(2, cores))
+    t = threads if threads is not None else max(1, cores // w)
+    if w * t > cores and threads is not None:
+        fix = max(1, cores // w)
+        raise SpecError("--threads", f"{w} workers × {t} threads exceeds the {cores} cores here; use --threads {fix}")
+    return w, t
+
+
+def resolve_pools(config: ServerConfig, has_cuda: bool, cores: int) -> tuple[PoolConfig, ...]:
+    """The pools to start: explicit ones, else a CPU pool and/or a GPU pool as the router needs."""
+    router = resolve_router(config, has_cuda)
+    if config.pools is not None:
+        pools = config.pools
+        if router in ("size", "hybrid") and len(pools) < 2:
+            raise SpecError("--router", f"{router!r} needs two pools (small-request pool first), got {len(pools)}")
+        return tuple(replace(p, predict=p.predict or config.predict) for p in pools)
+    if router != "cpu" and not has_cuda:
+        raise UnsupportedError(f"--router {router} needs CUDA, which this machine lacks; use --router cpu")
+    made: list[PoolConfig] = []
+    if router != "gpu":
+        w, t = split_threads(cores, config.workers, config.threads)
+        made.append(PoolConfig("cpu", "cpu", w, t, config.predict))
+    if router != "cpu":
+        made.append(PoolConfig("gpu", "cuda", 2, None, config.predict))
+    return tuple(made)

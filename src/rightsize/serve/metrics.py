@@ -1,0 +1,141 @@
+"""Server metrics in the Prometheus text format (0.0.4), kept per server instance (no global registry).
+
+    rightsize_queue_length{pool}                       samples waiting (gauge)
+    rightsize_batch_size{pool}                         samples per batch (histogram)
+    rightsize_queue_seconds{pool}                      per request: enqueue -> dispatch (histogram)
+    rightsize_batch_wait_seconds{pool}                 per batch: a free worker holding a partial batch (histogram)
+    rightsize_compute_seconds{pool}                    per batch: model time (histogram)
+    rightsize_request_seconds                          per request: handler time, parse to response (histogram)
+    rightsize_dispatch_total{pool,reason}              batches by reason full|timeout|drain
+    rightsize_routed_total{pool,reason}                routing split; reason fixed|home|spill
+    rightsize_responses_total{code}                    answers by HTTP status
+    rightsize_pool_utilization{pool}                   busy fraction of the pool's workers since the last scrape
+    rightsize_cpu_utilization                          process CPU time / (wall × cores) since the last scrape
+    rightsize_gpu_utilization{device}                  nvidia-smi style utilisation when torch can read it
+
+Everything is updated on the event loop thread, so plain counters need no lock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+SECONDS_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+class Histogram:
+    """Cumulative-bucket histogram of one label set."""
+
+    def __init__(self, buckets: Sequence[float]) -> None:
+        self.bounds = tuple(buckets)
+        self.counts = [0] * (len(self.bounds) + 1)  # last: +Inf
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.sum += value
+        self.count += 1
+
+    def lines(self, name: str, labels: str) -> list[str]:
+        sep = "," if labels else ""
+        out, acc = [], 0
+        for bound, c in zip((*self.bounds, "+Inf"), self.counts, strict=True):
+            acc += c
+            le = bound if isinstance(bound, str) else f"{bound:g}"
+            out.append(f'{name}_bucket{{{labels}{sep}le="{le}"}} {acc}')
+        wrap = f"{{{labels}}}" if labels else ""
+        out += [f"{name}_sum{wrap} {self.sum:.6g}", f"{name}_count{wrap} {self.count}"]
+        return out
+
+
+class ServeMetrics:
+    """All metrics of one server. ``gauges`` are read at scrape time."""
+
+    def __init__(self, pools: Sequence[str], cores: int) -> None:
+        self.pools = tuple(pools)
+        self.cores = max(1, cores)
+        self.batch_size = {p: Histogram(SIZE_BUCKETS) for p in self.pools}
+        self.queue_s = {p: Histogram(SECONDS_BUCKETS) for p in self.pools}
+        self.batch_wait_s = {p: Histogram(SECONDS_BUCKETS) for p in self.pools}
+        self.compute_s = {p: Histogram(SECONDS_BUCKETS) for p in self.pools}
+        self.request_s = Histogram(SECONDS_BUCKETS)
+        self.dispatch: dict[tuple[str, str], int] = defaultdict(int)
+        self.routed: dict[tuple[str, str], int] = defaultdict(int)
+        self.responses: dict[int, int] = defaultdict(int)
+        self.queue_length: Callable[[str], int] = lambda pool: 0
+        self.busy_s: Callable[[str], float] = lambda pool: 0.0
+        self.workers: Callable[[str], int] = lambda pool: 1
+        self.gpu_utilization: Callable[[], dict[str, float]] = dict
+        self._last = self._sample()
+
+    def _sample(self) -> tuple[float, float, dict[str, float]]:
+        """(wall s, process CPU s, busy s per pool)."""
+        t = time.process_time()
+        return time.perf_counter(), t, {p: self.busy_s(p) for p in self.pools}
+
+    def on_batch(
+        self, pool: str, size: int, reason: str, wait_s: float, compute_s: float, queue_s: Sequence[float]
+    ) -> None:
+        self.batch_size[pool].observe(size)
+        self.batch_wait_s[pool].observe(wait_s)
+        self.compute_s[pool].observe(compute_s)
+        self.dispatch[(pool, reason)] += 1
+        hist = self.queue_s[pool]
+        for q in queue_s:
+            hist.observe(q)
+
+    def on_route(self, pool: str, reason: str) -> None:
+        self.routed[(pool, reason)] += 1
+
+    def on_response(self, code: int, seconds: float | None = None) -> None:
+        self.responses[code] += 1
+        if seconds is not None:
+            self.request_s.observe(seconds)
+
+    def render(self) -> str:
+        wall, cpu, busy = self._sample()
+        last_wall, last_cpu, last_busy = self._last
+        self._last = (wall, cpu, busy)
+        dt = max(wall - last_wall, 1e-9)
+        out: list[str] = []
+
+        def family(name: str, kind: str, help_: str) -> None:
+            out.extend([f"# HELP {name} {help_}", f"# TYPE {name} {kind}"])
+
+        family("rightsize_queue_length", "gauge", "Samples waiting per pool.")
+        out += [f'rightsize_queue_length{{pool="{p}"}} {self.queue_length(p)}' for p in self.pools]
+        for name, hists, help_ in (
+            ("rightsize_batch_size", self.batch_size, "Samples per batch."),
+            ("rightsize_queue_seconds", self.queue_s, "Per request: enqueue to dispatch."),
+            ("rightsize_batch_wait_seconds", self.batch_wait_s, "Per batch: a free worker holding a partial batch."),
+            ("rightsize_compute_seconds", self.compute_s, "Per batch: model time."),
+        ):
+            family(name, "histogram", help_)
+            for p in self.pools:
+                out += hists[p].lines(name, f'pool="{p}"')
+        family("rightsize_request_seconds", "histogram", "Per request: parse to response, in the server.")
+        out += self.request_s.lines("rightsize_request_seconds", "")
+        family("rightsize_dispatch_total", "counter", "Batches dispatched, by reason full|timeout|drain.")
+        out += [
+            f'rightsize_dispatch_total{{pool="{p}",reason="{r}"}} {c}' for (p, r), c in sorted(self.dispatch.items())
+        ]
+        family("rightsize_routed_total", "counter", "Requests routed per pool; reason fixed|home|spill.")
+        out += [f'rightsize_routed_total{{pool="{p}",reason="{r}"}} {c}' for (p, r), c in sorted(self.routed.items())]
+        family("rightsize_responses_total", "counter", "Responses by HTTP status code.")
+        out += [f'rightsize_responses_total{{code="{c}"}} {n}' for c, n in sorted(self.responses.items())]
+        family("rightsize_pool_utilization", "gauge", "Busy fraction of a pool's workers since the last scrape.")
+        for p in self.pools:
+            util = (busy[p] - last_busy.get(p, 0.0)) / (dt * max(1, self.workers(p)))
+            out.append(f'rightsize_pool_utilization{{pool="{p}"}} {min(1.0, max(0.0, util)):.4f}')
+        family("rightsize_cpu_utilization", "gauge", "Process CPU time / (wall time × cores) since the last scrape.")
+        out.append(f"rightsize_cpu_utilization {min(1.0, max(0.0, (cpu - last_cpu) / (dt * self.cores))):.4f}")
+        gpu = self.gpu_utilization()
+        if gpu:
+            family("rightsize_gpu_utilization", "gauge", "GPU utilisation as the driver reports it (0..1).")
+            out += [f'rightsize_gpu_utilization{{device="{d}"}} {u:.4f}' for d, u in sorted(gpu.items())]
+        return "\n".join(out) + "\n"

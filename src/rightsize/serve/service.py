@@ -1,0 +1,166 @@
+"""One server's moving parts on the event loop: the pools (Batchers), the router and the metrics.
+
+Lifecycle: ``Service(config)`` checks the config and the model's input contract (no model built yet, so
+bad input fails before a port is bound); ``await start()`` builds the model, warms each worker, starts
+the workers; ``submit()`` routes and admits a request; ``begin_drain()`` stops admitting and flushes
+partial batches; ``await stop()`` waits for the queues to drain and answers anything left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from rightsize.serve.batcher import Batch, Batcher, Pending, QueueFull, ShuttingDown
+from rightsize.serve.codec import ParsedRequest
+from rightsize.serve.config import (
+    PoolConfig,
+    ServerConfig,
+    cpu_cores,
+    cuda_available,
+    resolve_pools,
+    resolve_router,
+)
+from rightsize.serve.metrics import ServeMetrics
+from rightsize.serve.router import Route, choose_pool
+from rightsize.serve.workers import example_batch, input_spec, load_model, make_runs
+
+log = logging.getLogger("rightsize.serve")
+
+
+class Service:
+    """Pools + router + metrics of one server; every method runs on the event loop thread."""
+
+    def __init__(self, config: ServerConfig, on_ready: Callable[[Service], None] | None = None) -> None:
+        self.config = config
+        self.on_ready = on_ready
+        self.cores = cpu_cores()
+        needs_cuda_check = config.pools is None or any(p.is_gpu for p in config.pools)
+        self.has_cuda = cuda_available() if needs_cuda_check else False
+        self.router = resolve_router(config, self.has_cuda)
+        self.pool_configs: tuple[PoolConfig, ...] = resolve_pools(config, self.has_cuda, self.cores)
+        self.spec, _lm = input_spec(config)
+        self.metrics = ServeMetrics([p.name for p in self.pool_configs], self.cores)
+        self.batchers: list[Batcher] = []
+        self.ready = False
+        self.draining = False
+        self.start_error: BaseException | None = None
+        self.base_url: str | None = None  # set by the server once its socket is bound
+
+    async def start(self) -> None:
+        """Build the model, make each pool's workers, warm them up, start them; then ready."""
+        loop = asyncio.get_running_loop()
+        cfg = self.config
+        try:
+            model = await loop.run_in_executor(None, load_model, cfg)
+            for pool in self.pool_configs:
+                runs, init = await loop.run_in_executor(None, make_runs, pool, model, cfg.precision)
+                self.batchers.append(
+                    Batcher(
+                        pool.name,
+                        runs,
+                        cfg.max_batch,
+                        cfg.max_wait_ms,
+                        cfg.queue_size,
+                        init,
+                        self._on_batch,
+                        inline_below_ms=0.0 if pool.is_gpu else cfg.inline_below_ms,
+                    )
+                )
+            if cfg.warmup:
+                for b in self.batchers:
+                    await b.warmup(lambda n: example_batch(self.spec, n))
+        except BaseException as exc:
+            self.start_error = exc
+            raise
+        by_name = {b.name: b for b in self.batchers}
+        self.metrics.queue_length = lambda p: by_name[p].queue.queued_samples
+        self.metrics.busy_s = lambda p: by_name[p].busy_s
+        self.metrics.workers = lambda p: by_name[p].workers
+        self.metrics.gpu_utilization = self._gpu_utilization
+        for b in self.batchers:
+            b.start()
+        self.ready = True
+        log.info("ready: pools %s, router %s", [(p.name, p.device, p.workers) for p in self.pool_configs], self.router)
+        if self.on_ready is not None:
+            self.on_ready(self)
+
+    def _on_batch(self, pool: str, batch: Batch, compute_s: float, queue_s: Any) -> None:
+        size = sum(item.n for item in batch.items)
+        self.metrics.on_batch(pool, size, batch.reason, batch.wait_s, compute_s, queue_s)
+
+    def route(self, n: int) -> Route:
+        """The pool for an n-sample request (pure routing over the pools' current states)."""
+        cfg = self.config
+        if len(self.batchers) == 1 and cfg.slo_ms is None:
+            return Route(0, "fixed", 0.0, False)  # the fast path: nothing to weigh
+        now_s = asyncio.get_running_loop().time()
+        states = [b.state(now_s) for b in self.batchers]
+        return choose_pool(n, states, self.router, cfg.slo_ms, cfg.crossover_batch)
+
+    def submit(self, request: ParsedRequest) -> tuple[Batcher, Pending]:
+        """Route and admit; raises QueueFull (503 + Retry-After) or ShuttingDown (503)."""
+        if self.draining or not self.ready:
+            raise ShuttingDown("the server is not accepting requests (starting or shutting down)")
+        n = int(request.inputs.shape[0])
+        route = self.route(n)
+        batcher = self.batchers[route.pool]
+        if route.misses_slo:
+            raise QueueFull(
+                f"pool {batcher.name!r} would answer in ~{route.ect_ms:.0f} ms, past the {self.config.slo_ms:g} ms SLO",
+                max(1, int(route.ect_ms / 1000 + 0.999)),
+            )
+        deadline_ms = request.deadline_ms if request.deadline_ms is not None else self.config.default_deadline_ms
+        pending = batcher.submit(request.inputs, request.priority, deadline_ms)
+        self.metrics.on_route(batcher.name, route.reason)
+        return batcher, pending
+
+    def begin_drain(self) -> None:
+        """Stop admitting (503) and dispatch partial batches at once."""
+        self.draining = True
+        self.ready = False
+        for b in self.batchers:
+            b.drain()
+
+    async def stop(self) -> None:
+        """Drain every pool for up to ``drain_timeout_s``; whatever is left is answered 503."""
+        self.begin_drain()
+        await asyncio.gather(*(b.join(self.config.drain_timeout_s) for b in self.batchers))
+
+    def _gpu_utilization(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for pool in self.pool_configs:
+            if pool.is_gpu and pool.predict is None:
+                try:
+                    import torch
+
+                    out[pool.device] = torch.cuda.utilization(torch.device(pool.device)) / 100.0
+                except Exception:  # no NVML: the pool's busy fraction stands in (rightsize_pool_utilization)
+                    continue
+        return out
+
+    def info(self) -> dict[str, Any]:
+        """What a client needs to build valid requests (GET /v1/info)."""
+        cfg = self.config
+        return {
+            "model": cfg.model,
+            "tiny": cfg.tiny,
+            "precision": cfg.precision,
+            "sample_shape": list(self.spec.sample_shape),
+            "dtype": self.spec.dtype,
+            "max_value": self.spec.max_value,
+            "max_batch": cfg.max_batch,
+            "max_wait_ms": cfg.max_wait_ms,
+            "queue_size": cfg.queue_size,
+            "slo_ms": cfg.slo_ms,
+            "router": self.router,
+            "cores": self.cores,
+            "pools": [
+                {"name": p.name, "device": p.device, "workers": p.workers, "threads": p.threads}
+                for p in self.pool_configs
+            ],
+            "ready": self.ready,
+            "url": self.base_url,
+        }

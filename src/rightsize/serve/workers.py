@@ -1,0 +1,168 @@
+"""The model side of a pool: load the model once, then one ``run(batch) -> outputs`` per worker.
+
+    run: np.ndarray [n, *sample_shape] -> np.ndarray [n, ...]   (called in the worker's own thread)
+
+CPU workers share one model (eval-mode forward is read-only) and each set ``torch.set_num_threads``
+in their thread so workers × threads ≤ cores. GPU workers share one model on the device; each has its
+own CUDA stream, so a pool of 2 keeps up to 2 batches in flight (copy of one overlaps compute of the
+other). Decoder LMs answer the next token id (argmax of the last position), not [S, vocab] logits.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rightsize.errors import UnsupportedError
+from rightsize.serve.codec import InputSpec
+from rightsize.serve.config import PoolConfig, PredictFn, ServerConfig
+
+RunBatch = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """What the server serves: the input contract and, for zoo models, the built module."""
+
+    name: str
+    spec: InputSpec
+    module: Any | None  # torch.nn.Module; None when a custom predict is served
+    lm: bool  # decoder LM: reduce [n, S, vocab] logits to the next token id [n, 1]
+
+
+def input_spec(config: ServerConfig) -> tuple[InputSpec, bool]:
+    """The per-sample input contract (and whether the model is a decoder LM), without building it."""
+    if config.predict is not None or (config.pools and all(p.predict for p in config.pools)):
+        if config.sample_shape is None:
+            raise UnsupportedError("a custom predict needs ServerConfig.sample_shape (one sample's shape)")
+        dtype = config.input_dtype or "float32"
+        return InputSpec(tuple(config.sample_shape), dtype, config.input_max, config.max_batch), False
+    from rightsize.models import resolve_model
+
+    entry = resolve_model(config.model, list(config.sample_shape) if config.sample_shape else None)
+    if entry.meta_only:
+        raise UnsupportedError(f"model {config.model!r} is too big to build here (memory planning only)")
+    shape = entry.sample_shape(config.seq_len, config.image_size, config.tiny)
+    if entry.kind == "tokens":
+        return InputSpec(shape, "int64", entry.input_vocab(config.tiny), config.max_batch), entry.lm
+    return InputSpec(shape, "float32", None, config.max_batch), entry.lm
+
+
+def load_model(config: ServerConfig) -> LoadedModel:
+    """Build the zoo model (random weights, eval mode) at the configured precision, on the CPU."""
+    spec, lm = input_spec(config)
+    if config.predict is not None or (config.pools and all(p.predict for p in config.pools)):
+        return LoadedModel(config.model, spec, None, False)
+    from rightsize.models import resolve_model
+
+    module = resolve_model(config.model, list(config.sample_shape) if config.sample_shape else None).build(config.tiny)
+    if config.precision == "int8":
+        import torch
+
+        with warnings.catch_warnings():  # dynamic quantisation warns about its deprecation in recent torch
+            warnings.simplefilter("ignore")
+            module = torch.ao.quantization.quantize_dynamic(module, {torch.nn.Linear}, dtype=torch.qint8)
+    return LoadedModel(config.model, spec, module, lm)
+
+
+def _to_numpy(out: Any) -> np.ndarray:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        out = out.detach()
+        if out.is_floating_point():
+            out = out.float()
+        return out.cpu().numpy()
+    return np.asarray(out)
+
+
+def _predict_fn(pool: PoolConfig, model: LoadedModel, precision: str, device: Any) -> PredictFn:
+    """The pool's own predict, else the model (a copy moved to ``device``; Module.to works in place)."""
+    import torch
+
+    if pool.predict is not None:
+        return pool.predict
+    if model.module is None:
+        raise UnsupportedError(f"pool {pool.name!r} has no model: give it a predict or serve a zoo model")
+    module: Any = model.module if device is None else copy.deepcopy(model.module).to(device)
+    if precision == "bf16":
+        module = module.to(torch.bfloat16)
+    return module
+
+
+def cpu_runs(pool: PoolConfig, model: LoadedModel, precision: str) -> tuple[list[RunBatch], Callable[[], None]]:
+    """One run per CPU worker and the thread initializer that sets its intra-op thread count."""
+    import torch
+
+    threads = pool.threads
+
+    def initializer() -> None:
+        if threads is not None:
+            torch.set_num_threads(threads)
+
+    predict = _predict_fn(pool, model, precision, None)
+    bf16 = precision == "bf16" and pool.predict is None
+    lm = model.lm and pool.predict is None
+
+    def run(x: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            t = torch.from_numpy(x if x.flags.writeable else x.copy())
+            if bf16 and t.is_floating_point():
+                t = t.to(torch.bfloat16)
+            out = predict(t)
+            if lm:
+                out = out[:, -1].argmax(-1, keepdim=True)
+            return _to_numpy(out)
+
+    return [run] * pool.workers, initializer
+
+
+def gpu_runs(pool: PoolConfig, model: LoadedModel, precision: str) -> tuple[list[RunBatch], Callable[[], None]]:
+    """One run per GPU worker, each on its own CUDA stream; the model is moved to the device once."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UnsupportedError(f"pool {pool.name!r} wants {pool.device}, but CUDA is not available here")
+    if precision == "int8" and pool.predict is None:
+        raise UnsupportedError("--precision int8 is CPU-only here (dynamic quantisation); use bf16 on the GPU")
+    device = torch.device(pool.device)
+    predict = _predict_fn(pool, model, precision, device)
+    bf16 = precision == "bf16" and pool.predict is None
+    lm = model.lm and pool.predict is None
+
+    def make(stream: Any) -> RunBatch:
+        def run(x: np.ndarray) -> np.ndarray:
+            with torch.inference_mode(), torch.cuda.stream(stream):
+                t = torch.from_numpy(x if x.flags.writeable else x.copy()).to(device, non_blocking=True)
+                if bf16 and t.is_floating_point():
+                    t = t.to(torch.bfloat16)
+                out = predict(t)
+                if lm:
+                    out = out[:, -1].argmax(-1, keepdim=True)
+                host = _to_numpy(out)  # the copy to host waits for this stream's kernels only
+                stream.synchronize()
+                return host
+
+        return run
+
+    runs = [make(torch.cuda.Stream(device=device)) for _ in range(pool.workers)]
+
+    def initializer() -> None:  # each worker thread talks to this pool's device ("cuda" alone: the current one)
+        if device.index is not None:
+            torch.cuda.set_device(device.index)
+
+    return runs, initializer
+
+
+def make_runs(pool: PoolConfig, model: LoadedModel, precision: str) -> tuple[list[RunBatch], Callable[[], None]]:
+    return gpu_runs(pool, model, precision) if pool.is_gpu else cpu_runs(pool, model, precision)
+
+
+def example_batch(spec: InputSpec, n: int) -> np.ndarray:
+    """A valid [n, *sample_shape] batch for warm-up (zeros: valid features, pixels and token ids)."""
+    return np.zeros((n, *spec.sample_shape), dtype=np.float32 if spec.dtype == "float32" else np.int64)

@@ -1,0 +1,41 @@
+"""A 10× overload for a bounded time: the server stays up, refuses the excess with 503 and keeps the
+admitted requests' p95 within 2× the SLO; every request gets exactly one response."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+
+import httpx
+from serve_helpers import SlowModel, metric, open_loop, p95
+
+from rightsize.serve import ServerConfig, running_server
+
+
+def test_ten_times_overload() -> None:
+    # t(n) = 240 + 40n ms; a batch of 4 takes 400 ms: capacity 10 req/s. The client shares this
+    # process (and its GIL) with the server on a busy machine, so 10× of a slow model keeps it on time.
+    model = SlowModel(0.24, 0.04)
+    capacity_per_s, slo_ms, duration_s = 10.0, 1000.0, 3.0
+    config = ServerConfig(
+        port=0, predict=model, sample_shape=(2,), workers=1, threads=1,
+        max_batch=4, max_wait_ms=5.0, queue_size=64, slo_ms=slo_ms,
+    )  # fmt: skip
+    with running_server(config) as url:
+        t0 = time.monotonic()
+        outcomes = asyncio.run(open_loop(url, 10 * capacity_per_s, duration_s, b'{"inputs": [[1, 2]]}'))
+        assert time.monotonic() - t0 < duration_s + 2 * slo_ms / 1000 + 2  # bounded: the client kept up
+        sent = int(10 * capacity_per_s * duration_s)
+        codes = Counter(o.status for o in outcomes)
+        assert len(outcomes) == sent and codes[None] == 0, codes  # one answer each, no connection errors
+        assert set(codes) <= {200, 503}, codes
+        ok = [o.latency_s * 1000 for o in outcomes if o.status == 200]
+        assert codes[503] >= 0.6 * sent  # the excess is refused ...
+        assert len(ok) >= 0.5 * capacity_per_s * duration_s  # ... while the model keeps serving near capacity
+        detail = [(i, o.status, round(o.latency_s * 1000)) for i, o in enumerate(outcomes) if o.status == 200]
+        assert p95(ok) <= 2 * slo_ms, f"admitted p95 {p95(ok):.0f} ms: {detail}"
+        assert httpx.get(f"{url}/healthz").status_code == 200  # still up
+        text = httpx.get(f"{url}/metrics").text
+        assert metric(text, "rightsize_responses_total") == sent  # the server answered each exactly once
+        assert httpx.post(f"{url}/v1/predict", json={"inputs": [[1, 2]]}, timeout=10).status_code == 200

@@ -1,0 +1,300 @@
+"""``rightsize bench SPEC --ray auto|ADDRESS``: a sweep whose configs run as Ray tasks on the node types they target.
+
+    1. expand the spec into configs; each (config, node type) becomes a job with a resource demand
+       (``nodes.demand_for``: the node type's custom resource, a GPU for cuda, the node's CPUs)
+    2. fingerprint every candidate node (a task pinned to it), so stored results can be reused
+    3. submit the rest; a task lost with its worker or node is retried ``max_retries`` times by Ray,
+       then recorded ``failed``; a job no alive node can run any more fails after ``lost_node_grace_s``
+    4. store each result as it arrives (own transaction), tagged with its node's environment
+
+Returns the same ``SweepResult`` as the in-process ``run_sweep``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rightsize.cluster.nodes import (
+    Demand,
+    Node,
+    Target,
+    check_node_types,
+    demand_for,
+    eligible_nodes,
+    instance_type_of,
+    nodes_from_ray,
+    targets_of,
+)
+from rightsize.cluster.progress import cluster_progress
+from rightsize.cluster.session import import_ray, ray_session
+from rightsize.cluster.tasks import MeasureFn, fingerprint_task, measure_task
+from rightsize.errors import RunFailedError
+from rightsize.measure.config import BenchConfig, expand
+from rightsize.measure.sweep import Progress, SweepResult
+from rightsize.models import resolve_model
+from rightsize.profile import Measurement
+from rightsize.spec import Workload
+from rightsize.store import Store
+
+FINGERPRINT_TIMEOUT_S = 300.0  # a fresh worker imports torch first; slow on a loaded node
+POLL_S = 1.0  # how often the driver wakes to check for lost nodes
+
+
+@dataclass
+class Job:
+    index: int  # position in the sweep (results are returned in this order)
+    cfg: BenchConfig
+    target: Target
+    demand: Demand
+    unfit_since: float | None = None  # when no alive node could run it any more
+
+
+def plan_jobs(configs: list[BenchConfig], targets: list[Target], nodes: list[Node]) -> tuple[list[Job], list[str]]:
+    """Every (target, config) a node of the cluster can run; notes on those none can."""
+    jobs: list[Job] = []
+    notes: list[str] = []
+    for target in targets:
+        if target.resource and not any(n.alive and n.resources.get(target.resource, 0) > 0 for n in nodes):
+            notes.append(
+                f"node type {target.instance_type}: no alive node advertises resource {target.resource!r}; skipped"
+            )
+            continue
+        for cfg in configs:
+            demand = demand_for(nodes, target, cfg.device)
+            if demand is None:
+                what = "GPU" if cfg.device == "cuda" else "CPU"
+                note = f"{cfg.device} configs on {target.label} skipped: no alive node of that type has a {what}"
+                if note not in notes:
+                    notes.append(note)
+                continue
+            jobs.append(Job(len(jobs), cfg, target, demand))
+    return jobs, notes
+
+
+def summary_env(envs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The SweepResult's env: the one environment, or a summary of several (``envs`` lists their ids)."""
+    distinct = list({e["id"]: e for e in envs}.values())
+    if len(distinct) == 1:
+        return distinct[0]
+    names = ", ".join(str(e.get("instance_type") or e["id"]) for e in distinct)
+    return {
+        "id": "cluster",
+        "cpu_model": f"Ray cluster, {len(distinct)} environments ({names})"
+        if distinct
+        else "Ray cluster (nothing measured)",
+        "gpus": [g for e in distinct for g in e.get("gpus", [])],
+        "envs": [e["id"] for e in distinct],
+    }
+
+
+def run_sweep_on_ray(
+    workload: Workload,
+    store: Store | None,
+    *,
+    address: str,
+    fresh: bool = False,
+    memory_limit_bytes: int | None = None,
+    epochs: int | None = None,
+    node_types: Mapping[str, str] | None = None,
+    on_progress: Progress | None = None,
+    progress: bool = True,
+    max_retries: int = 2,
+    lost_node_grace_s: float = 60.0,
+    measure: MeasureFn | None = None,
+) -> SweepResult:
+    """Measure every config of ``workload`` on the Ray cluster at ``address`` ("auto": a running one or a local one).
+
+    ``node_types`` (default: the spec's ``node_types``) maps instance types to Ray custom resources;
+    each config is then measured once per instance type. ``measure`` replaces ``run_isolated``
+    inside the task (tests). Failures are recorded, not raised; Ctrl-C keeps finished results.
+    """
+    entry = resolve_model(workload.model, workload.input.shape)  # fail fast, before starting Ray
+    types = check_node_types(node_types if node_types is not None else getattr(workload, "node_types", None))
+    with ray_session(address) as session:
+        ray = import_ray()
+        nodes = nodes_from_ray(ray.nodes())
+        has_cuda = any(n.alive and n.gpus >= 1 for n in nodes)
+        configs, notes = expand(
+            workload, entry.kind, env_id="", has_cuda=has_cuda, epochs=epochs, memory_limit_bytes=memory_limit_bytes
+        )
+        if entry.meta_only:
+            notes.append(f"{workload.model} is too large to run here; use `rightsize memory` for it")
+            configs = []
+        jobs, job_notes = plan_jobs(configs, targets_of(types), nodes)
+        sweep = _ClusterSweep(ray, workload, store, types, nodes, max_retries, lost_node_grace_s, measure)
+        sweep.result.notes = ([session.note] if session.note else []) + notes + job_notes
+        n_nodes = sum(1 for n in nodes if n.alive)
+        with contextlib.ExitStack() as stack:
+            callbacks = [on_progress] if on_progress else []
+            if progress and jobs:
+                callbacks.append(stack.enter_context(cluster_progress(len(jobs), n_nodes)))
+            sweep.callbacks = callbacks
+            sweep.run(jobs, fresh)
+        return sweep.result
+
+
+class _ClusterSweep:
+    """The driver's state for one sweep: envs seen, the run, results by job."""
+
+    def __init__(self, ray: Any, workload: Workload, store: Store | None, types: dict[str, str], nodes: list[Node],
+                 max_retries: int, grace_s: float, measure: MeasureFn | None) -> None:  # fmt: skip
+        self.ray, self.workload, self.store, self.types, self.nodes = ray, workload, store, types, nodes
+        self.max_retries, self.grace_s, self.measure = max_retries, grace_s, measure
+        self.result = SweepResult(run_id=None, env={})
+        self.callbacks: list[Progress] = []
+        self.node_envs: dict[str, dict[str, Any]] = {}  # ray node id -> env
+        self.saved_envs: set[str] = set()
+        self.by_index: dict[int, Measurement] = {}
+        self.used_envs: list[dict[str, Any]] = []
+
+    # -- steps ------------------------------------------------------------------------------------
+
+    def run(self, jobs: list[Job], fresh: bool) -> None:
+        if not jobs:
+            self.result.env = summary_env([])
+            return
+        self._fingerprint_nodes(jobs)
+        todo = [j for j in jobs if fresh or not self._reuse(j)]
+        try:
+            self._execute(todo)
+        except KeyboardInterrupt:
+            self.result.interrupted = True
+        if self.store is not None and self.result.run_id is not None:
+            self.store.finish_run(self.result.run_id, "interrupted" if self.result.interrupted else "done")
+        self.result.measurements = [self.by_index[i] for i in sorted(self.by_index)]
+        self.result.env = summary_env(self.used_envs or list(self.node_envs.values()))
+
+    def _fingerprint_nodes(self, jobs: list[Job]) -> None:
+        """One pinned task per candidate node: ``node_envs[node_id]`` (nodes that fail are noted and skipped)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        remote = self.ray.remote(fingerprint_task)
+        wanted = {n.node_id: n for j in jobs for n in eligible_nodes(self.nodes, j.target, j.cfg.device)}
+        refs = {
+            remote.options(
+                num_cpus=0,
+                max_retries=self.max_retries,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False),
+            ).remote(instance_type_of(node, self.types)): nid
+            for nid, node in wanted.items()
+        }
+        for ref, nid in refs.items():
+            try:
+                out = self.ray.get(ref, timeout=FINGERPRINT_TIMEOUT_S)
+                self.node_envs[nid] = out["env"]
+            except self.ray.exceptions.RayError as exc:  # GetTimeoutError is one too
+                self.result.notes.append(f"node {nid[:8]}: fingerprint failed ({_first_line(exc)})")
+        if not self.node_envs:
+            raise RunFailedError("--ray: no node of the cluster answered; check `ray status`")
+
+    def _target_envs(self, job: Job) -> list[dict[str, Any]]:
+        nodes = eligible_nodes(self.nodes, job.target, job.cfg.device)
+        return list(
+            {
+                self.node_envs[n.node_id]["id"]: self.node_envs[n.node_id] for n in nodes if n.node_id in self.node_envs
+            }.values()
+        )
+
+    def _reuse(self, job: Job) -> bool:
+        if self.store is None:
+            return False
+        for env in self._target_envs(job):
+            cached = self.store.find_measurement(job.cfg.key, env["id"])
+            if cached is not None:
+                self.result.reused += 1
+                self.by_index[job.index] = cached
+                self.used_envs.append(env)
+                self._notify(job.cfg, cached, True)
+                return True
+        return False
+
+    def _execute(self, jobs: list[Job]) -> None:
+        remote = self.ray.remote(measure_task)
+        pending: dict[Any, Job] = {}
+        for job in jobs:
+            d = job.demand
+            ref = remote.options(
+                num_cpus=d.num_cpus, num_gpus=d.num_gpus, resources=dict(d.resources), max_retries=self.max_retries,
+                retry_exceptions=False,
+            ).remote(job.cfg.to_dict(), job.target.instance_type, self.measure)  # fmt: skip
+            pending[ref] = job
+            self._notify(job.cfg, None, False)
+        try:
+            self._drain(pending)
+        except KeyboardInterrupt:
+            for ref in pending:
+                with contextlib.suppress(Exception):
+                    self.ray.cancel(ref, force=True)
+            raise
+
+    def _drain(self, pending: dict[Any, Job]) -> None:
+        next_check = time.monotonic() + POLL_S
+        while pending:
+            ready, _ = self.ray.wait(list(pending), num_returns=1, timeout=POLL_S)
+            for ref in ready:
+                job = pending.pop(ref)
+                try:
+                    out = self.ray.get(ref)
+                except self.ray.exceptions.RayError as exc:
+                    retries = f"{self.max_retries} retr{'y' if self.max_retries == 1 else 'ies'}"
+                    self._fail(job, f"lost on the cluster after {retries}: {_first_line(exc)}")
+                    continue
+                env = out["env"]
+                self.node_envs.setdefault(out["node_id"], env)
+                self._record(job, Measurement.from_dict(out["measurement"]), env)
+            if time.monotonic() >= next_check:
+                self._fail_unschedulable(pending)
+                next_check = time.monotonic() + POLL_S
+
+    def _fail_unschedulable(self, pending: dict[Any, Job]) -> None:
+        """Jobs that no alive node can run (their node type was lost) fail after the grace period."""
+        self.nodes = nodes_from_ray(self.ray.nodes())
+        now = time.monotonic()
+        for ref, job in list(pending.items()):
+            if any(job.demand.fits(n) for n in self.nodes):
+                job.unfit_since = None
+                continue
+            job.unfit_since = job.unfit_since or now
+            if now - job.unfit_since >= self.grace_s:
+                with contextlib.suppress(Exception):
+                    self.ray.cancel(ref)
+                del pending[ref]
+                self._fail(job, f"no alive node offers {job.demand.describe()} for {job.target.label} (node lost?)")
+
+    # -- results ----------------------------------------------------------------------------------
+
+    def _fail(self, job: Job, reason: str) -> None:
+        envs = self._target_envs(job) or [
+            e for e in self.node_envs.values() if e.get("instance_type") == job.target.instance_type
+        ]
+        env = envs[0] if envs else next(iter(self.node_envs.values()))
+        extra = {"instance_type": job.target.instance_type} if job.target.instance_type else {}
+        self._record(job, replace(job.cfg.result("failed", reason=reason), env_id=env["id"], extra=extra), env)
+
+    def _record(self, job: Job, m: Measurement, env: dict[str, Any]) -> None:
+        self.by_index[job.index] = m
+        self.used_envs.append(env)
+        if self.store is not None:
+            if env["id"] not in self.saved_envs:
+                self.store.save_env(env)
+                self.saved_envs.add(env["id"])
+            if self.result.run_id is None:  # a run is recorded once something is measured
+                self.result.run_id = self.store.start_run(
+                    "bench", name=self.workload.name, model=self.workload.model, env_id=env["id"],
+                    spec=self.workload.model_dump(mode="json"),
+                )  # fmt: skip
+            self.store.add_measurements(self.result.run_id, [m])
+        self._notify(job.cfg, m, False)
+
+    def _notify(self, cfg: BenchConfig, m: Measurement | None, reused: bool) -> None:
+        for cb in self.callbacks:
+            cb(cfg, m, reused)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text.splitlines()[0][:300]

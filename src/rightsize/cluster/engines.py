@@ -1,0 +1,181 @@
+"""Two engines that push a pipeline's items through read -> preprocess -> infer and hand every output
+batch to the driver's ``sink`` (which writes it): local multiprocessing, and Ray Data.
+
+    local   a forkserver Pool of ``workers`` processes; each builds the model once and takes chunks
+            of ids (or of the file's rows) through all three stages
+    ray     Ray Data: ids (or the file's rows) as blocks -> map_batches(read) -> map_batches(preprocess)
+            -> map_batches(Predictor) on an ActorPoolStrategy of CPU actors (num_cpus=threads) or GPU
+            actors (num_gpus=1), each feeding its model micro-batches of ``batch_size``
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import multiprocessing as mp
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rightsize.cluster.items import Batch, ItemSpec, read_table, table_batch
+from rightsize.cluster.stages import InferSpec, Predictor, preprocess_stage, read_stage
+
+Sink = Callable[[Batch], None]
+BLOCK_BYTES = 64 * 1024**2  # target size of one chunk/block of items in memory (raw + preprocessed)
+MAX_BLOCK_ITEMS = 4096
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    """Everything an engine needs (plain values, picklable)."""
+
+    items: ItemSpec
+    infer: InferSpec
+    n_items: int  # synthetic items (ignored with input_path)
+    workers: int  # local processes / Ray actors; 0 = decide from the cluster
+    input_path: str | None = None
+
+
+@dataclass
+class EngineRun:
+    engine: str  # local | ray
+    workers: int
+    wall_s: float  # from the start of processing (workers and models included) to the last batch
+    driver_stages: dict[str, dict[str, float]] = field(default_factory=dict)  # stages timed in the driver
+    cluster: dict[str, Any] | None = None  # ray: nodes, CPUs, GPUs, actor resources
+    notes: list[str] = field(default_factory=list)
+    expected_ids: np.ndarray | None = None  # from the input file (synthetic: 0..n-1)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("expected_ids")
+        return d
+
+
+def block_items(items: ItemSpec, batch_size: int, n_items: int, workers: int) -> int:
+    """Items per chunk/block: at most about BLOCK_BYTES of raw + preprocessed data, at least 4 blocks per
+    worker when there are enough items, and a multiple of the micro-batch."""
+    if items.kind == "image":
+        per_item = items.image_size**2 * 3 * 5  # uint8 pixels + float32 tensor
+    elif items.kind == "tokens":
+        per_item = items.seq_len * 8 * 2 + items.seq_len * 6  # int64 ids + text
+    else:
+        per_item = items.features * 4 * 2
+    n = max(1, min(MAX_BLOCK_ITEMS, BLOCK_BYTES // per_item, math.ceil(n_items / (4 * max(workers, 1)))))
+    return max(batch_size, n // batch_size * batch_size)
+
+
+def _read_input(plan: PipelinePlan) -> tuple[Any, dict[str, float]]:
+    w0, c0 = time.perf_counter(), time.process_time()
+    table = read_table(plan.input_path or "", plan.items)
+    return table, {"wall_s": time.perf_counter() - w0, "cpu_s": time.process_time() - c0}
+
+
+# -- local multiprocessing ---------------------------------------------------------------------------
+
+_PREDICTOR: Predictor | None = None
+
+
+def _init_worker(infer: dict[str, Any]) -> None:
+    global _PREDICTOR
+    _PREDICTOR = Predictor(infer)
+
+
+def _run_chunk(args: tuple[dict[str, Any], Any]) -> Batch:
+    spec, chunk = args
+    assert _PREDICTOR is not None
+    batch = read_stage({"id": np.arange(*chunk, dtype=np.int64)}, spec) if isinstance(chunk, tuple) else chunk
+    return _PREDICTOR(preprocess_stage(batch, spec))
+
+
+def run_local(plan: PipelinePlan, sink: Sink) -> EngineRun:
+    """Process every item with ``plan.workers`` local processes (forkserver children)."""
+    run = EngineRun("local", max(1, plan.workers), 0.0)
+    step = block_items(plan.items, plan.infer.batch_size, plan.n_items, run.workers)
+    spec = plan.items.to_dict()
+    chunks: Iterator[tuple[dict[str, Any], Any]]
+    t0 = time.perf_counter()
+    if plan.input_path:
+        table, run.driver_stages["read"] = _read_input(plan)
+        run.expected_ids = table.column("id").to_numpy()
+        step = block_items(plan.items, plan.infer.batch_size, table.num_rows, run.workers)
+        chunks = ((spec, table_batch(table.slice(i, step), plan.items)) for i in range(0, table.num_rows, step))
+    else:
+        chunks = ((spec, (i, min(i + step, plan.n_items))) for i in range(0, plan.n_items, step))
+    ctx = mp.get_context("forkserver")
+    # Workers fork from a server that imported torch once (no effect if this process's server already runs).
+    ctx.set_forkserver_preload(["torch", "rightsize.cluster.stages"])
+    with ctx.Pool(run.workers, initializer=_init_worker, initargs=(plan.infer.to_dict(),)) as pool:
+        for out in pool.imap_unordered(_run_chunk, chunks):
+            sink(out)
+    run.wall_s = time.perf_counter() - t0
+    return run
+
+
+# -- Ray Data ------------------------------------------------------------------------------------------
+
+
+def actor_resources(infer: InferSpec) -> dict[str, float]:
+    """What one inference actor reserves: a GPU, or ``threads`` CPUs (default 1)."""
+    if infer.device == "cuda":
+        return {"num_cpus": 1.0, "num_gpus": 1.0}
+    return {"num_cpus": float(infer.threads or 1), "num_gpus": 0.0}
+
+
+def default_ray_workers(infer: InferSpec, cpus: float, gpus: float) -> int:
+    """One actor per GPU; on CPU, enough actors to fill the cluster's CPUs but one (for read/preprocess)."""
+    if infer.device == "cuda":
+        return max(1, int(gpus))
+    per = actor_resources(infer)["num_cpus"]
+    return max(1, int((cpus - 1) // per)) if cpus > per else 1
+
+
+def run_ray(plan: PipelinePlan, sink: Sink, address: str) -> EngineRun:
+    """Process every item on the Ray cluster at ``address`` with Ray Data and an actor pool."""
+    from rightsize.cluster.nodes import nodes_from_ray
+    from rightsize.cluster.session import import_ray, ray_session
+    from rightsize.errors import UnsupportedError
+
+    with ray_session(address) as session:
+        ray = import_ray()
+        import pyarrow as pa
+
+        alive = [n for n in nodes_from_ray(ray.nodes()) if n.alive]
+        cpus, gpus = sum(n.cpus for n in alive), sum(n.gpus for n in alive)
+        if plan.infer.device == "cuda" and gpus < 1:
+            raise UnsupportedError("--device cuda: the Ray cluster has no GPU; use --device cpu")
+        workers = plan.workers or default_ray_workers(plan.infer, cpus, gpus)
+        res = actor_resources(plan.infer)
+        run = EngineRun("ray", workers, 0.0)
+        run.cluster = {"nodes": len(alive), "cpus": cpus, "gpus": gpus, "actor": res}
+        run.notes += [session.note] if session.note else []
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        logging.getLogger("ray.data").setLevel(logging.ERROR)  # ray.data sets its own INFO level on import
+        spec = plan.items.to_dict()
+        t0 = time.perf_counter()
+        if plan.input_path:
+            table, run.driver_stages["read"] = _read_input(plan)
+            run.expected_ids = table.column("id").to_numpy()
+            step = block_items(plan.items, plan.infer.batch_size, table.num_rows, workers)
+            ds = ray.data.from_arrow([table.slice(i, step) for i in range(0, table.num_rows, step)])
+        else:
+            n_blocks = max(
+                1, math.ceil(plan.n_items / block_items(plan.items, plan.infer.batch_size, plan.n_items, workers))
+            )
+            blocks = [pa.table({"id": c}) for c in np.array_split(np.arange(plan.n_items, dtype=np.int64), n_blocks)]
+            ds = ray.data.from_arrow(blocks).map_batches(
+                read_stage, fn_kwargs={"spec": spec}, batch_size=None, batch_format="numpy"
+            )
+        ds = ds.map_batches(preprocess_stage, fn_kwargs={"spec": spec}, batch_size=None, batch_format="numpy")
+        transport = max(plan.infer.batch_size, 1024 // plan.infer.batch_size * plan.infer.batch_size)
+        ds = ds.map_batches(
+            Predictor, fn_constructor_kwargs={"infer": plan.infer.to_dict()}, batch_size=transport,
+            batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers), **res,
+        )  # fmt: skip
+        for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
+            sink(out)
+        run.wall_s = time.perf_counter() - t0
+        return run

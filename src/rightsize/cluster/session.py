@@ -1,0 +1,131 @@
+"""Connect to a Ray cluster, or start a local one on 127.0.0.1 — the only module that calls ``ray.init``.
+
+    with ray_session("auto") as info:      # a running cluster if one exists, else a local one
+        ...                                # info.started_local: we started it (and stop it on exit)
+
+Loopback clusters: Ray rewrites ``127.0.0.1`` in an address to the machine's outward IP
+(``ray._private.services.resolve_ip_for_localhost``), which cannot reach a cluster whose nodes were
+started with ``--node-ip-address=127.0.0.1``. For a loopback target (and for the local cluster we
+start) we switch that rewrite off, so every connection stays on 127.0.0.1 (see docs/cluster.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from rightsize.errors import RunFailedError, SpecError, UnsupportedError
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+LOCAL_OBJECT_STORE_BYTES = 512 * 1024**2  # object store of a local cluster we start (Ray's default is 30% of RAM)
+_LOCALHOST_REWRITE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0" = do not rewrite 127.0.0.1 (ray_constants)
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    address: str | None  # the cluster we joined; None for a local cluster we started
+    started_local: bool  # we started a local cluster (it stops when the session ends)
+    reused: bool  # ray was already initialised by the caller (left as it was)
+    note: str | None = None  # e.g. "auto" found a cluster it could not join and started a local one
+
+
+def import_ray() -> Any:
+    """``ray``, or an UnsupportedError that says how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise UnsupportedError("--ray: Ray is not installed; pip install 'rightsize[ray]' (or drop --ray)") from None
+    return ray
+
+
+def host_of(address: str) -> str:
+    """``"127.0.0.1:6379"`` -> ``"127.0.0.1"``; ``"ray://h:10001"`` -> ``"h"``; ``"[::1]:6379"`` -> ``"::1"``."""
+    rest = address.split("://", 1)[-1]
+    if rest.startswith("["):
+        return rest[1 : rest.index("]")]
+    return rest.rsplit(":", 1)[0] if rest.count(":") == 1 else rest
+
+
+def is_loopback(address: str) -> bool:
+    return host_of(address) in LOOPBACK_HOSTS
+
+
+def _keep_loopback(ray: Any) -> None:
+    """Stop Ray from rewriting 127.0.0.1 to the outward IP (read at call time, so setting it works after import)."""
+    os.environ[_LOCALHOST_REWRITE_ENV] = "0"  # inherited by the processes of a local cluster we start
+    from ray._private import ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER = False
+
+
+def find_running_cluster(ray: Any) -> str | None:
+    """The cluster ``--ray auto`` joins: ``$RAY_ADDRESS``, else the one ``ray start`` recorded, if its GCS is alive.
+
+    Ray's own "auto" also joins any raylet it finds running on the machine; we do not, so a
+    throwaway cluster another program started with ``ray.init()`` is never joined by accident.
+    """
+    env = os.environ.get("RAY_ADDRESS")
+    if env:
+        return env
+    try:
+        from ray._private import services
+
+        recorded = services.find_bootstrap_address(None)  # /tmp/ray/ray_current_cluster, written by `ray start`
+        if not recorded:
+            return None
+        live = services.find_gcs_addresses()  # from the raylet processes running on this machine
+        return str(recorded) if recorded in live else None  # a stale file must not make us wait for a dead GCS
+    except Exception:  # private API moved: let ray.init(address="auto") decide
+        return "auto"
+
+
+def _quiet(ray: Any) -> dict[str, Any]:
+    logging.getLogger("ray").setLevel(logging.WARNING)
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    return {"logging_level": logging.WARNING, "log_to_driver": False, "ignore_reinit_error": True}
+
+
+@contextmanager
+def ray_session(
+    address: str, *, object_store_memory_bytes: int | None = LOCAL_OBJECT_STORE_BYTES, num_cpus: int | None = None
+) -> Iterator[SessionInfo]:
+    """Join the cluster at ``address`` ("auto": a running one, else start a local one) for the block.
+
+    A local cluster we start is stopped on exit; a cluster we joined is only disconnected from; a
+    session the caller had already initialised is left untouched.
+    """
+    if not address:
+        raise SpecError("--ray", "give 'auto' or a cluster address such as 127.0.0.1:6379")
+    ray = import_ray()
+    if ray.is_initialized():
+        yield SessionInfo(address=None, started_local=False, reused=True)
+        return
+    kwargs = _quiet(ray)
+    target = find_running_cluster(ray) if address == "auto" else address
+    note = None
+    if target is not None:
+        try:
+            if is_loopback(target):
+                _keep_loopback(ray)
+            ray.init(address=target, **kwargs)
+        except ConnectionError as exc:
+            if address != "auto":
+                raise RunFailedError(
+                    f"--ray: cannot connect to a Ray cluster at {address!r} ({exc}); is it running?"
+                ) from None
+            note = f"--ray auto: could not join the Ray cluster at {target} ({exc}); started a local one instead"
+            target = None
+    if target is None:
+        _keep_loopback(ray)
+        ray.init(
+            address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
+            object_store_memory=object_store_memory_bytes, num_cpus=num_cpus, **kwargs,
+        )  # fmt: skip
+    try:
+        yield SessionInfo(address=target, started_local=target is None, reused=False, note=note)
+    finally:
+        ray.shutdown()

@@ -1,0 +1,50 @@
+"""What runs inside a Ray worker: fingerprint the node, then measure one config on it.
+
+Plain functions (``ray.remote`` wraps them in the driver), so workers import only this module and
+what it needs. The config runs through ``run_isolated`` — a forkserver child of the Ray worker —
+so an out-of-memory error or crash fails that config only, exactly as in the in-process sweep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from rightsize.cluster.fingerprint import node_fingerprint
+from rightsize.measure.config import BenchConfig
+from rightsize.profile import Measurement
+
+MeasureFn = Callable[[BenchConfig], Measurement]  # default: rightsize.measure.runner.run_isolated
+
+
+def current_node_id() -> str:
+    import ray
+
+    return str(ray.get_runtime_context().get_node_id())
+
+
+def fingerprint_task(instance_type: str | None) -> dict[str, Any]:
+    """``{"env", "node_id"}`` of the node this runs on."""
+    return {"env": node_fingerprint(instance_type), "node_id": current_node_id()}
+
+
+def measure_task(
+    cfg_dict: dict[str, Any], instance_type: str | None, measure: MeasureFn | None = None
+) -> dict[str, Any]:
+    """Measure one config on this node: ``{"env", "node_id", "measurement"}`` (plain dicts).
+
+    The measurement carries the node's env id, and in ``extra`` the Ray node id and (when the node
+    stands for one) the instance type.
+    """
+    env = node_fingerprint(instance_type)
+    node_id = current_node_id()
+    cfg = dataclasses.replace(BenchConfig.from_dict(cfg_dict), env_id=env["id"])
+    if measure is None:
+        from rightsize.measure.runner import run_isolated
+
+        measure = run_isolated
+    m = measure(cfg)
+    extra = {**m.extra, "ray_node_id": node_id} | ({"instance_type": instance_type} if instance_type else {})
+    m = dataclasses.replace(m, env_id=env["id"], extra=extra)
+    return {"env": env, "node_id": node_id, "measurement": m.to_dict()}

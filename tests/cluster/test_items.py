@@ -1,0 +1,45 @@
+"""Synthetic items are a pure function of their id; preprocessing makes the model's input."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rightsize.cluster.items import CLS_ID, PAD_ID, ItemSpec, preprocess, synthetic_read, tokenize
+from rightsize.cluster.stages import add_time, stage_totals
+
+
+def test_items_depend_only_on_their_id() -> None:
+    for spec, col in [(ItemSpec("tokens", seq_len=8, vocab=100), "text"), (ItemSpec("image", image_size=8), "image"),
+                      (ItemSpec("features", features=10), "features")]:  # fmt: skip
+        whole = synthetic_read(spec, np.arange(10))
+        part = synthetic_read(spec, np.array([7, 3]))
+        assert np.array_equal(part["id"], [7, 3])
+        assert np.array_equal(np.asarray(part[col][0]), np.asarray(whole[col][7]))
+        assert not np.array_equal(np.asarray(whole[col][0]), np.asarray(whole[col][1]))
+
+
+def test_preprocess_shapes_and_ranges() -> None:
+    tok = preprocess(
+        ItemSpec("tokens", seq_len=8, vocab=100), synthetic_read(ItemSpec("tokens", seq_len=8, vocab=100), np.arange(4))
+    )
+    assert tok["x"].shape == (4, 8) and tok["x"].dtype == np.int64
+    assert (tok["x"][:, 0] == CLS_ID).all() and tok["x"].min() >= 0 and tok["x"].max() < 100
+    img_spec = ItemSpec("image", image_size=8)
+    img = preprocess(img_spec, synthetic_read(img_spec, np.arange(3)))
+    assert img["x"].shape == (3, 3, 8, 8) and img["x"].dtype == np.float32 and abs(float(img["x"].mean())) < 1.0
+    feat_spec = ItemSpec("features", features=50)
+    feat = preprocess(feat_spec, synthetic_read(feat_spec, np.arange(5)))
+    assert np.allclose(feat["x"].mean(axis=1), 0, atol=1e-5) and np.allclose(feat["x"].std(axis=1), 1, atol=1e-3)
+    assert set(feat) == {"id", "x"}
+
+
+def test_tokenize_pads_and_truncates() -> None:
+    ids = tokenize(np.array(["a b", "a b c d e f"], dtype=object), seq_len=4, vocab=50)
+    assert ids[0, 3] == PAD_ID and ids[0, 1] == ids[1, 1] and (ids[1] != PAD_ID).all()
+
+
+def test_stage_time_columns_sum_to_the_stage_total() -> None:
+    batch = add_time({"id": np.arange(4)}, "infer", wall_s=2.0, cpu_s=1.0)
+    batch = add_time(batch, "read", wall_s=0.4, cpu_s=0.4)
+    totals = stage_totals(batch)
+    assert totals["infer"] == {"wall_s": 2.0, "cpu_s": 1.0} and totals["read"]["wall_s"] == 0.4

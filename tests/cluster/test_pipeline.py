@@ -1,0 +1,92 @@
+"""The local batch pipeline (multiprocessing, no Ray): ids, stages, file input and output, the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rightsize.cluster.pipeline import check_ids, make_plan, run_pipeline
+from rightsize.errors import SpecError, UnsupportedError
+from rightsize.spec import parse_spec
+
+
+def test_check_ids_counts_missing_duplicated_and_unexpected() -> None:
+    got = check_ids(np.array([0, 1, 1, 3, 7]), np.arange(4))
+    assert (got.expected, got.seen, got.unique, got.missing, got.duplicated, got.unexpected) == (4, 5, 4, 1, 1, 1)
+    assert not got.exactly_once
+    assert check_ids(np.array([2, 0, 1]), np.arange(3)).exactly_once
+
+
+def test_plan_from_spec_and_options() -> None:
+    w = parse_spec({"model": "distilbert", "tiny": True, "input": {"seq_len": 64}, "batch_sizes": [1, 8],
+                    "precisions": ["fp16", "bf16"]})  # fmt: skip
+    plan = make_plan(w, items=10, input_path=None, ray=False, workers=2, batch_size=None, device=None, precision=None)
+    assert plan.items.kind == "tokens" and plan.items.seq_len == 16 and plan.items.vocab == 1000  # tiny: 16 tokens
+    assert plan.infer.precision == "bf16"  # fp16 is CUDA-only: the first precision the CPU supports
+    assert plan.infer.batch_size == 8 and plan.workers == 2
+    with pytest.raises(SpecError, match="--precision"):
+        make_plan(w, items=10, input_path=None, ray=False, workers=1, batch_size=None, device="cpu", precision="fp16")
+    with pytest.raises(UnsupportedError):
+        make_plan(parse_spec({"model": "llama-7b"}), items=1, input_path=None, ray=False, workers=1, batch_size=None,
+                  device=None, precision=None)  # fmt: skip
+
+
+def test_local_pipeline_synthetic_items_exactly_once(tmp_path: Path) -> None:
+    w = parse_spec({"model": "simplenet", "tiny": True, "batch_sizes": [32],
+                    "targets": {"batch": {"items": 10_000_000, "deadline_hours": 2}}})  # fmt: skip
+    out = tmp_path / "out.parquet"
+    res = run_pipeline(w, items=2000, workers=2, output_path=out)
+    assert res.engine == "local" and res.workers == 2 and res.items == 2000 and res.exactly_once
+    import pyarrow.parquet as pq
+
+    ids = pq.read_table(out).column("id").to_numpy()
+    assert sorted(ids.tolist()) == list(range(2000))
+    assert res.stages["infer"]["cpu_s"] > 0 and res.stages["write"]["wall_s"] > 0
+    assert res.full_items == 10_000_000  # from targets.batch.items
+    row = res.projection[0]
+    assert row["runtime_h"] == pytest.approx(10_000_000 / row["items_per_s"] / 3600)
+    assert row["cost_usd"] == pytest.approx(row["runtime_h"] * row["price_usd_per_hour"])
+    assert row["instances"] == max(1, int(np.ceil(row["runtime_h"] / 2)))
+
+
+def test_local_pipeline_reads_a_jsonl_file_with_its_own_ids(tmp_path: Path) -> None:
+    ids = list(range(1000, 1600, 3))  # 200 non-contiguous ids
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": f"review number {i} was fine"}) + "\n" for i in ids))
+    w = parse_spec({"model": "distilbert", "tiny": True, "batch_sizes": [8]})
+    out = tmp_path / "out.jsonl"
+    res = run_pipeline(w, input_path=src, output_path=out, workers=1)
+    assert res.items == 200 and res.exactly_once and res.ids.expected == 200
+    assert sorted(json.loads(line)["id"] for line in out.read_text().splitlines()) == ids
+    assert res.stages["read"]["wall_s"] > 0  # the file read, timed in the driver
+
+
+def test_file_without_the_payload_column_is_a_spec_error(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": 1, "body": "x"}\n')
+    w = parse_spec({"model": "distilbert", "tiny": True})
+    with pytest.raises(SpecError, match="'text' column"):
+        run_pipeline(w, input_path=src, workers=1)
+
+
+def test_cli_pipeline_json_and_artifact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rightsize.cli.app import main
+    from rightsize.store import Store
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(json.dumps({"name": "emb", "model": "simplenet", "tiny": True, "batch_sizes": [16]}))
+    db = tmp_path / "s.sqlite"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["pipeline", str(spec), "--items", "600", "--workers", "1", "--full-items", "5000000", "--json",
+              "--store", str(db)])  # fmt: skip
+    assert exit_info.value.code == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["items"] == 600 and payload["ids"]["exactly_once"] is True and payload["full_items"] == 5_000_000
+    assert {"read", "preprocess", "infer", "write"} <= set(payload["stages"])
+    assert payload["projection"] and {"gpu", "cpu"} >= {r["device_class"] for r in payload["projection"]}
+    with Store(db) as store:
+        arts = store.artifacts("pipeline")
+    assert len(arts) == 1 and arts[0]["id"] == payload["artifact_id"] and arts[0]["payload"]["items"] == 600

@@ -23,28 +23,23 @@ def record(m: Measurement) -> dict[str, Any]:
 
 
 def sweep_table(measurements: list[Measurement], title: str) -> Any:
+    from rich.markup import escape
     from rich.table import Table
 
     t = Table(title=title, title_justify="left")
-    for col in (
-        "device",
-        "prec",
-        "batch",
-        "thr",
-        "status",
-        "p50 ms",
-        "p95 ms",
-        "p99 ms",
-        "samples/s",
-        "peak mem",
-        "GFLOP/sample",
-    ):
-        t.add_column(col, justify="right" if col not in ("device", "prec", "status") else "left")
-    for m in measurements:
+    # Ray sweeps tag each result with the instance type its node stands for.
+    instances = [str(m.extra.get("instance_type", "")) for m in measurements]
+    cols = ["device", "prec", "batch", "thr", "status", "p50 ms", "p95 ms", "p99 ms", "samples/s", "peak mem", "GFLOP/sample"]
+    if any(instances):
+        cols.insert(0, "instance")
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("instance", "device", "prec", "status") else "right")
+    for m, inst in zip(measurements, instances, strict=True):
         lat = m.latency_ms
         t.add_row(
+            *([inst] if any(instances) else []),
             m.device, m.precision, str(m.batch_size), str(m.threads or "all"),
-            m.status if m.status == "ok" else f"[red]failed[/red]: {m.reason}",
+            m.status if m.status == "ok" else f"[red]failed[/red]: {escape(m.reason or '')}",
             f"{lat.p50:.2f}" if lat else "-", f"{lat.p95:.2f}" if lat else "-", f"{lat.p99:.2f}" if lat else "-",
             f"{m.throughput_per_s:.1f}" if m.throughput_per_s else "-",
             format_bytes(m.peak_memory_bytes), f"{m.flops_per_sample / 1e9:.3f}" if m.flops_per_sample else "-",

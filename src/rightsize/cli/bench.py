@@ -29,7 +29,8 @@ def sweep_table(measurements: list[Measurement], title: str) -> Any:
     t = Table(title=title, title_justify="left")
     # Ray sweeps tag each result with the instance type its node stands for.
     instances = [str(m.extra.get("instance_type", "")) for m in measurements]
-    cols = ["device", "prec", "batch", "thr", "status", "p50 ms", "p95 ms", "p99 ms", "samples/s", "peak mem", "GFLOP/sample"]
+    cols = ["device", "prec", "batch", "thr", "status", "p50 ms", "p95 ms", "p99 ms", "samples/s", "peak mem"]
+    cols.append("GFLOP/sample")
     if any(instances):
         cols.insert(0, "instance")
     for col in cols:

@@ -1,0 +1,136 @@
+"""``rightsize memory MODEL``: peak memory of training or inference, the GPU tier that fits, advice.
+
+rightsize memory llama-7b --mode infer --precision fp16 --batch 1 --seq 2048
+rightsize memory resnet50 --mode train --batch 8 --device cpu --validate
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, emit_json, err_console, out_console
+
+if TYPE_CHECKING:
+    from rightsize.estimate.memory import MemoryEstimate
+    from rightsize.estimate.memory_validate import MemoryValidation
+
+GIB = 2**30
+
+
+def memory(
+    model: str = typer.Argument(..., help="Zoo model name (see `rightsize models`), e.g. llama-7b."),
+    mode: str = typer.Option("infer", "--mode", help="train | infer."),
+    precision: str = typer.Option("fp32", "--precision", help="fp32 | fp16 | bf16 | int8 | int4 (weights)."),
+    batch: int = typer.Option(1, "--batch", help="Batch size."),
+    seq: int | None = typer.Option(None, "--seq", help="Sequence length (token models)."),
+    image: int | None = typer.Option(None, "--image", help="Image size in pixels (image models)."),
+    optimizer: str = typer.Option("adamw", "--optimizer", help="adamw | sgd (training)."),
+    fused: bool = typer.Option(False, "--fused", help="Fused optimizer step (no foreach temporary)."),
+    device: str = typer.Option("cuda", "--device", help="cuda (GPU tiers) | cpu (this machine's RAM)."),
+    tiers: str | None = typer.Option(
+        None, "--tiers", help="GPU memory tiers: 'builtin', or GiB sizes such as '8,16,24' (default: the catalog)."
+    ),
+    validate: bool = typer.Option(False, "--validate", help="Also run it for real here and compare."),
+    tiny: bool = typer.Option(False, "--tiny", help="Tiny model variant (tests)."),
+    catalog_file: Path | None = CATALOG_OPTION,
+    json_out: bool = JSON_OPTION,
+) -> None:
+    """Estimate peak memory without allocating it (FakeTensor trace) and pick the smallest GPU tier."""
+    from rightsize.estimate.memory import estimate_memory
+    from rightsize.estimate.memory_tiers import parse_tiers
+
+    kwargs: dict[str, Any] = {
+        "mode": mode, "precision": precision, "batch_size": batch, "seq_len": seq, "image_size": image,
+        "optimizer": optimizer, "fused": fused, "tiny": tiny,
+    }  # fmt: skip
+    # typer applies $RIGHTSIZE_CATALOG; `--catalog ""` arrives as Path(".") and means "none".
+    cat = None if catalog_file is None else ("" if str(catalog_file) == "." else str(catalog_file))
+    tier_list = parse_tiers(tiers) if tiers is not None else None
+    est = estimate_memory(model, device=device, catalog_file=cat, tiers=tier_list, **kwargs)
+    val = _validate(est, model, kwargs, tiny) if validate else None
+    if json_out:
+        emit_json({**_as_dict(est), **({"validation": val.to_dict()} if val else {})})
+        return
+    _print_estimate(est)
+    if val is not None:
+        _print_validation(val)
+
+
+def _validate(est: MemoryEstimate, model: str, kwargs: dict[str, Any], tiny: bool) -> MemoryValidation:
+    """Validate on this machine's device: a CUDA estimate without a GPU is re-estimated for CPU."""
+    from rightsize.estimate.memory import estimate_memory
+    from rightsize.estimate.memory_validate import validate_memory
+
+    local = est
+    if est.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            err_console.print("no CUDA device here: validating the CPU estimate of the same configuration")
+            local = estimate_memory(model, device="cpu", advise=False, **kwargs)
+    with err_console.status("running the configuration for real…"):
+        return validate_memory(local, tiny=tiny)
+
+
+def _as_dict(est: MemoryEstimate) -> dict[str, Any]:
+    import dataclasses
+
+    return dataclasses.asdict(est)
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:,.3f}"
+
+
+def _print_estimate(est: MemoryEstimate) -> None:
+    from rich import box
+    from rich.table import Table
+
+    shape = f"seq {est.seq_len}" if est.seq_len else f"image {est.image_size}" if est.image_size else ""
+    what = f"{est.model} {est.mode} {est.precision} batch {est.batch_size} {shape} on {est.device}"
+    if est.mode == "train":
+        what += f", {est.optimizer}{' fused' if est.fused else ''}"
+    phase = {"forward_backward": "forward + backward", "optimizer_step": "the optimizer step"}.get(
+        est.peak_phase, "forward"
+    )
+    out_console.print(f"[bold]{what}[/bold]: peak during {phase}", highlight=False)
+    table = Table(box=box.SIMPLE)
+    for col in ("component", "GiB", "share"):
+        table.add_column(col, justify="left" if col == "component" else "right")
+    for name, n in est.breakdown.items():
+        if n:
+            table.add_row(name.replace("_", " "), _gib(n), f"{100 * n / est.total_bytes:.1f}%")
+    table.add_row("total", _gib(est.total_bytes), "100%", style="bold")
+    out_console.print(table)
+    if est.fits:
+        out_console.print(f"fits: [bold]{est.tier}[/bold] with {est.headroom_fraction:.0%} headroom")
+    else:
+        out_console.print("[bold red]fits no tier[/bold red] " + ", ".join(t["tier"] for t in est.tiers))
+    for a in est.advice:
+        where = f"fits {a.tier}" if a.fits else "still does not fit"
+        out_console.print(f"  - {a.detail}: {a.total_gib:,.2f} GiB{' per GPU' if a.gpus > 1 else ''} ({where})")
+    out_console.print(f"[dim]traced in {est.trace_s:.1f} s; assumptions:[/dim]")
+    for line in est.assumptions:
+        out_console.print(f"[dim]  · {line}[/dim]", highlight=False)
+
+
+def _print_validation(val: MemoryValidation) -> None:
+    from rich import box
+    from rich.table import Table
+
+    out_console.print(f"[bold]validation on {val.device}[/bold] (this machine, real run)")
+    table = Table(box=box.SIMPLE)
+    for col in ("quantity", "estimated GiB", "measured GiB", "error"):
+        table.add_column(col, justify="left" if col == "quantity" else "right")
+    for r in val.rows:
+        table.add_row(r.quantity, _gib(r.estimated_bytes), _gib(r.measured_bytes), f"{r.error_pct:+.1f}%")
+    out_console.print(table)
+    for note in val.notes:
+        out_console.print(f"[dim]{note}[/dim]")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("memory")(memory)

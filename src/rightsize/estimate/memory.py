@@ -1,0 +1,383 @@
+"""Peak memory of training or inference for a zoo model, without allocating it.
+
+    est = estimate_memory("llama-7b", mode="infer", precision="fp16", batch_size=1, seq_len=2048)
+    est.total_gib, est.tier, est.fits, est.breakdown
+
+Peak tensor memory (one device, steady state: optimizer states exist, ``zero_grad(set_to_none=True)``):
+
+    train:  W + O + max(P_fb, G + T)       W weights, O optimizer states, G gradients, T optimizer-step
+                                           transient, P_fb peak of the traced forward + backward
+                                           (activations, logits + loss, backward transients, the
+                                           gradients accumulated so far); see memory_trace.
+    infer:  W + P_f + KV                   P_f peak of the traced forward (no_grad), KV the cache
+                                           2 * layers * kv_heads * head_dim * bytes * batch * seq
+
+On CUDA add the context, the cuBLAS/cuDNN workspace and an allocator-fragmentation margin; on CPU
+an allocator margin over the bytes a step allocates (``Overheads``). The breakdown lists what is
+live at the peak, so it sums to the total; ``components`` gives each quantity at its full size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from rightsize.errors import SpecError, did_you_mean
+from rightsize.estimate.memory_tiers import (
+    TIER_HEADROOM_FRACTION,
+    Advice,
+    GpuTier,
+    default_tiers,
+    pick_tier,
+    tier_fits,
+)
+
+if TYPE_CHECKING:
+    from rightsize.estimate.memory_trace import ModelStats, TraceResult
+    from rightsize.models.zoo import ZooEntry
+
+__all__ = [
+    "BREAKDOWN_KEYS",
+    "DEVICES",
+    "MODES",
+    "OPTIMIZERS",
+    "OVERHEADS",
+    "PRECISIONS",
+    "MemoryEstimate",
+    "MemoryInputs",
+    "Overheads",
+    "assemble",
+    "estimate_memory",
+]
+
+GIB = 2**30
+Mode = Literal["train", "infer"]
+Device = Literal["cuda", "cpu"]
+PRECISIONS = ("fp32", "fp16", "bf16", "int8", "int4")
+MODES = ("train", "infer")
+OPTIMIZERS = ("adamw", "sgd")
+DEVICES = ("cuda", "cpu")
+BREAKDOWN_KEYS = (
+    "weights", "gradients", "optimizer_states", "optimizer_step_transient", "activations", "logits",
+    "backward_transient", "kv_cache", "cuda_context", "workspace", "fragmentation",
+)  # fmt: skip
+
+# Bytes per stored weight element. int4: GPTQ/AWQ-style groups of 128 weights share an fp16 scale and
+# an fp16 zero point (+4 bytes per 128 weights); int8: one fp16 scale per output row (LLM.int8()).
+WEIGHT_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "int8": 1.0, "int4": 0.5}
+INT4_GROUP_SIZE = 128
+# Optimizer states per parameter, fp32 (REFERENCE.md §6): AdamW exp_avg + exp_avg_sq; SGD momentum.
+OPTIMIZER_STATE_BYTES_PER_PARAM = {"adamw": 8, "sgd": 4}
+
+
+@dataclass(frozen=True)
+class Overheads:
+    """Memory a process uses besides live tensors. The CUDA values are defaults, not fits: no GPU
+    measurement exists in the calibration data yet (``rightsize memory --validate`` on a GPU
+    measures them)."""
+
+    # REFERENCE.md §6: "CUDA context: ~0.3-0.7 GB per process depending on lazy loading and driver".
+    context_bytes: int = 500 * 10**6
+    # PyTorch's default cuBLAS workspace on Hopper, CUBLAS_WORKSPACE_CONFIG=":4096:8" (8 x 4 MiB; older
+    # GPUs ":4096:2:16:8" ~ 8 MiB): PyTorch docs, "Reproducibility" / torch.use_deterministic_algorithms.
+    cublas_workspace_bytes: int = 32 * 2**20
+    # cuDNN convolution workspace: assumed, unmeasured (cudnn.benchmark picks algorithms by workspace).
+    cudnn_workspace_bytes: int = 128 * 2**20
+    # Caching-allocator fragmentation (reserved - allocated) as a fraction of tensor bytes: assumed
+    # default, to be replaced by a fit of max_memory_reserved / max_memory_allocated from GPU runs.
+    fragmentation_fraction: float = 0.10
+    # CPU: RSS above the live tensor bytes of a step (glibc arenas, oneDNN scratch), as a fraction of
+    # the bytes allocated above the resident weights/optimizer states. Median of 9 `--validate` runs
+    # on the project's 2-core dev machine (resnet50, distilbert, gpt2, llama-1b; train 0.93-1.35x,
+    # inference 1.5-1.8x of tensor bytes): noisy, indicative.
+    cpu_allocator_fraction: float = 0.35
+
+
+OVERHEADS = Overheads()
+
+
+@dataclass(frozen=True)
+class MemoryInputs:
+    """Everything ``assemble`` needs: the request plus the traced model."""
+
+    model: str
+    mode: Mode
+    precision: str
+    device: Device
+    batch_size: int
+    seq_len: int | None
+    image_size: int | None
+    optimizer: str
+    fused: bool
+    stats: ModelStats
+    trace: TraceResult
+    overheads: Overheads = OVERHEADS
+    optimizer_state_bytes_per_param: float | None = None  # None: OPTIMIZER_STATE_BYTES_PER_PARAM
+    shards: int = 1  # ZeRO-3 / FSDP (train) or tensor parallel (infer): model state split over N GPUs
+
+
+@dataclass
+class MemoryEstimate:
+    """Peak memory of one configuration; ``breakdown`` (bytes, live at the peak) sums to ``total_bytes``."""
+
+    model: str
+    mode: str
+    precision: str
+    device: str
+    batch_size: int
+    seq_len: int | None
+    image_size: int | None
+    optimizer: str | None
+    fused: bool
+    param_count: int
+    breakdown: dict[str, int]
+    components: dict[str, int]  # full-size quantities (not all live at once)
+    peak_phase: str  # "forward_backward" | "optimizer_step" | "forward"
+    total_bytes: int
+    total_gib: float
+    tier: str | None = None
+    tier_memory_gib: float | None = None
+    fits: bool = False
+    headroom_fraction: float = TIER_HEADROOM_FRACTION
+    tiers: list[dict[str, Any]] = field(default_factory=list)
+    advice: list[Advice] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    trace_s: float = 0.0
+
+
+def compute_dtype(mode: str, precision: str, device: str) -> tuple[Literal["fp32", "fp16", "bf16"], bool]:
+    """(activation dtype, autocast?): training keeps fp32 weights and autocasts fp16/bf16 (AMP);
+    inference casts the model; int8/int4 weights compute in fp16 on CUDA and fp32 on CPU."""
+    if precision in ("fp16", "bf16"):
+        return precision, mode == "train"  # type: ignore[return-value]
+    if precision in ("int8", "int4"):
+        return ("fp16" if device == "cuda" else "fp32"), False
+    return "fp32", False
+
+
+def weight_bytes(stats: ModelStats, mode: str, precision: str, device: str) -> int:
+    """Parameters + buffers as stored: fp32 for training (AMP keeps fp32 master weights, REFERENCE §6)."""
+    act = WEIGHT_BYTES[compute_dtype(mode, precision, device)[0]]
+    if mode == "train":
+        return int(4 * (stats.param_count + stats.float_buffer_numel) + stats.other_buffer_bytes)
+    if precision in ("int8", "int4"):
+        q = stats.linear_weight_numel
+        if precision == "int8":
+            quant = q * 1 + stats.linear_out_features * 2
+        else:
+            quant = q // 2 + math.ceil(q / INT4_GROUP_SIZE) * 4
+        rest = (stats.param_count - q) * act
+        return int(quant + rest + stats.float_buffer_numel * act + stats.other_buffer_bytes)
+    b = WEIGHT_BYTES[precision]
+    return int((stats.param_count + stats.float_buffer_numel) * b + stats.other_buffer_bytes)
+
+
+def kv_cache_bytes(stats: ModelStats, act_bytes: float, batch_size: int, seq_len: int) -> int:
+    """REFERENCE §6: 2 (K and V) * layers * kv_heads * head_dim * bytes * batch * seq."""
+    return int(2 * stats.kv_layers * stats.kv_heads * stats.head_dim * act_bytes * batch_size * seq_len)
+
+
+def step_transient_bytes(inp: MemoryInputs) -> int:
+    """Temporary memory of optimizer.step(): fused ~0; CUDA foreach AdamW ~ one fp32 params-size
+    (``_foreach_sqrt(exp_avg_sq)``, REFERENCE §6); CPU defaults to the per-tensor loop, whose
+    ``exp_avg_sq.sqrt() / bias_correction`` holds ~2 copies of the largest parameter. SGD
+    (momentum, no weight decay) updates in place."""
+    if inp.fused or inp.optimizer != "adamw":
+        return 0
+    if inp.device == "cuda":
+        return 4 * inp.stats.param_count
+    return 2 * 4 * inp.stats.largest_param_numel
+
+
+def assemble(inp: MemoryInputs) -> tuple[dict[str, int], dict[str, int], str]:
+    """(breakdown live at the peak, full-size components, peak phase) from a trace. Pure."""
+    st, tr, n = inp.stats, inp.trace, inp.shards
+    w = weight_bytes(st, inp.mode, inp.precision, inp.device) // n
+    tags = dict(tr.peak_by_tag)
+    tags["gradients"] //= n  # sharded gradients are reduce-scattered as they are produced
+    out = dict.fromkeys(BREAKDOWN_KEYS, 0)
+    out["weights"] = w
+    comp: dict[str, int] = {
+        "weights": w, "activations_saved": tr.saved_bytes, "logits": tr.logits_bytes,
+        "forward_peak": tr.peak_live_bytes,
+    }  # fmt: skip
+    if inp.mode == "train":
+        per_param = inp.optimizer_state_bytes_per_param or OPTIMIZER_STATE_BYTES_PER_PARAM[inp.optimizer]
+        opt = int(per_param * st.param_count) // n
+        grads = 4 * st.param_count // n
+        trans = step_transient_bytes(inp) // n
+        comp |= {"gradients": grads, "optimizer_states": opt, "optimizer_step_transient": trans}
+        out["optimizer_states"] = opt
+        if sum(tags.values()) >= grads + trans:
+            phase = "forward_backward"
+            out |= {
+                "gradients": tags["gradients"], "activations": tags["activations"] + tags["input"],
+                "logits": tags["logits"], "backward_transient": tags["backward"],
+            }  # fmt: skip
+        else:
+            phase = "optimizer_step"
+            out |= {"gradients": grads, "optimizer_step_transient": trans}
+    else:
+        phase = "forward"
+        act_bytes = WEIGHT_BYTES[compute_dtype(inp.mode, inp.precision, inp.device)[0]]
+        kv = kv_cache_bytes(st, act_bytes, inp.batch_size, inp.seq_len or 0) // n if st.kv_layers else 0
+        comp["kv_cache"] = kv
+        out |= {"activations": tags["activations"] + tags["input"], "logits": tags["logits"], "kv_cache": kv}
+    ov = inp.overheads
+    if inp.device == "cpu":
+        dynamic = sum(out.values()) - out["weights"] - out["optimizer_states"]
+        out["fragmentation"] = int(ov.cpu_allocator_fraction * dynamic)
+    else:
+        tensors = sum(out.values())
+        workspace = ov.cublas_workspace_bytes + (ov.cudnn_workspace_bytes if _has_conv(inp) else 0)
+        out |= {
+            "cuda_context": ov.context_bytes, "workspace": workspace,
+            "fragmentation": int(ov.fragmentation_fraction * (tensors + workspace)),
+        }  # fmt: skip
+    return out, comp, phase
+
+
+def _has_conv(inp: MemoryInputs) -> bool:
+    return inp.image_size is not None
+
+
+def scaled_trace(trace: TraceResult, factor: float) -> TraceResult:
+    """The trace at ``factor`` x the batch: batch-dependent bytes scale linearly (gradients do not)."""
+    tags = {k: int(v * factor) if k != "gradients" else v for k, v in trace.peak_by_tag.items()}
+    return replace(
+        trace, saved_bytes=int(trace.saved_bytes * factor), peak_live_bytes=sum(tags.values()), peak_by_tag=tags,
+        logits_bytes=int(trace.logits_bytes * factor),
+        block_saved_bytes=tuple(int(b * factor) for b in trace.block_saved_bytes),
+        block_input_bytes=tuple(int(b * factor) for b in trace.block_input_bytes),
+    )  # fmt: skip
+
+
+def check_request(
+    entry: ZooEntry, mode: str, precision: str, device: str, optimizer: str, batch_size: int,
+    seq_len: int | None, image_size: int | None,
+) -> None:  # fmt: skip
+    """Raise SpecError naming the field for anything this estimator cannot take."""
+    for name, value, choices in (
+        ("mode", mode, MODES), ("precision", precision, PRECISIONS), ("device", device, DEVICES),
+        ("optimizer", optimizer, OPTIMIZERS),
+    ):  # fmt: skip
+        if value not in choices:
+            raise SpecError(
+                name, f"unknown {name} {value!r}; choose one of {', '.join(choices)}.{did_you_mean(value, choices)}"
+            )
+    if mode == "train" and precision in ("int8", "int4"):
+        raise SpecError("precision", f"{precision} weights are for inference; train with fp32, bf16 or fp16 (AMP)")
+    if batch_size < 1:
+        raise SpecError("batch", f"must be >= 1, got {batch_size}")
+    if seq_len is not None and (entry.kind != "tokens" or seq_len < 1):
+        raise SpecError(
+            "seq", f"must be >= 1 and only applies to token models, got {seq_len} for {entry.name} ({entry.kind})"
+        )
+    if image_size is not None and (entry.kind != "image" or image_size < 1):
+        raise SpecError("image", f"must be >= 1 and only applies to image models, got {image_size} for {entry.name}")
+
+
+def estimate_memory(
+    model: str,
+    *,
+    mode: str = "infer",
+    precision: str = "fp32",
+    batch_size: int = 1,
+    seq_len: int | None = None,
+    image_size: int | None = None,
+    optimizer: str = "adamw",
+    fused: bool = False,
+    device: str = "cuda",
+    tiers: list[GpuTier] | None = None,
+    catalog_file: str | None = None,
+    advise: bool = True,
+    tiny: bool = False,
+) -> MemoryEstimate:
+    """Trace ``model`` under FakeTensorMode and account its peak memory; pick the smallest tier that
+    fits with ``TIER_HEADROOM_FRACTION`` headroom; advise when none does. ``tiers`` default: the
+    catalog's GPU memory tiers, with ``catalog_file`` rows (cuda), or this machine's RAM (cpu)."""
+    from rightsize.estimate.memory_advice import advise_memory
+    from rightsize.estimate.memory_trace import trace_memory
+    from rightsize.models.zoo import get_entry
+
+    entry = get_entry(model)
+    check_request(entry, mode, precision, device, optimizer, batch_size, seq_len, image_size)
+    if entry.kind == "tokens":
+        seq_len = seq_len or entry.default_seq_len
+    elif entry.kind == "image":
+        image_size = image_size or entry.default_image_size
+    compute, amp = compute_dtype(mode, precision, device)
+    mode_l, device_l = cast(Mode, mode), cast(Device, device)
+    stats, trace = trace_memory(
+        entry, mode=mode_l, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
+        compute=compute, amp=amp, target=device_l, tiny=tiny,
+    )  # fmt: skip
+    inp = MemoryInputs(
+        model, mode_l, precision, device_l, batch_size, seq_len, image_size, optimizer, fused, stats, trace
+    )
+    tier_source = "the given tier list"
+    if tiers is None:
+        tiers, tier_source = default_tiers(device, catalog_file)
+    est = build_estimate(inp, tiers)
+    est.trace_s = round(trace.elapsed_s, 2)
+    est.assumptions = assumptions(inp, tier_source, tiny)
+    if advise and not est.fits:
+        est.advice = advise_memory(inp, tiers, tiny=tiny)
+    return est
+
+
+def build_estimate(inp: MemoryInputs, tiers: list[GpuTier]) -> MemoryEstimate:
+    """The estimate for ``inp`` with its tier choice (no advice, no assumptions). Pure."""
+    breakdown, comp, phase = assemble(inp)
+    total = sum(breakdown.values())
+    tier = pick_tier(total, tiers)
+    return MemoryEstimate(
+        model=inp.model, mode=inp.mode, precision=inp.precision, device=inp.device, batch_size=inp.batch_size,
+        seq_len=inp.seq_len, image_size=inp.image_size, optimizer=inp.optimizer if inp.mode == "train" else None,
+        fused=inp.fused, param_count=inp.stats.param_count, breakdown=breakdown, components=comp, peak_phase=phase,
+        total_bytes=total, total_gib=round(total / GIB, 3), tier=tier.label if tier else None,
+        tier_memory_gib=tier.memory_gib if tier else None, fits=tier is not None,
+        tiers=[{"tier": t.label, "memory_gib": t.memory_gib, "fits": tier_fits(total, t.memory_gib)} for t in tiers],
+    )  # fmt: skip
+
+
+def assumptions(inp: MemoryInputs, tier_source: str, tiny: bool) -> list[str]:
+    """What the numbers rest on, one line each (shown by the CLI, kept in the JSON)."""
+    compute, amp = compute_dtype(inp.mode, inp.precision, inp.device)
+    out = [f"tiers from {tier_source}; a tier fits when total <= (1 - {TIER_HEADROOM_FRACTION:.0%}) x its memory"]
+    if tiny:
+        out.append("tiny model variant (tests)")
+    if inp.mode == "train":
+        out += [
+            f"training: fp32 weights and gradients{f', autocast {compute} activations (AMP)' if amp else ''}; "
+            f"{inp.optimizer} states {OPTIMIZER_STATE_BYTES_PER_PARAM[inp.optimizer]} B/param (REFERENCE §6)",
+            "steady state: optimizer states exist, zero_grad(set_to_none=True) frees gradients before forward",
+            "optimizer step: " + ("fused, no transient" if inp.fused or inp.optimizer == "sgd" else
+                                  "foreach, +1 fp32 params-size" if inp.device == "cuda" else
+                                  "per-tensor loop, +2 x the largest parameter"),
+        ]  # fmt: skip
+        if amp and inp.device == "cuda":
+            out.append("autocast op lists traced with CPU autocast (CUDA's differ in a few ops)")
+    else:
+        out.append(f"inference: model cast to {inp.precision}, activations {compute}, no_grad")
+        if inp.precision in ("int8", "int4"):
+            out.append(f"{inp.precision}: nn.Linear weights except the output head quantized"
+                       + (f" (groups of {INT4_GROUP_SIZE}, fp16 scale + zero)" if inp.precision == "int4" else
+                          " (fp16 scale per row)"))  # fmt: skip
+        if inp.stats.kv_layers:
+            out.append("KV cache for the whole sequence at the activation dtype; logits for every position")
+    out += list(inp.trace.notes)
+    if inp.device == "cuda":
+        ov = inp.overheads
+        out.append(
+            f"CUDA context {ov.context_bytes / 1e9:.1f} GB (REFERENCE §6, 0.3-0.7 GB), cuBLAS workspace "
+            f"{ov.cublas_workspace_bytes >> 20} MiB, cuDNN workspace {ov.cudnn_workspace_bytes >> 20} MiB for conv "
+            f"models (assumed), fragmentation {ov.fragmentation_fraction:.0%} of tensor bytes (default, not yet fitted)"
+        )
+    else:
+        out.append(
+            f"CPU: no context or workspace; allocator margin {inp.overheads.cpu_allocator_fraction:.0%} of the bytes a "
+            "step allocates (RSS vs tensors on the dev machine; noisy)"
+        )
+    return out

@@ -1,0 +1,111 @@
+"""GPU memory tiers and the fit rule: the smallest tier whose memory, less headroom, holds the total.
+
+Tiers come from the catalog (``rightsize.catalog.gpu_memory_tiers``) when it can be loaded, else from
+``FALLBACK_GPU_TIERS``, the one place this package names GPU memory sizes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "FALLBACK_GPU_TIERS",
+    "TIER_HEADROOM_FRACTION",
+    "Advice",
+    "GpuTier",
+    "default_tiers",
+    "parse_tiers",
+    "pick_tier",
+    "tier_fits",
+]
+
+GIB = 2**30
+# Keep 10% of a card free: allocator growth between iterations, other processes, and the gap between
+# a card's nominal size and what the driver exposes (a "24 GB" A10G shows 23028 MiB in nvidia-smi).
+TIER_HEADROOM_FRACTION = 0.10
+
+
+@dataclass(frozen=True)
+class GpuTier:
+    memory_gib: float
+    names: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return f"{'/'.join(self.names)} ({self.memory_gib:g} GiB)"
+
+
+# Used only when the catalog cannot be loaded. Sizes: NVIDIA datasheets (REFERENCE.md §1); P4 8 GB
+# (GCP nvidia-tesla-p4), L40S 48 GB.
+FALLBACK_GPU_TIERS: tuple[GpuTier, ...] = (
+    GpuTier(8, ("P4",)),
+    GpuTier(16, ("T4", "V100-16GB")),
+    GpuTier(24, ("A10G", "L4")),
+    GpuTier(40, ("A100-40GB",)),
+    GpuTier(48, ("L40S",)),
+    GpuTier(80, ("A100-80GB", "H100")),
+    GpuTier(141, ("H200",)),
+)
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One change that would make the workload fit, with the total it leads to."""
+
+    action: str  # batch | amp | checkpointing | int8 | int4 | optimizer_8bit | shard
+    detail: str
+    total_bytes: int
+    total_gib: float
+    tier: str | None  # the tier it fits (per GPU when sharded), None when it still does not fit
+    fits: bool
+    gpus: int = 1
+
+
+def tier_fits(total_bytes: int, memory_gib: float, headroom: float = TIER_HEADROOM_FRACTION) -> bool:
+    return total_bytes <= (1.0 - headroom) * memory_gib * GIB
+
+
+def pick_tier(total_bytes: int, tiers: list[GpuTier], headroom: float = TIER_HEADROOM_FRACTION) -> GpuTier | None:
+    """The smallest tier that fits ``total_bytes`` with headroom; None when none does."""
+    for tier in sorted(tiers, key=lambda t: t.memory_gib):
+        if tier_fits(total_bytes, tier.memory_gib, headroom):
+            return tier
+    return None
+
+
+def catalog_tiers(catalog_file: str | None = None) -> list[GpuTier] | None:
+    """GPU tiers of the catalog (shipped tables + ``catalog_file``); None when the catalog is absent."""
+    try:
+        from rightsize.catalog import gpu_memory_tiers, load_catalog
+    except ImportError:
+        return None
+    rows = gpu_memory_tiers(load_catalog(catalog_file))
+    return [GpuTier(float(mem), tuple(names)) for mem, names in rows] or None
+
+
+def parse_tiers(text: str) -> list[GpuTier]:
+    """``builtin`` (FALLBACK_GPU_TIERS) or GiB sizes such as ``8,16,24`` (a generic tier each)."""
+    from rightsize.errors import SpecError
+
+    if text.strip() == "builtin":
+        return list(FALLBACK_GPU_TIERS)
+    try:
+        sizes = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or any(size <= 0 for size in sizes):
+        raise SpecError("tiers", f"expected 'builtin' or positive GiB sizes such as '8,16,24', got {text!r}")
+    return [GpuTier(size, (f"{size:g} GiB GPU",)) for size in sorted(set(sizes))]
+
+
+def default_tiers(device: str, catalog_file: str | None = None) -> tuple[list[GpuTier], str]:
+    """(tiers, where they came from): catalog GPU tiers for CUDA, this machine's RAM for CPU."""
+    if device == "cpu":
+        import psutil
+
+        ram_gib = psutil.virtual_memory().total / GIB
+        return [GpuTier(round(ram_gib, 1), ("this machine's RAM",))], "this machine's RAM (psutil)"
+    tiers = catalog_tiers(catalog_file)
+    if tiers is None:
+        return list(FALLBACK_GPU_TIERS), "the built-in tier list (catalog not available)"
+    return tiers, "the catalog's accelerators"

@@ -1,0 +1,84 @@
+"""``rightsize memory`` through the real entry point, ``rightsize.cli.app.main`` (in-process: the
+command imports torch and transformers, which a subprocess per test would pay for again)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from rightsize.cli.app import main
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+Run = Callable[..., Result]
+
+
+@pytest.fixture
+def rightsize(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
+    monkeypatch.setenv("RIGHTSIZE_CATALOG", "")
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def run(*args: str) -> Result:
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as done:
+            main(list(args))
+        out = capsys.readouterr()
+        return Result(int(done.value.code or 0), out.out, out.err)
+
+    return run
+
+
+def test_memory_json_contract(rightsize: Run) -> None:
+    out = rightsize("memory", "llama-1b", "--tiny", "--mode", "infer", "--precision", "fp16", "--seq", "16", "--json")
+    assert out.returncode == 0, out.stderr
+    est = json.loads(out.stdout)
+    for key in (
+        "breakdown",
+        "components",
+        "total_bytes",
+        "total_gib",
+        "tier",
+        "fits",
+        "advice",
+        "assumptions",
+        "tiers",
+    ):
+        assert key in est
+    assert sum(est["breakdown"].values()) == est["total_bytes"]
+    assert est["breakdown"]["kv_cache"] == 2 * 2 * 2 * 8 * 2 * 1 * 16  # tiny Llama: 2 layers, 2 kv heads, dim 8
+    assert est["fits"] and est["tier"]
+
+
+def test_memory_bad_input_exits_2_naming_the_field(rightsize: Run) -> None:
+    out = rightsize("memory", "resnet50", "--batch", "0")
+    assert out.returncode == 2
+    assert out.stderr.strip() == "error: batch: must be >= 1, got 0"
+    out = rightsize("memory", "resnet50", "--precision", "fp9")
+    assert out.returncode == 2 and out.stderr.startswith("error: precision: unknown precision 'fp9'")
+
+
+def test_memory_validate_on_cpu(rightsize: Run) -> None:
+    out = rightsize("memory", "resnet50", "--tiny", "--mode", "train", "--batch", "4", "--device", "cpu",
+                    "--validate", "--json")  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rows = {r["quantity"]: r for r in json.loads(out.stdout)["validation"]["rows"]}
+    assert abs(rows["activations (saved for backward)"]["error_pct"]) <= 10
+    assert rows["weights (params + buffers)"]["error_pct"] == 0
+
+
+def test_memory_llama_1b_fp16_fits_an_8gb_tier_of_the_builtin_list(rightsize: Run) -> None:
+    out = rightsize("memory", "llama-1b", "--mode", "infer", "--precision", "fp16", "--tiers", "builtin", "--json")
+    assert out.returncode == 0, out.stderr
+    est = json.loads(out.stdout)
+    assert est["tier_memory_gib"] == 8 and est["tier"] == "P4 (8 GiB)"
+    bad = rightsize("memory", "llama-1b", "--tiers", "8,big")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: tiers: expected 'builtin'")

@@ -1,0 +1,236 @@
+"""Memory estimator: exact state accounting, traced activations vs real saved bytes, tiers, advice."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+import torch
+
+from rightsize.errors import NotFoundError, SpecError
+from rightsize.estimate.memory import (
+    BREAKDOWN_KEYS,
+    GIB,
+    MemoryInputs,
+    Overheads,
+    assemble,
+    estimate_memory,
+    kv_cache_bytes,
+)
+from rightsize.estimate.memory_advice import advise_memory
+from rightsize.estimate.memory_tiers import FALLBACK_GPU_TIERS, GpuTier, pick_tier, tier_fits
+from rightsize.estimate.memory_trace import ModelStats, TraceResult, trace_memory
+from rightsize.measure.memory import RssPeakTracker, SavedTensorTracker
+from rightsize.models.zoo import get_entry
+
+TINY_CPU = {"device": "cpu", "tiny": True, "tiers": [GpuTier(64, ("test",))]}
+
+
+def _resident(model: torch.nn.Module) -> int:
+    return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+
+
+# --- exact accounting of weights, gradients, optimizer states ------------------------------------
+
+
+@pytest.mark.parametrize("name", ["distilbert", "resnet50", "llama-1b"])
+def test_training_state_is_exact_against_the_real_model(name: str) -> None:
+    model = get_entry(name).build(tiny=True)
+    params = sum(p.numel() for p in model.parameters())
+    adamw = estimate_memory(name, mode="train", batch_size=2, **TINY_CPU)  # type: ignore[arg-type]
+    sgd = estimate_memory(name, mode="train", batch_size=2, optimizer="sgd", **TINY_CPU)  # type: ignore[arg-type]
+    assert adamw.param_count == params
+    assert adamw.components["weights"] == _resident(model)  # fp32 params + buffers
+    assert adamw.components["gradients"] == 4 * params
+    assert adamw.components["optimizer_states"] == 8 * params  # exp_avg + exp_avg_sq, fp32
+    assert sgd.components["optimizer_states"] == 4 * params  # momentum buffer
+    amp = estimate_memory(name, mode="train", precision="bf16", batch_size=2, **TINY_CPU)  # type: ignore[arg-type]
+    assert amp.components["weights"] == adamw.components["weights"]  # AMP keeps fp32 master weights
+
+
+@pytest.mark.parametrize("precision, dtype", [("fp16", torch.float16), ("bf16", torch.bfloat16)])
+def test_inference_weights_match_the_cast_model(precision: str, dtype: torch.dtype) -> None:
+    model = get_entry("distilbert").build(tiny=True).to(dtype)
+    est = estimate_memory("distilbert", mode="infer", precision=precision, **TINY_CPU)  # type: ignore[arg-type]
+    assert est.breakdown["weights"] == _resident(model)
+
+
+def test_int8_and_int4_weights_quantize_linear_layers_except_the_head() -> None:
+    fp16 = estimate_memory("llama-1b", mode="infer", precision="fp16", device="cuda", tiny=True)
+    int8 = estimate_memory("llama-1b", mode="infer", precision="int8", device="cuda", tiny=True)
+    int4 = estimate_memory("llama-1b", mode="infer", precision="int4", device="cuda", tiny=True)
+    model = get_entry("llama-1b").build(tiny=True)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)][:-1]  # not the lm_head
+    q = sum(m.weight.numel() for m in linears)
+    rows = sum(m.out_features for m in linears)
+    assert fp16.breakdown["weights"] - int8.breakdown["weights"] == 2 * q - (q + 2 * rows)
+    assert fp16.breakdown["weights"] - int4.breakdown["weights"] == 2 * q - (q // 2 + -(-q // 128) * 4)
+
+
+# --- traced activations vs a real forward ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, precision",
+    [("resnet50", "fp32"), ("resnet50", "bf16"), ("distilbert", "fp32"), ("distilbert", "bf16"),
+     ("gpt2", "fp32"), ("llama-1b", "bf16")],
+)  # fmt: skip
+def test_traced_activations_within_10pct_of_saved_tensor_tracker(name: str, precision: str) -> None:
+    entry = get_entry(name)
+    est = estimate_memory(name, mode="train", precision=precision, batch_size=4, advise=False, **TINY_CPU)  # type: ignore[arg-type]
+    torch.manual_seed(0)
+    model = entry.build(tiny=True).train()
+    x = entry.example_input(4, tiny=True)
+    y = entry.example_labels(x, tiny=True)
+    amp = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
+    with SavedTensorTracker(model) as saved, amp:
+        model.loss(x, y)
+    assert saved.saved_bytes > 0
+    assert est.components["activations_saved"] == pytest.approx(saved.saved_bytes, rel=0.10)
+
+
+def test_cuda_target_uses_fused_attention_without_the_score_matrix() -> None:
+    entry = get_entry("distilbert")
+    _, cpu = trace_memory(entry, mode="train", batch_size=4, target="cpu", tiny=True)  # math SDPA: saves B*H*S*S
+    _, cuda = trace_memory(entry, mode="train", batch_size=4, target="cuda", tiny=True)
+    assert cuda.saved_bytes < cpu.saved_bytes
+    assert cuda.notes and not cpu.notes
+
+
+def test_training_trace_tags_gradients_and_records_blocks() -> None:
+    stats, trace = trace_memory(get_entry("llama-1b"), mode="train", batch_size=2, tiny=True)
+    assert trace.gradient_bytes == 4 * stats.param_count
+    assert sum(trace.peak_by_tag.values()) == trace.peak_live_bytes
+    assert len(trace.block_saved_bytes) == 2  # the two decoder layers of the tiny Llama
+    assert stats.kv_layers == 2 and stats.kv_heads == 2 and stats.head_dim == 8
+
+
+# --- pure accounting -------------------------------------------------------------------------------
+
+
+def _inputs(mode: str = "train", device: str = "cpu", peak: int = 1000, **kw: object) -> MemoryInputs:
+    stats = ModelStats(param_count=100, param_tensors=2, largest_param_numel=60, float_buffer_numel=0,
+                       other_buffer_bytes=0, linear_weight_numel=0, linear_out_features=0,
+                       kv_layers=2, kv_heads=4, head_dim=8)  # fmt: skip
+    tags = {"input": 0, "activations": peak - 100, "logits": 50, "backward": 30, "gradients": 20}
+    trace = TraceResult(mode, saved_bytes=peak - 150, saved_count=3, peak_live_bytes=peak, peak_by_tag=tags,
+                        logits_bytes=50, gradient_bytes=400)  # fmt: skip
+    kw.setdefault("overheads", Overheads(cpu_allocator_fraction=0.0))
+    return MemoryInputs("m", mode, "fp32", device, 4, 16, None, "adamw", False, stats, trace, **kw)  # type: ignore[arg-type]
+
+
+def test_training_peak_is_the_larger_phase_and_the_breakdown_sums() -> None:
+    # W 400, O 800, G 400, T (CPU loop: 2 x largest param x 4 B) 480
+    fb, _, phase = assemble(_inputs(peak=1000))
+    assert phase == "forward_backward" and sum(fb.values()) == 400 + 800 + 1000
+    step, comp, phase = assemble(_inputs(peak=500))
+    assert phase == "optimizer_step" and sum(step.values()) == 400 + 800 + 400 + 480
+    assert comp["optimizer_step_transient"] == 480 and set(step) == set(BREAKDOWN_KEYS)
+    fused, _, _ = assemble(replace(_inputs(peak=500), fused=True))
+    assert sum(fused.values()) == 400 + 800 + max(500, 400)
+
+
+def test_cpu_allocator_margin_covers_what_a_step_allocates() -> None:
+    rows, _, _ = assemble(_inputs(peak=1000, overheads=Overheads(cpu_allocator_fraction=0.5)))
+    assert rows["fragmentation"] == 500 and rows["cuda_context"] == rows["workspace"] == 0  # 0.5 x P_fb
+
+
+def test_cuda_overheads_and_sharding() -> None:
+    ov = Overheads(context_bytes=1000, cublas_workspace_bytes=100, cudnn_workspace_bytes=0, fragmentation_fraction=0.1)
+    rows, _, _ = assemble(_inputs(device="cuda", peak=1000, overheads=ov))
+    # foreach AdamW on CUDA: T = 4 B x params = 400 < P_fb, so the peak is forward + backward
+    assert rows["cuda_context"] == 1000 and rows["workspace"] == 100
+    assert rows["fragmentation"] == int(0.1 * (400 + 800 + 1000 + 100))
+    sharded, _, _ = assemble(replace(_inputs(device="cuda", peak=1000, overheads=ov), shards=4))
+    assert sharded["weights"] == 100 and sharded["optimizer_states"] == 200
+
+
+def test_kv_cache_formula() -> None:
+    stats = _inputs().stats
+    assert kv_cache_bytes(stats, 2, batch_size=3, seq_len=16) == 2 * 2 * 4 * 8 * 2 * 3 * 16
+    infer, _, phase = assemble(_inputs(mode="infer"))
+    assert phase == "forward" and infer["kv_cache"] == 2 * 2 * 4 * 8 * 4 * 4 * 16  # fp32, batch 4
+
+
+def test_tier_choice_keeps_headroom() -> None:
+    assert tier_fits(int(21.6 * GIB), 24) and not tier_fits(int(21.7 * GIB), 24)
+    tiers = list(FALLBACK_GPU_TIERS)
+    assert pick_tier(int(7 * GIB), tiers).memory_gib == 8  # type: ignore[union-attr]
+    assert pick_tier(int(15 * GIB), tiers).memory_gib == 24  # type: ignore[union-attr]
+    assert pick_tier(int(200 * GIB), tiers) is None
+
+
+# --- acceptance: big models without real memory ----------------------------------------------------
+
+
+def test_llama_7b_fp16_inference_fits_a_24gb_tier_without_allocating_weights() -> None:
+    with RssPeakTracker(interval_s=0.005) as rss:
+        est = estimate_memory("llama-7b", mode="infer", precision="fp16", batch_size=1, seq_len=2048)
+    assert 13.5 <= est.total_gib <= 20
+    assert est.tier_memory_gib == 24 and est.fits
+    assert est.breakdown["kv_cache"] == 2 * 32 * 32 * 128 * 2 * 2048  # 1 GiB
+    assert est.breakdown["weights"] == pytest.approx(6.74e9 * 2, rel=0.01)
+    assert rss.peak_above_baseline_bytes < 2 * GIB  # the 12.5 GiB of weights were never allocated
+
+
+def test_llama_1b_fp16_fits_an_8gb_tier() -> None:
+    est = estimate_memory("llama-1b", mode="infer", precision="fp16", batch_size=1, tiers=list(FALLBACK_GPU_TIERS))
+    assert est.tier_memory_gib == 8 and est.total_gib < 0.9 * 8
+
+
+# --- advice when nothing fits ---------------------------------------------------------------------
+
+
+def test_advice_for_training_that_does_not_fit() -> None:
+    big = [GpuTier(64, ("big",))]
+    one = estimate_memory("distilbert", mode="train", batch_size=1, device="cpu", tiny=True, tiers=big)
+    full = estimate_memory("distilbert", mode="train", batch_size=8, device="cpu", tiny=True, tiers=big)
+    small = GpuTier((one.total_bytes + full.total_bytes) / 2 / 0.9 / GIB, ("small",))  # fits batch 1, not 8
+    est = estimate_memory("distilbert", mode="train", batch_size=8, device="cpu", tiny=True, tiers=[small])
+    assert not est.fits and est.tier is None
+    actions = {a.action: a for a in est.advice}
+    assert {"batch", "amp", "checkpointing", "optimizer_8bit"} <= set(actions)
+    batch = actions["batch"]
+    assert batch.fits and batch.total_bytes <= 0.9 * small.memory_gib * GIB and "instead of 8" in batch.detail
+    assert actions["checkpointing"].total_bytes < est.total_bytes
+    assert actions["optimizer_8bit"].total_bytes < est.total_bytes
+
+
+def test_sharding_advice_splits_model_state_over_gpus() -> None:
+    stats, trace = trace_memory(get_entry("llama-1b"), mode="train", batch_size=2, target="cuda", tiny=True)
+    no_overhead = Overheads(context_bytes=0, cublas_workspace_bytes=0, cudnn_workspace_bytes=0)
+    inp = MemoryInputs("llama-1b", "train", "fp32", "cuda", 2, 16, None, "adamw", False, stats, trace, no_overhead)
+    total = sum(assemble(inp)[0].values())
+    tier = GpuTier(total * 0.95 / GIB, ("one",))  # 0.95 x total needs 0.9 x capacity: does not fit
+    shard = next(a for a in advise_memory(inp, [tier]) if a.action == "shard")
+    assert shard.gpus >= 2 and shard.fits and shard.total_bytes < total
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [({"batch_size": 0}, "batch"), ({"precision": "fp8"}, "precision"), ({"mode": "serve"}, "mode"),
+     ({"mode": "train", "precision": "int8"}, "precision"), ({"seq_len": 64, "model": "resnet50"}, "seq"),
+     ({"image_size": 64}, "image"), ({"optimizer": "adam"}, "optimizer"), ({"device": "tpu"}, "device")],
+)  # fmt: skip
+def test_bad_input_names_the_field(kwargs: dict[str, object], field: str) -> None:
+    model = str(kwargs.pop("model", "distilbert"))
+    with pytest.raises(SpecError) as err:
+        estimate_memory(model, tiny=True, **kwargs)  # type: ignore[arg-type]
+    assert err.value.field == field and str(err.value).startswith(f"{field}:")
+
+
+def test_unknown_model_suggests_a_name() -> None:
+    with pytest.raises(NotFoundError, match=r"model 'llama-7' .*Did you mean"):
+        estimate_memory("llama-7", tiny=True)
+
+
+def test_importing_the_estimator_does_not_import_torch() -> None:
+    code = "import sys, rightsize.estimate.memory, rightsize.cli.memory; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

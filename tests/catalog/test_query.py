@@ -66,7 +66,7 @@ def test_interruptions_per_hour_mapping() -> None:
 def test_gpu_memory_tiers() -> None:
     tiers = gpu_memory_tiers(load_catalog(""))
     mems = [m for m, _ in tiers]
-    assert mems == sorted(mems) and mems[0] == 16
+    assert mems == sorted(mems) and mems[0] == 8  # Tesla P4
     assert dict(tiers)[24.0] == ["A10", "A10G", "L4"]
     tiny = Catalog(accelerators={}, cpus={}, instances=())
     assert gpu_memory_tiers(tiny) == []

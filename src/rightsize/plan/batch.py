@@ -74,26 +74,7 @@ def _option(
 ) -> list[tuple[Candidate, float]]:
     inst = opt.instance
     up = spin_up(cold, inst.accelerator is not None)
-    base = Candidate(
-        instance=inst.instance_type,
-        provider=inst.provider,
-        region=inst.region,
-        device_class="gpu" if inst.accelerator else "cpu",
-        device=opt.device,
-        count=1,
-        precision=opt.precision,
-        purchase="on-demand",
-        cost_usd_per_hour=inst.on_demand_usd_per_hour,
-        feasible=False,
-        provenance=opt.curve.provenance,
-        price_date=inst.price_date,
-        price_source=inst.source,
-        band=(opt.curve.band_lo, opt.curve.band_hi),
-        memory_capacity_bytes=int(opt.capacity_bytes),
-        vcpus=inst.vcpus,
-        cold_start_s=up.total_s,
-        kind_hint="batch",
-    )
+    base = opt.candidate(cold_start_s=up.total_s, kind_hint="batch")
     b = best_batch(opt)
     if b is None:
         need = opt.need_bytes(1) or 0.0

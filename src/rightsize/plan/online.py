@@ -185,24 +185,10 @@ def _screen_length(target: OnlineTarget, n: int) -> int:
 
 
 def _candidate(opt: Option, target: OnlineTarget, buy: str) -> Candidate:
-    inst = opt.instance
-    return Candidate(
-        instance=inst.instance_type,
-        provider=inst.provider,
-        region=inst.region,
-        device_class="gpu" if inst.accelerator else "cpu",
-        device=opt.device,
+    return opt.candidate(
         count=0,
-        precision=opt.precision,
         purchase=buy,
         cost_usd_per_hour=unit_price(opt, buy),
-        feasible=False,
-        provenance=opt.curve.provenance,
-        price_date=inst.price_date,
-        price_source=inst.source,
-        band=(opt.curve.band_lo, opt.curve.band_hi),
-        memory_capacity_bytes=int(opt.capacity_bytes),
-        vcpus=opt.instance.vcpus,
         memory_bytes=None if opt.memory is None else int(opt.memory.bytes_at(target.request_samples)),
         kind_hint="online",
     )

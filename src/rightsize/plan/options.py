@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from rightsize.catalog.model import Accelerator, Instance
+from rightsize.plan.result import Candidate
 from rightsize.profile import ServiceCurve
 
 __all__ = [
@@ -80,6 +82,19 @@ class Option:
 
     def fits(self, batch: float) -> bool:
         return self.memory is None or self.memory.bytes_at(batch) <= self.usable_bytes
+
+    def candidate(self, **fields: Any) -> Candidate:
+        """A not-yet-feasible Candidate carrying this option's instance, device, price and provenance."""
+        inst = self.instance
+        base: dict[str, Any] = {
+            "instance": inst.instance_type, "provider": inst.provider, "region": inst.region,
+            "device_class": "gpu" if inst.accelerator else "cpu", "device": self.device, "count": 1,
+            "precision": self.precision, "purchase": "on-demand", "cost_usd_per_hour": inst.on_demand_usd_per_hour,
+            "feasible": False, "provenance": self.curve.provenance, "price_date": inst.price_date,
+            "price_source": inst.source, "band": (self.curve.band_lo, self.curve.band_hi),
+            "memory_capacity_bytes": int(self.capacity_bytes), "vcpus": inst.vcpus,
+        }  # fmt: skip
+        return Candidate(**(base | fields))
 
     def need_bytes(self, batch: float) -> float | None:
         return None if self.memory is None else self.memory.bytes_at(batch)

@@ -173,23 +173,9 @@ def _option(
 
 def _base(opt: Option, nodes: int, workers: int, target: TrainingTarget) -> Candidate:
     inst = opt.instance
-    return Candidate(
-        instance=inst.instance_type,
-        provider=inst.provider,
-        region=inst.region,
-        device_class="gpu" if inst.accelerator else "cpu",
-        device=opt.device,
+    return opt.candidate(
         count=nodes,
-        precision=opt.precision,
-        purchase="on-demand",
         cost_usd_per_hour=inst.on_demand_usd_per_hour * nodes,
-        feasible=False,
-        provenance=opt.curve.provenance,
-        price_date=inst.price_date,
-        price_source=inst.source,
-        band=(opt.curve.band_lo, opt.curve.band_hi),
         gpus=workers if inst.accelerator else 0,
-        memory_capacity_bytes=int(opt.capacity_bytes),
-        vcpus=inst.vcpus,
         kind_hint="training",
     )

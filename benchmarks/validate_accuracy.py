@@ -1,0 +1,109 @@
+"""How well the planner's latency prediction holds on a real server: ``rightsize validate`` on two examples.
+
+    .venv/bin/python benchmarks/validate_accuracy.py [--duration 10] [--store FILE] [SPEC ...]
+
+For each spec (default: examples/sentiment-api.yaml, examples/image-classification-api.yaml) this
+plans it (measuring this machine when the store has no profile yet), serves the chosen CPU
+configuration here with one worker, drives it open-loop at the plan's per-replica rate and at 50%
+and 80% of the local capacity, and compares the measured p95 with the simulator's prediction on
+the local measured service curve. Goal (issue 5): |p95 error| <= 20% at 50% and 80% load.
+
+A control row serves a model whose batch time is known exactly (a sleep of t(b) = 20 + 10·b ms,
+max_batch 8, max_wait 5 ms) through the same server, generator and simulator, so what remains is
+the error of the serving path itself, without measurement noise in the service curve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from rightsize.cli.validate import validate_config, validate_spec
+from rightsize.loadgen.compare import capacity_per_s
+from rightsize.profile import ServiceCurve
+from rightsize.spec import load_spec
+from rightsize.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SPECS = [ROOT / "examples" / "sentiment-api.yaml", ROOT / "examples" / "image-classification-api.yaml"]
+GOAL_PCT = 20.0
+
+
+def control(duration_s: float, warmup_s: float) -> list[dict[str, Any]]:
+    """Validate a served sleep model whose service curve is exact."""
+    from rightsize.serve import ServerConfig
+
+    def t_ms(b: int) -> float:
+        return 20.0 + 10.0 * b
+
+    def predict(x: Any) -> Any:
+        time.sleep(t_ms(len(x)) / 1000)
+        return x[:, :1]
+
+    sizes = tuple(range(1, 9))
+    curve = ServiceCurve("cpu:control", "fp32", sizes, tuple(t_ms(b) for b in sizes), (0.0,) * 8, "measured")
+    cap = capacity_per_s(curve, 8)
+    config = ServerConfig(
+        model="control", predict=predict, sample_shape=(4,), max_batch=8, max_wait_ms=5.0, workers=1,
+        port=0, queue_size=1024,
+    )  # fmt: skip
+    points = validate_config(config, curve, [("50%", 0.5 * cap), ("80%", 0.8 * cap)], duration_s=duration_s,
+                             warmup_s=warmup_s)  # fmt: skip
+    return [p.to_dict() for p in points]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("specs", nargs="*", type=Path, default=DEFAULT_SPECS)
+    ap.add_argument("--duration", type=float, default=10.0, help="seconds of load per level")
+    ap.add_argument("--warmup", type=float, default=1.0)
+    ap.add_argument("--store", type=Path, default=None, help="results store (default: the user's)")
+    ap.add_argument("--no-control", action="store_true", help="skip the known-curve control")
+    args = ap.parse_args()
+
+    store = Store(args.store)
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for spec in args.specs:
+        t0 = time.perf_counter()
+        report = validate_spec(load_spec(spec), store, duration_s=args.duration, warmup_s=args.warmup, progress=False)
+        c = report["candidate"]
+        print(
+            f"{report['name']}: {report['model']} {c['precision']}, max_batch {c['max_batch']}, "
+            f"max_wait {c['max_wait_ms']:g} ms ({c['why']}); local capacity "
+            f"{report['local']['capacity_per_s']:.1f}/s; {time.perf_counter() - t0:.0f} s"
+        )
+        for note in report["notes"]:
+            print(f"  note: {note}")
+        for p in report["points"]:
+            rows.append((report["name"], p))
+    if not args.no_control:
+        # Last: a server started in this process after one whose worker had set torch to 1 thread ran
+        # distilbert ~50x slower for its first ~30 s here; the control no longer sets threads, and
+        # runs last anyway so it cannot disturb the specs.
+        rows += [("control (exact t(b))", p) for p in control(args.duration, args.warmup)]
+
+    head = f"{'example':<26} {'load':<8} {'rate/s':>7} {'pred p95':>9} {'meas p95':>9} {'error':>7}"
+    print(f"\n{head}  {'model ms/batch: served vs curve':<32}  goal ±{GOAL_PCT:g}%")
+    for name, p in rows:
+        meas = p["measured_ms"]
+        err = p["error_pct"]["p95"]
+        verdict = "-" if err is None else ("ok" if abs(err) <= GOAL_PCT else "MISS")
+        if p["label"] == "planned":
+            verdict = f"({verdict}, not a goal level)"
+        served = "-"
+        if p.get("served_batch_ms") is not None and p.get("curve_batch_ms"):
+            served = (
+                f"{p['served_batch_ms']:.1f} vs {p['curve_batch_ms']:.1f} "
+                f"({(p['served_batch_ms'] / p['curve_batch_ms'] - 1) * 100:+.0f}%) b={p['served_mean_batch']:.1f}"
+            )
+        print(
+            f"{name:<26} {p['label']:<8} {p['rate_per_s']:>7.1f} {p['predicted_ms']['p95']:>9.2f} "
+            f"{meas['p95'] if meas else float('nan'):>9.2f} {'-' if err is None else f'{err:+.0f}%':>7}  "
+            f"{served:<32}  {verdict}" + ("" if p["valid"] else "  (load run INVALID)")
+        )
+
+
+if __name__ == "__main__":
+    main()

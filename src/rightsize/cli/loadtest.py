@@ -1,0 +1,224 @@
+"""``rightsize loadtest URL``: open-loop (coordinated-omission free) or closed-loop load, or a knee search.
+
+    rightsize loadtest http://127.0.0.1:8000 --rate 200 --duration 30 --slo-ms 50
+    rightsize loadtest http://127.0.0.1:8000 --concurrency 32 --requests 1000
+    rightsize loadtest http://127.0.0.1:8000 --find-knee --slo-p95 50
+
+See rightsize.loadgen and docs/loadtesting.md.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from rightsize.cli._common import JSON_OPTION, STORE_OPTION, emit_json, err_console
+from rightsize.errors import NotFoundError, RunFailedError, SpecError
+
+
+def build_target(
+    url: str,
+    *,
+    method: str | None,
+    body: Path | None,
+    json_body: str | None,
+    headers: list[str],
+    token: str | None,
+    samples: int,
+) -> Any:
+    """The request every send repeats; without a body, ask the server's /v1/info for a valid sample."""
+    from rightsize.loadgen import DEFAULT_PATH, Target, body_for_server, parse_header, server_info
+
+    if body is not None and json_body is not None:
+        raise SpecError("--body", "give --body FILE or --json-body TEXT, not both")
+    payload: bytes | None = None
+    if body is not None:
+        if not body.is_file():
+            raise NotFoundError(f"--body: no file {str(body)!r}")
+        payload = body.read_bytes()
+    elif json_body is not None:
+        try:
+            json.loads(json_body)
+        except ValueError as exc:
+            raise SpecError("--json-body", f"not valid JSON ({exc})") from None
+        payload = json_body.encode()
+    parsed = [parse_header(h) for h in headers]
+    target = Target.from_url(url, method=method, body=payload, headers=parsed, token=token)
+    if payload is None and target.path.split("?")[0] == DEFAULT_PATH and target.method == "POST":
+        body_bytes = body_for_server(server_info(target.url, token), samples)
+        target = Target.from_url(target.url, method=method, body=body_bytes, headers=parsed, token=token)
+    return target
+
+
+def check_reachable(host: str, port: int, timeout_s: float = 3.0) -> None:
+    """Fail fast (exit 1) when nothing listens at host:port, instead of a run of connection errors."""
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise RunFailedError(
+            f"cannot connect to {host}:{port} ({exc.strerror or exc}); start the server first "
+            "(e.g. rightsize serve MODEL) or fix the URL"
+        ) from None
+
+
+def store_payload(payload: dict[str, Any], store: Path | None) -> str | None:
+    """Save to the results store; a store failure is reported, not fatal (the result is printed anyway)."""
+    from rightsize.loadgen.persist import save_result
+
+    try:
+        return save_result(payload, store)
+    except Exception as exc:
+        err_console.print(f"warning: could not store the result: {exc}")
+        return None
+
+
+def loadtest(
+    url: str = typer.Argument(..., help="http://host:port[/path]; without a path, POST /v1/predict."),
+    rate: float | None = typer.Option(None, "--rate", help="Open loop: requests per second (recommended)."),
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", min=1, help="Closed loop: concurrent users (tail latency under-reported)."
+    ),
+    duration: float | None = typer.Option(None, "--duration", help="Seconds of load (default 10, or 5 per knee step)."),
+    requests: int | None = typer.Option(None, "--requests", min=1, help="Stop after this many requests."),
+    arrival: str = typer.Option("poisson", "--arrival", help="Open loop arrivals: poisson | constant."),
+    connections: int = typer.Option(128, "--connections", min=1, help="Open loop: max keep-alive connections."),
+    timeout_s: float = typer.Option(10.0, "--timeout-s", help="Per-request timeout, seconds."),
+    slo_ms: float | None = typer.Option(None, "--slo-ms", help="Goodput counts successes within this latency."),
+    warmup_s: float = typer.Option(0.0, "--warmup-s", min=0.0, help="Seconds sent but not recorded at the start."),
+    max_lag_ms: float = typer.Option(10.0, "--max-lag-ms", help="Open loop: invalid when p99 send lag exceeds this."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the Poisson schedule."),
+    find_knee: bool = typer.Option(False, "--find-knee", help="Search the highest rate meeting --slo-p95."),
+    slo_p95: float | None = typer.Option(None, "--slo-p95", help="Knee search: p95 latency bound, ms."),
+    start_rate: float = typer.Option(10.0, "--start-rate", help="Knee search: first rate tried, per second."),
+    tolerance: float = typer.Option(0.05, "--tolerance", help="Knee search: stop when the bracket is this narrow."),
+    max_steps: int = typer.Option(16, "--max-steps", min=1, help="Knee search: most runs."),
+    confirm: int = typer.Option(
+        0, "--confirm", min=0, help="Knee search: re-run a failing rate up to N times; any pass counts (noisy hosts)."
+    ),
+    method: str | None = typer.Option(None, "--method", help="HTTP method (default POST with a body, else GET)."),
+    body: Path | None = typer.Option(None, "--body", help="Request body from FILE."),
+    json_body: str | None = typer.Option(None, "--json-body", help="Request body as JSON text."),
+    samples: int = typer.Option(1, "--samples", min=1, help="Samples per request in the default body."),
+    header: list[str] = typer.Option([], "--header", "-H", help="Extra header 'Name: value' (repeatable)."),
+    token: str | None = typer.Option(None, "--token", envvar="RIGHTSIZE_TOKEN", help="Bearer token."),
+    no_store: bool = typer.Option(False, "--no-store", help="Do not save the result in the store."),
+    store: Path | None = STORE_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Load-test URL open-loop (--rate), closed-loop (--concurrency) or find the SLO knee (--find-knee)."""
+    from rightsize.loadgen import (
+        ClosedLoopConfig,
+        OpenLoopConfig,
+        event_loop_name,
+        find_knee_open_loop,
+        run_closed_loop,
+        run_open_loop,
+    )
+
+    modes = [m for m, on in (("--rate", rate is not None), ("--concurrency", concurrency is not None)) if on]
+    if find_knee:
+        if slo_p95 is None or slo_p95 <= 0:
+            raise SpecError("--slo-p95", "--find-knee needs a p95 bound in ms, e.g. --slo-p95 50")
+        if concurrency is not None:
+            raise SpecError("--concurrency", "the knee search runs open loop; drop --concurrency")
+    elif len(modes) != 1:
+        raise SpecError("--rate", "give exactly one of --rate R (open loop) or --concurrency N (closed loop)")
+    if rate is not None and rate <= 0:
+        raise SpecError("--rate", f"must be > 0, got {rate}")
+    if arrival not in ("poisson", "constant"):
+        raise SpecError("--arrival", f"must be poisson or constant, got {arrival!r}")
+    if timeout_s <= 0:
+        raise SpecError("--timeout-s", f"must be > 0, got {timeout_s}")
+    if duration is not None and duration <= 0:
+        raise SpecError("--duration", f"must be > 0, got {duration}")
+    if duration is None and requests is None:
+        duration = 5.0 if find_knee else 10.0
+
+    target = build_target(
+        url, method=method, body=body, json_body=json_body, headers=header, token=token, samples=samples
+    )
+    check_reachable(target.host, target.port)
+    loop_name = event_loop_name()
+
+    payload: dict[str, Any]
+    if find_knee:
+        assert slo_p95 is not None
+        config = OpenLoopConfig(
+            rate_per_s=start_rate,
+            duration_s=duration,
+            requests=requests,
+            arrival=arrival,  # type: ignore[arg-type]  # checked above
+            connections=connections,
+            timeout_s=timeout_s,
+            slo_ms=slo_ms if slo_ms is not None else slo_p95,
+            warmup_s=warmup_s,
+            max_lag_ms=max_lag_ms,
+            seed=seed,
+        )
+
+        def on_step(step: Any) -> None:
+            verdict = "meets" if step.meets_slo else f"fails ({step.reason})"
+            err_console.print(f"  {step.rate_per_s:10.1f}/s: {verdict}")
+
+        err_console.print(f"knee search on {target.url}, SLO p95 <= {slo_p95:g} ms ({loop_name})")
+        knee = find_knee_open_loop(
+            target, config, slo_p95, start_rate_per_s=start_rate, tolerance=tolerance, max_steps=max_steps,
+            confirm_failures=confirm, on_step=on_step,
+        )  # fmt: skip
+        payload = {"kind": "loadtest-knee", "event_loop": loop_name, "knee": knee.to_dict()}
+        text = knee.render()
+        failed = all(not s.result.valid for s in knee.steps)
+    else:
+        if rate is not None:
+            err_console.print(f"open loop on {target.url}: {rate:g}/s {arrival} ({loop_name})")
+            result = run_open_loop(
+                target,
+                OpenLoopConfig(
+                    rate_per_s=rate,
+                    duration_s=duration,
+                    requests=requests,
+                    arrival=arrival,  # type: ignore[arg-type]
+                    connections=connections,
+                    timeout_s=timeout_s,
+                    slo_ms=slo_ms,
+                    warmup_s=warmup_s,
+                    max_lag_ms=max_lag_ms,
+                    seed=seed,
+                ),
+            )
+        else:
+            assert concurrency is not None
+            err_console.print(f"closed loop on {target.url}: {concurrency} users ({loop_name})")
+            result = run_closed_loop(
+                target,
+                ClosedLoopConfig(
+                    concurrency=concurrency,
+                    duration_s=duration,
+                    requests=requests,
+                    timeout_s=timeout_s,
+                    slo_ms=slo_ms,
+                    warmup_s=warmup_s,
+                ),
+            )
+        payload = {"kind": "loadtest", "event_loop": loop_name, **result.to_dict()}
+        text = result.render()
+        failed = not result.valid
+
+    artifact_id = None if no_store else store_payload(payload, store)
+    payload["artifact_id"] = artifact_id
+    if as_json:
+        emit_json(payload)
+    else:
+        typer.echo(text)
+        if artifact_id:
+            err_console.print(f"stored as artifact {artifact_id}")
+    if failed:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("loadtest")(loadtest)

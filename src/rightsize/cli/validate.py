@@ -1,0 +1,373 @@
+"""``rightsize validate SPEC``: serve the plan's locally runnable configuration, load it, compare with the prediction.
+
+    rightsize validate examples/sentiment-api.yaml [--duration 10] [--loads 0.5,0.8]
+
+1. Plan the spec (``rightsize.cli.plan.plan_spec``: measures this machine when the store lacks it).
+2. Take the recommendation, or the best CPU candidate when it needs a GPU this machine lacks, and
+   serve its model, precision and batching (max_batch, max_wait_ms) here with one worker on all
+   cores, the way the local profile was measured (``rightsize.serve.running_server``).
+3. Drive it open-loop (``rightsize loadtest`` in a child process, so the generator shares no GIL
+   with the server) at the plan's per-replica rate and at 50% / 80% of this machine's capacity.
+4. Predict each level with the planner's simulator (``rightsize.plan.sim``) on this machine's
+   measured service curve and the same batching, and print measured vs predicted p50/p95/p99.
+
+Python: ``validate_spec(workload, store)`` and ``validate_config(server_config, curve, loads)``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, emit_json, err_console
+from rightsize.errors import RunFailedError, SpecError, UnsupportedError
+
+if TYPE_CHECKING:
+    from rightsize.loadgen.compare import ValidationPoint
+    from rightsize.plan import Batching, Candidate, PlanResult
+    from rightsize.profile import ServiceCurve
+    from rightsize.serve import ServerConfig
+    from rightsize.spec import Workload
+    from rightsize.store import Store
+
+SERVER_PRECISIONS = ("fp32", "bf16", "int8")  # what rightsize.serve runs on a CPU
+SIM_REQUESTS = 40_000  # simulated requests per load level (events engine: well under a second)
+MIN_REQUESTS = 200  # per load level, for a p95 worth comparing (MLPerf asks far more: REFERENCE.md §8)
+MAX_STRETCH = 6  # a slow level runs up to this many times --duration to reach MIN_REQUESTS
+OVERHEAD_MS = 2.0  # rough per-request cost of the HTTP server path on a small CPU (see docs/loadtesting.md)
+
+
+def measure_open_loop(
+    url: str,
+    rate_per_s: float,
+    *,
+    duration_s: float,
+    warmup_s: float,
+    samples: int = 1,
+    arrival: str = "poisson",
+    seed: int = 0,
+    token: str | None = None,
+) -> dict[str, Any]:
+    """``rightsize loadtest URL --rate R --json`` in a child process; returns its JSON result."""
+    cmd = [
+        sys.executable, "-m", "rightsize", "loadtest", url, "--rate", f"{rate_per_s:.6g}",
+        "--duration", f"{duration_s + warmup_s:g}", "--warmup-s", f"{warmup_s:g}", "--arrival", arrival,
+        "--samples", str(samples), "--seed", str(seed), "--max-lag-ms", "20", "--no-store", "--json",
+    ]  # fmt: skip
+    if token:
+        cmd += ["--token", token]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + warmup_s + 120, check=False)
+    if proc.returncode not in (0, 1) or not proc.stdout.strip():
+        raise RunFailedError(f"the load generator failed (exit {proc.returncode}): {proc.stderr.strip()[-300:]}")
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def batch_stats(url: str, token: str | None = None) -> tuple[float, float, float] | None:
+    """(batches, samples, compute seconds) summed over pools from the server's Prometheus /metrics, or None."""
+    import re
+    import urllib.request
+
+    req = urllib.request.Request(url + "/metrics", headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+
+    def total(name: str) -> float:
+        return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? ([0-9.eE+-]+)$", text, re.MULTILINE))
+
+    batches = total("rightsize_batch_size_count")
+    if batches == 0 and "rightsize_batch_size_count" not in text:
+        return None
+    return batches, total("rightsize_batch_size_sum"), total("rightsize_compute_seconds_sum")
+
+
+def level_duration_s(rate_per_s: float, duration_s: float, min_requests: int = MIN_REQUESTS) -> float:
+    """``duration_s``, stretched so a level sees ``min_requests`` requests, at most ``MAX_STRETCH`` × longer."""
+    return min(max(duration_s, min_requests / rate_per_s), MAX_STRETCH * duration_s)
+
+
+def validate_config(
+    server_config: ServerConfig,
+    curve: ServiceCurve,
+    loads: list[tuple[str, float]],
+    *,
+    request_samples: int = 1,
+    arrival: str = "poisson",
+    duration_s: float = 10.0,
+    warmup_s: float = 1.0,
+    seed: int = 0,
+    min_requests: int = MIN_REQUESTS,
+) -> list[ValidationPoint]:
+    """Serve ``server_config``; at each (label, rate) predict with ``curve`` and measure open-loop.
+
+    Each level runs ``duration_s`` seconds, longer (up to ``MAX_STRETCH`` ×) when that would give
+    fewer than ``min_requests`` requests.
+    """
+    from rightsize.loadgen.compare import LatencyTriple, ValidationPoint
+    from rightsize.plan.sim import SimConfig, simulate
+    from rightsize.serve import running_server
+
+    points: list[ValidationPoint] = []
+    with running_server(server_config) as base_url:
+        for label, rate in loads:
+            sim = simulate(
+                curve,
+                SimConfig(
+                    rate_per_s=rate,
+                    replicas=1,
+                    max_batch=server_config.max_batch,
+                    max_wait_ms=server_config.max_wait_ms,
+                    request_samples=request_samples,
+                    arrival=arrival,
+                ),
+                n_requests=SIM_REQUESTS,
+                seed=seed,
+            )
+            before = batch_stats(base_url, server_config.token)
+            m = measure_open_loop(
+                base_url + "/v1/predict",
+                rate,
+                duration_s=level_duration_s(rate, duration_s, min_requests),
+                warmup_s=warmup_s,
+                samples=request_samples,
+                arrival=arrival,
+                seed=seed,
+                token=server_config.token,
+            )
+            after = batch_stats(base_url, server_config.token)
+            served_batch = served_ms = None
+            if before is not None and after is not None and after[0] > before[0]:
+                n = after[0] - before[0]
+                served_batch, served_ms = (after[1] - before[1]) / n, (after[2] - before[2]) * 1000.0 / n
+            lat = m.get("latency_ms")
+            points.append(
+                ValidationPoint(
+                    label=label,
+                    rate_per_s=rate,
+                    utilization=sim.utilization,
+                    predicted_ms=LatencyTriple(sim.p50_ms, sim.p95_ms, sim.p99_ms),
+                    measured_ms=LatencyTriple(lat["p50"], lat["p95"], lat["p99"]) if lat else None,
+                    predicted_mean_batch=sim.mean_batch,
+                    achieved_rate_per_s=float(m.get("achieved_rate_per_s") or 0.0),
+                    error_fraction=float(m.get("error_fraction") or 0.0),
+                    valid=bool(m.get("valid")),
+                    notes=[*m.get("problems", []), *m.get("warnings", [])],
+                    served_mean_batch=served_batch,
+                    served_batch_ms=served_ms,
+                    curve_batch_ms=None if served_batch is None else curve.t_ms(served_batch),
+                )
+            )
+    return points
+
+
+def pick_local_candidate(result: PlanResult) -> tuple[Candidate, Batching, str, str]:
+    """What to serve here: (candidate, batching, precision, why).
+
+    The recommendation when it runs on a CPU; else the best CPU candidate the planner gave a batching
+    policy; else the recommendation's (or best candidate's) batching on this CPU at fp32 when its
+    precision does not run on a CPU (a GPU pick, or no CPU candidate met the SLO).
+    """
+    from rightsize.plan import Batching
+
+    rec = result.recommendation
+    if rec is not None and rec.device_class == "cpu" and rec.batching is not None:
+        return rec, rec.batching, rec.precision, f"the recommendation ({rec.instance})"
+    why = "no plan was feasible" if rec is None else f"the recommendation ({rec.instance}) needs a GPU"
+    cpu = [c for c in result.candidates if c.device_class == "cpu" and c.batching is not None]
+    if cpu:  # candidates are ranked: feasible first, by cost
+        best = cpu[0]
+        assert best.batching is not None
+        return best, best.batching, best.precision, f"the best CPU candidate ({best.instance}); {why}"
+    ref = rec or next((c for c in result.candidates if c.batching is not None), None)
+    if ref is None or ref.batching is None:
+        if not result.candidates:
+            raise UnsupportedError("the plan has no candidate to validate; check the spec's targets and catalog")
+        ref = result.candidates[0]
+        batching = Batching(max_batch=8, max_wait_ms=2.0)
+    else:
+        batching = ref.batching
+    precision = ref.precision if ref.precision in SERVER_PRECISIONS else "fp32"
+    return ref, batching, precision, f"{ref.instance}'s batching on this CPU at {precision}; {why}, no CPU plan"
+
+
+def validate_spec(
+    workload: Workload,
+    store: Store,
+    catalog_file: str | Path | None = None,
+    *,
+    fractions: tuple[float, ...] = (0.5, 0.8),
+    duration_s: float = 10.0,
+    warmup_s: float = 1.0,
+    progress: bool = True,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Plan ``workload``, serve the chosen candidate locally, and compare measured with predicted latency."""
+    from rightsize.cli.plan import plan_spec
+    from rightsize.loadgen.compare import capacity_per_s, local_curve
+    from rightsize.serve import ServerConfig
+
+    if workload.targets is None or workload.targets.online is None:
+        raise SpecError("targets.online", "validate needs an online target (rate_per_s and a latency bound)")
+    online = workload.targets.online
+    result, context = plan_spec(workload, store, catalog_file, progress=progress, seed=seed)
+    cand, batching, precision, why = pick_local_candidate(result)
+    curve = local_curve(context["profile"], precision)
+    if curve is None:
+        raise RunFailedError(f"no successful CPU measurement at {precision} here to predict from; add it to precisions")
+    capacity = capacity_per_s(curve, batching.max_batch, online.request_samples)
+    per_replica = online.rate_per_s / max(1, cand.replicas)
+    notes: list[str] = []
+    loads: list[tuple[str, float]] = []
+    if per_replica <= 0.95 * capacity:
+        loads.append(("planned", per_replica))
+    else:
+        notes.append(
+            f"the plan's per-replica rate {per_replica:.1f}/s exceeds this machine's capacity {capacity:.1f}/s "
+            f"({cand.instance} is faster); measured at 50% and 80% of local capacity only"
+        )
+    loads += [(f"{f:.0%}", f * capacity) for f in fractions]
+    few = [label for label, rate in loads if rate * level_duration_s(rate, duration_s) < MIN_REQUESTS]
+    if few:
+        notes.append(
+            f"fewer than {MIN_REQUESTS} requests at {', '.join(few)} even at {MAX_STRETCH}× --duration: "
+            "percentiles there are rough; raise --duration"
+        )
+    if curve.t_ms(online.request_samples) < OVERHEAD_MS:
+        notes.append(
+            f"t({online.request_samples}) = {curve.t_ms(online.request_samples):.2f} ms is below the server's own "
+            f"per-request overhead (~{OVERHEAD_MS:g} ms of HTTP, JSON and hand-offs, not in the planner's model): "
+            "expect large errors; validate a heavier model or input"
+        )
+    arrival = online.arrival if online.arrival in ("poisson", "constant") else "poisson"
+    if arrival != online.arrival:
+        notes.append(f"arrival {online.arrival!r} is validated with Poisson arrivals")
+    server_config = ServerConfig(
+        model=workload.model,
+        tiny=workload.tiny,
+        seq_len=workload.input.seq_len,
+        image_size=workload.input.image_size,
+        sample_shape=tuple(workload.input.shape) if workload.input.shape else None,
+        precision=precision,  # type: ignore[arg-type]  # one of SERVER_PRECISIONS
+        max_batch=batching.max_batch,
+        max_wait_ms=batching.max_wait_ms,
+        workers=1,  # one worker on every core: how the local service curve was measured
+        queue_size=max(1024, batching.max_batch),
+        port=0,
+    )
+    points = validate_config(
+        server_config, curve, loads, request_samples=online.request_samples, arrival=arrival,
+        duration_s=duration_s, warmup_s=warmup_s, seed=seed,
+    )  # fmt: skip
+    planned = cand.latency
+    return {
+        "kind": "validate",
+        "name": workload.name,
+        "model": workload.model,
+        "candidate": {
+            "instance": cand.instance,
+            "device": cand.device,
+            "precision": precision,
+            "planned_precision": cand.precision,
+            "feasible": cand.feasible,
+            "replicas": cand.replicas,
+            "max_batch": batching.max_batch,
+            "max_wait_ms": batching.max_wait_ms,
+            "planned_latency_ms": None
+            if planned is None
+            else {"p50": planned.p50_ms, "p95": planned.p95_ms, "p99": planned.p99_ms},
+            "why": why,
+        },
+        "local": {
+            "capacity_per_s": capacity,
+            "per_replica_rate_per_s": per_replica,
+            "batch_sizes": list(curve.batch_sizes),
+            "latency_ms": list(curve.latency_ms),
+            "cv": list(curve.cv),
+        },
+        "arrival": arrival,
+        "duration_s": duration_s,
+        "points": [p.to_dict() for p in points],
+        "notes": notes,
+    }
+
+
+def render_report(report: dict[str, Any]) -> str:
+    from rightsize.loadgen.compare import LatencyTriple, ValidationPoint, render_points
+
+    c, local = report["candidate"], report["local"]
+    lines = [
+        f"validate {report['name']} ({report['model']}): serving {c['precision']} with max_batch {c['max_batch']}, "
+        f"max_wait {c['max_wait_ms']:g} ms: {c['why']}",
+        f"local capacity {local['capacity_per_s']:.1f}/s (measured t(b) at b={local['batch_sizes']}); "
+        f"plan: {c['replicas']} replica(s), {local['per_replica_rate_per_s']:.1f}/s each; "
+        f"{report['arrival']} arrivals, >= {report['duration_s']:g} s per level",
+    ]
+    points = [
+        ValidationPoint(
+            **{
+                **p,
+                "predicted_ms": LatencyTriple(**p["predicted_ms"]),
+                "measured_ms": LatencyTriple(**p["measured_ms"]) if p["measured_ms"] else None,
+            }
+        )
+        for p in ({k: v for k, v in q.items() if k != "error_pct"} for q in report["points"])
+    ]
+    lines.append(render_points(points))
+    lines += [f"note: {n}" for n in report["notes"]]
+    return "\n".join(lines)
+
+
+def validate(
+    spec: Path = typer.Argument(..., help="Workload spec (YAML) with targets.online."),
+    duration: float = typer.Option(
+        10.0, "--duration", help="Seconds of load per level after warm-up (slow levels run longer, up to 6x)."
+    ),
+    warmup_s: float = typer.Option(1.0, "--warmup-s", min=0.0, help="Seconds sent but not recorded per level."),
+    loads: str = typer.Option("0.5,0.8", "--loads", help="Load levels as fractions of local capacity."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the arrivals and the simulation."),
+    no_store: bool = typer.Option(False, "--no-store", help="Do not save the report in the store."),
+    store: Path | None = STORE_OPTION,
+    catalog: Path | None = CATALOG_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Serve SPEC's planned configuration here and compare measured p50/p95/p99 with the prediction."""
+    from rightsize.loadgen.persist import save_result
+    from rightsize.spec import load_spec
+    from rightsize.store import Store
+
+    try:
+        fractions = tuple(float(x) for x in loads.split(",") if x.strip())
+    except ValueError:
+        raise SpecError("--loads", f"must be comma-separated fractions like 0.5,0.8, got {loads!r}") from None
+    if not fractions or any(not 0 < f < 1 for f in fractions):
+        raise SpecError("--loads", f"each load must be in (0, 1), got {loads!r}")
+    if duration <= 0:
+        raise SpecError("--duration", f"must be > 0, got {duration}")
+    workload = load_spec(spec)
+    db = Store(store)
+    report = validate_spec(
+        workload, db, catalog, fractions=fractions, duration_s=duration, warmup_s=warmup_s,
+        progress=not as_json, seed=seed,
+    )  # fmt: skip
+    if not no_store:
+        report["artifact_id"] = save_result(report, db.path, kind="validate")
+    if as_json:
+        emit_json(report)
+    else:
+        typer.echo(render_report(report))
+        if report.get("artifact_id"):
+            err_console.print(f"stored as artifact {report['artifact_id']}")
+    if not any(p["measured_ms"] for p in report["points"]):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("validate")(validate)

@@ -1,0 +1,140 @@
+"""Predicted vs measured latency, for ``rightsize validate``: the local service curve, capacity, errors.
+
+Pure functions on plain values (no server, no torch): the validate command measures, the planner's
+simulator predicts, and this module lines the two up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rightsize.profile import Profile, ServiceCurve
+
+__all__ = ["LatencyTriple", "ValidationPoint", "capacity_per_s", "error_pct", "local_curve", "render_points"]
+
+
+@dataclass(frozen=True)
+class LatencyTriple:
+    """p50 / p95 / p99 in milliseconds."""
+
+    p50: float
+    p95: float
+    p99: float
+
+
+@dataclass(frozen=True)
+class ValidationPoint:
+    """One load level: the simulator's prediction next to the open-loop measurement."""
+
+    label: str  # "planned", "50%", "80%"
+    rate_per_s: float  # offered, requests per second (one local replica)
+    utilization: float  # predicted busy fraction of the local server
+    predicted_ms: LatencyTriple
+    measured_ms: LatencyTriple | None  # None when the run produced no successful response
+    predicted_mean_batch: float
+    achieved_rate_per_s: float = 0.0
+    error_fraction: float = 0.0  # failed responses / all responses
+    valid: bool = True  # the load run's own validity (generator kept up)
+    notes: list[str] = field(default_factory=list)
+    # What the server did during the level (its /metrics): samples per batch and model time per batch,
+    # next to the service curve's t(that batch): the usual reason a prediction misses.
+    served_mean_batch: float | None = None
+    served_batch_ms: float | None = None
+    curve_batch_ms: float | None = None
+
+    @property
+    def error_pct(self) -> dict[str, float | None]:
+        """(measured - predicted) / predicted × 100 per percentile."""
+        if self.measured_ms is None:
+            return {"p50": None, "p95": None, "p99": None}
+        return {
+            k: error_pct(getattr(self.measured_ms, k), getattr(self.predicted_ms, k)) for k in ("p50", "p95", "p99")
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["error_pct"] = self.error_pct
+        return d
+
+
+def error_pct(measured: float, predicted: float) -> float:
+    """Signed relative error in percent; positive means the measurement was slower than predicted."""
+    return (measured - predicted) / predicted * 100.0 if predicted > 0 else float("inf")
+
+
+def local_curve(profile: Profile, precision: str, device: str = "cpu") -> ServiceCurve | None:
+    """This machine's measured t(batch) for ``precision``: median per batch size, spread as cv.
+
+    When several thread counts were measured, the all-cores run (``threads`` None) wins, else the
+    largest count: the local server runs one worker with every core, as the measurement did.
+    """
+    ms = profile.ok(device, precision)
+    if not ms:
+        return None
+    by_batch: dict[int, Any] = {}
+    for m in ms:
+        if m.latency_ms is None:
+            continue
+        rank = 1 << 30 if m.threads is None else m.threads
+        best = by_batch.get(m.batch_size)
+        if best is None or rank > best[0]:
+            by_batch[m.batch_size] = (rank, m)
+    if not by_batch:
+        return None
+    sizes = sorted(by_batch)
+    stats = [by_batch[b][1].latency_ms for b in sizes]
+    return ServiceCurve(
+        device=f"{device}:local",
+        precision=precision,
+        batch_sizes=tuple(sizes),
+        latency_ms=tuple(s.p50 for s in stats),
+        cv=tuple(s.cv for s in stats),
+        provenance="measured",
+        source=str(profile.env.get("id", "local")),
+    )
+
+
+def capacity_per_s(curve: ServiceCurve, max_batch: int, request_samples: int = 1) -> float:
+    """Most requests per second one server sustains: max over k whole requests per batch of k / t(k·samples)."""
+    k_max = max(1, max_batch // request_samples)
+    return max(k * 1000.0 / curve.t_ms(k * request_samples) for k in range(1, k_max + 1))
+
+
+def _pct(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:+.0f}%" if abs(x) < 1000 else (">+999%" if x > 0 else "<-999%")
+
+
+def render_points(points: list[ValidationPoint]) -> str:
+    """An aligned table: predicted vs measured p50/p95/p99 and their errors."""
+    head = (
+        f"{'load':<8} {'rate/s':>8} {'busy':>5}   {'pred p50':>8} {'p95':>7} {'p99':>7}   "
+        f"{'meas p50':>8} {'p95':>7} {'p99':>7}   {'err p50':>7} {'p95':>6} {'p99':>6}"
+    )
+    lines = [head]
+    for p in points:
+        pr = p.predicted_ms
+        row = (
+            f"{p.label:<8} {p.rate_per_s:>8.1f} {p.utilization:>5.0%}   {pr.p50:>8.2f} {pr.p95:>7.2f} {pr.p99:>7.2f}   "
+        )
+        if p.measured_ms is None:
+            row += f"{'-':>8} {'-':>7} {'-':>7}   {'-':>7} {'-':>6} {'-':>6}"
+        else:
+            me, e = p.measured_ms, p.error_pct
+            row += f"{me.p50:>8.2f} {me.p95:>7.2f} {me.p99:>7.2f}   "
+            row += f"{_pct(e['p50']):>7} {_pct(e['p95']):>6} {_pct(e['p99']):>6}"
+        if p.error_fraction > 0:
+            row += f"  errors {p.error_fraction:.1%}"
+        if not p.valid:
+            row += "  (run INVALID)"
+        lines.append(row)
+        if p.served_mean_batch is not None and p.served_batch_ms is not None and p.curve_batch_ms:
+            lines.append(
+                f"         server: mean batch {p.served_mean_batch:.2f} (predicted {p.predicted_mean_batch:.2f}), "
+                f"model time {p.served_batch_ms:.2f} ms per batch vs the curve's {p.curve_batch_ms:.2f} ms "
+                f"({error_pct(p.served_batch_ms, p.curve_batch_ms):+.0f}%)"
+            )
+        lines += [f"         note: {n}" for n in p.notes]
+    return "\n".join(lines)

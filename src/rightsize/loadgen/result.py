@@ -1,0 +1,208 @@
+"""Outcomes of one load run: HdrHistogram recorders while running, a ``LoadResult`` after.
+
+Histograms hold integer microseconds from 1 µs to 1 h at 3 significant digits (HdrHistogram,
+REFERENCE.md §8), so percentiles carry at most 0.1% quantisation error and runs can be merged.
+"""
+
+from __future__ import annotations
+
+import array
+import collections
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from hdrh.histogram import HdrHistogram
+
+__all__ = ["ERROR_KINDS", "LoadResult", "Percentiles", "Recorder", "error_kind", "histogram_of"]
+
+# Error kinds a run counts separately: backpressure (503), deadline (504), other HTTP errors,
+# client-side timeouts and connection failures (refused, reset, closed mid-response).
+ERROR_KINDS = ("http_503", "http_504", "http_4xx", "http_5xx", "timeout", "connection")
+
+_HIST_MAX_US = 3_600_000_000  # 1 hour
+PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p95", 95.0), ("p99", 99.0), ("p99_9", 99.9))
+
+
+def error_kind(status: int) -> str | None:
+    """The ``ERROR_KINDS`` bucket of an HTTP status, or None for 1xx-3xx."""
+    if status < 400:
+        return None
+    if status == 503:
+        return "http_503"
+    if status == 504:
+        return "http_504"
+    return "http_4xx" if status < 500 else "http_5xx"
+
+
+def new_histogram() -> HdrHistogram:
+    return HdrHistogram(1, _HIST_MAX_US, 3)
+
+
+def histogram_of(values_s: array.array[float] | list[float]) -> HdrHistogram:
+    """An HdrHistogram of durations in seconds (recorded as µs, clamped to 1 µs..1 h).
+
+    Recording value by value costs ~5 µs each in pure Python, too much for the hot loop, so runs
+    keep raw arrays and build the histogram once: values are first rounded down to their
+    HdrHistogram bucket (2048 sub-buckets per power of two for 3 significant digits), then each
+    distinct bucket is recorded with its count.
+    """
+    hist = new_histogram()
+    if len(values_s) == 0:
+        return hist
+    us = np.clip((np.asarray(values_s, dtype=np.float64) * 1e6).astype(np.int64), 1, _HIST_MAX_US)
+    shift = np.maximum(np.floor(np.log2(us)).astype(np.int64) - 10, 0)  # 2^11 = 2048 sub-buckets
+    lowest = (us >> shift) << shift
+    vals, counts = np.unique(lowest, return_counts=True)
+    for v, c in zip(vals.tolist(), counts.tolist(), strict=True):
+        hist.record_value(v, c)
+    return hist
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """Latency percentiles in milliseconds over ``count`` values."""
+
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+    p99_9: float
+    max: float
+    mean: float
+    count: int
+
+    @classmethod
+    def of(cls, values_s: array.array[float] | list[float]) -> Percentiles | None:
+        """Percentiles of durations in seconds via an HdrHistogram (see ``histogram_of``)."""
+        return cls.of_histogram(histogram_of(values_s), float(np.mean(values_s)) * 1000.0 if len(values_s) else 0.0)
+
+    @classmethod
+    def of_histogram(cls, hist: HdrHistogram, mean_ms: float) -> Percentiles | None:
+        """Percentiles of a µs histogram (one pass; ``mean_ms`` from the raw values, which is exact and cheaper)."""
+        n = int(hist.get_total_count())
+        if n == 0:
+            return None
+        by_p = hist.get_percentile_to_value_dict([p for _, p in PERCENTILES])
+        vals = {name: by_p[p] / 1000.0 for name, p in PERCENTILES}
+        return cls(**vals, max=hist.get_max_value() / 1000.0, mean=mean_ms, count=n)
+
+
+class Recorder:
+    """Mutable tallies of a run; only requests inside the measurement window are recorded.
+
+    Durations are appended to raw arrays (seconds) in the hot loop and turned into histograms
+    by ``histograms()`` after the run.
+    """
+
+    def __init__(self, slo_ms: float | None) -> None:
+        self.slo_s = math.inf if slo_ms is None else slo_ms / 1000.0
+        self.latency_s = array.array("d")  # successful (< 400) responses
+        self.send_lag_s = array.array("d")  # generator lateness behind the schedule (open loop)
+        self.connection_wait_s = array.array("d")  # waiting for a free pooled connection (open loop)
+        self.errors: collections.Counter[str] = collections.Counter()
+        self.status: collections.Counter[int] = collections.Counter()
+        self.sent = 0
+        self.ok = 0
+        self.ok_within_slo = 0
+
+    def response(self, status: int, latency_s: float) -> None:
+        self.status[status] += 1
+        if status >= 400:
+            self.errors[error_kind(status) or "http_5xx"] += 1
+            return
+        self.ok += 1
+        self.latency_s.append(latency_s)
+        if latency_s <= self.slo_s:
+            self.ok_within_slo += 1
+
+    def error(self, kind: str) -> None:
+        self.errors[kind] += 1
+
+    def latency(self) -> tuple[Percentiles | None, str]:
+        """Latency percentiles of successful responses and their base64 HdrHistogram (µs)."""
+        hist = histogram_of(self.latency_s)
+        mean_ms = float(np.mean(self.latency_s)) * 1000.0 if self.ok else 0.0
+        return Percentiles.of_histogram(hist, mean_ms), hist.encode().decode("ascii") if self.ok else ""
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """One bounded load run. Rates are per second over the measurement window ``duration_s``.
+
+    ``achieved_rate_per_s`` counts requests the generator sent; ``throughput_per_s`` successful
+    responses; ``goodput_per_s`` successful responses within ``slo_ms``. Latency percentiles are
+    over successful responses; open-loop latency runs from the intended send time.
+    """
+
+    mode: Literal["open", "closed"]
+    coordinated_omission: Literal["corrected", "affected"]
+    url: str
+    duration_s: float
+    requests_sent: int
+    responses_ok: int
+    achieved_rate_per_s: float
+    throughput_per_s: float
+    latency_ms: Percentiles | None
+    errors: dict[str, int]
+    status_counts: dict[str, int]
+    valid: bool
+    problems: list[str] = field(default_factory=list)  # why the run is invalid
+    warnings: list[str] = field(default_factory=list)
+    arrival: str | None = None
+    offered_rate_per_s: float | None = None
+    scheduled_rate_per_s: float | None = None  # the drawn schedule's own rate (Poisson varies)
+    concurrency: int | None = None
+    connections: int | None = None  # max pool size (open) or users (closed)
+    connections_peak: int | None = None
+    slo_ms: float | None = None
+    goodput_per_s: float | None = None
+    send_lag_ms: Percentiles | None = None
+    connection_wait_ms: Percentiles | None = None
+    latency_hdr: str = ""  # base64 HdrHistogram of latency in µs, mergeable across runs
+
+    @property
+    def error_count(self) -> int:
+        return sum(self.errors.values())
+
+    @property
+    def error_fraction(self) -> float:
+        total = self.responses_ok + self.error_count
+        return self.error_count / total if total else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["error_fraction"] = self.error_fraction
+        return d
+
+    def render(self) -> str:
+        """A few aligned lines for a terminal."""
+        head = f"{self.mode}-loop load on {self.url}: {self.duration_s:.1f} s"
+        if self.mode == "open":
+            head += f", {self.arrival} arrivals, offered {self.offered_rate_per_s:.1f}/s"
+        else:
+            head += f", {self.concurrency} concurrent users"
+        lines = [head]
+        if self.coordinated_omission == "affected":
+            lines.append("  NOTE: closed loop is coordinated-omission-affected: tail latency is under-reported")
+        lines.append(
+            f"  sent {self.requests_sent} ({self.achieved_rate_per_s:.1f}/s)   ok {self.responses_ok} "
+            f"({self.throughput_per_s:.1f}/s)   errors {self.error_count} ({self.error_fraction:.1%})"
+        )
+        if self.goodput_per_s is not None:
+            lines.append(f"  goodput within {self.slo_ms:g} ms: {self.goodput_per_s:.1f}/s")
+        if self.latency_ms is not None:
+            p = self.latency_ms
+            lines.append(
+                f"  latency ms  p50 {p.p50:.2f}  p90 {p.p90:.2f}  p95 {p.p95:.2f}  p99 {p.p99:.2f}  "
+                f"p99.9 {p.p99_9:.2f}  max {p.max:.2f}"
+            )
+        if self.send_lag_ms is not None:
+            lag = self.send_lag_ms
+            lines.append(f"  send lag ms  p50 {lag.p50:.2f}  p99 {lag.p99:.2f}  max {lag.max:.2f}")
+        if self.errors:
+            lines.append("  errors: " + ", ".join(f"{k} {v}" for k, v in sorted(self.errors.items())))
+        lines += [f"  warning: {w}" for w in self.warnings]
+        lines.append("  VALID" if self.valid else "  INVALID: " + "; ".join(self.problems))
+        return "\n".join(lines)

@@ -1,0 +1,144 @@
+"""What to send: one HTTP/1.1 request, pre-encoded once so the hot loop only writes bytes.
+
+target = Target.from_url("http://127.0.0.1:8000/v1/predict", body=b'{"inputs": [[0.0]]}')
+target.raw   # b"POST /v1/predict HTTP/1.1\\r\\nHost: ...\\r\\n\\r\\n{...}"
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from rightsize.errors import SpecError
+
+__all__ = ["DEFAULT_PATH", "Target", "body_for_server", "default_body", "parse_header", "server_info"]
+
+# The rightsize server's prediction endpoint; a bare URL ("http://host:port") is sent here.
+DEFAULT_PATH = "/v1/predict"
+
+
+def default_body(sample_shape: tuple[int, ...] = (4,), samples: int = 1, dtype: str = "float32") -> bytes:
+    """``{"inputs": [...]}`` with ``samples`` all-zero samples of ``sample_shape`` (nested JSON lists)."""
+    zero: float | int = 0 if dtype.startswith("int") else 0.0
+
+    def nest(shape: tuple[int, ...]) -> Any:
+        if not shape:
+            return zero
+        if len(shape) == 1:
+            return [zero] * shape[0]
+        return [nest(shape[1:]) for _ in range(shape[0])]
+
+    return json.dumps({"inputs": [nest(sample_shape) for _ in range(samples)]}, separators=(",", ":")).encode()
+
+
+def server_info(url: str, token: str | None = None, timeout_s: float = 5.0) -> dict[str, Any] | None:
+    """``GET /v1/info`` of a rightsize server (sample shape, dtype, max batch), or None if it has none."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if parts.scheme != "http" or not parts.hostname:
+        return None
+    conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout_s)
+    try:
+        conn.request("GET", "/v1/info", headers={"Authorization": f"Bearer {token}"} if token else {})
+        resp = conn.getresponse()
+        data = resp.read()
+        if resp.status != 200:
+            return None
+        info = json.loads(data)
+        return info if isinstance(info, dict) else None
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+
+
+def body_for_server(info: dict[str, Any] | None, samples: int = 1) -> bytes:
+    """A valid ``/v1/predict`` body for a server described by ``server_info`` (zeros of its sample shape)."""
+    if not info or not isinstance(info.get("sample_shape"), list):
+        return default_body(samples=samples)
+    shape = tuple(int(d) for d in info["sample_shape"])
+    return default_body(shape, samples, str(info.get("dtype") or "float32"))
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """``"X-Key: value"`` -> ``("X-Key", "value")``; raises SpecError naming ``--header``."""
+    name, sep, value = text.partition(":")
+    name, value = name.strip(), value.strip()
+    if not sep or not name or any(c in name for c in " \t\r\n") or "\r" in value or "\n" in value:
+        raise SpecError("--header", f"expected 'Name: value', got {text!r}")
+    return name, value
+
+
+@dataclass(frozen=True)
+class Target:
+    """One request template: ``raw`` is the complete HTTP/1.1 request, reused for every send."""
+
+    host: str
+    port: int
+    path: str
+    method: str = "POST"
+    body: bytes = b""
+    headers: tuple[tuple[str, str], ...] = ()
+    raw: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "raw", self._encode())
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        method: str | None = None,
+        body: bytes | None = None,
+        headers: list[tuple[str, str]] | tuple[tuple[str, str], ...] = (),
+        token: str | None = None,
+        content_type: str = "application/json",
+    ) -> Target:
+        """Parse ``http://host[:port][/path]``; a missing path means ``DEFAULT_PATH`` with a default body."""
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        if parts.scheme != "http":
+            raise SpecError("URL", f"only http:// is supported (plain HTTP/1.1), got {parts.scheme}://")
+        if not parts.hostname:
+            raise SpecError("URL", f"no host in {url!r}; expected e.g. http://127.0.0.1:8000/v1/predict")
+        try:
+            port = parts.port or 80
+        except ValueError as exc:
+            raise SpecError("URL", f"bad port in {url!r}") from exc
+        path = parts.path or ""
+        if path in ("", "/"):
+            path = DEFAULT_PATH
+            if body is None:
+                body = default_body()
+        if parts.query:
+            path += "?" + parts.query
+        if body is None:
+            body = default_body() if path.split("?")[0] == DEFAULT_PATH else b""
+        hdrs = list(headers)
+        names = {k.lower() for k, _ in hdrs}
+        if token:
+            hdrs.append(("Authorization", f"Bearer {token}"))
+        if body and "content-type" not in names:
+            hdrs.append(("Content-Type", content_type))
+        return cls(
+            host=parts.hostname,
+            port=port,
+            path=path,
+            method=(method or ("POST" if body else "GET")).upper(),
+            body=body,
+            headers=tuple(hdrs),
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}{self.path}"
+
+    def _encode(self) -> bytes:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        lines = [f"{self.method} {self.path} HTTP/1.1", f"Host: {host}:{self.port}"]
+        lines += [f"{k}: {v}" for k, v in self.headers if k.lower() not in ("host", "content-length")]
+        if self.body or self.method in ("POST", "PUT", "PATCH"):
+            lines.append(f"Content-Length: {len(self.body)}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + self.body

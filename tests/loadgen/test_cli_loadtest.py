@@ -1,0 +1,85 @@
+"""``rightsize loadtest``: JSON output, storage, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from lg_tiny_server import TinyServer
+
+from rightsize.cli.app import main
+from rightsize.store import Store
+
+
+def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(["loadtest", *args])
+    out, err = capsys.readouterr()
+    return int(exc.value.code or 0), out, err
+
+
+def test_open_loop_json_keys_and_store(server: TinyServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "s.sqlite"
+    # A generous lag bound: this test is about the output, not about the shared machine's punctuality.
+    args = [server.url("/work/1"), "--rate", "100", "--requests", "20", "--slo-ms", "5000", "--max-lag-ms", "1000"]
+    rc, out, _ = run_cli([*args, "--json", "--store", str(store)], capsys)
+    assert rc == 0
+    d = json.loads(out)
+    for key in (
+        "mode", "coordinated_omission", "offered_rate_per_s", "achieved_rate_per_s", "throughput_per_s",
+        "goodput_per_s", "latency_ms", "send_lag_ms", "errors", "status_counts", "valid", "problems",
+        "requests_sent", "responses_ok", "latency_hdr", "artifact_id",
+    ):  # fmt: skip
+        assert key in d, key
+    assert set(d["latency_ms"]) >= {"p50", "p90", "p95", "p99", "p99_9", "max"}
+    assert d["mode"] == "open" and d["coordinated_omission"] == "corrected" and d["valid"] is True
+    assert d["requests_sent"] == 20 == d["responses_ok"] and d["offered_rate_per_s"] == 100
+    assert d["goodput_per_s"] == pytest.approx(d["throughput_per_s"])
+    stored = Store(store).artifacts(kind="loadtest")
+    assert [a["id"] for a in stored] == [d["artifact_id"]]
+    assert stored[0]["payload"]["requests_sent"] == 20
+
+
+def test_closed_loop_is_labelled(server: TinyServer, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, _ = run_cli([server.url("/work/1"), "--concurrency", "3", "--requests", "30", "--no-store"], capsys)
+    assert rc == 0
+    assert "closed-loop" in out and "coordinated-omission-affected" in out and "VALID" in out
+
+
+def test_knee_search_json(server: TinyServer, capsys: pytest.CaptureFixture[str]) -> None:
+    args = [server.url("/work/1"), "--find-knee", "--slo-p95", "2000", "--start-rate", "40", "--duration", "0.4"]
+    rc, out, _ = run_cli([*args, "--max-steps", "2", "--max-lag-ms", "1000", "--no-store", "--json"], capsys)
+    assert rc == 0
+    knee = json.loads(out)["knee"]
+    assert knee["rate_per_s"] == 80 and [s["rate_per_s"] for s in knee["steps"]] == [40, 80]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "exactly one of --rate"),
+        (["--rate", "5", "--concurrency", "2"], "exactly one of --rate"),
+        (["--find-knee"], "--slo-p95"),
+        (["--rate", "5", "--arrival", "bursty"], "--arrival"),
+        (["--rate", "5", "--json-body", "{nope"], "--json-body"),
+        (["--rate", "5", "--header", "bad"], "--header"),
+    ],
+)
+def test_bad_input_exits_2(
+    server: TinyServer, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    rc, _, err = run_cli([server.url("/work/0"), *args, "--no-store"], capsys)
+    assert rc == 2 and message in err
+
+
+def test_unreachable_server_exits_1(closed_port: int, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, _, err = run_cli([f"http://127.0.0.1:{closed_port}", "--rate", "5", "--no-store"], capsys)
+    assert rc == 1 and "cannot connect" in err
+
+
+def test_an_invalid_run_exits_1(server: TinyServer, capsys: pytest.CaptureFixture[str]) -> None:
+    # A p99 send-lag bound of 1 µs cannot be met: the run is flagged invalid, printed, and exits 1.
+    args = [server.url("/work/0"), "--rate", "200", "--requests", "40", "--max-lag-ms", "0.001", "--no-store"]
+    rc, out, _ = run_cli(args, capsys)
+    assert rc == 1 and "INVALID: generator fell behind" in out

@@ -1,0 +1,65 @@
+"""``rightsize validate``: choosing what to serve here, and input errors (the served path: test_compare.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from rightsize.cli.app import main
+from rightsize.cli.validate import pick_local_candidate
+from rightsize.plan import Batching, Candidate, PlanResult
+
+
+def cand(
+    instance: str, device_class: Literal["cpu", "gpu"], precision: str, batching: Batching | None, feasible: bool = True
+) -> Any:
+    return Candidate(
+        instance=instance, provider="aws", region="us-east-1", device_class=device_class,
+        device="cpu" if device_class == "cpu" else "T4", count=1, precision=precision, purchase="on_demand",
+        cost_usd_per_hour=1.0, feasible=feasible, provenance="projected", price_date="2025-06-01", batching=batching,
+        replicas=2,
+    )  # fmt: skip
+
+
+def result(cands: list[Candidate]) -> PlanResult:
+    rec = next((c for c in cands if c.feasible), None)
+    return PlanResult("online", "w", "m", {}, rec, cands, [])
+
+
+def test_a_cpu_recommendation_is_served_as_planned() -> None:
+    c = cand("c7i.2xlarge", "cpu", "int8", Batching(4, 3.0))
+    picked, batching, precision, why = pick_local_candidate(result([c]))
+    assert picked is c and batching == Batching(4, 3.0) and precision == "int8" and "recommendation" in why
+
+
+def test_a_gpu_recommendation_falls_back_to_the_best_cpu_candidate() -> None:
+    gpu = cand("g4dn.xlarge", "gpu", "fp16", Batching(32, 5.0))
+    cpu = cand("c6i.2xlarge", "cpu", "fp32", Batching(8, 2.0))
+    picked, batching, precision, why = pick_local_candidate(result([gpu, cpu]))
+    assert picked is cpu and batching.max_batch == 8 and precision == "fp32" and "needs a GPU" in why
+
+
+def test_without_any_cpu_plan_the_gpu_batching_runs_at_fp32() -> None:
+    gpu = cand("g4dn.xlarge", "gpu", "fp16", Batching(16, 4.0))
+    cpu = cand("c6i.2xlarge", "cpu", "fp32", None, feasible=False)
+    picked, batching, precision, why = pick_local_candidate(result([gpu, cpu]))
+    assert picked is gpu and batching == Batching(16, 4.0) and precision == "fp32" and "no CPU plan" in why
+
+
+@pytest.mark.parametrize(("args", "message"), [(["--loads", "0.5,1.5"], "--loads"), (["--loads", "x"], "--loads")])
+def test_bad_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
+    spec = tmp_path / "w.yaml"
+    spec.write_text("model: simplenet\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", str(spec), *args, "--no-store"])
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_spec_without_an_online_target_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "w.yaml"
+    spec.write_text("model: simplenet\ntiny: true\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", str(spec), "--store", str(tmp_path / "s.sqlite")])
+    assert exc.value.code == 2 and "targets.online" in capsys.readouterr().err

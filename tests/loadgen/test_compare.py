@@ -1,0 +1,106 @@
+"""Predicted vs measured: the local curve from a profile, capacity, errors, and a served known curve."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from rightsize.loadgen.compare import (
+    LatencyTriple,
+    ValidationPoint,
+    capacity_per_s,
+    error_pct,
+    local_curve,
+    render_points,
+)
+from rightsize.profile import LatencyStats, Measurement, Profile, ServiceCurve
+
+
+def _m(batch: int, p50: float, threads: int | None = None, precision: str = "fp32", ok: bool = True) -> Measurement:
+    stats = LatencyStats(p50=p50, p95=p50 * 1.1, p99=p50 * 1.2, mean=p50, std=p50 * 0.1, n=20)
+    return Measurement(
+        model="m", mode="inference", device="cpu", precision=precision, batch_size=batch, threads=threads,
+        input={}, status="ok" if ok else "failed", latency_ms=stats if ok else None,
+    )  # fmt: skip
+
+
+def test_local_curve_prefers_all_cores_and_skips_failures() -> None:
+    profile = Profile(
+        "m", "inference", {}, {"id": "env1"},
+        (_m(1, 5.0), _m(1, 9.0, threads=1), _m(8, 20.0), _m(8, 30.0, threads=1), _m(4, 1.0, precision="int8"),
+         _m(16, 0.0, ok=False)),
+    )  # fmt: skip
+    curve = local_curve(profile, "fp32")
+    assert curve is not None
+    assert curve.batch_sizes == (1, 8) and curve.latency_ms == (5.0, 20.0)
+    assert curve.cv == pytest.approx((0.1, 0.1)) and curve.provenance == "measured"
+    assert local_curve(profile, "bf16") is None
+
+
+def test_capacity_is_the_best_whole_request_batch() -> None:
+    curve = ServiceCurve("cpu", "fp32", (1, 8), (10.0, 24.0), (0.0, 0.0), "measured")  # t(b) = 8 + 2b
+    assert capacity_per_s(curve, max_batch=1) == pytest.approx(100.0)
+    assert capacity_per_s(curve, max_batch=8) == pytest.approx(8 * 1000 / 24)
+    assert capacity_per_s(curve, max_batch=8, request_samples=4) == pytest.approx(2 * 1000 / 24)
+
+
+def test_slow_levels_run_longer_within_a_bound() -> None:
+    from rightsize.cli.validate import level_duration_s
+
+    assert level_duration_s(100.0, 10.0) == 10.0  # 1000 requests: enough
+    assert level_duration_s(10.0, 10.0) == 20.0  # stretched to 200 requests
+    assert level_duration_s(1.0, 10.0) == 60.0  # at most 6x
+
+
+def test_errors_and_table() -> None:
+    assert error_pct(12.0, 10.0) == pytest.approx(20.0) and error_pct(8.0, 10.0) == pytest.approx(-20.0)
+    point = ValidationPoint("50%", 40.0, 0.5, LatencyTriple(10, 20, 30), LatencyTriple(11, 25, 30), 2.0)
+    assert point.error_pct == pytest.approx({"p50": 10.0, "p95": 25.0, "p99": 0.0})
+    table = render_points([point, ValidationPoint("80%", 64.0, 0.8, LatencyTriple(10, 20, 30), None, 3.0)])
+    assert "+25%" in table and "80%" in table.splitlines()[2]
+
+
+def test_validate_config_matches_the_simulator_on_a_known_curve() -> None:
+    """Serve a model whose batch time is known exactly (a sleep), so prediction and measurement
+    differ only by what the planner leaves out (HTTP, JSON, hand-offs: a few ms here)."""
+    from rightsize.cli.validate import validate_config
+    from rightsize.serve import ServerConfig
+
+    def t_ms(b: int) -> float:
+        return 20.0 + 10.0 * b
+
+    def predict(x: Any) -> Any:
+        time.sleep(t_ms(len(x)) / 1000)
+        return x[:, :1]
+
+    sizes = tuple(range(1, 9))
+    curve = ServiceCurve("cpu:fake", "fp32", sizes, tuple(t_ms(b) for b in sizes), (0.0,) * 8, "measured")
+    cap = capacity_per_s(curve, 8)  # 8 / 100 ms = 80/s
+    config = ServerConfig(
+        model="fake", predict=predict, sample_shape=(4,), max_batch=8, max_wait_ms=5.0, workers=1,
+        port=0, queue_size=1024, warmup=False,
+    )  # fmt: skip
+    loads = [("50%", 0.5 * cap), ("80%", 0.8 * cap)]
+    points = validate_config(config, curve, loads, duration_s=2.5, warmup_s=0.5, min_requests=0)
+    assert [p.label for p in points] == ["50%", "80%"]
+    for p in points:
+        assert p.measured_ms is not None, p.notes
+        assert p.achieved_rate_per_s == pytest.approx(p.rate_per_s, rel=0.05)
+        assert p.error_fraction == 0.0
+        # The server's /metrics during the level: batches formed, and model time matching the known t(b).
+        assert p.served_mean_batch is not None and p.served_mean_batch > 1.0
+        assert p.served_batch_ms == pytest.approx(p.curve_batch_ms, rel=0.25)
+    # A level whose generator fell behind (another job took the CPU) measured the machine, not the
+    # server; judge accuracy on the levels it kept up with, and skip when it kept up with none.
+    kept_up = [p for p in points if p.valid]
+    if not kept_up:
+        pytest.skip("the generator fell behind at every level: this machine is overloaded")
+    for p in kept_up:
+        assert p.error_pct["p50"] is not None and abs(p.error_pct["p50"]) < 40, render_points(points)
+        assert p.error_pct["p95"] is not None and abs(p.error_pct["p95"]) < 60, render_points(points)
+    # More load, longer batches and queues: both sides see p95 grow.
+    assert points[1].predicted_ms.p95 > points[0].predicted_ms.p95
+    assert points[1].measured_ms is not None and points[0].measured_ms is not None
+    assert points[1].measured_ms.p95 > points[0].measured_ms.p95

@@ -1,0 +1,153 @@
+"""Open-loop runs against a real server on 127.0.0.1: rate accuracy, coordinated omission, errors, validity."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from lg_tiny_server import TinyServer, until_valid
+
+from rightsize.loadgen import (
+    Arrival,
+    ClosedLoopConfig,
+    LoadResult,
+    OpenLoopConfig,
+    Target,
+    open_loop,
+    run_closed_loop,
+    run_open_loop,
+)
+
+# This machine is shared with other jobs: tests that are not about generator lag allow more of it.
+LOOSE_LAG_MS = 60.0
+
+
+@pytest.mark.parametrize("arrival", ["constant", "poisson"])
+def test_achieved_rate_matches_offered(server: TinyServer, arrival: Arrival) -> None:
+    cfg = OpenLoopConfig(rate_per_s=250, duration_s=2.0, arrival=arrival, max_lag_ms=LOOSE_LAG_MS)
+
+    def run() -> LoadResult:
+        server.reset()
+        return run_open_loop(Target.from_url(server.url("/work/2")), cfg)
+
+    r = until_valid(run)
+    assert r.requests_sent == 500 == r.responses_ok == server.requests
+    assert r.scheduled_rate_per_s == pytest.approx(250, rel=1e-6)
+    assert r.achieved_rate_per_s == pytest.approx(250, rel=0.03)
+    assert r.throughput_per_s == pytest.approx(250, rel=0.05)
+    assert r.latency_ms is not None and 2.0 <= r.latency_ms.p50 < 30.0
+    assert r.coordinated_omission == "corrected" and r.mode == "open"
+
+
+def test_a_stall_shows_in_the_open_loop_tail_but_hides_from_the_closed_loop(
+    server: TinyServer,
+) -> None:
+    """Coordinated omission (REFERENCE.md §8): one 200 ms server stall in a 3 s run."""
+    target = Target.from_url(server.url("/work/2"))
+
+    server.stall(start_in_s=1.0, stall_ms=200)
+    opened = run_open_loop(
+        target, OpenLoopConfig(rate_per_s=100, duration_s=3.0, arrival="constant", max_lag_ms=LOOSE_LAG_MS)
+    )
+    server.stall(start_in_s=1.0, stall_ms=200)
+    closed = run_closed_loop(target, ClosedLoopConfig(concurrency=1, duration_s=3.0))
+
+    assert opened.latency_ms is not None and closed.latency_ms is not None
+    # Open loop: ~20 of 300 requests were due during the stall (6.7%) and count their wait from
+    # their intended send time, so p99 reaches into the stall.
+    assert opened.latency_ms.p99 > 100.0
+    assert opened.latency_ms.max > 180.0
+    # Closed loop: the single user waited once; the requests it did not send were never measured.
+    assert closed.latency_ms.max > 180.0  # the stall did happen to it …
+    assert closed.latency_ms.p99 < 50.0  # … but the tail hides it
+    assert opened.latency_ms.p99 > 3 * closed.latency_ms.p99
+    assert closed.coordinated_omission == "affected"
+
+
+def test_errors_are_classified(server: TinyServer, closed_port: int) -> None:
+    base = server.url("")
+    cfg = OpenLoopConfig(rate_per_s=200, requests=10, arrival="constant", timeout_s=0.2, max_lag_ms=LOOSE_LAG_MS)
+    cases = {
+        "/status/503": {"http_503": 10},
+        "/status/504": {"http_504": 10},
+        "/status/404": {"http_4xx": 10},
+        "/status/500": {"http_5xx": 10},
+        "/drop": {"connection": 10},
+        "/work/400": {"timeout": 10},  # 400 ms > the 200 ms timeout
+    }
+    for path, expected in cases.items():
+        r = run_open_loop(Target.from_url(base + path, method="GET"), cfg)
+        assert r.errors == expected, path
+        assert r.responses_ok == 0 and r.latency_ms is None and r.error_fraction == 1.0
+    refused = run_open_loop(Target.from_url(f"http://127.0.0.1:{closed_port}/x"), cfg)
+    assert refused.errors == {"connection": 10}
+    assert run_open_loop(Target.from_url(base + "/status/503"), cfg).status_counts == {"503": 10}
+
+
+def test_goodput_counts_only_responses_within_the_slo(server: TinyServer) -> None:
+    target = Target.from_url(server.url("/work/20"))
+    base = OpenLoopConfig(rate_per_s=100, duration_s=1.0, arrival="constant", max_lag_ms=LOOSE_LAG_MS)
+    lenient = run_open_loop(target, OpenLoopConfig(**{**base.__dict__, "slo_ms": 500.0}))
+    strict = run_open_loop(target, OpenLoopConfig(**{**base.__dict__, "slo_ms": 5.0}))
+    assert lenient.goodput_per_s == pytest.approx(lenient.throughput_per_s)
+    assert strict.goodput_per_s == 0.0  # every answer takes >= 20 ms
+
+
+def test_a_starved_generator_flags_the_run_invalid(server: TinyServer) -> None:
+    """Block the generator's event loop for 150 ms mid-run, as a CPU-starved client would be."""
+    target = Target.from_url(server.url("/work/1"))
+
+    async def starved() -> LoadResult:
+        async def hog() -> None:
+            await asyncio.sleep(0.4)
+            time.sleep(0.15)  # holds the loop: no send can go out
+
+        task = asyncio.create_task(hog())
+        result = await open_loop(target, OpenLoopConfig(rate_per_s=200, duration_s=1.0, arrival="constant"))
+        await task
+        return result
+
+    r = asyncio.run(starved())
+    assert not r.valid
+    assert any("fell behind" in p for p in r.problems)
+    assert r.send_lag_ms is not None and r.send_lag_ms.p99 > 50.0
+
+
+def test_warmup_requests_are_sent_but_not_recorded(server: TinyServer) -> None:
+    cfg = OpenLoopConfig(rate_per_s=200, duration_s=1.0, warmup_s=0.5, arrival="constant", max_lag_ms=LOOSE_LAG_MS)
+
+    def run() -> LoadResult:
+        server.reset()
+        return run_open_loop(Target.from_url(server.url("/work/0")), cfg)
+
+    r = until_valid(run)
+    assert server.requests == 200
+    assert r.requests_sent == 100 and r.duration_s == pytest.approx(0.5, rel=0.01)
+    assert r.achieved_rate_per_s == pytest.approx(200, rel=0.05)
+
+
+def test_closed_loop_request_budget(server: TinyServer) -> None:
+    r = run_closed_loop(Target.from_url(server.url("/work/1")), ClosedLoopConfig(concurrency=5, requests=123))
+    assert r.requests_sent == r.responses_ok == server.requests == 123
+    assert r.concurrency == 5 and r.valid
+
+
+def test_a_connection_limit_queues_in_the_client_and_counts_the_wait(server: TinyServer) -> None:
+    # One connection, 20 ms per answer, 100/s offered: capacity 50/s, so requests queue client-side.
+    target = Target.from_url(server.url("/work/20"))
+    cfg = OpenLoopConfig(rate_per_s=100, requests=30, arrival="constant", connections=1, max_lag_ms=LOOSE_LAG_MS)
+    r = run_open_loop(target, cfg)
+    assert r.responses_ok == 30 and r.connections_peak == 1
+    assert r.connection_wait_ms is not None and r.connection_wait_ms.max > 100
+    assert r.latency_ms is not None and r.latency_ms.max > 250  # the 30th waited for ~29 × 20 ms - 290 ms
+    assert any("connections were busy" in w for w in r.warnings)
+
+
+def test_queued_requests_time_out_too(server: TinyServer) -> None:
+    target = Target.from_url(server.url("/work/300"))
+    cfg = OpenLoopConfig(
+        rate_per_s=100, requests=10, arrival="constant", connections=1, timeout_s=0.2, max_lag_ms=LOOSE_LAG_MS
+    )
+    r = run_open_loop(target, cfg)
+    assert r.errors == {"timeout": 10}  # the first on its connection, the rest while queued

@@ -1,0 +1,53 @@
+"""Request templates: URL parsing, default body, headers, the encoded request."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rightsize.errors import SpecError
+from rightsize.loadgen.target import Target, body_for_server, default_body, parse_header
+
+
+def test_bare_url_posts_a_default_body_to_predict() -> None:
+    t = Target.from_url("127.0.0.1:8123")
+    assert (t.host, t.port, t.path, t.method) == ("127.0.0.1", 8123, "/v1/predict", "POST")
+    assert json.loads(t.body) == {"inputs": [[0.0, 0.0, 0.0, 0.0]]}
+    head, _, body = t.raw.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "POST /v1/predict HTTP/1.1"
+    assert "Host: 127.0.0.1:8123" in lines
+    assert f"Content-Length: {len(t.body)}" in lines
+    assert "Content-Type: application/json" in lines
+    assert body == t.body
+
+
+def test_get_path_query_token_and_headers() -> None:
+    t = Target.from_url("http://localhost:9000/healthz?x=1", headers=[("X-A", "b")], token="s3cret")
+    assert t.method == "GET" and t.path == "/healthz?x=1" and t.body == b""
+    text = t.raw.decode()
+    assert text.startswith("GET /healthz?x=1 HTTP/1.1\r\n")
+    assert "Authorization: Bearer s3cret\r\n" in text and "X-A: b\r\n" in text
+    assert "Content-Length" not in text and text.endswith("\r\n\r\n")
+
+
+def test_body_for_server_follows_the_servers_sample_shape() -> None:
+    body = json.loads(body_for_server({"sample_shape": [2, 3], "dtype": "float32"}, samples=2))
+    assert body == {"inputs": [[[0.0] * 3] * 2] * 2}
+    ints = json.loads(body_for_server({"sample_shape": [4], "dtype": "int64"}))
+    assert ints == {"inputs": [[0, 0, 0, 0]]}
+    assert body_for_server(None) == default_body()
+
+
+@pytest.mark.parametrize("url", ["https://127.0.0.1:1/x", "http://:80/x", "http://h:notaport/"])
+def test_bad_urls_name_the_argument(url: str) -> None:
+    with pytest.raises(SpecError, match="URL"):
+        Target.from_url(url)
+
+
+def test_parse_header() -> None:
+    assert parse_header("X-Key:  v a l ") == ("X-Key", "v a l")
+    for bad in ("novalue", ": x", "A B: c"):
+        with pytest.raises(SpecError, match="--header"):
+            parse_header(bad)

@@ -21,8 +21,8 @@ run: install
 	$(BIN)/rightsize plan $(EXAMPLE) --report rightsize-report.html
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
 
 typecheck: install
 	$(BIN)/mypy

@@ -91,7 +91,8 @@ def test_validate_config_matches_the_simulator_on_a_known_curve() -> None:
         assert p.error_fraction == 0.0
         # The server's /metrics during the level: batches formed, and model time matching the known t(b).
         assert p.served_mean_batch is not None and p.served_mean_batch > 1.0
-        assert p.served_batch_ms == pytest.approx(p.curve_batch_ms, rel=0.25)
+        # Loose: on 2 shared cores a worker thread wakes late from its sleep (seen +45% in a CI run).
+        assert p.served_batch_ms == pytest.approx(p.curve_batch_ms, rel=0.5)
     # A level whose generator fell behind (another job took the CPU) measured the machine, not the
     # server; judge accuracy on the levels it kept up with, and skip when it kept up with none.
     kept_up = [p for p in points if p.valid]

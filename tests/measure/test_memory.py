@@ -37,6 +37,14 @@ def test_rss_tracker_sees_a_touched_allocation_and_stops_its_thread() -> None:
     assert rss._thread is None
 
 
+def test_rss_tracker_default_uses_the_kernel_high_water_mark_without_a_thread() -> None:
+    with RssPeakTracker() as rss:
+        assert rss._thread is None  # nothing competes with the timed code
+        block = np.ones(96 * MIB, dtype=np.uint8)
+        del block  # freed before exit: only a peak tracker can still see it
+    assert 80 * MIB <= rss.peak_above_baseline_bytes <= 400 * MIB
+
+
 def test_rss_tracker_stops_on_error() -> None:
     tracker = RssPeakTracker()
     with pytest.raises(ValueError), tracker:

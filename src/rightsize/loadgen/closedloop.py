@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from rightsize.loadgen._http import Pool, _Conn, exception_kind
 from rightsize.loadgen.result import LoadResult, Recorder
+from rightsize.loadgen.schedule import check_run_bounds
 from rightsize.loadgen.target import Target
 
 __all__ = ["ClosedLoopConfig", "closed_loop"]
@@ -37,12 +38,9 @@ class ClosedLoopConfig:
     think_ms: float = 0.0  # pause between a user's response and its next request
 
     def __post_init__(self) -> None:
-        if self.duration_s is None and self.requests is None:
-            raise ValueError("give duration_s or requests (a run is always bounded)")
+        check_run_bounds(self.duration_s, self.requests, self.timeout_s)
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
-        if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
 
 
 class _Users:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from rightsize.loadgen._http import Pool, _Conn, exception_kind
 from rightsize.loadgen.result import LoadResult, Percentiles, Recorder
-from rightsize.loadgen.schedule import Arrival, arrival_offsets_s
+from rightsize.loadgen.schedule import Arrival, arrival_offsets_s, check_run_bounds
 from rightsize.loadgen.target import Target
 
 __all__ = ["OpenLoopConfig", "open_loop"]
@@ -47,12 +47,9 @@ class OpenLoopConfig:
     seed: int | None = 0
 
     def __post_init__(self) -> None:
-        if self.duration_s is None and self.requests is None:
-            raise ValueError("give duration_s or requests (a run is always bounded)")
+        check_run_bounds(self.duration_s, self.requests, self.timeout_s)
         if self.connections < 1:
             raise ValueError(f"connections must be >= 1, got {self.connections}")
-        if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
 
 
 class _Req:

@@ -12,6 +12,15 @@ from typing import Literal
 
 import numpy as np
 
+
+def check_run_bounds(duration_s: float | None, requests: int | None, timeout_s: float) -> None:
+    """Checks shared by open- and closed-loop configs: a run is always bounded, timeouts positive."""
+    if duration_s is None and requests is None:
+        raise ValueError("give duration_s or requests (a run is always bounded)")
+    if timeout_s <= 0:
+        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+
+
 __all__ = ["Arrival", "arrival_offsets_s", "schedule_size"]
 
 Arrival = Literal["poisson", "constant"]

@@ -103,12 +103,19 @@ def test_knee_of_a_single_worker_server_is_its_capacity(server: TinyServer) -> N
     """One worker, 10 ms fixed service time, constant arrivals (D/D/1): below capacity latency stays
     near the service time; above it the backlog grows through the step, so the knee sits at capacity.
     Failing rates are confirmed once, since this shared machine's stalls can fail a step by themselves.
+
+    The upper bound is physics, not a measurement: the server cannot serve more than 1000/10 = 100 req/s,
+    and a 1.5 s step at rate r leaves a backlog whose p95 wait is about 0.95 * 1.5 s * (r/100 - 1), which
+    passes a 150 ms SLO only up to r ~ 110/s. The lower bound is the closed-loop throughput measured in
+    the same run (a closed loop under-reports on a loaded machine, so it is a floor, never a ceiling).
     """
     target = Target.from_url(server.url("/serial/10"))
-    capacity = run_closed_loop(target, ClosedLoopConfig(concurrency=4, duration_s=1.0)).throughput_per_s
+    closed = run_closed_loop(target, ClosedLoopConfig(concurrency=4, duration_s=1.0)).throughput_per_s
+    capacity = 1000.0 / 10
+    assert closed <= 1.02 * capacity, closed
     step = OpenLoopConfig(rate_per_s=1, duration_s=1.5, arrival="constant", max_lag_ms=200.0)
     knee = find_knee_open_loop(
         target, step, 150.0, start_rate_per_s=60, tolerance=0.1, max_steps=12, pause_s=0.1, confirm_failures=1
     )
     assert knee.rate_per_s is not None, knee.render()
-    assert 0.8 * capacity <= knee.rate_per_s <= 1.15 * capacity, (capacity, knee.render())
+    assert 0.8 * closed <= knee.rate_per_s <= 1.12 * capacity, (closed, knee.render())

@@ -37,6 +37,9 @@ def test_local_curve_prefers_all_cores_and_skips_failures() -> None:
     assert curve.batch_sizes == (1, 8) and curve.latency_ms == (5.0, 20.0)
     assert curve.cv == pytest.approx((0.1, 0.1)) and curve.provenance == "measured"
     assert local_curve(profile, "bf16") is None
+    one = local_curve(profile, "fp32", threads=1)  # a server pinned to one core
+    assert one is not None and one.latency_ms == (9.0, 30.0)
+    assert local_curve(profile, "fp32", threads=3) is None
 
 
 def test_capacity_is_the_best_whole_request_batch() -> None:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rightsize.errors import SpecError
-from rightsize.loadgen.target import Target, body_for_server, default_body, parse_header
+from rightsize.loadgen.target import Target, body_for_server, default_body, parse_header, payload_for_server
 
 
 def test_bare_url_posts_a_default_body_to_predict() -> None:
@@ -38,6 +38,22 @@ def test_body_for_server_follows_the_servers_sample_shape() -> None:
     ints = json.loads(body_for_server({"sample_shape": [4], "dtype": "int64"}))
     assert ints == {"inputs": [[0, 0, 0, 0]]}
     assert body_for_server(None) == default_body()
+
+
+def test_payload_for_server_sends_large_samples_as_binary_tensors() -> None:
+    from rightsize.serve.codec import BINARY_TYPE, decode_tensor
+
+    image = {"sample_shape": [3, 224, 224], "dtype": "float32"}
+    body, ctype = payload_for_server(image, samples=2)
+    assert ctype == BINARY_TYPE and len(body) < 2 * 3 * 224 * 224 * 4 + 64
+    tensor = decode_tensor(body)
+    assert tensor.shape == (2, 3, 224, 224) and tensor.dtype.name == "float32" and not tensor.any()
+    tokens = {"sample_shape": [64], "dtype": "int64"}
+    assert payload_for_server(tokens)[1] == "application/json"  # small: JSON stays readable
+    forced, ctype = payload_for_server(tokens, encoding="binary")
+    assert ctype == BINARY_TYPE and decode_tensor(forced).dtype.name == "int64"
+    with pytest.raises(SpecError, match="--encoding"):
+        payload_for_server(tokens, encoding="xml")
 
 
 @pytest.mark.parametrize("url", ["https://127.0.0.1:1/x", "http://:80/x", "http://h:notaport/"])

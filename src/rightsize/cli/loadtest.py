@@ -29,9 +29,10 @@ def build_target(
     headers: list[str],
     token: str | None,
     samples: int,
+    encoding: str = "auto",
 ) -> Any:
     """The request every send repeats; without a body, ask the server's /v1/info for a valid sample."""
-    from rightsize.loadgen import DEFAULT_PATH, Target, body_for_server, parse_header, server_info
+    from rightsize.loadgen import DEFAULT_PATH, Target, parse_header, payload_for_server, server_info
 
     if body is not None and json_body is not None:
         raise SpecError("--body", "give --body FILE or --json-body TEXT, not both")
@@ -49,8 +50,10 @@ def build_target(
     parsed = [parse_header(h) for h in headers]
     target = Target.from_url(url, method=method, body=payload, headers=parsed, token=token)
     if payload is None and target.path.split("?")[0] == DEFAULT_PATH and target.method == "POST":
-        body_bytes = body_for_server(server_info(target.url, token), samples)
-        target = Target.from_url(target.url, method=method, body=body_bytes, headers=parsed, token=token)
+        body_bytes, content_type = payload_for_server(server_info(target.url, token), samples, encoding)
+        target = Target.from_url(
+            target.url, method=method, body=body_bytes, headers=parsed, token=token, content_type=content_type
+        )
     return target
 
 
@@ -103,6 +106,9 @@ def loadtest(
     body: Path | None = typer.Option(None, "--body", help="Request body from FILE."),
     json_body: str | None = typer.Option(None, "--json-body", help="Request body as JSON text."),
     samples: int = typer.Option(1, "--samples", min=1, help="Samples per request in the default body."),
+    encoding: str = typer.Option(
+        "auto", "--encoding", help="Default body: json | binary (tensor) | auto (binary for large samples: images)."
+    ),
     header: list[str] = typer.Option([], "--header", "-H", help="Extra header 'Name: value' (repeatable)."),
     token: str | None = typer.Option(None, "--token", envvar="RIGHTSIZE_TOKEN", help="Bearer token."),
     no_store: bool = typer.Option(False, "--no-store", help="Do not save the result in the store."),
@@ -129,6 +135,8 @@ def loadtest(
         raise SpecError("--rate", "give exactly one of --rate R (open loop) or --concurrency N (closed loop)")
     if rate is not None and rate <= 0:
         raise SpecError("--rate", f"must be > 0, got {rate}")
+    if encoding not in ("auto", "json", "binary"):
+        raise SpecError("--encoding", f"must be auto, json or binary, got {encoding!r}")
     if arrival not in ("poisson", "constant"):
         raise SpecError("--arrival", f"must be poisson or constant, got {arrival!r}")
     if timeout_s <= 0:
@@ -139,8 +147,9 @@ def loadtest(
         duration = 5.0 if find_knee else 10.0
 
     target = build_target(
-        url, method=method, body=body, json_body=json_body, headers=header, token=token, samples=samples
-    )
+        url, method=method, body=body, json_body=json_body, headers=header, token=token, samples=samples,
+        encoding=encoding,
+    )  # fmt: skip
     check_reachable(target.host, target.port)
     loop_name = event_loop_name()
 

@@ -11,7 +11,15 @@ from rightsize.loadgen.openloop import OpenLoopConfig, open_loop
 from rightsize.loadgen.result import ERROR_KINDS, LoadResult, Percentiles, error_kind
 from rightsize.loadgen.run import event_loop_name, find_knee_open_loop, run_closed_loop, run_open_loop
 from rightsize.loadgen.schedule import Arrival, arrival_offsets_s
-from rightsize.loadgen.target import DEFAULT_PATH, Target, body_for_server, default_body, parse_header, server_info
+from rightsize.loadgen.target import (
+    DEFAULT_PATH,
+    Target,
+    body_for_server,
+    default_body,
+    parse_header,
+    payload_for_server,
+    server_info,
+)
 
 __all__ = [
     "DEFAULT_PATH",
@@ -35,6 +43,7 @@ __all__ = [
     "meets_slo",
     "open_loop",
     "parse_header",
+    "payload_for_server",
     "run_closed_loop",
     "run_open_loop",
     "server_info",

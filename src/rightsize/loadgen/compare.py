@@ -63,13 +63,16 @@ def error_pct(measured: float, predicted: float) -> float:
     return (measured - predicted) / predicted * 100.0 if predicted > 0 else float("inf")
 
 
-def local_curve(profile: Profile, precision: str, device: str = "cpu") -> ServiceCurve | None:
+def local_curve(
+    profile: Profile, precision: str, device: str = "cpu", threads: int | None = None
+) -> ServiceCurve | None:
     """This machine's measured t(batch) for ``precision``: median per batch size, spread as cv.
 
-    When several thread counts were measured, the all-cores run (``threads`` None) wins, else the
-    largest count: the local server runs one worker with every core, as the measurement did.
+    ``threads``: only measurements taken with that many intra-op threads (what a server pinned to
+    that many cores runs). Otherwise, when several thread counts were measured, the all-cores run
+    (``threads`` None) wins, else the largest count: one worker with every core, as measured.
     """
-    ms = profile.ok(device, precision)
+    ms = [m for m in profile.ok(device, precision) if threads is None or m.threads == threads]
     if not ms:
         return None
     by_batch: dict[int, Any] = {}

@@ -2,10 +2,12 @@
 
     run: np.ndarray [n, *sample_shape] -> np.ndarray [n, ...]   (called in the worker's own thread)
 
-CPU workers share one model (eval-mode forward is read-only) and each set ``torch.set_num_threads``
-in their thread so workers × threads ≤ cores. GPU workers share one model on the device; each has its
-own CUDA stream, so a pool of 2 keeps up to 2 batches in flight (copy of one overlaps compute of the
-other). Decoder LMs answer the next token id (argmax of the last position), not [S, vocab] logits.
+bf16 runs under autocast (fp32 weights, bf16 matmuls), as the measurement harness times it, so a
+served batch costs what the profile says. CPU workers share one model (eval-mode forward is
+read-only) and each set ``torch.set_num_threads`` in their thread so workers × threads ≤ cores.
+GPU workers share one model on the device; each has its own CUDA stream, so a pool of 2 keeps up to
+2 batches in flight (copy of one overlaps compute of the other). Decoder LMs answer the next token
+id (argmax of the last position), not [S, vocab] logits.
 """
 
 from __future__ import annotations
@@ -81,18 +83,13 @@ def _to_numpy(out: Any) -> np.ndarray:
     return np.asarray(out)
 
 
-def _predict_fn(pool: PoolConfig, model: LoadedModel, precision: str, device: Any) -> PredictFn:
+def _predict_fn(pool: PoolConfig, model: LoadedModel, device: Any) -> PredictFn:
     """The pool's own predict, else the model (a copy moved to ``device``; Module.to works in place)."""
-    import torch
-
     if pool.predict is not None:
         return pool.predict
     if model.module is None:
         raise UnsupportedError(f"pool {pool.name!r} has no model: give it a predict or serve a zoo model")
-    module: Any = model.module if device is None else copy.deepcopy(model.module).to(device)
-    if precision == "bf16":
-        module = module.to(torch.bfloat16)
-    return module
+    return model.module if device is None else copy.deepcopy(model.module).to(device)
 
 
 def cpu_runs(pool: PoolConfig, model: LoadedModel, precision: str) -> tuple[list[RunBatch], Callable[[], None]]:
@@ -105,16 +102,13 @@ def cpu_runs(pool: PoolConfig, model: LoadedModel, precision: str) -> tuple[list
         if threads is not None:
             torch.set_num_threads(threads)
 
-    predict = _predict_fn(pool, model, precision, None)
+    predict = _predict_fn(pool, model, None)
     bf16 = precision == "bf16" and pool.predict is None
     lm = model.lm and pool.predict is None
 
     def run(x: np.ndarray) -> np.ndarray:
-        with torch.inference_mode():
-            t = torch.from_numpy(x if x.flags.writeable else x.copy())
-            if bf16 and t.is_floating_point():
-                t = t.to(torch.bfloat16)
-            out = predict(t)
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out = predict(torch.from_numpy(x if x.flags.writeable else x.copy()))
             if lm:
                 out = out[:, -1].argmax(-1, keepdim=True)
             return _to_numpy(out)
@@ -131,17 +125,15 @@ def gpu_runs(pool: PoolConfig, model: LoadedModel, precision: str) -> tuple[list
     if precision == "int8" and pool.predict is None:
         raise UnsupportedError("--precision int8 is CPU-only here (dynamic quantisation); use bf16 on the GPU")
     device = torch.device(pool.device)
-    predict = _predict_fn(pool, model, precision, device)
+    predict = _predict_fn(pool, model, device)
     bf16 = precision == "bf16" and pool.predict is None
     lm = model.lm and pool.predict is None
 
     def make(stream: Any) -> RunBatch:
         def run(x: np.ndarray) -> np.ndarray:
-            with torch.inference_mode(), torch.cuda.stream(stream):
-                t = torch.from_numpy(x if x.flags.writeable else x.copy()).to(device, non_blocking=True)
-                if bf16 and t.is_floating_point():
-                    t = t.to(torch.bfloat16)
-                out = predict(t)
+            autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16)
+            with torch.inference_mode(), torch.cuda.stream(stream), autocast:
+                out = predict(torch.from_numpy(x if x.flags.writeable else x.copy()).to(device, non_blocking=True))
                 if lm:
                     out = out[:, -1].argmax(-1, keepdim=True)
                 host = _to_numpy(out)  # the copy to host waits for this stream's kernels only

@@ -68,7 +68,7 @@ def test_errors_and_table() -> None:
 def test_validate_config_matches_the_simulator_on_a_known_curve() -> None:
     """Serve a model whose batch time is known exactly (a sleep), so prediction and measurement
     differ only by what the planner leaves out (HTTP, JSON, hand-offs: a few ms here)."""
-    from rightsize.cli.validate import validate_config
+    from rightsize.cli.validate import split_cpus, validate_config
     from rightsize.serve import ServerConfig
 
     def t_ms(b: int) -> float:
@@ -86,10 +86,14 @@ def test_validate_config_matches_the_simulator_on_a_known_curve() -> None:
         port=0, queue_size=1024, warmup=False,
     )  # fmt: skip
     loads = [("50%", 0.5 * cap), ("80%", 0.8 * cap)]
-    points = validate_config(config, curve, loads, duration_s=2.5, warmup_s=0.5, min_requests=0)
+    slower = ServiceCurve("cpu:fake", "fp32", sizes, tuple(1.2 * t_ms(b) for b in sizes), (0.0,) * 8, "measured")
+    points = validate_config(
+        config, curve, loads, duration_s=2.5, warmup_s=0.5, min_requests=0, cpus=split_cpus(), now_curve=slower
+    )
     assert [p.label for p in points] == ["50%", "80%"]
     for p in points:
         assert p.measured_ms is not None, p.notes
+        assert p.predicted_now_ms is not None and p.predicted_now_ms.p95 > p.predicted_ms.p95  # a 20% slower curve
         assert p.achieved_rate_per_s == pytest.approx(p.rate_per_s, rel=0.05)
         assert p.error_fraction == 0.0
         # The server's /metrics during the level: batches formed, and model time matching the known t(b).
@@ -108,3 +112,37 @@ def test_validate_config_matches_the_simulator_on_a_known_curve() -> None:
     assert points[1].predicted_ms.p95 > points[0].predicted_ms.p95
     assert points[1].measured_ms is not None and points[0].measured_ms is not None
     assert points[1].measured_ms.p95 > points[0].measured_ms.p95
+
+
+def test_split_cpus_and_pinning_restore_every_thread() -> None:
+    import os
+
+    from rightsize.cli.validate import pinned, split_cpus
+
+    split = split_cpus()
+    before = os.sched_getaffinity(0)
+    if len(before) < 2:
+        assert split is None
+        return
+    assert split is not None and not split.generator & split.server
+    assert split.generator | split.server == before and len(split.generator) == 1
+    seen: list[set[int]] = []
+    with pinned(split.server):
+        import threading
+
+        t = threading.Thread(target=lambda: seen.append(os.sched_getaffinity(0)))
+        t.start()
+        t.join()
+        assert os.sched_getaffinity(0) == split.server
+    assert seen == [set(split.server)]  # threads started inside inherit the mask
+    assert os.sched_getaffinity(0) == before
+
+
+def test_retime_curve_times_the_served_configuration() -> None:
+    from rightsize.cli.validate import retime_curve
+    from rightsize.spec.schema import Workload
+
+    w = Workload.model_validate({"model": "simplenet", "tiny": True, "timing": {"max_time_s": 0.5}})
+    curve = retime_curve(w, "fp32", (1, 4), threads=1, cpus=None)
+    assert curve is not None and curve.batch_sizes == (1, 4) and curve.provenance == "measured"
+    assert all(t > 0 for t in curve.latency_ms) and curve.device == "cpu:now"

@@ -163,12 +163,14 @@ def validate_config(
     seed: int = 0,
     min_requests: int = MIN_REQUESTS,
     cpus: CpuSplit | None = None,
+    now_curve: ServiceCurve | None = None,
 ) -> list[ValidationPoint]:
     """Serve ``server_config``; at each (label, rate) predict with ``curve`` and measure open-loop.
 
     Each level runs ``duration_s`` seconds, longer (up to ``MAX_STRETCH`` ×) when that would give
     fewer than ``min_requests`` requests. With ``cpus`` the server runs on ``cpus.server`` (one
     intra-op thread per core unless the config says otherwise) and the generator on ``cpus.generator``.
+    ``now_curve`` (the curve re-timed just before serving) adds a second prediction per level.
     """
     from rightsize.loadgen.compare import LatencyTriple, ValidationPoint
     from rightsize.plan.sim import SimConfig, simulate
@@ -177,21 +179,21 @@ def validate_config(
     points: list[ValidationPoint] = []
     if cpus is not None and server_config.threads is None:
         server_config = replace(server_config, threads=len(cpus.server) // (server_config.workers or 1) or 1)
+
+    def predict(c: ServiceCurve, rate: float) -> Any:
+        config = SimConfig(
+            rate_per_s=rate, replicas=1, max_batch=server_config.max_batch, max_wait_ms=server_config.max_wait_ms,
+            request_samples=request_samples, arrival=arrival,
+        )  # fmt: skip
+        return simulate(c, config, n_requests=SIM_REQUESTS, seed=seed)
+
+    def triple(sim: Any) -> LatencyTriple:
+        return LatencyTriple(sim.p50_ms, sim.p95_ms, sim.p99_ms)
+
     with pinned(None if cpus is None else cpus.server), running_server(server_config) as base_url:
         for label, rate in loads:
-            sim = simulate(
-                curve,
-                SimConfig(
-                    rate_per_s=rate,
-                    replicas=1,
-                    max_batch=server_config.max_batch,
-                    max_wait_ms=server_config.max_wait_ms,
-                    request_samples=request_samples,
-                    arrival=arrival,
-                ),
-                n_requests=SIM_REQUESTS,
-                seed=seed,
-            )
+            sim = predict(curve, rate)
+            predicted_now = None if now_curve is None else triple(predict(now_curve, rate))
             before = batch_stats(base_url, server_config.token)
             m = measure_open_loop(
                 base_url + "/v1/predict",
@@ -215,7 +217,7 @@ def validate_config(
                     label=label,
                     rate_per_s=rate,
                     utilization=sim.utilization,
-                    predicted_ms=LatencyTriple(sim.p50_ms, sim.p95_ms, sim.p99_ms),
+                    predicted_ms=triple(sim),
                     measured_ms=LatencyTriple(lat["p50"], lat["p95"], lat["p99"]) if lat else None,
                     predicted_mean_batch=sim.mean_batch,
                     achieved_rate_per_s=float(m.get("achieved_rate_per_s") or 0.0),
@@ -225,9 +227,44 @@ def validate_config(
                     served_mean_batch=served_batch,
                     served_batch_ms=served_ms,
                     curve_batch_ms=None if served_batch is None else curve.t_ms(served_batch),
+                    predicted_now_ms=predicted_now,
                 )
             )
     return points
+
+
+def retime_curve(
+    workload: Workload, precision: str, batch_sizes: tuple[int, ...], threads: int | None, cpus: frozenset[int] | None
+) -> ServiceCurve | None:
+    """The served configuration's t(b) timed now, in isolated children on ``cpus`` (not stored).
+
+    A shared VM's speed drifts by tens of percent over minutes (2-core VM here: mobilenet_v2 at one
+    thread timed 27.6 ms, then 39.2 ms, an hour apart), and near saturation p95 amplifies that: this
+    is the curve for the minute the load runs in.
+    """
+    from rightsize.measure.config import expand
+    from rightsize.measure.runner import run_isolated
+    from rightsize.models import resolve_model
+    from rightsize.profile import ServiceCurve
+
+    w = workload.model_copy(
+        update={
+            "mode": "inference", "devices": ["cpu"], "precisions": [precision], "threads": [threads],
+            "batch_sizes": list(batch_sizes),
+        }
+    )  # fmt: skip
+    configs, _ = expand(w, resolve_model(w.model, w.input.shape).kind, env_id="validate-now", has_cuda=False)
+    timed = sorted(
+        ((m.batch_size, m.latency_ms) for m in (run_isolated(c, cpus=cpus) for c in configs) if m.latency_ms),
+        key=lambda bm: bm[0],
+    )
+    if not timed:
+        return None
+    return ServiceCurve(
+        device="cpu:now", precision=precision, batch_sizes=tuple(b for b, _ in timed),
+        latency_ms=tuple(s.p50 for _, s in timed), cv=tuple(s.cv for _, s in timed),
+        provenance="measured", source="re-timed before serving",
+    )  # fmt: skip
 
 
 def pick_local_candidate(result: PlanResult) -> tuple[Candidate, Batching, str, str]:
@@ -271,11 +308,13 @@ def validate_spec(
     progress: bool = True,
     seed: int = 0,
     isolate: bool = True,
+    retime: bool = True,
 ) -> dict[str, Any]:
     """Plan ``workload``, serve the chosen candidate locally, and compare measured with predicted latency.
 
     ``isolate``: pin the load generator and the server to separate cores (``split_cpus``); the spec's
-    ``threads`` gain the server's core count so the profile has that service curve.
+    ``threads`` gain the server's core count so the profile has that service curve. ``retime``: time
+    the served configuration again just before serving and predict from that curve too.
     """
     from rightsize.cli.plan import plan_spec
     from rightsize.loadgen.compare import capacity_per_s, local_curve
@@ -296,9 +335,24 @@ def validate_spec(
             f"no successful CPU measurement at {precision} with {server_threads or 'all'} threads here to predict "
             "from; add the precision to precisions"
         )
-    capacity = capacity_per_s(curve, batching.max_batch, online.request_samples)
-    per_replica = online.rate_per_s / max(1, cand.replicas)
     notes: list[str] = []
+    now = (
+        retime_curve(workload, precision, curve.batch_sizes, server_threads, None if cpus is None else cpus.server)
+        if retime
+        else None
+    )
+    if retime and now is None:
+        notes.append("re-timing the served configuration failed; only the profile's prediction is shown")
+    profile_capacity = capacity_per_s(curve, batching.max_batch, online.request_samples)
+    # Load levels are fractions of what the server can do now: on a VM whose speed drifted since the
+    # profile, "80%" of a stale capacity can be an overload.
+    capacity = profile_capacity if now is None else capacity_per_s(now, batching.max_batch, online.request_samples)
+    if now is not None and abs(capacity / profile_capacity - 1) > 0.1:
+        notes.append(
+            f"this machine is {capacity / profile_capacity - 1:+.0%} off the profile's speed now "
+            f"(capacity {capacity:.1f}/s re-timed vs {profile_capacity:.1f}/s profiled); levels use the re-timed one"
+        )
+    per_replica = online.rate_per_s / max(1, cand.replicas)
     loads: list[tuple[str, float]] = []
     if per_replica <= 0.95 * capacity:
         loads.append(("planned", per_replica))
@@ -338,7 +392,7 @@ def validate_spec(
     )
     points = validate_config(
         server_config, curve, loads, request_samples=online.request_samples, arrival=arrival,
-        duration_s=duration_s, warmup_s=warmup_s, seed=seed, cpus=cpus,
+        duration_s=duration_s, warmup_s=warmup_s, seed=seed, cpus=cpus, now_curve=now,
     )  # fmt: skip
     planned = cand.latency
     return {
@@ -363,10 +417,12 @@ def validate_spec(
             "cpus": None if cpus is None else cpus.to_dict(),
             "threads": server_threads,
             "capacity_per_s": capacity,
+            "profile_capacity_per_s": profile_capacity,
             "per_replica_rate_per_s": per_replica,
             "batch_sizes": list(curve.batch_sizes),
             "latency_ms": list(curve.latency_ms),
             "cv": list(curve.cv),
+            "retimed_latency_ms": None if now is None else list(now.latency_ms),
         },
         "arrival": arrival,
         "duration_s": duration_s,
@@ -396,9 +452,10 @@ def render_report(report: dict[str, Any]) -> str:
                 **p,
                 "predicted_ms": LatencyTriple(**p["predicted_ms"]),
                 "measured_ms": LatencyTriple(**p["measured_ms"]) if p["measured_ms"] else None,
+                "predicted_now_ms": LatencyTriple(**p["predicted_now_ms"]) if p.get("predicted_now_ms") else None,
             }
         )
-        for p in ({k: v for k, v in q.items() if k != "error_pct"} for q in report["points"])
+        for p in ({k: v for k, v in q.items() if k not in ("error_pct", "error_now_pct")} for q in report["points"])
     ]
     lines.append(render_points(points))
     lines += [f"note: {n}" for n in report["notes"]]
@@ -413,6 +470,9 @@ def validate(
     warmup_s: float = typer.Option(1.0, "--warmup-s", min=0.0, help="Seconds sent but not recorded per level."),
     loads: str = typer.Option("0.5,0.8", "--loads", help="Load levels as fractions of local capacity."),
     seed: int = typer.Option(0, "--seed", help="Seed of the arrivals and the simulation."),
+    no_retime: bool = typer.Option(
+        False, "--no-retime", help="Skip re-timing the served configuration just before serving."
+    ),
     no_store: bool = typer.Option(False, "--no-store", help="Do not save the report in the store."),
     store: Path | None = STORE_OPTION,
     catalog: Path | None = CATALOG_OPTION,
@@ -435,7 +495,7 @@ def validate(
     db = Store(store)
     report = validate_spec(
         workload, db, catalog, fractions=fractions, duration_s=duration, warmup_s=warmup_s,
-        progress=not as_json, seed=seed,
+        progress=not as_json, seed=seed, retime=not no_retime,
     )  # fmt: skip
     if not no_store:
         report["artifact_id"] = save_result(report, db.path, kind="validate")

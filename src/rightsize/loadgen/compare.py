@@ -42,6 +42,9 @@ class ValidationPoint:
     served_mean_batch: float | None = None
     served_batch_ms: float | None = None
     curve_batch_ms: float | None = None
+    # The same prediction on the service curve re-timed just before serving, on the server's cores:
+    # separates the serving model's error from the machine's speed drifting since the profile.
+    predicted_now_ms: LatencyTriple | None = None
 
     @property
     def error_pct(self) -> dict[str, float | None]:
@@ -52,9 +55,18 @@ class ValidationPoint:
             k: error_pct(getattr(self.measured_ms, k), getattr(self.predicted_ms, k)) for k in ("p50", "p95", "p99")
         }
 
+    @property
+    def error_now_pct(self) -> dict[str, float | None]:
+        """Like ``error_pct``, against ``predicted_now_ms``."""
+        if self.measured_ms is None or self.predicted_now_ms is None:
+            return {"p50": None, "p95": None, "p99": None}
+        now, meas = self.predicted_now_ms, self.measured_ms
+        return {k: error_pct(getattr(meas, k), getattr(now, k)) for k in ("p50", "p95", "p99")}
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["error_pct"] = self.error_pct
+        d["error_now_pct"] = self.error_now_pct
         return d
 
 
@@ -128,6 +140,9 @@ def render_points(points: list[ValidationPoint]) -> str:
             me, e = p.measured_ms, p.error_pct
             row += f"{me.p50:>8.2f} {me.p95:>7.2f} {me.p99:>7.2f}   "
             row += f"{_pct(e['p50']):>7} {_pct(e['p95']):>6} {_pct(e['p99']):>6}"
+        if p.predicted_now_ms is not None:
+            now = p.predicted_now_ms
+            row += f"   | re-timed: pred p95 {now.p95:.2f}, err {_pct(p.error_now_pct['p95'])}"
         if p.error_fraction > 0:
             row += f"  errors {p.error_fraction:.1%}"
         if not p.valid:

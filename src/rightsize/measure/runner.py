@@ -51,8 +51,10 @@ def classify_failure(exc: BaseException) -> str:
     return text.strip().splitlines()[0][:300]
 
 
-def _child(conn: Connection, cfg_dict: dict[str, Any]) -> None:
+def _child(conn: Connection, cfg_dict: dict[str, Any], cpus: frozenset[int] | None = None) -> None:
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if cpus is not None:  # before torch starts its thread pool, so the pool inherits the mask
+        os.sched_setaffinity(0, cpus)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     cfg = BenchConfig.from_dict(cfg_dict)
     try:
@@ -73,11 +75,11 @@ def _child(conn: Connection, cfg_dict: dict[str, Any]) -> None:
     conn.close()
 
 
-def run_isolated(cfg: BenchConfig, timeout_s: float | None = None) -> Measurement:
-    """Run one config in a fresh child; a crash, kill or timeout becomes a ``failed`` Measurement."""
+def run_isolated(cfg: BenchConfig, timeout_s: float | None = None, cpus: frozenset[int] | None = None) -> Measurement:
+    """Run one config in a fresh child (on ``cpus`` when given); a crash, kill or timeout becomes ``failed``."""
     ctx = _context()
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child, cfg.to_dict()), daemon=True)
+    proc = ctx.Process(target=_child, args=(child, cfg.to_dict(), cpus), daemon=True)
     proc.start()
     child.close()
     limit = timeout_s if timeout_s is not None else cfg.timing.max_time_s * 4 + 300

@@ -102,16 +102,17 @@ def test_validate_config_matches_the_simulator_on_a_known_curve() -> None:
         assert p.served_batch_ms == pytest.approx(p.curve_batch_ms, rel=0.5)
     # A level whose generator fell behind (another job took the CPU) measured the machine, not the
     # server; judge accuracy on the levels it kept up with, and skip when it kept up with none.
+    # More load, longer batches and queues: the prediction's p95 grows (and the measurement's, below).
+    assert points[1].predicted_ms.p95 > points[0].predicted_ms.p95
     kept_up = [p for p in points if p.valid]
     if not kept_up:
         pytest.skip("the generator fell behind at every level: this machine is overloaded")
     for p in kept_up:
         assert p.error_pct["p50"] is not None and abs(p.error_pct["p50"]) < 40, render_points(points)
         assert p.error_pct["p95"] is not None and abs(p.error_pct["p95"]) < 60, render_points(points)
-    # More load, longer batches and queues: both sides see p95 grow.
-    assert points[1].predicted_ms.p95 > points[0].predicted_ms.p95
-    assert points[1].measured_ms is not None and points[0].measured_ms is not None
-    assert points[1].measured_ms.p95 > points[0].measured_ms.p95
+    if len(kept_up) == 2:  # a stalled level's p95 measures the stall, not the load
+        assert points[1].measured_ms is not None and points[0].measured_ms is not None
+        assert points[1].measured_ms.p95 > points[0].measured_ms.p95
 
 
 def test_split_cpus_and_pinning_restore_every_thread() -> None:

@@ -5,6 +5,8 @@
 Each configuration runs in its own ``rightsize serve`` child process; rightsize.loadgen searches the
 knee open-loop (Poisson arrivals, latency from the intended send time; widen, then bisect). Batching
 off is max_batch=1; on is max_batch=8 with a 2 ms window. Same workers and threads for both.
+The generator runs on the first core and the server on the others (``rightsize.cpus``; ``--no-split``
+to share them): on 2 cores a shared run measured the generator's starvation, not batching.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 
 import httpx
 
+from rightsize.cpus import CpuSplit, pinned, split_cpus
 from rightsize.loadgen import KneeStep, OpenLoopConfig, Target, body_for_server, find_knee_open_loop
 from rightsize.serve import ServerConfig
 from rightsize.serve.process import running_server_process
@@ -31,9 +34,10 @@ def print_step(step: KneeStep) -> None:
     print(f"    {step.rate_per_s:8.0f}/s  p95 {p95:8.1f} ms  {'ok' if step.meets_slo else step.reason}")
 
 
-def knee(config: ServerConfig, slo_ms: float, args: argparse.Namespace) -> dict[str, object]:
+def knee(config: ServerConfig, slo_ms: float, args: argparse.Namespace, split: CpuSplit | None) -> dict[str, object]:
     duration_s, start_rate, steps = args.duration, args.start_rate, args.steps
-    with running_server_process(config) as url:
+    server_cpus, generator_cpus = (None, None) if split is None else (split.server, split.generator)
+    with running_server_process(config, cpus=server_cpus) as url, pinned(generator_cpus):
         info = httpx.get(f"{url}/v1/info", timeout=10).json()
         target = Target.from_url(f"{url}/v1/predict", body=body_for_server(info))
         load = OpenLoopConfig(rate_per_s=start_rate, duration_s=duration_s, slo_ms=slo_ms, warmup_s=0.5,
@@ -65,7 +69,11 @@ def main() -> None:
         default=10.0,
         help="a step is invalid when the generator's p99 send lag exceeds this (raise on a busy machine)",
     )
+    ap.add_argument("--no-split", action="store_true", help="let the generator and the server share every core")
     args = ap.parse_args()
+    split = None if args.no_split else split_cpus()
+    if split is not None:
+        print(f"  cores: server {sorted(split.server)}, load generator {sorted(split.generator)}")
 
     base = ServerConfig(model=args.model, tiny=not args.full, seq_len=args.seq, port=0, queue_size=512)
     configs = {
@@ -77,7 +85,7 @@ def main() -> None:
     rows = {}
     for name, config in configs.items():
         print(f"  batching {name}:")
-        rows[name] = knee(config, args.slo_ms, args)
+        rows[name] = knee(config, args.slo_ms, args, split)
     off = next(iter(rows.values()))["knee"]
     model = f"{args.model}{'' if args.full else ' (tiny)'}, seq {args.seq}"
     print(f"\nbatching on vs off — {model}, SLO p95 <= {args.slo_ms:g} ms, open loop, {args.duration:g} s per step")

@@ -68,7 +68,8 @@ def test_errors_and_table() -> None:
 def test_validate_config_matches_the_simulator_on_a_known_curve() -> None:
     """Serve a model whose batch time is known exactly (a sleep), so prediction and measurement
     differ only by what the planner leaves out (HTTP, JSON, hand-offs: a few ms here)."""
-    from rightsize.cli.validate import split_cpus, validate_config
+    from rightsize.cli.validate import validate_config
+    from rightsize.cpus import split_cpus
     from rightsize.serve import ServerConfig
 
     def t_ms(b: int) -> float:
@@ -118,7 +119,7 @@ def test_validate_config_matches_the_simulator_on_a_known_curve() -> None:
 def test_split_cpus_and_pinning_restore_every_thread() -> None:
     import os
 
-    from rightsize.cli.validate import pinned, split_cpus
+    from rightsize.cpus import pinned, split_cpus
 
     split = split_cpus()
     before = os.sched_getaffinity(0)

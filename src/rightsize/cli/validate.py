@@ -21,19 +21,17 @@ Python: ``validate_spec(workload, store)`` and ``validate_config(server_config, 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, emit_json, err_console
+from rightsize.cpus import CpuSplit, pin_process, pinned, split_cpus
 from rightsize.errors import RunFailedError, SpecError, UnsupportedError
 
 if TYPE_CHECKING:
@@ -49,46 +47,6 @@ SIM_REQUESTS = 40_000  # simulated requests per load level (events engine: well 
 MIN_REQUESTS = 200  # per load level, for a p95 worth comparing (MLPerf asks far more: REFERENCE.md §8)
 MAX_STRETCH = 6  # a slow level runs up to this many times --duration to reach MIN_REQUESTS
 OVERHEAD_MS = 2.0  # rough per-request cost of the HTTP server path on a small CPU (see docs/loadtesting.md)
-
-
-@dataclass(frozen=True)
-class CpuSplit:
-    """Which cores drive the load and which serve (``os.sched_setaffinity`` sets)."""
-
-    generator: frozenset[int]
-    server: frozenset[int]
-
-    def to_dict(self) -> dict[str, list[int]]:
-        return {"generator": sorted(self.generator), "server": sorted(self.server)}
-
-
-def split_cpus() -> CpuSplit | None:
-    """The first usable core for the load generator, the rest for the server; None with one core."""
-    if not hasattr(os, "sched_getaffinity"):
-        return None
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) < 2:
-        return None
-    return CpuSplit(frozenset(cores[:1]), frozenset(cores[1:]))
-
-
-@contextlib.contextmanager
-def pinned(cpus: frozenset[int] | None) -> Iterator[None]:
-    """Every thread of this process on ``cpus`` (threads started meanwhile inherit it); restored on exit."""
-    if cpus is None:
-        yield
-        return
-    before: dict[int, set[int]] = {}
-    for tid in map(int, os.listdir("/proc/self/task")):
-        with contextlib.suppress(OSError):  # a thread may end while we walk the list
-            before[tid] = os.sched_getaffinity(tid)
-            os.sched_setaffinity(tid, cpus)
-    try:
-        yield
-    finally:
-        for tid, mask in before.items():
-            with contextlib.suppress(OSError):
-                os.sched_setaffinity(tid, mask)
 
 
 def measure_open_loop(
@@ -112,8 +70,7 @@ def measure_open_loop(
     if token:
         cmd += ["--token", token]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
-        if cpus is not None:  # pinned before it starts any thread (no preexec_fn: this process has threads)
-            os.sched_setaffinity(proc.pid, cpus)
+        pin_process(proc.pid, cpus)  # before it starts any thread (no preexec_fn: this process has threads)
         try:
             out, err = proc.communicate(timeout=duration_s + warmup_s + 120)
         except subprocess.TimeoutExpired:

@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import IO
 
+from rightsize.cpus import pin_process
 from rightsize.errors import RunFailedError, SpecError
 from rightsize.serve.config import ServerConfig
 
@@ -69,12 +70,20 @@ def _read_json(stream: IO[str], out: queue.Queue[object]) -> None:
 
 @contextlib.contextmanager
 def running_server_process(
-    config: ServerConfig, start_timeout_s: float = 180.0, env: dict[str, str] | None = None
+    config: ServerConfig,
+    start_timeout_s: float = 180.0,
+    env: dict[str, str] | None = None,
+    cpus: frozenset[int] | None = None,
 ) -> Iterator[str]:
-    """Run ``rightsize serve`` for ``config`` in a child process; yields its base URL once ready."""
+    """Run ``rightsize serve`` for ``config`` in a child process (on ``cpus``); yields its base URL once ready.
+
+    With ``cpus`` and no ``config.threads``, each worker gets ``len(cpus) // workers`` intra-op threads
+    (the child reads its own affinity).
+    """
     cmd = [sys.executable, "-m", "rightsize", "serve", *config_to_args(config), "--json"]
     child_env = os.environ.copy() | (env or {})
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env)
+    pin_process(proc.pid, cpus)
     assert proc.stdout is not None and proc.stderr is not None
     ready: queue.Queue[object] = queue.Queue()
     tail: deque[str] = deque(maxlen=20)  # stderr is drained all along so the child never blocks on it

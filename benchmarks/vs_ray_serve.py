@@ -6,7 +6,9 @@ Both servers listen on 127.0.0.1 and get the same open-loop load from rightsize.
 arrivals, latency from the intended send time); the knee is the highest rate whose p95 meets the SLO.
 Ray: one replica whose ``@serve.batch(max_batch_size, batch_wait_timeout_s)`` method runs the model
 with all cores' intra-op threads, behind Ray's HTTP proxy. rightsize: its defaults for these cores
-(workers x threads = cores). Goal (issue 5): rightsize >= 1.0x Ray Serve's max rate at the SLO.
+(workers x threads = cores). The load generator runs on the first core and both servers (Ray's
+daemons, proxy and replica included) on the others; ``--no-split`` shares every core.
+Goal (issue 5): rightsize >= 1.0x Ray Serve's max rate at the SLO.
 Needs ``pip install "ray[serve]"``.
 """
 
@@ -20,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from rightsize.cpus import CpuSplit, pinned, split_cpus
 from rightsize.loadgen import OpenLoopConfig, Target, body_for_server, find_knee_open_loop
 from rightsize.loadgen.knee import KneeResult, KneeStep
 from rightsize.serve import ServerConfig
@@ -85,16 +88,18 @@ def ray_app(model: str, tiny: bool, seq: int, max_batch: int, wait_s: float, thr
     return RayModel.bind()
 
 
-def run_ray(args: argparse.Namespace, body: bytes, cores: int) -> KneeResult:
+def run_ray(args: argparse.Namespace, body: bytes, cores: int, split: CpuSplit | None) -> KneeResult:
     import ray
     from ray import serve
 
     port = free_port()
-    ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=cores, log_to_driver=False)
+    with pinned(None if split is None else split.server):  # Ray's daemons and replicas inherit the server cores
+        ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, num_cpus=cores, log_to_driver=False)
     try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        app = ray_app(args.model, not args.full, args.seq, args.max_batch, args.max_wait_ms / 1000, cores)
-        serve.run(app, route_prefix="/predict")
+        with pinned(None if split is None else split.server):
+            serve.start(http_options={"host": "127.0.0.1", "port": port})
+            app = ray_app(args.model, not args.full, args.seq, args.max_batch, args.max_wait_ms / 1000, cores)
+            serve.run(app, route_prefix="/predict")
         url = f"http://127.0.0.1:{port}/predict"
         for _ in range(200):  # the proxy may answer 503/404 until the route is live
             if (
@@ -103,7 +108,8 @@ def run_ray(args: argparse.Namespace, body: bytes, cores: int) -> KneeResult:
             ):
                 break
             time.sleep(0.2)
-        return knee(url, body, args)
+        with pinned(None if split is None else split.generator):
+            return knee(url, body, args)
     finally:
         serve.shutdown()
         ray.shutdown()
@@ -122,18 +128,23 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--confirm", type=int, default=1, help="re-runs of a failing rate (noise only adds latency)")
     ap.add_argument("--max-lag-ms", type=float, default=10.0, help="generator p99 send lag that invalidates a step")
+    ap.add_argument("--no-split", action="store_true", help="let the generator and the servers share every core")
     args = ap.parse_args()
-    cores = cpu_cores()
+    split = None if args.no_split else split_cpus()
+    cores = cpu_cores() if split is None else len(split.server)
+    if split is not None:
+        print(f"  cores: servers {sorted(split.server)}, load generator {sorted(split.generator)}")
 
     config = ServerConfig(model=args.model, tiny=not args.full, seq_len=args.seq, port=0, max_batch=args.max_batch,
                           max_wait_ms=args.max_wait_ms, queue_size=1024)  # fmt: skip
     print("  rightsize serve:")
-    with running_server_process(config) as url:
+    with running_server_process(config, cpus=None if split is None else split.server) as url:
         info = httpx.get(f"{url}/v1/info", timeout=10).json()
         body = body_for_server(info)
-        ours = knee(f"{url}/v1/predict", body, args)
+        with pinned(None if split is None else split.generator):
+            ours = knee(f"{url}/v1/predict", body, args)
     print("  Ray Serve @serve.batch:")
-    theirs = run_ray(args, body, cores)
+    theirs = run_ray(args, body, cores, split)
 
     print(f"\nrightsize vs Ray Serve — {args.model}{'' if args.full else ' (tiny)'} seq {args.seq}, max batch "
           f"{args.max_batch}, wait {args.max_wait_ms:g} ms, SLO p95 <= {args.slo_ms:g} ms, {cores} cores")  # fmt: skip

@@ -117,6 +117,7 @@ def loadtest(
 ) -> None:
     """Load-test URL open-loop (--rate), closed-loop (--concurrency) or find the SLO knee (--find-knee)."""
     from rightsize.loadgen import (
+        ENCODINGS,
         ClosedLoopConfig,
         OpenLoopConfig,
         event_loop_name,
@@ -135,8 +136,8 @@ def loadtest(
         raise SpecError("--rate", "give exactly one of --rate R (open loop) or --concurrency N (closed loop)")
     if rate is not None and rate <= 0:
         raise SpecError("--rate", f"must be > 0, got {rate}")
-    if encoding not in ("auto", "json", "binary"):
-        raise SpecError("--encoding", f"must be auto, json or binary, got {encoding!r}")
+    if encoding not in ENCODINGS:
+        raise SpecError("--encoding", f"must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
     if arrival not in ("poisson", "constant"):
         raise SpecError("--arrival", f"must be poisson or constant, got {arrival!r}")
     if timeout_s <= 0:

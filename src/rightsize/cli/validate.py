@@ -199,10 +199,11 @@ def retime_curve(
     thread timed 27.6 ms, then 39.2 ms, an hour apart), and near saturation p95 amplifies that: this
     is the curve for the minute the load runs in.
     """
+    from rightsize.loadgen.compare import local_curve
     from rightsize.measure.config import expand
     from rightsize.measure.runner import run_isolated
     from rightsize.models import resolve_model
-    from rightsize.profile import ServiceCurve
+    from rightsize.profile import Profile
 
     w = workload.model_copy(
         update={
@@ -211,17 +212,9 @@ def retime_curve(
         }
     )  # fmt: skip
     configs, _ = expand(w, resolve_model(w.model, w.input.shape).kind, env_id="validate-now", has_cuda=False)
-    timed = sorted(
-        ((m.batch_size, m.latency_ms) for m in (run_isolated(c, cpus=cpus) for c in configs) if m.latency_ms),
-        key=lambda bm: bm[0],
-    )
-    if not timed:
-        return None
-    return ServiceCurve(
-        device="cpu:now", precision=precision, batch_sizes=tuple(b for b, _ in timed),
-        latency_ms=tuple(s.p50 for _, s in timed), cv=tuple(s.cv for _, s in timed),
-        provenance="measured", source="re-timed before serving",
-    )  # fmt: skip
+    now = Profile(w.model, w.mode, {}, {"id": "validate-now"}, tuple(run_isolated(c, cpus=cpus) for c in configs))
+    curve = local_curve(now, precision, threads=threads)
+    return None if curve is None else replace(curve, device="cpu:now", source="re-timed before serving")
 
 
 def pick_local_candidate(result: PlanResult) -> tuple[Candidate, Batching, str, str]:
@@ -389,7 +382,7 @@ def validate_spec(
 
 
 def render_report(report: dict[str, Any]) -> str:
-    from rightsize.loadgen.compare import LatencyTriple, ValidationPoint, render_points
+    from rightsize.loadgen.compare import ValidationPoint, render_points
 
     c, local = report["candidate"], report["local"]
     lines = [
@@ -403,17 +396,7 @@ def render_report(report: dict[str, Any]) -> str:
     ]
     if local.get("cpus"):
         lines.append(f"cores: server {local['cpus']['server']}, load generator {local['cpus']['generator']}")
-    points = [
-        ValidationPoint(
-            **{
-                **p,
-                "predicted_ms": LatencyTriple(**p["predicted_ms"]),
-                "measured_ms": LatencyTriple(**p["measured_ms"]) if p["measured_ms"] else None,
-                "predicted_now_ms": LatencyTriple(**p["predicted_now_ms"]) if p.get("predicted_now_ms") else None,
-            }
-        )
-        for p in ({k: v for k, v in q.items() if k not in ("error_pct", "error_now_pct")} for q in report["points"])
-    ]
+    points = [ValidationPoint.from_dict(p) for p in report["points"]]
     lines.append(render_points(points))
     lines += [f"note: {n}" for n in report["notes"]]
     return "\n".join(lines)

@@ -13,6 +13,7 @@ from rightsize.loadgen.run import event_loop_name, find_knee_open_loop, run_clos
 from rightsize.loadgen.schedule import Arrival, arrival_offsets_s
 from rightsize.loadgen.target import (
     DEFAULT_PATH,
+    ENCODINGS,
     Target,
     body_for_server,
     default_body,
@@ -23,6 +24,7 @@ from rightsize.loadgen.target import (
 
 __all__ = [
     "DEFAULT_PATH",
+    "ENCODINGS",
     "ERROR_KINDS",
     "Arrival",
     "ClosedLoopConfig",

@@ -49,25 +49,33 @@ class ValidationPoint:
     @property
     def error_pct(self) -> dict[str, float | None]:
         """(measured - predicted) / predicted × 100 per percentile."""
-        if self.measured_ms is None:
-            return {"p50": None, "p95": None, "p99": None}
-        return {
-            k: error_pct(getattr(self.measured_ms, k), getattr(self.predicted_ms, k)) for k in ("p50", "p95", "p99")
-        }
+        return _errors(self.measured_ms, self.predicted_ms)
 
     @property
     def error_now_pct(self) -> dict[str, float | None]:
         """Like ``error_pct``, against ``predicted_now_ms``."""
-        if self.measured_ms is None or self.predicted_now_ms is None:
-            return {"p50": None, "p95": None, "p99": None}
-        now, meas = self.predicted_now_ms, self.measured_ms
-        return {k: error_pct(getattr(meas, k), getattr(now, k)) for k in ("p50", "p95", "p99")}
+        return _errors(self.measured_ms, self.predicted_now_ms)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["error_pct"] = self.error_pct
         d["error_now_pct"] = self.error_now_pct
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ValidationPoint:
+        """Inverse of ``to_dict`` (the derived error fields are dropped)."""
+        fields = {k: v for k, v in d.items() if k not in ("error_pct", "error_now_pct")}
+        for key in ("predicted_ms", "measured_ms", "predicted_now_ms"):
+            if fields.get(key) is not None:
+                fields[key] = LatencyTriple(**fields[key])
+        return cls(**fields)
+
+
+def _errors(measured: LatencyTriple | None, predicted: LatencyTriple | None) -> dict[str, float | None]:
+    if measured is None or predicted is None:
+        return {"p50": None, "p95": None, "p99": None}
+    return {k: error_pct(getattr(measured, k), getattr(predicted, k)) for k in ("p50", "p95", "p99")}
 
 
 def error_pct(measured: float, predicted: float) -> float:

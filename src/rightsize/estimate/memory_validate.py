@@ -12,7 +12,6 @@ in ``estimate`` that runs a real workload.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -54,23 +53,6 @@ class MemoryValidation:
 
     def to_dict(self) -> dict[str, Any]:
         return {"device": self.device, "rows": [r.to_dict() for r in self.rows], "notes": self.notes}
-
-
-def _autocast(device: str, precision: str, mode: str) -> contextlib.AbstractContextManager[Any]:
-    import torch
-
-    if mode == "train" and precision in ("bf16", "fp16"):
-        return torch.autocast(device, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
-    return contextlib.nullcontext()
-
-
-def _optimizer(est: MemoryEstimate, model: nn.Module) -> torch.optim.Optimizer:
-    import torch
-
-    fused = True if est.fused else None
-    if est.optimizer == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9, fused=fused)
-    return torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused)
 
 
 def _prepare_inference(model: nn.Module, est: MemoryEstimate) -> nn.Module:
@@ -150,25 +132,15 @@ def _peak_rows(est: MemoryEstimate, tracker: Any, resident: int) -> list[Validat
 
 
 def _validate_train(est: MemoryEstimate, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> list[ValidationRow]:
-    import torch
-
     from rightsize.measure.memory import SavedTensorTracker
+    from rightsize.measure.precision import grad_scaler, make_optimizer, train_step
 
     model.train()
-    opt = _optimizer(est, model)
-    scaler = torch.amp.GradScaler(est.device) if est.precision == "fp16" and est.device == "cuda" else None
+    opt = make_optimizer(est.optimizer, model.parameters(), fused=True if est.fused else None)
+    scaler = grad_scaler(est.device, est.precision)
 
     def step(saved: SavedTensorTracker | None = None) -> None:
-        opt.zero_grad(set_to_none=True)
-        with saved or contextlib.nullcontext(), _autocast(est.device, est.precision, "train"):
-            loss = model.loss(x, y)  # type: ignore[operator]
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
+        train_step(opt, scaler, lambda: model.loss(x, y), est.device, est.precision, saved)  # type: ignore[operator]
 
     saved = SavedTensorTracker(model)
     step(saved)  # first step: activations measured, optimizer states allocated

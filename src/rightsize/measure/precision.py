@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -16,6 +17,40 @@ def autocast(device: str, precision: str) -> contextlib.AbstractContextManager[A
         dtype = torch.bfloat16 if precision == "bf16" else torch.float16
         return torch.autocast(device_type=device, dtype=dtype)
     return contextlib.nullcontext()
+
+
+def make_optimizer(name: str | None, params: Iterable[Any], fused: bool | None = None) -> torch.optim.Optimizer:
+    """The training optimizer: ``sgd`` (lr 1e-3, momentum 0.9), else AdamW (lr 1e-4)."""
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, fused=fused)
+    return torch.optim.AdamW(params, lr=1e-4, fused=fused)
+
+
+def grad_scaler(device: str, precision: str) -> torch.amp.GradScaler | None:
+    """fp16 needs loss scaling; bf16 has fp32's exponent range and does not (torch.amp docs)."""
+    return torch.amp.GradScaler(device) if precision == "fp16" and device == "cuda" else None
+
+
+def train_step(
+    opt: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None,
+    loss_fn: Callable[[], torch.Tensor],
+    device: str,
+    precision: str,
+    context: contextlib.AbstractContextManager[Any] | None = None,
+) -> torch.Tensor:
+    """One optimizer step: forward (under ``context`` and autocast), backward, step; returns the loss."""
+    opt.zero_grad(set_to_none=True)
+    with context or contextlib.nullcontext(), autocast(device, precision):
+        loss = loss_fn()
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    else:
+        loss.backward()
+        opt.step()
+    return loss
 
 
 def prepare_inference(model: nn.Module, precision: str) -> nn.Module:

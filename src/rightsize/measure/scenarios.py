@@ -15,7 +15,14 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from rightsize.measure.config import BenchConfig
 from rightsize.measure.memory import CudaMemoryTracker, RssPeakTracker, SavedTensorTracker, cuda_context_bytes
-from rightsize.measure.precision import autocast, prepare_inference, tensor_bytes
+from rightsize.measure.precision import (
+    autocast,
+    grad_scaler,
+    make_optimizer,
+    prepare_inference,
+    tensor_bytes,
+    train_step,
+)
 from rightsize.measure.timing import cpu_timer, cuda_timer, time_adaptive
 from rightsize.models import ZooEntry, resolve_model
 from rightsize.profile import Measurement
@@ -119,26 +126,13 @@ def _training(cfg: BenchConfig) -> Measurement:
     entry = _entry(cfg)
     model = entry.build(cfg.tiny).to(cfg.device).train()
     param_bytes, buffer_bytes = tensor_bytes(model.parameters()), tensor_bytes(model.buffers())
-    if cfg.optimizer == "sgd":
-        opt: torch.optim.Optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-    else:
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    # fp16 needs loss scaling; bf16 has fp32's exponent range and does not (torch.amp docs).
-    scaler = torch.amp.GradScaler(cfg.device) if cfg.precision == "fp16" else None
+    opt = make_optimizer(cfg.optimizer, model.parameters())
+    scaler = grad_scaler(cfg.device, cfg.precision)
     x, y = _inputs(entry, cfg, cfg.batch_size)
     loss_box: list[float] = []
 
     def step(inp: torch.Tensor = x, lab: torch.Tensor = y) -> None:
-        opt.zero_grad(set_to_none=True)
-        with autocast(cfg.device, cfg.precision):
-            loss = _loss(model, inp, lab)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
+        loss = train_step(opt, scaler, lambda: _loss(model, inp, lab), cfg.device, cfg.precision)
         loss_box.append(float(loss.detach()))
 
     # Saved-for-backward bytes of one forward (activations), then free the graph.

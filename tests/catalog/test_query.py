@@ -87,3 +87,41 @@ def test_match_cpu_family() -> None:
     zen4 = {"cpu_model": "AMD EPYC 9R14", "isa": ["avx2", "avx512f", "avx512_bf16", "avx512_vnni"]}
     assert (f := match_cpu_family(cpus, zen4)) is not None and f.name == "amd-genoa"
     assert match_cpu_family(cpus, {"cpu_model": "Apple M2", "isa": ["neon"]}) is None
+
+
+def test_match_accelerator_names() -> None:
+    from rightsize.catalog import load_catalog, match_accelerator
+
+    accs = load_catalog("").accelerators
+    cases = {
+        "NVIDIA A100-SXM4-80GB": "A100-80GB",
+        "NVIDIA A100-SXM4-40GB": "A100-40GB",
+        "NVIDIA H100 80GB HBM3": "H100",
+        "NVIDIA H100 PCIe": "H100-PCIe",
+        "NVIDIA A10G": "A10G",
+        "Tesla T4": "T4",
+        "NVIDIA H200": "H200",
+        "Tesla V100-SXM2-16GB": "V100-16GB",
+    }
+    for name, want in cases.items():
+        got = match_accelerator(name, accs)
+        assert got is not None and got.name == want, name
+    assert match_accelerator("NVIDIA A100 PCIe", accs, 80 * 1024**3).name == "A100-80GB"  # type: ignore[union-attr]
+    assert match_accelerator("NVIDIA GeForce RTX 4090", accs) is None
+    assert match_accelerator(None, accs) is None
+
+
+def test_cpu_family_by_sku() -> None:
+    from rightsize.catalog import load_catalog, match_cpu_family
+
+    cpus = load_catalog("").cpus
+    icx = {
+        "cpu_model": "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz",
+        "isa": ["avx2", "fma", "avx512f", "avx512_vnni"],
+    }
+    assert match_cpu_family(cpus, icx).name == "intel-icelake"  # type: ignore[union-attr]
+    vm = {
+        "cpu_model": "Intel(R) Xeon(R) Processor",
+        "isa": ["avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16"],
+    }
+    assert match_cpu_family(cpus, vm).name == "intel-avx512-bf16-no-amx"  # type: ignore[union-attr]

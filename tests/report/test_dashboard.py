@@ -6,7 +6,6 @@ import re
 import urllib.error
 import urllib.request
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from report_kit import ENV_A, ENV_B, GIB
@@ -101,8 +100,9 @@ def test_dashboard_never_creates_a_store(tmp_path: Path) -> None:
 
 
 def test_gpu_names_match_catalog_accelerators() -> None:
-    sizes = {"A10G": 24, "A10": 24, "A100-40GB": 40, "A100-80GB": 80, "H100": 80, "H100-PCIe": 80}
-    accs = {n: SimpleNamespace(memory_gib=g) for n, g in sizes.items()}
+    from rightsize.catalog import load_catalog
+
+    accs = load_catalog("").accelerators
     assert match_accelerator({"name": "NVIDIA A10G"}, accs) == "A10G"
     assert match_accelerator({"name": "NVIDIA A100-SXM4-80GB", "memory_bytes": 80 * GIB}, accs) == "A100-80GB"
     assert match_accelerator({"name": "NVIDIA A100-SXM4-40GB", "memory_bytes": 40 * GIB}, accs) == "A100-40GB"

@@ -13,6 +13,7 @@ from rightsize.catalog.query import (
     get_instance,
     gpu_memory_tiers,
     interruptions_per_hour,
+    match_accelerator,
     match_cpu_family,
 )
 
@@ -29,5 +30,6 @@ __all__ = [
     "gpu_memory_tiers",
     "interruptions_per_hour",
     "load_catalog",
+    "match_accelerator",
     "match_cpu_family",
 ]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rightsize.catalog.load import load_spot_buckets
-from rightsize.catalog.model import Catalog, CpuFamily, Instance
+from rightsize.catalog.model import Accelerator, Catalog, CpuFamily, Instance
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "get_instance",
     "gpu_memory_tiers",
     "interruptions_per_hour",
+    "match_accelerator",
     "match_cpu_family",
 ]
 
@@ -125,18 +127,48 @@ def _flags(isa: Iterable[Any]) -> set[str]:
 def match_cpu_family(cpus: dict[str, CpuFamily], env: dict[str, Any]) -> CpuFamily | None:
     """The CPU family that best describes a fingerprinted machine (``env``: cpu_model, isa).
 
-    Same vendor (from the model string), then the family whose whole ISA list the machine has,
-    with the most entries; ties keep file order. None when nothing matches.
+    Same vendor (from the model string); a family whose name or listed SKUs ("8375C", "7R13") appear
+    in the model string; else the family whose whole ISA list the machine has, with the most entries;
+    ties keep file order. None when nothing matches.
     """
     model = str(env.get("cpu_model") or "").lower()
     flags = _flags(env.get("isa") or ())
     vendor = "amd" if "amd" in model else "intel" if "intel" in model else None
+    skus = {t for t in _tokens(model) if len(t) >= 4 and any(ch.isdigit() for ch in t) and not t.endswith("ghz")}
     best: CpuFamily | None = None
     for fam in cpus.values():
         if vendor is not None and fam.vendor != vendor:
             continue
-        if fam.name.lower() in model:
+        if fam.name.lower() in model or skus & set(_tokens(fam.source)):  # the family's source lists its SKUs
             return fam
         if set(fam.isa) <= flags and (best is None or len(fam.isa) > len(best.isa)):
             best = fam
     return best
+
+
+def _tokens(text: str) -> list[str]:
+    """'NVIDIA A100-SXM4-80GB' -> ['nvidia', 'a100', 'sxm4', '80gb'] (whole tokens: 'A10' never matches 'A100')."""
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def match_accelerator(
+    gpu_name: str | None, accelerators: Mapping[str, Accelerator], memory_bytes: float | None = None
+) -> Accelerator | None:
+    """The catalog accelerator a CUDA device name stands for ("NVIDIA A100-SXM4-80GB" -> A100-80GB).
+
+    Every token of the catalog name present as a whole word wins, the most tokens first ("NVIDIA H100
+    PCIe" -> H100-PCIe, not H100); else the catalog names sharing the first token ("A100" of
+    "A100-80GB") with the memory closest to ``memory_bytes``. None when nothing matches. The plan,
+    the report's pricing and the pipeline's projection all use this one rule.
+    """
+    have = set(_tokens(gpu_name or ""))
+    if not have:
+        return None
+    full = [a for a in accelerators.values() if set(_tokens(a.name)) <= have]
+    if full:
+        return max(full, key=lambda a: len(_tokens(a.name)))
+    base = [a for a in accelerators.values() if _tokens(a.name)[:1] and _tokens(a.name)[0] in have]
+    if not base:
+        return None
+    gib = float(memory_bytes or 0) / 1024**3
+    return min(base, key=lambda a: abs(a.memory_gib - gib))

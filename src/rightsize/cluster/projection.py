@@ -164,9 +164,7 @@ def project_job(
 
 
 def match_accelerator(catalog: Catalog, gpu_name: str | None) -> Accelerator | None:
-    """The catalog accelerator whose name appears in a CUDA device name ("NVIDIA A10G" -> A10G)."""
-    if not gpu_name:
-        return None
-    name = gpu_name.upper().replace("-", " ")
-    hits = [a for a in catalog.accelerators.values() if a.name.upper().replace("-", " ") in name]
-    return max(hits, key=lambda a: len(a.name)) if hits else None
+    """The catalog accelerator a CUDA device name stands for (``catalog.match_accelerator``'s rule)."""
+    from rightsize.catalog.query import match_accelerator as match
+
+    return match(gpu_name, catalog.accelerators)

@@ -8,7 +8,6 @@ bound: that instance has at least the measured compute). USD per 1M samples = pr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,27 +36,12 @@ def load_catalog_or_none() -> Any:
         return None
 
 
-def _tokens(text: str) -> list[str]:
-    """'NVIDIA A100-SXM4-80GB' -> ['nvidia', 'a100', 'sxm4', '80gb'] (whole tokens: 'A10' never matches 'A100')."""
-    return re.findall(r"[a-z0-9]+", text.lower())
-
-
 def match_accelerator(gpu: Mapping[str, Any], accelerators: Mapping[str, Any]) -> str | None:
-    """The catalog accelerator named in a fingerprint's GPU name ("NVIDIA A10G" -> "A10G").
+    """The catalog accelerator name for a fingerprint's GPU entry (``catalog.match_accelerator``'s rule)."""
+    from rightsize.catalog.query import match_accelerator as match
 
-    Every token of the catalog name present wins, the most tokens first ("H100-PCIe" over "H100");
-    else the base name ("A100" of "A100-80GB") with the memory closest to the GPU's."""
-    have = set(_tokens(str(gpu.get("name", ""))))
-    if not have:
-        return None
-    full = [a for a in accelerators if set(_tokens(a)) <= have]
-    if full:
-        return max(full, key=lambda a: len(_tokens(a)))
-    base = [a for a in accelerators if _tokens(a)[:1] and _tokens(a)[0] in have]
-    if not base:
-        return None
-    gib = float(gpu.get("memory_bytes") or 0) / 1024**3
-    return min(base, key=lambda a: abs(float(getattr(accelerators[a], "memory_gib", 0.0)) - gib))
+    acc = match(str(gpu.get("name", "")), accelerators, gpu.get("memory_bytes"))
+    return acc.name if acc is not None else None
 
 
 def price_env(env: Mapping[str, Any], device: str, catalog: Any) -> list[PricedInstance]:

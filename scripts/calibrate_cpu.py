@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from rightsize.measure.env import fingerprint
+    from rightsize.measure.probe import core_gemm_gflops
     from rightsize.measure.sweep import run_sweep
     from rightsize.spec import parse_spec
 
@@ -102,9 +103,14 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
             t0 = time.perf_counter()
+            speed = core_gemm_gflops() if args.device == "cpu" else None
             result = run_sweep(spec, None, env=env)
             notes += result.notes
-            measurements += [m.to_dict() for m in result.measurements]
+            for m in result.measurements:  # the core's speed around this model's sweep (see measure/probe.py)
+                d = m.to_dict()
+                if speed is not None and "core_gemm_gflops" not in d["extra"]:
+                    d["extra"]["core_gemm_gflops"] = round((speed + core_gemm_gflops()) / 2, 2)
+                measurements.append(d)
             ok = sum(m.status == "ok" for m in result.measurements)
             print(
                 f"{mode} {model}: {ok}/{len(result.measurements)} ok in {time.perf_counter() - t0:.0f} s",

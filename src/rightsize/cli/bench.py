@@ -30,7 +30,7 @@ def sweep_table(measurements: list[Measurement], title: str) -> Any:
     # Ray sweeps tag each result with the instance type its node stands for.
     instances = [str(m.extra.get("instance_type", "")) for m in measurements]
     cols = ["device", "prec", "batch", "thr", "status", "p50 ms", "p95 ms", "p99 ms", "samples/s", "peak mem"]
-    cols.append("GFLOP/sample")
+    cols += ["GFLOP/sample", "quality"]
     if any(instances):
         cols.insert(0, "instance")
     for col in cols:
@@ -44,8 +44,23 @@ def sweep_table(measurements: list[Measurement], title: str) -> Any:
             f"{lat.p50:.2f}" if lat else "-", f"{lat.p95:.2f}" if lat else "-", f"{lat.p99:.2f}" if lat else "-",
             f"{m.throughput_per_s:.1f}" if m.throughput_per_s else "-",
             format_bytes(m.peak_memory_bytes), f"{m.flops_per_sample / 1e9:.3f}" if m.flops_per_sample else "-",
+            _quality_cell(m),
         )  # fmt: skip
     return t
+
+
+def _quality_cell(m: Measurement) -> str:
+    """ok | contended 42% (x2 attempts) | not converged: what the timing conditions say about this row."""
+    if m.status != "ok":
+        return "-"
+    cells = []
+    if m.extra.get("contended"):
+        tries = m.extra.get("attempts")
+        cells.append(f"[yellow]contended {float(m.extra.get('contention', 0)):.0%}[/yellow]"
+                     + (f" ({tries} tries)" if tries and tries > 1 else ""))  # fmt: skip
+    if m.extra.get("ci_converged") is False:
+        cells.append("not converged")
+    return ", ".join(cells) or "ok"
 
 
 def bench(
@@ -81,6 +96,11 @@ def bench(
             result = run_sweep(workload, db, fresh=fresh, memory_limit_bytes=limit, epochs=epochs, on_progress=cb)
     for note in result.notes:
         err_console.print(f"note: {note}")
+    from rightsize.quality import measurement_quality
+
+    quality = measurement_quality(result.measurements)
+    if quality.problems:
+        err_console.print(f"[yellow]measurement quality:[/yellow] {quality.summary}. {quality.likely_effect}")
     if result.reused:
         err_console.print(f"reused {result.reused} stored result(s) from {db.path} (use --fresh to measure again)")
     if json_out:

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from rightsize.measure.conditions import RunConditions
 from rightsize.measure.config import BenchConfig
 from rightsize.measure.memory import CudaMemoryTracker, RssPeakTracker, SavedTensorTracker, cuda_context_bytes
 from rightsize.measure.precision import (
@@ -23,6 +24,7 @@ from rightsize.measure.precision import (
     tensor_bytes,
     train_step,
 )
+from rightsize.measure.probe import core_gemm_gflops
 from rightsize.measure.timing import cpu_timer, cuda_timer, time_adaptive
 from rightsize.models import ZooEntry, resolve_model
 from rightsize.profile import Measurement
@@ -66,6 +68,9 @@ def run_config(cfg: BenchConfig) -> Measurement:
         torch.set_num_threads(cfg.threads)
     if cfg.device == "cuda" and not torch.cuda.is_available():
         return cfg.result("failed", reason="no CUDA device on this machine")
+    # This core's speed right now (a VM's drifts with its host): the projection anchors on it. Before
+    # the seed: the probe draws random matrices, and the model's initialisation must not depend on it.
+    core_gflops = core_gemm_gflops() if cfg.device == "cpu" else None
     torch.manual_seed(0)
     rss, cuda = _memory_trackers(cfg)
     with contextlib.ExitStack() as stack:
@@ -88,6 +93,7 @@ def run_config(cfg: BenchConfig) -> Measurement:
             **m.extra,
             "rss_peak_bytes": int(rss.peak_bytes),
             "rss_baseline_bytes": int(rss.baseline_bytes),
+            "core_gemm_gflops": round(core_gflops, 2) if core_gflops else None,
         }
     return Measurement.from_dict(m.to_dict() | extra_mem)
 
@@ -108,11 +114,20 @@ def _inference(cfg: BenchConfig) -> Measurement:
         return call
 
     flops = _count_flops(forward(x1)) if cfg.precision != "int8" else _count_flops_fp32(entry, cfg, x1)
-    stats, converged = time_adaptive(forward(x), cfg.timing, cuda_timer if cfg.device == "cuda" else cpu_timer)
+    with RunConditions() as cond:
+        stats, converged = time_adaptive(forward(x), cfg.timing, cuda_timer if cfg.device == "cuda" else cpu_timer)
+    extra = {"ci_converged": converged, **_conditions(cond, cfg, flops, stats.p50)}
     return cfg.result(
         "ok", latency_ms=stats, throughput_per_s=cfg.batch_size * 1e3 / stats.p50, flops_per_sample=flops,
-        param_bytes=param_bytes, buffer_bytes=buffer_bytes, extra={"ci_converged": converged},
+        param_bytes=param_bytes, buffer_bytes=buffer_bytes, extra=extra,
     )  # fmt: skip
+
+
+def _conditions(cond: RunConditions, cfg: BenchConfig, flops_per_sample: float, p50_ms: float) -> dict[str, Any]:
+    """What the CPU was doing while this config was timed (see measure/conditions.py)."""
+    if cfg.device != "cpu":
+        return {}
+    return cond.to_extra(cfg.threads or torch.get_num_threads(), flops_per_sample * cfg.batch_size, p50_ms)
 
 
 def _count_flops_fp32(entry: ZooEntry, cfg: BenchConfig, x1: torch.Tensor) -> float:
@@ -143,8 +158,9 @@ def _training(cfg: BenchConfig) -> Measurement:
     flops = _count_flops(lambda: step(x1, y1))  # forward + backward (+ optimizer, counted as 0)
     # warm-up >= 2 so optimizer states exist before timing (they are allocated at the first step).
     policy = cfg.timing if cfg.timing.warmup >= 2 else type(cfg.timing)(**{**cfg.timing.__dict__, "warmup": 2})
-    stats, converged = time_adaptive(step, policy, cuda_timer if cfg.device == "cuda" else cpu_timer)
-    extra: dict[str, Any] = {"ci_converged": converged}
+    with RunConditions() as cond:
+        stats, converged = time_adaptive(step, policy, cuda_timer if cfg.device == "cuda" else cpu_timer)
+    extra: dict[str, Any] = {"ci_converged": converged, **_conditions(cond, cfg, flops, stats.p50)}
     if cfg.epochs:
         extra |= _epochs(cfg, entry, model, step)
     return cfg.result(

@@ -29,6 +29,26 @@ class SweepResult:
     interrupted: bool = False
 
 
+RETRIES_WHEN_CONTENDED = 2  # a contended config is measured up to this many more times
+
+
+def measure_config(cfg: BenchConfig, retries: int = RETRIES_WHEN_CONTENDED) -> Measurement:
+    """One config in an isolated child; re-measured while it comes out contended, keeping the least
+    contended attempt (``extra.attempts`` says how many ran; ``extra.contended`` stays True if it persisted)."""
+    best = run_isolated(cfg)
+    attempts = 1
+    while best.status == "ok" and best.extra.get("contended") and attempts <= retries:
+        again = run_isolated(cfg)
+        attempts += 1
+        if again.status == "ok" and float(again.extra.get("contention", 1.0)) < float(
+            best.extra.get("contention", 1.0)
+        ):
+            best = again
+    if best.status == "ok" and "contention" in best.extra:
+        best = Measurement.from_dict(best.to_dict() | {"extra": {**best.extra, "attempts": attempts}})
+    return best
+
+
 Progress = Callable[[BenchConfig, Measurement | None, bool], None]  # (config, result or None=started, reused)
 
 
@@ -62,6 +82,8 @@ def run_sweep(
     try:
         for cfg in configs:
             cached = None if fresh or store is None else store.find_measurement(cfg.key, env["id"])
+            if cached is not None and cached.extra.get("contended"):
+                cached = None  # measured while the CPU was busy: measure it again
             if cached is not None:
                 result.reused += 1
                 result.measurements.append(cached)
@@ -70,7 +92,7 @@ def run_sweep(
                 continue
             if on_progress:
                 on_progress(cfg, None, False)
-            m = run_isolated(cfg)
+            m = measure_config(cfg)
             result.measurements.append(m)
             if store is not None:
                 if result.run_id is None:  # a run is recorded once something is measured

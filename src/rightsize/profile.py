@@ -124,6 +124,8 @@ class ServiceCurve:
     source: str = ""  # env id for measured; "roofline+calibration (…)" for projected
     memory_bytes: tuple[int | None, ...] | None = None  # peak memory per batch size, when known
     instance: str | None = None  # instance type this curve was built for, if specific
+    threads: int | None = None  # CPU: intra-op threads of one worker (one replica)
+    workers: int = 1  # CPU: worker processes per instance (replicas per instance), each on its own cores
 
     def __post_init__(self) -> None:
         n = len(self.batch_sizes)
@@ -163,6 +165,11 @@ class ServiceCurve:
     def best_throughput_batch(self) -> int:
         return max(self.batch_sizes, key=self.throughput_per_s)
 
+    @property
+    def layout(self) -> str:
+        """ "4x2" for 4 workers of 2 threads each (CPU), "" when not a CPU layout."""
+        return f"{self.workers}x{self.threads}" if self.threads else ""
+
     def scaled(self, factor: float, **changes: Any) -> ServiceCurve:
         """A copy with every latency multiplied by ``factor`` (and other fields replaced)."""
         d = asdict(self)
@@ -171,3 +178,87 @@ class ServiceCurve:
         d["cv"] = tuple(self.cv)
         d.update(changes)
         return ServiceCurve(**d)
+
+
+def measured_curve(
+    profile: Profile, precision: str, device: str = "cpu", threads: int | None = None, *, name: str | None = None
+) -> ServiceCurve | None:
+    """This machine's measured t(batch) for ``precision`` on ``device``: the one rule every consumer uses.
+
+    ``threads``: only measurements taken with that many intra-op threads (what a server pinned to that
+    many cores runs). Otherwise, per batch size, the most threads measured (``None``, all cores, counts
+    as most): one worker with every core, as measured. Contended measurements (``extra.contended``) are
+    used only where no clean one exists for that batch size.
+    """
+    by_batch: dict[int, tuple[tuple[int, int], Measurement]] = {}
+    for m in profile.ok(device, precision):
+        if m.latency_ms is None or (threads is not None and m.threads != threads):
+            continue
+        rank = (0 if m.extra.get("contended") else 1, 1 << 30 if m.threads is None else m.threads)
+        best = by_batch.get(m.batch_size)
+        if best is None or rank > best[0]:
+            by_batch[m.batch_size] = (rank, m)
+    if not by_batch:
+        return None
+    pts = [by_batch[b][1] for b in sorted(by_batch)]
+    stats = [m.latency_ms for m in pts if m.latency_ms is not None]
+    used = {m.threads for m in pts}
+    return ServiceCurve(
+        device=name or f"{device}:local",
+        precision=precision,
+        batch_sizes=tuple(m.batch_size for m in pts),
+        latency_ms=tuple(s.p50 for s in stats),
+        cv=tuple(s.cv for s in stats),
+        provenance="measured",
+        source=str(profile.env.get("id", "local")),
+        memory_bytes=tuple(m.peak_memory_bytes for m in pts),
+        threads=next(iter(used)) if len(used) == 1 and device == "cpu" else None,
+    )
+
+
+OP_CLASSES = ("gemm", "conv", "attention", "memory", "host")
+
+
+@dataclass(frozen=True)
+class WorkProfile:
+    """A model's ops (traced, not timed; see ``rightsize.estimate.work``), linear in the batch size.
+
+    ``ops[i] = (op_class, count, flops_b1, flops_b2, bytes_b1, bytes_b2)``: ``count`` identical ops whose
+    FLOPs and bytes moved (fp32 tensors read + written) at batch 1 and 2 extend linearly to any batch.
+    ``op_class`` is one of OP_CLASSES; "host" ops (views, allocations) launch no device kernel.
+    """
+
+    model: str
+    mode: str
+    input: dict[str, int]
+    tiny: bool
+    ops: tuple[tuple[str, int, float, float, float, float], ...]
+    n_params: int
+    param_tensors: int
+    trace_s: float = 0.0
+
+    def at(self, batch: float) -> list[tuple[str, int, float, float]]:
+        """(op_class, count, FLOPs, bytes) of every op at ``batch``."""
+        return [(c, n, f1 + (f2 - f1) * (batch - 1), b1 + (b2 - b1) * (batch - 1)) for c, n, f1, f2, b1, b2 in self.ops]
+
+    def flops(self, batch: float) -> float:
+        return sum(n * f for _, n, f, _ in self.at(batch))
+
+    def n_ops(self, op_class: str | None = None) -> int:
+        """Dispatched ops (``op_class=None``) or ops of one class."""
+        return sum(n for c, n, *_ in self.ops if op_class is None or c == op_class)
+
+    @property
+    def n_kernels(self) -> int:
+        return sum(n for c, n, *_ in self.ops if c != "host")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ops"] = [list(o) for o in self.ops]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WorkProfile:
+        d = dict(d)
+        d["ops"] = tuple((str(o[0]), int(o[1]), *map(float, o[2:6])) for o in d["ops"])
+        return cls(**d)

@@ -12,10 +12,9 @@ from rightsize.loadgen.compare import (
     ValidationPoint,
     capacity_per_s,
     error_pct,
-    local_curve,
     render_points,
 )
-from rightsize.profile import LatencyStats, Measurement, Profile, ServiceCurve
+from rightsize.profile import LatencyStats, Measurement, Profile, ServiceCurve, measured_curve
 
 
 def _m(batch: int, p50: float, threads: int | None = None, precision: str = "fp32", ok: bool = True) -> Measurement:
@@ -32,14 +31,14 @@ def test_local_curve_prefers_all_cores_and_skips_failures() -> None:
         (_m(1, 5.0), _m(1, 9.0, threads=1), _m(8, 20.0), _m(8, 30.0, threads=1), _m(4, 1.0, precision="int8"),
          _m(16, 0.0, ok=False)),
     )  # fmt: skip
-    curve = local_curve(profile, "fp32")
+    curve = measured_curve(profile, "fp32")
     assert curve is not None
     assert curve.batch_sizes == (1, 8) and curve.latency_ms == (5.0, 20.0)
     assert curve.cv == pytest.approx((0.1, 0.1)) and curve.provenance == "measured"
-    assert local_curve(profile, "bf16") is None
-    one = local_curve(profile, "fp32", threads=1)  # a server pinned to one core
+    assert measured_curve(profile, "bf16") is None
+    one = measured_curve(profile, "fp32", threads=1)  # a server pinned to one core
     assert one is not None and one.latency_ms == (9.0, 30.0)
-    assert local_curve(profile, "fp32", threads=3) is None
+    assert measured_curve(profile, "fp32", threads=3) is None
 
 
 def test_capacity_is_the_best_whole_request_batch() -> None:

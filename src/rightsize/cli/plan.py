@@ -17,11 +17,14 @@ from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, emi
 
 if TYPE_CHECKING:
     from rightsize.plan import Candidate, MemoryModel, PlanResult
+    from rightsize.profile import WorkProfile
     from rightsize.spec import Workload
     from rightsize.store import Store
 
 MEMORY_CACHE_KIND = "memory_model"
 _MEMORY_CACHE_VERSION = 1
+WORK_CACHE_KIND = "work_profile"
+_WORK_CACHE_VERSION = 1
 _OVERHEAD_KEYS = ("cuda_context", "workspace", "fragmentation")  # the planner adds its own margins
 
 
@@ -99,6 +102,53 @@ def _estimate(
     return out
 
 
+def work_profile(workload: Workload, store: Store) -> WorkProfile | None:
+    """The model's traced ops (``rightsize.estimate.work``), cached in the store so a warm plan needs no torch.
+
+    None when the model cannot be traced here (no torch, or a user model FakeTensorMode cannot run):
+    the projection then falls back to a coarse profile from the measured FLOPs (and says so).
+    """
+    from rightsize.profile import WorkProfile
+
+    key = f"{workload.model}|{workload.mode}|{workload.input.seq_len}|{workload.input.image_size}"
+    key += f"|tiny={int(workload.tiny)}|v{_WORK_CACHE_VERSION}"
+    for art in store.artifacts(kind=WORK_CACHE_KIND):
+        if art["payload"].get("key") == key:
+            return WorkProfile.from_dict(art["payload"]["work"])
+    try:
+        from rightsize.estimate.work import trace_work
+        from rightsize.models import resolve_model
+
+        entry = resolve_model(workload.model, workload.input.shape)
+        inp = {"seq_len": workload.input.seq_len} if entry.kind == "tokens" else {}
+        if entry.kind == "image":
+            inp = {"image_size": workload.input.image_size}
+        work = trace_work(entry, mode=workload.mode, tiny=workload.tiny, **inp)
+    except Exception:  # any failure to trace a user model falls back to the coarse profile, labelled
+        return None
+    store.save_artifact(None, WORK_CACHE_KIND, {"key": key, "work": work.to_dict()}, internal=True)
+    return work
+
+
+def with_cpu_serving_precisions(workload: Workload) -> tuple[Workload, list[str]]:
+    """An online plan on CPU always tries dynamic int8 for models with Linear layers (encoders, decoders,
+    MLPs): it is the CPU's usual serving precision, and it must be measured here to be planned well."""
+    notes: list[str] = []
+    online = workload.targets is not None and workload.targets.online is not None
+    if not online or "cpu" not in workload.devices or "int8" in workload.precisions or workload.mode != "inference":
+        return workload, notes
+    try:
+        from rightsize.models.zoo import get_entry
+
+        family = get_entry(workload.model).family
+    except Exception:  # a user model: leave the precisions as given
+        return workload, notes
+    if family == "cnn":
+        return workload, notes  # dynamic quantization covers Linear layers only: a CNN gains nothing
+    notes.append("int8 (dynamic quantization) added to the CPU precisions: CPU serving plans always try it")
+    return workload.model_copy(update={"precisions": [*workload.precisions, "int8"]}), notes
+
+
 def plan_spec(
     workload: Workload, store: Store, catalog_file: str | Path | None = None, progress: bool = True, seed: int = 0
 ) -> tuple[PlanResult, dict[str, Any]]:
@@ -110,22 +160,37 @@ def plan_spec(
     catalog = load_catalog(catalog_file)
     if workload.targets is not None and plan_kind(workload.targets) == "rules":
         return plan(workload, [], catalog, seed=seed), {}
-    from rightsize.estimate.projection import project_curves
+    from rightsize.estimate.projection import load_projection_model, project_curves
     from rightsize.measure.quick import ensure_profile
 
     t0 = time.perf_counter()
+    workload, notes = with_cpu_serving_precisions(workload)
     profile = ensure_profile(workload, store, progress=progress)
     if not profile.ok():
         reasons = sorted({m.reason or "failed" for m in profile.measurements})
         raise RunFailedError(f"no successful measurement of {workload.model} to plan from: {'; '.join(reasons)[:300]}")
     others = [p for p in store.profiles(workload.model, tiny=workload.tiny) if p.env.get("id") != profile.env.get("id")]
-    curves = project_curves(profile, catalog, measured=others)
+    work = work_profile(workload, store)
+    projection = load_projection_model()
+    curves = project_curves(profile, catalog, projection, work, measured=others)
     memory, breakdowns = memory_models(workload, store, {c.precision for c in curves})
     prep_s = time.perf_counter() - t0
     result = plan(workload, curves, catalog, memory, seed=seed)
     result.assumptions["profile"] = (
         f"{len(profile.ok())} measured configs on {profile.env.get('cpu_model', 'this machine')}"
     )
+    result.assumptions["projection"] = {
+        "model": projection.source,
+        "bands": {k: b.to_dict() for k, b in projection.bands.items()},
+        "work": "traced ops (FakeTensorMode)" if work is not None else "coarse: measured FLOPs only (trace failed)",
+    }
+    result.warnings += notes
+    from rightsize.quality import measurement_quality
+
+    quality = measurement_quality(profile.measurements)
+    result.assumptions["measurement_quality"] = quality.to_dict()
+    if quality.problems:
+        result.warnings.append(f"measurements: {quality.summary}; {quality.likely_effect}")
     context = {"profile": profile, "curves": curves, "memory": breakdowns, "prep_s": prep_s, "catalog": catalog}
     return result, context
 
@@ -170,7 +235,8 @@ def _table(result: PlanResult, top: int) -> Any:
         left = col in ("instance", "device", "prec", "buy", "ok", "source")
         t.add_column(col, justify="left" if left else "right", no_wrap=col == "instance", overflow="fold")
     for i, c in enumerate(result.candidates[:top], 1):
-        dev = f"{c.gpus}x {c.device}" if c.device_class == "gpu" else f"{c.vcpus} vCPU"
+        layout = f" {c.workers_per_instance}x{c.threads_per_worker}t" if c.threads_per_worker else ""
+        dev = f"{c.gpus}x {c.device}" if c.device_class == "gpu" else f"{c.vcpus} vCPU{layout}"
         n = f"{c.replicas}" if kind == "online" and c.replicas else f"{c.count}"
         buy = {"on-demand": "od"}.get(c.purchase, c.purchase)
         row = [str(i), f"{c.provider}:{c.instance}", dev, n, c.precision, buy]
@@ -269,9 +335,15 @@ def _write_report(result: PlanResult, path: Path, context: dict[str, Any]) -> No
     except ImportError:
         err_console.print("note: the report module is not available; skipped --report")
         return
+    from rightsize.catalog import gpu_memory_tiers
+
     mem = context.get("memory") or {}
     rec = result.recommendation
     breakdown = mem.get(rec.precision) if rec else None
+    catalog = context.get("catalog")
+    if breakdown and catalog is not None:  # the tiers of the catalog this plan used (a user's --catalog too)
+        tiers = [{"memory_gib": gib, "names": names} for gib, names in gpu_memory_tiers(catalog)]
+        breakdown = {"breakdown": breakdown, "tiers": tiers}
     write_report(
         result,
         path,

@@ -139,8 +139,8 @@ def validate_config(
 
     def predict(c: ServiceCurve, rate: float) -> Any:
         config = SimConfig(
-            rate_per_s=rate, replicas=1, max_batch=server_config.max_batch, max_wait_ms=server_config.max_wait_ms,
-            request_samples=request_samples, arrival=arrival,
+            rate_per_s=rate, replicas=server_config.workers or 1, max_batch=server_config.max_batch,
+            max_wait_ms=server_config.max_wait_ms, request_samples=request_samples, arrival=arrival,
         )  # fmt: skip
         return simulate(c, config, n_requests=SIM_REQUESTS, seed=seed)
 
@@ -199,11 +199,10 @@ def retime_curve(
     thread timed 27.6 ms, then 39.2 ms, an hour apart), and near saturation p95 amplifies that: this
     is the curve for the minute the load runs in.
     """
-    from rightsize.loadgen.compare import local_curve
     from rightsize.measure.config import expand
     from rightsize.measure.runner import run_isolated
     from rightsize.models import resolve_model
-    from rightsize.profile import Profile
+    from rightsize.profile import Profile, measured_curve
 
     w = workload.model_copy(
         update={
@@ -213,7 +212,7 @@ def retime_curve(
     )  # fmt: skip
     configs, _ = expand(w, resolve_model(w.model, w.input.shape).kind, env_id="validate-now", has_cuda=False)
     now = Profile(w.model, w.mode, {}, {"id": "validate-now"}, tuple(run_isolated(c, cpus=cpus) for c in configs))
-    curve = local_curve(now, precision, threads=threads)
+    curve = measured_curve(now, precision, threads=threads)
     return None if curve is None else replace(curve, device="cpu:now", source="re-timed before serving")
 
 
@@ -267,19 +266,29 @@ def validate_spec(
     the served configuration again just before serving and predict from that curve too.
     """
     from rightsize.cli.plan import plan_spec
-    from rightsize.loadgen.compare import capacity_per_s, local_curve
+    from rightsize.loadgen.compare import capacity_per_s
+    from rightsize.profile import measured_curve
     from rightsize.serve import ServerConfig
 
     if workload.targets is None or workload.targets.online is None:
         raise SpecError("targets.online", "validate needs an online target (rate_per_s and a latency bound)")
     online = workload.targets.online
     cpus = split_cpus() if isolate else None
-    server_threads = None if cpus is None else len(cpus.server)
-    if server_threads is not None and server_threads not in workload.threads:
-        workload = workload.model_copy(update={"threads": [*workload.threads, server_threads]})
+    server_cores = None if cpus is None else len(cpus.server)
+    if server_cores is not None and server_cores not in workload.threads:
+        workload = workload.model_copy(update={"threads": [*workload.threads, server_cores]})
     result, context = plan_spec(workload, store, catalog_file, progress=progress, seed=seed)
     cand, batching, precision, why = pick_local_candidate(result)
-    curve = local_curve(context["profile"], precision, threads=server_threads)
+    # The plan's CPU layout (k workers x t threads), scaled to the server's cores here: t threads per
+    # worker (at most every server core) and as many workers as fit.
+    server_threads, workers = server_cores, 1
+    if server_cores is not None and cand.threads_per_worker:
+        server_threads = min(cand.threads_per_worker, server_cores)
+        workers = max(1, server_cores // server_threads)
+        if server_threads not in workload.threads:
+            workload = workload.model_copy(update={"threads": [*workload.threads, server_threads]})
+            result, context = plan_spec(workload, store, catalog_file, progress=progress, seed=seed)
+    curve = measured_curve(context["profile"], precision, threads=server_threads)
     if curve is None:
         raise RunFailedError(
             f"no successful CPU measurement at {precision} with {server_threads or 'all'} threads here to predict "
@@ -293,16 +302,18 @@ def validate_spec(
     )
     if retime and now is None:
         notes.append("re-timing the served configuration failed; only the profile's prediction is shown")
-    profile_capacity = capacity_per_s(curve, batching.max_batch, online.request_samples)
+    profile_capacity = workers * capacity_per_s(curve, batching.max_batch, online.request_samples)
     # Load levels are fractions of what the server can do now: on a VM whose speed drifted since the
     # profile, "80%" of a stale capacity can be an overload.
-    capacity = profile_capacity if now is None else capacity_per_s(now, batching.max_batch, online.request_samples)
+    capacity = (
+        profile_capacity if now is None else workers * capacity_per_s(now, batching.max_batch, online.request_samples)
+    )
     if now is not None and abs(capacity / profile_capacity - 1) > 0.1:
         notes.append(
             f"this machine is {capacity / profile_capacity - 1:+.0%} off the profile's speed now "
             f"(capacity {capacity:.1f}/s re-timed vs {profile_capacity:.1f}/s profiled); levels use the re-timed one"
         )
-    per_replica = online.rate_per_s / max(1, cand.replicas)
+    per_replica = online.rate_per_s / max(1, cand.replicas) * workers  # this server runs `workers` replicas
     loads: list[tuple[str, float]] = []
     if per_replica <= 0.95 * capacity:
         loads.append(("planned", per_replica))
@@ -336,7 +347,8 @@ def validate_spec(
         precision=precision,  # type: ignore[arg-type]  # one of SERVER_PRECISIONS
         max_batch=batching.max_batch,
         max_wait_ms=batching.max_wait_ms,
-        workers=1,  # one worker on every core: how the local service curve was measured
+        workers=workers,  # the plan's layout on this machine's server cores
+        threads=server_threads,
         queue_size=max(1024, batching.max_batch),
         port=0,
     )
@@ -356,6 +368,7 @@ def validate_spec(
             "planned_precision": cand.precision,
             "feasible": cand.feasible,
             "replicas": cand.replicas,
+            "layout": f"{cand.workers_per_instance}x{cand.threads_per_worker}" if cand.threads_per_worker else None,
             "max_batch": batching.max_batch,
             "max_wait_ms": batching.max_wait_ms,
             "planned_latency_ms": None
@@ -366,6 +379,7 @@ def validate_spec(
         "local": {
             "cpus": None if cpus is None else cpus.to_dict(),
             "threads": server_threads,
+            "workers": workers,
             "capacity_per_s": capacity,
             "profile_capacity_per_s": profile_capacity,
             "per_replica_rate_per_s": per_replica,

@@ -31,7 +31,7 @@ def curve_rates(workload: Workload, res: PipelineResult, catalog: Catalog, store
     """Inference items/s per instance from the stored profile's curves at the micro-batch; None without one."""
     if store is None:
         return None
-    from rightsize.estimate.projection import project_curves
+    from rightsize.estimate.projection import load_projection_model, project_curves
     from rightsize.measure.config import input_of
     from rightsize.models import resolve_model
 
@@ -39,14 +39,19 @@ def curve_rates(workload: Workload, res: PipelineResult, catalog: Catalog, store
     profile = store.profile(workload.model, "inference", input_of(workload, entry.kind), env["id"], tiny=workload.tiny)
     if profile is None or not profile.ok(precision=res.precision):
         return None
-    curves = {(c.device, c.precision): c for c in project_curves(profile, catalog, precisions=[res.precision])}
+    by_device: dict[str, list[Any]] = {}
+    for c in project_curves(profile, catalog, load_projection_model(), precisions=[res.precision]):
+        by_device.setdefault(c.device, []).append(c)
 
     def rate(inst: Instance) -> tuple[float, str] | None:
         device = inst.accelerator if inst.accelerator else f"cpu:{inst.instance_type}"
-        curve = curves.get((device, res.precision))
-        if curve is None:
+        curves = by_device.get(device)
+        if not curves:
             return None
-        return curve.throughput_per_s(res.batch_size) * max(inst.accelerator_count, 1), curve.provenance
+        # CPU: the best layout (k workers x t threads); GPU: one replica per accelerator
+        best = max(curves, key=lambda c: c.workers * c.throughput_per_s(res.batch_size))
+        per = best.workers * best.throughput_per_s(res.batch_size)
+        return per * max(inst.accelerator_count, 1), best.provenance
 
     return rate
 

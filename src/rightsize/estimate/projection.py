@@ -1,77 +1,157 @@
-"""Project a measured Profile onto every catalog device: t(batch) ± band per (device, precision).
+"""Project a measured Profile onto every catalog device: t(batch) ± band per (device, precision[, layout]).
 
-    curves = project_curves(profile, load_catalog())            # list[ServiceCurve]
+    model = load_projection_model()                                   # fitted to published results
+    curves = project_curves(profile, catalog, model, work)            # list[ServiceCurve]
 
-GPU (one curve per catalog accelerator and precision, per single GPU): the roofline of
-``calibration.gpu_time_ms`` on the profile's FLOPs and bytes per batch. CPU (one curve per CPU
-instance type and precision): the local CPU measurement split by Amdahl's law into a serial part
-(scaled by clock) and a parallel part (scaled by cores, ISA FLOP/cycle and clock), with a floor of
-streaming the weights at the instance's share of DRAM bandwidth. A measured profile for the very
-device (``measured``, or ``profile`` itself) always wins with provenance "measured" and band 1.0.
+``work`` is the model's traced ops (``estimate.work.trace_work``); ``model`` holds the time models'
+parameters fitted to the published reference set and the bands measured leave-one-source-out
+(``scripts/fit_projection.py`` writes ``calibration/projection_fit.json``).
+
+GPU (one curve per catalog accelerator and precision, per GPU): ``timemodel.gpu_time_ms``, the larger
+of the device time (per-op roofline + a kernel floor) and the host's eager dispatch time, so batch 1
+is as slow as framework overhead makes it. When this model was measured on some catalog GPU, every
+GPU curve is scaled by measured / modelled there.
+
+CPU (one curve per CPU instance type, precision and layout k workers × t threads, k·t = physical
+cores): ``timemodel.cpu_time_ms`` for the target's cores, ISA and bandwidth, times k = measured /
+modelled on this machine (the anchor). A precision whose ISA path this machine lacks (AMX bf16, VNNI
+int8) is anchored on fp32 and labelled extrapolated, with a wider band.
+
+A measured profile for the very device (``measured``, or ``profile`` itself) always wins with
+provenance "measured" and band 1.0.
 """
 
 from __future__ import annotations
 
+import json
 import math
-import re
+import statistics
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from rightsize.catalog import Accelerator, Catalog, CpuFamily, Instance, filter_instances, match_cpu_family
-from rightsize.estimate.calibration import (
-    CalibrationSet,
-    CpuFit,
-    Fits,
-    GpuFit,
-    GpuPoint,
-    amdahl_parallel_fraction,
-    amdahl_scale,
-    batch_bytes,
-    batch_flops,
-    fits,
-    gpu_prior_fit,
-    gpu_time_ms,
-    is_contended,
-    n_params,
-    refit_gpu,
-    thread_pairs,
-)
-from rightsize.profile import Measurement, Profile, ServiceCurve
+from rightsize.catalog.query import match_accelerator
+from rightsize.estimate.reference import Anchor, Band, anchor_factor, probed_core_gflops, work_key
+from rightsize.estimate.timemodel import CpuParams, GpuParams, cpu_time_ms, gpu_time_ms
+from rightsize.profile import Profile, ServiceCurve, WorkProfile, measured_curve
 
-__all__ = ["GPU_BATCHES", "gpu_points_from_sets", "match_accelerator", "project_curves"]
+__all__ = [
+    "CPU_BATCHES",
+    "GPU_BATCHES",
+    "ProjectionModel",
+    "cpu_layouts",
+    "fallback_work",
+    "load_projection_model",
+    "project_curves",
+]
 
-GPU_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # batch sizes of projected GPU curves (FLOPs are linear in b)
+GPU_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+CPU_BATCHES = (1, 2, 4, 8, 16, 32)
 DEFAULT_GPU_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 CPU_PRECISIONS = ("fp32", "bf16", "int8")
+# Extrapolating to an ISA path this machine lacks (AMX, VNNI) is less certain: widen the band by this.
+ISA_EXTRAPOLATION_WIDENING = 1.5
+FIT_FILE = "projection_fit.json"
+
+
+@dataclass(frozen=True)
+class ProjectionModel:
+    """Fitted time-model parameters and the bands their held-out error implies."""
+
+    gpu: GpuParams
+    cpu: CpuParams
+    bands: dict[str, Band]  # "gpu", "cpu"
+    source: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def band(self, device_class: str) -> Band:
+        return self.bands.get(device_class) or Band(0.5, 2.0, 0.0, 0, 0.0, "no reference error measured: prior")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu.to_dict(),
+            "cpu": self.cpu.to_dict(),
+            "bands": {k: b.to_dict() for k, b in self.bands.items()},
+            "source": self.source,
+            **self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ProjectionModel:
+        bands = {k: Band(**v) for k, v in d.get("bands", {}).items()}
+        extra = {k: v for k, v in d.items() if k not in ("gpu", "cpu", "bands", "source")}
+        return cls(GpuParams(**d["gpu"]), CpuParams(**d["cpu"]), bands, str(d.get("source", "")), extra)
+
+
+def load_projection_model(directory: str | Path | None = None) -> ProjectionModel:
+    """The fitted model shipped in ``catalog/data/calibration/projection_fit.json`` (or ``directory``);
+    the priors of ``timemodel`` with a wide band when no fit exists."""
+    from rightsize.estimate.calibration import calibration_dir
+
+    path = Path(directory or calibration_dir()) / FIT_FILE
+    if not path.exists():
+        return ProjectionModel(GpuParams(), CpuParams(), {}, "timemodel priors (no fitted projection file)")
+    return ProjectionModel.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def cpu_layouts(cores: int) -> list[tuple[int, int]]:
+    """(workers, threads per worker) with workers × threads = cores: 1, 2, 4, 8, 16 threads and all cores."""
+    ts = sorted({t for t in (1, 2, 4, 8, 16) if t <= cores and cores % t == 0} | {cores})
+    return [(cores // t, t) for t in ts]
+
+
+def fallback_work(profile: Profile) -> WorkProfile | None:
+    """A coarse WorkProfile from the measurements alone (FLOPs, parameters) when no trace exists: one GEMM
+    carrying every FLOP and the weights, plus 100 element-wise ops over the activations (labelled so)."""
+    ok = profile.ok()
+    f = max((m.flops_per_sample or 0.0 for m in ok), default=0.0)
+    pb = max((float(m.param_bytes or 0) for m in ok), default=0.0)
+    if f <= 0:
+        return None
+    acts = f / 256.0 * 4.0  # ~1 fp32 element moved per 256 FLOPs (mixed CNN / transformer estimate)
+    ops = (("gemm", 1, f, 2 * f, pb + acts, pb + 2 * acts), ("memory", 100, 0.0, 0.0, acts / 100, 2 * acts / 100))
+    return WorkProfile(profile.model, profile.mode, dict(profile.input), False, ops, int(pb / 4), 1)
 
 
 def project_curves(
     profile: Profile,
     catalog: Catalog,
+    model: ProjectionModel,
+    work: WorkProfile | None = None,
     *,
     precisions: Sequence[str] | None = None,
     measured: Sequence[Profile] = (),
-    calibration: Fits | None = None,
 ) -> list[ServiceCurve]:
-    """ServiceCurves for every catalog GPU accelerator and CPU instance type (see module docstring)."""
-    fit = calibration or fits()
+    """ServiceCurves for every catalog GPU accelerator and CPU instance type (see module docstring).
+
+    The caller loads ``catalog`` and ``model`` (``load_projection_model``) and passes them: nothing here
+    reads a file, so a user's catalog or fit reaches every curve."""
+    work = work or fallback_work(profile)
     same = [p for p in (profile, *measured) if _same_workload(p, profile)]
-    local = _Local.of(profile, catalog, fit.cpu)
-    gpu_fit = _model_gpu_fit(same, catalog, fit.gpu)
     curves: list[ServiceCurve] = []
     gpu_precs = tuple(precisions) if precisions else DEFAULT_GPU_PRECISIONS
+    gpu_k = _gpu_anchor(same, catalog, model.gpu, work) if work else None
     for acc in catalog.accelerators.values():
         for prec in gpu_precs:
-            curve = _measured_gpu(acc, prec, same, catalog) or _project_gpu(local, acc, prec, gpu_fit)
+            curve = _measured_gpu(acc, prec, same, catalog)
+            if curve is None and work is not None:
+                curve = _project_gpu(work, acc, prec, model, gpu_k, profile)
             if curve is not None:
                 curves.append(curve)
-    cpu_precs = tuple(precisions) if precisions else tuple(p for p in CPU_PRECISIONS if profile.ok("cpu", p))
+    cpu_precs = tuple(precisions) if precisions else CPU_PRECISIONS
+    local = match_cpu_family(catalog.cpus, profile.env)
     for inst in filter_instances(catalog.instances, device_class="cpu"):
         for prec in cpu_precs:
-            curve = _measured_cpu(inst, prec, same, catalog) or _project_cpu(local, inst, catalog, prec, fit.cpu)
-            if curve is not None:
-                curves.append(curve)
+            if profile.mode == "training" and prec == "int8":
+                continue
+            m = _measured_cpu(inst, prec, same, catalog)
+            if m is not None:
+                curves.append(m)
+                continue
+            if work is not None and local is not None:
+                curves += _project_cpu(profile, work, local, inst, catalog.cpus[inst.cpu_family], prec, model)
     return curves
 
 
@@ -79,79 +159,21 @@ def _same_workload(p: Profile, ref: Profile) -> bool:
     return p.model == ref.model and p.mode == ref.mode and p.input == ref.input
 
 
-def _model_gpu_fit(profiles: list[Profile], catalog: Catalog, base: GpuFit) -> GpuFit:
-    """When this model was measured on some catalog GPU, refit eff_max and overhead to it.
-
-    The other GPUs are then projected from the model's own efficiency; the band stays the
-    device-class band (moving between GPU generations is what remains uncertain)."""
-    sets = [CalibrationSet("profile", p.env, p.measurements) for p in profiles]
-    points = gpu_points_from_sets(sets, gpu_fit=base, accelerators=catalog.accelerators)
-    if not points:
-        return base
-    fitted = refit_gpu(points, base)
-    where = sorted({p.device_name for p in points})
-    return replace(
-        fitted,
-        per_model=True,
-        n_points=len(points),
-        source=f"roofline refitted to this model's {len(points)} CUDA points on {', '.join(where)}; {base.source}",
-    )
-
-
 # ---------------------------------------------------------------------------------------------
 # Measured curves
 
 
-def match_accelerator(gpu_name: str, accelerators: dict[str, Accelerator]) -> Accelerator | None:
-    """Catalog accelerator for a CUDA device name ("NVIDIA A100-SXM4-80GB" → A100-80GB).
-
-    Every '-'-separated token of the catalog name must appear in the device name as a whole word;
-    the most specific match wins ("NVIDIA H100 PCIe" → H100-PCIe, not H100)."""
-    words = set(re.split(r"[^a-z0-9]+", gpu_name.lower()))
-    best: tuple[int, Accelerator] | None = None
-    for acc in accelerators.values():
-        tokens = acc.name.lower().split("-")
-        if all(t in words for t in tokens) and (best is None or len(tokens) > best[0]):
-            best = (len(tokens), acc)
-    return best[1] if best else None
-
-
-def _gpu_names(env: dict[str, Any]) -> list[str]:
+def _gpu_names(env: dict[str, Any]) -> list[tuple[str, Any]]:
     out = []
     for g in env.get("gpus") or ():
-        out.append(str(g.get("name", "")) if isinstance(g, dict) else str(g))
+        out.append((str(g.get("name", "")), g.get("memory_bytes")) if isinstance(g, dict) else (str(g), None))
     return out
-
-
-def _curve_from(
-    ms: list[Measurement], device: str, prec: str, source: str, instance: str | None
-) -> ServiceCurve | None:
-    by_batch: dict[int, Measurement] = {}
-    for m in ms:
-        if m.latency_ms is not None:
-            prev = by_batch.get(m.batch_size)
-            if prev is None or (m.threads or 0) > (prev.threads or 0):
-                by_batch[m.batch_size] = m
-    if not by_batch:
-        return None
-    pts = [by_batch[b] for b in sorted(by_batch)]
-    return ServiceCurve(
-        device=device,
-        precision=prec,
-        batch_sizes=tuple(m.batch_size for m in pts),
-        latency_ms=tuple(m.latency_ms.p50 for m in pts if m.latency_ms),
-        cv=tuple(m.latency_ms.cv for m in pts if m.latency_ms),
-        provenance="measured",
-        source=source,
-        memory_bytes=tuple(m.peak_memory_bytes for m in pts),
-        instance=instance,
-    )
 
 
 def _measured_gpu(acc: Accelerator, prec: str, profiles: list[Profile], catalog: Catalog) -> ServiceCurve | None:
     for p in profiles:
-        if any(match_accelerator(n, catalog.accelerators) is acc for n in _gpu_names(p.env)):
-            curve = _curve_from(p.ok("cuda", prec), acc.name, prec, str(p.env.get("id", "measured")), None)
+        if any(match_accelerator(n, catalog.accelerators, mem) is acc for n, mem in _gpu_names(p.env)):
+            curve = measured_curve(p, prec, "cuda", name=acc.name)
             if curve is not None:
                 return curve
     return None
@@ -163,111 +185,53 @@ def _measured_cpu(inst: Instance, prec: str, profiles: list[Profile], catalog: C
         same_type = p.env.get("instance_type") == inst.instance_type
         same_cpu = fam is not None and fam.name == inst.cpu_family and p.env.get("physical_cores") == inst.cores
         if same_type or same_cpu:
-            src = str(p.env.get("id", "measured"))
-            curve = _curve_from(p.ok("cpu", prec), f"cpu:{inst.instance_type}", prec, src, inst.instance_type)
+            curve = measured_curve(p, prec, "cpu", name=f"cpu:{inst.instance_type}")
             if curve is not None:
-                return curve
+                return replace(curve, instance=inst.instance_type, threads=curve.threads or inst.cores)
     return None
-
-
-# ---------------------------------------------------------------------------------------------
-# What the local measurement tells us
-
-
-class _Local:
-    """The profile's local CPU measurements reduced to work per batch and per-batch Amdahl splits."""
-
-    def __init__(self, profile: Profile, family: CpuFamily | None, cpu_fit: CpuFit) -> None:
-        self.profile = profile
-        self.family = family
-        ok = profile.ok()
-        self.flops_per_sample = max((m.flops_per_sample or 0.0 for m in ok), default=0.0)
-        self.params = n_params(ok)
-        acts = [m.activation_bytes / m.batch_size for m in ok if m.activation_bytes and m.batch_size]
-        self.activation_bytes_per_sample = max(acts) if acts else None
-        cpu = profile.ok("cpu")
-        self.threads = max((m.threads or 0 for m in cpu), default=0) or int(profile.env.get("physical_cores") or 1)
-        self.pairs = {(q.precision, q.batch_size): q for q in thread_pairs(cpu)}
-        self.cpu_fit = cpu_fit
-
-    @classmethod
-    def of(cls, profile: Profile, catalog: Catalog, cpu_fit: CpuFit) -> _Local:
-        return cls(profile, match_cpu_family(catalog.cpus, profile.env), cpu_fit)
-
-    def points(self, precision: str) -> dict[int, Measurement]:
-        """Local CPU measurement per batch size for ``precision``: the highest thread count, unless that
-        run was contended (slower than fewer threads: shared cores), then the lowest."""
-        by_batch: dict[int, list[Measurement]] = {}
-        for m in self.profile.ok("cpu", precision):
-            if m.latency_ms is not None:
-                by_batch.setdefault(m.batch_size, []).append(m)
-        out: dict[int, Measurement] = {}
-        for b, ms in by_batch.items():
-            ms.sort(key=self.threads_of)
-            q = self.pairs.get((precision, b))
-            out[b] = ms[0] if q is not None and is_contended(q) else ms[-1]
-        return out
-
-    def threads_of(self, m: Measurement) -> int:
-        return m.threads or self.threads
-
-    def split(self, precision: str, m: Measurement) -> tuple[float, float]:
-        """(serial ms, single-core parallel ms) of local measurement ``m`` (Amdahl)."""
-        assert m.latency_ms is not None
-        q = self.pairs.get((precision, m.batch_size))
-        if q is not None and not is_contended(q):
-            p = amdahl_parallel_fraction(q.n1, q.t1_ms, q.n2, q.t2_ms)
-        else:
-            p = self.cpu_fit.p(precision)
-        t1 = m.latency_ms.p50 / amdahl_scale(p, 1, self.threads_of(m))
-        return t1 * (1.0 - p), t1 * p
-
-    def serial_ms_at_smallest_batch(self) -> float | None:
-        for prec in ("fp32", "bf16", "int8"):
-            pts = self.points(prec)
-            if pts:
-                return self.split(prec, pts[min(pts)])[0]
-        return None
 
 
 # ---------------------------------------------------------------------------------------------
 # GPU projection
 
 
-def _project_gpu(local: _Local, acc: Accelerator, prec: str, fit: GpuFit) -> ServiceCurve | None:
-    peak = acc.peak_flops_per_s(prec)
-    if peak <= 0 or local.flops_per_sample <= 0:
-        return None  # precision not supported natively, or no FLOP count to project from
-    if prec == "tf32" and peak <= acc.peak_flops_per_s("fp32"):
+def _gpu_anchor(profiles: list[Profile], catalog: Catalog, params: GpuParams, work: WorkProfile) -> float | None:
+    """measured / modelled over this model's CUDA measurements on catalog GPUs (geometric mean)."""
+    logs = []
+    for p in profiles:
+        for name, mem in _gpu_names(p.env)[:1]:
+            acc = match_accelerator(name, catalog.accelerators, mem)
+            if acc is None:
+                continue
+            for m in p.ok("cuda"):
+                t = gpu_time_ms(work, m.batch_size, acc, m.precision, params)
+                if m.latency_ms and 0 < t < math.inf:
+                    logs.append(math.log(m.latency_ms.p50 / t))
+    return math.exp(statistics.fmean(logs)) if logs else None
+
+
+def _project_gpu(
+    work: WorkProfile, acc: Accelerator, prec: str, model: ProjectionModel, k: float | None, profile: Profile
+) -> ServiceCurve | None:
+    if acc.peak_flops_per_s(prec) <= 0:
+        return None  # no native support for this precision
+    if prec == "tf32" and acc.peak_flops_per_s("tf32") <= acc.peak_flops_per_s("fp32"):
         return None  # no TF32 tensor cores (pre-Ampere): tf32 runs as fp32, whose curve already exists
-    mode = local.profile.mode
-    overhead = fit.overhead_ms.get(mode, fit.overhead_ms.get("inference", 1.0))
-    serial = None if fit.per_model else local.serial_ms_at_smallest_batch()
-    if serial is not None:  # host-side eager overhead cannot exceed the local CPU's serial time per batch
-        overhead = min(overhead, serial)
-    overhead = max(overhead, fit.overhead_min_ms)
-    local_batches = {m.batch_size for m in local.profile.ok()}
-    width = fit.width_for(local.profile.input)
-    batches = sorted(set(GPU_BATCHES) | local_batches)
-    ts = []
-    for b in batches:
-        flops = batch_flops(local.flops_per_sample, b)
-        moved = batch_bytes(
-            local.flops_per_sample, local.params, b, prec, mode, width, local.activation_bytes_per_sample
-        )
-        eff = fit.eff_compute_max.get(prec, 0.4)
-        ts.append(gpu_time_ms(flops, moved, peak, acc.bandwidth_gbps, eff, fit.t_half_ms, fit.eff_memory, overhead))
-    kind = "model-fitted" if fit.per_model else "calibrated" if fit.calibrated else "prior, wide band"
+    local = {m.batch_size for m in profile.ok()}
+    batches = sorted(set(GPU_BATCHES) | local)
+    ts = [gpu_time_ms(work, b, acc, prec, model.gpu) * (k or 1.0) for b in batches]
+    band = model.band("gpu")
+    how = f"anchored to this model's CUDA measurements (x{k:.2f})" if k else "from the traced ops"
     return ServiceCurve(
         device=acc.name,
         precision=prec,
         batch_sizes=tuple(batches),
         latency_ms=tuple(ts),
-        cv=tuple(fit.cv for _ in batches),
+        cv=tuple(0.03 for _ in batches),
         provenance="projected",
-        band_lo=fit.band_lo,
-        band_hi=fit.band_hi,
-        source=f"roofline+calibration ({kind}: {fit.source}; {acc.name} {acc.source})",
+        band_lo=band.lo,
+        band_hi=band.hi,
+        source=f"GPU time model {how}; {model.source}; band: {band.source}; {acc.name}: {acc.source}",
     )
 
 
@@ -275,114 +239,72 @@ def _project_gpu(local: _Local, acc: Accelerator, prec: str, fit: GpuFit) -> Ser
 # CPU projection
 
 
-def _project_cpu(local: _Local, inst: Instance, catalog: Catalog, prec: str, fit: CpuFit) -> ServiceCurve | None:
-    target = catalog.cpus[inst.cpu_family]
-    base_prec = prec if local.points(prec) else "fp32"
-    pts = local.points(base_prec)
-    if not pts:
-        return None
-    fam = local.family
-    if fam is not None:
-        clock, r = _ratios(fam, target, base_prec, prec)
-        gain = r**fit.isa_gain_exponent
-        # the truth lies between no ISA gain (×gain) and the full peak ratio (×gain/r)
-        isa_lo, isa_hi = min(gain, gain / r, 1.0), max(gain, gain / r, 1.0)
-    else:  # unknown local CPU: predict as the target's own generation; the band spans every catalog family
-        clock, gain = 1.0, 1.0
-        spans = [
-            (c / max(1.0, r), c / min(1.0, r))
-            for c, r in (_ratios(f, target, base_prec, prec) for f in catalog.cpus.values())
-        ]
-        isa_lo, isa_hi = min(1.0, *(a for a, _ in spans)), max(1.0, *(b for _, b in spans))
-    n_t = inst.cores
-    n_ls = {local.threads_of(m) for m in pts.values()}
-    bw = target.memory_bandwidth_gbps * (min(1.0, n_t / target.cores_per_socket) if target.cores_per_socket else 1.0)
-    mode = local.profile.mode
-    batches, ts, cvs = [], [], []
-    for b in sorted(pts):
-        lat = pts[b].latency_ms
-        assert lat is not None
-        serial, par1 = local.split(base_prec, pts[b])
-        eta = fit.efficiency_per_doubling ** max(math.log2(n_t / local.threads_of(pts[b])), 0.0)
-        t_par = par1 * clock / gain / (n_t * eta)
-        # Floor: the weights stream from DRAM once per batch (activations of a batch mostly stay in cache).
-        moved = batch_bytes(0.0, local.params, b, prec, mode, activation_width=1.0)
-        t_mem = moved / (bw * 1e9 * fit.eff_memory) * 1e3
-        batches.append(b)
-        ts.append(serial * clock + max(t_par, t_mem))
-        cvs.append(lat.cv if lat.n > 1 else fit.cv)
-    d = max(abs(math.log2(n_t / n)) for n in n_ls)  # the band follows the longest extrapolation
-    base = 0.05 + (0.0 if fit.calibrated else 0.1)  # noise of the local point (+ no calibration at all)
-    lo = math.exp(-d * fit.log_band_lo_per_doubling - base)
-    hi = math.exp(d * fit.log_band_hi_per_doubling + base)
-    lo, hi = lo * isa_lo, hi * isa_hi
-    note = f"{base_prec}→{prec} " if base_prec != prec else ""
-    threads = "/".join(map(str, sorted(n_ls)))
-    local_name = fam.name if fam else "unknown CPU"
-    return ServiceCurve(
-        device=f"cpu:{inst.instance_type}",
-        precision=prec,
-        batch_sizes=tuple(batches),
-        latency_ms=tuple(ts),
-        cv=tuple(cvs),
-        provenance="projected",
-        band_lo=lo,
-        band_hi=hi,
-        source=(
-            f"cpu scaling {note}from {threads} local threads ({local_name}) to {n_t} cores {target.name}; {fit.source}"
-        ),
-        instance=inst.instance_type,
-    )
+def _same_isa_path(local: CpuFamily, target: CpuFamily, prec: str) -> bool:
+    """True when ``prec`` runs at the same FLOP/cycle ratio to fp32 on both CPUs (same kernel path)."""
+
+    def ratio(f: CpuFamily) -> float:
+        return f.peak_flops_per_s(prec, 1) / max(f.peak_flops_per_s("fp32", 1), 1.0)
+
+    return abs(ratio(local) - ratio(target)) < 1e-9
 
 
-def _ratios(local: CpuFamily, target: CpuFamily, local_prec: str, prec: str) -> tuple[float, float]:
-    """(clock ratio local/target, FLOP/cycle ratio target/local) for running ``prec`` on the target."""
-    clock = local.sustained_ghz / target.sustained_ghz
-    r = target.flop_per_cycle_per_core[_cpu_key(prec)] / local.flop_per_cycle_per_core[_cpu_key(local_prec)]
-    return clock, r
-
-
-def _cpu_key(prec: str) -> str:
-    return {"tf32": "fp32", "fp16": "bf16"}.get(prec, prec)
-
-
-# ---------------------------------------------------------------------------------------------
-# GPU calibration points (used by calibration.fits)
-
-
-def gpu_points_from_sets(
-    sets: Sequence[CalibrationSet],
-    gpu_prior: dict[str, Any] | None = None,
-    *,
-    gpu_fit: GpuFit | None = None,
-    accelerators: dict[str, Accelerator] | None = None,
-) -> list[GpuPoint]:
-    """Every ok CUDA measurement of the calibration sets as a roofline point on its catalog GPU."""
-    from rightsize.catalog import load_catalog
-
-    accs = accelerators if accelerators is not None else load_catalog("").accelerators
-    if gpu_fit is None:
-        assert gpu_prior is not None, "pass gpu_prior or gpu_fit"
-        gpu_fit = gpu_prior_fit(gpu_prior)
-    points = []
-    for s in sets:
-        names = _gpu_names(s.env)
-        acc = match_accelerator(names[0], accs) if names else None
-        if acc is None:
-            continue
-        ok = [m for m in s.measurements if m.status == "ok" and m.device == "cuda"]
-        for m in ok:
-            peak = acc.peak_flops_per_s(m.precision)
-            if not (m.flops_per_sample and m.latency_ms and peak > 0):
-                continue
-            same = [x for x in ok if x.model == m.model]
-            acts = m.activation_bytes / m.batch_size if m.activation_bytes else None
-            width = gpu_fit.width_for(m.input)
-            moved = batch_bytes(m.flops_per_sample, n_params(same), m.batch_size, m.precision, m.mode, width, acts)
-            flops = batch_flops(m.flops_per_sample, m.batch_size)
-            points.append(
-                GpuPoint(
-                    m.model, m.mode, m.precision, flops, moved, peak, acc.bandwidth_gbps, m.latency_ms.p50, m.batch_size
-                )
+def _project_cpu(
+    profile: Profile,
+    work: WorkProfile,
+    local: CpuFamily,
+    inst: Instance,
+    target: CpuFamily,
+    prec: str,
+    model: ProjectionModel,
+) -> list[ServiceCurve]:
+    cpu = tuple(profile.ok("cpu"))
+    anchor = Anchor(local, cpu, {work_key(profile.model, profile.mode, profile.input): work}, probed_core_gflops(cpu))
+    same_path = _same_isa_path(local, target, prec)
+    found = anchor_factor(anchor, profile.mode, prec if same_path else "fp32", model.cpu)
+    if found is None:
+        return []
+    k, anchored_on, n_points = found
+    band = model.band("cpu")
+    lo, hi = band.lo, band.hi
+    note = ""
+    if anchored_on != prec:
+        lo, hi = lo / ISA_EXTRAPOLATION_WIDENING, hi * ISA_EXTRAPOLATION_WIDENING
+        note = f"{prec} extrapolated from fp32 ({target.name} {_path_name(target, prec)}; not measured here); "
+    local_b = {m.batch_size for m in profile.ok("cpu", anchored_on)}
+    batches = sorted(set(CPU_BATCHES) | local_b)
+    out = []
+    # Training runs one process on every core; serving and batch inference try every layout.
+    layouts = [(1, inst.cores)] if profile.mode == "training" else cpu_layouts(inst.cores)
+    for workers, threads in layouts:
+        ts = [k * cpu_time_ms(work, b, target, threads, prec, model.cpu) for b in batches]
+        out.append(
+            ServiceCurve(
+                device=f"cpu:{inst.instance_type}",
+                precision=prec,
+                batch_sizes=tuple(batches),
+                latency_ms=tuple(ts),
+                cv=tuple(0.05 for _ in batches),
+                provenance="projected",
+                band_lo=lo,
+                band_hi=hi,
+                source=(
+                    f"{note}CPU time model anchored to {n_points} {anchored_on} measurement(s) on {local.name} "
+                    f"(x{k:.2f}; {anchor.speed_note}); {workers} worker(s) x {threads} thread(s) on {target.name}; "
+                    f"{model.source}; "
+                    f"band: {band.source}"
+                ),
+                instance=inst.instance_type,
+                threads=threads,
+                workers=workers,
             )
-    return points
+        )
+    return out
+
+
+def _path_name(fam: CpuFamily, prec: str) -> str:
+    isa = set(fam.isa)
+    if prec in ("bf16", "fp16"):
+        return "AMX" if "amx_bf16" in isa else "AVX-512 BF16" if "avx512_bf16" in isa else "fp32 path"
+    if prec == "int8":
+        return "AMX int8" if "amx_int8" in isa else "VNNI" if "avx512_vnni" in isa else "AVX2 int8"
+    return "fp32"

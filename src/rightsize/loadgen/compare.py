@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rightsize.profile import Profile, ServiceCurve
+from rightsize.profile import ServiceCurve
 
-__all__ = ["LatencyTriple", "ValidationPoint", "capacity_per_s", "error_pct", "local_curve", "render_points"]
+__all__ = ["LatencyTriple", "ValidationPoint", "capacity_per_s", "error_pct", "render_points"]
 
 
 @dataclass(frozen=True)
@@ -81,41 +81,6 @@ def _errors(measured: LatencyTriple | None, predicted: LatencyTriple | None) -> 
 def error_pct(measured: float, predicted: float) -> float:
     """Signed relative error in percent; positive means the measurement was slower than predicted."""
     return (measured - predicted) / predicted * 100.0 if predicted > 0 else float("inf")
-
-
-def local_curve(
-    profile: Profile, precision: str, device: str = "cpu", threads: int | None = None
-) -> ServiceCurve | None:
-    """This machine's measured t(batch) for ``precision``: median per batch size, spread as cv.
-
-    ``threads``: only measurements taken with that many intra-op threads (what a server pinned to
-    that many cores runs). Otherwise, when several thread counts were measured, the all-cores run
-    (``threads`` None) wins, else the largest count: one worker with every core, as measured.
-    """
-    ms = [m for m in profile.ok(device, precision) if threads is None or m.threads == threads]
-    if not ms:
-        return None
-    by_batch: dict[int, Any] = {}
-    for m in ms:
-        if m.latency_ms is None:
-            continue
-        rank = 1 << 30 if m.threads is None else m.threads
-        best = by_batch.get(m.batch_size)
-        if best is None or rank > best[0]:
-            by_batch[m.batch_size] = (rank, m)
-    if not by_batch:
-        return None
-    sizes = sorted(by_batch)
-    stats = [by_batch[b][1].latency_ms for b in sizes]
-    return ServiceCurve(
-        device=f"{device}:local",
-        precision=precision,
-        batch_sizes=tuple(sizes),
-        latency_ms=tuple(s.p50 for s in stats),
-        cv=tuple(s.cv for s in stats),
-        provenance="measured",
-        source=str(profile.env.get("id", "local")),
-    )
 
 
 def capacity_per_s(curve: ServiceCurve, max_batch: int, request_samples: int = 1) -> float:

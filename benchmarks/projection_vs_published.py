@@ -1,0 +1,120 @@
+"""Projection vs published results, leave-one-source-out: can the projection be bet on?
+
+    .venv/bin/python benchmarks/projection_vs_published.py              # shipped anchors (~1-2 min)
+    .venv/bin/python benchmarks/projection_vs_published.py --measure    # re-measure the anchors here first
+
+Every row of ``catalog/data/reference/published.csv`` (a published figure with its source URL and date)
+is projected by time models fitted WITHOUT that row's source, from this project's local CPU profile of
+the model (its traced ops; for CPU rows also its measured time here). Prints each row's ratio
+projected/published, then per device class: median |error|, worst factor, the share of rows inside the
+band (the band itself is built from these held-out errors), and the median band width (hi/lo).
+
+Targets (issue "Projections you can bet on"): median |error| <= 20%, worst <= 2x, >= 90% inside the band,
+median band width <= x1.6. Exit code 1 when a target is missed (``--no-fail`` to only print).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+TARGETS = {"median_abs_error": 0.20, "worst_factor": 2.0, "coverage": 0.90, "median_band_width": 1.6}
+
+
+def _measure_here(models: list[str], out_dir: Path) -> None:
+    import calibrate_cpu  # scripts/calibrate_cpu.py
+
+    for prec in (["fp32", "int8"],):
+        calibrate_cpu.main(["--models", *models, "--precisions", *prec, "--batches", "1", "8", "--max-time", "2",
+                            "--out", str(out_dir / "cpu-here.json")])  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reference", type=Path, default=None, help="published-results CSV (default: shipped)")
+    ap.add_argument("--measure", action="store_true", help="measure the anchor models on this machine first")
+    ap.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    ap.add_argument("--no-fail", action="store_true", help="exit 0 even when a target is missed")
+    args = ap.parse_args(argv)
+
+    from rightsize.estimate.fitting import run_reference_evaluation
+    from rightsize.estimate.reference import load_reference
+
+    calibration = None
+    if args.measure:
+        rows = load_reference(args.reference)
+        tmp = Path(tempfile.mkdtemp(prefix="rightsize-anchors-"))
+        _measure_here(sorted({r.model for r in rows if r.device_class == "cpu"}), tmp)
+        calibration = tmp
+    ev, rows, inputs = run_reference_evaluation(args.reference, calibration)
+    summary = {dc: ev.summary(dc) for dc in ("gpu", "cpu")} | {"all": ev.summary()}
+    verdict = {k: _check(summary["all"], k) for k in TARGETS}
+    if args.json:
+        out: dict[str, Any] = {
+            "summary": summary, "targets": TARGETS, "met": verdict, "inputs": inputs,
+            "bands": {k: b.to_dict() for k, b in ev.bands.items()},
+            "rows": [{"id": h.row.id, "source": h.row.source, "published_ms": h.row.latency_ms,
+                      "projected_ms": h.predicted_ms, "ratio": h.ratio} for h in ev.held],
+            "skipped": [{"id": r.id, "why": why} for r, why in ev.skipped],
+        }  # fmt: skip
+        print(json.dumps(out, indent=1))
+    else:
+        _print(ev, summary, verdict)
+    return 0 if args.no_fail or all(verdict.values()) else 1
+
+
+def _check(s: dict[str, float], key: str) -> bool:
+    if not s.get("n"):
+        return False
+    v = s[key]
+    return v >= TARGETS[key] if key == "coverage" else v <= TARGETS[key]
+
+
+def _print(ev: Any, summary: dict[str, dict[str, float]], verdict: dict[str, bool]) -> None:
+    head = (
+        f"{'row':<34} {'device':<22} {'model':<12} {'mode':<5} {'prec':<5} {'b':>4} "
+        f"{'published':>10} {'projected':>10} {'ratio':>6} band"
+    )
+    print(head)
+    print("-" * len(head))
+    for h in sorted(ev.held, key=lambda h: (h.row.device_class, h.row.device, h.row.model, h.row.batch_size)):
+        r = h.row
+        b = ev.bands.get(r.device_class)
+        inside = "in" if b is not None and b.lo <= 1.0 / h.ratio <= b.hi else "OUT"
+        dev = r.device + (f" {r.cpu_threads}c" if r.device_class == "cpu" else "")
+        print(f"{r.id[:34]:<34} {dev[:22]:<22} {r.model[:12]:<12} {r.mode[:5]:<5} {r.precision:<5} {r.batch_size:>4} "
+              f"{r.latency_ms:>9.2f}m {h.predicted_ms:>9.2f}m {h.ratio:>6.2f} {inside}")  # fmt: skip
+    print()
+    print(f"{'class':<6} {'n':>3} {'median |err|':>13} {'worst':>7} {'in band':>8} {'band width':>11}  band (lo-hi)")
+    for dc, s in summary.items():
+        if not s.get("n"):
+            continue
+        b = ev.bands.get(dc)
+        band = f"x{b.lo:.2f}-x{b.hi:.2f}" if b else "per class"
+        print(f"{dc:<6} {int(s['n']):>3} {s['median_abs_error']:>12.1%} {s['worst_factor']:>6.2f}x "
+              f"{s['coverage']:>7.0%} {s['median_band_width']:>10.2f}x  {band}")  # fmt: skip
+    by_src: dict[str, list[float]] = {}
+    for h in ev.held:
+        by_src.setdefault(h.row.source, []).append(abs(h.ratio - 1))
+    print()
+    print(
+        "per source (held out):",
+        ", ".join(f"{k} n={len(v)} med {sorted(v)[len(v) // 2]:.0%}" for k, v in sorted(by_src.items())),
+    )
+    if ev.skipped:
+        print(f"not projectable ({len(ev.skipped)}): " + "; ".join(f"{r.id} ({why})" for r, why in ev.skipped))
+    print()
+    for k, ok in verdict.items():
+        op = ">=" if k == "coverage" else "<="
+        got = summary["all"].get(k, float("nan"))
+        print(f"{'PASS' if ok else 'FAIL'}  {k}: {got:.3g} (target {op} {TARGETS[k]})")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

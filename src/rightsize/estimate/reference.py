@@ -1,0 +1,448 @@
+"""Published results as the projection's ground truth: load them, fit the time models, measure the error.
+
+    rows = load_reference(path)                                   # catalog/data/reference/published.csv
+    fit = fit_params(rows, works, anchors, catalog)               # GpuParams + CpuParams over all rows
+    held = leave_one_source_out(rows, works, anchors, catalog)    # each source predicted by the others' fit
+
+Each row is one published figure (model, batch, precision, device, software, value, source URL, date).
+GPU rows are predicted from the model's traced ops alone (``timemodel.gpu_time_ms``); CPU rows from
+the traced ops anchored to this machine's own measurement of the model (``anchor_factor``). The fit
+minimises squared log error, each source weighted equally (1/√rows), and is pulled gently towards the
+priors in timemodel so a parameter no remaining source constrains stays sane. The error of the
+leave-one-source-out predictions is what the projection's band is made of (``bands_from``).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rightsize.catalog.model import Catalog, CpuFamily
+from rightsize.estimate.timemodel import CpuParams, GpuParams, cpu_time_ms, gpu_time_ms
+from rightsize.profile import Measurement, WorkProfile
+
+__all__ = [
+    "Anchor",
+    "Band",
+    "Evaluation",
+    "Fit",
+    "Held",
+    "ReferenceRow",
+    "anchor_factor",
+    "anchors_from",
+    "bands_from",
+    "evaluate",
+    "fit_params",
+    "json_input",
+    "leave_one_source_out",
+    "load_reference",
+    "needed_works",
+    "parse_input",
+    "predict_row",
+    "probed_core_gflops",
+    "reference_path",
+    "work_key",
+]
+
+GPU_FIT = ("gemm_fp32", "gemm_tf32", "gemm_half", "conv_fp32", "conv_tf32", "conv_half", "attention",
+           "eff_memory", "kernel_us", "host_us", "host_us_training", "peak_exponent")  # fmt: skip
+CPU_FIT = ("gemm", "conv", "low_precision", "core_bw_gbps", "op_us", "sync_us", "intensity_half", "sync_exponent")
+PRIOR_WEIGHT = 0.25  # residual weight of log(θ/θ_prior): a soft pull, ~1/4 of one source's row
+# Parameter bounds (efficiencies are shares of peak; times in microseconds).
+_BOUNDS = {"peak_exponent": (0.01, 0.8), "kernel_us": (0.5, 30.0), "host_us": (2.0, 80.0),
+           "host_us_training": (2.0, 120.0), "core_bw_gbps": (2.0, 60.0), "op_us": (0.5, 60.0),
+           "sync_us": (0.1, 60.0), "intensity_half": (0.5, 200.0),
+           "sync_exponent": (0.1, 1.5)}  # fmt: skip
+
+
+def reference_path() -> Path:
+    return Path(str(resources.files("rightsize.catalog") / "data" / "reference" / "published.csv"))
+
+
+@dataclass(frozen=True)
+class ReferenceRow:
+    id: str
+    source: str
+    model: str
+    mode: str
+    batch_size: int
+    input: dict[str, int]
+    precision: str
+    device_class: str  # gpu | cpu
+    device: str  # catalog accelerator or CPU family name
+    gpus: int
+    cores: int | None
+    threads: int | None
+    software: str
+    metric: str  # throughput_per_s | latency_ms
+    value: float
+    source_url: str
+    published: str
+    notes: str = ""
+
+    @property
+    def latency_ms(self) -> float:
+        """Time of one batch on one device (one GPU, or the stated cores), milliseconds."""
+        if self.metric == "latency_ms":
+            return self.value
+        per_device = self.value / max(1, self.gpus)
+        return self.batch_size / per_device * 1e3
+
+    @property
+    def cpu_threads(self) -> int:
+        return int(self.threads or self.cores or 1)
+
+
+def _int(v: str | None) -> int | None:
+    v = (v or "").strip()
+    return int(float(v)) if v else None
+
+
+def load_reference(path: str | Path | None = None) -> list[ReferenceRow]:
+    """Every row of the published-results CSV (see docs/reference-set.md for the columns)."""
+    rows = []
+    with open(path or reference_path(), encoding="utf-8", newline="") as f:
+        for r in csv.DictReader(f):
+            sizes = (("seq_len", _int(r.get("seq_len"))), ("image_size", _int(r.get("image_size"))))
+            rows.append(
+                ReferenceRow(
+                    id=r["id"],
+                    source=r["source"],
+                    model=r["model"],
+                    mode=r["mode"],
+                    batch_size=int(float(r["batch_size"])),
+                    input={k: v for k, v in sizes if v is not None},
+                    precision=r["precision"],
+                    device_class=r["device_class"],
+                    device=r["device"],
+                    gpus=_int(r.get("gpus")) or 1,
+                    cores=_int(r.get("cores")),
+                    threads=_int(r.get("threads")),
+                    software=r.get("software", ""),
+                    metric=r["metric"],
+                    value=float(r["value"]),
+                    source_url=r["source_url"],
+                    published=r.get("published", ""),
+                    notes=r.get("notes", ""),
+                )
+            )
+    return rows
+
+
+def work_key(model: str, mode: str, inp: Mapping[str, int]) -> str:
+    return f"{model}|{mode}|" + ",".join(f"{k}={v}" for k, v in sorted(inp.items()))
+
+
+# ---------------------------------------------------------------------------------------------
+# Anchoring the CPU model to this machine
+
+
+# A 512³ single-thread SGEMM (measure/probe.py) reaches about this share of a core's fp32 FMA peak on a
+# healthy machine (MKL / oneDNN on AVX2 and AVX-512 cores: 80-90%).
+PROBE_EFFICIENCY = 0.85
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """Local CPU measurements of one model (any input) and the family of the machine that took them.
+
+    ``core_gflops``: the single-thread GEMM rate probed on that machine while it measured
+    (``extra.core_gemm_gflops``); the local family's clock is scaled to it, so a VM whose cores run
+    below their datasheet (a busy host, a slower physical CPU) does not make every target look slow.
+    """
+
+    family: CpuFamily
+    measurements: tuple[Measurement, ...]
+    works: Mapping[str, WorkProfile] = field(default_factory=dict)  # work_key -> trace of each input
+    core_gflops: float | None = None
+
+    @property
+    def effective_family(self) -> CpuFamily:
+        """The local family at the probed speed (its datasheet when nothing was probed)."""
+        peak = self.family.peak_flops_per_s("fp32", 1) / 1e9
+        if not self.core_gflops or peak <= 0:
+            return self.family
+        scale = self.core_gflops / (peak * PROBE_EFFICIENCY)
+        return replace(self.family, sustained_ghz=self.family.sustained_ghz * scale)
+
+    @property
+    def speed_note(self) -> str:
+        if not self.core_gflops:
+            return "local core speed from the datasheet (no probe recorded)"
+        eff = self.effective_family
+        return (
+            f"local cores probed at {self.core_gflops:.0f} GFLOP/s ({eff.sustained_ghz / self.family.sustained_ghz:.0%}"
+            " of the datasheet)"
+        )
+
+
+def probed_core_gflops(measurements: Sequence[Measurement]) -> float | None:
+    """Median ``extra.core_gemm_gflops`` of the measurements that recorded it."""
+    vals = [float(m.extra["core_gemm_gflops"]) for m in measurements if m.extra.get("core_gemm_gflops")]
+    return statistics.median(vals) if vals else None
+
+
+def anchor_factor(anchor: Anchor, mode: str, precision: str, params: CpuParams) -> tuple[float, str, int] | None:
+    """(k, precision used, points): measured / modelled time on this machine, geometric mean over the
+    uncontended local points of ``precision`` (else fp32). The target is projected as k × model(target)."""
+    for prec in (precision, "fp32"):
+        ks = []
+        for m in anchor.measurements:
+            if m.status != "ok" or m.device != "cpu" or m.mode != mode or m.precision != prec or not m.latency_ms:
+                continue
+            if m.extra.get("contended"):
+                continue
+            w = anchor.works.get(work_key(m.model, m.mode, m.input))
+            if w is None:
+                continue
+            t = cpu_time_ms(w, m.batch_size, anchor.effective_family, m.threads or 1, prec, params)
+            if 0 < t < math.inf:
+                ks.append(math.log(m.latency_ms.p50 / t))
+        if ks:
+            return math.exp(statistics.fmean(ks)), prec, len(ks)
+    return None
+
+
+def predict_row(
+    row: ReferenceRow,
+    works: Mapping[str, WorkProfile],
+    anchors: Mapping[str, Anchor],
+    catalog: Catalog,
+    gpu: GpuParams,
+    cpu: CpuParams,
+) -> float | None:
+    """Projected time of one batch for a reference row (ms), or None when it cannot be projected."""
+    work = works.get(work_key(row.model, row.mode, row.input))
+    if work is None:
+        return None
+    if row.device_class == "gpu":
+        acc = catalog.accelerators.get(row.device)
+        if acc is None:
+            return None
+        t = gpu_time_ms(work, row.batch_size, acc, row.precision, gpu)
+        return t if t < math.inf else None
+    fam = catalog.cpus.get(row.device)
+    anchor = anchors.get(row.model)
+    if fam is None or anchor is None:
+        return None
+    k = anchor_factor(anchor, row.mode, row.precision, cpu)
+    if k is None:
+        return None
+    t = cpu_time_ms(work, row.batch_size, fam, row.cpu_threads, row.precision, cpu)
+    return k[0] * t if t < math.inf else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Fitting
+
+
+@dataclass(frozen=True)
+class Fit:
+    gpu: GpuParams
+    cpu: CpuParams
+    rows: int
+    sources: tuple[str, ...]
+
+
+def _fit_class(rows: Sequence[ReferenceRow], predict: Any, prior: Any, names: tuple[str, ...]) -> Any:
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    if not rows:
+        return prior
+    per_source: dict[str, int] = {}
+    for r in rows:
+        per_source[r.source] = per_source.get(r.source, 0) + 1
+    x0 = np.array([math.log(getattr(prior, n)) for n in names])
+    lo = np.array([math.log(_BOUNDS.get(n, (0.02, 1.0))[0]) for n in names])
+    hi = np.array([math.log(_BOUNDS.get(n, (0.02, 1.0))[1]) for n in names])
+    x0 = np.clip(x0, lo + 1e-9, hi - 1e-9)
+
+    def resid(x: Any) -> Any:
+        p = prior.with_vector(names, [math.exp(v) for v in x])
+        out = []
+        for r in rows:
+            t = predict(r, p)
+            err = math.log(t / r.latency_ms) if t and 0 < t < math.inf else 3.0
+            out.append(err / math.sqrt(per_source[r.source]))
+        out += [PRIOR_WEIGHT * (v - v0) for v, v0 in zip(x, x0, strict=True)]
+        return np.array(out)
+
+    res = least_squares(resid, x0, bounds=(lo, hi), x_scale=1.0, max_nfev=400)
+    return prior.with_vector(names, [math.exp(v) for v in res.x])
+
+
+def fit_params(
+    rows: Sequence[ReferenceRow],
+    works: Mapping[str, WorkProfile],
+    anchors: Mapping[str, Anchor],
+    catalog: Catalog,
+    *,
+    exclude_source: str | None = None,
+    gpu_prior: GpuParams | None = None,
+    cpu_prior: CpuParams | None = None,
+) -> Fit:
+    """GPU and CPU parameters fitted to ``rows`` (minus ``exclude_source``) that can be projected."""
+    gp, cp = gpu_prior or GpuParams(), cpu_prior or CpuParams()
+    use = [r for r in rows if r.source != exclude_source and predict_row(r, works, anchors, catalog, gp, cp)]
+    gpu_rows = [r for r in use if r.device_class == "gpu"]
+    cpu_rows = [r for r in use if r.device_class == "cpu"]
+    gpu = _fit_class(gpu_rows, lambda r, p: predict_row(r, works, anchors, catalog, p, cp), gp, GPU_FIT)
+    cpu = _fit_class(cpu_rows, lambda r, p: predict_row(r, works, anchors, catalog, gpu, p), cp, CPU_FIT)
+    return Fit(gpu, cpu, len(use), tuple(sorted({r.source for r in use})))
+
+
+@dataclass(frozen=True)
+class Held:
+    """One reference row predicted by a fit that never saw its source."""
+
+    row: ReferenceRow
+    predicted_ms: float
+
+    @property
+    def ratio(self) -> float:
+        """predicted / published time (> 1: we project it slower than published)."""
+        return self.predicted_ms / self.row.latency_ms
+
+
+def leave_one_source_out(
+    rows: Sequence[ReferenceRow], works: Mapping[str, WorkProfile], anchors: Mapping[str, Anchor], catalog: Catalog
+) -> list[Held]:
+    out = []
+    for src in sorted({r.source for r in rows}):
+        fit = fit_params(rows, works, anchors, catalog, exclude_source=src)
+        for r in rows:
+            if r.source == src:
+                t = predict_row(r, works, anchors, catalog, fit.gpu, fit.cpu)
+                if t is not None:
+                    out.append(Held(r, t))
+    return out
+
+
+@dataclass(frozen=True)
+class Band:
+    """Multipliers on a projected time that bound the truth: truth ∈ [t × lo, t × hi] for ``coverage``
+    of the held-out published rows of this device class."""
+
+    lo: float
+    hi: float
+    coverage: float
+    n: int
+    median_abs_error: float
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lo": self.lo, "hi": self.hi, "coverage": self.coverage, "n": self.n,
+                "median_abs_error": self.median_abs_error, "source": self.source}  # fmt: skip
+
+
+def bands_from(held: Sequence[Held], coverage: float = 0.9, floor: float = 0.05) -> dict[str, Band]:
+    """Per device class, the narrowest band around 1 holding ``coverage`` of truth/prediction ratios.
+
+    truth / pred = 1 / ratio; lo and hi are the (1 − c)/2 and (1 + c)/2 empirical quantiles of it,
+    widened by ``floor`` (measurement noise of the published figure itself)."""
+    out: dict[str, Band] = {}
+    for dc in sorted({h.row.device_class for h in held}):
+        qs = sorted(1.0 / h.ratio for h in held if h.row.device_class == dc)
+        n = len(qs)
+        if n == 0:
+            continue
+        lo_q = _quantile(qs, (1 - coverage) / 2)
+        hi_q = _quantile(qs, (1 + coverage) / 2)
+        lo, hi = min(lo_q, 1.0) * (1 - floor), max(hi_q, 1.0) * (1 + floor)
+        inside = sum(1 for q in qs if lo <= q <= hi) / n
+        mae = statistics.median(abs(h.ratio - 1.0) for h in held if h.row.device_class == dc)
+        src = f"leave-one-source-out error over {n} published {dc.upper()} results"
+        out[dc] = Band(lo, hi, inside, n, mae, src)
+    return out
+
+
+def _quantile(sorted_vals: Sequence[float], q: float) -> float:
+    if len(sorted_vals) == 1:
+        return sorted_vals[0]
+    k = (len(sorted_vals) - 1) * q
+    f, c = math.floor(k), math.ceil(k)
+    return sorted_vals[f] + (sorted_vals[c] - sorted_vals[f]) * (k - f)
+
+
+# ---------------------------------------------------------------------------------------------
+# Putting it together (the fit script and the accuracy benchmark share this)
+
+
+def anchors_from(
+    measurements: Sequence[Measurement], family: CpuFamily, works: Mapping[str, WorkProfile]
+) -> dict[str, Anchor]:
+    """One Anchor per model from local CPU measurements taken on ``family``."""
+    by_model: dict[str, list[Measurement]] = {}
+    for m in measurements:
+        if m.status == "ok" and m.device == "cpu" and not m.tiny:
+            by_model.setdefault(m.model, []).append(m)
+    return {k: Anchor(family, tuple(v), works, probed_core_gflops(v)) for k, v in by_model.items()}
+
+
+def needed_works(rows: Sequence[ReferenceRow], measurements: Sequence[Measurement]) -> set[tuple[str, str, str]]:
+    """(model, mode, input key) of every trace the rows and the anchors' measurements need."""
+    keys = {(r.model, r.mode, json_input(r.input)) for r in rows}
+    keys |= {(m.model, m.mode, json_input(m.input)) for m in measurements if m.status == "ok" and not m.tiny}
+    return keys
+
+
+def json_input(inp: Mapping[str, int]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(inp.items()))
+
+
+def parse_input(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in (p.split("=") for p in text.split(",") if p)}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The fit on every row, the held-out predictions, and the bands they imply."""
+
+    fit: Fit
+    held: tuple[Held, ...]
+    bands: dict[str, Band]
+    skipped: tuple[tuple[ReferenceRow, str], ...]  # rows that could not be projected, and why
+
+    def summary(self, device_class: str | None = None) -> dict[str, float]:
+        hs = [h for h in self.held if device_class is None or h.row.device_class == device_class]
+        if not hs:
+            return {"n": 0}
+        errs = [abs(h.ratio - 1.0) for h in hs]
+        worst = max(hs, key=lambda h: max(h.ratio, 1.0 / h.ratio))
+        inside, widths = 0, []
+        for h in hs:
+            b = self.bands.get(h.row.device_class)
+            if b is None:
+                continue
+            widths.append(b.hi / b.lo)
+            inside += int(b.lo <= 1.0 / h.ratio <= b.hi)
+        return {
+            "n": len(hs),
+            "median_abs_error": statistics.median(errs),
+            "worst_factor": max(worst.ratio, 1.0 / worst.ratio),
+            "coverage": inside / len(hs),
+            "median_band_width": statistics.median(widths) if widths else math.inf,
+        }
+
+
+def evaluate(
+    rows: Sequence[ReferenceRow], works: Mapping[str, WorkProfile], anchors: Mapping[str, Anchor], catalog: Catalog
+) -> Evaluation:
+    """Fit on all rows, predict each source from a fit without it, and derive the bands."""
+    gp, cp = GpuParams(), CpuParams()
+    skipped = []
+    for r in rows:
+        if predict_row(r, works, anchors, catalog, gp, cp) is None:
+            why = "no trace" if work_key(r.model, r.mode, r.input) not in works else (
+                "device not in the catalog" if r.device not in catalog.accelerators and r.device not in catalog.cpus
+                else "no local measurement of this model to anchor the CPU model")  # fmt: skip
+            skipped.append((r, why))
+    held = leave_one_source_out(rows, works, anchors, catalog)
+    return Evaluation(fit_params(rows, works, anchors, catalog), tuple(held), bands_from(held), tuple(skipped))

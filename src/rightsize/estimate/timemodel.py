@@ -1,0 +1,176 @@
+"""Time of one batch from a model's traced ops (WorkProfile) and a device's datasheet: the projection.
+
+GPU, eager PyTorch (ops launched asynchronously, so the slower of host and device sets the pace):
+
+    t_dev  = Σ_ops max(F / (peak · eff[class, prec] · (peak / 100 TFLOP/s)^-α), B · e / (bw · eff_mem))
+             + kernel_us                                                                  per kernel
+    t_host = n_ops · host_us (+ backward ops · host_us_backward)                      Python + dispatcher
+    t      = max(t_dev, t_host)
+
+CPU, eager PyTorch on n intra-op threads (one process; ``threads`` physical cores):
+
+    t_op   = max(F / (n · core_peak[prec] · eff_cpu[class] · I / (I + I_half)), B · e / bw(n))
+             + (op_us + sync_us · (n − 1)^sync_exponent) · clock_ref / clock   dispatch + fork/join
+    bw(n)  = min(n · core_bw_gbps, socket bandwidth)
+
+``e`` is bytes per element relative to fp32 (the trace is fp32). On a CPU a GEMM with few rows (batch 1,
+short sequences: intensity I = F / B FLOP per byte is about rows / 2) runs far below peak; I_half
+(``intensity_half``) is the intensity at which it reaches half its efficiency. ``α`` (``peak_exponent``) says how
+much harder a bigger peak is to fill: the same eager model reaches a smaller share of an H100's
+tensor-core peak than of a V100's (kernel tails, less work per SM). Every parameter of GpuParams and
+CpuParams is fitted to published results (``catalog/data/reference/published.csv``) by
+``estimate/reference.py``; the CPU projection is then anchored to this machine's own measurement of the
+model (see ``cpu_time_ms``'s callers in projection.py), so only the ratio local → target is modelled.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+
+from rightsize.catalog.model import Accelerator, CpuFamily
+from rightsize.profile import WorkProfile
+
+__all__ = ["CpuParams", "GpuParams", "cpu_time_ms", "gpu_time_ms", "precision_bytes"]
+
+# Storage bytes per element relative to fp32 for compute ops and for element-wise/normalisation ops.
+# Mixed precision keeps some element-wise work (softmax, layer norm, loss) in fp32: 0.6, not 0.5.
+_COMPUTE_BYTES = {"fp32": 1.0, "tf32": 1.0, "fp16": 0.5, "bf16": 0.5, "int8": 0.25}
+_MEMORY_BYTES = {"fp32": 1.0, "tf32": 1.0, "fp16": 0.6, "bf16": 0.6, "int8": 1.0}
+CLOCK_REF_GHZ = 3.0  # host times are stated for a 3 GHz core
+
+
+def precision_bytes(precision: str, op_class: str) -> float:
+    table = _MEMORY_BYTES if op_class == "memory" else _COMPUTE_BYTES
+    return table.get(precision, 1.0)
+
+
+def _prec_group(precision: str) -> str:
+    return {"fp16": "half", "bf16": "half"}.get(precision, precision)
+
+
+@dataclass(frozen=True)
+class GpuParams:
+    """Fitted GPU model parameters (efficiencies are shares of the datasheet peak)."""
+
+    gemm_fp32: float = 0.6
+    gemm_tf32: float = 0.45
+    gemm_half: float = 0.45
+    conv_fp32: float = 0.5
+    conv_tf32: float = 0.4
+    conv_half: float = 0.35
+    attention: float = 0.3  # fused attention, share of the tensor-core peak of its precision
+    eff_memory: float = 0.7
+    kernel_us: float = 3.0  # device time floor of one kernel (launch latency, tail of a small grid)
+    host_us: float = 12.0  # host time per dispatched op, eager PyTorch at CLOCK_REF_GHZ
+    host_us_training: float = 20.0  # per op when training (autograd records and replays every op)
+    peak_exponent: float = 0.2  # α: efficiency falls as (peak / 100 TFLOP/s)^-α
+
+    def eff(self, op_class: str, precision: str) -> float:
+        if op_class == "attention":
+            return self.attention
+        g = _prec_group(precision)
+        if g == "int8":
+            g = "half"
+        return float(getattr(self, f"{op_class}_{g}", self.gemm_fp32))
+
+    def to_dict(self) -> dict[str, float]:
+        return {f.name: float(getattr(self, f.name)) for f in fields(self)}
+
+    def with_vector(self, names: tuple[str, ...], values: list[float]) -> GpuParams:
+        return replace(self, **dict(zip(names, values, strict=True)))
+
+
+@dataclass(frozen=True)
+class CpuParams:
+    """Fitted CPU model parameters."""
+
+    gemm: float = 0.6  # share of the FMA/VNNI/AMX peak a GEMM reaches (oneDNN / MKL)
+    conv: float = 0.5
+    attention: float = 0.3
+    low_precision: float = 0.5  # extra discount on bf16/int8 peaks (AMX / VNNI paths: packing, quantisation)
+    core_bw_gbps: float = 12.0  # DRAM bandwidth one core can pull
+    eff_memory: float = 0.6
+    op_us: float = 6.0  # dispatcher + kernel entry per op at CLOCK_REF_GHZ, one thread
+    sync_us: float = 4.0  # OpenMP fork/join per parallel op, scaled by (threads − 1)^sync_exponent
+    intensity_half: float = 8.0  # FLOP/byte at which a CPU GEMM/conv reaches half its efficiency
+    sync_exponent: float = 0.5  # fork/join cost grows as (threads − 1)^this
+
+    def eff(self, op_class: str, precision: str) -> float:
+        base = float(getattr(self, op_class, self.gemm))
+        return base * (self.low_precision if precision in ("bf16", "fp16", "int8") else 1.0)
+
+    def to_dict(self) -> dict[str, float]:
+        return {f.name: float(getattr(self, f.name)) for f in fields(self)}
+
+    def with_vector(self, names: tuple[str, ...], values: list[float]) -> CpuParams:
+        return replace(self, **dict(zip(names, values, strict=True)))
+
+
+def _optimizer_ops(work: WorkProfile) -> tuple[float, int]:
+    """(bytes, kernels) of one AdamW step over fp32 master weights: read p, g, m, v and write p, m, v
+    (28 B/param, REFERENCE-style accounting in docs/catalog.md); foreach kernels over lists of ~100
+    tensors, ~12 foreach ops per step."""
+    return 28.0 * work.n_params, 12 * max(1, math.ceil(work.param_tensors / 100))
+
+
+def gpu_time_ms(
+    work: WorkProfile, batch: float, acc: Accelerator, precision: str, params: GpuParams, host_ghz: float = 3.0
+) -> float:
+    """Median time of one batch (training: one optimizer step) on one GPU, milliseconds."""
+    peak = acc.peak_flops_per_s(precision)
+    if peak <= 0:
+        return math.inf
+    size = (peak / 100e12) ** -params.peak_exponent
+    bw = acc.bandwidth_gbps * 1e9 * params.eff_memory
+    kernel_s = params.kernel_us * 1e-6
+    t_dev = 0.0
+    for cls, n, f, b in work.at(batch):
+        if cls == "host":
+            continue
+        t_mem = b * precision_bytes(precision, cls) / bw
+        t_cmp = f / (peak * min(1.0, params.eff(cls, precision) * size)) if f > 0 and cls != "memory" else 0.0
+        t_dev += n * (max(t_cmp, t_mem) + kernel_s)
+    host_us = params.host_us_training if work.mode == "training" else params.host_us
+    n_ops = work.n_ops()
+    if work.mode == "training":
+        opt_bytes, opt_kernels = _optimizer_ops(work)
+        t_dev += opt_bytes / bw + opt_kernels * kernel_s
+        n_ops += opt_kernels
+        if precision in ("fp16", "bf16"):  # autocast casts each weight once per forward
+            casts = work.n_ops("gemm") // 3 + work.n_ops("conv") // 3
+            t_dev += work.n_params * 6.0 / bw + casts * kernel_s
+            n_ops += casts
+    t_host = n_ops * host_us * 1e-6 * CLOCK_REF_GHZ / host_ghz
+    return max(t_dev, t_host) * 1e3
+
+
+def cpu_time_ms(
+    work: WorkProfile, batch: float, family: CpuFamily, threads: int, precision: str, params: CpuParams
+) -> float:
+    """Median time of one batch on ``threads`` physical cores of ``family``, milliseconds (model only;
+    projection.py anchors it to this machine's measurement)."""
+    n = max(1, threads)
+    core_peak = family.peak_flops_per_s(precision, 1)
+    if core_peak <= 0:
+        return math.inf
+    bw = min(n * params.core_bw_gbps, family.memory_bandwidth_gbps) * 1e9 * params.eff_memory
+    clock = CLOCK_REF_GHZ / max(family.sustained_ghz, 0.5)
+    per_op_s = params.op_us * 1e-6 * clock
+    sync_s = params.sync_us * 1e-6 * (n - 1) ** params.sync_exponent * clock
+    t = 0.0
+    for cls, k, f, b in work.at(batch):
+        if cls == "host":
+            t += k * per_op_s * 0.3  # a view or an allocation: dispatcher work only
+            continue
+        t_mem = b * precision_bytes(precision, cls) / bw
+        t_cmp = 0.0
+        if f > 0 and cls != "memory":
+            intensity = f / max(b, 1.0)
+            eff = params.eff(cls, precision) * intensity / (intensity + params.intensity_half)
+            t_cmp = f / (n * core_peak * eff)
+        t += k * (max(t_cmp, t_mem) + per_op_s + sync_s)
+    if work.mode == "training":
+        opt_bytes, opt_kernels = _optimizer_ops(work)
+        t += opt_bytes / bw + opt_kernels * (per_op_s + sync_s)
+    return t * 1e3

@@ -1,0 +1,115 @@
+"""The reference fit: recovers known parameters, holds each source out, and makes honest bands."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from rightsize.catalog import load_catalog
+from rightsize.estimate.reference import (
+    Anchor,
+    Held,
+    ReferenceRow,
+    bands_from,
+    evaluate,
+    fit_params,
+    load_reference,
+    predict_row,
+    reference_path,
+    work_key,
+)
+from rightsize.estimate.timemodel import CpuParams, GpuParams, gpu_time_ms
+from rightsize.profile import LatencyStats, Measurement, WorkProfile
+
+CAT = load_catalog("")
+
+
+def _work(name: str, scale: float, mode: str = "inference") -> WorkProfile:
+    gemm = 2 * 128 * 768 * 768 * scale
+    ops = (("gemm", 72, gemm, 2 * gemm, 2.8e6, 3.5e6), ("memory", 96, 0.0, 0.0, 8e5 * scale, 1.6e6 * scale),
+           ("conv", 10, gemm, 2 * gemm, 1e6, 2e6), ("host", 72, 0, 0, 0, 0))  # fmt: skip
+    return WorkProfile(name, mode, {"seq_len": 128}, False, ops, int(85e6 * scale), 200)
+
+
+WORKS = {work_key(n, "inference", {"seq_len": 128}): _work(n, s) for n, s in (("a", 1.0), ("b", 0.5), ("c", 2.0))}
+TRUE = GpuParams(gemm_half=0.55, conv_half=0.4, host_us=9.0, kernel_us=4.0, peak_exponent=0.3)
+
+
+def _row(i: int, source: str, model: str, device: str, batch: int, truth: GpuParams, noise: float) -> ReferenceRow:
+    w = WORKS[work_key(model, "inference", {"seq_len": 128})]
+    t = gpu_time_ms(w, batch, CAT.accelerators[device], "fp16", truth) * math.exp(noise)
+    return ReferenceRow(f"r{i}", source, model, "inference", batch, {"seq_len": 128}, "fp16", "gpu", device, 1, None,
+                        None, "PyTorch", "latency_ms", t, "https://example.org", "2024-01")  # fmt: skip
+
+
+def _synthetic_rows(seed: int = 1) -> list[ReferenceRow]:
+    rng = random.Random(seed)
+    rows, i = [], 0
+    for s in range(6):
+        for model in ("a", "b", "c"):
+            for device, batch in (("T4", 1), ("A100-80GB", 64), ("H100", 256), ("V100-16GB", 8), ("L4", 32)):
+                if rng.random() < 0.6:
+                    rows.append(_row(i, f"src{s}", model, device, batch, TRUE, rng.gauss(0, 0.05)))
+                    i += 1
+    return rows
+
+
+def test_fit_recovers_the_parameters_that_made_the_data() -> None:
+    rows = _synthetic_rows()
+    fit = fit_params(rows, WORKS, {}, CAT)
+    errs = [abs(math.log(predict_row(r, WORKS, {}, CAT, fit.gpu, fit.cpu) / r.latency_ms)) for r in rows]  # type: ignore[operator]
+    assert max(errs) < 0.2  # 5% noise: every row within ~20% after the fit
+    prior_errs = [abs(math.log(predict_row(r, WORKS, {}, CAT, GpuParams(), CpuParams()) / r.latency_ms)) for r in rows]  # type: ignore[operator]
+    assert sum(errs) < 0.5 * sum(prior_errs)  # the fit learned something
+
+
+def test_leave_one_source_out_never_sees_the_held_source() -> None:
+    rows = _synthetic_rows()
+    poisoned = [*rows, _row(999, "liar", "a", "T4", 1, TRUE, math.log(5.0))]  # a 5x-off source
+    ev = evaluate(poisoned, WORKS, {}, CAT)
+    liar = next(h for h in ev.held if h.row.source == "liar")
+    assert liar.ratio < 0.3  # predicted by the honest sources: far from the liar's figure
+    assert ev.summary("gpu")["n"] == len(poisoned)
+
+
+def test_bands_cover_the_held_out_share_they_claim() -> None:
+    rng = random.Random(3)
+    row = _row(0, "s", "a", "T4", 1, TRUE, 0.0)
+    held = [Held(row, row.latency_ms * math.exp(rng.gauss(0, 0.2))) for _ in range(200)]
+    band = bands_from(held)["gpu"]
+    assert band.lo < 1 < band.hi and 0.88 <= band.coverage <= 1.0
+    assert band.hi / band.lo == pytest.approx(math.exp(2 * 1.645 * 0.2) * 1.05 / 0.95, rel=0.2)
+
+
+def test_cpu_rows_are_anchored_on_local_measurements() -> None:
+    work = _work("a", 1.0)
+    fam = CAT.cpus["intel-icelake"]
+    lat = LatencyStats(50.0, 55.0, 60.0, 50.0, 2.0, 20)
+    m = Measurement("a", "inference", "cpu", "fp32", 1, 1, {"seq_len": 128}, "ok", latency_ms=lat)
+    anchor = Anchor(fam, (m,), WORKS)
+    row = ReferenceRow("c1", "s", "a", "inference", 1, {"seq_len": 128}, "fp32", "cpu", "intel-icelake", 1, 1, 1,
+                       "PyTorch", "latency_ms", 50.0, "https://example.org", "2024")  # fmt: skip
+    assert predict_row(row, WORKS, {"a": anchor}, CAT, GpuParams(), CpuParams()) == pytest.approx(50.0)
+    assert predict_row(row, WORKS, {}, CAT, GpuParams(), CpuParams()) is None  # nothing to anchor on
+    fast = Anchor(fam, (m,), WORKS, core_gflops=2 * 0.85 * fam.peak_flops_per_s("fp32", 1) / 1e9)
+    assert fast.effective_family.sustained_ghz == pytest.approx(2 * fam.sustained_ghz)
+    assert work.n_params > 0
+
+
+def test_shipped_reference_set_is_complete_and_cited() -> None:
+    if not reference_path().exists():
+        pytest.skip("no reference set shipped")
+    rows = load_reference()
+    assert len(rows) >= 40
+    assert len({r.device for r in rows if r.device_class == "gpu"}) >= 6
+    assert {r.device_class for r in rows} == {"gpu", "cpu"}  # CPU families: 1 so far (docs/reference-set.md)
+    assert {"resnet50", "bert-base", "gpt2"} <= {r.model for r in rows}  # CNN, encoder, decoder
+    assert {r.mode for r in rows} == {"inference", "training"}
+    for r in rows:
+        assert r.source_url.startswith("http") and r.published and r.value > 0, r.id
+        assert r.device in CAT.accelerators or r.device in CAT.cpus, r.id
+    assert len({r.id for r in rows}) == len(rows)
+    # NVIDIA's own DeepLearningExamples performance tables are held out for independent checks
+    assert not any("nvidia/deeplearningexamples" in r.source_url.lower() or "ngc.nvidia" in r.source_url for r in rows)

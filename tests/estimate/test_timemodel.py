@@ -1,0 +1,70 @@
+"""The GPU and CPU time models on hand-built op lists: floors, scaling, ISA paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from rightsize.catalog import load_catalog
+from rightsize.estimate.timemodel import CpuParams, GpuParams, cpu_time_ms, gpu_time_ms
+from rightsize.profile import WorkProfile
+
+CAT = load_catalog("")
+GP, CP = GpuParams(), CpuParams()
+
+
+def _encoder(layers: int = 12, flops_per_gemm: float = 2 * 128 * 768 * 768) -> WorkProfile:
+    """A BERT-base-like op list at seq 128: per layer 6 GEMMs, 1 attention, 8 element-wise ops, 6 views."""
+    weights = 768 * 768 * 4.0
+    acts = 128 * 768 * 4.0
+    ops = (
+        ("gemm", 6 * layers, flops_per_gemm, 2 * flops_per_gemm, weights + 2 * acts, weights + 4 * acts),
+        ("attention", layers, 4 * 12 * 128 * 128 * 64, 8 * 12 * 128 * 128 * 64, 4 * acts, 8 * acts),
+        ("memory", 8 * layers, 0.0, 0.0, 2 * acts, 4 * acts),
+        ("host", 6 * layers, 0.0, 0.0, 0.0, 0.0),
+    )
+    return WorkProfile("enc", "inference", {"seq_len": 128}, False, ops, 85_000_000, 200)
+
+
+def test_gpu_batch_one_is_bound_by_dispatch_not_flops() -> None:
+    work = _encoder()
+    h100 = CAT.accelerators["H100"]
+    t1 = gpu_time_ms(work, 1, h100, "fp16", GP)
+    host_floor = work.n_ops() * GP.host_us / 1e3
+    assert t1 >= host_floor * 0.99  # an H100 cannot run eager batch 1 faster than Python dispatches it
+    assert gpu_time_ms(work, 2, h100, "fp16", GP) == pytest.approx(t1, rel=0.05)  # flat while host-bound
+    big = gpu_time_ms(work, 256, h100, "fp16", GP)
+    assert big > 3 * t1  # compute-bound at large batches
+
+
+def test_bigger_gpu_is_faster_when_compute_bound() -> None:
+    work = _encoder()
+    t = {d: gpu_time_ms(work, 256, CAT.accelerators[d], "fp16", GP) for d in ("T4", "L4", "A100-40GB", "H100")}
+    assert t["T4"] > t["L4"] > t["A100-40GB"] > t["H100"]
+
+
+def test_precision_without_native_support_is_not_projected() -> None:
+    assert gpu_time_ms(_encoder(), 8, CAT.accelerators["T4"], "bf16", GP) == float("inf")
+
+
+def test_cpu_threads_help_sublinearly() -> None:
+    work = _encoder()
+    icl = CAT.cpus["intel-icelake"]
+    t = {n: cpu_time_ms(work, 1, icl, n, "fp32", CP) for n in (1, 2, 4, 8, 16)}
+    assert t[1] > t[2] > t[4] > t[8]
+    assert 2.0 < t[1] / t[8] < 8.0  # per-op dispatch and fork/join do not shrink with threads
+    assert t[16] / t[8] > 0.6  # diminishing returns at batch 1
+
+
+def test_cpu_isa_paths() -> None:
+    work = _encoder()
+    spr, icl = CAT.cpus["intel-sapphire-rapids"], CAT.cpus["intel-icelake"]
+    assert cpu_time_ms(work, 8, spr, 4, "bf16", CP) < cpu_time_ms(work, 8, icl, 4, "bf16", CP)  # AMX
+    assert cpu_time_ms(work, 8, icl, 4, "int8", CP) < cpu_time_ms(work, 8, icl, 4, "fp32", CP)  # VNNI
+    assert cpu_time_ms(work, 8, icl, 4, "bf16", CP) > cpu_time_ms(work, 8, icl, 4, "fp32", CP)  # no native bf16
+
+
+def test_training_costs_more_than_inference() -> None:
+    inf = _encoder()
+    train = WorkProfile("enc", "training", inf.input, False, inf.ops, inf.n_params, inf.param_tensors)
+    a100 = CAT.accelerators["A100-80GB"]
+    assert gpu_time_ms(train, 32, a100, "fp16", GP) > gpu_time_ms(inf, 32, a100, "fp16", GP)

@@ -49,3 +49,12 @@ def test_no_interruptions_means_no_overhead() -> None:
     run = simulate_spot(10.0, 0.0, DELTA_H, RESTART_H, 1.0, 3.0, deadline_hours=10.0)
     assert run.expected_hours == 10.0 and run.p_meet_deadline == 1.0
     assert daly_wall_hours(10.0, DELTA_H, RESTART_H, math.inf) == 10.0
+
+
+def test_deadline_odds_fall_as_the_projection_band_widens() -> None:
+    from rightsize.plan.spot import simulate_spot
+
+    args = (10.0, 1 / 24.0, 5 / 60.0, 0.25, 1.0, 3.0, 12.0)
+    bands = ((1.0, 1.0), (0.7, 1.5), (0.5, 2.0))
+    odds = [simulate_spot(*args, samples=4000, seed=1, band=b).p_meet_deadline or 0.0 for b in bands]
+    assert odds[0] > odds[1] + 0.05 and odds[1] > odds[2]  # an uncertain projection misses deadlines more often

@@ -76,7 +76,8 @@ def infeasible_summary(cands: Sequence[Candidate]) -> dict[str, int]:
 
 
 def _who(c: Candidate) -> str:
-    each = f"{max(1, c.gpus // max(1, c.count))}x {c.device}" if c.device_class == "gpu" else f"{c.vcpus} vCPU"
+    layout = f", {c.workers_per_instance} worker(s) x {c.threads_per_worker} thread(s)" if c.threads_per_worker else ""
+    each = f"{max(1, c.gpus // max(1, c.count))}x {c.device}" if c.device_class == "gpu" else f"{c.vcpus} vCPU{layout}"
     if c.device_class == "gpu" and not c.gpus:
         each = c.device
     what = f"{c.provider} {c.instance} ({each}, {c.precision}, {c.purchase})"

@@ -103,14 +103,16 @@ def spot_odds(
         work = work_hours[id(c)]
         restart = up_h if restart_hours is None else restart_hours
         args = (work, rate, checkpoint_hours, restart, c.cost_usd_per_hour, od_price, due)
-        run = simulate_spot(*args, policy="spot", samples=1000, seed=seed)
+        run = simulate_spot(*args, policy="spot", samples=1000, seed=seed, band=c.band)
+        if c.band != (1.0, 1.0):
+            c.notes.append(f"deadline odds include the projection band (x{c.band[0]:.2f}-x{c.band[1]:.2f} on speed)")
         c.spot = replace(c.spot, p_meet_deadline=run.p_meet_deadline)
         if run.p_meet_deadline is not None and run.p_meet_deadline < MIN_P_MEET and c.feasible:
             c.feasible = False
             c.reasons.append(f"spot meets the deadline in only {run.p_meet_deadline:.0%} of simulated runs")
         if od is None or due is None or run.p_meet_deadline is None or run.p_meet_deadline >= 0.999:
             continue
-        mix = simulate_spot(*args, policy="mixed", samples=1000, seed=seed)
+        mix = simulate_spot(*args, policy="mixed", samples=1000, seed=seed, band=c.band)
         m = copy_candidate(c, "mixed", c.cost_usd_per_hour)
         m.reasons = []
         m.spot = replace(

@@ -2,8 +2,10 @@
 
 A GPU curve (``device`` = accelerator name, per single GPU) applies to every instance with that
 accelerator; one serving replica or training worker runs per GPU. A CPU curve (``device`` =
-"cpu:<instance_type>", ``instance`` = that type) applies to that instance only, one replica per
-instance. The planner never reads files: callers pass the instances, curves and memory models.
+"cpu:<instance_type>", ``instance`` = that type) applies to that instance only, with its layout:
+``curve.workers`` replicas per instance (worker processes of ``curve.threads`` threads each), each
+with an equal share of the instance's RAM. The planner never reads files: callers pass the instances,
+curves and memory models.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ class Option:
 
     instance: Instance
     curve: ServiceCurve
-    per_instance: int  # replicas (GPUs) per instance; 1 for CPU
+    per_instance: int  # replicas per instance: GPUs, or CPU worker processes
     usable_bytes: float  # memory one replica may fill: GPU memory, or instance RAM
     capacity_bytes: float  # raw memory per replica (GPU memory or instance RAM)
     memory: MemoryModel | None  # None: not estimated (assume it fits, say so)
@@ -93,6 +95,8 @@ class Option:
             "feasible": False, "provenance": self.curve.provenance, "price_date": inst.price_date,
             "price_source": inst.source, "band": (self.curve.band_lo, self.curve.band_hi),
             "memory_capacity_bytes": int(self.capacity_bytes), "vcpus": inst.vcpus,
+            "workers_per_instance": self.per_instance if not inst.accelerator else 1,
+            "threads_per_worker": self.curve.threads if not inst.accelerator else None,
         }  # fmt: skip
         return Candidate(**(base | fields))
 
@@ -135,8 +139,9 @@ def pair_options(
                 mem = _memory_for(memory, c.precision)
                 out.append(Option(inst, c, max(1, inst.accelerator_count), usable, cap, mem))
         else:
-            cap = inst.ram_gib * GIB
             for c in by_cpu.get(inst.instance_type.lower(), []):
                 mem = _memory_for(memory, c.precision)
-                out.append(Option(inst, c, 1, cap * USABLE_RAM_FRACTION, cap, mem))
+                k = max(1, c.workers)
+                cap = inst.ram_gib * GIB / k
+                out.append(Option(inst, c, k, cap * USABLE_RAM_FRACTION, cap, mem))
     return out

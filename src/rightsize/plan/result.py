@@ -97,6 +97,8 @@ class Candidate:
     price_source: str = ""
     band: tuple[float, float] = (1.0, 1.0)  # uncertainty multipliers on times (projected curves)
     kind_hint: str = ""  # set by the planner: online | batch | training | rules
+    workers_per_instance: int = 1  # CPU: worker processes (replicas) per instance
+    threads_per_worker: int | None = None  # CPU: intra-op threads of each worker (`rightsize serve --threads`)
 
     @property
     def time_hours(self) -> float | None:

@@ -77,6 +77,7 @@ def simulate_spot(
     policy: str = "spot",
     samples: int = 2000,
     seed: int = 0,
+    band: tuple[float, float] = (1.0, 1.0),
 ) -> SpotOutcome:
     """Simulate ``samples`` runs segment by segment (vectorised over runs).
 
@@ -84,6 +85,10 @@ def simulate_spot(
     and costs a restart (which may itself be interrupted). ``policy="mixed"``: before each segment, if a
     failed segment plus a restart would leave too little time to finish on on-demand, switch to
     on-demand for the rest (one more restart, then no interruptions).
+
+    ``band`` (lo, hi): the projection's uncertainty on ``work_hours``. Each run draws its own speed from
+    a lognormal whose 5th and 95th percentiles are lo and hi, and its wall clock is scaled by it, so
+    the deadline odds include "the projection was optimistic", not just interruptions.
     """
     rng = np.random.default_rng(seed)
     if rate_per_hour <= 0:
@@ -130,6 +135,12 @@ def simulate_spot(
         t += t_seg + extra
         spot_t += t_seg
         done_work += seg_work
+    lo, hi = band
+    if hi > lo > 0:  # per-run speed from the projection band (5th-95th percentile = lo-hi)
+        speed = np.exp(
+            rng.normal((math.log(lo) + math.log(hi)) / 2, (math.log(hi) - math.log(lo)) / (2 * 1.645), samples)
+        )
+        t, spot_t = t * speed, spot_t * speed
     run_cost = spot_t * spot_usd_per_hour + (t - spot_t) * on_demand_usd_per_hour
     return SpotOutcome(
         policy=policy,

@@ -58,3 +58,20 @@ def test_max_instances_caps_the_fleet() -> None:
     cands = plan_batch(pair_options(cat.instances[:1], [cpu_curve("c.2x", 10, 10)], cat.accelerators), target)
     assert cands and all(not c.feasible for c in cands)
     assert any("max_instances" in r for c in cands for r in c.reasons)
+
+
+def test_a_projected_curve_must_meet_the_deadline_at_its_band_edge() -> None:
+    from dataclasses import replace
+
+    cat = small_catalog()
+    cold = ColdStart(provision_s=0, image_pull_s=0, model_load_s=0)
+    target = BatchTarget(items=5_000_000, deadline_hours=2)
+    measured = cpu_curve("c.2x", 10.0, 10.0)  # 100 samples/s per instance
+    projected = replace(measured, provenance="projected", band_lo=0.8, band_hi=1.5)
+
+    def fewest(curve: object) -> int:
+        cands = plan_batch(pair_options(cat.instances, [curve], cat.accelerators), target, ["on_demand"], cold)  # type: ignore[list-item]
+        return min(c.count for c in cands if c.instance == "c.2x" and c.feasible)
+
+    assert fewest(measured) == 7  # 5M / (100/s x 2 h)
+    assert fewest(projected) == math.ceil(5_000_000 / (100 / 1.5 * 2 * 3600))  # sized for 1.5x slower: 11

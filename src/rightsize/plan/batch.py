@@ -90,7 +90,9 @@ def _option(
     if avail_h <= 0:
         base.reasons.append(f"spin-up alone ({up.describe()}) exceeds the {target.deadline_hours:g} h deadline")
         return [(base, 0.0)]
-    n_min = max(1, math.ceil(target.items / (thr * avail_h * 3600.0) - 1e-9))
+    # sized so the slow edge of a projected curve's band still finishes in time (see jobs.finish)
+    thr_edge = thr / max(1.0, opt.curve.band_hi)
+    n_min = max(1, math.ceil(target.items / (thr_edge * avail_h * 3600.0) - 1e-9))
     counts = [n for n in dict.fromkeys((n_min, 2 * n_min, 4 * n_min)) if n <= target.max_instances] or [n_min]
     out: list[tuple[Candidate, float]] = []
     for n in counts:

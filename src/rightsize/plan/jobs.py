@@ -24,13 +24,25 @@ def copy_candidate(c: Candidate, purchase: str, price_per_hour: float) -> Candid
 
 
 def finish(c: Candidate, hours: float, deadline_hours: float | None, budget_usd: float | None) -> None:
-    """Set runtime and total cost; infeasible (with the reason) past the deadline or the budget."""
+    """Set runtime and total cost; infeasible (with the reason) past the deadline or the budget.
+
+    A projected time must meet the deadline at the slow edge of its band (``c.band[1]``): the runtime
+    shown is the median, the deadline check uses median x band_hi, and the note says so."""
     c.runtime_hours = hours
     c.cost_usd_total = hours * c.cost_usd_per_hour
     c.feasible = True
+    edge = max(1.0, c.band[1])
     if deadline_hours is not None and hours > deadline_hours:
         c.feasible = False
         c.reasons.append(f"misses the deadline: {hours:.1f} h > {deadline_hours:g} h")
+    elif deadline_hours is not None and hours * edge > deadline_hours:
+        c.feasible = False
+        c.reasons.append(
+            f"misses the deadline at the pessimistic edge of the projection band (x{edge:.2f}): "
+            f"{hours * edge:.1f} h > {deadline_hours:g} h (median {hours:.1f} h)"
+        )
+    elif deadline_hours is not None and edge > 1.0:
+        c.notes.append(f"meets the deadline at the pessimistic edge of the projection band (x{edge:.2f})")
     if budget_usd is not None and c.cost_usd_total > budget_usd:
         c.feasible = False
         c.reasons.append(f"over budget: ${c.cost_usd_total:,.2f} > ${budget_usd:,.2f}")

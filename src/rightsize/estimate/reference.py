@@ -25,6 +25,7 @@ from typing import Any
 
 from rightsize.catalog.model import Catalog, CpuFamily
 from rightsize.estimate.timemodel import CpuParams, GpuParams, cpu_time_ms, gpu_time_ms
+from rightsize.measure.timing import percentile
 from rightsize.profile import Measurement, WorkProfile
 
 __all__ = [
@@ -353,22 +354,14 @@ def bands_from(held: Sequence[Held], coverage: float = 0.9, floor: float = 0.05)
         n = len(qs)
         if n == 0:
             continue
-        lo_q = _quantile(qs, (1 - coverage) / 2)
-        hi_q = _quantile(qs, (1 + coverage) / 2)
+        lo_q = percentile(qs, (1 - coverage) / 2 * 100)
+        hi_q = percentile(qs, (1 + coverage) / 2 * 100)
         lo, hi = min(lo_q, 1.0) * (1 - floor), max(hi_q, 1.0) * (1 + floor)
         inside = sum(1 for q in qs if lo <= q <= hi) / n
         mae = statistics.median(abs(h.ratio - 1.0) for h in held if h.row.device_class == dc)
         src = f"leave-one-source-out error over {n} published {dc.upper()} results"
         out[dc] = Band(lo, hi, inside, n, mae, src)
     return out
-
-
-def _quantile(sorted_vals: Sequence[float], q: float) -> float:
-    if len(sorted_vals) == 1:
-        return sorted_vals[0]
-    k = (len(sorted_vals) - 1) * q
-    f, c = math.floor(k), math.ceil(k)
-    return sorted_vals[f] + (sorted_vals[c] - sorted_vals[f]) * (k - f)
 
 
 # ---------------------------------------------------------------------------------------------

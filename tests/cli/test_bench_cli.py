@@ -39,6 +39,10 @@ def test_bench_json_contract_and_reuse(tmp_path: Path, store_path: Path) -> None
         for key in ("model", "mode", "device", "precision", "batch_size", "threads", "status", "throughput_per_s",
                     "latency_ms", "peak_memory_bytes", "flops_per_sample"):  # fmt: skip
             assert key in r
+        for key in ("wall_s", "cpu_s", "run_wait_s", "loadavg", "achieved_gflops", "contention", "contention_rule",
+                    "contended", "attempts", "ci_converged"):  # fmt: skip
+            assert key in r["extra"], key  # the timing conditions (docs/measuring.md)
+        assert r["extra"]["attempts"] >= 1 and 0 <= r["extra"]["contention"] <= 1
         assert r["status"] == "ok"
         assert r["latency_ms"]["p95"] >= r["latency_ms"]["p50"] > 0
     second = rightsize("bench", str(spec), "--json", store=store_path)
@@ -93,3 +97,45 @@ def test_models_and_env(store_path: Path) -> None:
     assert by_name["bert-base"]["parameters"] == pytest.approx(110e6, rel=0.01)
     env = json.loads(rightsize("env", "--json", store=store_path, check=True).stdout)
     assert env["logical_cores"] >= 1 and "isa" in env
+
+
+def test_bench_table_shows_quality_and_says_what_is_off(tmp_path: Path, store_path: Path) -> None:
+    # A CI target no timing meets: the config is capped by max_time_s, so "not converged" shows, for sure.
+    strict = {"warmup": 1, "min_repeats": 5, "max_repeats": 8, "target_ci": 1e-6, "max_time_s": 0.5}
+    res = rightsize(
+        "bench", str(_spec(tmp_path, batch_sizes=[1], precisions=["fp32"], timing=strict)), store=store_path
+    )
+    assert res.returncode == 0, res.stderr
+    assert "quality" in res.stdout and "not converged" in res.stdout
+    assert "measurement quality:" in res.stderr and "did not reach the timing's confidence target" in res.stderr
+
+
+def test_quality_cells() -> None:
+    from rich.console import Console
+
+    from rightsize.cli.bench import sweep_table
+    from rightsize.profile import LatencyStats, Measurement
+
+    lat = LatencyStats(1.0, 1.1, 1.2, 1.0, 0.1, 10)
+
+    def m(batch: int, **extra: object) -> Measurement:
+        return Measurement("simplenet", "inference", "cpu", "fp32", batch, 1, {}, "ok", latency_ms=lat, extra=extra)
+
+    rows = [
+        m(1, contention=0.01, contended=False, ci_converged=True, attempts=1),
+        m(2, contention=0.42, contended=True, ci_converged=True, attempts=3),
+        m(4, contention=0.02, contended=True, gflops_vs_best=0.25, ci_converged=True, attempts=3),
+        m(8, contention=0.0, contended=False, ci_converged=False, attempts=1),
+        m(16, contention=0.5, contended=True, ci_converged=False, attempts=3),
+    ]
+    console = Console(width=250, record=True)
+    console.print(sweep_table(rows, "t"))
+    lines = [line for line in console.export_text().splitlines() if line.startswith("│")]
+    cells = [line.split("│")[-2].strip() for line in lines]
+    assert cells == [
+        "ok",
+        "contended 42% (3 tries)",
+        "contended 2%, 0.25x best GFLOP/s (3 tries)",
+        "not converged",
+        "contended 50%, not converged (3 tries)",
+    ]

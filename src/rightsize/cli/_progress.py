@@ -38,7 +38,7 @@ def sweep_progress(workload: Workload) -> Iterator[ProgressCallback]:
         if m is None:
             bar.update(task, description=_label(cfg))
             return
-        status = "reused" if reused else m.status
+        status = "reused" if reused else "contended" if m.extra.get("contended") else m.status
         bar.update(task, advance=1, description=f"{_label(cfg)} [{status}]")
 
     with bar:

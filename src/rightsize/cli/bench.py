@@ -9,6 +9,7 @@ import typer
 
 from rightsize.cli._common import JSON_OPTION, STORE_OPTION, emit_json, err_console, out_console
 from rightsize.profile import Measurement
+from rightsize.quality import SLOW_VS_BEST, is_contended, measurement_quality
 from rightsize.units import format_bytes
 
 
@@ -50,17 +51,21 @@ def sweep_table(measurements: list[Measurement], title: str) -> Any:
 
 
 def _quality_cell(m: Measurement) -> str:
-    """ok | contended 42% (x2 attempts) | not converged: what the timing conditions say about this row."""
+    """ok | contended 42% | contended 3%, 0.21x best GFLOP/s | not converged | both, with ``(3 tries)``
+    when it was measured again: what the timing conditions say about this row."""
     if m.status != "ok":
         return "-"
     cells = []
-    if m.extra.get("contended"):
-        tries = m.extra.get("attempts")
-        cells.append(f"[yellow]contended {float(m.extra.get('contention', 0)):.0%}[/yellow]"
-                     + (f" ({tries} tries)" if tries and tries > 1 else ""))  # fmt: skip
+    if is_contended(m):
+        cell = f"contended {float(m.extra.get('contention') or 0):.0%}"
+        ratio = m.extra.get("gflops_vs_best")
+        if ratio is not None and float(ratio) < SLOW_VS_BEST:
+            cell += f", {float(ratio):.2f}x best GFLOP/s"
+        cells.append(f"[yellow]{cell}[/yellow]")
     if m.extra.get("ci_converged") is False:
         cells.append("not converged")
-    return ", ".join(cells) or "ok"
+    tries = m.extra.get("attempts")
+    return (", ".join(cells) or "ok") + (f" ({tries} tries)" if isinstance(tries, int) and tries > 1 else "")
 
 
 def bench(
@@ -96,8 +101,6 @@ def bench(
             result = run_sweep(workload, db, fresh=fresh, memory_limit_bytes=limit, epochs=epochs, on_progress=cb)
     for note in result.notes:
         err_console.print(f"note: {note}")
-    from rightsize.quality import measurement_quality
-
     quality = measurement_quality(result.measurements)
     if quality.problems:
         err_console.print(f"[yellow]measurement quality:[/yellow] {quality.summary}. {quality.likely_effect}")

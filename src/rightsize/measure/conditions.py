@@ -1,14 +1,18 @@
 """Under what conditions a timing was taken: wall vs CPU time, run-queue wait, load, achieved FLOP/s.
 
-    with RunConditions() as cond:
-        stats, converged = time_adaptive(...)
+    cond = RunConditions()
+    stats, converged = time_adaptive(fn, policy, conditions=cond)   # counters around the timed samples
     extra |= cond.to_extra(threads=4, flops_per_batch=F, p50_ms=stats.p50)
 
 The run-queue wait is the Linux scheduler's own count (``/proc/self/task/*/schedstat``, second
-field: nanoseconds a runnable thread waited for a CPU), summed over every thread of the process, so
-a CPU hog beside the measurement shows directly: the share of runnable time spent waiting. Without
+field: nanoseconds a runnable thread waited for a CPU), per thread of the process, so a CPU hog
+beside the measurement shows directly: the share of runnable time spent waiting. Without
 schedstat (not Linux) the share falls back to 1 − CPU time / (wall × threads). Counters are read
 once before and once after the timed loop: no polling thread disturbs the timing.
+
+A second rule (applied by the sweep, which knows the other configs; ``contended_by_rate``) catches
+what the run queue does not show, such as a hypervisor stealing the vCPU or a neighbour saturating
+memory bandwidth: a config whose achieved GFLOP/s is far below what this machine already reached.
 """
 
 from __future__ import annotations
@@ -20,49 +24,132 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["CONTENTION_THRESHOLD", "RunConditions", "run_wait_s"]
+__all__ = [
+    "CONTENTION_THRESHOLD",
+    "SLOW_VS_BEST",
+    "RunConditions",
+    "contended_by_rate",
+    "contention_share",
+    "run_wait_s",
+    "steal_s",
+    "task_wait_ns",
+]
 
 # A config is contended when its threads waited for a CPU more than this share of their runnable
-# time. Healthy runs on an idle core wait ~0-3% (timer ticks, kernel threads); a second busy
-# process on the same core makes it ~50%.
+# time. Healthy runs on an idle core wait ~0-3% (timer ticks, kernel threads: 0.2-0.3% on the 2-vCPU
+# dev VM); a second busy process on the same core makes it ~50%. 15% sits well clear of both, and
+# at 15% a timing reads at most ~1.18x slow (1 / (1 - 0.15)), inside the projection's own band.
 CONTENTION_THRESHOLD = 0.15
 
+# ... or when its achieved GFLOP/s is below this fraction of the best this machine reached on the
+# same work (see ``contended_by_rate``). A 3x gap is far past run-to-run noise (~10-30% on a shared
+# VM) and past the legitimate spread between thread counts, but still catches the 10-36x slowdowns
+# seen on a busy host.
+SLOW_VS_BEST = 1 / 3
 
-def run_wait_s() -> float | None:
-    """Seconds the threads of this process have waited on a run queue (None without schedstat)."""
-    total, seen = 0, False
+SCHEDSTAT_RULE = "schedstat run-queue wait / (wait + cpu)"
+CPU_RULE = "1 - cpu / (wall x threads)"
+
+
+def task_wait_ns() -> dict[int, int] | None:
+    """Nanoseconds each thread of this process has waited on a run queue (None without schedstat)."""
     try:
-        tasks = list(Path("/proc/self/task").iterdir())
+        tasks = os.listdir("/proc/self/task")
     except OSError:
         return None
-    for task in tasks:
+    waits: dict[int, int] = {}
+    for tid in tasks:
         try:
-            fields = (task / "schedstat").read_text().split()
+            fields = Path(f"/proc/self/task/{tid}/schedstat").read_text().split()
         except OSError:
             continue  # the thread ended meanwhile
         if len(fields) >= 2:
-            total += int(fields[1])
-            seen = True
-    return total / 1e9 if seen else None
+            waits[int(tid)] = int(fields[1])
+    return waits or None
+
+
+def run_wait_s() -> float | None:
+    """Seconds the threads of this process have waited on a run queue so far (None without schedstat)."""
+    waits = task_wait_ns()
+    return None if waits is None else sum(waits.values()) / 1e9
+
+
+def wait_delta_s(before: dict[int, int], after: dict[int, int]) -> float:
+    """Run-queue wait between two ``task_wait_ns`` readings, in seconds.
+
+    A thread that appeared meanwhile counts from 0 (its whole wait happened in between); one that
+    ended meanwhile took its count with it, so it adds nothing (never a negative amount).
+    """
+    return sum(max(0, ns - before.get(tid, 0)) for tid, ns in after.items()) / 1e9
+
+
+def contention_share(cpu_s: float, wall_s: float, wait_s: float | None, threads: int) -> tuple[float, str]:
+    """(share of runnable time spent waiting for a CPU, 0..1; the rule that measured it).
+
+    With schedstat: wait / (wait + cpu), summed over threads. Without: the CPU time the threads
+    did not get out of ``wall × threads``, clamped to [0, 1] (idle pool threads read as contended
+    here, so this fallback errs towards flagging).
+    """
+    if wait_s is not None and cpu_s + wait_s > 0:
+        return min(1.0, max(0.0, wait_s / (wait_s + cpu_s))), SCHEDSTAT_RULE
+    busy = wall_s * max(1, threads)
+    return (min(1.0, max(0.0, 1.0 - cpu_s / busy)) if busy > 0 else 0.0), CPU_RULE
+
+
+def contended_by_rate(achieved_gflops: float | None, best_gflops: float | None) -> bool:
+    """True when the achieved rate is below ``SLOW_VS_BEST`` of a known best (False when either is unknown)."""
+    if not achieved_gflops or not best_gflops:
+        return False
+    return achieved_gflops < SLOW_VS_BEST * best_gflops
+
+
+_USER_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc/stat ticks per second
+
+
+def steal_s() -> float | None:
+    """Seconds the hypervisor has run something else while the cores this process may use were
+    ready to run it (``/proc/stat`` steal column, summed over those cores; None where unavailable).
+
+    System-wide per core, not per process: a fact about the host, recorded beside the run-queue
+    wait, which does not include it."""
+    try:
+        cores = {f"cpu{c}" for c in os.sched_getaffinity(0)}
+        lines = Path("/proc/stat").read_text().splitlines()
+    except (AttributeError, OSError):
+        return None
+    ticks = [int(f[8]) for f in (line.split() for line in lines) if f and f[0] in cores and len(f) > 8]
+    return sum(ticks) / _USER_HZ if ticks else None
+
+
+def _loadavg_1m() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 @dataclass
 class RunConditions:
-    """Counters around a timed region (a context manager); ``to_extra`` gives Measurement.extra fields."""
+    """Counters around a timed region (a context manager); ``to_extra`` gives Measurement.extra fields.
+
+    ``wall_s`` and ``cpu_s`` are seconds (``cpu_s``: every thread of the process, user + system);
+    ``wait_s`` is run-queue wait in seconds, None without schedstat; ``steal_s`` hypervisor steal on
+    the process's cores in seconds (10 ms resolution); ``loadavg`` the 1-minute load average before
+    and after.
+    """
 
     wall_s: float = 0.0
     cpu_s: float = 0.0
     wait_s: float | None = None
-    loadavg: tuple[float, float] = (0.0, 0.0)
+    steal_s: float | None = None
+    loadavg: tuple[float | None, float | None] = (None, None)
     _start: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __enter__(self) -> RunConditions:
-        self._start = {
-            "wall": time.perf_counter(),
-            "cpu": time.process_time(),
-            "wait": run_wait_s(),
-            "load": os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0,
-        }
+        self._start = {"load": _loadavg_1m(), "wait": task_wait_ns(), "steal": steal_s()}
+        # Clocks last, so reading the counters above is not inside the measured interval.
+        self._start["cpu"] = time.process_time()
+        self._start["wall"] = time.perf_counter()
         return self
 
     def __exit__(
@@ -71,26 +158,28 @@ class RunConditions:
         s = self._start
         self.wall_s = time.perf_counter() - s["wall"]
         self.cpu_s = time.process_time() - s["cpu"]
-        wait = run_wait_s()
-        self.wait_s = None if wait is None or s["wait"] is None else max(0.0, wait - s["wait"])
-        self.loadavg = (s["load"], os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0)
+        after = task_wait_ns()
+        self.wait_s = None if after is None or s["wait"] is None else wait_delta_s(s["wait"], after)
+        steal = steal_s()
+        self.steal_s = None if steal is None or s["steal"] is None else max(0.0, steal - s["steal"])
+        self.loadavg = (s["load"], _loadavg_1m())
 
     def contention(self, threads: int) -> tuple[float, str]:
         """(share of runnable time spent waiting for a CPU, the rule that measured it)."""
-        if self.wait_s is not None and self.cpu_s + self.wait_s > 0:
-            return self.wait_s / (self.wait_s + self.cpu_s), "schedstat run-queue wait"
-        busy = self.wall_s * max(1, threads)
-        return (min(1.0, max(0.0, 1.0 - self.cpu_s / busy)) if busy > 0 else 0.0), "1 - cpu / (wall x threads)"
+        return contention_share(self.cpu_s, self.wall_s, self.wait_s, threads)
 
     def to_extra(self, threads: int, flops_per_batch: float | None, p50_ms: float | None) -> dict[str, Any]:
+        """``wall_s``, ``cpu_s``, ``run_wait_s``, ``steal_s``, ``loadavg``, ``achieved_gflops``, ``contention``,
+        ``contention_rule``, ``contended`` (by the run-queue rule; the sweep may add the rate rule)."""
         share, rule = self.contention(threads)
         achieved = flops_per_batch / (p50_ms / 1e3) / 1e9 if flops_per_batch and p50_ms else None
         return {
             "wall_s": round(self.wall_s, 4),
             "cpu_s": round(self.cpu_s, 4),
             "run_wait_s": None if self.wait_s is None else round(self.wait_s, 4),
-            "loadavg": [round(x, 2) for x in self.loadavg],
-            "achieved_gflops": None if achieved is None else round(achieved, 3),
+            "steal_s": None if self.steal_s is None else round(self.steal_s, 2),
+            "loadavg": [None if x is None else round(x, 2) for x in self.loadavg],
+            "achieved_gflops": None if achieved is None else round(achieved, 4),
             "contention": round(share, 4),
             "contention_rule": rule,
             "contended": share > CONTENTION_THRESHOLD,

@@ -114,8 +114,10 @@ def _inference(cfg: BenchConfig) -> Measurement:
         return call
 
     flops = _count_flops(forward(x1)) if cfg.precision != "int8" else _count_flops_fp32(entry, cfg, x1)
-    with RunConditions() as cond:
-        stats, converged = time_adaptive(forward(x), cfg.timing, cuda_timer if cfg.device == "cuda" else cpu_timer)
+    cond = RunConditions()
+    stats, converged = time_adaptive(
+        forward(x), cfg.timing, cuda_timer if cfg.device == "cuda" else cpu_timer, conditions=cond
+    )
     extra = {"ci_converged": converged, **_conditions(cond, cfg, flops, stats.p50)}
     return cfg.result(
         "ok", latency_ms=stats, throughput_per_s=cfg.batch_size * 1e3 / stats.p50, flops_per_sample=flops,
@@ -158,8 +160,8 @@ def _training(cfg: BenchConfig) -> Measurement:
     flops = _count_flops(lambda: step(x1, y1))  # forward + backward (+ optimizer, counted as 0)
     # warm-up >= 2 so optimizer states exist before timing (they are allocated at the first step).
     policy = cfg.timing if cfg.timing.warmup >= 2 else type(cfg.timing)(**{**cfg.timing.__dict__, "warmup": 2})
-    with RunConditions() as cond:
-        stats, converged = time_adaptive(step, policy, cuda_timer if cfg.device == "cuda" else cpu_timer)
+    cond = RunConditions()
+    stats, converged = time_adaptive(step, policy, cuda_timer if cfg.device == "cuda" else cpu_timer, conditions=cond)
     extra: dict[str, Any] = {"ci_converged": converged, **_conditions(cond, cfg, flops, stats.p50)}
     if cfg.epochs:
         extra |= _epochs(cfg, entry, model, step)

@@ -7,10 +7,12 @@ CUDA calls are timed with events around the call and a synchronize; CPU calls wi
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from rightsize.profile import LatencyStats
@@ -79,19 +81,27 @@ def cuda_timer(fn: Callable[[], object]) -> float:
 
 
 def time_adaptive(
-    fn: Callable[[], object], policy: TimingPolicy, timer: Callable[[Callable[[], object]], float] = cpu_timer
+    fn: Callable[[], object],
+    policy: TimingPolicy,
+    timer: Callable[[Callable[[], object]], float] = cpu_timer,
+    conditions: AbstractContextManager[object] | None = None,
 ) -> tuple[LatencyStats, bool]:
-    """Time ``fn`` adaptively. Returns the stats and whether the CI target was met (False: capped)."""
+    """Time ``fn`` adaptively. Returns the stats and whether the CI target was met (False: capped).
+
+    ``conditions`` (e.g. ``measure.conditions.RunConditions``) is entered around the timed samples
+    only, after the warm-up, so what it records describes exactly the calls the stats come from.
+    """
     for _ in range(policy.warmup):
         fn()
     samples: list[float] = []
-    deadline = time.perf_counter() + policy.max_time_s
     converged = False
-    while len(samples) < policy.max_repeats:
-        samples.append(timer(fn))
-        if len(samples) >= policy.min_repeats and median_ci_halfwidth(samples) <= policy.target_ci:
-            converged = True
-            break
-        if time.perf_counter() >= deadline and len(samples) >= 3:
-            break
+    with conditions if conditions is not None else contextlib.nullcontext():
+        deadline = time.perf_counter() + policy.max_time_s
+        while len(samples) < policy.max_repeats:
+            samples.append(timer(fn))
+            if len(samples) >= policy.min_repeats and median_ci_halfwidth(samples) <= policy.target_ci:
+                converged = True
+                break
+            if time.perf_counter() >= deadline and len(samples) >= 3:
+                break
     return summarize(samples), converged

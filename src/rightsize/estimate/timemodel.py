@@ -64,6 +64,9 @@ class GpuParams:
     kernel_us: float = 3.0  # device time floor of one kernel (launch latency, tail of a small grid)
     host_us: float = 12.0  # host time per dispatched op, eager PyTorch at CLOCK_REF_GHZ
     host_us_training: float = 20.0  # per op when training (autograd records and replays every op)
+    # A convolution costs the host more than other ops: cuDNN picks an algorithm and a workspace per
+    # call (eager ResNet-50 on an A10 is host-bound at ~6 ms up to batch 4 with ~1/3 of its ops conv).
+    host_conv: float = 2.0  # host time of a conv op, in host_us units
     peak_exponent: float = 0.2  # α: efficiency falls as (peak / 100 TFLOP/s)^-α
 
     def eff(self, op_class: str, precision: str) -> float:
@@ -132,7 +135,7 @@ def gpu_time_ms(
         t_cmp = f / (peak * min(1.0, params.eff(cls, precision) * size)) if f > 0 and cls != "memory" else 0.0
         t_dev += n * (max(t_cmp, t_mem) + kernel_s)
     host_us = params.host_us_training if work.mode == "training" else params.host_us
-    n_ops = work.n_ops()
+    n_ops = work.n_ops() + (params.host_conv - 1.0) * work.n_ops("conv")
     if work.mode == "training":
         opt_bytes, opt_kernels = _optimizer_ops(work)
         t_dev += opt_bytes / bw + opt_kernels * kernel_s

@@ -26,6 +26,13 @@ __all__ = [
 ]
 
 
+# Bounds that keep every loop finite whatever the spec says (docs/spec.md, "Limits").
+MAX_EXPONENT = 50.0  # e^{R/M} past e^50: the job never finishes; report infinity instead of overflowing
+MAX_SEGMENTS = 2000  # simulated checkpoint segments per run (longer jobs use coarser segments)
+MAX_ATTEMPTS = 1000  # interrupted attempts of one segment before a run counts as never finishing
+MAX_SIM_HOURS = 1e7  # expected wall time past ~1,100 years is not simulated: it never meets a deadline
+
+
 def young_interval_hours(checkpoint_hours: float, mtbi_hours: float) -> float:
     """Young's first-order optimum sqrt(2 delta M)."""
     return math.sqrt(2.0 * checkpoint_hours * mtbi_hours)
@@ -46,10 +53,14 @@ def daly_wall_hours(work_hours: float, checkpoint_hours: float, restart_hours: f
     """Expected wall time of ``work_hours`` of work on a machine interrupted every ``mtbi_hours`` on average."""
     if not math.isfinite(mtbi_hours):
         return work_hours
+    if mtbi_hours <= 0 or restart_hours / mtbi_hours > MAX_EXPONENT:
+        return math.inf
     tau = daly_interval_hours(checkpoint_hours, mtbi_hours)
     if not math.isfinite(tau):  # free checkpoints: lose nothing but the restarts
         return work_hours * math.exp(restart_hours / mtbi_hours)
     m = mtbi_hours
+    if (tau + checkpoint_hours) / m > MAX_EXPONENT:
+        return math.inf
     return m * math.exp(restart_hours / m) * math.expm1((tau + checkpoint_hours) / m) * work_hours / tau
 
 
@@ -100,6 +111,12 @@ def simulate_spot(
     tau = daly_interval_hours(checkpoint_hours, m)
     if not math.isfinite(tau):
         tau = max(work_hours / 50.0, 1e-3)  # checkpoints are free: any fine grain
+    expected = daly_wall_hours(work_hours, checkpoint_hours, restart_hours, m)
+    if not expected <= MAX_SIM_HOURS:  # hopeless (or infinite): nothing to simulate
+        never = math.inf
+        return SpotOutcome(policy, tau, never, None if deadline_hours is None else 0.0, never, never, never)
+    if work_hours / tau > MAX_SEGMENTS:  # coarser segments: each interruption loses more (pessimistic)
+        tau = work_hours / MAX_SEGMENTS
     ckpt = checkpoint_hours
     n_seg = max(1, math.ceil(work_hours / tau - 1e-9))
     t = np.zeros(samples)  # wall clock
@@ -119,7 +136,12 @@ def simulate_spot(
             on_demand |= late
         t_seg = np.zeros(samples)
         pending = ~on_demand
+        attempts = 0
         while pending.any():  # attempts until the segment completes without an interruption
+            attempts += 1
+            if attempts > MAX_ATTEMPTS:  # these runs never get through this segment
+                t_seg[pending] = math.inf
+                break
             k = int(pending.sum())
             hit = rng.exponential(m, k)
             ok = hit >= seg_len
@@ -141,7 +163,9 @@ def simulate_spot(
             rng.normal((math.log(lo) + math.log(hi)) / 2, (math.log(hi) - math.log(lo)) / (2 * 1.645), samples)
         )
         t, spot_t = t * speed, spot_t * speed
-    run_cost = spot_t * spot_usd_per_hour + (t - spot_t) * on_demand_usd_per_hour
+    with np.errstate(invalid="ignore"):  # a run that never finishes (inf - inf): costs infinity
+        run_cost = spot_t * spot_usd_per_hour + (t - spot_t) * on_demand_usd_per_hour
+    run_cost = np.where(np.isfinite(t), run_cost, math.inf)
     return SpotOutcome(
         policy=policy,
         interval_hours=tau,
@@ -154,20 +178,20 @@ def simulate_spot(
 
 
 def _restart(rng: np.random.Generator, restart_hours: float, m: float, k: int) -> np.ndarray:
-    """Time to get going again: R, retried when an interruption lands inside it (mean M (e^{R/M} - 1))."""
-    out = np.zeros(k)
-    todo = np.ones(k, dtype=bool)
-    for _ in range(100):
-        n = int(todo.sum())
-        if n == 0:
-            break
-        hit = rng.exponential(m, n)
-        ok = hit >= restart_hours
-        out[todo] += np.where(ok, restart_hours, hit)
-        nxt = todo.copy()
-        nxt[todo] = ~ok
-        todo = nxt
-    return out
+    """Time to get going again: R, retried when an interruption lands inside it (mean M (e^{R/M} - 1)).
+
+    Sampled in closed form, not attempt by attempt (a long restart on a flaky instance can need
+    thousands of tries): the failed tries before the first that lasts R are geometric with
+    p = e^{-R/M}, and each costs on average E[T | T < R] = M - R p / (1 - p) for T ~ Exp(mean M).
+    """
+    if restart_hours <= 0:
+        return np.zeros(k)
+    p = math.exp(-restart_hours / m)
+    if p >= 1.0:
+        return np.full(k, restart_hours)
+    failures = np.floor(np.log1p(-rng.random(k)) / math.log1p(-p))  # geometric, no int64 overflow
+    lost_each = m - restart_hours * p / (1.0 - p)
+    return restart_hours + failures * lost_each
 
 
 def _meet(hours: float, deadline: float | None) -> float | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 Provenance = Literal["measured", "projected"]
@@ -76,10 +76,14 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Measurement:
-        d = dict(d)
+        """Inverse of ``to_dict``; fields this version does not know (a newer writer, a hand edit) are
+        ignored rather than fatal, so one odd row never takes a whole store down."""
+        known = {f.name for f in fields(cls)}
+        d = {k: v for k, v in d.items() if k in known}
         lat = d.get("latency_ms")
         if isinstance(lat, dict):
-            d["latency_ms"] = LatencyStats(**lat)
+            stat_fields = {f.name for f in fields(LatencyStats)}
+            d["latency_ms"] = LatencyStats(**{k: v for k, v in lat.items() if k in stat_fields})
         return cls(**d)
 
 

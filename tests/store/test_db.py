@@ -99,3 +99,69 @@ def test_read_only_store_never_writes(store_path: Path, tmp_path: Path) -> None:
         assert ro.envs()[0]["id"] == "env1"
         with pytest.raises(sqlite3.OperationalError):
             ro.save_env({"id": "env2"})
+
+
+def test_a_killed_run_is_closed_as_interrupted_on_next_open(store_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    Store(store_path).close()
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\nfrom rightsize.store import Store\ns = Store(sys.argv[1])\n"
+         "print(s.start_run('bench'), flush=True)\ntime.sleep(60)", str(store_path)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert child.stdout is not None
+    run_id = child.stdout.readline().strip()
+    with Store(store_path) as s:
+        assert s.run(run_id).status == "running"  # its process is alive: left alone
+    child.send_signal(signal.SIGKILL)
+    child.wait(10)
+    with Store(store_path) as s:
+        info = s.run(run_id)
+        assert info.status == "interrupted" and info.finished_at is not None
+        mine = s.start_run("bench")
+        assert s.close_dead_runs() == 0 and s.run(mine).status == "running"
+
+
+def test_unknown_fields_in_a_stored_row_are_ignored(store_path: Path) -> None:
+    import json
+
+    with Store(store_path) as s:
+        s.save_env(ENV)
+        run = s.start_run("bench")
+        s.add_measurements(run, [_m(1)])
+    con = sqlite3.connect(store_path)
+    [(raw,)] = con.execute("SELECT json FROM measurements").fetchall()
+    d = json.loads(raw)
+    d["from_the_future"] = 1
+    d["latency_ms"]["p999"] = 99.0
+    con.execute("UPDATE measurements SET json = ?", (json.dumps(d),))
+    con.commit()
+    con.close()
+    with Store(store_path) as s:
+        [m] = s.measurements()
+        assert m.latency_ms is not None and m.latency_ms.p50 == 10.0
+        assert len(s.profiles()) == 1
+
+
+def test_sweeps_on_one_store_take_turns(store_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\nfrom rightsize.store import Store\ns = Store(sys.argv[1])\n"
+         "with s.sweep_lock():\n    print('locked', flush=True)\n    time.sleep(1.5)", str(store_path)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+    waited: list[bool] = []
+    t0 = time.perf_counter()
+    with Store(store_path) as s, s.sweep_lock(lambda: waited.append(True)):
+        elapsed = time.perf_counter() - t0
+    holder.wait(10)
+    assert waited == [True] and elapsed > 0.5

@@ -6,6 +6,8 @@ of the parent) keeps everything finished so far.
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,11 +129,14 @@ def run_sweep(
     epochs: int | None = None,
     on_progress: Progress | None = None,
     env: dict[str, Any] | None = None,
+    on_wait: Callable[[], None] | None = None,
 ) -> SweepResult:
     """Measure every config of ``workload`` on this machine; failures are recorded, not raised.
 
     KeyboardInterrupt stops the sweep after killing the running child; the result says
-    ``interrupted`` and holds everything finished (already stored).
+    ``interrupted`` and holds everything finished (already stored). With a store, the sweep holds the
+    store's sweep lock: a second sweep on the same store waits (``on_wait`` is told once, default: a
+    line on stderr) and then reuses what the first one measured.
     """
     entry = resolve_model(workload.model, workload.input.shape)  # fail fast on a bad model name
     env = env or fingerprint()
@@ -146,33 +151,43 @@ def run_sweep(
     if store is not None:
         store.save_env(env)
     rates = _Rates()
-    try:
-        for cfg in configs:
-            prior = None if store is None else store.find_measurement(cfg.key, env["id"])
-            if prior is not None and not fresh and not is_contended(prior):
-                _reuse(result, rates, cfg, prior, on_progress)
-                continue
-            if on_progress:
-                on_progress(cfg, None, False)
-            m = measure_config(cfg, best_gflops=rates.best(cfg, prior))
-            if prior is not None and not fresh and _rank(prior) <= _rank(m):
-                # Stored while the CPU was busy, and measuring again was no better: keep what we had.
-                result.notes.append(f"{_label(cfg)}: measured again while still busy; kept the stored result")
-                _reuse(result, rates, cfg, prior, on_progress)
-                continue
-            rates.add(cfg, m)
-            result.measurements.append(m)
-            if store is not None:
-                if result.run_id is None:  # a run is recorded once something is measured
-                    result.run_id = store.start_run(
-                        "bench", name=workload.name, model=workload.model, env_id=env["id"],
-                        spec=workload.model_dump(mode="json"),
-                    )  # fmt: skip
-                store.add_measurements(result.run_id, [m])
-            if on_progress:
-                on_progress(cfg, m, False)
-    except KeyboardInterrupt:
-        result.interrupted = True
+
+    def waiting() -> None:
+        result.notes.append("waited for another sweep on this store to finish (sweeps on one store take turns)")
+        if on_wait is not None:
+            on_wait()
+        else:
+            print("rightsize: another sweep is measuring on this store; waiting for it to finish", file=sys.stderr)
+
+    lock = store.sweep_lock(waiting) if store is not None and configs else contextlib.nullcontext()
+    with lock:
+        try:
+            for cfg in configs:
+                prior = None if store is None else store.find_measurement(cfg.key, env["id"])
+                if prior is not None and not fresh and not is_contended(prior):
+                    _reuse(result, rates, cfg, prior, on_progress)
+                    continue
+                if on_progress:
+                    on_progress(cfg, None, False)
+                m = measure_config(cfg, best_gflops=rates.best(cfg, prior))
+                if prior is not None and not fresh and _rank(prior) <= _rank(m):
+                    # Stored while the CPU was busy, and measuring again was no better: keep what we had.
+                    result.notes.append(f"{_label(cfg)}: measured again while still busy; kept the stored result")
+                    _reuse(result, rates, cfg, prior, on_progress)
+                    continue
+                rates.add(cfg, m)
+                result.measurements.append(m)
+                if store is not None:
+                    if result.run_id is None:  # a run is recorded once something is measured
+                        result.run_id = store.start_run(
+                            "bench", name=workload.name, model=workload.model, env_id=env["id"],
+                            spec=workload.model_dump(mode="json"),
+                        )  # fmt: skip
+                    store.add_measurements(result.run_id, [m])
+                if on_progress:
+                    on_progress(cfg, m, False)
+        except KeyboardInterrupt:
+            result.interrupted = True
     if store is not None and result.run_id is not None:
         store.finish_run(result.run_id, "interrupted" if result.interrupted else "done")
     return result

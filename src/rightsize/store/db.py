@@ -12,11 +12,13 @@ sweep writes.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import socket
 import sqlite3
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -50,6 +52,11 @@ _MIGRATIONS: list[str] = [
     );
     CREATE INDEX artifacts_kind ON artifacts(kind);
     """,
+    # v2: who owns a running run, so a killed one can be found and closed
+    """
+    ALTER TABLE runs ADD COLUMN pid INTEGER;
+    ALTER TABLE runs ADD COLUMN host TEXT;
+    """,
 ]
 
 
@@ -59,6 +66,16 @@ def default_store_path() -> Path:
     if env:
         return Path(env)
     return Path(platformdirs.user_cache_dir("rightsize")) / "store.sqlite"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
 
 
 def _now() -> str:
@@ -105,6 +122,7 @@ class Store:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()
+            self.close_dead_runs()
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise RightsizeError(
@@ -170,11 +188,47 @@ class Store:
         run_id = uuid.uuid4().hex[:12]
         with self._tx() as c:
             c.execute(
-                "INSERT INTO runs(id, created_at, kind, name, model, env_id, status, spec_json)"
-                " VALUES (?,?,?,?,?,?,?,?)",
-                (run_id, _now(), kind, name, model, env_id, "running", json.dumps(spec) if spec else None),
-            )
+                "INSERT INTO runs(id, created_at, kind, name, model, env_id, status, spec_json, pid, host)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (run_id, _now(), kind, name, model, env_id, "running", json.dumps(spec) if spec else None,
+                 os.getpid(), socket.gethostname()),
+            )  # fmt: skip
         return run_id
+
+    def close_dead_runs(self, alive: Callable[[int], bool] | None = None) -> int:
+        """Mark ``interrupted`` every run still ``running`` whose process on this host has gone (killed,
+        crashed, power cut); returns how many. Runs of other hosts are left alone."""
+        alive = alive or _pid_alive
+        rows = self._conn.execute(
+            "SELECT id, pid FROM runs WHERE status = 'running' AND pid IS NOT NULL AND host = ?",
+            (socket.gethostname(),),
+        ).fetchall()
+        dead = [r["id"] for r in rows if not alive(int(r["pid"]))]
+        if dead:
+            with self._tx() as c:
+                c.executemany(
+                    "UPDATE runs SET status = 'interrupted', finished_at = ? WHERE id = ? AND status = 'running'",
+                    [(_now(), run_id) for run_id in dead],
+                )
+        return len(dead)
+
+    @contextmanager
+    def sweep_lock(self, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+        """Hold the store's sweep lock (an advisory lock on ``<store>.lock``): two sweeps on one store
+        take turns, so the second reuses what the first measured instead of measuring it again on the
+        same cores. ``on_wait`` is called once if another process holds it."""
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        with open(lock_path, "a+") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if on_wait is not None:
+                    on_wait()
+                fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     def finish_run(self, run_id: str, status: str = "done") -> None:
         with self._tx() as c:

@@ -80,6 +80,10 @@ def test_env_var_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         ("aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,30%,2025-01,s", 3, "spot_interruption", "<5%"),
         ("aws,us-east-1,x1,four,16,amd-rome,,0,1.0,,,2025-01,s", 3, "vcpus", "whole number"),
         ("aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,June 2025,s", 3, "price_date", "YYYY-MM"),
+        ("aws,us-east-1,x1,4,16,amd-rome,,0,inf,,,2025-01,s", 3, "on_demand_usd_per_hour", "finite"),
+        ("aws,us-east-1,x1,100000000000000000000,16,amd-rome,,0,1.0,,,2025-01,s", 3, "vcpus", "whole number"),
+        ("aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-13-45,s", 3, "price_date", "YYYY-MM"),
+        ("aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-01,=HYPERLINK(x)", 3, "source", "formula"),
     ],
 )
 def test_bad_user_row_names_file_line_and_column(tmp_path: Path, row: str, line: int, column: str, hint: str) -> None:
@@ -98,3 +102,10 @@ def test_missing_column_and_missing_file(tmp_path: Path) -> None:
         load_catalog(f)
     with pytest.raises(NotFoundError, match="does not exist"):
         load_catalog(tmp_path / "nope.csv")
+
+
+def test_a_non_utf8_catalog_is_a_one_line_error(tmp_path: Path) -> None:
+    f = tmp_path / "latin.csv"
+    f.write_bytes((HEADER + "aws,us-east-1,caf\xe9,4,16,amd-rome,,0,1.0,,,2025-01,s\n").encode("latin-1"))
+    with pytest.raises(SpecError, match="not UTF-8"):
+        load_catalog(f)

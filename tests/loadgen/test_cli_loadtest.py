@@ -65,6 +65,11 @@ def test_knee_search_json(server: TinyServer, capsys: pytest.CaptureFixture[str]
         (["--rate", "5", "--json-body", "{nope"], "--json-body"),
         (["--rate", "5", "--header", "bad"], "--header"),
         (["--rate", "5", "--encoding", "xml"], "--encoding"),
+        (["--rate", "nan"], "--rate: must be a finite number"),
+        (["--rate", "5", "--timeout-s", "nan"], "--timeout-s"),
+        (["--rate", "5", "--max-lag-ms", "nan"], "--max-lag-ms"),
+        (["--find-knee", "--slo-p95", "nan"], "--slo-p95"),
+        (["--rate", "inf"], "--rate"),
     ],
 )
 def test_bad_input_exits_2(

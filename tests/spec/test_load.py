@@ -26,7 +26,7 @@ def test_valid_spec_defaults_and_dedupe() -> None:
         ({"mode": "train"}, "mode: Input should be 'inference' or 'training'"),
         ({"batch": [1]}, "batch: unknown field; remove it or check its spelling"),
         ({"input": {"seq_len": 0}}, "input.seq_len: Input should be greater than or equal to 1"),
-        ({"threads": [0]}, "threads[0]: must be >= 1 or null (all cores), got 0"),
+        ({"threads": [0]}, "threads[0]: must be between 1 and 4096, or null (all cores), got 0"),
         ({"model": "pkg.mod:"}, "model: must be a zoo name or 'package.module:factory'"),
         ({"timing": {"min_repeats": 10, "max_repeats": 5}}, "timing: max_repeats (5) must be >= min_repeats (10)"),
     ],

@@ -25,11 +25,16 @@ from typing import TypeVar
 
 from rightsize.catalog.model import Accelerator, Catalog, CpuFamily, Instance
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
+from rightsize.inputfile import read_user_text, short
 
 __all__ = ["ENV_VAR", "load_catalog", "load_spot_buckets", "read_table"]
 
 ENV_VAR = "RIGHTSIZE_CATALOG"
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
+_FORMULA = re.compile(r"^[=@]|^[+-][^0-9.]")  # a cell a spreadsheet would evaluate
+MAX_NUMBER = 1e9  # any price, rate, bandwidth or size in the catalog (docs/catalog.md, "Limits")
+MAX_COUNT = 100_000  # vCPUs, cores, accelerators per instance
+MAX_CELL_CHARS = 1000
 T = TypeVar("T")
 
 ACCELERATOR_COLUMNS = (
@@ -91,18 +96,26 @@ class _Row:
         value = (self.cells.get(column) or "").strip() or self.defaults.get(column, "")
         if required and not value:
             raise self._fail(column, "is empty; fill it in")
+        if _FORMULA.match(value):
+            raise self._fail(column, f"looks like a spreadsheet formula ({short(value)}); write the plain value")
+        if len(value) > MAX_CELL_CHARS:
+            raise self._fail(column, f"is {len(value)} characters long; at most {MAX_CELL_CHARS}")
         return value
 
-    def number(self, column: str, required: bool = True, minimum: float = 0.0) -> float | None:
+    def number(
+        self, column: str, required: bool = True, minimum: float = 0.0, maximum: float = MAX_NUMBER
+    ) -> float | None:
         raw = self.text(column, required=required)
         if not raw:
             return None
         try:
             value = float(raw)
         except ValueError:
-            raise self._fail(column, f"must be a number, got {raw!r}") from None
+            raise self._fail(column, f"must be a number, got {short(raw)}") from None
         if not value >= minimum:  # also rejects NaN
-            raise self._fail(column, f"must be >= {minimum:g}, got {raw!r}")
+            raise self._fail(column, f"must be >= {minimum:g}, got {short(raw)}")
+        if not value <= maximum:  # also rejects inf
+            raise self._fail(column, f"must be a finite number <= {maximum:g}, got {short(raw)}")
         return value
 
     def num(self, column: str, minimum: float = 0.0) -> float:
@@ -114,14 +127,19 @@ class _Row:
         raw = self.text(column, required=required)
         if not raw:
             return None
-        if not re.fullmatch(r"\d+", raw) or int(raw) < minimum:
-            raise self._fail(column, f"must be a whole number >= {minimum}, got {raw!r}")
+        if not re.fullmatch(r"\d{1,9}", raw) or not minimum <= int(raw) <= MAX_COUNT:
+            raise self._fail(column, f"must be a whole number from {minimum} to {MAX_COUNT}, got {short(raw)}")
         return int(raw)
 
     def date(self, column: str) -> str:
         raw = self.text(column)
-        if not _DATE.match(raw):
-            raise self._fail(column, f"must be a date YYYY-MM or YYYY-MM-DD, got {raw!r}")
+        try:
+            dt.date.fromisoformat(raw if len(raw) == 10 else f"{raw}-01")
+            ok = bool(_DATE.match(raw))
+        except ValueError:
+            ok = False
+        if not ok:
+            raise self._fail(column, f"must be a date YYYY-MM or YYYY-MM-DD, got {short(raw)}")
         return raw
 
     def choice(self, column: str, choices: tuple[str, ...]) -> str | None:
@@ -254,7 +272,7 @@ def _merge_user(base: Catalog, path: Path) -> Catalog:
     """Apply a user CSV to ``base``: same key replaces, new key adds."""
     if not path.is_file():
         raise NotFoundError(f"catalog file {path} does not exist; pass an existing CSV to --catalog or {ENV_VAR}")
-    text = path.read_text(encoding="utf-8-sig")
+    text = read_user_text(path, "catalog CSV")
     header = next(csv.reader(io.StringIO(text, newline="")), [])
     columns = {h.strip() for h in header}
     mtime = dt.date.fromtimestamp(path.stat().st_mtime).isoformat()

@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from rightsize.cli._common import JSON_OPTION, STORE_OPTION, emit_json, err_console
+from rightsize.cli._common import JSON_OPTION, STORE_OPTION, check_finite, emit_json, err_console
 from rightsize.errors import NotFoundError, RunFailedError, SpecError
 
 
@@ -126,6 +126,18 @@ def loadtest(
         run_open_loop,
     )
 
+    for name, value, low, high, low_open in (
+        ("--rate", rate, 0.0, 1e6, True),
+        ("--duration", duration, 0.0, 86_400.0, True),
+        ("--timeout-s", timeout_s, 0.0, 3_600.0, True),
+        ("--slo-ms", slo_ms, 0.0, 3_600_000.0, True),
+        ("--warmup-s", warmup_s, 0.0, 3_600.0, False),
+        ("--max-lag-ms", max_lag_ms, 0.0, 3_600_000.0, False),
+        ("--slo-p95", slo_p95, 0.0, 3_600_000.0, True),
+        ("--start-rate", start_rate, 0.0, 1e6, True),
+        ("--tolerance", tolerance, 0.0, 1.0, True),
+    ):
+        check_finite(name, value, low, high, low_open)
     modes = [m for m, on in (("--rate", rate is not None), ("--concurrency", concurrency is not None)) if on]
     if find_knee:
         if slo_p95 is None or slo_p95 <= 0:

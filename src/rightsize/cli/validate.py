@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, emit_json, err_console
+from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, check_finite, emit_json, err_console
 from rightsize.cpus import CpuSplit, pin_process, pinned, split_cpus
 from rightsize.errors import RunFailedError, SpecError, UnsupportedError
 
@@ -436,6 +436,9 @@ def validate(
     from rightsize.loadgen.persist import save_result
     from rightsize.spec import load_spec
     from rightsize.store import Store
+
+    check_finite("--duration", duration, 0.0, 86_400.0)
+    check_finite("--warmup-s", warmup_s, 0.0, 3_600.0, low_open=False)
 
     try:
         fractions = tuple(float(x) for x in loads.split(",") if x.strip())

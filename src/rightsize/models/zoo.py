@@ -323,7 +323,12 @@ def resolve_model(ref: str, shape: list[int] | None = None) -> ZooEntry:
     features = shape
 
     def build(tiny: bool) -> nn.Module:
-        return factory()
+        model = factory()
+        if not isinstance(model, nn.Module):
+            raise SpecError(
+                "model", f"{ref}() returned {type(model).__name__}, not a torch.nn.Module; point it at a model factory"
+            )
+        return model
 
     entry = _UserEntry(ref, "user", "features", f"user model {ref}", build, hf=False, features=features[0])
     object.__setattr__(entry, "user_shape", tuple(features))

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from rightsize.errors import NotFoundError, SpecError
+from rightsize.inputfile import load_yaml, read_user_text, short
 from rightsize.spec.schema import Workload
 
 
@@ -39,7 +39,7 @@ def spec_error_from(exc: ValidationError) -> SpecError:
         index, _, rest = msg.partition(" ")
         path, msg = path + index, rest
     elif "input" in first and first["type"] not in {"missing", "extra_forbidden"}:
-        msg = f"{msg}, got {first['input']!r}"
+        msg = f"{msg}, got {short(first['input'])}"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return SpecError(path or "spec", msg + more)
 
@@ -59,10 +59,4 @@ def load_spec(path: str | Path) -> Workload:
     p = Path(path)
     if not p.is_file():
         raise NotFoundError(f"spec file {str(p)!r} not found; pass the path to a YAML spec such as examples/quick.yaml")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SpecError(p.name, f"is not valid YAML{where}; fix the syntax") from None
-    return parse_spec(data, p.name)
+    return parse_spec(load_yaml(read_user_text(p, "spec"), p.name), p.name)

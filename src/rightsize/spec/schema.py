@@ -5,6 +5,7 @@ Importing this module never imports torch: specs are validated before anything h
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -21,7 +22,7 @@ PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "int8")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # every number finite
 
 
 class InputSpec(_Strict):
@@ -39,9 +40,13 @@ class InputSpec(_Strict):
         if v is not None:
             if not v:
                 raise ValueError("must list at least one dimension, e.g. [3, 224, 224]")
+            if len(v) > 8:
+                raise ValueError(f"must have at most 8 dimensions, got {len(v)}")
             for i, d in enumerate(v):
-                if d < 1:
-                    raise ValueError(f"[{i}] must be >= 1, got {d}")
+                if not 1 <= d <= 1_000_000:
+                    raise ValueError(f"[{i}] must be between 1 and 1000000, got {d}")
+            if math.prod(v) > 2**31:
+                raise ValueError(f"describes {math.prod(v):,} values per sample; at most 2^31")
         return v
 
 
@@ -65,15 +70,16 @@ class Workload(_Strict):
     """One workload: the model and how to sweep it, plus optional planning targets."""
 
     name: str = Field("workload", min_length=1, max_length=200)
-    model: str = Field(..., min_length=1, description="zoo name or package.module:factory")
+    model: str = Field(..., min_length=1, max_length=500, description="zoo name or package.module:factory")
     mode: Mode = "inference"
     input: InputSpec = InputSpec()
-    batch_sizes: list[int] = Field(default_factory=lambda: [1, 8, 32], min_length=1)
+    batch_sizes: list[int] = Field(default_factory=lambda: [1, 8, 32], min_length=1, max_length=64)
     precisions: list[Precision] = Field(default_factory=lambda: list[Precision](["fp32"]), min_length=1)
     devices: list[Device] = Field(default_factory=lambda: list[Device](["cpu"]), min_length=1)
     threads: list[int | None] = Field(
         default_factory=lambda: list[int | None]([None]),
         min_length=1,
+        max_length=64,
         description="CPU intra-op threads; null = all cores",
     )
     optimizer: Optimizer = "adamw"
@@ -98,8 +104,8 @@ class Workload(_Strict):
     @classmethod
     def _threads(cls, v: list[int | None]) -> list[int | None]:
         for i, t in enumerate(v):
-            if t is not None and t < 1:
-                raise ValueError(f"[{i}] must be >= 1 or null (all cores), got {t}")
+            if t is not None and not 1 <= t <= 4096:
+                raise ValueError(f"[{i}] must be between 1 and 4096, or null (all cores), got {t}")
         return v
 
     @field_validator("precisions", "devices")

@@ -19,23 +19,23 @@ _BOTH: tuple[PurchaseOption, ...] = ("on_demand", "spot")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # every number finite
 
 
 class LatencyBound(_Strict):
     percentile: float = Field(95, gt=0, lt=100, description="e.g. 95 for p95")
-    bound_ms: float = Field(..., gt=0, description="latency bound at that percentile, milliseconds")
+    bound_ms: float = Field(..., gt=0, le=86_400_000, description="latency bound at that percentile, milliseconds")
 
 
 class OnlineTarget(_Strict):
     """Online inference: serve ``rate_per_s`` requests within a latency percentile bound."""
 
-    rate_per_s: float = Field(..., gt=0, description="peak request rate")
+    rate_per_s: float = Field(..., gt=0, le=10_000_000, description="peak request rate")
     latency: LatencyBound
-    request_samples: int = Field(1, ge=1, description="samples per request")
-    budget_usd_per_hour: float | None = Field(None, gt=0)
+    request_samples: int = Field(1, ge=1, le=1_000_000, description="samples per request")
+    budget_usd_per_hour: float | None = Field(None, gt=0, le=1e9)
     arrival: Arrival = "poisson"
-    burstiness: float = Field(4.0, ge=1, description="peak-to-mean rate ratio of bursts (arrival: bursty)")
+    burstiness: float = Field(4.0, ge=1, le=1000, description="peak-to-mean rate ratio of bursts (arrival: bursty)")
     burst_s: float = Field(1.0, gt=0, le=3600, description="mean length of one burst, seconds (arrival: bursty)")
     balancer: Balancer = Field("jsq", description="load balancer in front of the replicas: jsq, p2c or random")
     headroom: float = Field(0.8, gt=0, le=1, description="max planned utilisation per replica")
@@ -45,23 +45,23 @@ class OnlineTarget(_Strict):
 class BatchTarget(_Strict):
     """Offline batch inference: process ``items`` before ``deadline_hours``."""
 
-    items: int = Field(..., ge=1)
-    deadline_hours: float = Field(..., gt=0)
-    budget_usd: float | None = Field(None, gt=0)
+    items: int = Field(..., ge=1, le=10**13)
+    deadline_hours: float = Field(..., gt=0, le=100_000)
+    budget_usd: float | None = Field(None, gt=0, le=1e12)
     max_instances: int = Field(64, ge=1, le=10_000)
 
 
 class TrainingTarget(_Strict):
     """Training: ``epochs`` over ``dataset_size`` samples (or ``steps``) before ``deadline_hours``."""
 
-    dataset_size: int | None = Field(None, ge=1, description="samples per epoch")
-    epochs: float | None = Field(None, gt=0)
-    steps: int | None = Field(None, ge=1)
-    batch_size: int = Field(32, ge=1, description="global batch size")
-    deadline_hours: float | None = Field(None, gt=0)
-    budget_usd: float | None = Field(None, gt=0)
-    checkpoint_minutes: float = Field(5.0, ge=0, description="time to write one checkpoint")
-    restart_minutes: float = Field(15.0, ge=0, description="time to resume after an interruption")
+    dataset_size: int | None = Field(None, ge=1, le=10**13, description="samples per epoch")
+    epochs: float | None = Field(None, gt=0, le=1_000_000)
+    steps: int | None = Field(None, ge=1, le=10**10)
+    batch_size: int = Field(32, ge=1, le=10_000_000, description="global batch size")
+    deadline_hours: float | None = Field(None, gt=0, le=100_000)
+    budget_usd: float | None = Field(None, gt=0, le=1e12)
+    checkpoint_minutes: float = Field(5.0, ge=0, le=100_000, description="time to write one checkpoint")
+    restart_minutes: float = Field(15.0, ge=0, le=100_000, description="time to resume after an interruption")
     max_nodes: int = Field(8, ge=1, le=1024)
     scaling_efficiency: float | None = Field(
         None, gt=0, le=1, description="per-doubling data-parallel efficiency; default from the catalog"
@@ -78,10 +78,10 @@ class ColdStart(_Strict):
     """Scale-from-zero costs; defaults from REFERENCE.md §4 (VM boot ~25 s, large images 8-15 min)."""
 
     scale_from_zero: bool = False
-    provision_s: float = Field(25.0, ge=0, description="VM boot to ready")
-    image_pull_s: float = Field(120.0, ge=0, description="container image pull")
-    model_load_s: float = Field(10.0, ge=0, description="load weights and warm up")
-    min_warm_replicas: int = Field(1, ge=0)
+    provision_s: float = Field(25.0, ge=0, le=1_000_000, description="VM boot to ready")
+    image_pull_s: float = Field(120.0, ge=0, le=1_000_000, description="container image pull")
+    model_load_s: float = Field(10.0, ge=0, le=1_000_000, description="load weights and warm up")
+    min_warm_replicas: int = Field(1, ge=0, le=10_000)
 
 
 class Targets(_Strict):
@@ -91,11 +91,11 @@ class Targets(_Strict):
     online: OnlineTarget | None = None
     batch: BatchTarget | None = None
     training: TrainingTarget | None = None
-    data_gb: float | None = Field(None, gt=0, description="dataset size in GB (classic_ml, etl)")
-    rows: int | None = Field(None, ge=1, description="rows (classic_ml, etl)")
+    data_gb: float | None = Field(None, gt=0, le=1e9, description="dataset size in GB (classic_ml, etl)")
+    rows: int | None = Field(None, ge=1, le=10**15, description="rows (classic_ml, etl)")
     purchase: list[PurchaseOption] = Field(default_factory=lambda: list(_BOTH), min_length=1)
     interruptions_per_hour: float | None = Field(
-        None, ge=0, description="override the catalog's spot interruption rate"
+        None, ge=0, le=60, description="override the catalog's spot interruption rate"
     )
     providers: list[str] | None = None
     regions: list[str] | None = None

@@ -1,0 +1,112 @@
+"""The one boundary user files cross: size-capped, UTF-8, YAML without surprises, short error values.
+
+    text = read_user_text(path, what="spec")          # SpecError on a directory, > cap, not UTF-8
+    data = load_yaml(text, source="spec.yaml")         # SpecError on bad syntax, duplicate keys,
+                                                       # deep nesting or too many aliases
+    short(value)                                       # a repr() that never expands a huge value
+
+Every number in a spec is then checked by the schema (finite, bounded: ``spec/schema.py``). Limits are
+documented in docs/spec.md ("Limits").
+"""
+
+from __future__ import annotations
+
+import reprlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rightsize.errors import NotFoundError, SpecError
+
+__all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_FILE_BYTES", "load_yaml", "read_user_text", "short"]
+
+MAX_FILE_BYTES = 4 * 1024 * 1024  # a spec or catalog CSV is kilobytes; 4 MiB is far past any real one
+MAX_DEPTH = 32  # nesting of mappings/lists; a spec needs 4
+MAX_ALIASES = 64  # YAML aliases (*name): enough to share a block, too few for an expansion bomb
+
+_repr = reprlib.Repr()
+_repr.maxstring = 60
+_repr.maxother = 60
+_repr.maxlist = _repr.maxdict = _repr.maxtuple = _repr.maxset = 6
+_repr.maxlevel = 2
+
+
+def short(value: Any) -> str:
+    """``repr(value)`` cut to at most 80 characters and two levels: safe for any input in a message."""
+    text = _repr.repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def read_user_text(path: str | Path, what: str, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """The text of a user file: must exist, be a regular file of at most ``max_bytes``, and be UTF-8
+    (a UTF-8 byte-order mark is dropped)."""
+    p = Path(path)
+    if not p.exists():
+        raise NotFoundError(f"{what} file {str(p)!r} not found; check the path")
+    if not p.is_file():
+        raise SpecError(str(p), f"is not a regular file; pass the path of a {what} file")
+    size = p.stat().st_size
+    if size > max_bytes:
+        raise SpecError(str(p), f"is {size / 2**20:.1f} MiB; a {what} file may be at most {max_bytes // 2**20} MiB")
+    raw = p.read_bytes()[: max_bytes + 1]
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(p), f"is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+
+
+class _Loader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
+    """Safe loader (libyaml when present) that refuses duplicate keys instead of keeping the last."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            duplicate = key in seen
+            seen.add(key)
+        except TypeError:
+            raise SpecError(f"line {key_node.start_mark.line + 1}", "a key must be a plain value") from None
+        if duplicate:
+            raise SpecError(f"line {key_node.start_mark.line + 1}", f"duplicate key {short(key)}; keep one of them")
+    return loader.construct_mapping(node, deep=deep)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _check_shape(text: str, source: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH and more than MAX_ALIASES aliases, from the event stream
+    (before anything is composed, so neither recursion nor expansion can run away)."""
+    depth = aliases = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line = event.start_mark.line + 1 if event.start_mark else 0
+                raise SpecError(source, f"nests deeper than {MAX_DEPTH} levels (line {line}); flatten it")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                raise SpecError(source, f"uses more than {MAX_ALIASES} YAML aliases (*name); write the values out")
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """Parse YAML ``text`` with the boundary's rules; errors name ``source`` and the line."""
+    try:
+        _check_shape(text, source)
+        return yaml.load(text, Loader=_Loader)  # _Loader is a SafeLoader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(source, f"is not valid YAML{where}; fix the syntax") from None
+    except SpecError as exc:
+        if exc.field.startswith("line "):
+            raise SpecError(f"{source} {exc.field}", exc.problem) from None
+        raise
+    except (RecursionError, MemoryError):
+        raise SpecError(source, "is too deeply nested or too large to read; simplify it") from None

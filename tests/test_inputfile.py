@@ -1,0 +1,140 @@
+"""The input boundary: user files are size-capped UTF-8, YAML is refused when it could run away, and
+errors never expand the value; a fuzz over bytes and structures finds nothing but SpecError."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rightsize.errors import RightsizeError, SpecError
+from rightsize.inputfile import MAX_ALIASES, MAX_DEPTH, load_yaml, read_user_text, short
+from rightsize.spec import load_spec, parse_spec
+from rightsize.spec.schema import Workload
+
+BASE = "name: h\nmodel: simplenet\n"
+
+
+def _write(tmp_path: Path, data: bytes, name: str = "spec.yaml") -> Path:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("data", "expect"),
+    [
+        (BASE.encode("utf-16"), "is not UTF-8 text"),
+        ((BASE + "name2: caf\xe9\n").encode("latin-1"), "is not UTF-8 text"),
+        ((BASE + "x: " + "[" * 5000 + "]" * 5000 + "\n").encode(), f"nests deeper than {MAX_DEPTH} levels"),
+        ((BASE + "model: resnet50\n").encode(), "duplicate key 'model'"),
+        (b"a: [1\n", "is not valid YAML at line"),
+    ],
+)
+def test_hostile_files_give_one_line_spec_errors(tmp_path: Path, data: bytes, expect: str) -> None:
+    with pytest.raises(SpecError) as err:
+        load_spec(_write(tmp_path, data))
+    assert expect in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_utf8_bom_is_fine(tmp_path: Path) -> None:
+    assert load_spec(_write(tmp_path, b"\xef\xbb\xbf" + BASE.encode())).model == "simplenet"
+
+
+def test_size_cap_refuses_before_reading(tmp_path: Path) -> None:
+    p = _write(tmp_path, (BASE + "# " + "x" * 200 + "\n").encode())
+    with pytest.raises(SpecError, match="may be at most"):
+        read_user_text(p, "spec", max_bytes=100)
+
+
+def _bomb(levels: int, width: int, as_key: bool) -> str:
+    lines = ["l0: &l0 [" + ",".join(["x"] * width) + "]"]
+    for i in range(1, levels):
+        lines.append(f"l{i}: &l{i} [" + ",".join([f"*l{i - 1}"] * width) + "]")
+    top = f"*l{levels - 1}"
+    lines.append(f"{top} : 1" if as_key else f"name: {top}")
+    return "\n".join(lines) + "\nmodel: simplenet\n"
+
+
+@pytest.mark.parametrize("as_key", [True, False])
+def test_alias_bombs_end_fast_with_a_short_message(tmp_path: Path, as_key: bool) -> None:
+    for levels, width in ((9, 9), (4, 9)):  # 72 aliases: refused; 27: read, then refused by the schema
+        t0 = time.perf_counter()
+        with pytest.raises(SpecError) as err:
+            load_spec(_write(tmp_path, _bomb(levels, width, as_key).encode()))
+        assert time.perf_counter() - t0 < 2.0
+        assert len(str(err.value)) < 300
+        if levels * width > MAX_ALIASES:
+            assert "aliases" in str(err.value)
+
+
+def test_short_never_expands() -> None:
+    deep: list[object] = ["x"] * 10
+    for _ in range(8):
+        deep = [deep] * 10
+    assert len(short(deep)) <= 80
+    assert "..." in short("y" * 10_000) and len(short("y" * 10_000)) <= 80
+
+
+def test_numbers_must_be_finite_and_bounded() -> None:
+    for targets, field in (
+        ({"online": {"rate_per_s": float("inf"), "latency": {"bound_ms": 100}}}, "rate_per_s"),
+        ({"online": {"rate_per_s": 1e12, "latency": {"bound_ms": 100}}}, "rate_per_s"),
+        ({"batch": {"items": 10, "deadline_hours": float("nan")}}, "deadline_hours"),
+        ({"interruptions_per_hour": float("inf"), "batch": {"items": 10, "deadline_hours": 1}}, "interruptions"),
+    ):
+        with pytest.raises(SpecError, match=field):
+            parse_spec({"model": "simplenet", "targets": targets})
+    with pytest.raises(SpecError, match=r"threads\[0\]"):
+        parse_spec({"model": "simplenet", "threads": [1_000_000_000]})
+    with pytest.raises(SpecError, match=r"input\.shape"):
+        parse_spec({"model": "m.x:f", "input": {"shape": [100_000, 100_000, 100_000]}})
+
+
+# -- fuzz ------------------------------------------------------------------------------------------
+
+FIELDS = ["name", "model", "mode", "input", "batch_sizes", "precisions", "devices", "threads", "timing",
+          "targets", "online", "batch", "training", "rate_per_s", "latency", "bound_ms", "items", "steps",
+          "deadline_hours", "seq_len", "shape", "tiny", "x"]  # fmt: skip
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+    st.sampled_from(["simplenet", "distilbert", "fp32", "cpu", "inference", "training", "os:getcwd"]),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5), st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), inner, max_size=6)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=st.dictionaries(st.sampled_from(FIELDS), values, max_size=8))
+def test_fuzzed_structures_validate_or_name_a_field(doc: dict[str, object]) -> None:
+    text = yaml.safe_dump(doc)
+    try:
+        w = parse_spec(load_yaml(text, "fuzz.yaml"), "fuzz.yaml")
+    except SpecError as exc:
+        assert "\n" not in str(exc) and len(str(exc)) < 400
+    else:
+        assert isinstance(w, Workload)
+
+
+@settings(max_examples=300, deadline=2000)
+@given(raw=st.binary(max_size=400) | st.text(max_size=400).map(str.encode))
+def test_fuzzed_bytes_never_escape_as_other_errors(tmp_path_factory: pytest.TempPathFactory, raw: bytes) -> None:
+    p = tmp_path_factory.mktemp("fuzz") / "spec.yaml"
+    p.write_bytes(raw)
+    try:
+        load_spec(p)
+    except RightsizeError as exc:
+        assert "\n" not in str(exc)

@@ -121,3 +121,31 @@ def test_machines_are_priced_from_the_catalog() -> None:
     assert price_env(ENV_A, "cuda", cat) == []
     assert usd_per_1m_samples(1.006, 500.0) == pytest.approx(1.006 / 1.8e6 * 1e6)
     assert usd_per_1m_samples(1.0, 0.0) is None
+
+
+def test_token_host_check_and_a_pinned_script(two_run_store: tuple[Path, str, str]) -> None:
+    import base64
+    import hashlib
+
+    from rightsize.report.dashboard import CSP
+    from rightsize.report.dashboard_views import SCRIPT
+
+    path, _, _ = two_run_store
+    with running_dashboard(path, token="t0k") as url:
+        assert _get(url + "/")[0] == 401  # no token
+        req = urllib.request.Request(url + "/?token=t0k")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 200
+            cookie = r.headers["Set-Cookie"].split(";")[0]
+            assert "'unsafe-inline'" not in r.headers["Content-Security-Policy"].split("script-src")[1].split(";")[0]
+        req = urllib.request.Request(url + "/cost", headers={"Cookie": cookie})  # the cookie carries it on
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.status == 200
+        req = urllib.request.Request(url + "/?token=t0k", headers={"Host": "rebind.example"})
+        try:
+            urllib.request.urlopen(req, timeout=10)
+            raise AssertionError("foreign Host was served")
+        except urllib.error.HTTPError as e:
+            assert e.code == 421
+    digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in CSP

@@ -39,3 +39,21 @@ def test_ten_times_overload() -> None:
         text = httpx.get(f"{url}/metrics").text
         assert metric(text, "rightsize_responses_total") == sent  # the server answered each exactly once
         assert httpx.post(f"{url}/v1/predict", json={"inputs": [[1, 2]]}, timeout=10).status_code == 200
+
+
+def test_default_admission_bounds_the_wait_by_the_measured_service_time() -> None:
+    # No --slo-ms, default queue: 10x overload must still be refused early (503 + Retry-After) and the
+    # admitted requests answered within ~3 batch times, not after seconds in a 256-sample queue.
+    model = SlowModel(0.24, 0.04)  # t(4) = 400 ms
+    t_full_ms, duration_s, rate = 400.0, 3.0, 100.0
+    config = ServerConfig(port=0, predict=model, sample_shape=(2,), workers=1, threads=1, max_batch=4, max_wait_ms=5.0)
+    with running_server(config) as url:
+        outcomes = asyncio.run(open_loop(url, rate, duration_s, b'{"inputs": [[1, 2]]}'))
+        codes = Counter(o.status for o in outcomes)
+        assert codes[None] == 0 and set(codes) <= {200, 503}, codes
+        assert codes[503] >= 0.6 * len(outcomes)
+        ok = sorted(o.latency_s * 1000 for o in outcomes if o.status == 200)
+        p99 = ok[min(len(ok) - 1, int(0.99 * len(ok)))]
+        assert p99 <= 3 * t_full_ms + 600, f"admitted p99 {p99:.0f} ms"  # 3 batch times + client overhead
+        r = httpx.post(f"{url}/v1/predict", json={"inputs": [[1, 2]]}, timeout=10)
+        assert r.status_code == 200

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 from pathlib import Path
 
@@ -21,14 +22,24 @@ def dashboard(
     port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port (0: a free port)."),
     json_out: bool = JSON_OPTION,
     verbose: bool = typer.Option(False, "--verbose", help="Log every request on stderr."),
+    token: str | None = typer.Option(
+        None,
+        "--token",
+        envvar="RIGHTSIZE_DASHBOARD_TOKEN",
+        help="Require this token (open the printed URL once; a cookie keeps it). Default: none on loopback, "
+        "a random one on any other --host.",
+    ),
 ) -> None:
     """Serve a local, read-only dashboard over the results store until Ctrl-C."""
     from rightsize.report.dashboard import serve_dashboard
 
     if host not in _LOOPBACK:
         err_console.print(f"warning: --host {host} exposes the results store beyond this machine")
+        token = token or secrets.token_urlsafe(16)
 
     def ready(url: str) -> None:
+        if token:
+            url = f"{url}/?token={token}"
         if json_out:  # one line, flushed: a caller reads it while the server keeps running
             sys.stdout.write(json.dumps({"url": url}) + "\n")
             sys.stdout.flush()
@@ -39,7 +50,7 @@ def dashboard(
         err_console.print(line, markup=False, highlight=False)
 
     try:
-        serve_dashboard(store, host=host, port=port, on_ready=ready, log=log if verbose else None)
+        serve_dashboard(store, host=host, port=port, on_ready=ready, log=log if verbose else None, token=token)
     except KeyboardInterrupt:
         err_console.print("stopped")
 

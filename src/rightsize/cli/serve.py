@@ -27,6 +27,11 @@ def serve_command(
     crossover: int | None = typer.Option(None, "--crossover", min=1, help="size router: CPU below this batch size."),
     queue_size: int = typer.Option(256, "--queue-size", min=1, help="Samples waiting per pool before 503."),
     slo_ms: float | None = typer.Option(None, "--slo-ms", help="Latency SLO: refuse (503) what would miss it."),
+    max_queue_batches: float = typer.Option(
+        3.0,
+        "--max-queue-batches",
+        help="Without --slo-ms: refuse (503) what would wait more than this many batch times (0: off).",
+    ),
     port: int = typer.Option(8000, "--port", min=0, max=65535, help="TCP port (0: a free one)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; 0.0.0.0 exposes it to the network."),
     token: str | None = typer.Option(None, "--token", envvar="RIGHTSIZE_TOKEN", help="Require this bearer token."),
@@ -39,6 +44,7 @@ def serve_command(
 
     check_finite("--max-wait-ms", max_wait_ms, 0.0, 60_000.0, low_open=False)
     check_finite("--slo-ms", slo_ms, 0.0, 3_600_000.0)
+    check_finite("--max-queue-batches", max_queue_batches, 0.0, 10_000.0, low_open=False)
     sample_shape: tuple[int, ...] | None = None
     if shape:
         try:
@@ -60,6 +66,7 @@ def serve_command(
         crossover_batch=crossover,
         queue_size=max(queue_size, max_batch),
         slo_ms=slo_ms,
+        max_queue_batches=max_queue_batches,
         host=host,
         port=port,
         token=token,

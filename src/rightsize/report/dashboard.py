@@ -11,22 +11,40 @@ mode lets it read while a sweep writes.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http import HTTPStatus
+from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from rightsize.errors import NotFoundError, RightsizeError
 from rightsize.report.fmt import esc
+from rightsize.serve.guard import allowed_hosts, host_name
 
 __all__ = ["DashboardServer", "make_server", "render_path", "running_dashboard", "serve_dashboard"]
 
-# Pages are inline-only: no request may leave the page (defence in depth on top of escaping).
-CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; form-action 'self'"
+
+def _csp() -> str:
+    """Inline-only pages: no request may leave the page, and the one script that may run is ours,
+    pinned by its hash (an injected ``<script>`` would not run even if escaping ever failed)."""
+    from rightsize.report.dashboard_views import SCRIPT
+
+    digest = base64.b64encode(hashlib.sha256(SCRIPT.encode("utf-8")).digest()).decode()
+    return (
+        f"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{digest}'; img-src data:; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    )
+
+
+CSP = _csp()
+TOKEN_COOKIE = "rightsize_token"
 
 
 def render_path(store_path: Path, target: str) -> tuple[int, str]:
@@ -67,11 +85,37 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Content-Security-Policy", CSP)
+        if self.server.token is not None and status < 400:  # the token travels in a cookie after first use
+            self.send_header("Set-Cookie", f"{TOKEN_COOKIE}={self.server.token}; HttpOnly; SameSite=Strict; Path=/")
         self.end_headers()
         if not head_only:
             self.wfile.write(data)
 
+    def _refused(self) -> str | None:
+        """Why this request may not see the store (None: it may): foreign Host, missing token."""
+        allowed = self.server.allowed
+        if allowed is not None and host_name(self.headers.get("Host", "").encode("latin-1")) not in allowed:
+            return "the Host header does not name this server (it listens on loopback only)"
+        token = self.server.token
+        if token is None:
+            return None
+        given = [v for v in parse_qs(urlsplit(self.path).query).get("token", [])]
+        auth = self.headers.get("Authorization", "")
+        if auth[:7].lower() == "bearer ":
+            given.append(auth[7:].strip())
+        cookie = SimpleCookie(self.headers.get("Cookie", ""))
+        if TOKEN_COOKIE in cookie:
+            given.append(cookie[TOKEN_COOKIE].value)
+        if any(hmac.compare_digest(g.encode(), token.encode()) for g in given):
+            return None
+        return "open the URL with ?token=... (printed when the dashboard started)"
+
     def _answer(self, head_only: bool) -> None:
+        why = self._refused()
+        if why is not None:
+            status = 421 if "Host" in why else 401
+            self._send(status, f"<!doctype html><title>refused</title><p>{esc(why)}</p>", head_only)
+            return
         if self.path.split("?")[0] == "/favicon.ico":
             self.send_response(HTTPStatus.NO_CONTENT)
             self.end_headers()
@@ -105,9 +149,18 @@ class _Handler(BaseHTTPRequestHandler):
 class DashboardServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, store_path: Path, host: str, port: int, log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        store_path: Path,
+        host: str,
+        port: int,
+        log: Callable[[str], None] | None = None,
+        token: str | None = None,
+    ) -> None:
         self.store_path = store_path
         self.log = log
+        self.token = token
+        self.allowed = allowed_hosts(host)
         super().__init__((host, port), _Handler)
 
     @property
@@ -117,7 +170,11 @@ class DashboardServer(ThreadingHTTPServer):
 
 
 def make_server(
-    store_path: str | Path | None, host: str = "127.0.0.1", port: int = 0, log: Callable[[str], None] | None = None
+    store_path: str | Path | None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log: Callable[[str], None] | None = None,
+    token: str | None = None,
 ) -> DashboardServer:
     """A bound server over an existing store (port 0: a free port). The store is never created here."""
     from rightsize.store.db import default_store_path
@@ -128,15 +185,17 @@ def make_server(
             f"--store: no results store at {str(path)!r}; run `rightsize bench SPEC` first or pass --store"
         )
     try:
-        return DashboardServer(path, host, port, log)
+        return DashboardServer(path, host, port, log, token)
     except OSError as exc:
         raise RightsizeError(f"--port: cannot listen on {host}:{port} ({exc.strerror}); pick another port") from None
 
 
 @contextmanager
-def running_dashboard(store_path: str | Path, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+def running_dashboard(
+    store_path: str | Path, host: str = "127.0.0.1", port: int = 0, token: str | None = None
+) -> Iterator[str]:
     """Serve the dashboard in a background thread; yields its base URL and stops it on exit."""
-    server = make_server(store_path, host, port)
+    server = make_server(store_path, host, port, token=token)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
     thread.start()
     try:
@@ -153,9 +212,10 @@ def serve_dashboard(
     port: int = 8765,
     on_ready: Callable[[str], None] | None = None,
     log: Callable[[str], None] | None = None,
+    token: str | None = None,
 ) -> None:
     """Serve until interrupted (Ctrl-C)."""
-    server = make_server(store_path, host, port, log)
+    server = make_server(store_path, host, port, log, token)
     if on_ready is not None:
         on_ready(server.base_url)
     try:

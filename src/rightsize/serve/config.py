@@ -47,8 +47,11 @@ class PoolConfig:
 class ServerConfig:
     """Everything ``rightsize serve`` takes; ``running_server(config)`` serves it in-process.
 
-    Admission: at most ``queue_size`` samples wait per pool (503 + Retry-After beyond); with ``slo_ms``
-    set, a request whose expected completion exceeds the SLO is also answered 503 at once.
+    Admission (503 + Retry-After at once, never a long wait): with ``slo_ms`` set, a request whose
+    expected completion exceeds the SLO; without it, one whose expected completion exceeds
+    ``max_queue_batches`` full batches of its pool (from the measured t(n), so the bound follows the
+    model's speed: ~3 batch times by default, 0 turns it off); and in any case more than ``queue_size``
+    samples waiting per pool.
     """
 
     model: str = "simplenet"
@@ -63,11 +66,14 @@ class ServerConfig:
     router: Router | None = None  # None: "hybrid" with CUDA, "cpu" without
     queue_size: int = 256  # samples waiting per pool before 503
     slo_ms: float | None = None  # latency target: hybrid spill and early 503 when it would be missed
+    max_queue_batches: float = 3.0  # without slo_ms: 503 when expected completion > this many full batches
     crossover_batch: int | None = None  # size router: requests below this many samples go to CPU
     host: str = "127.0.0.1"
     port: int = 8000  # 0: a free port
     token: str | None = None  # bearer token; None: no auth
     max_body_bytes: int = 64 * 2**20
+    read_timeout_s: float = 10.0  # a request's headers and body must arrive within this (slow clients)
+    max_connections: int = 2048  # connections past this are closed on accept; requests past it get 503
     default_deadline_ms: float | None = None  # deadline applied when a request gives none
     drain_timeout_s: float = 30.0  # graceful shutdown: how long queued requests may still run
     warmup: bool = True  # run each worker once (batch 1 and max_batch) before /readyz turns ready
@@ -91,6 +97,8 @@ class ServerConfig:
             ("--workers", self.workers, 1),
             ("--threads", self.threads, 1),
             ("--max-body-bytes", self.max_body_bytes, 64),
+            ("--max-connections", self.max_connections, 1),
+            ("--read-timeout-s", self.read_timeout_s, 0.001),
         ]
         for name, value, low in checks:
             if value is not None and value < low:
@@ -99,6 +107,8 @@ class ServerConfig:
             raise SpecError("--max-wait-ms", f"must be >= 0, got {self.max_wait_ms}")
         if self.slo_ms is not None and self.slo_ms <= 0:
             raise SpecError("--slo-ms", f"must be > 0, got {self.slo_ms}")
+        if not 0 <= self.max_queue_batches <= 10_000:
+            raise SpecError("--max-queue-batches", f"must be in 0..10000 (0: off), got {self.max_queue_batches}")
         if not 0 <= self.port <= 65535:
             raise SpecError("--port", f"must be in 0..65535, got {self.port}")
         if self.queue_size < self.max_batch:

@@ -30,6 +30,7 @@ Reply = tuple[int, Headers, bytes]  # status, headers, body; status 499: the cli
 
 JSON_TYPE = "application/json"
 PATH = "/v1/predict"
+PARSE_OFF_LOOP_BYTES = 256 * 1024  # bodies above this are parsed in a thread
 CLIENT_GONE = 499  # nginx's "client closed request": never sent, only counted
 _JSON = [(b"content-type", JSON_TYPE.encode())]
 _BINARY = [(b"content-type", BINARY_TYPE.encode())]
@@ -77,8 +78,8 @@ class PredictEndpoint:
     def authorized(self, authorization: bytes | None) -> bool:
         if self.token is None:
             return True
-        got = authorization or b""
-        return got.startswith(b"Bearer ") and hmac.compare_digest(got[7:], self.token)
+        got = (authorization or b"").strip()
+        return got[:7].lower() == b"bearer " and hmac.compare_digest(got[7:].strip(), self.token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = time.perf_counter()
@@ -104,12 +105,15 @@ class PredictEndpoint:
             body = await _read_body(receive, hdrs.get(b"content-length"), self.limit)
             parse = parse_json_request if ctype == JSON_TYPE else parse_binary_request
             priority, deadline = hdrs.get(b"x-priority"), hdrs.get(b"x-deadline-ms")
-            parsed = parse(
+            args = (
                 body,
                 self.svc.spec,
                 priority.decode("latin-1") if priority is not None else None,
                 deadline.decode("latin-1") if deadline is not None else None,
             )
+            # A large body takes milliseconds to seconds to parse: off the event loop, so /healthz and
+            # the other requests keep moving meanwhile.
+            parsed = await asyncio.to_thread(parse, *args) if len(body) > PARSE_OFF_LOOP_BYTES else parse(*args)
             batcher, pending = self.svc.submit(parsed)
         except BodyError as exc:
             return error_reply(exc.status, exc.detail)

@@ -22,6 +22,7 @@ import uvicorn
 from rightsize.errors import RightsizeError, RunFailedError
 from rightsize.serve.app import create_app
 from rightsize.serve.config import ServerConfig
+from rightsize.serve.guard import HostCheck, allowed_hosts, protocol_class
 from rightsize.serve.service import Service
 
 
@@ -61,8 +62,11 @@ def _uvicorn_config(app: Any, config: ServerConfig) -> uvicorn.Config:
         "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
         "http": "httptools" if importlib.util.find_spec("httptools") else "h11",
     }
+    guarded = protocol_class(config.read_timeout_s, config.max_connections)
+    if guarded is not None:
+        fast["http"] = guarded  # type: ignore[assignment]
     return uvicorn.Config(
-        app,
+        HostCheck(app, allowed_hosts(config.host)),
         host=config.host,
         port=config.port,
         log_level=config.log_level,
@@ -70,6 +74,7 @@ def _uvicorn_config(app: Any, config: ServerConfig) -> uvicorn.Config:
         lifespan="on",
         timeout_graceful_shutdown=int(config.drain_timeout_s + 0.999),
         backlog=4096,
+        limit_concurrency=config.max_connections,  # requests past it get 503 at once
         **fast,  # type: ignore[arg-type]
     )
 

@@ -112,10 +112,27 @@ class Service:
                 f"pool {batcher.name!r} would answer in ~{route.ect_ms:.0f} ms, past the {self.config.slo_ms:g} ms SLO",
                 max(1, int(route.ect_ms / 1000 + 0.999)),
             )
+        if self.config.slo_ms is None and self.config.max_queue_batches > 0:
+            self._admit_by_wait(batcher, n)
         deadline_ms = request.deadline_ms if request.deadline_ms is not None else self.config.default_deadline_ms
         pending = batcher.submit(request.inputs, request.priority, deadline_ms)
         self.metrics.on_route(batcher.name, route.reason)
         return batcher, pending
+
+    def _admit_by_wait(self, batcher: Batcher, n: int) -> None:
+        """Without an SLO, refuse (503) a request that would wait more than ``max_queue_batches`` full
+        batches: under overload the queue holds seconds of work, not a fixed count of samples."""
+        t_full = batcher.fit.predict_ms(batcher.max_batch)
+        if t_full <= 0:  # nothing measured yet (warm-up off): the sample cap alone applies
+            return
+        limit_ms = self.config.max_queue_batches * t_full + batcher.max_wait_ms
+        ect_ms = batcher.state(asyncio.get_running_loop().time()).expected_completion_ms(n)
+        if ect_ms > limit_ms:
+            raise QueueFull(
+                f"pool {batcher.name!r} would answer in ~{ect_ms:.0f} ms, more than "
+                f"{self.config.max_queue_batches:g} batch times ({limit_ms:.0f} ms); retry later or set --slo-ms",
+                max(1, int(ect_ms / 1000 + 0.999)),
+            )
 
     def begin_drain(self) -> None:
         """Stop admitting (503) and dispatch partial batches at once."""
@@ -155,6 +172,7 @@ class Service:
             "max_wait_ms": cfg.max_wait_ms,
             "queue_size": cfg.queue_size,
             "slo_ms": cfg.slo_ms,
+            "max_queue_batches": cfg.max_queue_batches,
             "router": self.router,
             "cores": self.cores,
             "pools": [

@@ -1,0 +1,137 @@
+"""Connection-level defences uvicorn does not have: slow clients, too many connections, foreign Host.
+
+    protocol_class(read_timeout_s=10, max_connections=2048)   # uvicorn.Config(http=...)
+    HostCheck(app, allowed_hosts("127.0.0.1"))                # outermost ASGI middleware
+
+- **Read timeout.** uvicorn times out idle keep-alive connections but not a request whose headers or
+  body trickle in (slowloris): each such connection holds a file descriptor forever. The guarded
+  protocol closes a connection whose request has not been read completely ``read_timeout_s`` after
+  it began (or after the connection opened, when nothing has arrived).
+- **Connection cap.** Past ``max_connections`` open connections, a new one evicts the connection that
+  has spent longest reading an unfinished request (a slow client, by definition), so a flood of idle
+  sockets cannot exhaust descriptors and starve real clients; if every connection has a request in
+  the app, the new one is closed at once (a fast reset, not a hang).
+- **Host check.** A server bound to loopback answers only requests whose ``Host`` names loopback:
+  a web page cannot reach it through DNS rebinding (``evil.example`` resolving to 127.0.0.1).
+
+The timeout and cap need uvicorn's httptools protocol (installed with ``uvicorn[standard]``); with
+plain h11 they are off and ``protocol_class`` returns None.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import ipaddress
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+__all__ = ["HostCheck", "allowed_hosts", "host_name", "is_loopback", "protocol_class"]
+
+Scope = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+
+
+def protocol_class(read_timeout_s: float, max_connections: int) -> type[asyncio.Protocol] | None:
+    """uvicorn's httptools protocol with a request read timeout and a connection cap (None without httptools)."""
+    if importlib.util.find_spec("httptools") is None:
+        return None
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class GuardedProtocol(HttpToolsProtocol):
+        _read_timer: asyncio.TimerHandle | None = None
+        _reading_since: float | None = None  # loop time a still-unfinished request began arriving
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+            if len(self.connections) > max_connections:
+                self._evict()
+
+        def _evict(self) -> None:
+            """Close the connection that has been reading an unfinished request the longest (or this one)."""
+            others: list[Any] = [c for c in self.connections if c is not self]
+            reading = [c for c in others if getattr(c, "_reading_since", None) is not None]
+            victim: Any = min(reading, key=lambda c: c._reading_since) if reading else self
+            victim._disarm()
+            victim.transport.close()
+
+        def _arm(self) -> None:
+            if self._read_timer is None:
+                self._reading_since = self.loop.time()
+                self._read_timer = self.loop.call_later(read_timeout_s, self._read_timed_out)
+
+        def _disarm(self) -> None:
+            self._reading_since = None
+            if self._read_timer is not None:
+                self._read_timer.cancel()
+                self._read_timer = None
+
+        def _read_timed_out(self) -> None:
+            self._read_timer = None
+            self._reading_since = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def on_message_begin(self) -> None:
+            self._arm()  # a new request on a kept-alive connection: its headers and body must arrive in time
+            super().on_message_begin()
+
+        def on_message_complete(self) -> None:
+            self._disarm()
+            super().on_message_complete()
+
+        def on_response_complete(self) -> None:
+            self._disarm()  # idle keep-alive from here on is uvicorn's own timeout_keep_alive
+            super().on_response_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return GuardedProtocol
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed_hosts(bind_host: str) -> frozenset[bytes] | None:
+    """Host names (any port) a server bound to ``bind_host`` accepts (None: any, for non-loopback
+    binds, where the names clients use are not known here; protect those with a token)."""
+    if not is_loopback(bind_host):
+        return None
+    return frozenset({b"127.0.0.1", b"localhost", b"[::1]"})
+
+
+def host_name(header: bytes) -> bytes:
+    """``b"127.0.0.1:8000"`` -> ``b"127.0.0.1"``; ``b"[::1]:80"`` -> ``b"[::1]"``."""
+    header = header.strip().lower()
+    if header.startswith(b"["):
+        return header[: header.find(b"]") + 1] if b"]" in header else header
+    return header.split(b":", 1)[0]
+
+
+class HostCheck:
+    """Outermost ASGI middleware: 421 for an HTTP request whose Host header is not in ``allowed``."""
+
+    def __init__(self, app: ASGIApp, allowed: frozenset[bytes] | None) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Any]], send: Any) -> None:
+        if self.allowed is not None and scope["type"] == "http":
+            host = host_name(dict(scope["headers"]).get(b"host", b""))
+            if host not in self.allowed:
+                body = b'{"detail":"Host header does not name this server (it listens on loopback only)"}'
+                await send({"type": "http.response.start", "status": 421,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(body)).encode())]})  # fmt: skip
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)

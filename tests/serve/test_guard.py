@@ -1,0 +1,81 @@
+"""Connection-level defences: slow clients are cut off, a connection flood cannot starve real
+clients, a foreign Host header is refused, the bearer scheme is case-insensitive."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import httpx
+from serve_helpers import SlowModel
+
+from rightsize.serve import ServerConfig, running_server
+from rightsize.serve.guard import allowed_hosts, host_name, is_loopback
+
+
+def _config(**over: object) -> ServerConfig:
+    base = {"port": 0, "predict": SlowModel(0.001), "sample_shape": (2,), "workers": 1, "threads": 1,
+            "max_batch": 4, "max_wait_ms": 1.0}  # fmt: skip
+    return ServerConfig(**(base | over))  # type: ignore[arg-type]
+
+
+def _open_slow(host: str, port: int, n: int) -> list[socket.socket]:
+    """n connections that send half a request line and then nothing (slowloris)."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection((host, port), timeout=5)
+        s.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        socks.append(s)
+    return socks
+
+
+def _closed_by_server(s: socket.socket) -> bool:
+    s.settimeout(0.2)
+    try:
+        return s.recv(1) == b""
+    except (TimeoutError, BlockingIOError):
+        return False
+    except OSError:  # reset
+        return True
+
+
+def test_slow_clients_are_cut_off_and_real_ones_still_served() -> None:
+    with running_server(_config(read_timeout_s=1.0, max_connections=64)) as url:
+        port = int(url.rsplit(":", 1)[1])
+        slow = _open_slow("127.0.0.1", port, 200)  # past the cap: the extra ones are closed on accept
+        try:
+            t0 = time.perf_counter()
+            for _ in range(10):
+                r = httpx.post(f"{url}/v1/predict", json={"inputs": [[1, 2]]}, timeout=5)
+                assert r.status_code in (200, 503)
+            served = sum(
+                httpx.post(f"{url}/v1/predict", json={"inputs": [[1, 2]]}, timeout=5).status_code == 200
+                for _ in range(5)
+            )
+            assert time.perf_counter() - t0 < 5
+            time.sleep(1.6)  # past the read timeout: every half-sent request has been dropped
+            closed = sum(_closed_by_server(s) for s in slow)
+            assert closed == len(slow), f"{closed} of {len(slow)} slow connections closed"
+            assert served >= 1 or httpx.post(f"{url}/v1/predict", json={"inputs": [[1, 2]]}).status_code == 200
+            assert httpx.post(f"{url}/v1/predict", json={"inputs": [[1, 2]]}, timeout=5).status_code == 200
+        finally:
+            for s in slow:
+                s.close()
+
+
+def test_foreign_host_is_refused_and_bearer_is_case_insensitive() -> None:
+    with running_server(_config(token="s3cret")) as url:
+        ok = {"authorization": "bearer s3cret"}
+        assert httpx.post(f"{url}/v1/predict", json={"inputs": [[1, 2]]}, headers=ok).status_code == 200
+        assert httpx.post(f"{url}/v1/predict", json={"inputs": [[1, 2]]}, headers={"authorization": "Basic x"}
+                          ).status_code == 401  # fmt: skip
+        r = httpx.get(f"{url}/healthz", headers={"host": "rebind.example:8000"})
+        assert r.status_code == 421 and "loopback" in r.json()["detail"]
+        assert httpx.get(f"{url}/healthz", headers={"host": "localhost"}).status_code == 200
+
+
+def test_host_names() -> None:
+    assert host_name(b"127.0.0.1:8000") == b"127.0.0.1" and host_name(b"[::1]:80") == b"[::1]"
+    assert host_name(b"LocalHost") == b"localhost"
+    assert is_loopback("::1") and is_loopback("127.0.0.2") and not is_loopback("0.0.0.0")
+    assert allowed_hosts("0.0.0.0") is None and b"localhost" in (allowed_hosts("127.0.0.1") or set())

@@ -3,6 +3,11 @@
     with ray_session("auto") as info:      # a running cluster if one exists, else a local one
         ...                                # info.started_local: we started it (and stop it on exit)
 
+While a session is open, file descriptor 1 points at stderr: Ray's processes (and Ray itself) print
+to stdout, which would break ``--json`` output; JSON is written after the session closes. An address
+that nothing listens on fails in seconds (a TCP probe before ``ray.init``), not after Ray's minutes of
+retries.
+
 Loopback clusters: Ray rewrites ``127.0.0.1`` in an address to the machine's outward IP
 (``ray._private.services.resolve_ip_for_localhost``), which cannot reach a cluster whose nodes were
 started with ``--node-ip-address=127.0.0.1``. For a loopback target (and for the local cluster we
@@ -13,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,6 +29,7 @@ from rightsize.errors import RunFailedError, SpecError, UnsupportedError
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 LOCAL_OBJECT_STORE_BYTES = 512 * 1024**2  # object store of a local cluster we start (Ray's default is 30% of RAM)
+CONNECT_TIMEOUT_S = 5.0  # a cluster address must accept a TCP connection within this
 _LOCALHOST_REWRITE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0" = do not rewrite 127.0.0.1 (ray_constants)
 
 
@@ -89,6 +97,42 @@ def _quiet(ray: Any) -> dict[str, Any]:
     return {"logging_level": logging.WARNING, "log_to_driver": False, "ignore_reinit_error": True}
 
 
+def probe(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """RunFailedError unless something accepts a TCP connection at ``address`` (host:port); addresses
+    without a port (``auto``, a bare host) are left to Ray."""
+    rest = address.split("://", 1)[-1]
+    port_text = rest.rsplit(":", 1)[-1] if ":" in rest and not rest.endswith("]") else ""
+    if not port_text.isdigit():
+        return
+    host = host_of(address)
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=timeout_s):
+            return
+    except OSError as exc:
+        raise RunFailedError(
+            f"--ray: nothing answers at {address!r} ({exc.strerror or exc}); start the cluster (`ray start --head`) "
+            "or pass --ray auto"
+        ) from None
+
+
+@contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Point fd 1 at stderr for the block (what Ray and its child processes print stays off stdout)."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout at all
+        yield
+        return
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 @contextmanager
 def ray_session(
     address: str, *, object_store_memory_bytes: int | None = LOCAL_OBJECT_STORE_BYTES, num_cpus: int | None = None
@@ -104,6 +148,15 @@ def ray_session(
     if ray.is_initialized():
         yield SessionInfo(address=None, started_local=False, reused=True)
         return
+    if address != "auto":
+        probe(address)
+    with _stdout_to_stderr():
+        yield from _session(ray, address, object_store_memory_bytes, num_cpus)
+
+
+def _session(
+    ray: Any, address: str, object_store_memory_bytes: int | None, num_cpus: int | None
+) -> Iterator[SessionInfo]:
     kwargs = _quiet(ray)
     target = find_running_cluster(ray) if address == "auto" else address
     note = None

@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 TORCH   := torch==2.13.0
 EXAMPLE ?= examples/text-classification-api.yaml
 
-.PHONY: install run test lint typecheck unit bench clean
+.PHONY: install run test test-fast lint typecheck unit bench clean
 
 # Torch goes in first, pinned: a CPU machine must never resolve plain `torch` (several GB of CUDA).
 $(BIN)/.installed: pyproject.toml
@@ -31,6 +31,11 @@ unit: install
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck unit
+
+# The edit loop (< 2 minutes on 2 cores): no tests marked slow, browser, ray or gpu; stops at the first failure.
+test-fast: install
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/python -m pytest -q -x -m "not slow and not browser and not ray and not gpu"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

@@ -117,7 +117,9 @@ values = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(doc=st.dictionaries(st.sampled_from(FIELDS), values, max_size=8))
 def test_fuzzed_structures_validate_or_name_a_field(doc: dict[str, object]) -> None:
     text = yaml.safe_dump(doc)
@@ -129,7 +131,7 @@ def test_fuzzed_structures_validate_or_name_a_field(doc: dict[str, object]) -> N
         assert isinstance(w, Workload)
 
 
-@settings(max_examples=300, deadline=2000)
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
 @given(raw=st.binary(max_size=400) | st.text(max_size=400).map(str.encode))
 def test_fuzzed_bytes_never_escape_as_other_errors(tmp_path_factory: pytest.TempPathFactory, raw: bytes) -> None:
     p = tmp_path_factory.mktemp("fuzz") / "spec.yaml"

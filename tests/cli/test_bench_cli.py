@@ -29,6 +29,7 @@ def _spec(tmp_path: Path, **over: object) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_bench_json_contract_and_reuse(tmp_path: Path, store_path: Path) -> None:
     spec = _spec(tmp_path)
     first = rightsize("bench", str(spec), "--json", store=store_path)
@@ -80,6 +81,7 @@ def test_bad_memory_limit_and_missing_spec(tmp_path: Path, store_path: Path) -> 
     assert res.returncode == 2 and "not found" in res.stderr
 
 
+@pytest.mark.slow
 def test_memory_limit_records_failed_and_keeps_others(tmp_path: Path, store_path: Path) -> None:
     spec = _spec(tmp_path, tiny=False, batch_sizes=[1, 1_000_000], precisions=["fp32"])
     res = rightsize("bench", str(spec), "--json", "--memory-limit", "3GiB", store=store_path)
@@ -89,6 +91,7 @@ def test_memory_limit_records_failed_and_keeps_others(tmp_path: Path, store_path
     assert big["status"] == "failed" and big["reason"].startswith("out of memory")
 
 
+@pytest.mark.slow
 def test_models_and_env(store_path: Path) -> None:
     rows = json.loads(rightsize("models", "--json", store=store_path, check=True).stdout)
     by_name = {r["name"]: r for r in rows}
@@ -99,6 +102,7 @@ def test_models_and_env(store_path: Path) -> None:
     assert env["logical_cores"] >= 1 and "isa" in env
 
 
+@pytest.mark.slow
 def test_bench_table_shows_quality_and_says_what_is_off(tmp_path: Path, store_path: Path) -> None:
     # A CI target no timing meets: the config is capped by max_time_s, so "not converged" shows, for sure.
     strict = {"warmup": 1, "min_repeats": 5, "max_repeats": 8, "target_ci": 1e-6, "max_time_s": 0.5}

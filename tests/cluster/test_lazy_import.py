@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 _PROBE = """
 import sys
 from rightsize.cli.app import main, _register
@@ -21,6 +23,7 @@ print("RAY_IMPORTED=" + str(any(m == "ray" or m.startswith("ray.") for m in sys.
 """
 
 
+@pytest.mark.slow
 def test_bench_and_pipeline_without_ray_never_import_ray(tmp_path: Path) -> None:
     spec = tmp_path / "tiny.yaml"
     timing = {"warmup": 1, "min_repeats": 3, "max_repeats": 5, "max_time_s": 0.5}

@@ -64,6 +64,7 @@ def test_errors_and_table() -> None:
     assert "+25%" in table and "80%" in table.splitlines()[2]
 
 
+@pytest.mark.slow
 def test_validate_config_matches_the_simulator_on_a_known_curve() -> None:
     """Serve a model whose batch time is known exactly (a sleep), so prediction and measurement
     differ only by what the planner leaves out (HTTP, JSON, hand-offs: a few ms here)."""

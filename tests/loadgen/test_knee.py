@@ -99,6 +99,7 @@ def test_an_invalid_step_is_retried_and_a_persistent_one_marks_the_knee_generato
     assert limited.rate_per_s == 30 and limited.upper_per_s == 40 and limited.generator_limited
 
 
+@pytest.mark.slow
 def test_knee_of_a_single_worker_server_is_its_capacity(server: TinyServer) -> None:
     """One worker, 10 ms fixed service time, constant arrivals (D/D/1): below capacity latency stays
     near the service time; above it the backlog grows through the step, so the knee sits at capacity.

@@ -40,6 +40,7 @@ def test_achieved_rate_matches_offered(server: TinyServer, arrival: Arrival) -> 
     assert r.coordinated_omission == "corrected" and r.mode == "open"
 
 
+@pytest.mark.slow
 def test_a_stall_shows_in_the_open_loop_tail_but_hides_from_the_closed_loop(
     server: TinyServer,
 ) -> None:

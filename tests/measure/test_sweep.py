@@ -28,6 +28,7 @@ def test_expand_skips_unsupported_and_missing_cuda() -> None:
     assert configs[0].input == {"seq_len": 16}
 
 
+@pytest.mark.slow
 def test_sweep_measures_stores_and_reuses(store_path: Path) -> None:
     w = _workload(precisions=["fp32", "int8"])
     with Store(store_path) as store:
@@ -50,6 +51,7 @@ def test_sweep_measures_stores_and_reuses(store_path: Path) -> None:
         assert fresh.reused == 0
 
 
+@pytest.mark.slow
 def test_training_sweep_and_epochs(store_path: Path) -> None:
     w = _workload(mode="training", precisions=["fp32", "bf16"], batch_sizes=[4])
     res = run_sweep(w, None, epochs=3)

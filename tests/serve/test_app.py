@@ -172,7 +172,9 @@ def test_shutdown_drains_every_queued_request() -> None:
 def test_hybrid_spills_from_a_backed_up_pool() -> None:
     small, large = SlowModel(0.0, 0.004), SlowModel(0.01, 0.0005)  # t = 4n ms vs 10 + 0.5n ms: crossover ~2.9
     pools = (PoolConfig("small", predict=small, threads=1), PoolConfig("large", predict=large, threads=1))
-    config = ServerConfig(port=0, pools=pools, sample_shape=(2,), router="hybrid", max_batch=8, max_wait_ms=1.0)
+    config = ServerConfig(
+        port=0, pools=pools, sample_shape=(2,), router="hybrid", max_batch=8, max_wait_ms=1.0, max_queue_batches=0
+    )  # routing under a burst, not admission: everything is accepted
     with running_server(config) as url:
         responses = asyncio.run(burst(url, 120, {"inputs": [[1, 1]]}))
         assert all(r.status_code == 200 for r in responses)

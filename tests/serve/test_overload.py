@@ -8,11 +8,13 @@ import time
 from collections import Counter
 
 import httpx
+import pytest
 from serve_helpers import SlowModel, metric, open_loop, p95
 
 from rightsize.serve import ServerConfig, running_server
 
 
+@pytest.mark.slow
 def test_ten_times_overload() -> None:
     # t(n) = 240 + 40n ms; a batch of 4 takes 400 ms: capacity 10 req/s. The client shares this
     # process (and its GIL) with the server on a busy machine, so 10× of a slow model keeps it on time.
@@ -41,6 +43,7 @@ def test_ten_times_overload() -> None:
         assert httpx.post(f"{url}/v1/predict", json={"inputs": [[1, 2]]}, timeout=10).status_code == 200
 
 
+@pytest.mark.slow
 def test_default_admission_bounds_the_wait_by_the_measured_service_time() -> None:
     # No --slo-ms, default queue: 10x overload must still be refused early (503 + Retry-After) and the
     # admitted requests answered within ~3 batch times, not after seconds in a 256-sample queue.

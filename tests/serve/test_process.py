@@ -10,6 +10,7 @@ from rightsize.serve import ServerConfig
 from rightsize.serve.process import running_server_process
 
 
+@pytest.mark.slow
 def test_cli_server_in_a_child_process() -> None:
     config = ServerConfig(model="distilbert", tiny=True, seq_len=8, port=0, max_batch=4, token="tok")
     with running_server_process(config) as url:

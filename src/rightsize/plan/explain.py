@@ -137,7 +137,7 @@ def explain(
     perf = _perf(rec, kind, percentile)
     source = {
         "measured": "times measured on this very device",
-        "projected": f"times projected from the local measurement (uncertainty x{rec.band[0]:.2f}-x{rec.band[1]:.2f})",
+        "projected": f"times projected from the local measurement ({_band_words(rec.band)})",
         "rule": "sized by rules, not measured",
     }[rec.provenance]
     why = [
@@ -204,7 +204,7 @@ def _warnings(kind: PlanKind, rec: Candidate, bound_ms: float | None, request_sa
             )
     if rec.provenance == "projected":
         out.append(
-            f"projected, not measured on {rec.device}: true times may be x{rec.band[0]:.2f}-x{rec.band[1]:.2f}; "
+            f"projected, not measured on {rec.device} ({_band_words(rec.band)}); "
             "check with `rightsize validate` before committing"
         )
     if kind == "online" and rec.latency and rec.latency.band_ms and bound_ms and rec.latency.band_ms[1] > bound_ms:
@@ -218,3 +218,12 @@ def _warnings(kind: PlanKind, rec: Candidate, bound_ms: float | None, request_sa
             f"{rec.spot.checkpoint_interval_min:.0f} min (Young/Daly)"
         )
     return out
+
+
+def _band_words(band: tuple[float, float]) -> str:
+    """The band in words: an online plan sized at its slow edge has band (lo/hi, 1)."""
+    lo, hi = band
+    if hi == 1.0 and lo < 1.0:
+        return f"times shown are the slow edge of the projection band; the true ones may be down to x{lo:.2f} of them"
+    return f"true times may be x{lo:.2f}-x{hi:.2f} of those shown"
+

@@ -30,6 +30,7 @@ __all__ = [
 MAX_EXPONENT = 50.0  # e^{R/M} past e^50: the job never finishes; report infinity instead of overflowing
 MAX_SEGMENTS = 2000  # simulated checkpoint segments per run (longer jobs use coarser segments)
 MAX_ATTEMPTS = 1000  # interrupted attempts of one segment before a run counts as never finishing
+MIXED_ATTEMPT_BUDGET = 20_000  # attempts over all segments of a mixed-policy simulation
 MAX_SIM_HOURS = 1e7  # expected wall time past ~1,100 years is not simulated: it never meets a deadline
 
 
@@ -178,7 +179,10 @@ def _segments(
             t_seg = np.zeros(samples)
             t_seg[pending] = _until_done(rng, seg_len, restart_hours, m, int(pending.sum()))
         else:
-            t_seg = _attempts(rng, seg_len, seg_work, restart_hours, m, pending, t, remaining, due, extra, on_demand)
+            tries = max(10, MIXED_ATTEMPT_BUDGET // n_seg)  # all segments together stay bounded
+            t_seg = _attempts(
+                rng, seg_len, seg_work, restart_hours, m, pending, t, remaining, due, extra, on_demand, tries
+            )
         t += t_seg + extra
         spot_t += t_seg
         done_work += seg_work
@@ -209,12 +213,13 @@ def _attempts(
     due: float,
     extra: np.ndarray,
     on_demand: np.ndarray,
+    tries: int = MAX_ATTEMPTS,
 ) -> np.ndarray:
     """One segment attempt by attempt, switching a run to on-demand as soon as its slack is gone
-    (the mixed policy); a run still stuck after MAX_ATTEMPTS switches too."""
+    (the mixed policy); a run still stuck after ``tries`` attempts switches too."""
     t_seg = np.zeros(len(t))
     pending = pending.copy()
-    for _ in range(MAX_ATTEMPTS):
+    for _ in range(tries):
         if not pending.any():
             return t_seg
         k = int(pending.sum())

@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-import click
 import typer
+from typer import Abort, TyperException
 
 from rightsize import __version__
 from rightsize.errors import RightsizeError
@@ -75,10 +75,14 @@ def main(argv: list[str] | None = None) -> None:
     except RightsizeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (Abort, KeyboardInterrupt):
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except TyperException as exc:  # typer's own click: usage errors, bad or missing options (exit 2)
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            print(f"error: {exc}", file=sys.stderr)
+        sys.exit(int(getattr(exc, "exit_code", 2) or 2))
     sys.exit(rc if isinstance(rc, int) else 0)

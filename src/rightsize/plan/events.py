@@ -85,19 +85,31 @@ def run_balanced(
                 timer_at[rep] = due
                 heapq.heappush(heap, (due, _TIMEOUT, rep))
 
+    # JSQ in O(log replicas): a heap of (queued + in service, replica) with lazy invalidation. A
+    # replica's length changes only when a request joins it or its batch completes (dispatch moves
+    # requests from queue to service); each change pushes its new length, stale entries are skipped.
+    lens = [0] * replicas
+    shortest: list[tuple[int, int]] = [(0, r) for r in range(replicas)]
+
+    def complete(rep: int) -> None:
+        if balancer == "jsq":
+            lens[rep] -= in_service[rep]
+            heapq.heappush(shortest, (lens[rep], rep))
+        in_service[rep] = 0
+
     for j in range(n):
         now = arr[j]
         while heap and heap[0][0] <= now:
             when, kind, rep = heapq.heappop(heap)
             if kind == _COMPLETE:
-                in_service[rep] = 0
+                complete(rep)
             dispatch(rep, when)
         if balancer == "jsq":
-            best, best_len = 0, len(queues[0]) + in_service[0]
-            for rep in range(1, replicas):
-                length = len(queues[rep]) + in_service[rep]
-                if length < best_len:
-                    best, best_len = rep, length
+            while shortest[0][0] != lens[shortest[0][1]]:
+                heapq.heappop(shortest)
+            best = shortest[0][1]  # shortest, ties to the lowest index
+            lens[best] += 1
+            heapq.heappush(shortest, (lens[best], best))
         elif balancer == "p2c":
             x, y = picks[j]
             best = x if len(queues[x]) + in_service[x] <= len(queues[y]) + in_service[y] else y
@@ -108,7 +120,7 @@ def run_balanced(
     while heap:
         when, kind, rep = heapq.heappop(heap)
         if kind == _COMPLETE:
-            in_service[rep] = 0
+            complete(rep)
         dispatch(rep, when)
     latency = np.asarray(dep) - arrival_ms
     return latency, busy_total, n_batches

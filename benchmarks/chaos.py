@@ -15,35 +15,50 @@ What each row does:
 - kill -9 during bench: a small sweep killed at random moments; after each, SQLite's integrity check,
   no run left ``running`` once the store is reopened; then a full rerun, and no config stored twice.
 - two sweeps on one store: started together; no config measured twice.
+- 10x overload, default settings: ``rightsize serve`` (a child process) of a model with a known
+  t(n) = 60 + 10n ms, open-loop load at 10x its capacity: every request gets one answer (200 or
+  503), the excess is refused, and the admitted p99 stays within 3 batch times (+ client overhead).
+- slow connections: 10,000 connections that send half a request and stall, while real requests
+  arrive at 10/s: every real request served, p95 within 2x of the unloaded p95 (or 10 ms of it).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import math
 import os
 import random
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "plan"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "serve"))
 
 from plan_fixtures import cpu_curve, gpu_curve, small_catalog
+from serve_helpers import open_loop
 
 from rightsize.errors import RightsizeError
 from rightsize.plan import MemoryModel, plan
+from rightsize.serve import ServerConfig
+from rightsize.serve.process import running_server_process
 from rightsize.spec import load_spec
 from rightsize.store import Store
 
+ROOT = Path(__file__).resolve().parents[1]
 HANG_S = 10
 CURVES = [cpu_curve("c.2x", 20.0, 15.0), cpu_curve("c.4x", 11.0, 8.0), gpu_curve("T4", 4.0, 0.2)]
 TRAIN = [gpu_curve("T4", 50.0, 5.0, precision="fp16"), cpu_curve("c.4x", 200.0, 100.0)]
@@ -328,6 +343,66 @@ def concurrent_sweeps(workdir: Path) -> dict[str, Any]:
     return {"rc": (a.returncode, b.returncode), "duplicates": _duplicates(store), "waited": waited}
 
 
+# -- the server under abuse ------------------------------------------------------------------------
+
+
+def _sleepy_server(**over: Any) -> Any:
+    config = ServerConfig(model="chaos_models:sleepy", sample_shape=(2,), port=0, workers=1, threads=1,
+                          max_batch=8, max_wait_ms=5.0, **over)  # fmt: skip
+    env = {"PYTHONPATH": os.pathsep.join([str(ROOT / "benchmarks"), os.environ.get("PYTHONPATH", "")])}
+    return running_server_process(config, env=env)
+
+
+def overload() -> dict[str, Any]:
+    from chaos_models import FIXED_S, PER_SAMPLE_S
+
+    t_full_ms = (FIXED_S + 8 * PER_SAMPLE_S) * 1000  # one full batch of 8
+    capacity = 8 / (t_full_ms / 1000)
+    rate, duration = 10 * capacity, 5.0
+    with _sleepy_server() as url:
+        outcomes = asyncio.run(open_loop(url, rate, duration, b'{"inputs": [[1, 2]]}'))
+        r = httpx.post(f"{url}/v1/predict", json={"inputs": [[1, 2]]}, timeout=10)  # served again afterwards
+    codes = Counter(o.status for o in outcomes)
+    ok = sorted(o.latency_s * 1000 for o in outcomes if o.status == 200)
+    p99 = ok[min(len(ok) - 1, int(0.99 * len(ok)))] if ok else math.inf
+    return {"sent": len(outcomes), "codes": dict(codes), "p99_ms": p99, "t_full_ms": t_full_ms,
+            "after": r.status_code, "rate": rate}  # fmt: skip
+
+
+def slow_connections(n: int) -> dict[str, Any]:
+    def real_p95(url: str, seconds: float = 5.0) -> tuple[float, int, int]:
+        lat, ok = [], 0
+        with httpx.Client(timeout=10) as client:
+            for _ in range(int(10 * seconds)):
+                t0 = time.perf_counter()
+                with contextlib.suppress(httpx.HTTPError):
+                    ok += client.post(f"{url}/v1/predict", json={"inputs": [[1, 2]]}).status_code == 200
+                lat.append((time.perf_counter() - t0) * 1000)
+                time.sleep(max(0.0, 0.1 - (time.perf_counter() - t0)))
+        lat.sort()
+        return lat[int(0.95 * (len(lat) - 1))], ok, len(lat)
+
+    with _sleepy_server() as url:
+        port = int(url.rsplit(":", 1)[1])
+        base_p95, _, _ = real_p95(url, 3.0)
+        socks: list[socket.socket] = []
+        opened = 0
+        for _ in range(n):
+            try:
+                s = socket.create_connection(("127.0.0.1", port), timeout=2)
+                s.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+                socks.append(s)
+                opened += 1
+            except OSError:
+                break
+        try:
+            p95_loaded, ok, sent = real_p95(url, 5.0)
+        finally:
+            for s in socks:
+                s.close()
+    return {"opened": opened, "base_p95": base_p95, "p95": p95_loaded, "ok": ok, "sent": sent}
+
+
 # -- table -----------------------------------------------------------------------------------------
 
 
@@ -336,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--specs", type=int, default=2000)
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--slow", type=int, default=10_000, help="slow connections opened against the server")
+    ap.add_argument("--only", default="", help="comma-separated steps: specs,options,kills,twins,overload,slow")
     args = ap.parse_args(argv)
     rows: list[tuple[str, str, str, bool]] = []
     with tempfile.TemporaryDirectory(prefix="rightsize-chaos-") as tmp:
@@ -374,8 +451,32 @@ def main(argv: list[str] | None = None) -> int:
                          f"rc {r['rc']}, duplicates {r['duplicates']}, second waited: {r['waited']}",
                          "0 duplicate measurements", ok))  # fmt: skip
 
-        steps = [("specs", specs), ("options", options), ("kills", kills), ("twins", twins)]
+        def flood() -> None:
+            r = overload()
+            codes = r["codes"]
+            answered = sum(v for k, v in codes.items() if k is not None)
+            ok = (answered == r["sent"] and set(codes) <= {200, 503} and codes.get(503, 0) > 0
+                  and r["p99_ms"] <= 3 * r["t_full_ms"] + 150 and r["after"] == 200)  # fmt: skip
+            rows.append((f"10x overload, default settings ({r['rate']:.0f} req/s for 5 s)",
+                         f"{r['sent']} sent, {codes.get(200, 0)} x 200, {codes.get(503, 0)} x 503, "
+                         f"{codes.get(None, 0)} unanswered; admitted p99 {r['p99_ms']:.0f} ms "
+                         f"(batch time {r['t_full_ms']:.0f} ms)",
+                         "one answer each, excess 503, admitted p99 <= 3 batch times", ok))  # fmt: skip
+
+        def slowloris() -> None:
+            r = slow_connections(args.slow)
+            ok = r["ok"] == r["sent"] and (r["p95"] <= 2 * r["base_p95"] or r["p95"] <= r["base_p95"] + 10)
+            rows.append((f"{r['opened']:,} slow connections",
+                         f"{r['ok']}/{r['sent']} real requests served, p95 {r['p95']:.0f} ms vs "
+                         f"{r['base_p95']:.0f} ms unloaded",
+                         "all served, p95 within 2x (or 10 ms) of unloaded", ok))  # fmt: skip
+
+        steps = [("specs", specs), ("options", options), ("kills", kills), ("twins", twins), ("overload", flood),
+                 ("slow", slowloris)]  # fmt: skip
+        only = {x for x in args.only.split(",") if x}
         for name, step in steps:
+            if only and name not in only:
+                continue
             t0 = time.perf_counter()
             step()
             print(f"[{name}: {time.perf_counter() - t0:.0f} s]", file=sys.stderr)

@@ -28,3 +28,14 @@ def test_tiny_variants_run_forward_and_loss(entry) -> None:  # type: ignore[no-u
 def test_unknown_model_suggests() -> None:
     with pytest.raises(NotFoundError, match="Did you mean 'resnet50'"):
         get_entry("resnet5")
+
+
+def test_a_user_factory_must_return_a_module() -> None:
+    from rightsize.errors import SpecError
+    from rightsize.models import resolve_model
+
+    entry = resolve_model("os:getcwd", [3])  # callable, but not a model factory
+    with pytest.raises(SpecError, match=r"returned str, not a torch\.nn\.Module"):
+        entry.builder(False)
+    built = resolve_model("torch.nn:Identity", [3]).builder(False)
+    assert built.__class__.__name__ == "Identity"

@@ -323,8 +323,10 @@ def resolve_model(ref: str, shape: list[int] | None = None) -> ZooEntry:
     features = shape
 
     def build(tiny: bool) -> nn.Module:
+        from torch import nn as torch_nn
+
         model = factory()
-        if not isinstance(model, nn.Module):
+        if not isinstance(model, torch_nn.Module):
             raise SpecError(
                 "model", f"{ref}() returned {type(model).__name__}, not a torch.nn.Module; point it at a model factory"
             )

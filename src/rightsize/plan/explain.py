@@ -226,4 +226,3 @@ def _band_words(band: tuple[float, float]) -> str:
     if hi == 1.0 and lo < 1.0:
         return f"times shown are the slow edge of the projection band; the true ones may be down to x{lo:.2f} of them"
     return f"true times may be x{lo:.2f}-x{hi:.2f} of those shown"
-

@@ -73,7 +73,7 @@ class ServerConfig:
     token: str | None = None  # bearer token; None: no auth
     max_body_bytes: int = 64 * 2**20
     read_timeout_s: float = 10.0  # a request's headers and body must arrive within this (slow clients)
-    max_connections: int = 2048  # connections past this are closed on accept; requests past it get 503
+    max_connections: int = 2048  # past this, a new connection evicts the slowest unfinished reader
     default_deadline_ms: float | None = None  # deadline applied when a request gives none
     drain_timeout_s: float = 30.0  # graceful shutdown: how long queued requests may still run
     warmup: bool = True  # run each worker once (batch 1 and max_batch) before /readyz turns ready

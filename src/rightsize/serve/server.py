@@ -74,7 +74,6 @@ def _uvicorn_config(app: Any, config: ServerConfig) -> uvicorn.Config:
         lifespan="on",
         timeout_graceful_shutdown=int(config.drain_timeout_s + 0.999),
         backlog=4096,
-        limit_concurrency=config.max_connections,  # requests past it get 503 at once
         **fast,  # type: ignore[arg-type]
     )
 

@@ -100,6 +100,8 @@ def test_killed_worker_is_retried_then_recorded_failed_keeping_finished(
         by_batch = {m.batch_size: m for m in res.measurements}
         assert by_batch[1].status == "ok" and by_batch[1].throughput_per_s == 100.0
         assert by_batch[2].status == "ok" and marker.exists()  # killed once, then retried on a new worker
+        assert by_batch[2].extra.get("ray_attempt") == 2
+        assert any("retried it 1 time" in n for n in res.notes), res.notes
         assert by_batch[3].status == "failed"
         assert "lost on the cluster after 1 retry" in (by_batch[3].reason or "")
         stored = {m.batch_size: m.status for m in store.measurements(run_id=res.run_id)}

@@ -31,7 +31,7 @@ from rightsize.cluster.nodes import (
 )
 from rightsize.cluster.progress import cluster_progress
 from rightsize.cluster.session import import_ray, ray_session
-from rightsize.cluster.tasks import MeasureFn, fingerprint_task, measure_task
+from rightsize.cluster.tasks import AttemptCounter, MeasureFn, fingerprint_task, measure_task
 from rightsize.errors import RunFailedError
 from rightsize.measure.config import BenchConfig, expand
 from rightsize.measure.sweep import Progress, SweepResult
@@ -214,13 +214,14 @@ class _ClusterSweep:
 
     def _execute(self, jobs: list[Job]) -> None:
         remote = self.ray.remote(measure_task)
+        counter = self.ray.remote(AttemptCounter).options(num_cpus=0).remote()  # retries leave a note
         pending: dict[Any, Job] = {}
         for job in jobs:
             d = job.demand
             ref = remote.options(
                 num_cpus=d.num_cpus, num_gpus=d.num_gpus, resources=dict(d.resources), max_retries=self.max_retries,
                 retry_exceptions=False,
-            ).remote(job.cfg.to_dict(), job.target.instance_type, self.measure)  # fmt: skip
+            ).remote(job.cfg.to_dict(), job.target.instance_type, self.measure, counter, job.index)  # fmt: skip
             pending[ref] = job
             self._notify(job.cfg, None, False)
         try:
@@ -276,6 +277,13 @@ class _ClusterSweep:
         self._record(job, replace(job.cfg.result("failed", reason=reason), env_id=env["id"], extra=extra), env)
 
     def _record(self, job: Job, m: Measurement, env: dict[str, Any]) -> None:
+        attempt = int(m.extra.get("ray_attempt") or 1)
+        if attempt > 1:
+            tries = attempt - 1
+            self.result.notes.append(
+                f"{job.cfg.mode} {job.cfg.precision} b{job.cfg.batch_size} on {job.target.label}: its worker was lost "
+                f"and Ray retried it {tries} time{'s' if tries > 1 else ''} before it finished"
+            )
         self.by_index[job.index] = m
         self.used_envs.append(env)
         if self.store is not None:

@@ -29,14 +29,35 @@ def fingerprint_task(instance_type: str | None) -> dict[str, Any]:
     return {"env": node_fingerprint(instance_type), "node_id": current_node_id()}
 
 
+class AttemptCounter:
+    """A Ray actor (``ray.remote(AttemptCounter)``) counting how often each job started: Ray retries a
+    task whose worker died without telling the task, so the task asks here which attempt it is."""
+
+    def __init__(self) -> None:
+        self.started: dict[int, int] = {}
+
+    def start(self, index: int) -> int:
+        self.started[index] = self.started.get(index, 0) + 1
+        return self.started[index]
+
+
 def measure_task(
-    cfg_dict: dict[str, Any], instance_type: str | None, measure: MeasureFn | None = None
+    cfg_dict: dict[str, Any],
+    instance_type: str | None,
+    measure: MeasureFn | None = None,
+    counter: Any = None,
+    index: int = 0,
 ) -> dict[str, Any]:
     """Measure one config on this node: ``{"env", "node_id", "measurement"}`` (plain dicts).
 
-    The measurement carries the node's env id, and in ``extra`` the Ray node id and (when the node
-    stands for one) the instance type.
+    The measurement carries the node's env id, and in ``extra`` the Ray node id, (when the node
+    stands for one) the instance type and, with a ``counter``, ``ray_attempt`` (1: first try).
     """
+    attempt = None
+    if counter is not None:
+        import ray
+
+        attempt = int(ray.get(counter.start.remote(index)))
     env = node_fingerprint(instance_type)
     node_id = current_node_id()
     cfg = dataclasses.replace(BenchConfig.from_dict(cfg_dict), env_id=env["id"])
@@ -46,5 +67,7 @@ def measure_task(
         measure = run_isolated
     m = measure(cfg)
     extra = {**m.extra, "ray_node_id": node_id} | ({"instance_type": instance_type} if instance_type else {})
+    if attempt is not None:
+        extra["ray_attempt"] = attempt
     m = dataclasses.replace(m, env_id=env["id"], extra=extra)
     return {"env": env, "node_id": node_id, "measurement": m.to_dict()}

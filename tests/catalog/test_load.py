@@ -109,3 +109,30 @@ def test_a_non_utf8_catalog_is_a_one_line_error(tmp_path: Path) -> None:
     f.write_bytes((HEADER + "aws,us-east-1,caf\xe9,4,16,amd-rome,,0,1.0,,,2025-01,s\n").encode("latin-1"))
     with pytest.raises(SpecError, match="not UTF-8"):
         load_catalog(f)
+
+
+def test_fuzzed_catalog_rows_load_or_name_file_line_and_column(tmp_path: Path) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    cell = st.one_of(
+        st.sampled_from(["", "1", "0", "-1", "inf", "nan", "1e20", "2025-13-45", "2025-06", "=cmd()", "@x", "aws",
+                         "amd-rome", "A10G", "<5%", "4", "0.5"]),
+        st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters=',"\r\n'), max_size=12),
+    )  # fmt: skip
+
+    @settings(max_examples=200, deadline=None, derandomize=True, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+    @given(row=st.lists(cell, min_size=13, max_size=13))
+    def check(row: list[str]) -> None:
+        f = tmp_path / "fuzz.csv"
+        f.write_text(HEADER + ",".join(row) + "\n", encoding="utf-8")
+        try:
+            cat = load_catalog(f)
+        except SpecError as exc:
+            assert str(f) in str(exc) and "\n" not in str(exc)
+        else:
+            for i in cat.instances:
+                assert 0 < i.on_demand_usd_per_hour <= 1e9 and 1 <= i.vcpus <= 100_000
+
+    check()

@@ -69,7 +69,12 @@ def test_report_unknown_run_exit_2(
 def test_dashboard_command_serves_until_interrupted(two_run_store: tuple[Path, str, str]) -> None:
     store, a, _ = two_run_store
     cmd = [sys.executable, "-m", "rightsize", "dashboard", "--store", str(store), "--port", "0", "--json"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # As from a terminal: SIGINT at its default even when pytest itself runs as a background job
+    # (a non-interactive shell starts those with SIGINT ignored, and children inherit that).
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     try:
         assert proc.stdout is not None
         url = json.loads(proc.stdout.readline())["url"]

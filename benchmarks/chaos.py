@@ -17,7 +17,7 @@ What each row does:
 - two sweeps on one store: started together; no config measured twice.
 - 10x overload, default settings: ``rightsize serve`` (a child process) of a model with a known
   t(n) = 60 + 10n ms, open-loop load at 10x its capacity: every request gets one answer (200 or
-  503), the excess is refused, and the admitted p99 stays within 3 batch times (+ client overhead).
+  503), the excess is refused, and the admitted p99 (at the client) stays within 3 batch times.
 - slow connections: 20,000 connections (from two child processes) that send half a request and
   stall, re-opened whenever the server drops them, while real requests arrive at 10/s: every real
   request served, p95 within 2x of the unloaded p95 (or 10 ms of it).
@@ -502,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
             codes = r["codes"]
             answered = sum(v for k, v in codes.items() if k is not None)
             ok = (answered == r["sent"] and set(codes) <= {200, 503} and codes.get(503, 0) > 0
-                  and r["p99_ms"] <= 3 * r["t_full_ms"] + 150 and r["after"] == 200)  # fmt: skip
+                  and r["p99_ms"] <= 3 * r["t_full_ms"] and r["after"] == 200)  # fmt: skip
             rows.append((f"10x overload, default settings ({r['rate']:.0f} req/s for 5 s)",
                          f"{r['sent']} sent, {codes.get(200, 0)} x 200, {codes.get(503, 0)} x 503, "
                          f"{codes.get(None, 0)} unanswered; admitted p99 {r['p99_ms']:.0f} ms "
@@ -512,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
         def slowloris() -> None:
             r = slow_connections(args.slow)
             ok = r["ok"] == r["sent"] and (r["p95"] <= 2 * r["base_p95"] or r["p95"] <= r["base_p95"] + 10)
-            rows.append((f"{r['held']:,} slow connections ({r['opened']:,} opened in all)",
+            rows.append((f"{r['held']:,} slowloris slots ({r['opened']:,} connections opened in 12 s)",
                          f"{r['ok']}/{r['sent']} real requests served, p95 {r['p95']:.0f} ms vs "
                          f"{r['base_p95']:.0f} ms unloaded",
                          "all served, p95 within 2x (or 10 ms) of unloaded", ok))  # fmt: skip

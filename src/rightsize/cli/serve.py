@@ -28,7 +28,7 @@ def serve_command(
     queue_size: int = typer.Option(256, "--queue-size", min=1, help="Samples waiting per pool before 503."),
     slo_ms: float | None = typer.Option(None, "--slo-ms", help="Latency SLO: refuse (503) what would miss it."),
     max_queue_batches: float = typer.Option(
-        3.0,
+        2.0,
         "--max-queue-batches",
         help="Without --slo-ms: refuse (503) what would wait more than this many batch times (0: off).",
     ),

@@ -50,7 +50,7 @@ class ServerConfig:
     Admission (503 + Retry-After at once, never a long wait): with ``slo_ms`` set, a request whose
     expected completion exceeds the SLO; without it, one whose expected completion exceeds
     ``max_queue_batches`` full batches of its pool (from the measured t(n), so the bound follows the
-    model's speed: ~3 batch times by default, 0 turns it off); and in any case more than ``queue_size``
+    model's speed: ~2 batch times by default, 0 turns it off); and in any case more than ``queue_size``
     samples waiting per pool.
     """
 
@@ -66,7 +66,7 @@ class ServerConfig:
     router: Router | None = None  # None: "hybrid" with CUDA, "cpu" without
     queue_size: int = 256  # samples waiting per pool before 503
     slo_ms: float | None = None  # latency target: hybrid spill and early 503 when it would be missed
-    max_queue_batches: float = 3.0  # without slo_ms: 503 when expected completion > this many full batches
+    max_queue_batches: float = 2.0  # without slo_ms: 503 when expected completion > this many full batches
     crossover_batch: int | None = None  # size router: requests below this many samples go to CPU
     host: str = "127.0.0.1"
     port: int = 8000  # 0: a free port

@@ -1,0 +1,41 @@
+"""Every command, given arguments it cannot take, exits 2 with an error and no traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from rightsize.cli.app import COMMAND_MODULES, main
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    return int(exc.value.code or 0), capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", COMMAND_MODULES)
+def test_an_unknown_option_exits_2_for_every_command(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run([command, "--no-such-option"], capsys)
+    assert code == 2 and "No such option" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        ([], "Usage"),
+        (["bogus"], "No such command"),
+        (["plan"], "Missing argument"),
+        (["plan", "examples/quick.yaml", "--top", "0"], "--top"),
+        (["plan", "examples/quick.yaml", "--top", "nan"], "--top"),
+        (["loadtest", "http://127.0.0.1:9/", "--rate", "nan"], "--rate"),
+        (["loadtest", "http://127.0.0.1:9/", "--rate", "5", "--warmup-s", "-1"], "--warmup-s"),
+        (["serve", "simplenet", "--slo-ms", "inf"], "--slo-ms"),
+        (["serve", "simplenet", "--max-queue-batches", "nan"], "--max-queue-batches"),
+        (["dashboard", "--port", "70000"], "--port"),
+    ],
+)
+def test_bad_invocations_exit_2_without_a_traceback(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _run(argv, capsys)
+    assert code == 2 and says in err and "Traceback" not in err

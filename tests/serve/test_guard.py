@@ -9,8 +9,8 @@ import time
 import httpx
 from serve_helpers import SlowModel
 
+from rightsize.hosts import allowed_hosts, host_name, is_loopback
 from rightsize.serve import ServerConfig, running_server
-from rightsize.serve.guard import allowed_hosts, host_name, is_loopback
 
 
 def _config(**over: object) -> ServerConfig:

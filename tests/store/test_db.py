@@ -1,4 +1,6 @@
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,19 +103,19 @@ def test_read_only_store_never_writes(store_path: Path, tmp_path: Path) -> None:
             ro.save_env({"id": "env2"})
 
 
+def _store_child(store_path: Path, body: str) -> subprocess.Popen[str]:
+    """A Python child with ``s = Store(store_path)`` open, running ``body``; its stdout is piped."""
+    code = f"import sys, time\nfrom rightsize.store import Store\ns = Store(sys.argv[1])\n{body}"
+    child = subprocess.Popen([sys.executable, "-c", code, str(store_path)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    return child
+
+
 def test_a_killed_run_is_closed_as_interrupted_on_next_open(store_path: Path) -> None:
     import signal
-    import subprocess
-    import sys
 
     Store(store_path).close()
-    child = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\nfrom rightsize.store import Store\ns = Store(sys.argv[1])\n"
-         "print(s.start_run('bench'), flush=True)\ntime.sleep(60)", str(store_path)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert child.stdout is not None
+    child = _store_child(store_path, "print(s.start_run('bench'), flush=True)\ntime.sleep(60)")
     run_id = child.stdout.readline().strip()
     with Store(store_path) as s:
         assert s.run(run_id).status == "running"  # its process is alive: left alone
@@ -148,16 +150,9 @@ def test_unknown_fields_in_a_stored_row_are_ignored(store_path: Path) -> None:
 
 
 def test_sweeps_on_one_store_take_turns(store_path: Path) -> None:
-    import subprocess
-    import sys
     import time
 
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\nfrom rightsize.store import Store\ns = Store(sys.argv[1])\n"
-         "with s.sweep_lock():\n    print('locked', flush=True)\n    time.sleep(1.5)", str(store_path)],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    holder = _store_child(store_path, "with s.sweep_lock():\n    print('locked', flush=True)\n    time.sleep(1.5)")
     assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
     waited: list[bool] = []
     t0 = time.perf_counter()

@@ -25,8 +25,8 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from rightsize.errors import NotFoundError, RightsizeError
+from rightsize.hosts import allowed_hosts, host_name
 from rightsize.report.fmt import esc
-from rightsize.serve.guard import allowed_hosts, host_name
 
 __all__ = ["DashboardServer", "make_server", "render_path", "running_dashboard", "serve_dashboard"]
 

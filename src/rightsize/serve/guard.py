@@ -1,7 +1,7 @@
 """Connection-level defences uvicorn does not have: slow clients, too many connections, foreign Host.
 
     protocol_class(read_timeout_s=10, max_connections=2048)   # uvicorn.Config(http=...)
-    HostCheck(app, allowed_hosts("127.0.0.1"))                # outermost ASGI middleware
+    HostCheck(app, allowed_hosts("127.0.0.1"))                # outermost ASGI middleware (rightsize.hosts)
 
 - **Read timeout.** uvicorn times out idle keep-alive connections but not a request whose headers or
   body trickle in (slowloris): each such connection holds a file descriptor forever. The guarded
@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import ipaddress
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-__all__ = ["HostCheck", "allowed_hosts", "host_name", "is_loopback", "protocol_class"]
+from rightsize.hosts import host_name
+
+__all__ = ["HostCheck", "protocol_class"]
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
@@ -90,31 +91,6 @@ def protocol_class(read_timeout_s: float, max_connections: int) -> type[asyncio.
             super().connection_lost(exc)
 
     return GuardedProtocol
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def allowed_hosts(bind_host: str) -> frozenset[bytes] | None:
-    """Host names (any port) a server bound to ``bind_host`` accepts (None: any, for non-loopback
-    binds, where the names clients use are not known here; protect those with a token)."""
-    if not is_loopback(bind_host):
-        return None
-    return frozenset({b"127.0.0.1", b"localhost", b"[::1]"})
-
-
-def host_name(header: bytes) -> bytes:
-    """``b"127.0.0.1:8000"`` -> ``b"127.0.0.1"``; ``b"[::1]:80"`` -> ``b"[::1]"``."""
-    header = header.strip().lower()
-    if header.startswith(b"["):
-        return header[: header.find(b"]") + 1] if b"]" in header else header
-    return header.split(b":", 1)[0]
 
 
 class HostCheck:

@@ -20,9 +20,10 @@ from typing import Any
 import uvicorn
 
 from rightsize.errors import RightsizeError, RunFailedError
+from rightsize.hosts import allowed_hosts
 from rightsize.serve.app import create_app
 from rightsize.serve.config import ServerConfig
-from rightsize.serve.guard import HostCheck, allowed_hosts, protocol_class
+from rightsize.serve.guard import HostCheck, protocol_class
 from rightsize.serve.service import Service
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rightsize.cli.app import COMMAND_MODULES, main
@@ -39,3 +41,13 @@ def test_bad_invocations_exit_2_without_a_traceback(
 ) -> None:
     code, err = _run(argv, capsys)
     assert code == 2 and says in err and "Traceback" not in err
+
+
+def test_results_never_creates_a_store_and_unknown_providers_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no" / "store.sqlite"
+    code, err = _run(["results", "--store", str(missing)], capsys)
+    assert code == 2 and "does not exist" in err and not missing.parent.exists()
+    code, err = _run(["catalog", "--provider", "oracle"], capsys)
+    assert code == 2 and "known: aws, azure, gcp" in err

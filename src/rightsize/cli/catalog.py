@@ -20,11 +20,20 @@ def catalog(
 ) -> None:
     """List the hardware and price catalog (shipped data plus --catalog FILE)."""
     from rightsize.catalog import filter_instances, interruptions_per_hour, load_catalog
+    from rightsize.errors import NotFoundError, did_you_mean
 
     if gpu and cpu:
         raise SpecError("--gpu/--cpu", "pick one of --gpu and --cpu, or neither for both")
     # typer already applied $RIGHTSIZE_CATALOG; `--catalog ""` arrives as Path(".") and means "none".
     cat = load_catalog(catalog_file if catalog_file and str(catalog_file) != "." else "")
+    known = sorted({i.provider for i in cat.instances})
+    for p in provider or []:
+        if p.lower() not in known:
+            hint = did_you_mean(p.lower(), known)
+            raise NotFoundError(
+                f"--provider: no instances of provider {p!r} in the catalog (known: {', '.join(known)}).{hint} "
+                "Add rows with --catalog FILE"
+            )
     rows = filter_instances(
         cat.instances,
         providers=provider or None,

@@ -26,7 +26,7 @@ def results(
 
     if export is not None and export.suffix not in (".csv", ".json"):
         raise SpecError("--export", f"must end in .csv or .json, got {export.name!r}")
-    db = Store(store)
+    db = Store(store, read_only=True)  # reading never creates a store (a missing path: exit 2)
     if run is None and model is None and export is None:
         runs = db.runs(limit=limit)
         if json_out:

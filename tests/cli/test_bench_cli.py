@@ -74,6 +74,7 @@ def test_bad_spec_exits_2_with_one_line(tmp_path: Path, store_path: Path, over: 
     assert "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_bad_memory_limit_and_missing_spec(tmp_path: Path, store_path: Path) -> None:
     res = rightsize("bench", str(_spec(tmp_path)), "--memory-limit", "lots", store=store_path)
     assert res.returncode == 2 and res.stderr.startswith("error: --memory-limit: must be a size")

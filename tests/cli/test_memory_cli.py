@@ -37,6 +37,7 @@ def rightsize(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatc
     return run
 
 
+@pytest.mark.slow
 def test_memory_json_contract(rightsize: Run) -> None:
     out = rightsize("memory", "llama-1b", "--tiny", "--mode", "infer", "--precision", "fp16", "--seq", "16", "--json")
     assert out.returncode == 0, out.stderr

@@ -52,6 +52,7 @@ def test_local_pipeline_synthetic_items_exactly_once(tmp_path: Path) -> None:
     assert row["instances"] == max(1, int(np.ceil(row["runtime_h"] / 2)))
 
 
+@pytest.mark.slow
 def test_local_pipeline_reads_a_jsonl_file_with_its_own_ids(tmp_path: Path) -> None:
     ids = list(range(1000, 1600, 3))  # 200 non-contiguous ids
     src = tmp_path / "in.jsonl"

@@ -146,6 +146,7 @@ def test_split_cpus_and_pinning_restore_every_thread() -> None:
     assert os.sched_getaffinity(0) == before
 
 
+@pytest.mark.slow
 def test_retime_curve_times_the_served_configuration() -> None:
     from rightsize.cli.validate import retime_curve
     from rightsize.spec.schema import Workload

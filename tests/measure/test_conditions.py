@@ -263,6 +263,7 @@ def _one_thread_simplenet() -> BenchConfig:
     return BenchConfig("simplenet", "inference", "cpu", "fp32", 1, 1, {}, "adamw", True, policy)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(run_wait_s() is None, reason="needs Linux schedstat")
 def test_a_cpu_hog_on_the_measured_core_is_flagged() -> None:
     core = min(os.sched_getaffinity(0))

@@ -192,13 +192,20 @@ def _segments(
 def _until_done(rng: np.random.Generator, length: float, restart_hours: float, m: float, k: int) -> np.ndarray:
     """Time to get ``length`` hours done without an interruption: failed tries are geometric with
     p = e^{-L/M}, each costing E[T | T < L] plus a restart (mean M (e^{R/M} - 1) with its own retries)."""
-    p = math.exp(-length / m)
-    if p < 1.0 / MAX_ATTEMPTS:  # ~never gets through: counts as never finishing
+    if math.exp(-length / m) < 1.0 / MAX_ATTEMPTS:  # ~never gets through: counts as never finishing
         return np.full(k, math.inf)
-    failures = np.floor(np.log1p(-rng.random(k)) / math.log1p(-p)) if p < 1.0 else np.zeros(k)
-    lost_each = m - length * p / (1.0 - p) if p < 1.0 else 0.0
+    failures, lost_each = _failed_tries(rng, length, m, k)
     restart_each = m * math.expm1(restart_hours / m)
     return length + failures * (lost_each + restart_each)
+
+
+def _failed_tries(rng: np.random.Generator, length: float, m: float, k: int) -> tuple[np.ndarray, float]:
+    """(failed tries before the first that lasts ``length`` hours uninterrupted, mean hours each lasts):
+    geometric with p = e^{-L/M} (drawn from logs: no int64 overflow), E[T | T < L] = M - L p / (1 - p)."""
+    p = math.exp(-length / m)
+    if p >= 1.0:
+        return np.zeros(k), 0.0
+    return np.floor(np.log1p(-rng.random(k)) / math.log1p(-p)), m - length * p / (1.0 - p)
 
 
 def _attempts(
@@ -247,11 +254,7 @@ def _restart(rng: np.random.Generator, restart_hours: float, m: float, k: int) -
     """
     if restart_hours <= 0:
         return np.zeros(k)
-    p = math.exp(-restart_hours / m)
-    if p >= 1.0:
-        return np.full(k, restart_hours)
-    failures = np.floor(np.log1p(-rng.random(k)) / math.log1p(-p))  # geometric, no int64 overflow
-    lost_each = m - restart_hours * p / (1.0 - p)
+    failures, lost_each = _failed_tries(rng, restart_hours, m, k)
     return restart_hours + failures * lost_each
 
 

@@ -11,6 +11,7 @@ documented in docs/spec.md ("Limits").
 
 from __future__ import annotations
 
+import math
 import reprlib
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import yaml
 
 from rightsize.errors import NotFoundError, SpecError
 
-__all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_FILE_BYTES", "load_yaml", "read_user_text", "short"]
+__all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_FILE_BYTES", "check_finite", "load_yaml", "read_user_text", "short"]
 
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a spec or catalog CSV is kilobytes; 4 MiB is far past any real one
 MAX_DEPTH = 32  # nesting of mappings/lists; a spec needs 4
@@ -110,3 +111,14 @@ def load_yaml(text: str, source: str) -> Any:
         raise
     except (RecursionError, MemoryError):
         raise SpecError(source, "is too deeply nested or too large to read; simplify it") from None
+
+
+def check_finite(option: str, value: float | None, low: float, high: float, low_open: bool = True) -> None:
+    """Refuse NaN, infinities and values outside (low, high] (``low_open=False``: [low, high]) for a CLI
+    option: click's float ranges let NaN through, and NaN passes every comparison downstream."""
+    if value is None:
+        return
+    above = value > low if low_open else value >= low
+    if not (math.isfinite(value) and above and value <= high):
+        side = ">" if low_open else ">="
+        raise SpecError(option, f"must be a finite number {side} {low:g} and <= {high:g}, got {value}")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -62,16 +61,3 @@ def _sanitize(obj: Any) -> Any:
 def emit_json(obj: Any) -> None:
     sys.stdout.write(to_json(obj) + "\n")
     sys.stdout.flush()
-
-
-def check_finite(option: str, value: float | None, low: float, high: float, low_open: bool = True) -> None:
-    """Refuse NaN, infinities and values outside (low, high] (``low_open=False``: [low, high]) for a CLI
-    option: click's float ranges let NaN through, and NaN passes every comparison downstream."""
-    from rightsize.errors import SpecError
-
-    if value is None:
-        return
-    above = value > low if low_open else value >= low
-    if not (math.isfinite(value) and above and value <= high):
-        side = ">" if low_open else ">="
-        raise SpecError(option, f"must be a finite number {side} {low:g} and <= {high:g}, got {value}")

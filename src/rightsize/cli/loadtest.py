@@ -16,8 +16,9 @@ from typing import Any
 
 import typer
 
-from rightsize.cli._common import JSON_OPTION, STORE_OPTION, check_finite, emit_json, err_console
+from rightsize.cli._common import JSON_OPTION, STORE_OPTION, emit_json, err_console
 from rightsize.errors import NotFoundError, RunFailedError, SpecError
+from rightsize.inputfile import check_finite
 
 
 def build_target(

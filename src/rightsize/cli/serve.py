@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from rightsize.cli._common import JSON_OPTION, check_finite, emit_json, err_console
+from rightsize.cli._common import JSON_OPTION, emit_json, err_console
 
 
 def serve_command(
@@ -42,9 +42,6 @@ def serve_command(
     from rightsize.errors import SpecError
     from rightsize.serve.config import ServerConfig
 
-    check_finite("--max-wait-ms", max_wait_ms, 0.0, 60_000.0, low_open=False)
-    check_finite("--slo-ms", slo_ms, 0.0, 3_600_000.0)
-    check_finite("--max-queue-batches", max_queue_batches, 0.0, 10_000.0, low_open=False)
     sample_shape: tuple[int, ...] | None = None
     if shape:
         try:

@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, check_finite, emit_json, err_console
+from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, emit_json, err_console
 from rightsize.cpus import CpuSplit, pin_process, pinned, split_cpus
 from rightsize.errors import RunFailedError, SpecError, UnsupportedError
+from rightsize.inputfile import check_finite
 
 if TYPE_CHECKING:
     from rightsize.loadgen.compare import ValidationPoint

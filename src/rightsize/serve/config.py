@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from rightsize.errors import SpecError, UnsupportedError
+from rightsize.inputfile import check_finite
 
 Router = Literal["cpu", "gpu", "size", "hybrid"]
 Precision = Literal["fp32", "bf16", "int8"]
@@ -103,12 +104,10 @@ class ServerConfig:
         for name, value, low in checks:
             if value is not None and value < low:
                 raise SpecError(name, f"must be >= {low:g}, got {value}")
-        if self.max_wait_ms < 0:
-            raise SpecError("--max-wait-ms", f"must be >= 0, got {self.max_wait_ms}")
-        if self.slo_ms is not None and self.slo_ms <= 0:
-            raise SpecError("--slo-ms", f"must be > 0, got {self.slo_ms}")
-        if not 0 <= self.max_queue_batches <= 10_000:
-            raise SpecError("--max-queue-batches", f"must be in 0..10000 (0: off), got {self.max_queue_batches}")
+        # Finite too: NaN passes every comparison, so `< 0` alone would let it through.
+        check_finite("--max-wait-ms", self.max_wait_ms, 0.0, 60_000.0, low_open=False)
+        check_finite("--slo-ms", self.slo_ms, 0.0, 3_600_000.0)
+        check_finite("--max-queue-batches", self.max_queue_batches, 0.0, 10_000.0, low_open=False)
         if not 0 <= self.port <= 65535:
             raise SpecError("--port", f"must be in 0..65535, got {self.port}")
         if self.queue_size < self.max_batch:

@@ -27,7 +27,7 @@ def test_valid_spec_defaults_and_dedupe() -> None:
         ({"batch": [1]}, "batch: unknown field; remove it or check its spelling"),
         ({"input": {"seq_len": 0}}, "input.seq_len: Input should be greater than or equal to 1"),
         ({"threads": [0]}, "threads[0]: must be between 1 and 4096, or null (all cores), got 0"),
-        ({"model": "pkg.mod:"}, "model: must be a zoo name or 'package.module:factory'"),
+        ({"model": "pkg.mod:"}, "model: must be a zoo name, 'package.module:factory'"),
         ({"timing": {"min_repeats": 10, "max_repeats": 5}}, "timing: max_repeats (5) must be >= min_repeats (10)"),
     ],
 )

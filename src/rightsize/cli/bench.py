@@ -80,13 +80,13 @@ def bench(
     ray: str | None = typer.Option(None, "--ray", help="Run on a Ray cluster: 'auto' or an address."),
 ) -> None:
     """Measure latency, throughput, memory and FLOPs over the spec's sweep."""
-    from rightsize.models import resolve_model
+    from rightsize.models import workload_model
     from rightsize.spec import load_spec
     from rightsize.store import Store
     from rightsize.units import parse_bytes
 
     workload = load_spec(spec)
-    resolve_model(workload.model, workload.input.shape)  # a bad model name fails before any progress output
+    workload_model(workload)  # a bad model name fails before any progress output
     limit = parse_bytes(memory_limit, "--memory-limit") if memory_limit else None
     db = Store(store)
     if ray:

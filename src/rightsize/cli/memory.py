@@ -21,7 +21,9 @@ GIB = 2**30
 
 
 def memory(
-    model: str = typer.Argument(..., help="Zoo model name (see `rightsize models`), e.g. llama-7b."),
+    model: str = typer.Argument(
+        ..., help="Zoo name (`rightsize models`), hf:CONFIG_DIR, hf:TYPE, model.onnx, model.pt or module:factory."
+    ),
     mode: str = typer.Option("infer", "--mode", help="train | infer."),
     precision: str = typer.Option("fp32", "--precision", help="fp32 | fp16 | bf16 | int8 | int4 (weights)."),
     batch: int = typer.Option(1, "--batch", help="Batch size."),
@@ -35,16 +37,21 @@ def memory(
     ),
     validate: bool = typer.Option(False, "--validate", help="Also run it for real here and compare."),
     tiny: bool = typer.Option(False, "--tiny", help="Tiny model variant (tests)."),
+    shape: str | None = typer.Option(None, "--shape", help="Your model's per-sample input shape, e.g. 3,224,224."),
+    vocab: int | None = typer.Option(
+        None, "--vocab", min=2, help="Your model takes int64 token ids below this (factory / TorchScript)."
+    ),
     catalog_file: Path | None = CATALOG_OPTION,
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Estimate peak memory without allocating it (FakeTensor trace) and pick the smallest GPU tier."""
     from rightsize.estimate.memory import estimate_memory
     from rightsize.estimate.memory_tiers import parse_tiers
+    from rightsize.models.byo import parse_shape
 
     kwargs: dict[str, Any] = {
         "mode": mode, "precision": precision, "batch_size": batch, "seq_len": seq, "image_size": image,
-        "optimizer": optimizer, "fused": fused, "tiny": tiny,
+        "optimizer": optimizer, "fused": fused, "tiny": tiny, "shape": parse_shape(shape), "vocab": vocab,
     }  # fmt: skip
     # typer applies $RIGHTSIZE_CATALOG; `--catalog ""` arrives as Path(".") and means "none".
     cat = None if catalog_file is None else ("" if str(catalog_file) == "." else str(catalog_file))

@@ -117,9 +117,9 @@ def work_profile(workload: Workload, store: Store) -> WorkProfile | None:
             return WorkProfile.from_dict(art["payload"]["work"])
     try:
         from rightsize.estimate.work import trace_work
-        from rightsize.models import resolve_model
+        from rightsize.models import workload_model
 
-        entry = resolve_model(workload.model, workload.input.shape)
+        entry = workload_model(workload)
         inp = {"seq_len": workload.input.seq_len} if entry.kind == "tokens" else {}
         if entry.kind == "image":
             inp = {"image_size": workload.input.image_size}

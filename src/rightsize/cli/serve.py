@@ -11,11 +11,16 @@ from rightsize.cli._common import JSON_OPTION, emit_json, err_console
 
 
 def serve_command(
-    model: str = typer.Argument(..., help="Zoo model name (`rightsize models`) or package.module:factory."),
+    model: str = typer.Argument(
+        ..., help="Zoo name (`rightsize models`), hf:CONFIG_DIR, hf:TYPE, model.onnx, model.pt or module:factory."
+    ),
     tiny: bool = typer.Option(False, "--tiny", help="Serve the tiny variant (tests, demos)."),
     seq: int | None = typer.Option(None, "--seq", min=1, help="Sequence length of token models."),
     image: int | None = typer.Option(None, "--image", min=8, help="Image size of vision models."),
     shape: str | None = typer.Option(None, "--shape", help="Per-sample shape of a user model, e.g. 3,224,224."),
+    vocab: int | None = typer.Option(
+        None, "--vocab", min=2, help="A user model takes int64 token ids below this (factory / TorchScript)."
+    ),
     precision: str = typer.Option("fp32", "--precision", help="fp32 | bf16 | int8 (int8: CPU dynamic quantisation)."),
     max_batch: int = typer.Option(8, "--max-batch", min=1, help="Most samples per batch (and per request)."),
     max_wait_ms: float = typer.Option(
@@ -39,21 +44,19 @@ def serve_command(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Serve MODEL over HTTP with micro-batching; Ctrl-C drains the queue and stops."""
-    from rightsize.errors import SpecError
+    from rightsize.models.byo import parse_shape
     from rightsize.serve.config import ServerConfig
 
-    sample_shape: tuple[int, ...] | None = None
-    if shape:
-        try:
-            sample_shape = tuple(int(s) for s in shape.replace("x", ",").split(",") if s.strip())
-        except ValueError:
-            raise SpecError("--shape", f"must be comma-separated integers like 3,224,224, got {shape!r}") from None
+    dims = parse_shape(shape)
+    sample_shape = tuple(dims) if dims else None
     config = ServerConfig(
         model=model,
         tiny=tiny,
         seq_len=seq,
         image_size=image,
         sample_shape=sample_shape,
+        input_dtype="int64" if vocab else None,
+        input_max=vocab,
         precision=precision,  # type: ignore[arg-type]  # checked in ServerConfig
         max_batch=max_batch,
         max_wait_ms=max_wait_ms,

@@ -202,7 +202,7 @@ def retime_curve(
     """
     from rightsize.measure.config import expand
     from rightsize.measure.runner import run_isolated
-    from rightsize.models import resolve_model
+    from rightsize.models import workload_model
     from rightsize.profile import Profile, measured_curve
 
     w = workload.model_copy(
@@ -211,7 +211,7 @@ def retime_curve(
             "batch_sizes": list(batch_sizes),
         }
     )  # fmt: skip
-    configs, _ = expand(w, resolve_model(w.model, w.input.shape).kind, env_id="validate-now", has_cuda=False)
+    configs, _ = expand(w, workload_model(w).kind, env_id="validate-now", has_cuda=False)
     now = Profile(w.model, w.mode, {}, {"id": "validate-now"}, tuple(run_isolated(c, cpus=cpus) for c in configs))
     curve = measured_curve(now, precision, threads=threads)
     return None if curve is None else replace(curve, device="cpu:now", source="re-timed before serving")
@@ -345,6 +345,8 @@ def validate_spec(
         seq_len=workload.input.seq_len,
         image_size=workload.input.image_size,
         sample_shape=tuple(workload.input.shape) if workload.input.shape else None,
+        input_dtype="int64" if workload.input.dtype == "int64" else None,
+        input_max=workload.input.token_vocab(),
         precision=precision,  # type: ignore[arg-type]  # one of SERVER_PRECISIONS
         max_batch=batching.max_batch,
         max_wait_ms=batching.max_wait_ms,

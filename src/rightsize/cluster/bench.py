@@ -35,7 +35,7 @@ from rightsize.cluster.tasks import AttemptCounter, MeasureFn, fingerprint_task,
 from rightsize.errors import RunFailedError
 from rightsize.measure.config import BenchConfig, expand
 from rightsize.measure.sweep import Progress, SweepResult
-from rightsize.models import resolve_model
+from rightsize.models import workload_model
 from rightsize.profile import Measurement
 from rightsize.spec import Workload
 from rightsize.store import Store
@@ -112,7 +112,7 @@ def run_sweep_on_ray(
     each config is then measured once per instance type. ``measure`` replaces ``run_isolated``
     inside the task (tests). Failures are recorded, not raised; Ctrl-C keeps finished results.
     """
-    entry = resolve_model(workload.model, workload.input.shape)  # fail fast, before starting Ray
+    entry = workload_model(workload)  # fail fast, before starting Ray
     types = check_node_types(node_types if node_types is not None else getattr(workload, "node_types", None))
     with ray_session(address) as session:
         ray = import_ray()

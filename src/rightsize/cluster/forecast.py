@@ -33,9 +33,9 @@ def curve_rates(workload: Workload, res: PipelineResult, catalog: Catalog, store
         return None
     from rightsize.estimate.projection import load_projection_model, project_curves
     from rightsize.measure.config import input_of
-    from rightsize.models import resolve_model
+    from rightsize.models import workload_model
 
-    entry = resolve_model(workload.model, workload.input.shape)
+    entry = workload_model(workload)
     profile = store.profile(workload.model, "inference", input_of(workload, entry.kind), env["id"], tiny=workload.tiny)
     if profile is None or not profile.ok(precision=res.precision):
         return None

@@ -25,7 +25,7 @@ from rightsize.cluster.items import Batch, ItemSpec
 from rightsize.cluster.stages import STAGES, InferSpec, stage_totals
 from rightsize.errors import SpecError, UnsupportedError
 from rightsize.measure.config import SUPPORTED
-from rightsize.models import resolve_model
+from rightsize.models import workload_model
 from rightsize.spec import Workload
 
 DEFAULT_FULL_ITEMS = 1_000_000  # projected job size without --full-items or targets.batch.items (the seed's 1M texts)
@@ -127,7 +127,7 @@ class PipelineResult:
 def make_plan(workload: Workload, *, items: int, input_path: str | None, ray: bool, workers: int | None,
               batch_size: int | None, device: str | None, precision: str | None) -> PipelinePlan:  # fmt: skip
     """The engine's plan from the spec and the command's options (validated)."""
-    entry = resolve_model(workload.model, workload.input.shape)
+    entry = workload_model(workload)
     if entry.meta_only:
         raise UnsupportedError(f"{workload.model} is too large to run here; pick a smaller model for a pipeline")
     device = device or workload.devices[0]

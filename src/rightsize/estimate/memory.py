@@ -115,6 +115,8 @@ class MemoryInputs:
     overheads: Overheads = OVERHEADS
     optimizer_state_bytes_per_param: float | None = None  # None: OPTIMIZER_STATE_BYTES_PER_PARAM
     shards: int = 1  # ZeRO-3 / FSDP (train) or tensor parallel (infer): model state split over N GPUs
+    shape: list[int] | None = None  # a user model's per-sample input shape (rightsize.models.resolve_model)
+    vocab: int | None = None  # a user model's token-id inputs are below this
 
 
 @dataclass
@@ -144,6 +146,8 @@ class MemoryEstimate:
     advice: list[Advice] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
     trace_s: float = 0.0
+    shape: list[int] | None = None  # a user model's input (see MemoryInputs)
+    vocab: int | None = None
 
 
 def compute_dtype(mode: str, precision: str, device: str) -> tuple[Literal["fp32", "fp16", "bf16"], bool]:
@@ -293,15 +297,17 @@ def estimate_memory(
     catalog_file: str | None = None,
     advise: bool = True,
     tiny: bool = False,
+    shape: list[int] | None = None,
+    vocab: int | None = None,
 ) -> MemoryEstimate:
     """Trace ``model`` under FakeTensorMode and account its peak memory; pick the smallest tier that
     fits with ``TIER_HEADROOM_FRACTION`` headroom; advise when none does. ``tiers`` default: the
     catalog's GPU memory tiers, with ``catalog_file`` rows (cuda), or this machine's RAM (cpu)."""
     from rightsize.estimate.memory_advice import advise_memory
     from rightsize.estimate.memory_trace import trace_memory
-    from rightsize.models.zoo import get_entry
+    from rightsize.models import resolve_model
 
-    entry = get_entry(model)
+    entry = resolve_model(model, shape, vocab)
     check_request(entry, mode, precision, device, optimizer, batch_size, seq_len, image_size)
     if entry.kind == "tokens":
         seq_len = seq_len or entry.default_seq_len
@@ -314,13 +320,15 @@ def estimate_memory(
         compute=compute, amp=amp, target=device_l, tiny=tiny,
     )  # fmt: skip
     inp = MemoryInputs(
-        model, mode_l, precision, device_l, batch_size, seq_len, image_size, optimizer, fused, stats, trace
-    )
+        model, mode_l, precision, device_l, batch_size, seq_len, image_size, optimizer, fused, stats, trace,
+        shape=shape, vocab=vocab,
+    )  # fmt: skip
     tier_source = "the given tier list"
     if tiers is None:
         tiers, tier_source = default_tiers(device, catalog_file)
     est = build_estimate(inp, tiers)
     est.trace_s = round(trace.elapsed_s, 2)
+    est.shape, est.vocab = shape, vocab
     est.assumptions = assumptions(inp, tier_source, tiny)
     if advise and not est.fits:
         est.advice = advise_memory(inp, tiers, tiny=tiny)

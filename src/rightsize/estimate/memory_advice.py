@@ -52,10 +52,10 @@ def _smaller_batch(inp: MemoryInputs, tiers: list[GpuTier], cap_gib: float) -> A
 
 def _amp(inp: MemoryInputs, tiers: list[GpuTier], tiny: bool) -> Advice:
     from rightsize.estimate.memory_trace import trace_memory
-    from rightsize.models.zoo import get_entry
+    from rightsize.models import resolve_model
 
     _, trace = trace_memory(
-        get_entry(inp.model), mode="train", batch_size=inp.batch_size, seq_len=inp.seq_len,
+        resolve_model(inp.model, inp.shape, inp.vocab), mode="train", batch_size=inp.batch_size, seq_len=inp.seq_len,
         image_size=inp.image_size, compute="bf16", amp=True, target=inp.device, tiny=tiny,
     )  # fmt: skip
     total = _total(assemble(replace(inp, precision="bf16", trace=trace))[0])

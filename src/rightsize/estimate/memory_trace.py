@@ -142,6 +142,9 @@ def _model_stats(model: nn.Module) -> ModelStats:
     from torch import nn
 
     params = list(model.parameters())
+    weights = int(getattr(getattr(model, "inner", model), "initializer_count", 0))
+    if not params and weights:  # an ONNX Runtime session: its graph's weights (fp32 initializers)
+        return ModelStats(weights, 1, weights, 0, 0, 0, 0)
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
     head = _output_head(model)
     head_weight = id(head.weight) if head is not None else None  # the output head stays unquantized
@@ -270,13 +273,37 @@ def trace_memory(
     ``compute``: dtype of activations. Inference casts the model to it; training keeps fp32
     parameters and, with ``amp``, runs the forward under autocast(``compute``).
     """
+    t0 = time.perf_counter()
+    try:
+        stats, result = _trace(entry, mode, batch_size, seq_len, image_size, compute, amp, target, tiny, fake=True)
+        notes: tuple[str, ...] = ()
+    except Exception as exc:
+        from rightsize.models.zoo import ZOO
+
+        if entry.name in ZOO:
+            raise
+        # A user's model FakeTensorMode cannot run (TorchScript storages, data-dependent branches, another
+        # engine): run it for real on this CPU instead; it is the user's own model, so it fits here.
+        stats, result = _trace(entry, mode, batch_size, seq_len, image_size, compute, amp, "cpu", tiny, fake=False)
+        notes = (f"traced with real tensors on this CPU (FakeTensorMode could not run it: {type(exc).__name__})",)
+    if target == "cuda":
+        notes += ("fused attention assumed (FlashAttention / memory-efficient SDPA)",)
+    return stats, TraceResult(**result, elapsed_s=time.perf_counter() - t0, notes=notes)
+
+
+def _trace(
+    entry: ZooEntry, mode: str, batch_size: int, seq_len: int | None, image_size: int | None, compute: Compute,
+    amp: bool, target: Target, tiny: bool, *, fake: bool,
+) -> tuple[ModelStats, dict[str, Any]]:  # fmt: skip
+    import contextlib
+
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    t0 = time.perf_counter()
     dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[compute]
     model_dtype = dtype if mode == "infer" else torch.float32
-    with FakeTensorMode(), _default_dtype(model_dtype), _attention_for(target):
+    tensors = FakeTensorMode() if fake else contextlib.nullcontext()
+    with tensors, _default_dtype(model_dtype), _attention_for(target):
         model = entry.build(tiny)
         stats = _model_stats(model)
         x, y = _fake_inputs(entry, batch_size, seq_len, image_size, tiny)
@@ -293,8 +320,7 @@ def trace_memory(
             result = _trace_infer(model, x, live)
         else:
             result = _trace_train(model, x, y, live, dtype if amp else None)
-    notes = ("fused attention assumed (FlashAttention / memory-efficient SDPA)",) if target == "cuda" else ()
-    return stats, TraceResult(**result, elapsed_s=time.perf_counter() - t0, notes=notes)
+    return stats, result
 
 
 def _trace_infer(model: nn.Module, x: torch.Tensor, live: LiveTensorTracker) -> dict[str, Any]:
@@ -304,10 +330,13 @@ def _trace_infer(model: nn.Module, x: torch.Tensor, live: LiveTensorTracker) -> 
     with torch.no_grad(), live:
         out = model(x)
         live.retag(out, "logits")
+    by_tag = dict(live.peak_by_tag)
+    graph = getattr(getattr(model, "inner", model), "graph_activation_bytes", None)
+    if callable(graph):  # another engine (ONNX Runtime): the tracker cannot see inside; the graph can
+        by_tag["activations"] = by_tag.get("activations", 0) + int(graph(tuple(x.shape)))
     return {
-        "mode": "infer", "saved_bytes": 0, "saved_count": 0, "peak_live_bytes": live.peak_bytes,
-        "peak_by_tag": dict(live.peak_by_tag), "logits_bytes": int(out.untyped_storage().nbytes()),
-        "gradient_bytes": 0,
+        "mode": "infer", "saved_bytes": 0, "saved_count": 0, "peak_live_bytes": sum(by_tag.values()),
+        "peak_by_tag": by_tag, "logits_bytes": int(out.untyped_storage().nbytes()), "gradient_bytes": 0,
     }  # fmt: skip
 
 

@@ -75,9 +75,9 @@ def validate_memory(est: MemoryEstimate, tiny: bool = False) -> MemoryValidation
     """Build the model for real on ``est.device``, run one step of ``est``'s configuration, measure."""
     import torch
 
-    from rightsize.models.zoo import get_entry
+    from rightsize.models import resolve_model
 
-    entry = get_entry(est.model)
+    entry = resolve_model(est.model, est.shape, est.vocab)
     if entry.meta_only and not tiny:
         raise UnsupportedError(
             f"model: {est.model} is too large to build here; --validate needs a model that fits this machine"

@@ -35,6 +35,7 @@ class BenchConfig:
     memory_limit_bytes: int | None = None
     env_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    user_vocab: int | None = None  # a user model's token-id inputs are below this (None: float inputs)
 
     def result(self, status: str, **fields: Any) -> Measurement:
         """A Measurement for this config (``fields`` fill the numbers or the failure reason)."""
@@ -103,6 +104,7 @@ def expand(workload: Workload, kind: str, *, env_id: str, has_cuda: bool, epochs
                             epochs,
                             memory_limit_bytes=memory_limit_bytes,
                             env_id=env_id,
+                            user_vocab=workload.input.token_vocab(),
                         )
                     )
     return configs, notes

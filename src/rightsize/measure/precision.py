@@ -54,7 +54,14 @@ def train_step(
 
 
 def prepare_inference(model: nn.Module, precision: str) -> nn.Module:
-    """int8: dynamic quantization of every nn.Linear (weights int8, activations quantized per call)."""
+    """int8: dynamic quantization of every nn.Linear (weights int8, activations quantized per call).
+
+    A model that runs on another engine (an ONNX Runtime session) switches itself: ``rightsize_precision``.
+    """
+    switch = getattr(getattr(model, "inner", model), "rightsize_precision", None)
+    if callable(switch):
+        switch(precision)
+        return model
     if precision != "int8":
         return model
     with warnings.catch_warnings():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rightsize.measure.config import input_of
 from rightsize.measure.env import fingerprint
 from rightsize.measure.sweep import Progress, run_sweep
-from rightsize.models import resolve_model
+from rightsize.models import workload_model
 from rightsize.profile import Profile
 from rightsize.spec import Workload
 from rightsize.store import Store
@@ -18,7 +18,7 @@ def ensure_profile(
 
     The sweep reuses every config already stored, so a second call measures nothing.
     """
-    entry = resolve_model(workload.model, workload.input.shape)
+    entry = workload_model(workload)
     env = fingerprint()
     inp = input_of(workload, entry.kind)
     if on_progress is None and progress:

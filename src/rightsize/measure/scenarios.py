@@ -31,7 +31,7 @@ from rightsize.profile import Measurement
 
 
 def _entry(cfg: BenchConfig) -> ZooEntry:
-    return resolve_model(cfg.model, list(cfg.user_shape) if cfg.user_shape else None)
+    return resolve_model(cfg.model, list(cfg.user_shape) if cfg.user_shape else None, cfg.user_vocab)
 
 
 def _inputs(entry: ZooEntry, cfg: BenchConfig, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -102,6 +102,7 @@ def _inference(cfg: BenchConfig) -> Measurement:
     entry = _entry(cfg)
     model = entry.build(cfg.tiny)
     param_bytes, buffer_bytes = tensor_bytes(model.parameters()), tensor_bytes(model.buffers())
+    param_bytes = param_bytes or 4 * int(getattr(model.inner, "initializer_count", 0))  # an ONNX graph's weights
     model = prepare_inference(model, cfg.precision).to(cfg.device)
     x, _ = _inputs(entry, cfg, cfg.batch_size)
     x1, _ = _inputs(entry, cfg, 1)
@@ -114,6 +115,9 @@ def _inference(cfg: BenchConfig) -> Measurement:
         return call
 
     flops = _count_flops(forward(x1)) if cfg.precision != "int8" else _count_flops_fp32(entry, cfg, x1)
+    graph_flops = getattr(getattr(model, "inner", model), "graph_flops", None)
+    if not flops and callable(graph_flops):  # another engine (ONNX Runtime): its graph has the FLOPs
+        flops = float(graph_flops(tuple(x1.shape)))
     cond = RunConditions()
     stats, converged = time_adaptive(
         forward(x), cfg.timing, cuda_timer if cfg.device == "cuda" else cpu_timer, conditions=cond
@@ -141,6 +145,10 @@ def _count_flops_fp32(entry: ZooEntry, cfg: BenchConfig, x1: torch.Tensor) -> fl
 
 def _training(cfg: BenchConfig) -> Measurement:
     entry = _entry(cfg)
+    if getattr(entry, "fmt", None) == "onnx":
+        return cfg.result(
+            "failed", reason="an ONNX model runs inference only; train its PyTorch model (module:factory)"
+        )
     model = entry.build(cfg.tiny).to(cfg.device).train()
     param_bytes, buffer_bytes = tensor_bytes(model.parameters()), tensor_bytes(model.buffers())
     opt = make_optimizer(cfg.optimizer, model.parameters())

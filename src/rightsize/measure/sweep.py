@@ -16,7 +16,7 @@ from rightsize.measure.conditions import contended_by_rate
 from rightsize.measure.config import BenchConfig, expand
 from rightsize.measure.env import fingerprint
 from rightsize.measure.runner import run_isolated
-from rightsize.models import resolve_model
+from rightsize.models import workload_model
 from rightsize.profile import Measurement
 from rightsize.quality import is_contended, slowdown
 from rightsize.spec import Workload
@@ -138,7 +138,7 @@ def run_sweep(
     store's sweep lock: a second sweep on the same store waits (``on_wait`` is told once, default: a
     line on stderr) and then reuses what the first one measured.
     """
-    entry = resolve_model(workload.model, workload.input.shape)  # fail fast on a bad model name
+    entry = workload_model(workload)  # fail fast on a bad model name
     env = env or fingerprint()
     configs, notes = expand(
         workload, entry.kind, env_id=env["id"], has_cuda=bool(env["gpus"]), epochs=epochs,

@@ -4,6 +4,6 @@ Every zoo model is wrapped as ``ZooModel``: ``forward(x) -> logits`` on one inpu
 ``loss(x, y) -> scalar``, so measuring, serving and estimating treat all models alike.
 """
 
-from rightsize.models.zoo import ZOO, ZooEntry, ZooModel, get_entry, list_entries, resolve_model
+from rightsize.models.zoo import ZOO, ZooEntry, ZooModel, get_entry, list_entries, resolve_model, workload_model
 
-__all__ = ["ZOO", "ZooEntry", "ZooModel", "get_entry", "list_entries", "resolve_model"]
+__all__ = ["ZOO", "ZooEntry", "ZooModel", "get_entry", "list_entries", "resolve_model", "workload_model"]

@@ -9,12 +9,11 @@ architecture but shrink widths and depths so unit tests run in seconds.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from rightsize.errors import NotFoundError, SpecError, did_you_mean
+from rightsize.errors import NotFoundError, did_you_mean
 
 if TYPE_CHECKING:
     import torch
@@ -189,8 +188,11 @@ def _resnet(depths: list[int]) -> Callable[[bool], nn.Module]:
     return build
 
 
+TINY_MAX_SEQ = 128  # position embeddings of the tiny text models: an explicit sequence length may go this far
+
+
 def _tiny_text_kwargs() -> dict[str, Any]:
-    return {"vocab_size": 1000, "max_position_embeddings": 128}
+    return {"vocab_size": 1000, "max_position_embeddings": TINY_MAX_SEQ}
 
 
 def _distilbert(tiny: bool) -> nn.Module:
@@ -223,7 +225,7 @@ def _gpt2(tiny: bool) -> nn.Module:
     if tiny:
         kw = {
             "vocab_size": 1000,
-            "n_positions": 128,
+            "n_positions": TINY_MAX_SEQ,
             "n_embd": 32,
             "n_layer": 2,
             "n_head": 2,
@@ -298,7 +300,8 @@ def get_entry(name: str) -> ZooEntry:
     except KeyError:
         raise NotFoundError(
             f"model {name!r} is not in the zoo.{did_you_mean(name, ZOO)} "
-            "Run `rightsize models` for the list, or pass 'package.module:factory' for your own model."
+            "Run `rightsize models` for the list. Your own model: 'package.module:factory', hf:CONFIG_DIR, "
+            "hf:MODEL_TYPE (e.g. hf:bert), a .onnx file or a TorchScript .pt file."
         ) from None
 
 
@@ -306,42 +309,16 @@ def list_entries() -> list[ZooEntry]:
     return list(ZOO.values())
 
 
-def resolve_model(ref: str, shape: list[int] | None = None) -> ZooEntry:
-    """A zoo entry, or an entry wrapping a user's ``package.module:factory`` (float input of ``shape``)."""
-    if ":" not in ref:
+def workload_model(workload: Any) -> ZooEntry:
+    """The entry a spec's ``model`` and ``input`` name (``Workload``; typed Any to keep this module spec-free)."""
+    return resolve_model(workload.model, workload.input.shape, workload.input.token_vocab())
+
+
+def resolve_model(ref: str, shape: list[int] | None = None, vocab: int | None = None) -> ZooEntry:
+    """A zoo entry, or a user's model: ``package.module:factory``, ``hf:DIR|TYPE``, a ``.onnx`` or TorchScript file
+    (see ``rightsize.models.byo``). ``shape`` is one sample's input shape; ``vocab`` set means token-id inputs."""
+    from rightsize.models.byo import is_user_ref, resolve_user
+
+    if not is_user_ref(ref):
         return get_entry(ref)
-    module_name, _, attr = ref.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise NotFoundError(f"model: cannot import module {module_name!r} ({exc}); check PYTHONPATH") from None
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise NotFoundError(f"model: {module_name!r} has no callable {attr!r}")
-    if not shape:
-        raise SpecError("input.shape", "required for a user model; give the per-sample input shape, e.g. [3, 224, 224]")
-    features = shape
-
-    def build(tiny: bool) -> nn.Module:
-        from torch import nn as torch_nn
-
-        model = factory()
-        if not isinstance(model, torch_nn.Module):
-            raise SpecError(
-                "model", f"{ref}() returned {type(model).__name__}, not a torch.nn.Module; point it at a model factory"
-            )
-        return model
-
-    entry = _UserEntry(ref, "user", "features", f"user model {ref}", build, hf=False, features=features[0])
-    object.__setattr__(entry, "user_shape", tuple(features))
-    return entry
-
-
-@dataclass(frozen=True)
-class _UserEntry(ZooEntry):
-    user_shape: tuple[int, ...] = ()
-
-    def sample_shape(
-        self, seq_len: int | None = None, image_size: int | None = None, tiny: bool = False
-    ) -> tuple[int, ...]:
-        return self.user_shape
+    return resolve_user(ref, shape, vocab)

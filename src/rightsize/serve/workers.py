@@ -13,7 +13,6 @@ id (argmax of the last position), not [S, vocab] logits.
 from __future__ import annotations
 
 import copy
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from rightsize.errors import UnsupportedError
+from rightsize.models.zoo import TINY_MAX_SEQ
 from rightsize.serve.codec import InputSpec
 from rightsize.serve.config import PoolConfig, PredictFn, ServerConfig
 
@@ -44,15 +44,23 @@ def input_spec(config: ServerConfig) -> tuple[InputSpec, bool]:
             raise UnsupportedError("a custom predict needs ServerConfig.sample_shape (one sample's shape)")
         dtype = config.input_dtype or "float32"
         return InputSpec(tuple(config.sample_shape), dtype, config.input_max, config.max_batch), False
-    from rightsize.models import resolve_model
 
-    entry = resolve_model(config.model, list(config.sample_shape) if config.sample_shape else None)
+    entry = _entry(config)
     if entry.meta_only:
         raise UnsupportedError(f"model {config.model!r} is too big to build here (memory planning only)")
     shape = entry.sample_shape(config.seq_len, config.image_size, config.tiny)
+    if config.tiny and config.seq_len and entry.kind == "tokens" and entry.family != "user":
+        shape = (min(config.seq_len, TINY_MAX_SEQ),)  # tiny caps the default 128 at 16, not an explicit --seq
     if entry.kind == "tokens":
         return InputSpec(shape, "int64", entry.input_vocab(config.tiny), config.max_batch), entry.lm
     return InputSpec(shape, "float32", None, config.max_batch), entry.lm
+
+
+def _entry(config: ServerConfig) -> Any:
+    from rightsize.models import resolve_model
+
+    vocab = config.input_max if config.input_dtype == "int64" else None
+    return resolve_model(config.model, list(config.sample_shape) if config.sample_shape else None, vocab)
 
 
 def load_model(config: ServerConfig) -> LoadedModel:
@@ -60,15 +68,9 @@ def load_model(config: ServerConfig) -> LoadedModel:
     spec, lm = input_spec(config)
     if config.predict is not None or (config.pools and all(p.predict for p in config.pools)):
         return LoadedModel(config.model, spec, None, False)
-    from rightsize.models import resolve_model
+    from rightsize.measure.precision import prepare_inference
 
-    module = resolve_model(config.model, list(config.sample_shape) if config.sample_shape else None).build(config.tiny)
-    if config.precision == "int8":
-        import torch
-
-        with warnings.catch_warnings():  # dynamic quantisation warns about its deprecation in recent torch
-            warnings.simplefilter("ignore")
-            module = torch.ao.quantization.quantize_dynamic(module, {torch.nn.Linear}, dtype=torch.qint8)
+    module = prepare_inference(_entry(config).build(config.tiny), config.precision)
     return LoadedModel(config.model, spec, module, lm)
 
 

@@ -31,8 +31,18 @@ class InputSpec(_Strict):
     seq_len: int = Field(128, ge=1, le=1_000_000, description="tokens per sample (text models)")
     image_size: int = Field(224, ge=8, le=8192, description="pixels per side (vision models)")
     shape: list[int] | None = Field(
-        None, description="per-sample float input shape, for user models (package.module:factory)"
+        None, description="per-sample input shape, for user models (factory, TorchScript, ONNX with symbolic dims)"
     )
+    dtype: Literal["float32", "int64"] = Field(
+        "float32", description="user models: float32 inputs, or int64 token ids (drawn below vocab_size)"
+    )
+    vocab_size: int | None = Field(None, ge=2, le=10_000_000, description="user models: token ids are below this")
+
+    def token_vocab(self) -> int | None:
+        """The vocabulary a user model's token-id inputs are drawn below; None for float inputs."""
+        if self.dtype != "int64":
+            return self.vocab_size  # an ONNX graph knows its dtype: vocab_size alone still applies there
+        return self.vocab_size or 1000
 
     @field_validator("shape")
     @classmethod
@@ -70,7 +80,12 @@ class Workload(_Strict):
     """One workload: the model and how to sweep it, plus optional planning targets."""
 
     name: str = Field("workload", min_length=1, max_length=200)
-    model: str = Field(..., min_length=1, max_length=500, description="zoo name or package.module:factory")
+    model: str = Field(
+        ...,
+        min_length=1,
+        max_length=500,
+        description="zoo name, package.module:factory, hf:DIR|TYPE, model.onnx or model.pt",
+    )
     mode: Mode = "inference"
     input: InputSpec = InputSpec()
     batch_sizes: list[int] = Field(default_factory=lambda: [1, 8, 32], min_length=1, max_length=64)
@@ -116,6 +131,12 @@ class Workload(_Strict):
     @field_validator("model")
     @classmethod
     def _model_ref(cls, v: str) -> str:
+        if v.startswith("hf:"):
+            if len(v) == 3:
+                raise ValueError("hf: needs a config directory or a model type, e.g. hf:./my-model or hf:bert")
+            return v
+        if v.endswith((".onnx", ".pt", ".pt2", ".pth", ".ts", ".torchscript", ".jit")):
+            return v  # a model file: resolved (and checked) when it is loaded
         if ":" in v:
             module, _, attr = v.partition(":")
             if (
@@ -124,5 +145,7 @@ class Workload(_Strict):
                 or not all(p.isidentifier() for p in module.split("."))
                 or not attr.isidentifier()
             ):
-                raise ValueError(f"must be a zoo name or 'package.module:factory', got {v!r}")
+                raise ValueError(
+                    f"must be a zoo name, 'package.module:factory', hf:DIR|TYPE or a .onnx/.pt file, got {v!r}"
+                )
         return v

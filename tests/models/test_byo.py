@@ -1,0 +1,217 @@
+"""Bring your own model: HF config, TorchScript, ONNX and factory refs resolve, build, run and fail cleanly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from rightsize.errors import NotFoundError, SpecError, UnsupportedError
+from rightsize.measure.precision import prepare_inference
+from rightsize.models import resolve_model
+from rightsize.models.byo import onnx_activation_bytes, onnx_flops, onnx_input, parse_shape
+
+pytest.importorskip("onnxruntime")
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 4)).eval()
+
+
+def _export(model: nn.Module, x: torch.Tensor, path: Path) -> Path:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), str(path), dynamo=True, verbose=False,
+                          dynamic_shapes=({0: torch.export.Dim("batch")},))  # fmt: skip
+    return path
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("byo")
+    mlp = _mlp()
+    x = torch.randn(2, 64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.jit is deprecated in favour of torch.export (both supported)
+        torch.jit.save(torch.jit.trace(mlp, x), str(d / "mlp.pt"))
+    torch.export.save(torch.export.export(mlp, (x,), dynamic_shapes=({0: torch.export.Dim("batch")},)),
+                      str(d / "mlpx.pt2"))  # fmt: skip
+    _export(mlp, x, d / "mlp.onnx")
+    tok = nn.Sequential(nn.Embedding(300, 16), nn.Flatten(), nn.Linear(16 * 8, 3)).eval()
+    _export(tok, torch.randint(0, 300, (2, 8)), d / "tok.onnx")
+    (d / "bert").mkdir()
+    (d / "bert" / "config.json").write_text(json.dumps({
+        "model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 64, "vocab_size": 500, "max_position_embeddings": 64, "num_labels": 3,
+    }))  # fmt: skip
+    (d / "gpt").mkdir()
+    (d / "gpt" / "config.json").write_text(json.dumps({
+        "model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 2, "vocab_size": 400, "n_positions": 64,
+    }))  # fmt: skip
+    (d / "notjit.pt").write_bytes(b"not a zip archive")
+    (d / "bad").mkdir()
+    (d / "bad" / "config.json").write_text("{not json")
+    return {p.stem if p.is_file() else p.name: p for p in d.iterdir()} | {"dir": d}
+
+
+def test_torchscript_runs_with_the_spec_shape(files: dict[str, Path]) -> None:
+    entry = resolve_model(str(files["mlp"].with_suffix(".pt")), [64])
+    assert entry.kind == "features" and entry.sample_shape(seq_len=128) == (64,)
+    x = entry.example_input(5)
+    out = entry.build().eval()(x)
+    assert out.shape == (5, 4)
+    assert torch.allclose(out, _mlp()(x), atol=1e-5)  # the same weights came back
+
+
+def test_torch_export_program_runs(files: dict[str, Path]) -> None:
+    entry = resolve_model(str(files["mlpx"]), [64])
+    x = entry.example_input(3)
+    assert torch.allclose(entry.build()(x), _mlp()(x), atol=1e-5)
+
+
+def test_onnx_reads_its_input_and_counts_flops_like_pytorch(files: dict[str, Path]) -> None:
+    path = files["mlp"].with_suffix(".onnx")
+    info = onnx_input(path)
+    assert not info.tokens and info.fixed_shape() == (64,)
+    entry = resolve_model(str(path))  # no shape needed: the graph has it
+    assert entry.sample_shape() == (64,)
+    x = entry.example_input(3)
+    model = entry.build()
+    assert torch.allclose(model(x), _mlp()(x), atol=1e-5)
+    with FlopCounterMode(display=False) as counter:
+        _mlp()(x)
+    assert onnx_flops(path, (3, 64)) == counter.get_total_flops() == 2 * 3 * (64 * 128 + 128 * 4)
+    assert onnx_activation_bytes(path, (3, 64)) >= 3 * 128 * 4  # the hidden layer at least
+
+
+def test_onnx_token_model_finds_its_vocabulary(files: dict[str, Path]) -> None:
+    entry = resolve_model(str(files["tok"].with_suffix(".onnx")))
+    assert entry.kind == "tokens" and entry.input_vocab(False) == 300 and entry.sample_shape() == (8,)
+    x = entry.example_input(4)
+    assert x.dtype == torch.int64 and int(x.max()) < 300
+    assert entry.build()(x).shape == (4, 3)
+
+
+def test_onnx_precision_int8_quantizes_and_bf16_is_refused(files: dict[str, Path]) -> None:
+    entry = resolve_model(str(files["mlp"].with_suffix(".onnx")))
+    x = entry.example_input(2)
+    model = prepare_inference(entry.build(), "int8")
+    assert model.inner.precision == "int8"
+    assert torch.allclose(model(x), _mlp()(x), atol=0.1)  # int8 weights: close, not equal
+    with pytest.raises(UnsupportedError, match="fp32 and int8"):
+        prepare_inference(entry.build(), "bf16")
+
+
+@pytest.mark.parametrize(("name", "kind", "lm"), [("bert", "tokens", False), ("gpt", "tokens", True)])
+def test_hf_config_directory(files: dict[str, Path], name: str, kind: str, lm: bool) -> None:
+    entry = resolve_model(f"hf:{files[name]}")
+    assert (entry.kind, entry.lm) == (kind, lm)
+    assert entry.default_seq_len == 64  # capped by the config's positions
+    x = entry.example_input(2, seq_len=16)
+    assert int(x.max()) < (500 if name == "bert" else 400)
+    logits = entry.build()(x)
+    assert logits.shape == ((2, 3) if name == "bert" else (2, 16, 400))
+    assert resolve_model(str(files[name])).kind == kind  # a bare directory works too
+
+
+def test_hf_model_type_builds_the_default_config() -> None:
+    entry = resolve_model("hf:vit")
+    assert entry.kind == "image" and entry.default_image_size == 224 and entry.family == "cnn"
+
+
+@pytest.mark.parametrize(
+    ("ref", "error", "match"),
+    [
+        ("hf:bert-base-uncased", NotFoundError, "huggingface-cli download bert-base-uncased config.json"),
+        ("bert-base-uncased", NotFoundError, "hf:MODEL_TYPE"),
+        ("missing.onnx", NotFoundError, "no file 'missing.onnx'"),
+        ("missing.pt", NotFoundError, "no file"),
+        ("nosuchmodule_xyz:make", NotFoundError, "cannot import module"),
+    ],
+)
+def test_bad_refs_name_the_fix(ref: str, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        resolve_model(ref, [4])
+
+
+def test_broken_files_are_one_line_errors(files: dict[str, Path]) -> None:
+    with pytest.raises(SpecError, match=r"not a TorchScript archive.*torch\.jit\.save"):
+        resolve_model(str(files["notjit"].with_suffix(".pt")), [4])
+    with pytest.raises(SpecError, match="not valid JSON"):
+        resolve_model(f"hf:{files['bad']}")
+    junk = files["dir"] / "junk.onnx"
+    junk.write_bytes(b"\x00\x01junk")
+    with pytest.raises(SpecError, match="not an ONNX model"):
+        resolve_model(str(junk))
+
+
+def test_factory_with_token_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "mymodels.py").write_text(
+        textwrap.dedent("""
+        from torch import nn
+        def make():
+            return nn.Sequential(nn.Embedding(50, 8), nn.Flatten(), nn.Linear(8 * 6, 2))
+        def not_a_model():
+            return 3
+    """)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry = resolve_model("mymodels:make", [6], vocab=50)
+    x = entry.example_input(3)
+    assert x.dtype == torch.int64 and int(x.max()) < 50
+    assert entry.build()(x).shape == (3, 2)
+    with pytest.raises(SpecError, match=r"input\.shape"):
+        resolve_model("mymodels:make")
+    with pytest.raises(SpecError, match=r"not a torch\.nn\.Module"):
+        resolve_model("mymodels:not_a_model", [6]).build()
+
+
+def test_parse_shape() -> None:
+    assert parse_shape("3,224,224") == [3, 224, 224] == parse_shape("3x224x224")
+    assert parse_shape(None) is None
+    with pytest.raises(SpecError, match="--shape"):
+        parse_shape("3,a")
+    with pytest.raises(SpecError, match="--shape"):
+        parse_shape("0,3")
+
+
+@pytest.mark.slow
+def test_each_format_through_bench_and_memory_cli(files: dict[str, Path], tmp_path: Path) -> None:
+    """The user's path: a spec naming the file, `rightsize bench`, then `rightsize memory` on it."""
+    refs = {
+        "onnx": (str(files["mlp"].with_suffix(".onnx")), "input: {shape: [64]}"),
+        "torchscript": (str(files["mlp"].with_suffix(".pt")), "input: {shape: [64]}"),
+        "export": (str(files["mlpx"]), "input: {shape: [64]}"),
+        "hf": (f"hf:{files['bert']}", "input: {seq_len: 16}"),
+    }
+    for fmt, (ref, inp) in refs.items():
+        spec = tmp_path / f"{fmt}.yaml"
+        spec.write_text(f"name: {fmt}\nmodel: '{ref}'\n{inp}\nbatch_sizes: [1, 4]\ntiming: {{max_time_s: 0.5}}\n")
+        run = subprocess.run(
+            [sys.executable, "-m", "rightsize", "bench", str(spec), "--json", "--store", str(tmp_path / "s.db")],
+            capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr[-800:]
+        rows = json.loads(run.stdout)
+        rows = rows if isinstance(rows, list) else rows["measurements"]
+        assert {r["status"] for r in rows} == {"ok"}, fmt
+        assert all(r["flops_per_sample"] > 0 for r in rows), fmt
+        assert all(r["param_bytes"] > 0 for r in rows), fmt
+        mem = subprocess.run(
+            [sys.executable, "-m", "rightsize", "memory", ref, "--device", "cpu", "--json", "--batch", "4",
+             *(["--shape", "64"] if fmt != "hf" else ["--seq", "16"])],
+            capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        assert mem.returncode == 0, mem.stderr[-800:]
+        est = json.loads(mem.stdout)
+        weights = est["breakdown"]["weights"] if "weights" in est["breakdown"] else est["breakdown"]
+        assert est["param_count"] > 0 and weights, fmt

@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 TORCH   := torch==2.13.0
 EXAMPLE ?= examples/text-classification-api.yaml
 
-.PHONY: install run test test-fast lint typecheck unit bench clean
+.PHONY: install run test test-fast lint typecheck unit first-hour bench clean
 
 # Torch goes in first, pinned: a CPU machine must never resolve plain `torch` (several GB of CUDA).
 $(BIN)/.installed: pyproject.toml
@@ -30,7 +30,12 @@ typecheck: install
 unit: install
 	$(BIN)/python -m pytest -q
 
-test: lint typecheck unit
+# A new user's first hour from the built wheel in a clean venv: core install without torch, --help of
+# every command, bad invocations (exit 2), plan from a stored profile, your own model in four formats.
+first-hour: install
+	scripts/first_hour.sh
+
+test: lint typecheck unit first-hour
 
 # The edit loop (< 2 minutes on 2 cores): no tests marked slow, browser, ray or gpu; stops at the first failure.
 test-fast: install

@@ -55,6 +55,24 @@ def _root(
     """rightsize: measure, project, plan, prove."""
 
 
+_TORCH = "pip install torch==2.13.0 first (pinned: a plain `torch` pulls CUDA wheels on a CPU machine)"
+INSTALL_HINTS = {
+    "torch": _TORCH,
+    "transformers": "pip install 'rightsize[models]'",
+    "onnx": "pip install 'rightsize[onnx]'",
+    "onnxruntime": "pip install 'rightsize[onnx]'",
+    "onnxscript": "pip install 'rightsize[onnx]'",
+    "fastapi": "pip install 'rightsize[serve]'",
+    "uvicorn": "pip install 'rightsize[serve]'",
+    "httpx": "pip install 'rightsize[serve]'",
+    "hdrh": "pip install 'rightsize[serve]'",
+    "orjson": "pip install 'rightsize[serve]'",
+    "ray": "pip install 'rightsize[ray]'",
+    "pyarrow": "pip install 'rightsize[ray]'",
+    "pandas": "pip install 'rightsize[ray]'",
+}
+
+
 def _register() -> None:
     for name in COMMAND_MODULES:
         qualified = f"rightsize.cli.{name}"
@@ -78,6 +96,14 @@ def main(argv: list[str] | None = None) -> None:
     except (Abort, KeyboardInterrupt):
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except ModuleNotFoundError as exc:  # an optional dependency this command needs is not installed
+        package = (exc.name or "").split(".")[0]
+        if package not in INSTALL_HINTS:
+            raise
+        print(
+            f"error: this command needs {package!r}, which is not installed: {INSTALL_HINTS[package]}", file=sys.stderr
+        )
+        sys.exit(1)
     except TyperException as exc:  # typer's own click: usage errors, bad or missing options (exit 2)
         show = getattr(exc, "show", None)
         if callable(show):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rightsize.measure.config import input_of
 from rightsize.measure.env import fingerprint
 from rightsize.measure.sweep import Progress, run_sweep
@@ -21,6 +23,8 @@ def ensure_profile(
     entry = workload_model(workload)
     env = fingerprint()
     inp = input_of(workload, entry.kind)
+    if env.get("torch") is None:  # a core install (no torch) plans from what is stored, measured elsewhere
+        return stored_profile(workload, store, inp, env)
     if on_progress is None and progress:
         from rightsize.cli._progress import sweep_progress
 
@@ -32,3 +36,26 @@ def ensure_profile(
     if profile is None:
         return Profile(workload.model, workload.mode, inp, env, ())
     return profile
+
+
+# Fields of the environment fingerprint that describe the hardware (not the software stack).
+_HARDWARE_KEYS = ("cpu_model", "machine", "physical_cores", "logical_cores", "isa", "ram_bytes")
+
+
+def stored_profile(workload: Workload, store: Store, inp: dict[str, int], env: dict[str, Any]) -> Profile:
+    """Without torch nothing can be measured: the newest stored profile of this model, mode and input,
+    preferring one taken on this hardware (e.g. by a dev venv on the same machine)."""
+    from rightsize.errors import UnsupportedError
+
+    stored = [
+        p for p in store.profiles(workload.model, tiny=workload.tiny) if p.mode == workload.mode and p.input == inp
+    ]
+    stored = [p for p in stored if p.ok()]
+    if not stored:
+        raise UnsupportedError(
+            f"no stored measurement of {workload.model} ({workload.mode}, {inp}) and measuring needs torch here: "
+            "pip install torch==2.13.0, or run `rightsize bench SPEC --store FILE` where torch is installed and "
+            "plan with the same --store"
+        )
+    same_hw = [p for p in stored if all(p.env.get(k) == env.get(k) for k in _HARDWARE_KEYS)]
+    return (same_hw or stored)[-1]  # the store lists profiles in the order they were first measured

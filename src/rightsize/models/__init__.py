@@ -4,6 +4,18 @@ Every zoo model is wrapped as ``ZooModel``: ``forward(x) -> logits`` on one inpu
 ``loss(x, y) -> scalar``, so measuring, serving and estimating treat all models alike.
 """
 
-from rightsize.models.zoo import ZOO, ZooEntry, ZooModel, get_entry, list_entries, resolve_model, workload_model
+from typing import Any
+
+from rightsize.models.zoo import ZOO, ZooEntry, get_entry, list_entries, resolve_model, workload_model
+
+
+def __getattr__(name: str) -> Any:
+    """``ZooModel`` subclasses torch's nn.Module: defined on first use, so importing this package needs no torch."""
+    if name == "ZooModel":
+        from rightsize.models import zoo
+
+        return zoo.ZooModel
+    raise AttributeError(name)
+
 
 __all__ = ["ZOO", "ZooEntry", "ZooModel", "get_entry", "list_entries", "resolve_model", "workload_model"]

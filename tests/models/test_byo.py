@@ -215,3 +215,23 @@ def test_each_format_through_bench_and_memory_cli(files: dict[str, Path], tmp_pa
         est = json.loads(mem.stdout)
         weights = est["breakdown"]["weights"] if "weights" in est["breakdown"] else est["breakdown"]
         assert est["param_count"] > 0 and weights, fmt
+
+
+def test_ort_prefix_exports_a_zoo_model_once_and_matches_pytorch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RIGHTSIZE_ONNX_CACHE", str(tmp_path))
+    entry = resolve_model("ort:distilbert")
+    base = resolve_model("distilbert")
+    assert entry.kind == "tokens" and entry.sample_shape(seq_len=24, tiny=True) == base.sample_shape(24, tiny=True)
+    model = entry.build(tiny=True)
+    assert len(list(tmp_path.glob("*.onnx"))) == 1
+    entry.build(tiny=True)  # the second build opens the cached file
+    assert len(list(tmp_path.glob("*.onnx"))) == 1
+    torch.manual_seed(0)
+    reference = base.build(tiny=True)
+    for batch, seq in ((1, 8), (3, 16)):  # dynamic batch and sequence dims
+        x = base.example_input(batch, seq_len=seq, tiny=True)
+        assert torch.allclose(model(x), reference(x), atol=1e-4)
+    with pytest.raises(SpecError, match="already ONNX"):
+        resolve_model("ort:model.onnx")

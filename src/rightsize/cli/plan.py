@@ -6,6 +6,7 @@ context a report needs. Heavy imports (torch via measure/estimate) happen inside
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -152,7 +153,72 @@ def with_cpu_serving_precisions(workload: Workload) -> tuple[Workload, list[str]
 def plan_spec(
     workload: Workload, store: Store, catalog_file: str | Path | None = None, progress: bool = True, seed: int = 0
 ) -> tuple[PlanResult, dict[str, Any]]:
-    """Profile (measuring what is missing), project, estimate memory and plan; also the report's context."""
+    """Profile (measuring what is missing), project, estimate memory and plan; also the report's context.
+
+    With several ``engines`` each is measured and planned on its own and the cheapest feasible answer
+    wins; the others are reported beside it (``why``) so the engine choice is visible and checkable.
+    """
+    if workload.engines == ["torch"]:
+        return _plan_one(workload, store, catalog_file, progress, seed)
+    from rightsize.models.byo import engine_ref
+
+    runs: list[tuple[str, PlanResult, dict[str, Any]]] = []
+    for engine in workload.engines:
+        w = workload.model_copy(update={"model": engine_ref(workload.model, engine), "engines": ["torch"]})
+        if engine == "onnxruntime":  # ONNX Runtime here runs on the CPU provider: fp32 and its own int8
+            w, _ = with_cpu_serving_precisions(w.model_copy(update={"model": workload.model}))
+            precisions = [p for p in w.precisions if p in ("fp32", "int8")] or ["fp32"]
+            w = w.model_copy(update={"model": engine_ref(workload.model, engine), "devices": ["cpu"],
+                                     "precisions": precisions})  # fmt: skip
+        result, context = _plan_one(w, store, catalog_file, progress, seed)
+        runs.append((engine, result, context))
+    return _pick_engine(runs)
+
+
+def _cost(result: PlanResult) -> float:
+    rec = result.recommendation
+    if rec is None:
+        return math.inf
+    return rec.cost_usd_total if rec.cost_usd_total is not None else rec.cost_usd_per_hour
+
+
+def _cost_key(result: PlanResult) -> tuple[float, float]:
+    """Cheapest first; at equal cost (both on the smallest instance) the faster answer."""
+    rec = result.recommendation
+    lat = rec.latency.p95_ms if rec is not None and rec.latency is not None else math.inf
+    hours = rec.runtime_hours if rec is not None and rec.runtime_hours is not None else math.inf
+    return round(_cost(result), 6), min(lat, hours)
+
+
+def _pick_engine(runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> tuple[PlanResult, dict[str, Any]]:
+    """The cheapest feasible engine's plan, with a line per other engine saying what it would cost."""
+    engine, best, context = min(runs, key=lambda r: _cost_key(r[1]))
+    names = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime"}
+    lines = []
+    for other, result, _ in runs:
+        if other == engine:
+            continue
+        if result.recommendation is None:
+            lines.append(f"engine {names[other]}: no feasible plan")
+        else:
+            ratio = _cost(result) / _cost(best) if _cost(best) > 0 else math.inf
+            rec = result.recommendation
+            p95 = f", p95 {rec.latency.p95_ms:.0f} ms" if rec.latency is not None else ""
+            lines.append(
+                f"engine {names[other]}: best plan {rec.instance} {rec.precision} at ${rec.cost_usd_per_hour:.2f}/h"
+                f"{p95} ({ratio:.2f}x the cost)"
+            )
+    best.why.append(f"engine: {names[engine]}, the cheapest of {', '.join(names[r[0]] for r in runs)} (ties: faster)")
+    best.why += lines
+    best.assumptions["engines"] = {
+        r[0]: {"model": r[1].model, "cost": None if r[1].recommendation is None else _cost(r[1])} for r in runs
+    }
+    return best, context
+
+
+def _plan_one(
+    workload: Workload, store: Store, catalog_file: str | Path | None, progress: bool, seed: int
+) -> tuple[PlanResult, dict[str, Any]]:
     from rightsize.catalog import load_catalog
     from rightsize.errors import RunFailedError
     from rightsize.plan import plan, plan_kind
@@ -173,6 +239,8 @@ def plan_spec(
     work = work_profile(workload, store)
     projection = load_projection_model()
     curves = project_curves(profile, catalog, projection, work, measured=others)
+    if workload.model.startswith("ort:"):  # measured on ONNX Runtime's CPU provider: plan it on CPUs only
+        curves = [c for c in curves if c.device.startswith("cpu")]
     memory, breakdowns = memory_models(workload, store, {c.precision for c in curves})
     prep_s = time.perf_counter() - t0
     result = plan(workload, curves, catalog, memory, seed=seed)

@@ -6,6 +6,7 @@
     model.onnx                  an ONNX Runtime session (CPU)               read from the graph
     model.pt | .ts | .torchscript  torch.jit.load                           input.shape / input.dtype
     model.pt2                   torch.export.load(...).module()             input.shape / input.dtype
+    ort:REF (ort:distilbert)    REF exported to ONNX once (cached), run on ONNX Runtime   as REF
     package.module:factory      factory() -> nn.Module                      input.shape / input.dtype
 
 Every ref becomes a ``ZooEntry`` (the same record the zoo uses), so memory, bench, plan and serve
@@ -74,13 +75,29 @@ def parse_shape(text: str | None, option: str = "--shape") -> list[int] | None:
     return dims
 
 
+ORT_PREFIX = "ort:"  # the same model on ONNX Runtime: the CPU engine the planner compares with PyTorch eager
+
+
+def engine_ref(ref: str, engine: str) -> str:
+    """The model ref that runs ``ref`` on ``engine`` ("torch": ``ref`` itself; "onnxruntime": ``ort:ref``)."""
+    if engine == "torch" or ref.startswith(ORT_PREFIX) or ref.endswith(".onnx"):
+        return ref
+    return ORT_PREFIX + ref
+
+
+def engine_of(ref: str) -> str:
+    return "onnxruntime" if ref.startswith(ORT_PREFIX) or ref.endswith(".onnx") else "torch"
+
+
 def is_user_ref(ref: str) -> bool:
     """Whether ``ref`` names a user's model (anything but a zoo name)."""
     return ":" in ref or ref.endswith((".onnx", ".pt2", *TORCHSCRIPT_SUFFIXES)) or _config_dir(ref) is not None
 
 
-def resolve_user(ref: str, shape: list[int] | None = None, vocab: int | None = None) -> UserEntry:
+def resolve_user(ref: str, shape: list[int] | None = None, vocab: int | None = None) -> ZooEntry:
     """The entry for a user's model ref (see the module docstring); ``vocab`` set means token-id inputs."""
+    if ref.startswith(ORT_PREFIX):
+        return _engine_entry(ref, shape, vocab)
     if ref.startswith("hf:") or _config_dir(ref) is not None:
         return _hf_entry(ref)
     if ref.endswith(".onnx"):
@@ -290,6 +307,82 @@ def _onnx_entry(ref: str, shape: list[int] | None, vocab: int | None) -> UserEnt
 
 
 @dataclass(frozen=True)
+class EngineEntry(ZooEntry):
+    """``base`` (any PyTorch model ref) exported to ONNX and run on ONNX Runtime; inputs exactly as ``base``."""
+
+    base: Any = None
+
+    def sample_shape(
+        self, seq_len: int | None = None, image_size: int | None = None, tiny: bool = False
+    ) -> tuple[int, ...]:
+        return tuple(self.base.sample_shape(seq_len, image_size, tiny))
+
+    def input_vocab(self, tiny: bool) -> int:
+        return int(self.base.input_vocab(tiny))
+
+    def example_labels(self, x: Any, tiny: bool = False, seed: int = 1) -> Any:
+        return self.base.example_labels(x, tiny, seed)
+
+    def count_params(self, tiny: bool = False) -> int:
+        return int(self.base.count_params(tiny))
+
+
+def _engine_entry(ref: str, shape: list[int] | None, vocab: int | None) -> EngineEntry:
+    from rightsize.models.zoo import resolve_model
+
+    if ref.endswith(".onnx"):
+        raise SpecError("model", f"{ref}: the model is already ONNX; drop the {ORT_PREFIX} prefix")
+    base = resolve_model(ref[len(ORT_PREFIX) :], shape, vocab)
+    if base.meta_only:
+        raise UnsupportedError(f"model: {base.name} is too big to build here, so it cannot be exported to ONNX")
+
+    def build(tiny: bool) -> nn.Module:
+        return OrtModule.load(exported_onnx(base, tiny))
+
+    return EngineEntry(ref, base.family, base.kind, f"{base.description} on ONNX Runtime", build, hf=False,
+                       lm=base.lm, classes=base.classes, vocab_size=base.vocab_size, features=base.features,
+                       default_seq_len=base.default_seq_len, default_image_size=base.default_image_size,
+                       base=base)  # fmt: skip
+
+
+def exported_onnx(entry: ZooEntry, tiny: bool) -> Path:
+    """``entry``'s model exported to ONNX with dynamic batch (and sequence) dims, cached by ref, size and
+    versions: the export takes seconds to a minute, every later build is a file open."""
+    import hashlib
+    import os
+    import tempfile
+    import warnings
+
+    import platformdirs
+    import torch
+
+    key = f"{entry.name}|tiny={tiny}|{entry.sample_shape(tiny=tiny)}|torch={torch.__version__}"
+    cache = Path(os.environ.get("RIGHTSIZE_ONNX_CACHE") or Path(platformdirs.user_cache_dir("rightsize")) / "onnx")
+    path = cache / f"{hashlib.sha1(key.encode()).hexdigest()[:16]}.onnx"
+    if path.is_file():
+        return path
+    cache.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    model = entry.build(tiny).eval()
+    x = entry.example_input(2, tiny=tiny)
+    dims: dict[int, Any] = {0: torch.export.Dim("batch", max=65536)}
+    if entry.kind == "tokens" and not getattr(entry, "user_shape", ()):
+        dims[1] = torch.export.Dim("seq", max=max(2, min(entry.default_seq_len * 64, 8192)))
+    with tempfile.TemporaryDirectory(dir=cache) as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = Path(tmp) / "model.onnx"
+        try:
+            torch.onnx.export(model, (x,), str(out), dynamo=True, dynamic_shapes=(dims,), external_data=False,
+                              verbose=False)  # fmt: skip
+        except Exception as exc:  # the exporter raises many types; the user needs one line
+            raise UnsupportedError(
+                f"model: {entry.name} could not be exported to ONNX ({type(exc).__name__}: {str(exc)[:120]})"
+            ) from None
+        os.replace(out, path)  # atomic: a concurrent export of the same model writes the same bytes
+    return path
+
+
+@dataclass(frozen=True)
 class OnnxInput:
     name: str
     tokens: bool
@@ -483,4 +576,16 @@ class OrtModule:
         return module
 
 
-__all__ = ["TORCHSCRIPT_SUFFIXES", "UserEntry", "is_user_ref", "onnx_flops", "onnx_input", "resolve_user"]
+__all__ = [
+    "ORT_PREFIX",
+    "TORCHSCRIPT_SUFFIXES",
+    "EngineEntry",
+    "UserEntry",
+    "engine_of",
+    "engine_ref",
+    "exported_onnx",
+    "is_user_ref",
+    "onnx_flops",
+    "onnx_input",
+    "resolve_user",
+]

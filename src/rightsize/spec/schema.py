@@ -16,6 +16,7 @@ Mode = Literal["inference", "training"]
 Device = Literal["cpu", "cuda"]
 Precision = Literal["fp32", "bf16", "fp16", "int8"]
 Optimizer = Literal["adamw", "sgd"]
+Engine = Literal["torch", "onnxruntime"]
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "int8")
@@ -97,6 +98,11 @@ class Workload(_Strict):
         max_length=64,
         description="CPU intra-op threads; null = all cores",
     )
+    engines: list[Engine] = Field(
+        default_factory=lambda: list[Engine](["torch"]),
+        min_length=1,
+        description="inference engines to measure and plan: torch (eager) and/or onnxruntime (CPU)",
+    )
     optimizer: Optimizer = "adamw"
     tiny: bool = Field(False, description="use the model's tiny variant (tests, smoke runs)")
     timing: TimingSpec = TimingSpec()
@@ -115,6 +121,17 @@ class Workload(_Strict):
                 raise ValueError(f"[{i}] must be <= 1000000, got {b}")
         return sorted(set(v))
 
+    @field_validator("engines")
+    @classmethod
+    def _engines(cls, v: list[str]) -> list[str]:
+        return list(dict.fromkeys(v))  # order kept, repeats dropped
+
+    @model_validator(mode="after")
+    def _engines_for_inference(self) -> Workload:
+        if self.engines != ["torch"] and self.mode != "inference":
+            raise ValueError("engines: onnxruntime runs inference only; use engines: [torch] for training")
+        return self
+
     @field_validator("threads")
     @classmethod
     def _threads(cls, v: list[int | None]) -> list[int | None]:
@@ -131,6 +148,8 @@ class Workload(_Strict):
     @field_validator("model")
     @classmethod
     def _model_ref(cls, v: str) -> str:
+        if v.startswith("ort:"):  # the same model on ONNX Runtime
+            return "ort:" + cls._model_ref(v[4:])
         if v.startswith("hf:"):
             if len(v) == 3:
                 raise ValueError("hf: needs a config directory or a model type, e.g. hf:./my-model or hf:bert")

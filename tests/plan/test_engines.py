@@ -1,0 +1,44 @@
+"""`engines: [torch, onnxruntime]`: both measured and planned; the cheapest (then faster) wins, the other is shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rightsize.cli.plan import plan_spec
+from rightsize.spec import Workload
+from rightsize.store import Store
+
+pytest.importorskip("onnxruntime")
+
+
+@pytest.mark.slow
+def test_plan_picks_an_engine_and_names_the_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RIGHTSIZE_ONNX_CACHE", str(tmp_path / "onnx"))
+    workload = Workload.model_validate({
+        "name": "engines", "model": "distilbert", "tiny": True, "input": {"seq_len": 16},
+        "batch_sizes": [1, 4], "precisions": ["fp32"], "engines": ["torch", "onnxruntime"],
+        "timing": {"max_time_s": 0.5, "max_repeats": 20},
+        "targets": {"online": {"rate_per_s": 5, "latency": {"percentile": 95, "bound_ms": 200}}},
+    })  # fmt: skip
+    store = Store(tmp_path / "s.db")
+    result, _ = plan_spec(workload, store, progress=False)
+    engines = result.assumptions["engines"]
+    assert set(engines) == {"torch", "onnxruntime"}
+    assert engines["onnxruntime"]["model"] == "ort:distilbert" and engines["torch"]["model"] == "distilbert"
+    assert result.recommendation is not None
+    chosen = "onnxruntime" if result.model.startswith("ort:") else "torch"
+    assert engines[chosen]["cost"] <= min(c for c in (e["cost"] for e in engines.values()) if c is not None)
+    assert any(line.startswith("engine: ") for line in result.why)
+    other = "PyTorch eager" if chosen == "onnxruntime" else "ONNX Runtime"
+    assert any(line.startswith(f"engine {other}") for line in result.why)
+    if chosen == "onnxruntime":  # measured on ONNX Runtime's CPU provider: no GPU candidate
+        assert all(c.device_class == "cpu" for c in result.candidates)
+    models = {p.model for p in store.profiles(tiny=True)}
+    assert {"distilbert", "ort:distilbert"} <= models  # both engines measured and stored
+
+
+def test_engines_are_inference_only() -> None:
+    with pytest.raises(ValueError, match="onnxruntime runs inference only"):
+        Workload.model_validate({"model": "distilbert", "mode": "training", "engines": ["onnxruntime"]})

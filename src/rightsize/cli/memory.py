@@ -56,7 +56,9 @@ def memory(
     # typer applies $RIGHTSIZE_CATALOG; `--catalog ""` arrives as Path(".") and means "none".
     cat = None if catalog_file is None else ("" if str(catalog_file) == "." else str(catalog_file))
     tier_list = parse_tiers(tiers) if tiers is not None else None
-    est = estimate_memory(model, device=device, catalog_file=cat, tiers=tier_list, **kwargs)
+    # Building and tracing a large model takes 20-50 s on 2 cores: say what is happening meanwhile.
+    with err_console.status(f"tracing {model} ({mode}, batch {batch}) without allocating its memory…"):
+        est = estimate_memory(model, device=device, catalog_file=cat, tiers=tier_list, **kwargs)
     val = _validate(est, model, kwargs, tiny) if validate else None
     if json_out:
         emit_json({**_as_dict(est), **({"validation": val.to_dict()} if val else {})})

@@ -208,6 +208,14 @@ def _pick_engine(runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> tuple[Pl
                 f"engine {names[other]}: best plan {rec.instance} {rec.precision} at ${rec.cost_usd_per_hour:.2f}/h"
                 f"{p95} ({ratio:.2f}x the cost)"
             )
+    if best.recommendation is not None and not any(
+        c.device_class != best.recommendation.device_class for c in best.candidates
+    ):  # ONNX Runtime plans are CPU-only: the other device class's answer comes from the other engine
+        for other, result, _ in runs:
+            if other != engine and result.alternative is not None:
+                best.alternative = result.alternative
+                best.why_not = [f"{line} (engine {names[other]})" for line in result.why_not]
+                break
     best.why.append(f"engine: {names[engine]}, the cheapest of {', '.join(names[r[0]] for r in runs)} (ties: faster)")
     best.why += lines
     best.assumptions["engines"] = {

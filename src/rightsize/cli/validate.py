@@ -279,6 +279,8 @@ def validate_spec(
     if server_cores is not None and server_cores not in workload.threads:
         workload = workload.model_copy(update={"threads": [*workload.threads, server_cores]})
     result, context = plan_spec(workload, store, catalog_file, progress=progress, seed=seed)
+    if result.model != workload.model:  # the planner chose another engine (ort:…): validate that one
+        workload = workload.model_copy(update={"model": result.model, "engines": ["torch"]})
     cand, batching, precision, why = pick_local_candidate(result)
     # The plan's CPU layout (k workers x t threads), scaled to the server's cores here: t threads per
     # worker (at most every server core) and as many workers as fit.

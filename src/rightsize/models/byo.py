@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import threading
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -345,6 +346,41 @@ def _engine_entry(ref: str, shape: list[int] | None, vocab: int | None) -> Engin
                        base=base)  # fmt: skip
 
 
+def _onnx_cache() -> Path:
+    import os
+
+    import platformdirs
+
+    return Path(os.environ.get("RIGHTSIZE_ONNX_CACHE") or Path(platformdirs.user_cache_dir("rightsize")) / "onnx")
+
+
+def quantized_onnx(path: Path) -> Path:
+    """``path`` with its MatMul/Gemm weights quantized to int8 (ONNX Runtime dynamic quantization), cached by
+    the source file's path, size and modification time."""
+    import hashlib
+    import logging
+    import os
+    import tempfile
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    st = path.stat()
+    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    cache = _onnx_cache()
+    out = cache / f"{hashlib.sha1(key.encode()).hexdigest()[:16]}-int8.onnx"
+    if out.is_file():
+        return out
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        logging.disable(logging.WARNING)  # "consider pre-processing": advice for static quantization
+        try:
+            quantize_dynamic(str(path), str(Path(tmp) / "q.onnx"), weight_type=QuantType.QInt8)
+        finally:
+            logging.disable(logging.NOTSET)
+        os.replace(Path(tmp) / "q.onnx", out)
+    return out
+
+
 def exported_onnx(entry: ZooEntry, tiny: bool) -> Path:
     """``entry``'s model exported to ONNX with dynamic batch (and sequence) dims, cached by ref, size and
     versions: the export takes seconds to a minute, every later build is a file open."""
@@ -353,11 +389,10 @@ def exported_onnx(entry: ZooEntry, tiny: bool) -> Path:
     import tempfile
     import warnings
 
-    import platformdirs
     import torch
 
     key = f"{entry.name}|tiny={tiny}|{entry.sample_shape(tiny=tiny)}|torch={torch.__version__}"
-    cache = Path(os.environ.get("RIGHTSIZE_ONNX_CACHE") or Path(platformdirs.user_cache_dir("rightsize")) / "onnx")
+    cache = _onnx_cache()
     path = cache / f"{hashlib.sha1(key.encode()).hexdigest()[:16]}.onnx"
     if path.is_file():
         return path
@@ -509,6 +544,7 @@ def _ort_module_cls() -> type:
                     math.prod(i.dims) for i in _onnx_model(path).graph.initializer if i.data_type == 1
                 )
                 self._session: Any = None
+                self._lock = threading.Lock()
                 self._open(path)
 
             def _open(self, path: Path) -> None:
@@ -519,11 +555,13 @@ def _ort_module_cls() -> type:
                         "model: an .onnx model runs on ONNX Runtime: pip install 'rightsize[onnx]'"
                     ) from None
                 opts = ort.SessionOptions()
-                opts.intra_op_num_threads = torch.get_num_threads()  # the sweep's thread count, set before build
+                self._threads = torch.get_num_threads()  # the sweep's (or serving worker's) thread count
+                opts.intra_op_num_threads = self._threads
                 opts.inter_op_num_threads = 1
                 opts.log_severity_level = 3
                 self._session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
                 self._input = self._session.get_inputs()[0]
+                self._opened = path
 
             def rightsize_precision(self, precision: str) -> None:
                 """Switch the engine's precision; fp16/bf16 are not offered on ONNX Runtime's CPU path."""
@@ -531,18 +569,16 @@ def _ort_module_cls() -> type:
                     return
                 if precision != "int8":
                     raise UnsupportedError(f"ONNX Runtime (CPU) runs fp32 and int8, not {precision}")
-                import tempfile
-
-                from onnxruntime.quantization import QuantType, quantize_dynamic
-
-                out = Path(tempfile.mkdtemp(prefix="rightsize-ort-")) / "int8.onnx"
-                quantize_dynamic(str(self.path), str(out), weight_type=QuantType.QInt8)
-                self._open(out)
+                self._open(quantized_onnx(self.path))
                 self.precision = "int8"
 
             def forward(self, x: torch.Tensor) -> torch.Tensor:
                 if x.device.type != "cpu":
                     raise UnsupportedError("ONNX models run on ONNX Runtime's CPU provider here")
+                if torch.get_num_threads() != self._threads:  # a server worker set its own thread count
+                    with self._lock:
+                        if torch.get_num_threads() != self._threads:
+                            self._open(self._opened)
                 arr = x.detach().numpy()
                 if "int64" in self._input.type:
                     arr = arr.astype(np.int64, copy=False)

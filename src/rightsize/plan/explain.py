@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
+from datetime import date
 
 from rightsize.plan.result import Candidate, PlanKind
 
@@ -145,7 +146,7 @@ def explain(
         f"cheapest of {len(feas)} feasible plans ({len(ranked)} evaluated)"
         if kind != "rules"
         else f"first of {len(feas)} CPU instances that hold the data, with the wanted vCPUs and family, by price",
-        f"{source}; price {rec.price_date} ({rec.price_source})",
+        f"{source}; price {rec.price_date}{price_age(rec.price_date)} ({rec.price_source})",
     ]
     if kind == "online" and bound_ms is not None:
         why.insert(1, f"meets p{percentile:g} <= {bound_ms:g} ms with {rec.replicas} replica(s)")
@@ -172,7 +173,39 @@ def explain(
             reasons = Counter(c.reasons[0] for c in ranked if c.device_class == other and c.reasons)
             common = reasons.most_common(1)[0][0] if reasons else "not feasible"
             why_not.append(f"no {other.upper()} plan is feasible; e.g. {_who(alt)}: {common}")
-    return why, why_not, alt, _warnings(kind, rec, bound_ms, request_samples)
+    warnings = _warnings(kind, rec, bound_ms, request_samples)
+    if is_unverified(rec.price_source):
+        verified = next((c for c in feas if not is_unverified(c.price_source)), None)
+        line = f"the recommended {rec.instance}'s price is unverified ({rec.price_source}): re-check it"
+        if verified is not None:
+            ratio = _cost(verified, kind) / max(1e-9, _cost(rec, kind))
+            line += (
+                f"; the cheapest verified plan is {_who(verified)}: {_money(verified, kind)} ({ratio:.2f}x the cost)"
+            )
+        warnings.insert(0, line)
+    return why, why_not, alt, warnings
+
+
+UNVERIFIED_MARKS = ("as remembered", "unverified", "re-check", "estimate")
+
+
+def is_unverified(price_source: str) -> bool:
+    """Catalog rows whose source says the price was not read off a price list (see docs/catalog.md)."""
+    text = price_source.lower()
+    return any(mark in text for mark in UNVERIFIED_MARKS)
+
+
+def price_age(price_date: str, today: date | None = None) -> str:
+    """``", 17 months old"`` for a ``YYYY-MM`` price date (nothing when unparseable or under a month)."""
+    try:
+        year, month = (int(x) for x in price_date.split("-")[:2])
+    except ValueError:
+        return ""
+    now = today or date.today()
+    months = (now.year - year) * 12 + now.month - month
+    if months < 1:
+        return ""
+    return f", {months} months old" if months < 24 else f", {months / 12:.1f} years old"
 
 
 def _warnings(kind: PlanKind, rec: Candidate, bound_ms: float | None, request_samples: int) -> list[str]:

@@ -1,0 +1,48 @@
+"""The recommendation's words: price age, and an unverified price that wins is flagged with the verified option."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import date
+
+from plan_fixtures import cpu_curve, small_catalog
+
+from rightsize.catalog.model import Catalog
+from rightsize.plan.explain import explain, is_unverified, price_age, rank
+from rightsize.plan.online import plan_online
+from rightsize.plan.options import pair_options
+from rightsize.spec.targets import LatencyBound, OnlineTarget
+
+
+def test_price_age_in_months_then_years() -> None:
+    assert price_age("2025-06", today=date(2026, 11, 24)) == ", 17 months old"
+    assert price_age("2023-01", today=date(2026, 11, 24)) == ", 3.8 years old"
+    assert price_age("2026-11", today=date(2026, 11, 24)) == ""
+    assert price_age("unknown") == ""
+
+
+def test_unverified_marks() -> None:
+    assert is_unverified("Azure retail price list Fsv2 (as remembered; estimate, re-check)")
+    assert not is_unverified("skypilot-catalog vms.csv 2025 snapshot")
+
+
+def _plan(cat: Catalog) -> tuple[list[str], list[str]]:
+    curves = [cpu_curve("c.2x", 20.0, 15.0), cpu_curve("c.4x", 11.0, 8.0)]
+    target = OnlineTarget(rate_per_s=10, latency=LatencyBound(percentile=95, bound_ms=80))
+    ranked = rank(plan_online(pair_options(cat.instances, curves, cat.accelerators), target), "online")
+    why, _, _, warnings = explain("online", ranked, 95, 80)
+    return why, warnings
+
+
+def test_an_unverified_winner_is_flagged_with_the_cheapest_verified_plan() -> None:
+    cat = small_catalog()
+    why, warnings = _plan(cat)
+    assert "months old" in why[-1] or "years old" in why[-1]
+    assert not any("unverified" in w for w in warnings)  # every row verified: nothing to flag
+    rows = tuple(
+        dataclasses.replace(i, source="price list (as remembered; re-check)") if i.instance_type == "c.2x" else i
+        for i in cat.instances
+    )
+    why, warnings = _plan(dataclasses.replace(cat, instances=rows))
+    assert warnings[0].startswith("the recommended c.2x's price is unverified")
+    assert "the cheapest verified plan is 1 replica on 1x aws c.4x" in warnings[0] and "2.00x the cost" in warnings[0]

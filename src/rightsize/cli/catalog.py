@@ -11,6 +11,7 @@ from rightsize.errors import SpecError
 
 
 def catalog(
+    ctx: typer.Context,
     gpu: bool = typer.Option(False, "--gpu", help="Only GPU instances."),
     cpu: bool = typer.Option(False, "--cpu", help="Only CPU instances."),
     provider: list[str] = typer.Option(None, "--provider", help="Only this provider (aws, gcp, azure); repeatable."),
@@ -18,7 +19,9 @@ def catalog(
     as_json: bool = JSON_OPTION,
     catalog_file: Path | None = CATALOG_OPTION,
 ) -> None:
-    """List the hardware and price catalog (shipped data plus --catalog FILE)."""
+    """List the hardware and price catalog (shipped data plus --catalog FILE); `catalog import` refreshes prices."""
+    if ctx.invoked_subcommand is not None:
+        return
     from rightsize.catalog import filter_instances, interruptions_per_hour, load_catalog
     from rightsize.errors import NotFoundError, did_you_mean
 
@@ -96,5 +99,45 @@ def catalog(
     out_console.print("Sources per row: `rightsize catalog --json`. Override or add rows with --catalog FILE.")
 
 
+def catalog_import(
+    path: Path = typer.Argument(..., help="A skypilot-catalog checkout (or any folder holding <cloud>/vms.csv)."),
+    output: Path = typer.Option(Path("skypilot-prices.csv"), "--output", "-o", help="User catalog CSV to write."),
+    date: str | None = typer.Option(
+        None, "--date", help="Date of the prices, YYYY-MM or YYYY-MM-DD (default: the newest vms.csv's file date)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists."),
+    as_json: bool = JSON_OPTION,
+    catalog_file: Path | None = CATALOG_OPTION,
+) -> None:
+    """Re-price the catalog's instances from SkyPilot's vms.csv tables; use the result with --catalog OUTPUT."""
+    import datetime as dt
+    import re
+
+    from rightsize.catalog import load_catalog
+    from rightsize.catalog.skypilot import find_tables, import_skypilot, write_rows
+
+    if date is not None and not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])(-\d{2})?", date):
+        raise SpecError("--date", f"must look like 2026-11 or 2026-11-24, got {date!r}")
+    if output.exists() and not force:
+        raise SpecError("--output", f"{output} exists; pass --force to replace it or choose another file")
+    if date is None:
+        newest = max(p.stat().st_mtime for p in find_tables(path).values())
+        date = dt.date.fromtimestamp(newest).strftime("%Y-%m")
+    cat = load_catalog(catalog_file if catalog_file and str(catalog_file) != "." else "")
+    result = import_skypilot(path, cat, date)
+    if not result.rows:
+        raise SpecError("PATH", f"none of the catalog's instances are listed under {path}; nothing written")
+    write_rows(result.rows, output)
+    if as_json:
+        emit_json({"output": str(output), "updated": result.updated, "missing": result.missing, "date": date,
+                   "tables": {c: str(p) for c, p in result.tables.items()}})  # fmt: skip
+        return
+    out_console.print(result.summary())
+    out_console.print(f"wrote {output}; plan with it: rightsize plan SPEC --catalog {output}  (or RIGHTSIZE_CATALOG)")
+
+
 def register(app: typer.Typer) -> None:
-    app.command("catalog")(catalog)
+    group = typer.Typer(add_completion=False, help="The hardware and price catalog.")
+    group.callback(invoke_without_command=True)(catalog)
+    group.command("import")(catalog_import)
+    app.add_typer(group, name="catalog")

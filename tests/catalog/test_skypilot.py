@@ -1,0 +1,86 @@
+"""`rightsize catalog import PATH`: prices from a SkyPilot catalog directory, dated and sourced per row."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rightsize.catalog import load_catalog
+from rightsize.cli.app import main
+
+HEADER = "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone\n"
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out, err = capsys.readouterr()
+    return int(exc.value.code or 0), out, err
+
+
+@pytest.fixture
+def skypilot(tmp_path: Path) -> Path:
+    root = tmp_path / "skypilot-catalog"
+    old = root / "catalogs" / "v7" / "aws"
+    old.mkdir(parents=True)
+    (old / "vms.csv").write_text(HEADER + "c6i.2xlarge,,,8,16,,9.99,9.99,us-east-1,us-east-1a\n")
+    aws = root / "catalogs" / "v8" / "aws"
+    aws.mkdir(parents=True)
+    (aws / "vms.csv").write_text(
+        HEADER
+        + "c6i.2xlarge,,,8,16,,0.36,0.15,us-east-1,us-east-1a\n"
+        + "c6i.2xlarge,,,8,16,,0.36,0.17,us-east-1,us-east-1b\n"
+        + "c6i.2xlarge,,,8,16,,0.40,0.20,eu-west-1,eu-west-1a\n"  # another region: not ours
+        + "g5.xlarge,A10G,1,4,16,\"{'Gpus': []}\",1.10,,us-east-1,us-east-1a\n"
+        + "c6i.4xlarge,,,16,32,,nan,,us-east-1,us-east-1a\n"  # no usable price: keeps the shipped one
+    )
+    gcp = root / "catalogs" / "v8" / "gcp"
+    gcp.mkdir(parents=True)
+    (gcp / "vms.csv").write_text(
+        HEADER + "n1-highcpu-8,,,8,7.2,,0.30,0.07,us-central1,us-central1-a\n"
+        ",T4,1,,,,0.40,0.12,us-central1,us-central1-a\n"
+        ",T4,2,,,,0.80,0.24,us-central1,us-central1-a\n"
+    )
+    return root
+
+
+def test_import_reprices_known_rows_from_the_newest_tables(
+    skypilot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "prices.csv"
+    rc, stdout, err = _run(["catalog", "import", str(skypilot), "-o", str(out), "--date", "2026-11", "--json"], capsys)
+    assert rc == 0, err
+    report = json.loads(stdout)
+    assert report["updated"] == 3 and report["tables"]["aws"].endswith("v8/aws/vms.csv")
+    cat = load_catalog(out)
+    rows = {(i.provider, i.instance_type): i for i in cat.instances}
+    c6i = rows[("aws", "c6i.2xlarge")]
+    assert (c6i.on_demand_usd_per_hour, c6i.spot_usd_per_hour) == (0.36, 0.16)  # spot: mean of the region's zones
+    assert c6i.price_date == "2026-11" and "skypilot catalog import of catalogs/v8/aws/vms.csv" in c6i.source
+    assert c6i.cpu_family == "intel-icelake"  # hardware facts stay ours
+    g5 = rows[("aws", "g5.xlarge")]
+    assert g5.on_demand_usd_per_hour == 1.10 and g5.spot_usd_per_hour is None and g5.accelerator == "A10G"
+    t4 = rows[("gcp", "n1-highcpu-8+t4")]
+    assert t4.on_demand_usd_per_hour == pytest.approx(0.70) and t4.spot_usd_per_hour == pytest.approx(0.19)
+    shipped = {(i.provider, i.instance_type): i for i in load_catalog("").instances}
+    assert rows[("aws", "c6i.4xlarge")] == shipped[("aws", "c6i.4xlarge")]  # "nan" is not a price
+
+
+def test_import_refuses_to_overwrite_and_bad_input_exits_2(
+    skypilot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "prices.csv"
+    out.write_text("keep me\n")
+    rc, _, err = _run(["catalog", "import", str(skypilot), "-o", str(out)], capsys)
+    assert rc == 2 and "--force" in err and out.read_text() == "keep me\n"
+    rc, _, err = _run(["catalog", "import", str(skypilot), "-o", str(tmp_path / "x.csv"), "--date", "Nov"], capsys)
+    assert rc == 2 and "--date" in err
+    rc, _, err = _run(["catalog", "import", str(tmp_path / "empty"), "-o", str(tmp_path / "y.csv")], capsys)
+    assert rc == 2 and "not a directory" in err
+    (tmp_path / "empty").mkdir()
+    rc, _, err = _run(["catalog", "import", str(tmp_path / "empty"), "-o", str(tmp_path / "y.csv")], capsys)
+    assert rc == 2 and "no <cloud>/vms.csv" in err
+    rc, stdout, err = _run(["catalog", "import", str(skypilot), "-o", str(out), "--force"], capsys)
+    assert rc == 0 and "re-priced 3 catalog rows" in stdout and "median on-demand change" in stdout

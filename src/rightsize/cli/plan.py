@@ -115,7 +115,8 @@ def work_profile(workload: Workload, store: Store) -> WorkProfile | None:
     key += f"|tiny={int(workload.tiny)}|v{_WORK_CACHE_VERSION}"
     for art in store.artifacts(kind=WORK_CACHE_KIND):
         if art["payload"].get("key") == key:
-            return WorkProfile.from_dict(art["payload"]["work"])
+            cached = art["payload"].get("work")
+            return WorkProfile.from_dict(cached) if cached is not None else None  # None: it failed before
     try:
         from rightsize.estimate.work import trace_work
         from rightsize.models import workload_model
@@ -125,7 +126,10 @@ def work_profile(workload: Workload, store: Store) -> WorkProfile | None:
         if entry.kind == "image":
             inp = {"image_size": workload.input.image_size}
         work = trace_work(entry, mode=workload.mode, tiny=workload.tiny, **inp)
+    except ImportError:  # no torch here: nothing to cache, a later run with torch traces it
+        return None
     except Exception:  # any failure to trace a user model falls back to the coarse profile, labelled
+        store.save_artifact(None, WORK_CACHE_KIND, {"key": key, "work": None}, internal=True)  # and not again
         return None
     store.save_artifact(None, WORK_CACHE_KIND, {"key": key, "work": work.to_dict()}, internal=True)
     return work

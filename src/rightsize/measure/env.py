@@ -34,7 +34,14 @@ def _cpuinfo() -> tuple[str, list[str]]:
     return model, [f for f in ISA_FLAGS if f in present]
 
 
+def _no_nvidia_device() -> bool:
+    """No NVIDIA driver or device node: CUDA cannot be there, and torch (a second to import) need not load."""
+    return not Path("/proc/driver/nvidia").exists() and not any(Path("/dev").glob("nvidia[0-9]*"))
+
+
 def _gpus() -> list[dict[str, Any]]:
+    if _no_nvidia_device():
+        return []
     try:
         import torch
     except ImportError:
@@ -67,11 +74,13 @@ def _nvidia_driver() -> str | None:
 
 
 def _torch_version() -> str | None:
+    """The installed torch's version, from its metadata (the same string as ``torch.__version__``, no import)."""
+    import importlib.metadata
+
     try:
-        import torch
-    except ImportError:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
         return None
-    return str(torch.__version__)
 
 
 def fingerprint() -> dict[str, Any]:

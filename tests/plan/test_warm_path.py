@@ -1,0 +1,43 @@
+"""A warm re-plan (profile, traced work and memory already stored) never imports torch: it is what makes it fast."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SPEC = """name: warm
+model: distilbert
+tiny: true
+input: {seq_len: 16}
+batch_sizes: [1, 4]
+timing: {max_time_s: 0.5, max_repeats: 20}
+targets:
+  online: {rate_per_s: 5, latency: {percentile: 95, bound_ms: 200}}
+"""
+
+CHECK = """
+import sys
+from rightsize.cli.app import main
+try:
+    main(["plan", sys.argv[1], "--store", sys.argv[2], "--json"])
+except SystemExit as exc:
+    assert not exc.code, exc.code
+loaded = sorted(m for m in sys.modules if m == "torch" or m.startswith(("torch.", "transformers")))
+print("IMPORTED:" + ",".join(loaded[:5]), file=sys.stderr)
+"""
+
+
+@pytest.mark.slow
+def test_warm_replan_imports_no_torch(tmp_path: Path) -> None:
+    spec, store = tmp_path / "warm.yaml", tmp_path / "s.db"
+    spec.write_text(SPEC)
+    cold = subprocess.run([sys.executable, "-m", "rightsize", "plan", str(spec), "--store", str(store), "--json"],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert cold.returncode == 0, cold.stderr[-600:]
+    warm = subprocess.run([sys.executable, "-c", CHECK, str(spec), str(store)], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert warm.returncode == 0, warm.stderr[-600:]
+    assert "IMPORTED:\n" in warm.stderr or warm.stderr.rstrip().endswith("IMPORTED:"), warm.stderr[-300:]

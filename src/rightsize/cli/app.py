@@ -18,6 +18,7 @@ from rightsize.errors import RightsizeError
 # Order is the order of ``rightsize --help``.
 COMMAND_MODULES = [
     "plan",
+    "diagnose",
     "bench",
     "memory",
     "catalog",

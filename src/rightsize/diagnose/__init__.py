@@ -1,0 +1,58 @@
+"""Diagnose a running training or inference loop: data starvation, utilization, memory, batch size.
+
+    with rightsize.diagnose.watch() as probe:     # in a notebook or script
+        train_one_epoch(...)
+    print(probe.report())                           # the findings, each with a fix
+
+``rightsize diagnose -- python train.py`` watches a command the same way (see ``run``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rightsize.diagnose.probe import LoopFacts, LoopProbe
+from rightsize.diagnose.rules import Finding, diagnose
+
+
+class Watch:
+    """The handle ``watch()`` yields: ``facts`` and ``findings`` once the block has run."""
+
+    def __init__(self, probe: LoopProbe) -> None:
+        self.probe = probe
+
+    @property
+    def facts(self) -> LoopFacts:
+        return self.probe.facts()
+
+    @property
+    def findings(self) -> list[Finding]:
+        return diagnose(self.facts)
+
+    def report(self) -> str:
+        return render(self.facts, self.findings)
+
+
+@contextmanager
+def watch() -> Iterator[Watch]:
+    """Watch the loop run inside the block (DataLoader waits, optimizer steps, CPU, memory)."""
+    with LoopProbe() as probe:
+        yield Watch(probe)
+
+
+def render(facts: LoopFacts, findings: list[Finding]) -> str:
+    lines = [
+        f"watched {facts.wall_s:.1f} s: {facts.batches} batches, {facts.steps} optimizer steps, data wait "
+        f"{facts.data_wait_fraction:.0%}, {facts.cpu_cores_busy:.1f} of {facts.logical_cores} cores busy, "
+        f"peak {'GPU ' if facts.device == 'cuda' else 'RSS '}"
+        f"{((facts.cuda_peak_bytes if facts.device == 'cuda' else facts.peak_rss_bytes) or 0) / 2**30:.2f} GiB"
+    ]
+    mark = {"problem": "✗", "advice": "•", "ok": "✓"}
+    for f in findings:
+        lines.append(f"{mark[f.severity]} {f.check}: {f.evidence}")
+        lines.append(f"    fix: {f.fix}")
+    return "\n".join(lines)
+
+
+__all__ = ["Finding", "LoopFacts", "LoopProbe", "Watch", "diagnose", "render", "watch"]

@@ -1,0 +1,204 @@
+"""Watch a running training or inference loop: where each step's time goes, and what the machine did.
+
+    with LoopProbe() as probe:          # patches DataLoader iteration and Optimizer.step while open
+        for x, y in loader:
+            loss = model(x).sum(); loss.backward(); opt.step(); opt.zero_grad()
+    facts = probe.facts()               # LoopFacts: data wait vs step time, utilization, memory, loaders
+
+What is measured, with no change to the user's code:
+- data wait: wall time spent inside ``next()`` on a ``torch.utils.data.DataLoader`` iterator — the
+  time the loop stood still waiting for input (the seeds' "GPU starving" check);
+- steps: ``Optimizer.step`` calls (training) or, without an optimizer, DataLoader batches;
+- loaders: num_workers, pin_memory, batch size of every DataLoader iterated;
+- CPU: process CPU time over wall time (cores busy), and the machine's core count;
+- memory: peak RSS (sampled), and on CUDA the peak allocated vs the device's total;
+- precision: how often ``torch.autocast`` was entered; host-to-device copies: ``Tensor.to``/``.cuda`` calls
+  that move CPU tensors to a GPU (only patched when CUDA is present).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import psutil
+
+
+@dataclass
+class LoaderInfo:
+    num_workers: int
+    pin_memory: bool
+    batch_size: int | None
+
+
+@dataclass
+class LoopFacts:
+    """What the probe saw; ``rightsize.diagnose.rules.diagnose`` turns it into findings."""
+
+    wall_s: float = 0.0
+    data_wait_s: float = 0.0
+    batches: int = 0
+    steps: int = 0  # optimizer steps (0 for inference loops)
+    cpu_s: float = 0.0  # process user + system CPU time (children included)
+    logical_cores: int = 1
+    torch_threads: int | None = None
+    peak_rss_bytes: int = 0
+    total_ram_bytes: int = 0
+    device: str = "cpu"  # cpu | cuda
+    cuda_peak_bytes: int | None = None
+    cuda_total_bytes: int | None = None
+    autocast_entries: int = 0  # torch.autocast contexts entered (mixed precision in use)
+    h2d_copies: int = 0
+    h2d_bytes: int = 0
+    loaders: list[LoaderInfo] = field(default_factory=list)
+
+    @property
+    def data_wait_fraction(self) -> float:
+        return self.data_wait_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def cpu_cores_busy(self) -> float:
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self) | {"data_wait_fraction": self.data_wait_fraction, "cpu_cores_busy": self.cpu_cores_busy}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LoopFacts:
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        known["loaders"] = [LoaderInfo(**x) for x in known.get("loaders", [])]
+        return cls(**known)
+
+
+class LoopProbe:
+    """Context manager that patches torch's DataLoader iterator and Optimizer.step to time a loop."""
+
+    def __init__(self, sample_s: float = 0.05) -> None:
+        self.sample_s = sample_s
+        self._facts = LoopFacts()
+        self._restore: list[tuple[Any, str, Any]] = []
+        self._hooks: list[Any] = []
+        self._stop = threading.Event()
+        self._sampler: threading.Thread | None = None
+        self._t0 = 0.0
+        self._cpu0 = 0.0
+        self._seen_loaders: set[int] = set()
+
+    # --- patching ------------------------------------------------------------------------------
+
+    def _patch(self, owner: Any, name: str, wrapper: Any) -> None:
+        self._restore.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, wrapper)
+
+    def __enter__(self) -> LoopProbe:
+        import torch
+        from torch.utils.data import dataloader
+
+        facts, probe = self._facts, self
+        base_iter = dataloader._BaseDataLoaderIter
+        original_next = base_iter.__next__
+
+        def timed_next(it: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                batch = original_next(it)
+            finally:
+                facts.data_wait_s += time.perf_counter() - t  # the end-of-epoch StopIteration waits too
+            facts.batches += 1
+            probe._note_loader(it)
+            return batch
+
+        self._patch(base_iter, "__next__", timed_next)
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        def counted_step(opt: Any, args: Any, kwargs: Any) -> None:  # every optimizer, every step
+            facts.steps += 1
+
+        self._hooks.append(register_optimizer_step_post_hook(counted_step))
+        autocast_cls = torch.amp.autocast_mode.autocast
+        original_enter = autocast_cls.__enter__
+
+        def counted_enter(ctx: Any) -> Any:
+            if getattr(ctx, "_enabled", True):
+                facts.autocast_entries += 1
+            return original_enter(ctx)
+
+        self._patch(autocast_cls, "__enter__", counted_enter)
+        if torch.cuda.is_available():
+            facts.device = "cuda"
+            facts.cuda_total_bytes = int(torch.cuda.get_device_properties(0).total_memory)
+            torch.cuda.reset_peak_memory_stats()
+            self._patch_copies(torch)
+        facts.logical_cores = os.cpu_count() or 1
+        facts.torch_threads = torch.get_num_threads()
+        facts.total_ram_bytes = int(psutil.virtual_memory().total)
+        self._t0 = time.perf_counter()
+        self._cpu0 = _cpu_seconds()
+        self._sampler = threading.Thread(target=self._sample, name="rightsize-diagnose", daemon=True)
+        self._sampler.start()
+        return self
+
+    def _patch_copies(self, torch: Any) -> None:
+        facts = self._facts
+        original_to = torch.Tensor.to
+
+        def counted_to(t: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original_to(t, *args, **kwargs)
+            if t.device.type == "cpu" and out.device.type == "cuda":
+                facts.h2d_copies += 1
+                facts.h2d_bytes += t.numel() * t.element_size()
+            return out
+
+        self._patch(torch.Tensor, "to", counted_to)
+
+    def _note_loader(self, it: Any) -> None:
+        if id(it) in self._seen_loaders:
+            return
+        self._seen_loaders.add(id(it))
+        loader = getattr(it, "_dataset", None) and it
+        self._facts.loaders.append(
+            LoaderInfo(
+                num_workers=int(getattr(loader, "_num_workers", 0) or 0),
+                pin_memory=bool(getattr(loader, "_pin_memory", False)),
+                batch_size=getattr(getattr(it, "_index_sampler", None), "batch_size", None),
+            )
+        )
+
+    def _sample(self) -> None:
+        proc = psutil.Process()
+        while not self._stop.wait(self.sample_s):
+            try:
+                rss = proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))
+            except psutil.Error:
+                continue
+            self._facts.peak_rss_bytes = max(self._facts.peak_rss_bytes, int(rss))
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._sampler is not None:
+            self._sampler.join(timeout=1.0)
+        facts = self._facts
+        facts.wall_s = time.perf_counter() - self._t0
+        facts.cpu_s = _cpu_seconds() - self._cpu0
+        facts.peak_rss_bytes = max(facts.peak_rss_bytes, int(psutil.Process().memory_info().rss))
+        if facts.device == "cuda":
+            import torch
+
+            facts.cuda_peak_bytes = int(torch.cuda.max_memory_allocated())
+        for owner, name, original in reversed(self._restore):
+            setattr(owner, name, original)
+        self._restore.clear()
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks.clear()
+
+    def facts(self) -> LoopFacts:
+        return self._facts
+
+
+def _cpu_seconds() -> float:
+    t = psutil.Process().cpu_times()
+    return float(t.user + t.system + t.children_user + t.children_system)

@@ -1,0 +1,115 @@
+"""The seeds' checklist for a running loop, as rules over ``LoopFacts``: each finding names a fix.
+
+    findings = diagnose(facts)   # [Finding(check, severity, evidence, fix)], worst first
+
+Thresholds (each a judgement call, stated where it is used):
+- input pipeline starving: the loop waits on its DataLoader > 20% of the wall time;
+- CPU underused: a compute loop keeps < 50% of the cores busy (and is not starving);
+- memory headroom: peak < 30% of the GPU (room for a larger batch or a smaller GPU), or > 90% of
+  the GPU or RAM (one bigger batch or input from out-of-memory);
+- small batch: under 8 samples per batch on a loop that is not starving;
+- GPU without mixed precision, pageable host memory, or many small host-to-device copies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from rightsize.diagnose.probe import LoopFacts
+
+Severity = Literal["problem", "advice", "ok"]
+STARVING = 0.20
+UNDERUSED = 0.50
+ROOMY, TIGHT = 0.30, 0.90
+SMALL_BATCH = 8
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    severity: Severity
+    evidence: str
+    fix: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def diagnose(f: LoopFacts) -> list[Finding]:
+    """Findings for one watched loop, problems first; one "ok" finding when nothing stands out."""
+    out: list[Finding] = []
+    if f.batches == 0 and f.steps == 0:
+        return [Finding("loop", "problem", "no DataLoader batch and no optimizer step was seen",
+                        "diagnose watches torch DataLoader iteration and Optimizer.step; use them, or wrap "
+                        "your loop in `with rightsize.diagnose.watch():`")]  # fmt: skip
+    workers = max((loader.num_workers for loader in f.loaders), default=0)
+    batch = next((loader.batch_size for loader in f.loaders if loader.batch_size), None)
+    starving = f.data_wait_fraction > STARVING
+    if starving:
+        suggest = min(f.logical_cores, 8) if workers == 0 else min(f.logical_cores, max(2 * workers, workers + 2))
+        out.append(Finding(
+            "input pipeline", "problem",
+            f"the loop waited on its DataLoader {f.data_wait_fraction:.0%} of the time "
+            f"({f.data_wait_s:.2f} s of {f.wall_s:.2f} s, {f.batches} batches; num_workers={workers})",
+            f"load data in parallel: DataLoader(num_workers={suggest}, persistent_workers=True"
+            + (", pin_memory=True" if f.device == "cuda" else "") + ", prefetch_factor=4); decode and augment "
+            "ahead of time or on the GPU; a faster disk or cached dataset; until then a bigger instance will not help",
+        ))  # fmt: skip
+    busy = f.cpu_cores_busy / max(1, f.logical_cores)
+    if f.device == "cpu" and not starving and busy < UNDERUSED:
+        threads = f"torch uses {f.torch_threads} thread(s)" if f.torch_threads else ""
+        out.append(Finding(
+            "CPU utilization", "advice",
+            f"{f.cpu_cores_busy:.1f} of {f.logical_cores} cores busy on average ({busy:.0%}); {threads}",
+            ("raise the batch size (larger GEMMs use more cores) or torch.set_num_threads(cores); "
+             if (batch or SMALL_BATCH) < SMALL_BATCH or (f.torch_threads or 0) < f.logical_cores else "")
+            + "or run k worker processes x t threads (`rightsize plan` sizes that) — or pick a smaller instance",
+        ))  # fmt: skip
+    capacity = f.cuda_total_bytes if f.device == "cuda" else f.total_ram_bytes
+    peak = f.cuda_peak_bytes if f.device == "cuda" else f.peak_rss_bytes
+    if capacity and peak:
+        share = peak / capacity
+        where = "GPU memory" if f.device == "cuda" else "RAM"
+        if share > TIGHT:
+            out.append(Finding(
+                "memory headroom", "problem", f"peak {peak / 2**30:.2f} GiB is {share:.0%} of {where}",
+                "lower the batch size, use mixed precision (bf16/fp16 autocast), activation checkpointing, or a "
+                "bigger device (`rightsize memory` finds the smallest that fits)",
+            ))  # fmt: skip
+        elif share < ROOMY and f.device == "cuda":  # a CPU box's RAM is rarely what a smaller machine saves
+            out.append(Finding(
+                "memory headroom", "advice", f"peak {peak / 2**30:.2f} GiB is only {share:.0%} of {where}",
+                "room for a larger batch (better device utilization), or a smaller, cheaper machine",
+            ))  # fmt: skip
+    if batch is not None and batch < SMALL_BATCH and not starving:
+        out.append(Finding(
+            "batch size", "advice", f"batch size {batch}",
+            f"small batches underuse the hardware: try {SMALL_BATCH * 4} (keep the learning rate scaled) and "
+            "compare samples/s with `rightsize bench`",
+        ))  # fmt: skip
+    if f.device == "cuda":
+        if f.steps and f.autocast_entries == 0:
+            out.append(Finding("mixed precision", "advice", "no torch.autocast seen on a GPU",
+                               "wrap the forward in torch.autocast('cuda', dtype=torch.bfloat16) (fp16 + GradScaler on "
+                               "T4/V100): tensor cores, half the activation memory"))  # fmt: skip
+        if f.loaders and not any(loader.pin_memory for loader in f.loaders):
+            out.append(
+                Finding(
+                    "host-to-device copies",
+                    "advice",
+                    "DataLoader pin_memory=False",
+                    "pin_memory=True and .to('cuda', non_blocking=True) overlap the copy with compute",
+                )
+            )
+        per_batch = f.h2d_copies / max(1, f.batches)
+        if per_batch > 8:
+            out.append(Finding("host-to-device copies", "advice",
+                               f"{per_batch:.0f} CPU->GPU copies per batch ({f.h2d_bytes / 2**20:.0f} MiB in all)",
+                               "batch the copies: move whole batches, keep constants on the GPU"))  # fmt: skip
+    if not out:
+        out.append(Finding("loop", "ok",
+                           f"{f.batches} batches, data wait {f.data_wait_fraction:.0%}, "
+                           f"{f.cpu_cores_busy:.1f} cores busy", "no bottleneck found"))  # fmt: skip
+    order = {"problem": 0, "advice": 1, "ok": 2}
+    return sorted(out, key=lambda x: order[x.severity])

@@ -1,0 +1,77 @@
+"""`rightsize diagnose`: a deliberately starved loop and a healthy one, watched for real, diagnosed apart."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import rightsize.diagnose
+from rightsize.diagnose import LoopFacts, diagnose
+from rightsize.diagnose.probe import LoaderInfo
+
+SCRIPT = Path(__file__).with_name("loop_script.py")
+
+
+def _cli(kind: str) -> dict:  # type: ignore[type-arg]
+    run = subprocess.run(
+        [sys.executable, "-m", "rightsize", "diagnose", "--json", "--", sys.executable, str(SCRIPT), kind],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-600:]
+    return json.loads(run.stdout)
+
+
+@pytest.mark.slow
+def test_starved_loop_is_told_to_add_loader_workers() -> None:
+    report = _cli("starved")
+    facts = report["facts"]
+    assert facts["batches"] == 12 and facts["steps"] == 12  # 3 epochs x 4 batches, one step each
+    assert facts["data_wait_fraction"] > 0.5  # 4 ms per sample x 64 per batch against ~2 ms of compute
+    assert facts["loaders"] == [{"num_workers": 0, "pin_memory": False, "batch_size": 64}]
+    first = report["findings"][0]
+    assert (first["check"], first["severity"]) == ("input pipeline", "problem")
+    assert "num_workers=" in first["fix"] and "num_workers=0" in first["evidence"]
+
+
+@pytest.mark.slow
+def test_healthy_loop_has_no_input_problem() -> None:
+    report = _cli("healthy")
+    assert report["facts"]["steps"] == 144 and report["facts"]["data_wait_fraction"] < 0.2
+    assert all(f["check"] != "input pipeline" for f in report["findings"])
+    assert all(f["severity"] != "problem" for f in report["findings"])
+
+
+def test_context_manager_watches_a_notebook_loop() -> None:
+    model = nn.Linear(8, 2)
+    opt = torch.optim.AdamW(model.parameters())
+    loader = DataLoader(TensorDataset(torch.randn(40, 8), torch.randint(0, 2, (40,))), batch_size=4)
+    with rightsize.diagnose.watch() as w:
+        for x, y in loader:
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+    assert (w.facts.batches, w.facts.steps) == (10, 10)
+    assert w.facts.loaders[0].batch_size == 4
+    assert any(f.check == "batch size" and "batch size 4" in f.evidence for f in w.findings)
+    assert "fix:" in w.report()
+    before = torch.utils.data.dataloader._BaseDataLoaderIter.__next__
+    with rightsize.diagnose.watch():
+        pass
+    assert torch.utils.data.dataloader._BaseDataLoaderIter.__next__ is before  # patches undone
+
+
+def test_rules_on_gpu_facts() -> None:
+    facts = LoopFacts(wall_s=10, data_wait_s=0.5, batches=100, steps=100, cpu_s=10, logical_cores=8,
+                      device="cuda", cuda_peak_bytes=int(0.95 * 16 * 2**30), cuda_total_bytes=16 * 2**30,
+                      loaders=[LoaderInfo(4, False, 32)], h2d_copies=2000, h2d_bytes=2**30)  # fmt: skip
+    checks = {(f.check, f.severity) for f in diagnose(facts)}
+    assert ("memory headroom", "problem") in checks and ("mixed precision", "advice") in checks
+    assert ("host-to-device copies", "advice") in checks
+    assert diagnose(LoopFacts())[0].severity == "problem"  # nothing seen: say how to make it see

@@ -122,9 +122,9 @@ def planning_table(repeat: int) -> None:
 
 
 def end_to_end(spec: Path, store: Path | None) -> None:
-    from rightsize.cli.plan import plan_spec
     from rightsize.spec import load_spec
     from rightsize.store import Store
+    from rightsize.workflows.plan import plan_spec
 
     w = load_spec(spec)
     db = Store(store)

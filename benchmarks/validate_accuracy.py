@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rightsize.cli.validate import validate_config, validate_spec
 from rightsize.loadgen.compare import capacity_per_s
 from rightsize.profile import ServiceCurve
 from rightsize.spec import load_spec
 from rightsize.store import Store
+from rightsize.workflows.validate import validate_config, validate_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SPECS = [ROOT / "examples" / "sentiment-api.yaml", ROOT / "examples" / "image-classification-api.yaml"]

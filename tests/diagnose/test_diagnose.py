@@ -59,7 +59,8 @@ def test_context_manager_watches_a_notebook_loop() -> None:
             opt.zero_grad()
     assert (w.facts.batches, w.facts.steps) == (10, 10)
     assert w.facts.loaders[0].batch_size == 4
-    assert any(f.check == "batch size" and "batch size 4" in f.evidence for f in w.findings)
+    # a 4-sample batch of an 8x2 model: either too small a batch or (loader overhead) a waiting loop
+    assert any(f.check in ("batch size", "input pipeline") for f in w.findings)
     assert "fix:" in w.report()
     before = torch.utils.data.dataloader._BaseDataLoaderIter.__next__
     with rightsize.diagnose.watch():
@@ -75,3 +76,6 @@ def test_rules_on_gpu_facts() -> None:
     assert ("memory headroom", "problem") in checks and ("mixed precision", "advice") in checks
     assert ("host-to-device copies", "advice") in checks
     assert diagnose(LoopFacts())[0].severity == "problem"  # nothing seen: say how to make it see
+    small = LoopFacts(wall_s=10, data_wait_s=0.1, batches=100, cpu_s=19, logical_cores=2,
+                      loaders=[LoaderInfo(2, False, 4)])  # fmt: skip
+    assert [f.check for f in diagnose(small)] == ["batch size"]

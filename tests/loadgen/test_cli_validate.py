@@ -8,8 +8,8 @@ from typing import Any, Literal
 import pytest
 
 from rightsize.cli.app import main
-from rightsize.cli.validate import pick_local_candidate
 from rightsize.plan import Batching, Candidate, PlanResult
+from rightsize.workflows.validate import pick_local_candidate
 
 
 def cand(

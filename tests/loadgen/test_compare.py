@@ -49,7 +49,7 @@ def test_capacity_is_the_best_whole_request_batch() -> None:
 
 
 def test_slow_levels_run_longer_within_a_bound() -> None:
-    from rightsize.cli.validate import level_duration_s
+    from rightsize.workflows.validate import level_duration_s
 
     assert level_duration_s(100.0, 10.0) == 10.0  # 1000 requests: enough
     assert level_duration_s(10.0, 10.0) == 20.0  # stretched to 200 requests
@@ -68,9 +68,9 @@ def test_errors_and_table() -> None:
 def test_validate_config_matches_the_simulator_on_a_known_curve() -> None:
     """Serve a model whose batch time is known exactly (a sleep), so prediction and measurement
     differ only by what the planner leaves out (HTTP, JSON, hand-offs: a few ms here)."""
-    from rightsize.cli.validate import validate_config
     from rightsize.cpus import split_cpus
     from rightsize.serve import ServerConfig
+    from rightsize.workflows.validate import validate_config
 
     def t_ms(b: int) -> float:
         return 20.0 + 10.0 * b
@@ -148,8 +148,8 @@ def test_split_cpus_and_pinning_restore_every_thread() -> None:
 
 @pytest.mark.slow
 def test_retime_curve_times_the_served_configuration() -> None:
-    from rightsize.cli.validate import retime_curve
     from rightsize.spec.schema import Workload
+    from rightsize.workflows.validate import retime_curve
 
     w = Workload.model_validate({"model": "simplenet", "tiny": True, "timing": {"max_time_s": 0.5}})
     curve = retime_curve(w, "fp32", (1, 4), threads=1, cpus=None)

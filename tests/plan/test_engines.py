@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rightsize.cli.plan import plan_spec
 from rightsize.spec import Workload
 from rightsize.store import Store
+from rightsize.workflows.plan import plan_spec
 
 pytest.importorskip("onnxruntime")
 

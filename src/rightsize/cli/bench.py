@@ -94,10 +94,10 @@ def bench(
 
         result = run_sweep_on_ray(workload, db, address=ray, fresh=fresh, memory_limit_bytes=limit, epochs=epochs)
     else:
-        from rightsize.cli._progress import sweep_progress
         from rightsize.measure.sweep import run_sweep
+        from rightsize.progress import config_count, sweep_progress
 
-        with sweep_progress(workload) as cb:
+        with sweep_progress(config_count(workload)) as cb:
             result = run_sweep(workload, db, fresh=fresh, memory_limit_bytes=limit, epochs=epochs, on_progress=cb)
     for note in result.notes:
         err_console.print(f"note: {note}")

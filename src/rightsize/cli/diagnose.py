@@ -15,8 +15,12 @@ def diagnose_cmd(
     """Run a Python program and diagnose its loop: data starvation, utilization, memory, batch size, AMP."""
     from rightsize.diagnose import diagnose, render
     from rightsize.diagnose.run import run_watched
-    from rightsize.errors import RunFailedError
+    from rightsize.errors import RunFailedError, SpecError
 
+    if ctx.args and ctx.args[0].startswith("-"):
+        raise SpecError(
+            "CMD", f"No such option: {ctx.args[0]}; put the program after --: rightsize diagnose -- python x.py"
+        )
     rc, facts = run_watched(list(ctx.args), timeout_s=timeout)
     if facts is None:
         raise RunFailedError(

@@ -29,7 +29,6 @@ from rightsize.cluster.nodes import (
     nodes_from_ray,
     targets_of,
 )
-from rightsize.cluster.progress import cluster_progress
 from rightsize.cluster.session import import_ray, ray_session
 from rightsize.cluster.tasks import AttemptCounter, MeasureFn, fingerprint_task, measure_task
 from rightsize.errors import RunFailedError
@@ -37,6 +36,7 @@ from rightsize.measure.config import BenchConfig, expand
 from rightsize.measure.sweep import Progress, SweepResult
 from rightsize.models import workload_model
 from rightsize.profile import Measurement
+from rightsize.progress import sweep_progress
 from rightsize.spec import Workload
 from rightsize.store import Store
 
@@ -131,7 +131,9 @@ def run_sweep_on_ray(
         with contextlib.ExitStack() as stack:
             callbacks = [on_progress] if on_progress else []
             if progress and jobs:
-                callbacks.append(stack.enter_context(cluster_progress(len(jobs), n_nodes)))
+                callbacks.append(stack.enter_context(
+                    sweep_progress(len(jobs), f"measuring on {n_nodes} node(s)", show_started=False)
+                ))  # fmt: skip
             sweep.callbacks = callbacks
             sweep.run(jobs, fresh)
         return sweep.result

@@ -1,0 +1,64 @@
+"""One progress bar for sweeps, local or on a cluster, on stderr so ``--json`` output stays clean.
+
+with sweep_progress(config_count(workload)) as update:     # local sweep
+    run_sweep(workload, store, on_progress=update)
+with sweep_progress(n, f"measuring on {k} node(s)", show_started=False) as update:   # Ray
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+if TYPE_CHECKING:
+    from rightsize.measure.config import BenchConfig
+    from rightsize.profile import Measurement
+    from rightsize.spec import Workload
+
+ProgressCallback = Any  # (cfg, measurement or None when it starts, reused) -> None; see measure.sweep.Progress
+
+
+def config_count(workload: Workload) -> int:
+    """Configs a local sweep of ``workload`` runs (CPU thread counts x precisions x batches, plus CUDA)."""
+    n_cpu = len(workload.threads) if "cpu" in workload.devices else 0
+    return len(workload.batch_sizes) * len(workload.precisions) * (n_cpu + ("cuda" in workload.devices))
+
+
+def label(cfg: BenchConfig, where: str | None = None) -> str:
+    threads = f" t{cfg.threads}" if cfg.threads else ""
+    at = f" @ {where}" if where else ""
+    return f"{cfg.model} {cfg.mode} {cfg.device} {cfg.precision} b{cfg.batch_size}{threads}{at}"
+
+
+@contextmanager
+def sweep_progress(
+    total: int, description: str = "measuring", *, show_started: bool = True, console: Console | None = None
+) -> Iterator[ProgressCallback]:
+    """Yield a sweep callback that advances one bar of ``total`` configs; ``show_started``: name the config
+    being measured (a local sweep; on a cluster the scheduler decides when a submitted one starts)."""
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console or Console(stderr=True),
+        transient=False,
+    )
+    task = bar.add_task(description, total=total)
+
+    def update(cfg: BenchConfig, m: Measurement | None, reused: bool) -> None:
+        if m is None:
+            if show_started:
+                bar.update(task, description=label(cfg))
+            return
+        where = m.extra.get("instance_type") or (str(m.extra.get("ray_node_id", ""))[:8] or None)
+        status = "reused" if reused else "contended" if m.extra.get("contended") else m.status
+        bar.update(task, advance=1, description=f"{label(cfg, where)} [{status}]")
+
+    with bar:
+        yield update
+        bar.update(task, description="done", total=bar.tasks[0].completed)

@@ -1,0 +1,298 @@
+"""The plan workflow: spec -> profile (measuring what is missing) -> project -> memory -> plan.
+
+    result, context = plan_spec(workload, store)      # PlanResult, and the report's evidence
+
+``context`` holds what the report draws (profile, curves, memory breakdowns, catalog, timings).
+The CLI (``rightsize plan``) and the Python API (``rightsize.plan``) both call this; neither holds
+planning logic of its own.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rightsize.plan import MemoryModel, PlanResult
+    from rightsize.plan.result import Candidate
+    from rightsize.profile import WorkProfile
+    from rightsize.spec import Workload
+    from rightsize.store import Store
+
+MEMORY_CACHE_KIND = "memory_model"
+_MEMORY_CACHE_VERSION = 1
+WORK_CACHE_KIND = "work_profile"
+_WORK_CACHE_VERSION = 1
+_OVERHEAD_KEYS = ("cuda_context", "workspace", "fragmentation")  # the planner adds its own margins
+
+
+def memory_models(
+    workload: Workload, store: Store, precisions: set[str]
+) -> tuple[dict[str, MemoryModel], dict[str, Any]]:
+    """Per precision, one replica's (or training worker's) tensor memory as fixed + per-sample bytes.
+
+    Traced twice (batch 1 and 8) with ``rightsize.estimate.memory`` and cached in the store, so a
+    second plan imports no torch for it. Returns ({precision: model}, {precision: breakdown at batch 1}).
+    """
+    from rightsize.plan import MemoryModel
+
+    mode = "train" if workload.mode == "training" else "infer"
+    want = {{"tf32": "fp32"}.get(p, p) for p in precisions}
+    if mode == "train":
+        want -= {"int8", "int4"}
+    key = f"{workload.model}|{mode}|{workload.input.seq_len}|{workload.input.image_size}|{workload.optimizer}"
+    key += f"|tiny={int(workload.tiny)}|v{_MEMORY_CACHE_VERSION}"
+    cached: dict[str, dict[str, Any]] = {}
+    for art in store.artifacts(kind=MEMORY_CACHE_KIND):
+        p = art["payload"]
+        if p.get("key") == key and p.get("precision") not in cached:
+            cached[p["precision"]] = p
+    missing = sorted(want - cached.keys())
+    if missing:
+        cached.update(_estimate(workload, store, mode, key, missing))
+    models = {
+        p: MemoryModel(v["fixed_bytes"], v["per_sample_bytes"], "estimate (rightsize.estimate.memory)")
+        for p, v in cached.items()
+        if p in want and v.get("fixed_bytes") is not None
+    }
+    return models, {p: v.get("breakdown", {}) for p, v in cached.items() if p in want}
+
+
+def _estimate(
+    workload: Workload, store: Store, mode: str, key: str, precisions: list[str]
+) -> dict[str, dict[str, Any]]:
+    from rightsize.errors import RightsizeError
+
+    try:
+        from rightsize.estimate.memory import estimate_memory
+        from rightsize.models.zoo import get_entry
+
+        entry = get_entry(workload.model)
+    except (ImportError, RightsizeError):  # user model (package.module:factory) or no torch: plan without it
+        return {}
+    shape: dict[str, int] = {}
+    if entry.kind == "tokens":
+        shape["seq_len"] = workload.input.seq_len
+    elif entry.kind == "image":
+        shape["image_size"] = workload.input.image_size
+    out: dict[str, dict[str, Any]] = {}
+    for prec in precisions:
+        try:
+            est = [
+                estimate_memory(workload.model, mode=mode, precision=prec, batch_size=b, optimizer=workload.optimizer,
+                                device="cuda", advise=False, tiny=workload.tiny, **shape)  # type: ignore[arg-type]
+                for b in (1, 8)
+            ]  # fmt: skip
+        except RightsizeError:
+            continue
+        tensors = [e.total_bytes - sum(e.breakdown.get(k, 0) for k in _OVERHEAD_KEYS) for e in est]
+        per_sample = max(0.0, (tensors[1] - tensors[0]) / 7.0)
+        payload = {
+            "key": key,
+            "precision": prec,
+            "fixed_bytes": tensors[0] - per_sample,
+            "per_sample_bytes": per_sample,
+            "breakdown": est[0].breakdown,
+            "model": workload.model,
+        }
+        store.save_artifact(None, MEMORY_CACHE_KIND, payload, internal=True)
+        out[prec] = payload
+    return out
+
+
+def work_profile(workload: Workload, store: Store) -> WorkProfile | None:
+    """The model's traced ops (``rightsize.estimate.work``), cached in the store so a warm plan needs no torch.
+
+    None when the model cannot be traced here (no torch, or a user model FakeTensorMode cannot run):
+    the projection then falls back to a coarse profile from the measured FLOPs (and says so).
+    """
+    from rightsize.profile import WorkProfile
+
+    key = f"{workload.model}|{workload.mode}|{workload.input.seq_len}|{workload.input.image_size}"
+    key += f"|tiny={int(workload.tiny)}|v{_WORK_CACHE_VERSION}"
+    for art in store.artifacts(kind=WORK_CACHE_KIND):
+        if art["payload"].get("key") == key:
+            cached = art["payload"].get("work")
+            return WorkProfile.from_dict(cached) if cached is not None else None  # None: it failed before
+    try:
+        from rightsize.estimate.work import trace_work
+        from rightsize.models import workload_model
+
+        entry = workload_model(workload)
+        inp = {"seq_len": workload.input.seq_len} if entry.kind == "tokens" else {}
+        if entry.kind == "image":
+            inp = {"image_size": workload.input.image_size}
+        work = trace_work(entry, mode=workload.mode, tiny=workload.tiny, **inp)
+    except ImportError:  # no torch here: nothing to cache, a later run with torch traces it
+        return None
+    except Exception:  # any failure to trace a user model falls back to the coarse profile, labelled
+        store.save_artifact(None, WORK_CACHE_KIND, {"key": key, "work": None}, internal=True)  # and not again
+        return None
+    store.save_artifact(None, WORK_CACHE_KIND, {"key": key, "work": work.to_dict()}, internal=True)
+    return work
+
+
+def with_cpu_serving_precisions(workload: Workload) -> tuple[Workload, list[str]]:
+    """An online plan on CPU always tries dynamic int8 for models with Linear layers (encoders, decoders,
+    MLPs): it is the CPU's usual serving precision, and it must be measured here to be planned well."""
+    notes: list[str] = []
+    online = workload.targets is not None and workload.targets.online is not None
+    if not online or "cpu" not in workload.devices or "int8" in workload.precisions or workload.mode != "inference":
+        return workload, notes
+    try:
+        from rightsize.models.zoo import get_entry
+
+        family = get_entry(workload.model).family
+    except Exception:  # a user model: leave the precisions as given
+        return workload, notes
+    if family == "cnn":
+        return workload, notes  # dynamic quantization covers Linear layers only: a CNN gains nothing
+    notes.append("int8 (dynamic quantization) added to the CPU precisions: CPU serving plans always try it")
+    return workload.model_copy(update={"precisions": [*workload.precisions, "int8"]}), notes
+
+
+def plan_spec(
+    workload: Workload, store: Store, catalog_file: str | Path | None = None, progress: bool = True, seed: int = 0
+) -> tuple[PlanResult, dict[str, Any]]:
+    """Profile (measuring what is missing), project, estimate memory and plan; also the report's context.
+
+    With several ``engines`` each is measured and planned on its own and the cheapest feasible answer
+    wins; the others are reported beside it (``why``) so the engine choice is visible and checkable.
+    """
+    if workload.engines == ["torch"]:
+        return _plan_one(workload, store, catalog_file, progress, seed)
+    from rightsize.models.byo import engine_ref
+
+    runs: list[tuple[str, PlanResult, dict[str, Any]]] = []
+    for engine in workload.engines:
+        w = workload.model_copy(update={"model": engine_ref(workload.model, engine), "engines": ["torch"]})
+        if engine == "onnxruntime":  # ONNX Runtime here runs on the CPU provider: fp32 and its own int8
+            w, _ = with_cpu_serving_precisions(w.model_copy(update={"model": workload.model}))
+            precisions = [p for p in w.precisions if p in ("fp32", "int8")] or ["fp32"]
+            w = w.model_copy(update={"model": engine_ref(workload.model, engine), "devices": ["cpu"],
+                                     "precisions": precisions})  # fmt: skip
+        result, context = _plan_one(w, store, catalog_file, progress, seed)
+        runs.append((engine, result, context))
+    return _pick_engine(runs)
+
+
+def _cost(result: PlanResult) -> float:
+    rec = result.recommendation
+    if rec is None:
+        return math.inf
+    return rec.cost_usd_total if rec.cost_usd_total is not None else rec.cost_usd_per_hour
+
+
+def _cost_key(result: PlanResult) -> tuple[float, float]:
+    """Cheapest first; at equal cost (both on the smallest instance) the faster answer."""
+    rec = result.recommendation
+    lat = rec.latency.p95_ms if rec is not None and rec.latency is not None else math.inf
+    hours = rec.runtime_hours if rec is not None and rec.runtime_hours is not None else math.inf
+    return round(_cost(result), 6), min(lat, hours)
+
+
+def _pick_engine(runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> tuple[PlanResult, dict[str, Any]]:
+    """The cheapest feasible engine's plan, with a line per other engine saying what it would cost."""
+    engine, best, context = min(runs, key=lambda r: _cost_key(r[1]))
+    names = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime"}
+    lines = []
+    for other, result, _ in runs:
+        if other == engine:
+            continue
+        if result.recommendation is None:
+            lines.append(f"engine {names[other]}: no feasible plan")
+        else:
+            ratio = _cost(result) / _cost(best) if _cost(best) > 0 else math.inf
+            rec = result.recommendation
+            p95 = f", p95 {rec.latency.p95_ms:.0f} ms" if rec.latency is not None else ""
+            lines.append(
+                f"engine {names[other]}: best plan {rec.instance} {rec.precision} at ${rec.cost_usd_per_hour:.2f}/h"
+                f"{p95} ({ratio:.2f}x the cost)"
+            )
+    if best.recommendation is not None and not any(
+        c.device_class != best.recommendation.device_class for c in best.candidates
+    ):  # ONNX Runtime plans are CPU-only: the other device class's answer comes from the other engine
+        for other, result, _ in runs:
+            if other != engine and result.alternative is not None:
+                best.alternative = result.alternative
+                best.why_not = [f"{line} (engine {names[other]})" for line in result.why_not]
+                break
+    best.why.append(f"engine: {names[engine]}, the cheapest of {', '.join(names[r[0]] for r in runs)} (ties: faster)")
+    best.why += lines
+    best.assumptions["engines"] = {
+        r[0]: {"model": r[1].model, "cost": None if r[1].recommendation is None else _cost(r[1])} for r in runs
+    }
+    return best, context
+
+
+def _plan_one(
+    workload: Workload, store: Store, catalog_file: str | Path | None, progress: bool, seed: int
+) -> tuple[PlanResult, dict[str, Any]]:
+    from rightsize.catalog import load_catalog
+    from rightsize.errors import RunFailedError
+    from rightsize.plan import plan, plan_kind
+
+    catalog = load_catalog(catalog_file)
+    if workload.targets is not None and plan_kind(workload.targets) == "rules":
+        return plan(workload, [], catalog, seed=seed), {}
+    from rightsize.estimate.projection import load_projection_model, project_curves
+    from rightsize.measure.quick import ensure_profile
+
+    t0 = time.perf_counter()
+    workload, notes = with_cpu_serving_precisions(workload)
+    profile = ensure_profile(workload, store, progress=progress)
+    if not profile.ok():
+        reasons = sorted({m.reason or "failed" for m in profile.measurements})
+        raise RunFailedError(f"no successful measurement of {workload.model} to plan from: {'; '.join(reasons)[:300]}")
+    others = [p for p in store.profiles(workload.model, tiny=workload.tiny) if p.env.get("id") != profile.env.get("id")]
+    work = work_profile(workload, store)
+    projection = load_projection_model()
+    curves = project_curves(profile, catalog, projection, work, measured=others)
+    if workload.model.startswith("ort:"):  # measured on ONNX Runtime's CPU provider: plan it on CPUs only
+        curves = [c for c in curves if c.device.startswith("cpu")]
+    memory, breakdowns = memory_models(workload, store, {c.precision for c in curves})
+    prep_s = time.perf_counter() - t0
+    result = plan(workload, curves, catalog, memory, seed=seed)
+    result.assumptions["profile"] = (
+        f"{len(profile.ok())} measured configs on {profile.env.get('cpu_model', 'this machine')}"
+    )
+    result.assumptions["projection"] = {
+        "model": projection.source,
+        "bands": {k: b.to_dict() for k, b in projection.bands.items()},
+        "work": "traced ops (FakeTensorMode)" if work is not None else "coarse: measured FLOPs only (trace failed)",
+    }
+    result.warnings += notes
+    from rightsize.quality import measurement_quality
+
+    quality = measurement_quality(profile.measurements)
+    result.assumptions["measurement_quality"] = quality.to_dict()
+    if quality.problems:
+        result.warnings.append(f"measurements: {quality.summary}; {quality.likely_effect}")
+    context = {"profile": profile, "curves": curves, "memory": breakdowns, "prep_s": prep_s, "catalog": catalog}
+    return result, context
+
+
+def sweep_fn(result: PlanResult, curves: list[Any]) -> Any:
+    """p95 vs request rate for a candidate (the report's chart), by simulation."""
+    from rightsize.plan.sim import SimConfig, simulate
+
+    online = result.target.get("online") or {}
+
+    def sweep(c: Candidate, rates: list[float]) -> list[float]:
+        curve = next(
+            (k for k in curves if k.precision == c.precision and (k.device == c.device or k.instance == c.instance)),
+            None,
+        )
+        if curve is None or c.batching is None:
+            return [float("nan")] * len(rates)
+        out = []
+        for r in rates:
+            cfg = SimConfig(rate_per_s=r, replicas=max(1, c.replicas), max_batch=c.batching.max_batch,
+                            max_wait_ms=c.batching.max_wait_ms, request_samples=online.get("request_samples", 1),
+                            balancer=online.get("balancer", "jsq"))  # fmt: skip
+            out.append(simulate(curve, cfg, n_requests=4000).p95_ms)
+        return out
+
+    return sweep

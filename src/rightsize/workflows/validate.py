@@ -1,0 +1,417 @@
+"""The validate workflow: serve the plan's locally runnable configuration, load it, compare with the prediction.
+
+    rightsize validate examples/sentiment-api.yaml [--duration 10] [--loads 0.5,0.8]
+
+1. Plan the spec (``rightsize.workflows.plan.plan_spec``: measures this machine when the store lacks it).
+2. Take the recommendation, or the best CPU candidate when it needs a GPU this machine lacks, and
+   serve its model, precision and batching (max_batch, max_wait_ms) here with one worker
+   (``rightsize.serve.running_server``).
+3. Drive it open-loop (``rightsize loadtest`` in a child process, so the generator shares no GIL
+   with the server) at the plan's per-replica rate and at 50% / 80% of this machine's capacity.
+   On a machine with 2+ cores the generator is pinned to the first core and the server to the rest
+   (``split_cpus``), and the model runs one intra-op thread per server core: a generator sharing the
+   model's cores slows every batch (2 cores: int8 DistilBERT batches took 35-46% longer than
+   measured), which is the test rig, not the plan. The profile is measured at that thread count too.
+4. Predict each level with the planner's simulator (``rightsize.plan.sim``) on this machine's
+   measured service curve at the server's thread count and the same batching, and print measured
+   vs predicted p50/p95/p99.
+
+Python: ``validate_spec(workload, store)`` and ``validate_config(server_config, curve, loads)``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rightsize.cpus import CpuSplit, pin_process, pinned, split_cpus
+from rightsize.errors import RunFailedError, SpecError, UnsupportedError
+
+if TYPE_CHECKING:
+    from rightsize.loadgen.compare import ValidationPoint
+    from rightsize.plan import Batching, Candidate, PlanResult
+    from rightsize.profile import ServiceCurve
+    from rightsize.serve import ServerConfig
+    from rightsize.spec import Workload
+    from rightsize.store import Store
+
+SERVER_PRECISIONS = ("fp32", "bf16", "int8")  # what rightsize.serve runs on a CPU
+SIM_REQUESTS = 40_000  # simulated requests per load level (events engine: well under a second)
+MIN_REQUESTS = 200  # per load level, for a p95 worth comparing (MLPerf asks far more: REFERENCE.md §8)
+MAX_STRETCH = 6  # a slow level runs up to this many times --duration to reach MIN_REQUESTS
+OVERHEAD_MS = 2.0  # rough per-request cost of the HTTP server path on a small CPU (see docs/loadtesting.md)
+
+
+def measure_open_loop(
+    url: str,
+    rate_per_s: float,
+    *,
+    duration_s: float,
+    warmup_s: float,
+    samples: int = 1,
+    arrival: str = "poisson",
+    seed: int = 0,
+    token: str | None = None,
+    cpus: frozenset[int] | None = None,
+) -> dict[str, Any]:
+    """``rightsize loadtest URL --rate R --json`` in a child process (on ``cpus``); returns its JSON result."""
+    cmd = [
+        sys.executable, "-m", "rightsize", "loadtest", url, "--rate", f"{rate_per_s:.6g}",
+        "--duration", f"{duration_s + warmup_s:g}", "--warmup-s", f"{warmup_s:g}", "--arrival", arrival,
+        "--samples", str(samples), "--seed", str(seed), "--max-lag-ms", "20", "--no-store", "--json",
+    ]  # fmt: skip
+    if token:
+        cmd += ["--token", token]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        pin_process(proc.pid, cpus)  # before it starts any thread (no preexec_fn: this process has threads)
+        try:
+            out, err = proc.communicate(timeout=duration_s + warmup_s + 120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+    if proc.returncode not in (0, 1) or not out.strip():
+        raise RunFailedError(f"the load generator failed (exit {proc.returncode}): {err.strip()[-300:]}")
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+def batch_stats(url: str, token: str | None = None) -> tuple[float, float, float] | None:
+    """(batches, samples, compute seconds) summed over pools from the server's Prometheus /metrics, or None."""
+    import re
+    import urllib.request
+
+    req = urllib.request.Request(url + "/metrics", headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+
+    def total(name: str) -> float:
+        return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? ([0-9.eE+-]+)$", text, re.MULTILINE))
+
+    batches = total("rightsize_batch_size_count")
+    if batches == 0 and "rightsize_batch_size_count" not in text:
+        return None
+    return batches, total("rightsize_batch_size_sum"), total("rightsize_compute_seconds_sum")
+
+
+def level_duration_s(rate_per_s: float, duration_s: float, min_requests: int = MIN_REQUESTS) -> float:
+    """``duration_s``, stretched so a level sees ``min_requests`` requests, at most ``MAX_STRETCH`` × longer."""
+    return min(max(duration_s, min_requests / rate_per_s), MAX_STRETCH * duration_s)
+
+
+def validate_config(
+    server_config: ServerConfig,
+    curve: ServiceCurve,
+    loads: list[tuple[str, float]],
+    *,
+    request_samples: int = 1,
+    arrival: str = "poisson",
+    duration_s: float = 10.0,
+    warmup_s: float = 1.0,
+    seed: int = 0,
+    min_requests: int = MIN_REQUESTS,
+    cpus: CpuSplit | None = None,
+    now_curve: ServiceCurve | None = None,
+) -> list[ValidationPoint]:
+    """Serve ``server_config``; at each (label, rate) predict with ``curve`` and measure open-loop.
+
+    Each level runs ``duration_s`` seconds, longer (up to ``MAX_STRETCH`` ×) when that would give
+    fewer than ``min_requests`` requests. With ``cpus`` the server runs on ``cpus.server`` (one
+    intra-op thread per core unless the config says otherwise) and the generator on ``cpus.generator``.
+    ``now_curve`` (the curve re-timed just before serving) adds a second prediction per level.
+    """
+    from rightsize.loadgen.compare import LatencyTriple, ValidationPoint
+    from rightsize.plan.sim import SimConfig, simulate
+    from rightsize.serve import running_server
+
+    points: list[ValidationPoint] = []
+    if cpus is not None and server_config.threads is None:
+        server_config = replace(server_config, threads=len(cpus.server) // (server_config.workers or 1) or 1)
+
+    def predict(c: ServiceCurve, rate: float) -> Any:
+        config = SimConfig(
+            rate_per_s=rate, replicas=server_config.workers or 1, max_batch=server_config.max_batch,
+            max_wait_ms=server_config.max_wait_ms, request_samples=request_samples, arrival=arrival,
+        )  # fmt: skip
+        return simulate(c, config, n_requests=SIM_REQUESTS, seed=seed)
+
+    def triple(sim: Any) -> LatencyTriple:
+        return LatencyTriple(sim.p50_ms, sim.p95_ms, sim.p99_ms)
+
+    with pinned(None if cpus is None else cpus.server), running_server(server_config) as base_url:
+        for label, rate in loads:
+            sim = predict(curve, rate)
+            predicted_now = None if now_curve is None else triple(predict(now_curve, rate))
+            before = batch_stats(base_url, server_config.token)
+            m = measure_open_loop(
+                base_url + "/v1/predict",
+                rate,
+                duration_s=level_duration_s(rate, duration_s, min_requests),
+                warmup_s=warmup_s,
+                samples=request_samples,
+                arrival=arrival,
+                seed=seed,
+                token=server_config.token,
+                cpus=None if cpus is None else cpus.generator,
+            )
+            after = batch_stats(base_url, server_config.token)
+            served_batch = served_ms = None
+            if before is not None and after is not None and after[0] > before[0]:
+                n = after[0] - before[0]
+                served_batch, served_ms = (after[1] - before[1]) / n, (after[2] - before[2]) * 1000.0 / n
+            lat = m.get("latency_ms")
+            points.append(
+                ValidationPoint(
+                    label=label,
+                    rate_per_s=rate,
+                    utilization=sim.utilization,
+                    predicted_ms=triple(sim),
+                    measured_ms=LatencyTriple(lat["p50"], lat["p95"], lat["p99"]) if lat else None,
+                    predicted_mean_batch=sim.mean_batch,
+                    achieved_rate_per_s=float(m.get("achieved_rate_per_s") or 0.0),
+                    error_fraction=float(m.get("error_fraction") or 0.0),
+                    valid=bool(m.get("valid")),
+                    notes=[*m.get("problems", []), *m.get("warnings", [])],
+                    served_mean_batch=served_batch,
+                    served_batch_ms=served_ms,
+                    curve_batch_ms=None if served_batch is None else curve.t_ms(served_batch),
+                    predicted_now_ms=predicted_now,
+                )
+            )
+    return points
+
+
+def retime_curve(
+    workload: Workload, precision: str, batch_sizes: tuple[int, ...], threads: int | None, cpus: frozenset[int] | None
+) -> ServiceCurve | None:
+    """The served configuration's t(b) timed now, in isolated children on ``cpus`` (not stored).
+
+    A shared VM's speed drifts by tens of percent over minutes (2-core VM here: mobilenet_v2 at one
+    thread timed 27.6 ms, then 39.2 ms, an hour apart), and near saturation p95 amplifies that: this
+    is the curve for the minute the load runs in.
+    """
+    from rightsize.measure.config import expand
+    from rightsize.measure.runner import run_isolated
+    from rightsize.models import workload_model
+    from rightsize.profile import Profile, measured_curve
+
+    w = workload.model_copy(
+        update={
+            "mode": "inference", "devices": ["cpu"], "precisions": [precision], "threads": [threads],
+            "batch_sizes": list(batch_sizes),
+        }
+    )  # fmt: skip
+    configs, _ = expand(w, workload_model(w).kind, env_id="validate-now", has_cuda=False)
+    now = Profile(w.model, w.mode, {}, {"id": "validate-now"}, tuple(run_isolated(c, cpus=cpus) for c in configs))
+    curve = measured_curve(now, precision, threads=threads)
+    return None if curve is None else replace(curve, device="cpu:now", source="re-timed before serving")
+
+
+def pick_local_candidate(result: PlanResult) -> tuple[Candidate, Batching, str, str]:
+    """What to serve here: (candidate, batching, precision, why).
+
+    The recommendation when it runs on a CPU; else the best CPU candidate the planner gave a batching
+    policy; else the recommendation's (or best candidate's) batching on this CPU at fp32 when its
+    precision does not run on a CPU (a GPU pick, or no CPU candidate met the SLO).
+    """
+    from rightsize.plan import Batching
+
+    rec = result.recommendation
+    if rec is not None and rec.device_class == "cpu" and rec.batching is not None:
+        return rec, rec.batching, rec.precision, f"the recommendation ({rec.instance})"
+    why = "no plan was feasible" if rec is None else f"the recommendation ({rec.instance}) needs a GPU"
+    cpu = [c for c in result.candidates if c.device_class == "cpu" and c.batching is not None]
+    if cpu:  # candidates are ranked: feasible first, by cost
+        best = cpu[0]
+        assert best.batching is not None
+        return best, best.batching, best.precision, f"the best CPU candidate ({best.instance}); {why}"
+    ref = rec or next((c for c in result.candidates if c.batching is not None), None)
+    if ref is None or ref.batching is None:
+        if not result.candidates:
+            raise UnsupportedError("the plan has no candidate to validate; check the spec's targets and catalog")
+        ref = result.candidates[0]
+        batching = Batching(max_batch=8, max_wait_ms=2.0)
+    else:
+        batching = ref.batching
+    precision = ref.precision if ref.precision in SERVER_PRECISIONS else "fp32"
+    return ref, batching, precision, f"{ref.instance}'s batching on this CPU at {precision}; {why}, no CPU plan"
+
+
+def validate_spec(
+    workload: Workload,
+    store: Store,
+    catalog_file: str | Path | None = None,
+    *,
+    fractions: tuple[float, ...] = (0.5, 0.8),
+    duration_s: float = 10.0,
+    warmup_s: float = 1.0,
+    progress: bool = True,
+    seed: int = 0,
+    isolate: bool = True,
+    retime: bool = True,
+) -> dict[str, Any]:
+    """Plan ``workload``, serve the chosen candidate locally, and compare measured with predicted latency.
+
+    ``isolate``: pin the load generator and the server to separate cores (``split_cpus``); the spec's
+    ``threads`` gain the server's core count so the profile has that service curve. ``retime``: time
+    the served configuration again just before serving and predict from that curve too.
+    """
+    from rightsize.loadgen.compare import capacity_per_s
+    from rightsize.profile import measured_curve
+    from rightsize.serve import ServerConfig
+    from rightsize.workflows.plan import plan_spec
+
+    if workload.targets is None or workload.targets.online is None:
+        raise SpecError("targets.online", "validate needs an online target (rate_per_s and a latency bound)")
+    online = workload.targets.online
+    cpus = split_cpus() if isolate else None
+    server_cores = None if cpus is None else len(cpus.server)
+    if server_cores is not None and server_cores not in workload.threads:
+        workload = workload.model_copy(update={"threads": [*workload.threads, server_cores]})
+    result, context = plan_spec(workload, store, catalog_file, progress=progress, seed=seed)
+    if result.model != workload.model:  # the planner chose another engine (ort:…): validate that one
+        workload = workload.model_copy(update={"model": result.model, "engines": ["torch"]})
+    cand, batching, precision, why = pick_local_candidate(result)
+    # The plan's CPU layout (k workers x t threads), scaled to the server's cores here: t threads per
+    # worker (at most every server core) and as many workers as fit.
+    server_threads, workers = server_cores, 1
+    if server_cores is not None and cand.threads_per_worker:
+        server_threads = min(cand.threads_per_worker, server_cores)
+        workers = max(1, server_cores // server_threads)
+        if server_threads not in workload.threads:
+            workload = workload.model_copy(update={"threads": [*workload.threads, server_threads]})
+            result, context = plan_spec(workload, store, catalog_file, progress=progress, seed=seed)
+    curve = measured_curve(context["profile"], precision, threads=server_threads)
+    if curve is None:
+        raise RunFailedError(
+            f"no successful CPU measurement at {precision} with {server_threads or 'all'} threads here to predict "
+            "from; add the precision to precisions"
+        )
+    notes: list[str] = []
+    now = (
+        retime_curve(workload, precision, curve.batch_sizes, server_threads, None if cpus is None else cpus.server)
+        if retime
+        else None
+    )
+    if retime and now is None:
+        notes.append("re-timing the served configuration failed; only the profile's prediction is shown")
+    profile_capacity = workers * capacity_per_s(curve, batching.max_batch, online.request_samples)
+    # Load levels are fractions of what the server can do now: on a VM whose speed drifted since the
+    # profile, "80%" of a stale capacity can be an overload.
+    capacity = (
+        profile_capacity if now is None else workers * capacity_per_s(now, batching.max_batch, online.request_samples)
+    )
+    if now is not None and abs(capacity / profile_capacity - 1) > 0.1:
+        notes.append(
+            f"this machine is {capacity / profile_capacity - 1:+.0%} off the profile's speed now "
+            f"(capacity {capacity:.1f}/s re-timed vs {profile_capacity:.1f}/s profiled); levels use the re-timed one"
+        )
+    per_replica = online.rate_per_s / max(1, cand.replicas) * workers  # this server runs `workers` replicas
+    loads: list[tuple[str, float]] = []
+    if per_replica <= 0.95 * capacity:
+        loads.append(("planned", per_replica))
+    else:
+        notes.append(
+            f"the plan's per-replica rate {per_replica:.1f}/s exceeds this machine's capacity {capacity:.1f}/s "
+            f"({cand.instance} is faster); measured at 50% and 80% of local capacity only"
+        )
+    loads += [(f"{f:.0%}", f * capacity) for f in fractions]
+    few = [label for label, rate in loads if rate * level_duration_s(rate, duration_s) < MIN_REQUESTS - 0.5]
+    if few:
+        notes.append(
+            f"fewer than {MIN_REQUESTS} requests at {', '.join(few)} even at {MAX_STRETCH}× --duration: "
+            "percentiles there are rough; raise --duration"
+        )
+    if curve.t_ms(online.request_samples) < OVERHEAD_MS:
+        notes.append(
+            f"t({online.request_samples}) = {curve.t_ms(online.request_samples):.2f} ms is below the server's own "
+            f"per-request overhead (~{OVERHEAD_MS:g} ms of HTTP, JSON and hand-offs, not in the planner's model): "
+            "expect large errors; validate a heavier model or input"
+        )
+    arrival = online.arrival if online.arrival in ("poisson", "constant") else "poisson"
+    if arrival != online.arrival:
+        notes.append(f"arrival {online.arrival!r} is validated with Poisson arrivals")
+    server_config = ServerConfig(
+        model=workload.model,
+        tiny=workload.tiny,
+        seq_len=workload.input.seq_len,
+        image_size=workload.input.image_size,
+        sample_shape=tuple(workload.input.shape) if workload.input.shape else None,
+        input_dtype="int64" if workload.input.dtype == "int64" else None,
+        input_max=workload.input.token_vocab(),
+        precision=precision,  # type: ignore[arg-type]  # one of SERVER_PRECISIONS
+        max_batch=batching.max_batch,
+        max_wait_ms=batching.max_wait_ms,
+        workers=workers,  # the plan's layout on this machine's server cores
+        threads=server_threads,
+        queue_size=max(1024, batching.max_batch),
+        port=0,
+    )
+    points = validate_config(
+        server_config, curve, loads, request_samples=online.request_samples, arrival=arrival,
+        duration_s=duration_s, warmup_s=warmup_s, seed=seed, cpus=cpus, now_curve=now,
+    )  # fmt: skip
+    planned = cand.latency
+    return {
+        "kind": "validate",
+        "name": workload.name,
+        "model": workload.model,
+        "candidate": {
+            "instance": cand.instance,
+            "device": cand.device,
+            "precision": precision,
+            "planned_precision": cand.precision,
+            "feasible": cand.feasible,
+            "replicas": cand.replicas,
+            "layout": f"{cand.workers_per_instance}x{cand.threads_per_worker}" if cand.threads_per_worker else None,
+            "max_batch": batching.max_batch,
+            "max_wait_ms": batching.max_wait_ms,
+            "planned_latency_ms": None
+            if planned is None
+            else {"p50": planned.p50_ms, "p95": planned.p95_ms, "p99": planned.p99_ms},
+            "why": why,
+        },
+        "local": {
+            "cpus": None if cpus is None else cpus.to_dict(),
+            "threads": server_threads,
+            "workers": workers,
+            "capacity_per_s": capacity,
+            "profile_capacity_per_s": profile_capacity,
+            "per_replica_rate_per_s": per_replica,
+            "batch_sizes": list(curve.batch_sizes),
+            "latency_ms": list(curve.latency_ms),
+            "cv": list(curve.cv),
+            "retimed_latency_ms": None if now is None else list(now.latency_ms),
+        },
+        "arrival": arrival,
+        "duration_s": duration_s,
+        "points": [p.to_dict() for p in points],
+        "notes": notes,
+    }
+
+
+def render_report(report: dict[str, Any]) -> str:
+    from rightsize.loadgen.compare import ValidationPoint, render_points
+
+    c, local = report["candidate"], report["local"]
+    lines = [
+        f"validate {report['name']} ({report['model']}): serving {c['precision']} with max_batch {c['max_batch']}, "
+        f"max_wait {c['max_wait_ms']:g} ms: {c['why']}",
+        f"local capacity {local['capacity_per_s']:.1f}/s (measured t(b) at b={local['batch_sizes']}"
+        + (f", {local['threads']} thread(s)" if local.get("threads") else "")
+        + "); "
+        f"plan: {c['replicas']} replica(s), {local['per_replica_rate_per_s']:.1f}/s each; "
+        f"{report['arrival']} arrivals, >= {report['duration_s']:g} s per level",
+    ]
+    if local.get("cpus"):
+        lines.append(f"cores: server {local['cpus']['server']}, load generator {local['cpus']['generator']}")
+    points = [ValidationPoint.from_dict(p) for p in report["points"]]
+    lines.append(render_points(points))
+    lines += [f"note: {n}" for n in report["notes"]]
+    return "\n".join(lines)

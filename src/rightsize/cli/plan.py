@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, emit_json, err_console, out_console
-from rightsize.workflows.plan import plan_spec, sweep_fn
+from rightsize.workflows.plan import plan_spec, write_plan_report
 
 if TYPE_CHECKING:
     from rightsize.plan import Candidate, PlanResult
@@ -116,38 +116,13 @@ def plan_cmd(
     # the stored plan keeps the top 100 candidates (training plans can have a thousand rows)
     db.save_artifact(None, "plan", {"name": workload.name, "model": workload.model, **result.to_dict(top=100)})
     if report is not None:
-        _write_report(result, report, context)
+        write_plan_report(result, report, context)
     if json_out:
         emit_json(result.to_dict(top=top))
     else:
         _print(result, top)
     if report is not None:
         err_console.print(f"report: {report}")
-
-
-def _write_report(result: PlanResult, path: Path, context: dict[str, Any]) -> None:
-    try:
-        from rightsize.report import write_report
-    except ImportError:
-        err_console.print("note: the report module is not available; skipped --report")
-        return
-    from rightsize.catalog import gpu_memory_tiers
-
-    mem = context.get("memory") or {}
-    rec = result.recommendation
-    breakdown = mem.get(rec.precision) if rec else None
-    catalog = context.get("catalog")
-    if breakdown and catalog is not None:  # the tiers of the catalog this plan used (a user's --catalog too)
-        tiers = [{"memory_gib": gib, "names": names} for gib, names in gpu_memory_tiers(catalog)]
-        breakdown = {"breakdown": breakdown, "tiers": tiers}
-    write_report(
-        result,
-        path,
-        profile=context.get("profile"),
-        curves=context.get("curves", ()),
-        memory=breakdown or None,
-        sweep=sweep_fn(result, list(context.get("curves", ()))) if result.kind == "online" else None,
-    )
 
 
 def register(app: typer.Typer) -> None:

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rightsize.errors import UnsupportedError
+
 if TYPE_CHECKING:
     from rightsize.plan import MemoryModel, PlanResult
     from rightsize.plan.result import Candidate
@@ -296,3 +298,28 @@ def sweep_fn(result: PlanResult, curves: list[Any]) -> Any:
         return out
 
     return sweep
+
+
+def write_plan_report(result: PlanResult, path: Path, context: dict[str, Any]) -> None:
+    """The one-page report (HTML or Markdown by suffix) of a plan and the evidence ``plan_spec`` gathered."""
+    try:
+        from rightsize.report import write_report
+    except ImportError as exc:
+        raise UnsupportedError(f"report: the report module cannot load here ({exc})") from None
+    from rightsize.catalog import gpu_memory_tiers
+
+    mem = context.get("memory") or {}
+    rec = result.recommendation
+    breakdown = mem.get(rec.precision) if rec else None
+    catalog = context.get("catalog")
+    if breakdown and catalog is not None:  # the tiers of the catalog this plan used (a user's --catalog too)
+        tiers = [{"memory_gib": gib, "names": names} for gib, names in gpu_memory_tiers(catalog)]
+        breakdown = {"breakdown": breakdown, "tiers": tiers}
+    write_report(
+        result,
+        path,
+        profile=context.get("profile"),
+        curves=context.get("curves", ()),
+        memory=breakdown or None,
+        sweep=sweep_fn(result, list(context.get("curves", ()))) if result.kind == "online" else None,
+    )

@@ -1,0 +1,51 @@
+"""rightsize from Python, as in a notebook: plan a spec, look at the candidates, write the report.
+
+    .venv/bin/python examples/python_api.py [STORE]
+
+Uses the tiny DistilBERT so it runs in under a minute on 2 cores; drop ``tiny`` for the real model.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import rightsize.api as rs
+
+SPEC = {
+    "name": "notebook-sentiment",
+    "model": "distilbert",
+    "tiny": True,
+    "input": {"seq_len": 32},
+    "batch_sizes": [1, 4, 16],
+    "precisions": ["fp32", "int8"],
+    "timing": {"max_time_s": 1.0, "max_repeats": 30},
+    "targets": {"online": {"rate_per_s": 20, "latency": {"percentile": 95, "bound_ms": 100}}},
+}
+
+
+def main() -> None:
+    store = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp()) / "store.sqlite"
+    spec = SPEC
+
+    record = rs.plan(spec, store=store)  # measures this machine the first time, then reuses the store
+    print(record)
+    rec = record.recommendation
+    assert rec is not None, record.why
+    print(f"recommended: {rec.instance} ({rec.device_class}, {rec.precision}) at ${rec.cost_usd_per_hour:.2f}/h")
+    for line in record.why[1:]:
+        print("  " + line)
+
+    table = record.to_dataframe()
+    print(table[["rank", "instance", "device", "precision", "cost_usd_per_hour", "p95_ms", "feasible"]].head(5))
+
+    profile = rs.measure(spec, store=store)  # the local measurements the plan used (no re-measuring)
+    print(f"{len(profile.ok())} measured configs on {profile.env.get('cpu_model')}")
+
+    report = record.report(store.parent / "notebook-report.html")
+    print(f"report: {report}")
+
+
+if __name__ == "__main__":  # measuring starts child processes, which import this file again: guard it
+    main()

@@ -1,0 +1,191 @@
+"""rightsize from Python (notebooks, scripts): the same workflows the CLI runs, returning typed records.
+
+    import rightsize.api as rs
+
+    rec = rs.plan("examples/sentiment-api.yaml")      # PlanRecord (measures this machine when needed)
+    rec.recommendation                                 # Candidate: instance, cost, predicted latency
+    rec.to_dataframe()                                 # every candidate, one row each (pandas)
+    rec.report("plan.html")                            # the one-page report
+    prof = rs.measure("examples/quick.yaml")           # Profile: the local measurements
+    est = rs.memory("llama-7b", mode="infer", precision="fp16", seq_len=2048)   # MemoryEstimate
+    with rs.diagnose() as w:                           # watch your own loop
+        train_one_epoch()
+    print(w.report())
+
+A spec is a YAML path, a dict in the spec's schema, or a ``Workload``. ``store`` defaults to the user
+cache store (as the CLI's); ``catalog`` is a CSV of rows to add or override (as ``--catalog``).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rightsize.estimate.memory import MemoryEstimate
+    from rightsize.plan import Candidate, PlanResult
+    from rightsize.profile import Profile
+    from rightsize.spec import Workload
+    from rightsize.store import Store
+
+__all__ = ["PlanRecord", "diagnose", "measure", "memory", "plan", "workload"]
+
+
+def workload(spec: str | Path | dict[str, Any] | Workload) -> Workload:
+    """A validated ``Workload`` from a YAML path, a dict or a Workload (returned as is)."""
+    from rightsize.spec import Workload, load_spec
+    from rightsize.spec.load import parse_spec
+
+    if isinstance(spec, Workload):
+        return spec
+    if isinstance(spec, dict):
+        return parse_spec(spec, "spec")
+    return load_spec(spec)
+
+
+def _store(store: str | Path | Store | None) -> Store:
+    from rightsize.store import Store
+
+    return store if isinstance(store, Store) else Store(store)
+
+
+@dataclass
+class PlanRecord:
+    """One plan: the ranked candidates and the evidence behind them (profile, curves, memory)."""
+
+    result: PlanResult
+    context: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def recommendation(self) -> Candidate | None:
+        return self.result.recommendation
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return self.result.candidates
+
+    @property
+    def why(self) -> list[str]:
+        return self.result.why
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.result.warnings
+
+    def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        return self.result.to_dict(top=top)
+
+    def to_json(self, top: int | None = None) -> str:
+        from rightsize.cli._common import to_json
+
+        return to_json(self.to_dict(top))
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One flat dict per candidate (best first): what ``to_dataframe`` tabulates."""
+        out = []
+        for rank, c in enumerate(self.candidates, 1):
+            lat = c.latency
+            out.append({
+                "rank": rank, "provider": c.provider, "region": c.region, "instance": c.instance,
+                "device_class": c.device_class, "device": c.device, "count": c.count, "replicas": c.replicas,
+                "precision": c.precision, "purchase": c.purchase, "feasible": c.feasible,
+                "cost_usd_per_hour": c.cost_usd_per_hour, "cost_usd_total": c.cost_usd_total,
+                "cost_usd_per_1m_requests": c.cost_usd_per_1m_requests, "runtime_hours": c.runtime_hours,
+                "p50_ms": lat.p50_ms if lat else None, "p95_ms": lat.p95_ms if lat else None,
+                "p99_ms": lat.p99_ms if lat else None, "utilization": lat.utilization if lat else None,
+                "max_batch": c.batching.max_batch if c.batching else None,
+                "workers_per_instance": c.workers_per_instance, "threads_per_worker": c.threads_per_worker,
+                "provenance": c.provenance, "price_date": c.price_date, "reasons": "; ".join(c.reasons),
+            })  # fmt: skip
+        return out
+
+    def to_dataframe(self) -> Any:
+        """The candidates as a pandas DataFrame (pandas is needed: pip install pandas)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            from rightsize.errors import UnsupportedError
+
+            raise UnsupportedError("to_dataframe needs pandas: pip install pandas (or use .rows())") from None
+        return pd.DataFrame(self.rows())
+
+    def report(self, path: str | Path) -> Path:
+        """Write the one-page report (``.html`` or ``.md``) with the same evidence ``rightsize plan --report``
+        uses, and return its path."""
+        from rightsize.workflows.plan import write_plan_report
+
+        write_plan_report(self.result, Path(path), self.context)
+        return Path(path)
+
+    def __repr__(self) -> str:
+        rec = self.recommendation
+        head = f"PlanRecord({self.result.workload!r}, {len(self.candidates)} candidates"
+        return head + (f", recommends {self.result.why[0]!r})" if rec is not None else ", none feasible)")
+
+    def _repr_html_(self) -> str:
+        """Notebook display: the recommendation, its reasons and the top candidates."""
+        cols = ["rank", "instance", "device", "count", "precision", "purchase", "cost_usd_per_hour", "p95_ms",
+                "runtime_hours", "feasible"]  # fmt: skip
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(_cell(r[c]))}</td>" for c in cols) + "</tr>" for r in self.rows()[:10]
+        )
+        why = "".join(f"<li>{html.escape(w)}</li>" for w in self.why)
+        warn = "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings)
+        return (
+            f"<div><b>{html.escape(self.result.workload)}</b> ({html.escape(self.result.model)})<ul>{why}</ul>"
+            + (f"<i>check</i><ul>{warn}</ul>" if warn else "")
+            + "<table><tr>"
+            + "".join(f"<th>{c}</th>" for c in cols)
+            + f"</tr>{rows}</table></div>"
+        )
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return "-" if v is None else str(v)
+
+
+def plan(
+    spec: str | Path | dict[str, Any] | Workload,
+    *,
+    store: str | Path | Store | None = None,
+    catalog: str | Path | None = None,
+    progress: bool = False,
+    seed: int = 0,
+) -> PlanRecord:
+    """Plan ``spec`` (measuring this machine when the store has no profile yet), as ``rightsize plan``."""
+    from rightsize.errors import SpecError
+    from rightsize.workflows.plan import plan_spec
+
+    w = workload(spec)
+    if w.targets is None:
+        raise SpecError("targets", "the spec has no targets; add online, batch or training (see examples/)")
+    result, context = plan_spec(w, _store(store), catalog, progress=progress, seed=seed)
+    return PlanRecord(result, context)
+
+
+def measure(
+    spec: str | Path | dict[str, Any] | Workload, *, store: str | Path | Store | None = None, progress: bool = False
+) -> Profile:
+    """This machine's profile of ``spec``'s model (its sweep measured where the store lacks it), as ``bench``."""
+    from rightsize.measure.quick import ensure_profile
+
+    return ensure_profile(workload(spec), _store(store), progress=progress)
+
+
+def memory(model: str, **kwargs: Any) -> MemoryEstimate:
+    """Peak memory of ``model`` (zoo name or your own: see docs/models.md), as ``rightsize memory``; keywords as
+    ``rightsize.estimate.memory.estimate_memory`` (mode, precision, batch_size, seq_len, device, …)."""
+    from rightsize.estimate.memory import estimate_memory
+
+    return estimate_memory(model, **kwargs)
+
+
+def diagnose() -> Any:
+    """``with rs.diagnose() as w: ...`` watches the loop in the block; ``w.report()`` is the checklist."""
+    from rightsize.diagnose import watch
+
+    return watch()

@@ -1,0 +1,58 @@
+"""The Python API (rightsize.api): typed records over the same workflows the CLI runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from plan_fixtures import cpu_curve, gpu_curve, small_catalog
+
+import rightsize.api as rs
+from rightsize.errors import SpecError
+from rightsize.plan import plan
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = {
+    "name": "api", "model": "distilbert", "tiny": True,
+    "targets": {"online": {"rate_per_s": 10, "latency": {"percentile": 95, "bound_ms": 80}}},
+}  # fmt: skip
+
+
+def _record() -> rs.PlanRecord:
+    curves = [cpu_curve("c.2x", 20.0, 15.0), cpu_curve("c.4x", 11.0, 8.0), gpu_curve("T4", 4.0, 0.2)]
+    return rs.PlanRecord(plan(rs.workload(SPEC), curves, small_catalog()))
+
+
+def test_plan_record_tabulates_and_displays() -> None:
+    record = _record()
+    assert record.recommendation is not None and record.recommendation.instance == "c.2x"
+    rows = record.rows()
+    assert len(rows) == len(record.candidates) and rows[0]["rank"] == 1 and rows[0]["instance"] == "c.2x"
+    assert rows[0]["p95_ms"] == pytest.approx(record.recommendation.latency.p95_ms)  # type: ignore[union-attr]
+    frame = record.to_dataframe()
+    assert list(frame["instance"])[:1] == ["c.2x"] and len(frame) == len(rows)
+    html = record._repr_html_()
+    assert "<table>" in html and "c.2x" in html and "meets p95" in html
+    assert "recommends" in repr(record)
+    assert '"recommendation"' in record.to_json(top=3)
+
+
+def test_specs_from_dict_path_or_workload(tmp_path: Path) -> None:
+    w = rs.workload(SPEC)
+    assert rs.workload(w) is w
+    path = tmp_path / "s.yaml"
+    path.write_text("name: x\nmodel: resnet50\n")
+    assert rs.workload(path).model == "resnet50"
+    with pytest.raises(SpecError, match="targets"):
+        rs.plan({"model": "resnet50"}, store=tmp_path / "s.db")
+
+
+@pytest.mark.slow
+def test_example_script_runs_end_to_end(tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, str(ROOT / "examples" / "python_api.py"), str(tmp_path / "store.sqlite")],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-800:]
+    assert "recommended: " in run.stdout and "measured configs" in run.stdout
+    assert (tmp_path / "notebook-report.html").stat().st_size > 10_000

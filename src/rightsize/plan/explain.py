@@ -150,6 +150,12 @@ def explain(
     ]
     if kind == "online" and bound_ms is not None:
         why.insert(1, f"meets p{percentile:g} <= {bound_ms:g} ms with {rec.replicas} replica(s)")
+    if rec.energy is not None:
+        e = rec.energy
+        why.append(
+            f"energy {e.kwh:.3g} kWh {e.basis} ({e.watts:.0f} W at {e.utilization:.0%} busy, PUE {e.pue:g}), "
+            f"{e.co2e_kg:.3g} kg CO2e at {e.grid_kg_per_kwh * 1000:.0f} g/kWh ({e.notes[0] if e.notes else 'grid'})"
+        )
     other = "gpu" if rec.device_class == "cpu" else "cpu"
     alt = next((c for c in feas if c.device_class == other), None)
     why_not: list[str] = []

@@ -17,6 +17,7 @@ from rightsize.catalog.query import filter_instances, interruptions_per_hour
 from rightsize.errors import NotFoundError, SpecError
 from rightsize.plan.batch import plan_batch
 from rightsize.plan.coldstart import GPU_IMAGE_FACTOR, spin_up
+from rightsize.plan.energy import add_energy
 from rightsize.plan.explain import explain, infeasible_summary, pareto, rank
 from rightsize.plan.jobs import FALLBACK_INTERRUPTIONS_PER_HOUR, MIN_P_MEET
 from rightsize.plan.online import plan_online
@@ -124,6 +125,14 @@ def plan(
                 scaling=f"per doubling: in-node {scale.intra_fp32:g} (AMP {scale.intra_amp:g}), "
                 f"across nodes {scale.inter:g}; {scale.source}",
             )
+    if kind != "rules":
+        by_key = {(i.provider, i.region, i.instance_type): i for i in instances}
+        rate = t.online.rate_per_s if t.online is not None else None
+        add_energy(cands, by_key, catalog.accelerators, kind, rate)
+        assumptions["energy"] = (
+            "Cloud Carbon Footprint's method and coefficients (catalog/data/power.csv, grid.csv): per-vCPU and "
+            "per-GPU min..max watts at the predicted utilization, RAM 0.392 W/GiB, x PUE, x the region's grid factor"
+        )
     ranked = rank(cands, kind)
     why, why_not, alt, warnings = explain(kind, ranked, percentile, bound, samples)
     rec = next((c for c in ranked if c.feasible), None)

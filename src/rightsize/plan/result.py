@@ -63,6 +63,21 @@ class SpotPlan:
 
 
 @dataclass
+class Energy:
+    """Power and energy of a candidate (``rightsize.plan.energy``): at its predicted utilization."""
+
+    watts: float  # all instances, at the device
+    utilization: float
+    kwh_per_hour: float  # at the wall: x PUE
+    basis: str  # "per 1M requests" (online), "job" (batch, training) or "per hour"
+    kwh: float  # on that basis
+    co2e_kg: float  # on that basis, with the region's grid factor
+    pue: float
+    grid_kg_per_kwh: float
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Candidate:
     """One way to run the workload. ``count`` is replicas (online), instances (batch) or nodes (training)."""
 
@@ -99,6 +114,7 @@ class Candidate:
     kind_hint: str = ""  # set by the planner: online | batch | training | rules
     workers_per_instance: int = 1  # CPU: worker processes (replicas) per instance
     threads_per_worker: int | None = None  # CPU: intra-op threads of each worker (`rightsize serve --threads`)
+    energy: Energy | None = None  # power, kWh and CO2e (rightsize.plan.energy)
 
     @property
     def time_hours(self) -> float | None:

@@ -1,0 +1,131 @@
+"""Energy and CO2e of a candidate: watts from the catalog's power table at the plan's utilization.
+
+    watts(instance) = CPU: vCPUs x (min + u (max - min))          per-vCPU watts by CPU family
+                      GPU: n x (min + u (max - min)) + host CPU     per-device watts; host: idle vCPUs + one busy
+                                                                    vCPU per GPU while the GPU works
+                      + RAM GiB x 0.392 W                           memory
+    kWh per hour    = count x watts / 1000 x PUE                    the cloud's power usage effectiveness
+    CO2e            = kWh x the region's grid factor (kg CO2e per kWh)
+
+The method and every coefficient are Cloud Carbon Footprint's (catalog/data/power.csv, grid.csv, each
+row with its source); families it has no numbers for use a named proxy, GPUs without a row get CCF's
+typical min/max ratio applied to the datasheet TDP. u is the planner's own prediction: an online
+replica's busy fraction, 1 for batch and training (the device works for the whole runtime).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from functools import lru_cache
+
+from rightsize.catalog.model import Accelerator, Instance
+from rightsize.plan.result import Candidate, Energy
+
+# CCF's GPUs draw min/max = 8/71 (T4), 18/153 (A10G), 35/306 (V100), 46/407 (A100): ~0.115 at idle, and
+# max about 1.02 x the datasheet TDP; used for GPUs power.csv has no row for (named in the note).
+GPU_IDLE_FRACTION = 0.115
+GPU_MAX_OVER_TDP = 1.02
+
+
+@dataclass(frozen=True)
+class PowerTable:
+    cpu: dict[str, tuple[float, float]]  # family -> (min, max) watts per vCPU
+    gpu: dict[str, tuple[float, float]]  # accelerator -> (min, max) watts per device
+    memory_w_per_gib: float
+    grid: dict[tuple[str, str], tuple[float, float]]  # (provider, region or "*") -> (PUE, kg CO2e / kWh)
+
+    def site(self, provider: str, region: str) -> tuple[float, float, str]:
+        """(PUE, grid factor, what was used) for a region, falling back to the provider's average."""
+        if (provider, region) in self.grid:
+            pue, kg = self.grid[(provider, region)]
+            return pue, kg, f"{region} grid"
+        if (provider, "*") in self.grid:
+            pue, kg = self.grid[(provider, "*")]
+            return pue, kg, f"{provider} average grid (no factor for {region})"
+        return 1.2, 0.4, "no grid factor: PUE 1.2 and 0.4 kg/kWh assumed"
+
+
+@lru_cache(maxsize=1)
+def load_power() -> PowerTable:
+    """The shipped power and grid tables (catalog/data/power.csv, grid.csv)."""
+    from rightsize.catalog.load import _data_text
+
+    cpu: dict[str, tuple[float, float]] = {}
+    gpu: dict[str, tuple[float, float]] = {}
+    memory = 0.0
+    for r in csv.DictReader(io.StringIO(_data_text("power.csv")[1])):
+        pair = (float(r["min_w"]), float(r["max_w"]))
+        if r["kind"] == "cpu":
+            cpu[r["key"]] = pair
+        elif r["kind"] == "gpu":
+            gpu[r["key"]] = pair
+        elif r["kind"] == "memory":
+            memory = pair[0]
+    grid = {
+        (r["provider"], r["region"]): (float(r["pue"]), float(r["kg_co2e_per_kwh"]))
+        for r in csv.DictReader(io.StringIO(_data_text("grid.csv")[1]))
+    }
+    return PowerTable(cpu, gpu, memory, grid)
+
+
+def instance_watts(
+    inst: Instance, utilization: float, table: PowerTable, accelerators: dict[str, Accelerator]
+) -> tuple[float, list[str]]:
+    """Power draw of one instance at ``utilization`` (0..1) of its compute, and notes on proxies used."""
+    u = min(1.0, max(0.0, utilization))
+    notes: list[str] = []
+    cpu_min, cpu_max = table.cpu.get(inst.cpu_family or "", (0.0, 0.0))
+    if inst.cpu_family not in table.cpu:
+        cpu_min, cpu_max = table.cpu.get("intel-cascade-lake", (0.64, 3.97))
+        notes.append(f"CPU family {inst.cpu_family or 'unknown'}: Cascade Lake watts used")
+    memory = inst.ram_gib * table.memory_w_per_gib
+    if inst.accelerator is None:
+        return inst.vcpus * (cpu_min + u * (cpu_max - cpu_min)) + memory, notes
+    if inst.accelerator in table.gpu:
+        g_min, g_max = table.gpu[inst.accelerator]
+    else:
+        acc = accelerators.get(inst.accelerator)
+        tdp = acc.tdp_w if acc is not None else 300.0
+        g_max = tdp * GPU_MAX_OVER_TDP
+        g_min = g_max * GPU_IDLE_FRACTION
+        notes.append(f"{inst.accelerator}: {GPU_IDLE_FRACTION:.1%}-{GPU_MAX_OVER_TDP:.0%} of its {tdp:g} W TDP")
+    n = inst.accelerator_count
+    busy_host = min(n, inst.vcpus) * u * (cpu_max - cpu_min)  # one host vCPU feeds each working GPU
+    return n * (g_min + u * (g_max - g_min)) + inst.vcpus * cpu_min + busy_host + memory, notes
+
+
+def add_energy(
+    cands: list[Candidate],
+    instances: dict[tuple[str, str, str], Instance],
+    accelerators: dict[str, Accelerator],
+    kind: str,
+    rate_per_s: float | None = None,
+    table: PowerTable | None = None,
+) -> None:
+    """Fill ``Candidate.energy`` for every candidate whose instance is known (in place)."""
+    table = table or load_power()
+    for c in cands:
+        inst = instances.get((c.provider, c.region, c.instance))
+        if inst is None:
+            continue
+        if kind == "online":
+            u = c.latency.utilization if c.latency is not None else 0.5
+        else:
+            u = 1.0
+        watts, notes = instance_watts(inst, u, table, accelerators)
+        watts *= max(1, c.count)
+        pue, kg, site = table.site(c.provider, c.region)
+        kwh_per_hour = watts / 1000.0 * pue
+        if kind == "online" and rate_per_s:
+            basis, kwh = "per 1M requests", kwh_per_hour / (rate_per_s * 3600.0) * 1e6
+        elif c.runtime_hours is not None:
+            basis, kwh = "job", kwh_per_hour * c.runtime_hours
+        else:
+            basis, kwh = "per hour", kwh_per_hour
+        c.energy = Energy(
+            watts=round(watts, 1), utilization=round(u, 3), kwh_per_hour=round(kwh_per_hour, 4), basis=basis,
+            kwh=round(kwh, 4), co2e_kg=round(kwh * kg, 4), pue=pue, grid_kg_per_kwh=kg,
+            notes=[site, *notes],
+        )  # fmt: skip

@@ -1,0 +1,79 @@
+"""Energy and CO2e per candidate: Cloud Carbon Footprint's coefficients at the planner's utilization."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from plan_fixtures import cpu_curve, gpu_curve, instance, small_catalog
+
+from rightsize.catalog import load_catalog
+from rightsize.plan.energy import instance_watts, load_power
+from rightsize.plan.explain import explain, rank
+from rightsize.plan.online import plan_online
+from rightsize.plan.options import pair_options
+from rightsize.plan.planner import plan
+from rightsize.spec import Workload
+
+CAT = load_catalog("")
+ROWS = {i.instance_type: i for i in CAT.instances}
+
+
+def test_cpu_instance_watts_from_per_vcpu_coefficients() -> None:
+    table = load_power()
+    c6i = ROWS["c6i.2xlarge"]  # 8 vCPU Ice Lake (Cascade Lake proxy 0.64..3.97 W/vCPU), 16 GiB
+    idle, notes = instance_watts(c6i, 0.0, table, CAT.accelerators)
+    busy, _ = instance_watts(c6i, 1.0, table, CAT.accelerators)
+    assert idle == pytest.approx(8 * 0.64 + 16 * 0.392)
+    assert busy == pytest.approx(8 * 3.97 + 16 * 0.392)
+    assert notes == []  # the proxy is a catalog row (with its source), not a fallback
+
+
+def test_gpu_instance_watts_device_plus_host() -> None:
+    table = load_power()
+    g4dn = ROWS["g4dn.xlarge"]  # 1x T4 (8..71 W), 4 vCPU Cascade Lake host, 16 GiB
+    w, _ = instance_watts(g4dn, 0.5, table, CAT.accelerators)
+    assert w == pytest.approx(8 + 0.5 * 63 + 4 * 0.64 + 1 * 0.5 * (3.97 - 0.64) + 16 * 0.392)
+    l4 = next(i for i in CAT.instances if i.accelerator == "L4")  # no CCF row: datasheet TDP with the ratio
+    w0, notes = instance_watts(l4, 0.0, table, CAT.accelerators)
+    assert notes and "TDP" in notes[0]
+    assert w0 > 0
+
+
+def test_plan_puts_energy_on_every_candidate_and_in_the_answer() -> None:
+    workload = Workload.model_validate({
+        "name": "e", "model": "distilbert",
+        "targets": {"online": {"rate_per_s": 10, "latency": {"percentile": 95, "bound_ms": 80}}},
+    })  # fmt: skip
+    cat = small_catalog()
+    curves = [cpu_curve("c.2x", 20.0, 15.0), gpu_curve("T4", 4.0, 0.2)]
+    result = plan(workload, curves, cat)
+    rec = result.recommendation
+    assert rec is not None and rec.energy is not None
+    e = rec.energy
+    assert e.basis == "per 1M requests"
+    assert e.kwh == pytest.approx(e.kwh_per_hour / (10 * 3600) * 1e6, rel=1e-3)
+    assert e.co2e_kg == pytest.approx(e.kwh * e.grid_kg_per_kwh, rel=1e-3)
+    assert e.pue == 1.135 and e.grid_kg_per_kwh == pytest.approx(0.379069)  # aws us-east-1
+    assert any(line.startswith("energy ") and "kg CO2e" in line for line in result.why)
+    assert all(c.energy is not None for c in result.candidates)
+    assert "energy" in result.to_dict()["candidates"][0]
+
+
+def test_busier_replica_draws_more() -> None:
+    cat = small_catalog()
+    rows = tuple(dataclasses.replace(i, cpu_family="intel-cascade-lake") for i in cat.instances)
+    cat = dataclasses.replace(cat, instances=(*rows, instance("extra", 1.0)))
+    from rightsize.plan.energy import add_energy
+    from rightsize.spec.targets import LatencyBound, OnlineTarget
+
+    def energy_at(rate: float) -> float:
+        target = OnlineTarget(rate_per_s=rate, latency=LatencyBound(percentile=95, bound_ms=500))
+        cands = plan_online(pair_options(cat.instances, [cpu_curve("c.2x", 20.0, 15.0)], cat.accelerators), target)
+        add_energy(cands, {(i.provider, i.region, i.instance_type): i for i in cat.instances}, {}, "online", rate)
+        best = rank(cands, "online")[0]
+        assert best.energy is not None
+        explain("online", [best], 95, 500)
+        return best.energy.watts
+
+    assert energy_at(20) > energy_at(2)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from rightsize.spec.targets import ColdStart
 
-__all__ = ["GPU_IMAGE_FACTOR", "SpinUp", "spin_up"]
+__all__ = ["GPU_IMAGE_FACTOR", "IdlePolicy", "SpinUp", "choose_idle_policy", "idle_policies", "spin_up"]
 
 GPU_IMAGE_FACTOR = 4.0  # CUDA images ~12 GB (REFERENCE.md §4) vs ~3 GB for a slim CPU torch image
 _DEFAULT_PULL_S = ColdStart.model_validate({}).image_pull_s
@@ -48,3 +48,56 @@ def spin_up(cold: ColdStart, gpu: bool) -> SpinUp:
     if gpu and pull == _DEFAULT_PULL_S:
         pull *= GPU_IMAGE_FACTOR
     return SpinUp(cold.provision_s, pull, cold.model_load_s)
+
+
+@dataclass(frozen=True)
+class IdlePolicy:
+    """What an online deployment does when traffic stops: keep ``warm`` replicas, or scale to zero (0).
+
+    Over a day with ``active_hours`` of traffic that resumes ``resumes`` times after idle: replicas beyond
+    the warm ones start on each resumption and take ``spin_up_s``; requests arriving meanwhile that the
+    warm replicas cannot carry wait for it, which misses any SLO shorter than the spin-up.
+    """
+
+    warm: int
+    usd_per_day: float
+    late_fraction: float  # of the day's requests, waiting for a spin-up
+    budget_fraction: float  # the SLO's allowance: 1 - percentile / 100
+    spin_up_s: float
+
+    @property
+    def meets_slo(self) -> bool:
+        return self.late_fraction <= self.budget_fraction
+
+    def describe(self) -> str:
+        who = "scale to zero" if self.warm == 0 else f"keep {self.warm} warm replica(s)"
+        return (
+            f"{who}: ${self.usd_per_day:.2f}/day; {self.late_fraction:.2%} of requests wait for a "
+            f"{self.spin_up_s:.0f} s spin-up (SLO allows {self.budget_fraction:.1%})"
+        )
+
+
+def idle_policies(
+    replicas: int, usd_per_replica_hour: float, rate_per_s: float, percentile: float, cold: ColdStart, gpu: bool
+) -> list[IdlePolicy]:
+    """Scale-to-zero and keep-k-warm (k = 1 .. replicas) for one candidate, cheapest first."""
+    up = spin_up(cold, gpu).total_s
+    active = cold.active_hours_per_day
+    requests = rate_per_s * active * 3600.0
+    budget = max(0.0, 1.0 - percentile / 100.0)
+    out = []
+    for warm in range(0, replicas + 1):
+        idle_cost = warm * usd_per_replica_hour * (24.0 - active)
+        busy_cost = replicas * usd_per_replica_hour * active + (replicas - warm) * usd_per_replica_hour * (
+            cold.resumes_per_day * up / 3600.0
+        )
+        # On each resumption the warm replicas carry warm/replicas of the load; the rest waits for the spin-up.
+        short = (replicas - warm) / replicas if replicas else 1.0
+        late = cold.resumes_per_day * rate_per_s * min(up, active * 3600.0) * short / requests if requests else 0.0
+        out.append(IdlePolicy(warm, idle_cost + busy_cost, min(1.0, late), budget, up))
+    return sorted(out, key=lambda p: (p.usd_per_day, -p.warm))
+
+
+def choose_idle_policy(policies: list[IdlePolicy]) -> IdlePolicy:
+    """The cheapest policy that keeps the SLO's percentile; keeping every replica warm always does."""
+    return next((p for p in policies if p.meets_slo), max(policies, key=lambda p: p.warm))

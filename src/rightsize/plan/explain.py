@@ -150,6 +150,8 @@ def explain(
     ]
     if kind == "online" and bound_ms is not None:
         why.insert(1, f"meets p{percentile:g} <= {bound_ms:g} ms with {rec.replicas} replica(s)")
+    if rec.idle_policy:
+        why.append(f"idle policy: {rec.idle_policy}")
     if rec.energy is not None:
         e = rec.energy
         why.append(

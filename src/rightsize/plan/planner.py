@@ -16,7 +16,7 @@ from rightsize.catalog.model import Catalog, Instance
 from rightsize.catalog.query import filter_instances, interruptions_per_hour
 from rightsize.errors import NotFoundError, SpecError
 from rightsize.plan.batch import plan_batch
-from rightsize.plan.coldstart import GPU_IMAGE_FACTOR, spin_up
+from rightsize.plan.coldstart import GPU_IMAGE_FACTOR, choose_idle_policy, idle_policies, spin_up
 from rightsize.plan.energy import add_energy
 from rightsize.plan.explain import explain, infeasible_summary, pareto, rank
 from rightsize.plan.jobs import FALLBACK_INTERRUPTIONS_PER_HOUR, MIN_P_MEET
@@ -185,9 +185,29 @@ def _job_assumptions(t: Targets) -> dict[str, Any]:
 
 def _cold_start_online(cands: list[Candidate], t: Targets) -> None:
     cs = t.cold_start
+    o = t.online
+    part_time = o is not None and cs.active_hours_per_day < 24.0
     for c in cands:
         up = spin_up(cs, c.device_class == "gpu")
         c.cold_start_s = up.total_s
+        if part_time and c.feasible and o is not None:
+            # Traffic part of the day: price the cheapest idle policy that keeps the SLO (scale to zero or
+            # k warm replicas) into the hourly cost the ranking uses; the note says which and why.
+            per_replica = c.cost_usd_per_hour / max(1, c.replicas)
+            policies = idle_policies(
+                c.replicas, per_replica, o.rate_per_s, o.latency.percentile, cs, c.device_class == "gpu"
+            )
+            pick = choose_idle_policy(policies)
+            always_on = c.cost_usd_per_hour * 24.0
+            c.notes.append(
+                f"idle policy: {pick.describe()}; always-on would be ${always_on:.2f}/day"
+                + ("" if pick.meets_slo else "; no idle policy keeps the SLO, all replicas stay warm")
+            )
+            c.cost_usd_per_hour = pick.usd_per_day / 24.0
+            if c.cost_usd_per_1m_requests is not None:
+                c.cost_usd_per_1m_requests = pick.usd_per_day / (o.rate_per_s * cs.active_hours_per_day * 3600) * 1e6
+            c.idle_policy = pick.describe()
+            continue
         if cs.scale_from_zero and c.feasible:
             warm = cs.min_warm_replicas
             if warm == 0:

@@ -115,6 +115,7 @@ class Candidate:
     workers_per_instance: int = 1  # CPU: worker processes (replicas) per instance
     threads_per_worker: int | None = None  # CPU: intra-op threads of each worker (`rightsize serve --threads`)
     energy: Energy | None = None  # power, kWh and CO2e (rightsize.plan.energy)
+    idle_policy: str | None = None  # online with part-time traffic: scale to zero or k warm (plan.coldstart)
 
     @property
     def time_hours(self) -> float | None:

@@ -82,6 +82,10 @@ class ColdStart(_Strict):
     image_pull_s: float = Field(120.0, ge=0, le=1_000_000, description="container image pull")
     model_load_s: float = Field(10.0, ge=0, le=1_000_000, description="load weights and warm up")
     min_warm_replicas: int = Field(1, ge=0, le=10_000)
+    active_hours_per_day: float = Field(
+        24.0, gt=0, le=24, description="online: hours a day with traffic; below 24 the plan weighs scaling to zero"
+    )
+    resumes_per_day: float = Field(1.0, ge=0, le=1440, description="online: times a day traffic resumes after idle")
 
 
 class Targets(_Strict):

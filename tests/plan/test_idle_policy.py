@@ -1,0 +1,50 @@
+"""Part-time traffic: the online plan prices scale-to-zero against keeping replicas warm, within the SLO."""
+
+from __future__ import annotations
+
+import pytest
+from plan_fixtures import cpu_curve, small_catalog
+
+from rightsize.plan.coldstart import choose_idle_policy, idle_policies
+from rightsize.plan.planner import plan
+from rightsize.spec import Workload
+from rightsize.spec.targets import ColdStart
+
+
+def _workload(percentile: float, active: float, resumes: float) -> Workload:
+    return Workload.model_validate({
+        "name": "part-time", "model": "distilbert",
+        "targets": {
+            "online": {"rate_per_s": 10, "latency": {"percentile": percentile, "bound_ms": 200}},
+            "cold_start": {"scale_from_zero": True, "active_hours_per_day": active, "resumes_per_day": resumes},
+        },
+    })  # fmt: skip
+
+
+def test_scale_to_zero_when_its_late_requests_fit_the_slo() -> None:
+    cold = ColdStart(active_hours_per_day=8, resumes_per_day=1)
+    policies = idle_policies(1, 0.34, 10.0, 95.0, cold, gpu=False)
+    pick = choose_idle_policy(policies)
+    spin = 25 + 120 + 10
+    assert pick.warm == 0 and pick.meets_slo
+    assert pick.late_fraction == pytest.approx(spin / (8 * 3600))  # one resumption's spin-up, of 8 h of requests
+    assert pick.usd_per_day == pytest.approx(0.34 * 8 + 0.34 * spin / 3600)
+
+
+def test_tight_percentile_keeps_a_replica_warm() -> None:
+    cold = ColdStart(active_hours_per_day=8, resumes_per_day=10)
+    pick = choose_idle_policy(idle_policies(1, 0.34, 10.0, 99.0, cold, gpu=False))
+    assert pick.warm == 1 and pick.late_fraction == 0.0
+    assert pick.usd_per_day == pytest.approx(0.34 * 24)
+
+
+def test_plan_ranks_by_the_chosen_policy_and_says_so() -> None:
+    curves = [cpu_curve("c.2x", 20.0, 15.0), cpu_curve("c.4x", 11.0, 8.0)]
+    part = plan(_workload(95, 8, 1), curves, small_catalog())
+    full = plan(_workload(95, 24, 1), curves, small_catalog())
+    rec, always = part.recommendation, full.recommendation
+    assert rec is not None and always is not None and rec.instance == always.instance
+    assert rec.cost_usd_per_hour < always.cost_usd_per_hour / 2  # 8 h of 24 plus one spin-up
+    assert rec.idle_policy is not None and rec.idle_policy.startswith("scale to zero")
+    assert any(line.startswith("idle policy: scale to zero") for line in part.why)
+    assert always.idle_policy is None  # traffic all day: nothing to weigh

@@ -47,6 +47,7 @@ class MemoryModel:
     fixed_bytes: float
     per_sample_bytes: float
     source: str = "estimate"
+    gradient_bytes: float | None = None  # training: what data-parallel workers all-reduce each step
 
     def bytes_at(self, batch: float) -> float:
         return self.fixed_bytes + self.per_sample_bytes * batch

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from rightsize.catalog.model import Instance
 from rightsize.plan.coldstart import spin_up
+from rightsize.plan.comm import all_reduce, load_links
 from rightsize.plan.jobs import copy_candidate, finish, spot_odds, spot_variant
 from rightsize.plan.options import GIB, Option
 from rightsize.plan.result import Batching, Candidate
@@ -30,6 +31,7 @@ __all__ = ["ScalingModel", "node_counts", "plan_training", "training_steps"]
 
 AMP_PRECISIONS = ("bf16", "fp16")
 NOT_TRAINABLE = ("int8", "int4")  # quantised weights are for inference
+MIN_GAIN_PER_NODE_STEP = 1.1  # a larger cluster must beat the best smaller one by 10% to keep adding nodes
 
 
 @dataclass(frozen=True)
@@ -118,8 +120,12 @@ def _option(
     up = spin_up(cold, gpu)
     per_node = opt.per_instance
     fit = (1 << 30) if opt.memory is None else opt.memory.max_batch(opt.usable_bytes)
+    grads = opt.memory.gradient_bytes if opt.memory is not None else None
+    links = load_links().get((inst.provider, inst.instance_type))
     out: list[tuple[Candidate, float]] = []
+    best_rate = 0.0
     for nodes in node_counts(target.max_nodes):
+        first = len(out)
         workers = nodes * per_node
         base = _base(opt, nodes, workers, target)
         base.cold_start_s = up.total_s
@@ -142,16 +148,22 @@ def _option(
             break
         accum = math.ceil(b / min(b, fit))
         micro = math.ceil(b / accum)
-        eff = scale.efficiency(per_node, nodes, curve.precision)
-        step_ms = accum * curve.t_ms(micro) / eff
+        compute_ms = accum * curve.t_ms(micro)
+        if grads and links is not None and workers > 1:  # the all-reduce from gradient bytes and links
+            ar = all_reduce(grads, per_node, nodes, links, compute_ms)
+            step_ms = compute_ms + ar.exposed_ms
+            scaling = ar.describe(compute_ms)
+        else:
+            eff = scale.efficiency(per_node, nodes, curve.precision)
+            step_ms = compute_ms / eff
+            scaling = f"scaling efficiency {eff:.2f} ({'per-doubling model' if workers > 1 else 'one worker'})"
         compute_h = steps * step_ms / 3.6e6
         base.batching = Batching(micro, 0.0)
         base.grad_accumulation = accum
         base.memory_bytes = None if opt.memory is None else int(opt.memory.bytes_at(micro))
         base.throughput_per_s = target.batch_size * 1000.0 / step_ms
         base.notes.append(
-            f"{workers} worker(s) x batch {b} ({accum} x micro-batch {micro}); scaling efficiency {eff:.2f}; "
-            f"spin-up {up.describe()}"
+            f"{workers} worker(s) x batch {b} ({accum} x micro-batch {micro}); {scaling}; spin-up {up.describe()}"
         )
         if accum > 1:
             base.notes.append(f"gradient accumulation x{accum}: batch {b} per worker does not fit in one pass")
@@ -168,6 +180,15 @@ def _option(
             )  # fmt: skip
             if sc is not None:
                 out.append((sc, compute_h))
+        rate = target.batch_size / step_ms
+        if nodes > 1 and rate < MIN_GAIN_PER_NODE_STEP * best_rate:
+            for c, _ in out[first:]:
+                c.notes.append(
+                    f"adding nodes stops here: {nodes} nodes run {rate / best_rate:.2f}x the best smaller cluster's "
+                    "rate (communication eats the gain)"
+                )
+            break  # more nodes only add communication
+        best_rate = max(best_rate, rate)
     return out
 
 

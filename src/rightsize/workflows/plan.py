@@ -55,7 +55,13 @@ def memory_models(
     if missing:
         cached.update(_estimate(workload, store, mode, key, missing))
     models = {
-        p: MemoryModel(v["fixed_bytes"], v["per_sample_bytes"], "estimate (rightsize.estimate.memory)")
+        p: MemoryModel(
+            v["fixed_bytes"],
+            v["per_sample_bytes"],
+            "estimate (rightsize.estimate.memory)",
+            # training keeps fp32 parameters (torch.amp too): the gradients all-reduced are the weights' size
+            gradient_bytes=((v.get("breakdown") or {}).get("weights") or None) if mode == "train" else None,
+        )
         for p, v in cached.items()
         if p in want and v.get("fixed_bytes") is not None
     }

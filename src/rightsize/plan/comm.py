@@ -1,0 +1,72 @@
+"""Data-parallel communication: the all-reduce each optimizer step pays, from gradient bytes and links.
+
+    intra = 2 (g - 1) / g x G / B_gpu           ring over the g GPUs of one node (NVLink/NVSwitch or PCIe)
+    inter = 2 (n - 1) / n x G / (eff x B_net)   ring across n nodes over each node's network link
+    exposed = max(0, intra + inter - overlap x backward)     DDP overlaps buckets with the backward pass
+
+G is the gradient bytes (fp32 under torch.amp too), backward ~ 2/3 of a step's compute, ``eff`` the share
+of the nominal link rate a collective achieves (0.8; "up to" links are burst rates, so this is
+optimistic for small instances — the note says so). Links come from catalog/data/interconnect.csv; an
+instance without a row, or a multi-GPU node without a GPU-link figure, falls back to the per-doubling
+efficiencies of ``training.ScalingModel``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from functools import lru_cache
+
+LINK_EFFICIENCY = 0.8
+PCIE_GBYTES_PER_S = 12.0  # GPU-to-GPU through PCIe Gen3/Gen4 host bridges, when a node has no NVLink figure
+BACKWARD_SHARE = 2.0 / 3.0  # of one step's compute: the window all-reduce buckets overlap with
+
+
+@dataclass(frozen=True)
+class Links:
+    network_gbps: float  # per node, gigabits per second
+    gpu_gbytes_per_s: float  # GPU to GPU inside the node, gigabytes per second (0: PCIe)
+    source: str
+
+
+@lru_cache(maxsize=1)
+def load_links() -> dict[tuple[str, str], Links]:
+    from rightsize.catalog.load import _data_text
+
+    out = {}
+    for r in csv.DictReader(io.StringIO(_data_text("interconnect.csv")[1])):
+        out[(r["provider"], r["instance_type"])] = Links(
+            float(r["network_gbps"]), float(r["gpu_link_gbytes_per_s"]), r["source"]
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class AllReduce:
+    intra_ms: float
+    inter_ms: float
+    exposed_ms: float
+
+    def describe(self, compute_ms: float) -> str:
+        eff = compute_ms / (compute_ms + self.exposed_ms) if compute_ms > 0 else 1.0
+        return (
+            f"all-reduce {self.intra_ms + self.inter_ms:.0f} ms/step (in-node {self.intra_ms:.0f}, across nodes "
+            f"{self.inter_ms:.0f}), {self.exposed_ms:.0f} ms not hidden by the backward pass: scaling efficiency "
+            f"{eff:.2f}"
+        )
+
+
+def all_reduce(gradient_bytes: float, per_node: int, nodes: int, links: Links, compute_ms: float) -> AllReduce:
+    """Time of one step's gradient all-reduce over ``nodes`` x ``per_node`` workers."""
+    g, n = max(1, per_node), max(1, nodes)
+    intra = 0.0
+    if g > 1:
+        bw = (links.gpu_gbytes_per_s or PCIE_GBYTES_PER_S) * 1e9 * LINK_EFFICIENCY
+        intra = 2.0 * (g - 1) / g * gradient_bytes / bw * 1e3
+    inter = 0.0
+    if n > 1:
+        bw = links.network_gbps / 8.0 * 1e9 * LINK_EFFICIENCY
+        inter = 2.0 * (n - 1) / n * gradient_bytes / bw * 1e3 if bw > 0 else float("inf")
+    exposed = max(0.0, intra + inter - BACKWARD_SHARE * compute_ms)
+    return AllReduce(intra, inter, exposed)

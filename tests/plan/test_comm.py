@@ -1,0 +1,61 @@
+"""Data-parallel training: the all-reduce from gradient bytes and links sets scaling, and nodes stop paying."""
+
+from __future__ import annotations
+
+import pytest
+from plan_fixtures import gpu_curve, instance
+
+from rightsize.catalog.model import Catalog
+from rightsize.plan.comm import Links, all_reduce, load_links
+from rightsize.plan.options import MemoryModel, pair_options
+from rightsize.plan.training import plan_training
+from rightsize.spec.targets import TrainingTarget
+
+BERT_GRADS = 110e6 * 4  # BERT-base: ~110 M fp32 gradients, ~440 MB per step
+
+
+def test_ring_all_reduce_over_a_10_gbps_link() -> None:
+    links = Links(network_gbps=10, gpu_gbytes_per_s=0, source="test")
+    ar = all_reduce(BERT_GRADS, per_node=1, nodes=2, links=links, compute_ms=60.0)
+    # 2 (n-1)/n x 440 MB over 10 Gbps at 80%: 440e6 / 1e9 s = 0.44 s
+    assert ar.inter_ms == pytest.approx(440.0)
+    assert ar.exposed_ms == pytest.approx(440.0 - 40.0)  # 2/3 of a 60 ms step hides 40 ms
+    fast = Links(network_gbps=3200, gpu_gbytes_per_s=450, source="test")
+    ar8 = all_reduce(BERT_GRADS, per_node=8, nodes=2, links=fast, compute_ms=60.0)
+    assert ar8.intra_ms == pytest.approx(2 * 7 / 8 * 440e6 / (450e9 * 0.8) * 1e3)
+    assert ar8.exposed_ms == 0.0  # NVLink + EFA: hidden behind the backward pass
+
+
+def test_catalog_links_cover_every_multi_gpu_instance() -> None:
+    from rightsize.catalog import load_catalog
+
+    links = load_links()
+    for inst in load_catalog("").instances:
+        if inst.accelerator_count > 1:
+            assert links[(inst.provider, inst.instance_type)].gpu_gbytes_per_s > 0, inst.instance_type
+
+
+def _candidates(instance_type: str, per_node_gpus: int) -> list:  # type: ignore[type-arg]
+    inst = instance(instance_type, 1.0, acc="T4", count=per_node_gpus)
+    cat = Catalog(accelerators={}, cpus={}, instances=(inst,))
+    from plan_fixtures import ACCELERATORS
+
+    curve = gpu_curve("T4", 50.0, 1.5)
+    memory = {curve.precision: MemoryModel(2e9, 50e6, gradient_bytes=BERT_GRADS)}
+    options = pair_options(cat.instances, [curve], ACCELERATORS, memory)
+    target = TrainingTarget(dataset_size=100_000, epochs=1, batch_size=256, max_nodes=8)
+    return [c for c in plan_training(options, target, purchase=("on_demand",)) if c.feasible]
+
+
+def test_slow_network_stops_adding_nodes() -> None:
+    # g4dn.xlarge has a 25 Gbps catalog link: each extra node adds ~0.2 s of all-reduce to a ~0.5 s step
+    cands = _candidates("g4dn.xlarge", 1)
+    nodes = sorted(c.count for c in cands)
+    assert nodes[0] == 1 and max(nodes) <= 4
+    notes = " ".join(n for c in cands for n in c.notes)
+    assert "all-reduce" in notes and "adding nodes stops here" in notes
+
+
+def test_instance_without_links_uses_the_per_doubling_model() -> None:
+    cands = _candidates("unknown.metal", 1)
+    assert any("per-doubling model" in n for c in cands for n in c.notes)

@@ -46,3 +46,9 @@ def test_an_unverified_winner_is_flagged_with_the_cheapest_verified_plan() -> No
     why, warnings = _plan(dataclasses.replace(cat, instances=rows))
     assert warnings[0].startswith("the recommended c.2x's price is unverified")
     assert "the cheapest verified plan is 1 replica on 1x aws c.4x" in warnings[0] and "2.00x the cost" in warnings[0]
+
+
+def test_small_latencies_keep_their_digits() -> None:
+    from rightsize.plan.explain import ms
+
+    assert (ms(0.42), ms(3.456), ms(12.6), ms(0.0)) == ("0.42", "3.5", "13", "0")

@@ -96,15 +96,23 @@ def _money(c: Candidate, kind: PlanKind) -> str:
     return f"${c.cost_usd_total or 0.0:,.2f} total (${c.cost_usd_per_hour:.2f}/h)"
 
 
+def ms(value: float) -> str:
+    """Milliseconds to read: whole numbers from 10 ms, two significant digits below (a tiny model's 0.42 ms
+    must not print as 0)."""
+    if value >= 10 or value == 0:
+        return f"{value:.0f}"
+    return f"{value:.2g}"
+
+
 def _perf(c: Candidate, kind: PlanKind, q: float) -> str:
     if kind == "online" and c.latency is not None:
         band = ""
         if c.latency.band_ms:
-            band = f" (band {c.latency.band_ms[0]:.0f}-{c.latency.band_ms[1]:.0f} ms)"
+            band = f" (band {ms(c.latency.band_ms[0])}-{ms(c.latency.band_ms[1])} ms)"
         b = c.batching
         pol = f"; batching max {b.max_batch}, wait {b.max_wait_ms:g} ms" if b else ""
         return (
-            f"predicted p{q:g} {target_ms(c):.0f} ms{band}, busy {c.latency.utilization:.0%}, "
+            f"predicted p{q:g} {ms(target_ms(c))} ms{band}, busy {c.latency.utilization:.0%}, "
             f"mean batch {c.latency.mean_batch:.1f}{pol}"
         )
     if kind in ("batch", "training") and c.runtime_hours is not None:

@@ -104,6 +104,9 @@ def load_yaml(text: str, source: str) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
+        if "nesting depth" in str(getattr(exc, "problem", "")):  # PyYAML >= 6.0.4 stops deep flow nesting itself
+            raise SpecError(source, f"nests deeper than {MAX_DEPTH} levels{where.replace(' at', ' (at')}"
+                            f"{')' if where else ''}; flatten it") from None  # fmt: skip
         raise SpecError(source, f"is not valid YAML{where}; fix the syntax") from None
     except SpecError as exc:
         if exc.field.startswith("line "):

@@ -28,7 +28,7 @@ from rightsize.errors import NotFoundError, RightsizeError
 from rightsize.hosts import allowed_hosts, host_name
 from rightsize.report.fmt import esc
 
-__all__ = ["DashboardServer", "make_server", "render_path", "running_dashboard", "serve_dashboard"]
+__all__ = ["DashboardServer", "make_server", "render_api", "render_path", "running_dashboard", "serve_dashboard"]
 
 
 def _csp() -> str:
@@ -45,6 +45,22 @@ def _csp() -> str:
 
 CSP = _csp()
 TOKEN_COOKIE = "rightsize_token"
+
+
+def render_api(store_path: Path, target: str) -> tuple[int, str, str]:
+    """(HTTP status, body, content type) for ``/api/...`` (``dashboard_api``)."""
+    import json
+
+    from rightsize.report.dashboard_api import api_response
+    from rightsize.store import Store
+
+    url = urlsplit(target)
+    parts = [unquote(p) for p in url.path.split("/") if p][1:]
+    with Store(store_path, read_only=True) as st:
+        try:
+            return api_response(st, parts, parse_qs(url.query))
+        except NotFoundError as exc:
+            return 404, json.dumps({"error": str(exc)}), "application/json"
 
 
 def render_path(store_path: Path, target: str) -> tuple[int, str]:
@@ -77,10 +93,12 @@ class _Handler(BaseHTTPRequestHandler):
     server: DashboardServer
     server_version = "rightsize-dashboard"
 
-    def _send(self, status: int, body: str, head_only: bool = False) -> None:
+    def _send(
+        self, status: int, body: str, head_only: bool = False, content_type: str = "text/html; charset=utf-8"
+    ) -> None:
         data = body.encode("utf-8")
         self.send_response(status)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Content-Type-Options", "nosniff")
@@ -120,15 +138,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(HTTPStatus.NO_CONTENT)
             self.end_headers()
             return
+        content_type = "text/html; charset=utf-8"
         try:
-            status, body = render_path(self.server.store_path, self.path)
+            if self.path.startswith("/api/"):
+                status, body, content_type = render_api(self.server.store_path, self.path)
+            else:
+                status, body = render_path(self.server.store_path, self.path)
         except Exception as exc:  # a broken page must not kill the server; say what broke
             status, body = (
                 500,
                 f"<!doctype html><title>error</title><p>error: {esc(type(exc).__name__)}: {esc(exc)}</p>",
             )
             sys.stderr.write(f"dashboard: {self.path}: {type(exc).__name__}: {exc}\n")  # always say what broke
-        self._send(status, body, head_only)
+        self._send(status, body, head_only, content_type)
 
     def do_GET(self) -> None:
         self._answer(head_only=False)

@@ -31,11 +31,29 @@ const btn = document.getElementById('compare-btn');
 function sync() { if (btn) { const n = [...boxes].filter(b => b.checked).length; btn.disabled = n < 2;
   btn.textContent = n < 2 ? 'Pick 2 or more runs to compare' : 'Compare ' + n + ' runs'; } }
 boxes.forEach(b => b.addEventListener('change', sync)); sync();
+function cellValue(row, i) { const t = row.cells[i] ? row.cells[i].textContent.trim() : '';
+  const n = parseFloat(t.replace(/[$,%]/g, '')); return isNaN(n) ? t.toLowerCase() : n; }
+document.querySelectorAll('table[data-table]').forEach(table => {
+  const body = table.tBodies[0]; if (!body) return;
+  const filter = document.createElement('input');
+  filter.type = 'search'; filter.placeholder = 'filter rows'; filter.className = 'table-filter';
+  filter.addEventListener('input', () => { const q = filter.value.toLowerCase();
+    [...body.rows].forEach(r => { r.hidden = q !== '' && !r.textContent.toLowerCase().includes(q); }); });
+  table.parentNode.insertBefore(filter, table);
+  [...table.tHead.rows[0].cells].forEach((th, i) => {
+    th.title = 'sort'; th.style.cursor = 'pointer';
+    th.addEventListener('click', () => {
+      const asc = th.dataset.sort !== 'asc';
+      [...table.tHead.rows[0].cells].forEach(h => { delete h.dataset.sort; });
+      th.dataset.sort = asc ? 'asc' : 'desc';
+      const rows = [...body.rows].sort((a, b) => { const x = cellValue(a, i), y = cellValue(b, i);
+        return (x < y ? -1 : x > y ? 1 : 0) * (asc ? 1 : -1); });
+      rows.forEach(r => body.appendChild(r)); }); }); });
 """
 
 
 def shell(title: str, active: str, body: str) -> str:
-    links = [("/", "Runs"), ("/cost", "Latency vs cost")]
+    links = [("/", "Runs"), ("/cost", "Latency vs cost"), ("/api/runs", "JSON API")]
     nav = "".join(f'<a href="{h}"{" class=active" if h == active else ""}>{esc(t)}</a>' for h, t in links)
     head = f"<header><h1>{esc(title)}</h1><nav>{nav}</nav></header>"
     return page(f"rightsize dashboard: {title}", f"{head}<main>{body}</main>", script=SCRIPT)

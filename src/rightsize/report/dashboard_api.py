@@ -1,0 +1,92 @@
+"""The dashboard's JSON API and CSV export: the same store the pages show, for scripts and notebooks.
+
+    /api/runs                  every run (id, kind, name, model, env, status, counts)
+    /api/runs/ID               one run with its measurements and artifacts
+    /api/measurements?model=M&format=csv    measurements, filtered; CSV with format=csv
+    /api/plans                 stored plans (artifact id, name, model, recommendation)
+    /api/plans/ID              one stored plan in full
+    /api/loadtests             stored load tests and validations
+
+Read-only like the pages: GET and HEAD only, the same Host and token checks.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict
+from typing import Any
+
+from rightsize.errors import NotFoundError
+from rightsize.store import Store
+
+__all__ = ["api_response"]
+
+_LOADTEST_KINDS = ("loadtest", "validate")
+MEASUREMENT_COLUMNS = (
+    "model", "mode", "device", "precision", "batch_size", "threads", "input", "status", "reason", "p50_ms",
+    "p95_ms", "p99_ms", "throughput_per_s", "peak_memory_bytes", "flops_per_sample", "param_bytes", "env_id",
+    "tiny", "extra",
+)  # fmt: skip
+
+
+def _measurement(m: Any) -> dict[str, Any]:
+    d = m.to_dict()
+    lat = d.pop("latency_ms", None) or {}
+    return d | {"p50_ms": lat.get("p50"), "p95_ms": lat.get("p95"), "p99_ms": lat.get("p99")}
+
+
+def _plan_summary(art: dict[str, Any]) -> dict[str, Any]:
+    p = art["payload"]
+    rec = p.get("recommendation") or {}
+    return {
+        "id": art["id"], "created_at": art["created_at"], "name": p.get("name"), "model": p.get("model"),
+        "kind": p.get("kind"), "feasible": p.get("feasible"), "instance": rec.get("instance"),
+        "provider": rec.get("provider"), "precision": rec.get("precision"),
+        "cost_usd_per_hour": rec.get("cost_usd_per_hour"), "price_date": p.get("price_date"),
+    }  # fmt: skip
+
+
+def _csv(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(columns), extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else v for k, v in r.items()})
+    return buf.getvalue()
+
+
+def api_response(st: Store, parts: list[str], query: dict[str, list[str]]) -> tuple[int, str, str]:
+    """(status, body, content type) for ``/api/...`` (``parts`` without the leading "api")."""
+    fmt = (query.get("format") or ["json"])[0]
+    if parts == ["runs"]:
+        return _json([asdict(r) for r in st.runs()])
+    if len(parts) == 2 and parts[0] == "runs":
+        run = st.run(parts[1])
+        ms = [_measurement(m) for m in st.measurements(run_id=run.id)]
+        arts = [{"id": a["id"], "kind": a["kind"], "created_at": a["created_at"]} for a in st.artifacts(run_id=run.id)]
+        if fmt == "csv":
+            return 200, _csv(ms, MEASUREMENT_COLUMNS), "text/csv; charset=utf-8"
+        return _json(asdict(run) | {"measurements": ms, "artifacts": arts})
+    if parts == ["measurements"]:
+        model = query["model"][0] if query.get("model") else None
+        ms = [_measurement(m) for m in st.measurements(model=model)]
+        if fmt == "csv":
+            return 200, _csv(ms, MEASUREMENT_COLUMNS), "text/csv; charset=utf-8"
+        return _json(ms)
+    if parts == ["plans"]:
+        return _json([_plan_summary(a) for a in st.artifacts(kind="plan")])
+    if len(parts) == 2 and parts[0] == "plans":
+        for a in st.artifacts(kind="plan"):
+            if a["id"] == parts[1]:
+                return _json(a)
+        raise NotFoundError(f"no stored plan {parts[1]!r}; /api/plans lists them")
+    if parts == ["loadtests"]:
+        arts = [a for k in _LOADTEST_KINDS for a in st.artifacts(kind=k)]
+        return _json(sorted(arts, key=lambda a: a["created_at"], reverse=True))
+    raise NotFoundError(f"no API endpoint /api/{'/'.join(parts)}; see /api/runs, /api/measurements, /api/plans")
+
+
+def _json(obj: Any) -> tuple[int, str, str]:
+    return 200, json.dumps(obj, default=str, allow_nan=False, indent=1), "application/json"

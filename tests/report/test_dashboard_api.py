@@ -1,0 +1,59 @@
+"""The dashboard's JSON API and CSV export (a real HTTP server over a real store), and its table script."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from rightsize.report.dashboard import CSP, running_dashboard
+from rightsize.report.dashboard_views import SCRIPT
+
+
+def _get(url: str) -> tuple[int, str, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.headers["Content-Type"], r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers["Content-Type"], e.read().decode()
+
+
+def test_runs_measurements_and_plans_as_json_and_csv(two_run_store: tuple[Path, str, str]) -> None:
+    path, a, b = two_run_store
+    with running_dashboard(path) as url:
+        status, ctype, body = _get(url + "/api/runs")
+        assert status == 200 and ctype == "application/json"
+        runs = json.loads(body)
+        assert {a, b} <= {r["id"] for r in runs}
+        status, _, body = _get(url + f"/api/runs/{a}")
+        run = json.loads(body)
+        assert status == 200 and run["id"] == a and run["measurements"]
+        first = run["measurements"][0]
+        assert {"p50_ms", "p95_ms", "precision", "batch_size", "extra"} <= first.keys()
+        status, ctype, body = _get(url + f"/api/runs/{a}?format=csv")
+        rows = list(csv.DictReader(io.StringIO(body)))
+        assert status == 200 and ctype.startswith("text/csv") and len(rows) == len(run["measurements"])
+        assert json.loads(rows[0]["extra"]) == first["extra"]  # the extra column survives, as JSON
+        status, _, body = _get(url + "/api/plans")
+        plans = json.loads(body)
+        assert status == 200 and len(plans) == 2 and all(p["instance"] for p in plans)
+        status, _, body = _get(url + f"/api/plans/{plans[0]['id']}")
+        assert status == 200 and json.loads(body)["payload"]["candidates"]
+        status, ctype, body = _get(url + "/api/plans/nope")
+        assert status == 404 and ctype == "application/json" and "nope" in json.loads(body)["error"]
+        status, _, body = _get(url + "/api/nothing")
+        assert status == 404 and "/api/runs" in json.loads(body)["error"]
+        status, ctype, html = _get(url + "/")
+        assert 'href="/api/runs"' in html  # the pages link to it
+
+
+def test_table_script_sorts_and_filters_and_is_pinned() -> None:
+    assert "table[data-table]" in SCRIPT and "sort" in SCRIPT and "filter rows" in SCRIPT
+    import base64
+    import hashlib
+
+    digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+    assert f"'sha256-{digest}'" in CSP  # the CSP allows exactly this script

@@ -182,6 +182,40 @@ def test_dashboard_filter_changes_the_view(watched: Watched, tmp_path: Path) -> 
     assert watched.errors == []
 
 
+def test_dashboard_tables_sort_and_filter(watched: Watched, tmp_path: Path) -> None:
+    store = tmp_path / "store.sqlite"
+    a, _ = build_store(store)
+    with running_dashboard(store) as url:
+        page = watched.page
+        page.goto(url + f"/run/{a}")
+        table = page.locator("table[data-table]").first
+        rows = table.locator("tbody tr")
+        total = rows.count()
+        assert total > 2
+        heads = [h.strip().lower() for h in table.locator("thead th").all_inner_texts()]
+        col = next(i for i, h in enumerate(heads) if h.startswith("batch"))
+
+        def column() -> list[float]:
+            return [float(rows.nth(i).locator("td").nth(col).inner_text()) for i in range(total)]
+
+        header = table.locator("thead th").nth(col)
+        header.click()
+        assert column() == sorted(column())
+        header.click()  # again: descending
+        assert column() == sorted(column(), reverse=True)
+        first_up = [rows.nth(i).inner_text() for i in range(total)]
+        needle = first_up[0].split("\t")[0] if "\t" in first_up[0] else first_up[0].split()[0]
+        page.locator("input.table-filter").first.fill(needle)
+        visible = table.locator("tbody tr:not([hidden])").count()
+        assert visible >= 1 and all(
+            needle.lower() in t.lower() for t in table.locator("tbody tr:not([hidden])").all_inner_texts()
+        )
+        page.locator("input.table-filter").first.fill("no row contains this text")
+        assert table.locator("tbody tr:not([hidden])").count() == 0
+        watched.shot("dashboard-table-filter")
+    assert watched.errors == []
+
+
 def test_dashboard_escapes_a_script_model_name(watched: Watched, tmp_path: Path) -> None:
     store = tmp_path / "store.sqlite"
     build_store(store, model=XSS)

@@ -44,7 +44,7 @@ def test_achieved_rate_matches_offered(server: TinyServer, arrival: Arrival) -> 
 def test_a_stall_shows_in_the_open_loop_tail_but_hides_from_the_closed_loop(
     server: TinyServer,
 ) -> None:
-    """Coordinated omission (REFERENCE.md §8): one 200 ms server stall in a 3 s run."""
+    """Coordinated omission (docs/sources.md `load-generation`): one 200 ms server stall in a 3 s run."""
     target = Target.from_url(server.url("/work/2"))
 
     server.stall(start_in_s=1.0, stall_ms=200)

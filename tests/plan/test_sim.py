@@ -124,7 +124,7 @@ def test_events_engine_has_the_same_batching_semantics() -> None:
 
 
 def test_batching_raises_capacity_and_matches_fluid_batch() -> None:
-    """t(b) = c + a b: greedy batching settles near b* = lambda c / (1 - rho) (REFERENCE.md §7)."""
+    """t(b) = c + a b: greedy batching settles near b* = lambda c / (1 - rho) (docs/sources.md `inoue-2019`)."""
     c, a, lam = 8.0, 1.0, 0.5  # per ms; rho = 0.5, b* = 8, cycle 16 ms
 
     def t(b: float) -> float:

@@ -1,4 +1,4 @@
-"""Spot math against REFERENCE.md §3's worked check (Young/Daly), and the mixed policy."""
+"""Spot math against docs/sources.md `young-daly`'s worked check (Young/Daly), and the mixed policy."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ DELTA_H, RESTART_H, WORK_H = 5 / 60, 15 / 60, 100.0
 
 @pytest.mark.parametrize(
     ("mtbi_h", "tau_min", "wall_h"),
-    [(24.0, 117.0, 110.0), (6.0, 57.0, 124.0), (2.0, 31.0, 154.0)],  # REFERENCE.md §3 worked check
+    [(24.0, 117.0, 110.0), (6.0, 57.0, 124.0), (2.0, 31.0, 154.0)],  # docs/sources.md `young-daly` worked check
 )
 def test_daly_matches_the_worked_check(mtbi_h: float, tau_min: float, wall_h: float) -> None:
     assert daly_interval_hours(DELTA_H, mtbi_h) * 60 == pytest.approx(tau_min, abs=1.0)

@@ -193,7 +193,11 @@ def online_plan(model: str = "distilbert", workload: str = "text-classification-
         ],
         alternative=cands[1],
         warnings=["no batching window: add max_wait_ms"],
-        assumptions={"headroom": 0.8, "arrival": "poisson", "sources": {"headroom": "REFERENCE.md §7"}},
+        assumptions={
+            "headroom": 0.8,
+            "arrival": "poisson",
+            "sources": {"headroom": "docs/sources.md `batching-designs`"},
+        },
         price_date="2025-06",
         elapsed_s=0.42,
         infeasible_summary={"over SLO": 1, "over budget": 1},

@@ -90,7 +90,7 @@ class Instance:
     def price_usd_per_hour(self, purchase: str) -> float | None:
         """Price for ``purchase`` ("on-demand" or "spot"); None when there is no spot offer.
 
-        A spot price at or above on-demand means no spot capacity (REFERENCE.md §2)."""
+        A spot price at or above on-demand means no spot capacity (docs/sources.md `skypilot-catalog`)."""
         p = purchase.lower()
         if p in _ON_DEMAND:
             return self.on_demand_usd_per_hour

@@ -67,7 +67,7 @@ BREAKDOWN_KEYS = (
 # an fp16 zero point (+4 bytes per 128 weights); int8: one fp16 scale per output row (LLM.int8()).
 WEIGHT_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "int8": 1.0, "int4": 0.5}
 INT4_GROUP_SIZE = 128
-# Optimizer states per parameter, fp32 (REFERENCE.md §6): AdamW exp_avg + exp_avg_sq; SGD momentum.
+# Optimizer states per parameter, fp32 (docs/sources.md `memory-accounting`): AdamW exp_avg + exp_avg_sq; SGD momentum.
 OPTIMIZER_STATE_BYTES_PER_PARAM = {"adamw": 8, "sgd": 4}
 
 
@@ -77,7 +77,7 @@ class Overheads:
     measurement exists in the calibration data yet (``rightsize memory --validate`` on a GPU
     measures them)."""
 
-    # REFERENCE.md §6: "CUDA context: ~0.3-0.7 GB per process depending on lazy loading and driver".
+    # docs/sources.md `memory-accounting`: "CUDA context: ~0.3-0.7 GB per process depending on lazy loading and driver".
     context_bytes: int = 500 * 10**6
     # PyTorch's default cuBLAS workspace on Hopper, CUBLAS_WORKSPACE_CONFIG=":4096:8" (8 x 4 MiB; older
     # GPUs ":4096:2:16:8" ~ 8 MiB): PyTorch docs, "Reproducibility" / torch.use_deterministic_algorithms.
@@ -161,7 +161,8 @@ def compute_dtype(mode: str, precision: str, device: str) -> tuple[Literal["fp32
 
 
 def weight_bytes(stats: ModelStats, mode: str, precision: str, device: str) -> int:
-    """Parameters + buffers as stored: fp32 for training (AMP keeps fp32 master weights, REFERENCE §6)."""
+    """Parameters + buffers as stored: fp32 for training (AMP keeps fp32 master weights; docs/sources.md
+    `memory-accounting`)."""
     act = WEIGHT_BYTES[compute_dtype(mode, precision, device)[0]]
     if mode == "train":
         return int(4 * (stats.param_count + stats.float_buffer_numel) + stats.other_buffer_bytes)
@@ -178,13 +179,13 @@ def weight_bytes(stats: ModelStats, mode: str, precision: str, device: str) -> i
 
 
 def kv_cache_bytes(stats: ModelStats, act_bytes: float, batch_size: int, seq_len: int) -> int:
-    """REFERENCE §6: 2 (K and V) * layers * kv_heads * head_dim * bytes * batch * seq."""
+    """docs/sources.md `memory-accounting`: 2 (K and V) * layers * kv_heads * head_dim * bytes * batch * seq."""
     return int(2 * stats.kv_layers * stats.kv_heads * stats.head_dim * act_bytes * batch_size * seq_len)
 
 
 def step_transient_bytes(inp: MemoryInputs) -> int:
     """Temporary memory of optimizer.step(): fused ~0; CUDA foreach AdamW ~ one fp32 params-size
-    (``_foreach_sqrt(exp_avg_sq)``, REFERENCE §6); CPU defaults to the per-tensor loop, whose
+    (``_foreach_sqrt(exp_avg_sq)``, docs/sources.md `memory-accounting`); CPU defaults to the per-tensor loop, whose
     ``exp_avg_sq.sqrt() / bias_correction`` holds ~2 copies of the largest parameter. SGD
     (momentum, no weight decay) updates in place."""
     if inp.fused or inp.optimizer != "adamw":
@@ -359,7 +360,7 @@ def assumptions(inp: MemoryInputs, tier_source: str, tiny: bool) -> list[str]:
     if inp.mode == "train":
         out += [
             f"training: fp32 weights and gradients{f', autocast {compute} activations (AMP)' if amp else ''}; "
-            f"{inp.optimizer} states {OPTIMIZER_STATE_BYTES_PER_PARAM[inp.optimizer]} B/param (REFERENCE §6)",
+            f"{inp.optimizer} states {OPTIMIZER_STATE_BYTES_PER_PARAM[inp.optimizer]} B/param (docs/sources.md)",
             "steady state: optimizer states exist, zero_grad(set_to_none=True) frees gradients before forward",
             "optimizer step: " + ("fused, no transient" if inp.fused or inp.optimizer == "sgd" else
                                   "foreach, +1 fp32 params-size" if inp.device == "cuda" else
@@ -379,7 +380,7 @@ def assumptions(inp: MemoryInputs, tier_source: str, tiny: bool) -> list[str]:
     if inp.device == "cuda":
         ov = inp.overheads
         out.append(
-            f"CUDA context {ov.context_bytes / 1e9:.1f} GB (REFERENCE §6, 0.3-0.7 GB), cuBLAS workspace "
+            f"CUDA context {ov.context_bytes / 1e9:.1f} GB (sources.md memory-accounting: 0.3-0.7), cuBLAS workspace "
             f"{ov.cublas_workspace_bytes >> 20} MiB, cuDNN workspace {ov.cudnn_workspace_bytes >> 20} MiB for conv "
             f"models (assumed), fragmentation {ov.fragmentation_fraction:.0%} of tensor bytes (default, not yet fitted)"
         )

@@ -35,7 +35,7 @@ class GpuTier:
         return f"{'/'.join(self.names)} ({self.memory_gib:g} GiB)"
 
 
-# Used only when the catalog cannot be loaded. Sizes: NVIDIA datasheets (REFERENCE.md §1); P4 8 GB
+# Used only when the catalog cannot be loaded. Sizes: NVIDIA datasheets (docs/sources.md `gpu-datasheets`); P4 8 GB
 # (GCP nvidia-tesla-p4), L40S 48 GB.
 FALLBACK_GPU_TIERS: tuple[GpuTier, ...] = (
     GpuTier(8, ("P4",)),

@@ -15,7 +15,7 @@ training, ``loss(x, y).backward()``) runs under two observers:
 On the fake CPU device the op dispatch is CPU's (same attention kernel choice as a real CPU run).
 For a CUDA target, scaled_dot_product_attention is replaced by a fused-kernel stand-in that saves
 what FlashAttention / memory-efficient attention save (q, k, v, out, fp32 logsumexp) and never
-materialises the S×S score matrix (REFERENCE.md §6: "SDPA/FlashAttention removes the 5as/h term").
+materialises the S×S score matrix (docs/sources.md `memory-accounting`: "SDPA/FlashAttention removes the 5as/h term").
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ class CpuParams:
 
 def _optimizer_ops(work: WorkProfile) -> tuple[float, int]:
     """(bytes, kernels) of one AdamW step over fp32 master weights: read p, g, m, v and write p, m, v
-    (28 B/param, REFERENCE-style accounting in docs/catalog.md); foreach kernels over lists of ~100
+    (28 B/param, the accounting in docs/catalog.md); foreach kernels over lists of ~100
     tensors, ~12 foreach ops per step."""
     return 28.0 * work.n_params, 12 * max(1, math.ceil(work.param_tensors / 100))
 

@@ -3,7 +3,7 @@
 This is what thread-pool clients (the seeds' "20-50 concurrent threads over 1000 images") and wrk
 do. While the server stalls the users stop sending, so the requests that *would* have arrived
 during the stall are never measured: the tail is under-reported (coordinated omission,
-REFERENCE.md §8). Results carry ``coordinated_omission="affected"``; use the open loop to judge
+docs/sources.md `load-generation`). Results carry ``coordinated_omission="affected"``; use the open loop to judge
 a latency SLO.
 """
 

@@ -1,6 +1,6 @@
 """Knee search: the highest open-loop rate whose p95 latency meets an SLO.
 
-MLPerf LoadGen's Server scenario finds its metric the same way (REFERENCE.md §8):
+MLPerf LoadGen's Server scenario finds its metric the same way (docs/sources.md `load-generation`):
   1. run at ``start``; if it meets the SLO, double until a run violates it, else halve until one meets;
   2. binary-search between the last rate that met and the first that did not, until the bracket is
      within ``tolerance`` (relative) or ``max_steps`` runs were made.

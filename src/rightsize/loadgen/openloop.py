@@ -6,7 +6,7 @@ The schedule (Poisson or constant) is drawn before the clock starts. A dispatche
 request to the engine when its intended time comes; how late that happens is the generator's
 *send lag*. A request that waits for a free connection or a slow server keeps
 counting from its intended time, so stalls show in the tail (no coordinated omission,
-REFERENCE.md §8). When the generator itself falls behind (p99 send lag above ``max_lag_ms`` or
+docs/sources.md `load-generation`). When the generator itself falls behind (p99 send lag above ``max_lag_ms`` or
 fewer than ``min_send_ratio`` of the scheduled requests sent in time) the run is flagged invalid.
 """
 

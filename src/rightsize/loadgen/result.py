@@ -1,7 +1,7 @@
 """Outcomes of one load run: HdrHistogram recorders while running, a ``LoadResult`` after.
 
 Histograms hold integer microseconds from 1 µs to 1 h at 3 significant digits (HdrHistogram,
-REFERENCE.md §8), so percentiles carry at most 0.1% quantisation error and runs can be merged.
+docs/sources.md `load-generation`), so percentiles carry at most 0.1% quantisation error and runs can be merged.
 """
 
 from __future__ import annotations

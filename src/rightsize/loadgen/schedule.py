@@ -2,7 +2,7 @@
 
 Fixing the schedule up front is what makes the generator coordinated-omission free: a request's
 latency is measured from its intended time, so a server stall delays every request scheduled
-during it (wrk2, vegeta; REFERENCE.md §8).
+during it (wrk2, vegeta; docs/sources.md `load-generation`).
 """
 
 from __future__ import annotations

@@ -295,7 +295,7 @@ class CudaMemoryTracker:
 
     ``max_allocated_bytes`` counts live tensors (and cuBLAS/cuDNN workspaces, which come from the
     same allocator); ``max_reserved_bytes`` adds the allocator's cached segments. Neither counts
-    the CUDA context: see ``cuda_context_bytes`` (REFERENCE.md §6).
+    the CUDA context: see ``cuda_context_bytes`` (docs/sources.md `memory-accounting`).
     """
 
     def __init__(self, device: str = "cuda") -> None:
@@ -334,7 +334,7 @@ def cuda_context_bytes(device: str = "cuda") -> int:
 
     Per-process usage comes from NVML (``torch.cuda.list_gpu_processes`` data via pynvml) when it can
     be read; otherwise the device-wide used memory (``mem_get_info``), which also counts other
-    processes on a shared GPU. Initialises CUDA if needed. Typical: 0.3-0.7 GB (REFERENCE.md §6).
+    processes on a shared GPU. Initialises CUDA if needed. Typical: 0.3-0.7 GB (docs/sources.md `memory-accounting`).
     """
     import os
 

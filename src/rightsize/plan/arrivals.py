@@ -1,6 +1,6 @@
 """Arrival processes for the serving simulator: request arrival times in milliseconds, sorted.
 
-poisson   exponential gaps at ``rate_per_s`` (MLPerf Server scenario, REFERENCE.md §8)
+poisson   exponential gaps at ``rate_per_s`` (MLPerf Server scenario, docs/sources.md `load-generation`)
 bursty    on/off Markov-modulated Poisson: ON at ``burstiness`` x the mean rate for exponential
           periods of mean ``burst_s``, OFF (silent) in between, so the long-run mean is ``rate_per_s``
           and the peak-to-mean ratio is ``burstiness``

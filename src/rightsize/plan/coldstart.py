@@ -1,7 +1,7 @@
 """Scale-from-zero and cluster spin-up: time added to the first request or to a job, and the cost of
 keeping replicas warm instead.
 
-Defaults live in ``spec.targets.ColdStart`` (REFERENCE.md §4: VM boot to SSH ~25 s; Kubernetes
+Defaults live in ``spec.targets.ColdStart`` (docs/sources.md `cold-start`: VM boot to SSH ~25 s; Kubernetes
 autoscaler decision <= 30 s; CUDA images ~12 GB, 10-20 GB images take ~8-15 min to start cold).
 A GPU image is larger than a CPU one; when the spec keeps the default pull time we scale it for GPU
 instances by ``GPU_IMAGE_FACTOR`` (a 12 GB CUDA image vs a ~3 GB CPU image).
@@ -15,7 +15,7 @@ from rightsize.spec.targets import ColdStart
 
 __all__ = ["GPU_IMAGE_FACTOR", "IdlePolicy", "SpinUp", "choose_idle_policy", "idle_policies", "spin_up"]
 
-GPU_IMAGE_FACTOR = 4.0  # CUDA images ~12 GB (REFERENCE.md §4) vs ~3 GB for a slim CPU torch image
+GPU_IMAGE_FACTOR = 4.0  # CUDA images ~12 GB (docs/sources.md `cold-start`) vs ~3 GB for a slim CPU torch image
 _DEFAULT_PULL_S = ColdStart.model_validate({}).image_pull_s
 
 

@@ -1,7 +1,7 @@
 """Event-driven simulator of replicas behind a load balancer, each with its own micro-batcher.
 
 The vectorised lane simulator (``lanes.py``) models one queue shared by all replicas (Triton: one
-queue per model, REFERENCE.md §7). Real deployments often put a balancer in front of independent
+queue per model, docs/sources.md `batching-designs`). Real deployments often put a balancer in front of independent
 replicas (Ray Serve: power-of-two-choices; Kubernetes services: random or least-connections). This
 module simulates that exactly, one event at a time, so the planner can check its pick under the
 balancer the spec names:

@@ -14,7 +14,8 @@ from rightsize.plan.spot import daly_interval_hours, daly_wall_hours, simulate_s
 __all__ = ["FALLBACK_INTERRUPTIONS_PER_HOUR", "MIN_P_MEET", "copy_candidate", "finish", "spot_odds", "spot_variant"]
 
 # Spot interruption rate when the catalog has no bucket for an instance and the spec gives none:
-# the worst AWS Spot Advisor bucket (">20%" a month, REFERENCE.md §3) as a rate, -ln(1 - 0.25) / 730 h.
+# the worst AWS Spot Advisor bucket (">20%" a month; docs/sources.md `aws-spot-advisor`) as a rate,
+# -ln(1 - 0.25) / 730 h.
 FALLBACK_INTERRUPTIONS_PER_HOUR = -math.log(1.0 - 0.25) / 730.0
 MIN_P_MEET = 0.9  # a spot plan must meet the deadline in at least 90% of simulated runs
 

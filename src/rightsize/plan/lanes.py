@@ -1,7 +1,7 @@
 """Vectorised micro-batching simulator: many independent queues ("lanes") advanced one batch per step.
 
 Each lane is one deployment: ``servers`` replicas sharing one FIFO queue with a Triton-style dynamic
-batcher (REFERENCE.md §7): when a server is free it takes up to ``max_requests`` queued requests; it
+batcher (docs/sources.md `batching-designs`): when a server is free it takes up to ``max_requests`` queued requests; it
 holds a partial batch while the oldest request has waited less than ``max_wait_ms`` (measured from
 that request's arrival). One step of every lane, in numpy over all lanes at once:
 

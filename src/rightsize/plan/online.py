@@ -9,7 +9,7 @@ that meet the latency SLO within headroom, priced.
     3. Simulate the groups with the lowest cost bounds (and any group that could still beat the best
        found): every (group, policy, R in R_min..R_min+2) side by side in the vectorised lane
        simulator (shared queue, common random arrivals); widen R for those that miss. Groups that
-       cannot win get the fluid approximation (REFERENCE.md §7), labelled as such.
+       cannot win get the fluid approximation (docs/sources.md `inoue-2019`), labelled as such.
     4. Verify the cheapest picks with more requests under the spec's balancer (jsq / p2c, per-replica
        batchers), adding replicas if the long run misses; projected curves also get their band.
 """

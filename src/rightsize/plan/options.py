@@ -27,10 +27,10 @@ __all__ = [
 ]
 
 GIB = 1024**3
-# CUDA context + library handles per process: 0.3-0.7 GB (REFERENCE.md §6); we reserve the top.
+# CUDA context + library handles per process: 0.3-0.7 GB (docs/sources.md `memory-accounting`); we reserve the top.
 CUDA_CONTEXT_BYTES = int(0.7 * 1e9)
 # Share of device memory a plan may fill: the caching allocator fragments and cuDNN/cuBLAS take
-# workspaces that no estimator counts (REFERENCE.md §6), so keep 10% free.
+# workspaces that no estimator counts (docs/sources.md `memory-accounting`), so keep 10% free.
 USABLE_GPU_FRACTION = 0.90
 # Share of instance RAM a CPU replica may use; the OS, the server and page cache keep the rest.
 USABLE_RAM_FRACTION = 0.85

@@ -161,7 +161,7 @@ def plan(
 def _common_assumptions(memory: Mapping[str, MemoryModel] | None) -> dict[str, Any]:
     return {
         "gpu_memory": f"{USABLE_GPU_FRACTION:.0%} of device memory minus {CUDA_CONTEXT_BYTES / 1e9:.1f} GB CUDA "
-        "context is usable (REFERENCE.md §6)",
+        "context is usable (docs/sources.md `memory-accounting`)",
         "cpu_memory": f"{USABLE_RAM_FRACTION:.0%} of instance RAM is usable",
         "memory": "estimated per precision" if memory else "not estimated: every option assumed to fit",
     }
@@ -177,7 +177,7 @@ def _job_assumptions(t: Targets) -> dict[str, Any]:
         )
     return {
         "spin_up": f"provision {cs.provision_s:g} s + image pull {cs.image_pull_s:g} s (x{GPU_IMAGE_FACTOR:g} for GPU "
-        f"images at the default) + model load {cs.model_load_s:g} s (REFERENCE.md §4)",
+        f"images at the default) + model load {cs.model_load_s:g} s (docs/sources.md `cold-start`)",
         "spot": f"interruptions {rate}; a spot plan needs >= {MIN_P_MEET:.0%} odds of meeting the deadline",
         "purchase": list(t.purchase),
     }

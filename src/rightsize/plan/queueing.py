@@ -6,7 +6,7 @@ Times in milliseconds, rates in events per millisecond unless a name says ``_per
     md1_mean_sojourn_ms       M/D/1: Pollaczek-Khinchine mean wait rho D / (2 (1 - rho)) + D
     md1_wait_cdf              M/D/1 waiting-time CDF, Erlang's (Crommelin 1932) finite sum
     erlang_c                  M/M/c probability of waiting (Erlang C)
-    fluid_batching            REFERENCE.md §7 (Inoue, arXiv 1912.06322): steady batch of a batching server
+    fluid_batching            docs/sources.md `inoue-2019` (Inoue, arXiv 1912.06322): steady batch of a batching server
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class FluidResult:
     stable: bool  # the largest allowed batch keeps up with the arrival rate
     batch: float  # steady samples per batch
     cycle_ms: float  # time between batch starts
-    mean_latency_ms: float  # ~ wait for the next batch + one batch (REFERENCE.md §7: ~1.5 cycles when busy)
+    mean_latency_ms: float  # ~ wait for the next batch + one batch (~1.5 cycles when busy; sources.md inoue-2019)
     utilization: float  # busy fraction
 
 
@@ -123,7 +123,7 @@ def fluid_batching(
     """Fluid approximation of a replica with batch time ``t_ms(b)`` (samples) at ``rate_per_ms`` samples/ms.
 
     With t(b) = c + a b and rho = lambda a < 1 the greedy fixed point b = lambda t(b) gives
-    b* = lambda c / (1 - rho) and cycle c / (1 - rho) (REFERENCE.md §7, Inoue arXiv 1912.06322); we
+    b* = lambda c / (1 - rho) and cycle c / (1 - rho) (docs/sources.md `inoue-2019`, Inoue arXiv 1912.06322); we
     iterate the fixed point on the curve itself. A batching window W makes an idle server collect
     ~1 + lambda W samples first.
     """

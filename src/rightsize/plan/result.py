@@ -52,7 +52,7 @@ class LatencyPrediction:
 
 @dataclass(frozen=True)
 class SpotPlan:
-    """Spot with checkpointing (Young/Daly), REFERENCE.md §3."""
+    """Spot with checkpointing (Young/Daly), docs/sources.md `young-daly`."""
 
     interruptions_per_hour: float
     checkpoint_interval_min: float  # Daly's tau*

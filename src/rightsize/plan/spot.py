@@ -1,7 +1,7 @@
 """Spot (preemptible) runs with checkpointing: Young/Daly interval, expected wall time, deadline odds,
 and the mixed policy (spot until the slack runs out, then on-demand). Times in hours.
 
-Sources (REFERENCE.md §3):
+Sources (docs/sources.md `young-daly`):
 - Young (1974): tau ~ sqrt(2 delta M); Daly (2006): tau* = sqrt(2 delta M)[1 + (1/3) sqrt(delta / 2M)
   + (1/9)(delta / 2M)] - delta, expected wall time T_w = M e^{R/M} (e^{(tau* + delta)/M} - 1) T0 / tau*.
   Worked check: T0 = 100 h, delta = 5 min, R = 15 min, M = 24 h -> tau* ~117 min, T_w ~110 h.

@@ -38,7 +38,7 @@ MIN_GAIN_PER_NODE_STEP = 1.1  # a larger cluster must beat the best smaller one 
 class ScalingModel:
     """Data-parallel efficiency per doubling of workers (1.0 = linear).
 
-    Defaults (REFERENCE.md §5): NVIDIA DeepLearningExamples ResNet-50 on 8 A100s in one node scales
+    Defaults (docs/sources.md `scaling`): NVIDIA DeepLearningExamples ResNet-50 on 8 A100s in one node scales
     7.72x in TF32 -> (7.72/8)^(1/3) = 0.988 per doubling, and 6.72x with AMP -> (6.72/8)^(1/3) = 0.944
     (faster compute, same communication). Across nodes, Horovod keeps ~90% at 512 GPUs over 25 Gb/s
     RoCE, i.e. from 8-GPU nodes 0.90^(1/6) = 0.983 per doubling of nodes.
@@ -47,7 +47,7 @@ class ScalingModel:
     intra_fp32: float = 0.988
     intra_amp: float = 0.944
     inter: float = 0.983
-    source: str = "REFERENCE.md §5 (NVIDIA DeepLearningExamples ResNet-50 8xA100; Horovod 512 GPUs)"
+    source: str = "docs/sources.md `scaling` (NVIDIA DeepLearningExamples ResNet-50 8xA100; Horovod 512 GPUs)"
 
     @classmethod
     def uniform(cls, per_doubling: float) -> ScalingModel:

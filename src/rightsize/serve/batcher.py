@@ -7,7 +7,7 @@ Three layers, after Ray Serve's ``serve/batching.py``:
    ``max_batch`` samples; expired requests set aside, cancelled ones dropped).
 2. ``BatchQueue`` — the queue of one pool on the event loop; ``take()`` waits until a batch is due. A
    partial batch waits until the *oldest* queued request's enqueue time + ``max_wait_ms`` (Triton's rule;
-   TorchServe starts the window at dequeue and hides queueing time — REFERENCE.md §7).
+   TorchServe starts the window at dequeue and hides queueing time — docs/sources.md `batching-designs`).
 3. ``Batcher`` — ``submit()`` admits a request (503 when full), ``workers`` tasks take batches and run the
    model in their own thread (one thread hop per batch, none per request), then answer every request.
 

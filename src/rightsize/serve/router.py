@@ -6,7 +6,7 @@ Pools are ordered: ``pools[0]`` is the small-request pool (CPU), ``pools[-1]`` t
   The crossover is given (from the profile) or, if not, where the two online fits cross.
 * ``hybrid`` — each request goes to the pool with the lowest expected completion time (ECT): time until
   a worker is free for its batch (backlog) + t(its batch). t(n) = a·n + b is fitted online per pool by
-  least squares over recent batches (BentoML's adaptive batching does the same — REFERENCE.md §7).
+  least squares over recent batches (BentoML's adaptive batching does the same — docs/sources.md `batching-designs`).
   The size rule names the request's *home* pool; a request sent elsewhere is counted as a *spill*
   (its home pool would have finished it later, e.g. past the SLO under a backlog).
 

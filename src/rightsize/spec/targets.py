@@ -75,7 +75,7 @@ class TrainingTarget(_Strict):
 
 
 class ColdStart(_Strict):
-    """Scale-from-zero costs; defaults from REFERENCE.md §4 (VM boot ~25 s, large images 8-15 min)."""
+    """Scale-from-zero costs; defaults from docs/sources.md `cold-start` (VM boot ~25 s, large images 8-15 min)."""
 
     scale_from_zero: bool = False
     provision_s: float = Field(25.0, ge=0, le=1_000_000, description="VM boot to ready")

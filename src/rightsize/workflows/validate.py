@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 SERVER_PRECISIONS = ("fp32", "bf16", "int8")  # what rightsize.serve runs on a CPU
 SIM_REQUESTS = 40_000  # simulated requests per load level (events engine: well under a second)
-MIN_REQUESTS = 200  # per load level, for a p95 worth comparing (MLPerf asks far more: REFERENCE.md §8)
+MIN_REQUESTS = 200  # per load level, for a p95 worth comparing (MLPerf asks far more: sources.md load-generation)
 MAX_STRETCH = 6  # a slow level runs up to this many times --duration to reach MIN_REQUESTS
 OVERHEAD_MS = 2.0  # rough per-request cost of the HTTP server path on a small CPU (see docs/loadtesting.md)
 

@@ -33,7 +33,7 @@ def build_target(
     encoding: str = "auto",
 ) -> Any:
     """The request every send repeats; without a body, ask the server's /v1/info for a valid sample."""
-    from rightsize.loadgen import DEFAULT_PATH, Target, parse_header, payload_for_server, server_info
+    from rightsize.loadgen import Target, parse_header
 
     if body is not None and json_body is not None:
         raise SpecError("--body", "give --body FILE or --json-body TEXT, not both")
@@ -49,13 +49,8 @@ def build_target(
             raise SpecError("--json-body", f"not valid JSON ({exc})") from None
         payload = json_body.encode()
     parsed = [parse_header(h) for h in headers]
-    target = Target.from_url(url, method=method, body=payload, headers=parsed, token=token)
-    if payload is None and target.path.split("?")[0] == DEFAULT_PATH and target.method == "POST":
-        body_bytes, content_type = payload_for_server(server_info(target.url, token), samples, encoding)
-        target = Target.from_url(
-            target.url, method=method, body=body_bytes, headers=parsed, token=token, content_type=content_type
-        )
-    return target
+    return Target.from_url(url, method=method, body=payload, headers=parsed, token=token, samples=samples,
+                           encoding=encoding)  # fmt: skip
 
 
 def check_reachable(host: str, port: int, timeout_s: float = 3.0) -> None:

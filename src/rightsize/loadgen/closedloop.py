@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from rightsize.loadgen._http import Pool, _Conn, exception_kind
-from rightsize.loadgen.result import LoadResult, Recorder
+from rightsize.loadgen.result import LoadResult, Recorder, client_error_problem
 from rightsize.loadgen.schedule import check_run_bounds
 from rightsize.loadgen.target import Target
 
@@ -148,6 +148,8 @@ async def closed_loop(target: Target, config: ClosedLoopConfig) -> LoadResult:
     span_s = max(users.last_done - users.warm_end, 1e-9)  # end of warm-up to the last measured completion
     latency, latency_hdr = rec.latency()
     problems = [] if rec.sent else ["no request was sent after warm-up; lengthen the run or shorten --warmup-s"]
+    if (bad := client_error_problem(rec.status)) is not None:
+        problems.append(bad)
     return LoadResult(
         mode="closed",
         coordinated_omission="affected",

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from rightsize.loadgen._http import Pool, _Conn, exception_kind
-from rightsize.loadgen.result import LoadResult, Percentiles, Recorder
+from rightsize.loadgen.result import LoadResult, Percentiles, Recorder, client_error_problem
 from rightsize.loadgen.schedule import Arrival, arrival_offsets_s, check_run_bounds
 from rightsize.loadgen.target import Target
 
@@ -239,6 +239,8 @@ def _result(
         problems.append(
             f"achieved send rate {achieved:.1f}/s < {config.min_send_ratio:.0%} of scheduled {scheduled_rate:.1f}/s"
         )
+    if (bad := client_error_problem(rec.status)) is not None:
+        problems.append(bad)
     if wait is not None and wait.p99 > config.max_lag_ms and pool.peak_open >= config.connections:
         warnings.append(
             f"all {config.connections} connections were busy: p99 wait for a connection {wait.p99:.1f} ms "

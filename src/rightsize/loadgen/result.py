@@ -9,6 +9,7 @@ from __future__ import annotations
 import array
 import collections
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -125,6 +126,25 @@ class Recorder:
         hist = histogram_of(self.latency_s)
         mean_ms = float(np.mean(self.latency_s)) * 1000.0 if self.ok else 0.0
         return Percentiles.of_histogram(hist, mean_ms), hist.encode().decode("ascii") if self.ok else ""
+
+
+BAD_REQUEST_LIMIT = 0.5  # a run where most answers are 4xx measured a wrong request, not the server
+
+
+def client_error_problem(status: Mapping[Any, int]) -> str | None:
+    """Why a run is invalid when most of its answers are HTTP 4xx (the request is wrong), else None.
+    503s are the server refusing load (an overload result, still valid); 4xx say the body or path is bad."""
+    total = sum(status.values())
+    bad = sum(n for code, n in status.items() if 400 <= int(code) < 500)
+    if total and bad / total > BAD_REQUEST_LIMIT:
+        codes = ", ".join(
+            f"{c} x{n}" for c, n in sorted(status.items(), key=lambda kv: int(kv[0])) if 400 <= int(c) < 500
+        )
+        return (
+            f"{bad / total:.0%} of answers were client errors ({codes}): the request does not fit this server "
+            "(rightsize servers describe a valid one at /v1/info; Target.from_url reads it)"
+        )
+    return None
 
 
 @dataclass(frozen=True)

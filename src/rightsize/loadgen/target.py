@@ -131,8 +131,12 @@ class Target:
         headers: list[tuple[str, str]] | tuple[tuple[str, str], ...] = (),
         token: str | None = None,
         content_type: str = "application/json",
+        samples: int = 1,
+        encoding: str = "auto",
     ) -> Target:
-        """Parse ``http://host[:port][/path]``; a missing path means ``DEFAULT_PATH`` with a default body."""
+        """Parse ``http://host[:port][/path]``; a missing path means ``DEFAULT_PATH``. Without ``body``, a POST to
+        ``DEFAULT_PATH`` asks the server's ``/v1/info`` for its sample shape and sends ``samples`` zero samples
+        of it (a rightsize server); other servers get a small default JSON body."""
         parts = urlsplit(url if "://" in url else f"http://{url}")
         if parts.scheme != "http":
             raise SpecError("URL", f"only http:// is supported (plain HTTP/1.1), got {parts.scheme}://")
@@ -145,12 +149,12 @@ class Target:
         path = parts.path or ""
         if path in ("", "/"):
             path = DEFAULT_PATH
-            if body is None:
-                body = default_body()
         if parts.query:
             path += "?" + parts.query
+        if body is None and path.split("?")[0] == DEFAULT_PATH and (method or "POST").upper() == "POST":
+            body, content_type = payload_for_server(server_info(f"http://{parts.netloc}", token), samples, encoding)
         if body is None:
-            body = default_body() if path.split("?")[0] == DEFAULT_PATH else b""
+            body = b""
         hdrs = list(headers)
         names = {k.lower() for k, _ in hdrs}
         if token:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rightsize.errors import NotFoundError
+from rightsize.errors import NotFoundError, SpecError
 from rightsize.profile import Profile
 from rightsize.report.data import ReportData, build_report_data
 from rightsize.store import Store
@@ -23,12 +23,17 @@ def find_plan(store: Store, ref: str | None = None) -> dict[str, Any]:
         raise NotFoundError(f"no plan in the store {str(store.path)!r}; run `rightsize plan SPEC` first")
     if ref is None:
         return plans[0]
-    for a in plans:
-        if a["id"] == ref or (len(ref) >= 4 and a["id"].startswith(ref)):
-            return a
-    for a in plans:
-        if a["run_id"] and (a["run_id"] == ref or (len(ref) >= 4 and a["run_id"].startswith(ref))):
-            return a
+    exact = [a for a in plans if ref in (a["id"], a["run_id"])]
+    if exact:
+        return exact[0]
+    prefixed = [a for a in plans if len(ref) >= 4 and (a["id"].startswith(ref) or (a["run_id"] or "").startswith(ref))]
+    if len(prefixed) == 1:
+        return prefixed[0]
+    if prefixed:  # never guess between plans: a prefix of one plan's artifact id may be another's run id
+        names = ", ".join(
+            f"run {a['run_id']} (artifact {a['id']}, {a['payload'].get('name', '?')})" for a in prefixed[:4]
+        )
+        raise SpecError("RUN", f"{ref!r} matches {len(prefixed)} plans: {names}; give more characters")
     raise NotFoundError(
         f"RUN: no plan with run or artifact id {ref!r} in the store; `rightsize results` lists runs "
         f"(newest plan: run {plans[0]['run_id']})"

@@ -1,0 +1,40 @@
+"""`rightsize report RUN` renders the plan RUN names: exact ids win, an ambiguous prefix is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rightsize.errors import NotFoundError, SpecError
+from rightsize.report.stored import find_plan
+from rightsize.store import Store
+
+
+def _store_with_plans(tmp_path: Path, n: int) -> tuple[Store, list[dict]]:  # type: ignore[type-arg]
+    st = Store(tmp_path / "s.sqlite")
+    for i in range(n):
+        st.save_artifact(None, "plan", {"name": f"plan-{i}", "model": "m"})
+    return st, st.artifacts(kind="plan")
+
+
+def test_exact_run_id_beats_an_artifact_id_prefix(tmp_path: Path) -> None:
+    st, plans = _store_with_plans(tmp_path, 2)
+    # a run id that is also a prefix of the other plan's artifact id: the run's own plan must win
+    with st._tx() as c:
+        c.execute("UPDATE artifacts SET id = ? WHERE id = ?", (plans[1]["run_id"] + "ff", plans[0]["id"]))
+    plans = st.artifacts(kind="plan")
+    wanted = next(a for a in plans if a["run_id"] == plans[1]["run_id"])
+    assert find_plan(st, plans[1]["run_id"])["id"] == wanted["id"]
+
+
+def test_unique_prefix_finds_and_ambiguous_prefix_is_refused(tmp_path: Path) -> None:
+    st, plans = _store_with_plans(tmp_path, 3)
+    one = plans[0]
+    assert find_plan(st, one["run_id"][:8])["id"] == one["id"]
+    with st._tx() as c:  # make two plans share a prefix
+        c.execute("UPDATE artifacts SET id = 'abcd' || substr(id, 5) WHERE id IN (?, ?)", (plans[0]["id"], plans[1]["id"]))
+    with pytest.raises(SpecError, match="matches 2 plans"):
+        find_plan(st, "abcd")
+    with pytest.raises(NotFoundError):
+        find_plan(st, "zzzz")

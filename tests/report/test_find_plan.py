@@ -33,7 +33,9 @@ def test_unique_prefix_finds_and_ambiguous_prefix_is_refused(tmp_path: Path) -> 
     one = plans[0]
     assert find_plan(st, one["run_id"][:8])["id"] == one["id"]
     with st._tx() as c:  # make two plans share a prefix
-        c.execute("UPDATE artifacts SET id = 'abcd' || substr(id, 5) WHERE id IN (?, ?)", (plans[0]["id"], plans[1]["id"]))
+        c.execute(
+            "UPDATE artifacts SET id = 'abcd' || substr(id, 5) WHERE id IN (?, ?)", (plans[0]["id"], plans[1]["id"])
+        )
     with pytest.raises(SpecError, match="matches 2 plans"):
         find_plan(st, "abcd")
     with pytest.raises(NotFoundError):

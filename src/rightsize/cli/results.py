@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -17,7 +18,11 @@ def results(
     json_out: bool = JSON_OPTION,
     model: str | None = typer.Option(None, "--model", help="Only this model's measurements."),
     limit: int = typer.Option(20, "--limit", min=1, help="How many runs to list."),
-    export: Path | None = typer.Option(None, "--export", help="Write measurements to FILE.csv or FILE.json."),
+    export: Path | None = typer.Option(
+        None,
+        "--export",
+        help="Write measurements, plans and load tests: FILE.json, or FILE.csv + FILE-plans.csv + FILE-loadtests.csv.",
+    ),
     store: Path | None = STORE_OPTION,
 ) -> None:
     """List runs in the store, or the measurements of one run; export to CSV/JSON."""
@@ -46,18 +51,31 @@ def results(
     ms = db.measurements(run_id=run_id, model=model)
     records = [record(m) for m in ms]
     if export is not None:
-        _export(records, export)
-        err_console.print(f"wrote {len(records)} measurement(s) to {export}")
+        written = _export(db, records, export, run_id, model)
+        err_console.print(f"wrote {written}")
     if json_out:
         emit_json(records)
     elif export is None:
         out_console.print(sweep_table(ms, f"run {run_id}" if run_id else f"model {model}"))
 
 
-def _export(records: list[dict[str, object]], path: Path) -> None:
+def _export(db: Any, records: list[dict[str, object]], path: Path, run_id: str | None, model: str | None) -> str:
+    """Measurements, plans and load tests (of ``run_id`` / ``model`` when given) to JSON or CSV files.
+
+    JSON: one file ``{"measurements", "plans", "loadtests"}``. CSV: measurements to PATH (``extra`` as JSON
+    text), plan summaries to PATH-plans.csv, load tests to PATH-loadtests.csv (each only when non-empty).
+    """
+    from rightsize.report.dashboard_api import plan_summary
+
+    arts = db.artifacts(run_id=run_id) if run_id else db.artifacts()
+    if model:
+        arts = [a for a in arts if a["payload"].get("model") == model]
+    plans = [a for a in arts if a["kind"] == "plan"]
+    tests = [a for a in arts if a["kind"] in ("loadtest", "validate")]
     if path.suffix == ".json":
-        path.write_text(json.dumps(records, indent=2))
-        return
+        path.write_text(json.dumps({"measurements": records, "plans": plans, "loadtests": tests}, indent=2,
+                                   default=str))  # fmt: skip
+        return f"{len(records)} measurement(s), {len(plans)} plan(s), {len(tests)} load test(s) to {path}"
     flat = []
     for r in records:
         row = {k: v for k, v in r.items() if k not in ("latency_ms", "input", "extra")}
@@ -65,11 +83,40 @@ def _export(records: list[dict[str, object]], path: Path) -> None:
         assert isinstance(lat, dict)
         row |= {f"latency_{k}_ms": lat.get(k) for k in ("p50", "p95", "p99", "mean", "std")}
         row["input"] = json.dumps(r.get("input"))
+        row["extra"] = json.dumps(r.get("extra") or {}, sort_keys=True)
         flat.append(row)
+    _write_csv(path, flat)
+    out = [f"{len(records)} measurement(s) to {path}"]
+    if plans:
+        plan_path = path.with_name(f"{path.stem}-plans.csv")
+        _write_csv(plan_path, [plan_summary(a) for a in plans])
+        out.append(f"{len(plans)} plan(s) to {plan_path}")
+    if tests:
+        test_path = path.with_name(f"{path.stem}-loadtests.csv")
+        _write_csv(test_path, [_loadtest_row(a) for a in tests])
+        out.append(f"{len(tests)} load test(s) to {test_path}")
+    return ", ".join(out)
+
+
+def _loadtest_row(art: dict[str, Any]) -> dict[str, Any]:
+    p = art["payload"]
+    lat = p.get("latency_ms") or {}
+    return {
+        "id": art["id"], "kind": art["kind"], "created_at": art["created_at"], "url": p.get("url"),
+        "mode": p.get("mode"), "offered_rate_per_s": p.get("offered_rate_per_s"),
+        "achieved_rate_per_s": p.get("achieved_rate_per_s"), "throughput_per_s": p.get("throughput_per_s"),
+        "p50_ms": lat.get("p50") if isinstance(lat, dict) else None,
+        "p95_ms": lat.get("p95") if isinstance(lat, dict) else None,
+        "p99_ms": lat.get("p99") if isinstance(lat, dict) else None,
+        "valid": p.get("valid"), "payload": json.dumps(p, sort_keys=True, default=str),
+    }  # fmt: skip
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(flat[0]) if flat else ["model"])
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["model"])
         w.writeheader()
-        w.writerows(flat)
+        w.writerows(rows)
 
 
 def register(app: typer.Typer) -> None:

@@ -37,7 +37,7 @@ def _measurement(m: Any) -> dict[str, Any]:
     return d | {"p50_ms": lat.get("p50"), "p95_ms": lat.get("p95"), "p99_ms": lat.get("p99")}
 
 
-def _plan_summary(art: dict[str, Any]) -> dict[str, Any]:
+def plan_summary(art: dict[str, Any]) -> dict[str, Any]:
     p = art["payload"]
     rec = p.get("recommendation") or {}
     return {
@@ -76,7 +76,7 @@ def api_response(st: Store, parts: list[str], query: dict[str, list[str]]) -> tu
             return 200, _csv(ms, MEASUREMENT_COLUMNS), "text/csv; charset=utf-8"
         return _json(ms)
     if parts == ["plans"]:
-        return _json([_plan_summary(a) for a in st.artifacts(kind="plan")])
+        return _json([plan_summary(a) for a in st.artifacts(kind="plan")])
     if len(parts) == 2 and parts[0] == "plans":
         for a in st.artifacts(kind="plan"):
             if a["id"] == parts[1]:

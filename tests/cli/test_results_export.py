@@ -1,0 +1,59 @@
+"""`rightsize results --export`: measurements (extra kept), plans and load tests, as JSON or CSV files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
+from report_kit import build_store  # noqa: E402
+
+from rightsize.cli.app import main  # noqa: E402
+from rightsize.store import Store  # noqa: E402
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out, err = capsys.readouterr()
+    return int(exc.value.code or 0), out, err
+
+
+def test_export_everything(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "s.sqlite"
+    build_store(store)
+    with Store(store) as st:
+        st.save_artifact(None, "loadtest", {"name": "lt", "url": "http://127.0.0.1:1/v1/predict", "mode": "open",
+                                            "latency_ms": {"p50": 1.0, "p95": 2.0, "p99": 3.0}, "valid": True})  # fmt: skip
+        n_measurements = len(st.measurements())
+    out = tmp_path / "all.json"
+    rc, _, err = _run(["results", "--store", str(store), "--model", "distilbert", "--export", str(out)], capsys)
+    assert rc == 0, err
+    data = json.loads(out.read_text())
+    assert data["measurements"] and all("extra" in m for m in data["measurements"])
+    assert data["plans"] and all(p["kind"] == "plan" for p in data["plans"])
+    csv_out = tmp_path / "all.csv"
+    rc, _, err = _run(["results", "--store", str(store), "--model", "distilbert", "--export", str(csv_out)], capsys)
+    assert rc == 0 and "plan(s) to" in err
+    rows = list(csv.DictReader(csv_out.open()))
+    assert len(rows) == len(data["measurements"]) <= n_measurements
+    assert json.loads(rows[0]["extra"]) == data["measurements"][0]["extra"]  # extra survives as JSON text
+    plans = list(csv.DictReader((tmp_path / "all-plans.csv").open()))
+    assert len(plans) == len(data["plans"]) and plans[0]["instance"]
+
+
+def test_loadtests_exported_with_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "s.sqlite"
+    with Store(store) as st:
+        art = st.save_artifact(None, "loadtest", {"name": "lt", "url": "u", "mode": "open", "valid": True,
+                                                  "latency_ms": {"p50": 1.0, "p95": 2.0, "p99": 3.0}})  # fmt: skip
+        run_id = st.artifacts(kind="loadtest")[0]["run_id"]
+    csv_out = tmp_path / "lt.csv"
+    rc, _, err = _run(["results", run_id, "--store", str(store), "--export", str(csv_out)], capsys)
+    assert rc == 0, err
+    rows = list(csv.DictReader((tmp_path / "lt-loadtests.csv").open()))
+    assert [r["id"] for r in rows] == [art] and rows[0]["p95_ms"] == "2.0"

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from report_kit import build_store
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "report"))
-from report_kit import build_store  # noqa: E402
+from rightsize.cli.app import main
+from rightsize.store import Store
 
-from rightsize.cli.app import main  # noqa: E402
-from rightsize.store import Store  # noqa: E402
+LOADTEST = {"name": "lt", "url": "http://127.0.0.1:1/v1/predict", "mode": "open", "valid": True,
+            "latency_ms": {"p50": 1.0, "p95": 2.0, "p99": 3.0}}  # fmt: skip
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -27,8 +27,7 @@ def test_export_everything(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     store = tmp_path / "s.sqlite"
     build_store(store)
     with Store(store) as st:
-        st.save_artifact(None, "loadtest", {"name": "lt", "url": "http://127.0.0.1:1/v1/predict", "mode": "open",
-                                            "latency_ms": {"p50": 1.0, "p95": 2.0, "p99": 3.0}, "valid": True})  # fmt: skip
+        st.save_artifact(None, "loadtest", LOADTEST)
         n_measurements = len(st.measurements())
     out = tmp_path / "all.json"
     rc, _, err = _run(["results", "--store", str(store), "--model", "distilbert", "--export", str(out)], capsys)
@@ -49,8 +48,7 @@ def test_export_everything(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_loadtests_exported_with_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "s.sqlite"
     with Store(store) as st:
-        art = st.save_artifact(None, "loadtest", {"name": "lt", "url": "u", "mode": "open", "valid": True,
-                                                  "latency_ms": {"p50": 1.0, "p95": 2.0, "p99": 3.0}})  # fmt: skip
+        art = st.save_artifact(None, "loadtest", LOADTEST)
         run_id = st.artifacts(kind="loadtest")[0]["run_id"]
     csv_out = tmp_path / "lt.csv"
     rc, _, err = _run(["results", run_id, "--store", str(store), "--export", str(csv_out)], capsys)

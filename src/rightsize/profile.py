@@ -66,9 +66,10 @@ class Measurement:
         """Identity of the config (not the result): reruns with the same key reuse the stored result."""
         inp = ",".join(f"{k}={v}" for k, v in sorted(self.input.items()))
         opt = self.optimizer if self.mode == "training" else "-"
+        epochs = self.extra.get("epochs")  # a `bench --epochs N` run is its own config
         return (
             f"{self.model}|{self.mode}|{self.device}|{self.precision}|b{self.batch_size}|t{self.threads}|{inp}|{opt}"
-            f"|tiny={int(self.tiny)}"
+            f"|tiny={int(self.tiny)}" + (f"|epochs={epochs}" if epochs else "")
         )
 
     def to_dict(self) -> dict[str, Any]:

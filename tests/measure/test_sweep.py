@@ -85,3 +85,25 @@ def test_classify_failure() -> None:
     assert classify_failure(MemoryError()).startswith("out of memory")
     assert classify_failure(RuntimeError("CUDA out of memory. Tried to allocate")).startswith("out of memory")
     assert classify_failure(ValueError("bad")) == "ValueError: bad"
+
+
+@pytest.mark.slow
+def test_epoch_runs_and_failures_are_reused(store_path: Path) -> None:
+    """`bench --epochs N` twice measures once (its key carries the epochs); a config that failed is reported
+    from the store, not run again on every plan, until --fresh."""
+    train = _workload(mode="training", precisions=["fp32"], batch_sizes=[2])
+    with Store(store_path) as store:
+        first = run_sweep(train, store, epochs=2)
+        assert [m.status for m in first.measurements] == ["ok"] and first.measurements[0].extra["epochs"] == 2
+        again = run_sweep(train, store, epochs=2)
+        assert again.reused == 1  # failed before: the epochs key never matched
+        other = run_sweep(train, store, epochs=3)
+        assert other.reused == 0  # a different epoch count is a different config
+        broken = _workload(precisions=["fp32"], batch_sizes=[1], devices=["cpu"], threads=[None])
+        cfg, _ = expand(broken, "tokens", env_id=first.env["id"], has_cuda=False)
+        store.add_measurements(store.start_run("bench"), [cfg[0].result("failed", reason="out of memory (test)")])
+        known = run_sweep(broken, store)
+        assert known.reused == 1 and known.measurements[0].status == "failed"
+        assert any("failed before (out of memory (test))" in n for n in known.notes)
+        retried = run_sweep(broken, store, fresh=True)
+        assert retried.reused == 0 and retried.measurements[0].status == "ok"

@@ -167,6 +167,15 @@ def run_sweep(
                 if prior is not None and not fresh and not is_contended(prior):
                     _reuse(result, rates, cfg, prior, on_progress)
                     continue
+                failed = None if store is None or prior is not None else store.find_measurement(
+                    cfg.key, env["id"], ok_only=False
+                )  # fmt: skip
+                if failed is not None and failed.status == "failed" and not fresh:
+                    # A config that failed here before fails again (no CUDA, out of memory, unsupported):
+                    # report it from the store instead of spending minutes on it every plan.
+                    result.notes.append(f"{_label(cfg)}: failed before ({failed.reason}); --fresh tries it again")
+                    _reuse(result, rates, cfg, failed, on_progress)
+                    continue
                 if on_progress:
                     on_progress(cfg, None, False)
                 m = measure_config(cfg, best_gflops=rates.best(cfg, prior))

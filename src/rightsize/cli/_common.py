@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ from rich.console import Console
 
 # Humans read stderr while --json writes stdout, so piping JSON never mixes in progress text.
 # Piped output (CI logs, `| tee`) gets a wide fixed width instead of rich's 80-column default.
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 140)
-out_console = Console(width=None if sys.stdout.isatty() else 140)
+# Piped output gets $COLUMNS if set, else 200: wide enough that a table row stays on one line.
+_PIPE_WIDTH = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else 200
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else _PIPE_WIDTH)
+out_console = Console(width=None if sys.stdout.isatty() else _PIPE_WIDTH)
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")
 STORE_OPTION = typer.Option(

@@ -1,0 +1,50 @@
+"""Piped output (CI logs, `| less`) keeps each table row on one line: no rich 80-column wrapping."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from report_kit import build_store
+
+from rightsize.store import Store
+
+
+def test_piped_results_table_has_one_line_per_row(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    a, _ = build_store(store)
+    with Store(store) as st:
+        n = len(st.measurements(run_id=a))
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    run = subprocess.run([sys.executable, "-m", "rightsize", "results", a, "--store", str(store)],
+                         capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    rows = [line for line in run.stdout.splitlines() if line.startswith("│")]
+    first_cells = [line.split("│")[1].strip() for line in rows]
+    assert len(rows) == n and all(first_cells), run.stdout[:600]  # no continuation lines with an empty cell
+
+
+SPEC = """name: piped
+model: distilbert
+tiny: true
+input: {seq_len: 16}
+batch_sizes: [1, 4]
+timing: {max_time_s: 0.5, max_repeats: 20}
+targets:
+  online: {rate_per_s: 10, latency: {percentile: 95, bound_ms: 200}}
+"""
+
+
+@pytest.mark.slow
+def test_piped_plan_table_has_one_line_per_candidate(tmp_path: Path) -> None:
+    spec = tmp_path / "piped.yaml"
+    spec.write_text(SPEC)
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    cmd = [sys.executable, "-m", "rightsize", "plan", str(spec), "--store", str(tmp_path / "s.db"), "--top", "8"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr[-500:]
+    rows = [line for line in run.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 8 and all(line.split("│")[1].strip() for line in rows), run.stdout[:1500]

@@ -124,3 +124,26 @@ def test_report_suffix_decides_the_format_and_bad_suffix_is_a_spec_error(
     assert md.read_text().startswith("# rightsize: text-classification-api")
     with pytest.raises(SpecError, match=r"--report: must end in \.html or \.md"):
         write_report(plan_online, tmp_path / "r.txt")
+
+
+def test_visual_defects_fixed(tmp_path: Path, plan_online: PlanResult) -> None:
+    """Legend glyphs match plot markers; the recommendation's line is drawn on top and thicker; the ranked
+    table shows the verdict second; an infeasible alternative says why instead of a row of '-'."""
+    import dataclasses
+
+    html = _online_html(tmp_path, plan_online)
+    legend = re.findall(r'<span class="sw ([^"]*)"', html)
+    assert any("square" in cls for cls in legend) and any("circle" in cls for cls in legend)  # p95 squares keyed
+    rate = re.search(r'data-chart="p95-rate">(.*?)</figure>', html, re.S)
+    assert rate is not None
+    lines = re.findall(r"<polyline[^>]*>", rate.group(1))
+    assert lines and 'data-highlight="1"' in lines[-1]  # the recommended line is the last drawn
+    head = re.search(r'data-table="candidates"><thead><tr>(.*?)</tr>', html)
+    assert head is not None and re.findall(r"<th>([^<]*)</th>", head.group(1))[:3] == ["#", "ok", "instance"]
+    alt = plan_online.alternative
+    assert alt is not None
+    bad = dataclasses.replace(alt, feasible=False, latency=None, reasons=["t(1) alone exceeds the SLO"])
+    html2 = _online_html(tmp_path, dataclasses.replace(plan_online, alternative=bad))
+    card = re.search(r'<section class="card alt">(.*?)</section>', html2, re.S)
+    assert card is not None and "not feasible: t(1) alone exceeds the SLO" in card.group(1)
+    assert "<b>-</b>" not in card.group(1)

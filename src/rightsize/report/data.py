@@ -141,6 +141,8 @@ def candidate_key(c: Mapping[str, Any]) -> tuple[Any, ...]:
         c.get("purchase"),
         b.get("max_batch"),
         b.get("max_wait_ms"),
+        c.get("workers_per_instance"),  # one CPU instance as 1x4t or 2x2t: different candidates
+        c.get("threads_per_worker"),
     )
 
 

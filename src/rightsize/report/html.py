@@ -130,7 +130,11 @@ def _card(c: Mapping[str, Any], kind: str, cls: str, heading: str) -> str:
     where = " · ".join(str(v) for v in (c.get("provider"), c.get("region")) if v)
     dc = c.get("device_class") if c.get("device_class") != c.get("device") else None
     what = " · ".join(str(v) for v in (c.get("device"), dc, c.get("precision"), c.get("purchase")) if v)
-    boxes = "".join(f'<div class="stat"><span>{esc(k)}</span><b>{esc(v)}</b></div>' for k, v in _stats(c, kind))
+    # An infeasible alternative was never simulated: show what is known and say why, not a row of "-".
+    stats = [(k, v) for k, v in _stats(c, kind) if v not in ("-", "", None)]
+    boxes = "".join(f'<div class="stat"><span>{esc(k)}</span><b>{esc(v)}</b></div>' for k, v in stats)
+    if not c.get("feasible", True) and c.get("reasons"):
+        boxes += f'<p class="infeasible">not feasible: {esc("; ".join(str(r) for r in c["reasons"]))}</p>'
     price = f"prices of {c.get('price_date') or '?'}" + (f" ({c['price_source']})" if c.get("price_source") else "")
     return (
         f'<section class="card {cls}"><h2>{esc(heading)}</h2>'
@@ -149,22 +153,23 @@ def candidates_table(data: ReportData, rows: int = TABLE_ROWS) -> str:
     kind = data.kind
     cands = data.candidates[:rows]
     rec_key = candidate_key(data.recommendation) if data.recommendation else None
-    head = ["#", "instance", "provider", "device", "count", "precision", "purchase"]
+    # feasibility right after the rank: the table scrolls sideways on narrow screens, the verdict must not
+    head = ["#", "ok", "instance", "device", "count", "precision", "purchase"]
     if kind == "online":
         head += ["batching", "p50 ms", "p95 ms", "p99 ms", "util", "$/h", "$/1M req"]
     elif kind in ("batch", "training"):
         head += ["time", "$/h", "total $", "P(deadline)"]
     else:
         head += ["$/h"]
-    head += ["memory", "provenance", "feasible / reasons"]
+    head += ["memory", "provenance", "reasons"]
     body = []
     for i, c in enumerate(cands, 1):
         lat = c.get("latency_ms") or {}
+        layout = (
+            f" {c.get('workers_per_instance')}x{c.get('threads_per_worker')}t" if c.get("threads_per_worker") else ""
+        )
         cells = [
-            str(i),
-            str(c.get("instance", "")),
-            f"{c.get('provider', '')} {c.get('region', '')}".strip(),
-            str(c.get("device", "")),
+            f"{c.get('device', '')}{layout}",
             str(c.get("count", "")),
             str(c.get("precision", "")),
             str(c.get("purchase", "")),
@@ -192,9 +197,14 @@ def candidates_table(data: ReportData, rows: int = TABLE_ROWS) -> str:
         cells.append(format_bytes(c.get("memory_bytes")))
         tds = "".join(f"<td>{esc(v)}</td>" for v in cells)
         ok = "✓" if c.get("feasible") else "✗"
+        where = f"{c.get('provider', '')} {c.get('region', '')}".strip()
+        inst = f'{esc(c.get("instance", ""))}<br><span class="where">{esc(where)}</span>'
         reasons = "; ".join(str(r) for r in (c.get("reasons") or []))
         cls = "rec" if candidate_key(c) == rec_key else ("ok" if c.get("feasible") else "no")
-        body.append(f'<tr class="{cls}">{tds}<td>{_badge(c.get("provenance"))}</td><td>{ok} {esc(reasons)}</td></tr>')
+        body.append(
+            f'<tr class="{cls}"><td>{i}</td><td class="verdict">{ok}</td><td>{inst}</td>{tds}'
+            f"<td>{_badge(c.get('provenance'))}</td><td>{esc(reasons)}</td></tr>"
+        )
     n = data.plan.get("n_candidates", len(data.candidates))
     ths = "".join(f"<th>{esc(h)}</th>" for h in head)
     return (

@@ -158,13 +158,15 @@ def skipped(name: str, title: str, reason: str) -> str:
     )
 
 
-def _legend(items: Sequence[tuple[str, str, str]]) -> str:
-    """items: (name, colour, style) with style '' | 'hollow' | 'dashed'."""
+def _legend(items: Sequence[tuple[str, str, str]] | Sequence[tuple[str, str, str, str]]) -> str:
+    """items: (name, colour, style[, marker]) with style '' | 'hollow' | 'dashed' and the series' marker shape,
+    so the key shows the glyph the plot draws (p50 circles and p95 squares must not look alike)."""
     if not items:
         return ""
     lis = "".join(
-        f'<li><span class="sw {esc(style)}" style="--c:{esc(color)}"></span>{esc(name)}</li>'
-        for name, color, style in items
+        f'<li><span class="sw {esc(item[2])} {esc(item[3] if len(item) > 3 else "circle")}" '
+        f'style="--c:{esc(item[1])}"></span>{esc(item[0])}</li>'
+        for item in items
     )
     return f'<ul class="legend">{lis}</ul>'
 
@@ -281,19 +283,23 @@ def xy_chart(
                 f"{_f(xs(bx))},{_f(ys(lo))}" for bx, lo, _ in reversed(b)
             ]
             out.append(f'<polygon class="band" points="{" ".join(poly)}" fill="{esc(s.color)}"/>')
-    for s, pts, _ in clean:
+    on_top = sorted(clean, key=lambda c: c[0].highlight)  # the recommendation last: never hidden under a twin
+    for s, pts, _ in on_top:
         if s.line and len(pts) > 1:
             dash = ' stroke-dasharray="6 4"' if s.dashed else ""
+            thick = ' stroke-width="3.5" data-highlight="1"' if s.highlight else ""
             line = " ".join(f"{_f(xs(p.x))},{_f(ys(p.y))}" for p in pts)
-            out.append(f'<polyline class="series" points="{line}" stroke="{esc(s.color)}"{dash}/>')
+            out.append(f'<polyline class="series" points="{line}" stroke="{esc(s.color)}"{dash}{thick}/>')
     slots = {"x": 0, "y": 0}
     for r in refs:
         out.append(_ref(r, xs, ys, width, height, slots[r.axis]))
         slots[r.axis] += 1
-    for s, pts, _ in clean:
+    for s, pts, _ in on_top:
         out.extend(_mark(s, xs(p.x), ys(p.y), p) for p in pts)
     out.append("</svg>")
     legend = [
-        (s.name, s.color, "hollow" if s.hollow else "dashed" if s.dashed else "") for s, _, _ in clean if s.legend
+        (s.name, s.color, "hollow" if s.hollow else "dashed" if s.dashed else "", s.marker)
+        for s, _, _ in clean
+        if s.legend
     ]
     return _figure(name, title, "".join(out), _legend(legend), note)

@@ -235,3 +235,22 @@ def test_ort_prefix_exports_a_zoo_model_once_and_matches_pytorch(
         assert torch.allclose(model(x), reference(x), atol=1e-4)
     with pytest.raises(SpecError, match="already ONNX"):
         resolve_model("ort:model.onnx")
+
+
+def test_openvino_engine_matches_pytorch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, Path]
+) -> None:
+    pytest.importorskip("openvino")
+    monkeypatch.setenv("RIGHTSIZE_ONNX_CACHE", str(tmp_path))
+    entry = resolve_model("ov:distilbert")
+    model = entry.build(tiny=True)
+    torch.manual_seed(0)
+    base = resolve_model("distilbert")
+    reference = base.build(tiny=True)
+    x = base.example_input(3, seq_len=12, tiny=True)
+    assert torch.allclose(model(x), reference(x), atol=1e-4)
+    with pytest.raises(UnsupportedError, match="fp32"):
+        prepare_inference(model, "int8")
+    onnx_file = resolve_model(f"ov:{files['mlp'].with_suffix('.onnx')}")  # a user's .onnx on OpenVINO
+    xs = onnx_file.example_input(2)
+    assert torch.allclose(onnx_file.build()(xs), _mlp()(xs), atol=1e-5)

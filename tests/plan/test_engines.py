@@ -11,6 +11,13 @@ from rightsize.store import Store
 from rightsize.workflows.plan import plan_spec
 
 pytest.importorskip("onnxruntime")
+try:
+    import openvino  # noqa: F401
+
+    ENGINES = ["torch", "onnxruntime", "openvino"]
+except ImportError:
+    ENGINES = ["torch", "onnxruntime"]
+NAMES = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
 
 
 @pytest.mark.slow
@@ -18,27 +25,27 @@ def test_plan_picks_an_engine_and_names_the_other(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("RIGHTSIZE_ONNX_CACHE", str(tmp_path / "onnx"))
     workload = Workload.model_validate({
         "name": "engines", "model": "distilbert", "tiny": True, "input": {"seq_len": 16},
-        "batch_sizes": [1, 4], "precisions": ["fp32"], "engines": ["torch", "onnxruntime"],
+        "batch_sizes": [1, 4], "precisions": ["fp32"], "engines": ENGINES,
         "timing": {"max_time_s": 0.5, "max_repeats": 20},
         "targets": {"online": {"rate_per_s": 5, "latency": {"percentile": 95, "bound_ms": 200}}},
     })  # fmt: skip
     store = Store(tmp_path / "s.db")
     result, _ = plan_spec(workload, store, progress=False)
     engines = result.assumptions["engines"]
-    assert set(engines) == {"torch", "onnxruntime"}
+    assert set(engines) == set(ENGINES)
     assert engines["onnxruntime"]["model"] == "ort:distilbert" and engines["torch"]["model"] == "distilbert"
     assert result.recommendation is not None
-    chosen = "onnxruntime" if result.model.startswith("ort:") else "torch"
+    chosen = next(e for e, v in engines.items() if v["model"] == result.model)
     assert engines[chosen]["cost"] <= min(c for c in (e["cost"] for e in engines.values()) if c is not None)
     assert any(line.startswith("engine: ") for line in result.why)
-    other = "PyTorch eager" if chosen == "onnxruntime" else "ONNX Runtime"
-    assert any(line.startswith(f"engine {other}") for line in result.why)
-    if chosen == "onnxruntime":  # measured on ONNX Runtime's CPU provider: no GPU candidate
+    for other in set(ENGINES) - {chosen}:
+        assert any(line.startswith(f"engine {NAMES[other]}") for line in result.why)
+    if chosen != "torch":  # measured on a CPU engine: no GPU candidate
         assert all(c.device_class == "cpu" for c in result.candidates)
     models = {p.model for p in store.profiles(tiny=True)}
-    assert {"distilbert", "ort:distilbert"} <= models  # both engines measured and stored
+    assert {engines[e]["model"] for e in ENGINES} <= models  # every engine measured and stored
 
 
 def test_engines_are_inference_only() -> None:
-    with pytest.raises(ValueError, match="onnxruntime runs inference only"):
+    with pytest.raises(ValueError, match="run inference only"):
         Workload.model_validate({"model": "distilbert", "mode": "training", "engines": ["onnxruntime"]})

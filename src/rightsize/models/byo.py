@@ -77,16 +77,22 @@ def parse_shape(text: str | None, option: str = "--shape") -> list[int] | None:
 
 
 ORT_PREFIX = "ort:"  # the same model on ONNX Runtime: the CPU engine the planner compares with PyTorch eager
+OV_PREFIX = "ov:"  # the same model on OpenVINO (exported to ONNX, compiled for the CPU)
+ENGINE_PREFIX = {"onnxruntime": ORT_PREFIX, "openvino": OV_PREFIX}
 
 
 def engine_ref(ref: str, engine: str) -> str:
     """The model ref that runs ``ref`` on ``engine`` ("torch": ``ref`` itself; "onnxruntime": ``ort:ref``)."""
-    if engine == "torch" or ref.startswith(ORT_PREFIX) or ref.endswith(".onnx"):
+    if engine == "torch" or ref.startswith((ORT_PREFIX, OV_PREFIX)):
         return ref
-    return ORT_PREFIX + ref
+    if ref.endswith(".onnx"):
+        return ref if engine == "onnxruntime" else OV_PREFIX + ref
+    return ENGINE_PREFIX[engine] + ref
 
 
 def engine_of(ref: str) -> str:
+    if ref.startswith(OV_PREFIX):
+        return "openvino"
     return "onnxruntime" if ref.startswith(ORT_PREFIX) or ref.endswith(".onnx") else "torch"
 
 
@@ -97,7 +103,7 @@ def is_user_ref(ref: str) -> bool:
 
 def resolve_user(ref: str, shape: list[int] | None = None, vocab: int | None = None) -> ZooEntry:
     """The entry for a user's model ref (see the module docstring); ``vocab`` set means token-id inputs."""
-    if ref.startswith(ORT_PREFIX):
+    if ref.startswith((ORT_PREFIX, OV_PREFIX)):
         return _engine_entry(ref, shape, vocab)
     if ref.startswith("hf:") or _config_dir(ref) is not None:
         return _hf_entry(ref)
@@ -331,16 +337,27 @@ class EngineEntry(ZooEntry):
 def _engine_entry(ref: str, shape: list[int] | None, vocab: int | None) -> EngineEntry:
     from rightsize.models.zoo import resolve_model
 
-    if ref.endswith(".onnx"):
-        raise SpecError("model", f"{ref}: the model is already ONNX; drop the {ORT_PREFIX} prefix")
-    base = resolve_model(ref[len(ORT_PREFIX) :], shape, vocab)
-    if base.meta_only:
-        raise UnsupportedError(f"model: {base.name} is too big to build here, so it cannot be exported to ONNX")
+    engine = "openvino" if ref.startswith(OV_PREFIX) else "onnxruntime"
+    inner = ref.split(":", 1)[1]
+    if inner.endswith(".onnx"):
+        if engine == "onnxruntime":
+            raise SpecError("model", f"{ref}: the model is already ONNX; drop the {ORT_PREFIX} prefix")
+        base: ZooEntry = _onnx_entry(inner, shape, vocab)
+        path = Path(inner)
 
-    def build(tiny: bool) -> nn.Module:
-        return OrtModule.load(exported_onnx(base, tiny))
+        def build(tiny: bool) -> nn.Module:
+            return OrtModule.load(path, engine)
 
-    return EngineEntry(ref, base.family, base.kind, f"{base.description} on ONNX Runtime", build, hf=False,
+    else:
+        base = resolve_model(inner, shape, vocab)
+        if base.meta_only:
+            raise UnsupportedError(f"model: {base.name} is too big to build here, so it cannot be exported to ONNX")
+
+        def build(tiny: bool) -> nn.Module:
+            return OrtModule.load(exported_onnx(base, tiny), engine)
+
+    label = "OpenVINO" if engine == "openvino" else "ONNX Runtime"
+    return EngineEntry(ref, base.family, base.kind, f"{base.description} on {label}", build, hf=False,
                        lm=base.lm, classes=base.classes, vocab_size=base.vocab_size, features=base.features,
                        default_seq_len=base.default_seq_len, default_image_size=base.default_image_size,
                        base=base)  # fmt: skip
@@ -403,6 +420,11 @@ def exported_onnx(entry: ZooEntry, tiny: bool) -> Path:
     dims: dict[int, Any] = {0: torch.export.Dim("batch", max=65536)}
     if entry.kind == "tokens" and not getattr(entry, "user_shape", ()):
         dims[1] = torch.export.Dim("seq", max=max(2, min(entry.default_seq_len * 64, 8192)))
+    import logging
+
+    quiet = logging.getLogger("torch.onnx")  # "torchvision is not installed. Skipping torchvision::nms" x4
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(dir=cache) as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         out = Path(tmp) / "model.onnx"
@@ -414,6 +436,7 @@ def exported_onnx(entry: ZooEntry, tiny: bool) -> Path:
                 f"model: {entry.name} could not be exported to ONNX ({type(exc).__name__}: {str(exc)[:120]})"
             ) from None
         os.replace(out, path)  # atomic: a concurrent export of the same model writes the same bytes
+    quiet.setLevel(level)
     return path
 
 
@@ -536,9 +559,10 @@ def _ort_module_cls() -> type:
             """An ONNX Runtime session behind ``forward(x) -> first output`` (CPU; fp32, or int8 after
             ``rightsize_precision("int8")``: dynamic quantization of the graph's MatMul/Gemm weights)."""
 
-            def __init__(self, path: Path) -> None:
+            def __init__(self, path: Path, engine: str = "onnxruntime") -> None:
                 super().__init__()
                 self.path = path
+                self.engine = engine  # onnxruntime | openvino (both run the same ONNX graph on the CPU)
                 self.precision = "fp32"
                 self.initializer_count = sum(
                     math.prod(i.dims) for i in _onnx_model(path).graph.initializer if i.data_type == 1
@@ -548,6 +572,9 @@ def _ort_module_cls() -> type:
                 self._open(path)
 
             def _open(self, path: Path) -> None:
+                if self.engine == "openvino":
+                    self._open_openvino(path)
+                    return
                 try:
                     import onnxruntime as ort
                 except ImportError:
@@ -563,10 +590,27 @@ def _ort_module_cls() -> type:
                 self._input = self._session.get_inputs()[0]
                 self._opened = path
 
+            def _open_openvino(self, path: Path) -> None:
+                try:
+                    import openvino as ov
+                except ImportError:
+                    raise UnsupportedError(
+                        "model: the OpenVINO engine needs pip install 'rightsize[openvino]'"
+                    ) from None
+                self._threads = torch.get_num_threads()
+                core = ov.Core()
+                config = {"INFERENCE_NUM_THREADS": self._threads, "INFERENCE_PRECISION_HINT": "f32"}
+                self._session = core.compile_model(core.read_model(str(path)), "CPU", config)
+                port = self._session.inputs[0]
+                self._input = _OvInput(port.get_any_name(), str(port.get_element_type()))
+                self._opened = path
+
             def rightsize_precision(self, precision: str) -> None:
                 """Switch the engine's precision; fp16/bf16 are not offered on ONNX Runtime's CPU path."""
                 if precision == "fp32":
                     return
+                if self.engine == "openvino":
+                    raise UnsupportedError(f"OpenVINO (CPU) is measured at fp32 here, not {precision}")
                 if precision != "int8":
                     raise UnsupportedError(f"ONNX Runtime (CPU) runs fp32 and int8, not {precision}")
                 self._open(quantized_onnx(self.path))
@@ -580,12 +624,14 @@ def _ort_module_cls() -> type:
                         if torch.get_num_threads() != self._threads:
                             self._open(self._opened)
                 arr = x.detach().numpy()
-                if "int64" in self._input.type:
+                if "int64" in self._input.type or "i64" in self._input.type:
                     arr = arr.astype(np.int64, copy=False)
-                elif "int32" in self._input.type:
+                elif "int32" in self._input.type or "i32" in self._input.type:
                     arr = arr.astype(np.int32, copy=False)
                 else:
                     arr = arr.astype(np.float32, copy=False)
+                if self.engine == "openvino":
+                    return torch.from_numpy(np.asarray(self._session(arr)[0]).copy())
                 return torch.from_numpy(self._session.run(None, {self._input.name: arr})[0])
 
             def graph_flops(self, batch_shape: tuple[int, ...]) -> float:
@@ -595,20 +641,26 @@ def _ort_module_cls() -> type:
                 return onnx_activation_bytes(self.path, batch_shape)
 
             @classmethod
-            def load(cls, path: Path) -> _OrtModule:
-                return cls(path)
+            def load(cls, path: Path, engine: str = "onnxruntime") -> _OrtModule:
+                return cls(path, engine)
 
         _ORT_MODULE = _OrtModule
     return _ORT_MODULE
 
 
+@dataclass(frozen=True)
+class _OvInput:
+    name: str
+    type: str  # OpenVINO element type: "f32", "i64", ...
+
+
 class OrtModule:
-    """Namespace for the lazily defined ONNX Runtime module (torch is imported on first use)."""
+    """Namespace for the lazily defined ONNX engine module (torch is imported on first use)."""
 
     @staticmethod
-    def load(path: Path) -> nn.Module:
+    def load(path: Path, engine: str = "onnxruntime") -> nn.Module:
         cls: Any = _ort_module_cls()
-        module: nn.Module = cls.load(path)
+        module: nn.Module = cls.load(path, engine)
         return module
 
 

@@ -16,7 +16,7 @@ Mode = Literal["inference", "training"]
 Device = Literal["cpu", "cuda"]
 Precision = Literal["fp32", "bf16", "fp16", "int8"]
 Optimizer = Literal["adamw", "sgd"]
-Engine = Literal["torch", "onnxruntime"]
+Engine = Literal["torch", "onnxruntime", "openvino"]
 
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "int8")
@@ -101,7 +101,7 @@ class Workload(_Strict):
     engines: list[Engine] = Field(
         default_factory=lambda: list[Engine](["torch"]),
         min_length=1,
-        description="inference engines to measure and plan: torch (eager) and/or onnxruntime (CPU)",
+        description="inference engines to measure and plan: torch (eager), onnxruntime, openvino (CPU)",
     )
     optimizer: Optimizer = "adamw"
     tiny: bool = Field(False, description="use the model's tiny variant (tests, smoke runs)")
@@ -129,7 +129,7 @@ class Workload(_Strict):
     @model_validator(mode="after")
     def _engines_for_inference(self) -> Workload:
         if self.engines != ["torch"] and self.mode != "inference":
-            raise ValueError("engines: onnxruntime runs inference only; use engines: [torch] for training")
+            raise ValueError("engines: onnxruntime and openvino run inference only; use engines: [torch] for training")
         return self
 
     @field_validator("threads")
@@ -148,8 +148,9 @@ class Workload(_Strict):
     @field_validator("model")
     @classmethod
     def _model_ref(cls, v: str) -> str:
-        if v.startswith("ort:"):  # the same model on ONNX Runtime
-            return "ort:" + cls._model_ref(v[4:])
+        for prefix in ("ort:", "ov:"):  # the same model on ONNX Runtime / OpenVINO
+            if v.startswith(prefix):
+                return prefix + cls._model_ref(v[len(prefix) :])
         if v.startswith("hf:"):
             if len(v) == 3:
                 raise ValueError("hf: needs a config directory or a model type, e.g. hf:./my-model or hf:bert")

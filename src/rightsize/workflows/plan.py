@@ -176,9 +176,10 @@ def plan_spec(
     runs: list[tuple[str, PlanResult, dict[str, Any]]] = []
     for engine in workload.engines:
         w = workload.model_copy(update={"model": engine_ref(workload.model, engine), "engines": ["torch"]})
-        if engine == "onnxruntime":  # ONNX Runtime here runs on the CPU provider: fp32 and its own int8
+        if engine in ("onnxruntime", "openvino"):  # CPU engines: ORT fp32 and its own int8; OpenVINO fp32
             w, _ = with_cpu_serving_precisions(w.model_copy(update={"model": workload.model}))
-            precisions = [p for p in w.precisions if p in ("fp32", "int8")] or ["fp32"]
+            allowed = ("fp32", "int8") if engine == "onnxruntime" else ("fp32",)
+            precisions = [p for p in w.precisions if p in allowed] or ["fp32"]
             w = w.model_copy(update={"model": engine_ref(workload.model, engine), "devices": ["cpu"],
                                      "precisions": precisions})  # fmt: skip
         result, context = _plan_one(w, store, catalog_file, progress, seed)
@@ -204,7 +205,7 @@ def _cost_key(result: PlanResult) -> tuple[float, float]:
 def _pick_engine(runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> tuple[PlanResult, dict[str, Any]]:
     """The cheapest feasible engine's plan, with a line per other engine saying what it would cost."""
     engine, best, context = min(runs, key=lambda r: _cost_key(r[1]))
-    names = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime"}
+    names = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
     lines = []
     for other, result, _ in runs:
         if other == engine:
@@ -258,7 +259,7 @@ def _plan_one(
     work = work_profile(workload, store)
     projection = load_projection_model()
     curves = project_curves(profile, catalog, projection, work, measured=others)
-    if workload.model.startswith("ort:"):  # measured on ONNX Runtime's CPU provider: plan it on CPUs only
+    if workload.model.startswith(("ort:", "ov:")):  # measured on a CPU engine (ONNX Runtime, OpenVINO): CPUs only
         curves = [c for c in curves if c.device.startswith("cpu")]
     memory, breakdowns = memory_models(workload, store, {c.precision for c in curves})
     prep_s = time.perf_counter() - t0

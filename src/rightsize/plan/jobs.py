@@ -11,12 +11,8 @@ from rightsize.catalog.model import Instance
 from rightsize.plan.result import Candidate, SpotPlan
 from rightsize.plan.spot import daly_interval_hours, daly_wall_hours, simulate_spot
 
-__all__ = ["FALLBACK_INTERRUPTIONS_PER_HOUR", "MIN_P_MEET", "copy_candidate", "finish", "spot_odds", "spot_variant"]
+__all__ = ["MIN_P_MEET", "copy_candidate", "finish", "spot_odds", "spot_variant"]
 
-# Spot interruption rate when the catalog has no bucket for an instance and the spec gives none:
-# the worst AWS Spot Advisor bucket (">20%" a month; docs/sources.md `aws-spot-advisor`) as a rate,
-# -ln(1 - 0.25) / 730 h.
-FALLBACK_INTERRUPTIONS_PER_HOUR = -math.log(1.0 - 0.25) / 730.0
 MIN_P_MEET = 0.9  # a spot plan must meet the deadline in at least 90% of simulated runs
 
 
@@ -65,7 +61,15 @@ def spot_variant(
     price = inst.price_usd_per_hour("spot")
     if price is None:
         return None
-    rate = (FALLBACK_INTERRUPTIONS_PER_HOUR if rate_per_node_hour is None else rate_per_node_hour) * nodes
+    if rate_per_node_hour is None:  # no interruption estimate with a source: not planned as spot, and it says so
+        c = copy_candidate(base, "spot", price * nodes)
+        c.feasible = False
+        c.reasons.append(
+            "no interruption estimate for this instance (no Spot Advisor bucket in the catalog): excluded from spot "
+            "plans; set targets.interruptions_per_hour to plan it"
+        )
+        return c
+    rate = rate_per_node_hour * nodes
     mtbi = 1.0 / rate if rate > 0 else math.inf  # any node's interruption stops a synchronous job
     wall = daly_wall_hours(compute_hours, checkpoint_hours, restart_hours, mtbi) + spin_up_hours
     c = copy_candidate(base, "spot", price * nodes)

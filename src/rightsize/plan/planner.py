@@ -19,7 +19,7 @@ from rightsize.plan.batch import plan_batch
 from rightsize.plan.coldstart import GPU_IMAGE_FACTOR, choose_idle_policy, idle_policies, spin_up
 from rightsize.plan.energy import add_energy
 from rightsize.plan.explain import explain, infeasible_summary, pareto, rank
-from rightsize.plan.jobs import FALLBACK_INTERRUPTIONS_PER_HOUR, MIN_P_MEET
+from rightsize.plan.jobs import MIN_P_MEET
 from rightsize.plan.online import plan_online
 from rightsize.plan.options import (
     CUDA_CONTEXT_BYTES,
@@ -173,7 +173,7 @@ def _job_assumptions(t: Targets) -> dict[str, Any]:
         rate = f"{t.interruptions_per_hour:g}/h per node (spec)"
     else:
         rate = (
-            f"from the catalog's Spot Advisor bucket (none: {FALLBACK_INTERRUPTIONS_PER_HOUR:.2g}/h, the worst bucket)"
+            "from the catalog's Spot Advisor bucket; instances without one are excluded from spot plans (each says so)"
         )
     return {
         "spin_up": f"provision {cs.provision_s:g} s + image pull {cs.image_pull_s:g} s (x{GPU_IMAGE_FACTOR:g} for GPU "

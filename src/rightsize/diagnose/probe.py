@@ -85,7 +85,7 @@ class LoopProbe:
         self._sampler: threading.Thread | None = None
         self._t0 = 0.0
         self._cpu0 = 0.0
-        self._seen_loaders: set[int] = set()
+        self._seen_loaders: set[tuple[int, int, bool, int | None]] = set()
 
     # --- patching ------------------------------------------------------------------------------
 
@@ -155,17 +155,16 @@ class LoopProbe:
         self._patch(torch.Tensor, "to", counted_to)
 
     def _note_loader(self, it: Any) -> None:
-        if id(it) in self._seen_loaders:
-            return
-        self._seen_loaders.add(id(it))
-        loader = getattr(it, "_dataset", None) and it
-        self._facts.loaders.append(
-            LoaderInfo(
-                num_workers=int(getattr(loader, "_num_workers", 0) or 0),
-                pin_memory=bool(getattr(loader, "_pin_memory", False)),
-                batch_size=getattr(getattr(it, "_index_sampler", None), "batch_size", None),
-            )
+        """Record each DataLoader once: a new iterator per epoch is the same loader (same dataset, settings)."""
+        info = LoaderInfo(
+            num_workers=int(getattr(it, "_num_workers", 0) or 0),
+            pin_memory=bool(getattr(it, "_pin_memory", False)),
+            batch_size=getattr(getattr(it, "_index_sampler", None), "batch_size", None),
         )
+        key = (id(getattr(it, "_dataset", None)), info.num_workers, info.pin_memory, info.batch_size)
+        if key not in self._seen_loaders:
+            self._seen_loaders.add(key)
+            self._facts.loaders.append(info)
 
     def _sample(self) -> None:
         proc = psutil.Process()

@@ -17,7 +17,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from rightsize.errors import NotFoundError, SpecError, UnsupportedError
 from rightsize.measure.precision import prepare_inference
 from rightsize.models import resolve_model
-from rightsize.models.byo import onnx_activation_bytes, onnx_flops, onnx_input, parse_shape
+from rightsize.models.byo import parse_shape
+from rightsize.models.onnx_engine import onnx_activation_bytes, onnx_flops, onnx_input
 
 pytest.importorskip("onnxruntime")
 

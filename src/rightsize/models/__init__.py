@@ -6,7 +6,8 @@ Every zoo model is wrapped as ``ZooModel``: ``forward(x) -> logits`` on one inpu
 
 from typing import Any
 
-from rightsize.models.zoo import ZOO, ZooEntry, get_entry, list_entries, resolve_model, workload_model
+from rightsize.models.byo import resolve_model, workload_model
+from rightsize.models.zoo import ZOO, ZooEntry, get_entry, list_entries
 
 
 def __getattr__(name: str) -> Any:

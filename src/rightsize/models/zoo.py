@@ -307,18 +307,3 @@ def get_entry(name: str) -> ZooEntry:
 
 def list_entries() -> list[ZooEntry]:
     return list(ZOO.values())
-
-
-def workload_model(workload: Any) -> ZooEntry:
-    """The entry a spec's ``model`` and ``input`` name (``Workload``; typed Any to keep this module spec-free)."""
-    return resolve_model(workload.model, workload.input.shape, workload.input.token_vocab())
-
-
-def resolve_model(ref: str, shape: list[int] | None = None, vocab: int | None = None) -> ZooEntry:
-    """A zoo entry, or a user's model: ``package.module:factory``, ``hf:DIR|TYPE``, a ``.onnx`` or TorchScript file
-    (see ``rightsize.models.byo``). ``shape`` is one sample's input shape; ``vocab`` set means token-id inputs."""
-    from rightsize.models.byo import is_user_ref, resolve_user
-
-    if not is_user_ref(ref):
-        return get_entry(ref)
-    return resolve_user(ref, shape, vocab)

@@ -78,7 +78,7 @@ class PlanRecord:
         return self.result.to_dict(top=top)
 
     def to_json(self, top: int | None = None) -> str:
-        from rightsize.cli._common import to_json
+        from rightsize.jsonout import to_json
 
         return to_json(self.to_dict(top))
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from plan_fixtures import cpu_curve, gpu_curve, small_catalog
 
-from rightsize.cli._common import to_json
+from rightsize.jsonout import to_json
 from rightsize.errors import RightsizeError, SpecError
 from rightsize.plan import MemoryModel, plan
 from rightsize.plan.spot import simulate_spot

@@ -1,0 +1,40 @@
+"""JSON for people's tools: dataclasses, pydantic models and paths serialised; NaN and infinities as null.
+
+One rule for ``--json`` on the CLI, the Python API's ``to_json`` and the dashboard's API.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["to_json"]
+
+
+def _default(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, set | frozenset | tuple):
+        return list(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def to_json(obj: Any) -> str:
+    """Serialise dataclasses, pydantic models and paths; NaN/inf become null."""
+    return json.dumps(_sanitize(json.loads(json.dumps(obj, default=_default))), indent=2)
+
+
+def _sanitize(obj: Any) -> Any:
+    if isinstance(obj, float) and (obj != obj or obj in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(obj, dict):
+        return {k: _sanitize(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_sanitize(v) for v in obj]
+    return obj

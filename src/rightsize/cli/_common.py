@@ -12,8 +12,8 @@ from rich.console import Console
 from rightsize.jsonout import to_json
 
 # Humans read stderr while --json writes stdout, so piping JSON never mixes in progress text.
-# Piped output (CI logs, `| tee`) gets a wide fixed width instead of rich's 80-column default.
-# Piped output gets $COLUMNS if set, else 200: wide enough that a table row stays on one line.
+# Piped output (CI logs, `| tee`) gets $COLUMNS if set, else 200 rather than rich's 80: a table row stays on
+# one line.
 _PIPE_WIDTH = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else 200
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else _PIPE_WIDTH)
 out_console = Console(width=None if sys.stdout.isatty() else _PIPE_WIDTH)

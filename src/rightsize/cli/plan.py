@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, emit_json, err_console, out_console
-from rightsize.workflows.plan import plan_spec, write_plan_report
+from rightsize.workflows.plan import plan_record, plan_spec, write_plan_report
 
 if TYPE_CHECKING:
     from rightsize.plan import Candidate, PlanResult
@@ -113,8 +113,8 @@ def plan_cmd(
         raise SpecError("targets", f"{spec.name} has no targets; add online, batch or training (see examples/)")
     db = Store(store)
     result, context = plan_spec(workload, db, catalog, progress=not json_out, seed=seed)
-    # the stored plan keeps the top 100 candidates (training plans can have a thousand rows)
-    db.save_artifact(None, "plan", {"name": workload.name, "model": workload.model, **result.to_dict(top=100)})
+    # stored whole: every candidate and the report's evidence, so `report RUN` shows what --report shows
+    db.save_artifact(None, "plan", {"name": workload.name, **plan_record(result, context)})
     if report is not None:
         write_plan_report(result, report, context)
     if json_out:

@@ -307,12 +307,8 @@ def sweep_fn(result: PlanResult, curves: list[Any]) -> Any:
     return sweep
 
 
-def write_plan_report(result: PlanResult, path: Path, context: dict[str, Any]) -> None:
-    """The one-page report (HTML or Markdown by suffix) of a plan and the evidence ``plan_spec`` gathered."""
-    try:
-        from rightsize.report import write_report
-    except ImportError as exc:
-        raise UnsupportedError(f"report: the report module cannot load here ({exc})") from None
+def report_memory(result: PlanResult, context: dict[str, Any]) -> dict[str, Any] | None:
+    """The recommended precision's memory breakdown with the GPU tiers of the catalog the plan used."""
     from rightsize.catalog import gpu_memory_tiers
 
     mem = context.get("memory") or {}
@@ -321,12 +317,41 @@ def write_plan_report(result: PlanResult, path: Path, context: dict[str, Any]) -
     catalog = context.get("catalog")
     if breakdown and catalog is not None:  # the tiers of the catalog this plan used (a user's --catalog too)
         tiers = [{"memory_gib": gib, "names": names} for gib, names in gpu_memory_tiers(catalog)]
-        breakdown = {"breakdown": breakdown, "tiers": tiers}
+        return {"breakdown": breakdown, "tiers": tiers}
+    return breakdown or None
+
+
+def plan_record(result: PlanResult, context: dict[str, Any]) -> dict[str, Any]:
+    """The plan as stored: every candidate (CPU ones too) and the evidence the report draws — curves, memory,
+    environment, rate sweeps — so `rightsize report RUN` and the dashboard show what `plan --report` showed."""
+    import dataclasses
+
+    from rightsize.report.data import build_report_data
+
+    profile = context.get("profile")
+    curves = list(context.get("curves", ()))
+    sweep = sweep_fn(result, curves) if result.kind == "online" else None
+    data = build_report_data(result, profile=profile, curves=curves, memory=report_memory(result, context),
+                             sweep=sweep)  # fmt: skip
+    return result.to_dict() | {
+        "curves": [dataclasses.asdict(c) for c in curves],
+        "memory": report_memory(result, context),
+        "env": dict(profile.env) if profile is not None else None,
+        "rate_sweeps": [dataclasses.asdict(s) for s in data.sweeps],
+    }
+
+
+def write_plan_report(result: PlanResult, path: Path, context: dict[str, Any]) -> None:
+    """The one-page report (HTML or Markdown by suffix) of a plan and the evidence ``plan_spec`` gathered."""
+    try:
+        from rightsize.report import write_report
+    except ImportError as exc:
+        raise UnsupportedError(f"report: the report module cannot load here ({exc})") from None
     write_report(
         result,
         path,
         profile=context.get("profile"),
         curves=context.get("curves", ()),
-        memory=breakdown or None,
+        memory=report_memory(result, context),
         sweep=sweep_fn(result, list(context.get("curves", ()))) if result.kind == "online" else None,
     )

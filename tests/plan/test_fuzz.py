@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from plan_fixtures import cpu_curve, gpu_curve, small_catalog
 
-from rightsize.jsonout import to_json
 from rightsize.errors import RightsizeError, SpecError
+from rightsize.jsonout import to_json
 from rightsize.plan import MemoryModel, plan
 from rightsize.plan.spot import simulate_spot
 from rightsize.spec import parse_spec

@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 
 from rightsize.catalog import load_catalog
-from rightsize.plan.energy import GPU_IDLE_FRACTION, GPU_MAX_OVER_TDP, load_power
+from rightsize.plan.energy import GPU_IDLE_FRACTION, GPU_MAX_OVER_TDP, load_power  # the shipped table
 
 IMAGENET_EPOCH = 1_281_167
 JOB = {"training": {"resnet50": IMAGENET_EPOCH}, "inference": {}}

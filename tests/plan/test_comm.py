@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from plan_fixtures import gpu_curve, instance
 
-from rightsize.catalog.model import Catalog
-from rightsize.plan.comm import Links, all_reduce, load_links
+from rightsize.catalog import load_catalog
+from rightsize.catalog.model import Catalog, Links
+from rightsize.plan.comm import all_reduce
 from rightsize.plan.options import MemoryModel, pair_options
 from rightsize.plan.training import plan_training
 from rightsize.spec.targets import TrainingTarget
@@ -27,10 +28,9 @@ def test_ring_all_reduce_over_a_10_gbps_link() -> None:
 
 
 def test_catalog_links_cover_every_multi_gpu_instance() -> None:
-    from rightsize.catalog import load_catalog
-
-    links = load_links()
-    for inst in load_catalog("").instances:
+    catalog = load_catalog("")
+    links = catalog.links
+    for inst in catalog.instances:
         if inst.accelerator_count > 1:
             assert links[(inst.provider, inst.instance_type)].gpu_gbytes_per_s > 0, inst.instance_type
 
@@ -44,7 +44,8 @@ def _candidates(instance_type: str, per_node_gpus: int) -> list:  # type: ignore
     memory = {curve.precision: MemoryModel(2e9, 50e6, gradient_bytes=BERT_GRADS)}
     options = pair_options(cat.instances, [curve], ACCELERATORS, memory)
     target = TrainingTarget(dataset_size=100_000, epochs=1, batch_size=256, max_nodes=8)
-    return [c for c in plan_training(options, target, purchase=("on_demand",)) if c.feasible]
+    links = load_catalog("").links
+    return [c for c in plan_training(options, target, purchase=("on_demand",), links=links) if c.feasible]
 
 
 def test_slow_network_stops_adding_nodes() -> None:

@@ -8,7 +8,7 @@ import pytest
 from plan_fixtures import cpu_curve, gpu_curve, instance, small_catalog
 
 from rightsize.catalog import load_catalog
-from rightsize.plan.energy import instance_watts, load_power
+from rightsize.plan.energy import instance_watts
 from rightsize.plan.explain import explain, rank
 from rightsize.plan.online import plan_online
 from rightsize.plan.options import pair_options
@@ -20,7 +20,8 @@ ROWS = {i.instance_type: i for i in CAT.instances}
 
 
 def test_cpu_instance_watts_from_per_vcpu_coefficients() -> None:
-    table = load_power()
+    table = CAT.power
+    assert table is not None
     c6i = ROWS["c6i.2xlarge"]  # 8 vCPU Ice Lake (Cascade Lake proxy 0.64..3.97 W/vCPU), 16 GiB
     idle, notes = instance_watts(c6i, 0.0, table, CAT.accelerators)
     busy, _ = instance_watts(c6i, 1.0, table, CAT.accelerators)
@@ -30,7 +31,8 @@ def test_cpu_instance_watts_from_per_vcpu_coefficients() -> None:
 
 
 def test_gpu_instance_watts_device_plus_host() -> None:
-    table = load_power()
+    table = CAT.power
+    assert table is not None
     g4dn = ROWS["g4dn.xlarge"]  # 1x T4 (8..71 W), 4 vCPU Cascade Lake host, 16 GiB
     w, _ = instance_watts(g4dn, 0.5, table, CAT.accelerators)
     assert w == pytest.approx(8 + 0.5 * 63 + 4 * 0.64 + 1 * 0.5 * (3.97 - 0.64) + 16 * 0.392)

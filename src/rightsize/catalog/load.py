@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import math
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -23,7 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
-from rightsize.catalog.model import Accelerator, Catalog, CpuFamily, Instance
+from rightsize.catalog.model import Accelerator, Catalog, CpuFamily, Instance, Links, PowerTable
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
 from rightsize.inputfile import read_user_text, short
 
@@ -265,7 +266,44 @@ def _shipped() -> Catalog:
     path, text = _data_text("instances.csv")
     insts = [_instance(r, accelerators, cpu_map) for r in read_table(path, text, INSTANCE_COLUMNS)]
     _unique(insts, lambda i: i.key, str(path))
-    return Catalog(accelerators=accelerators, cpus=cpu_map, instances=tuple(insts))
+    power = _power(_data_text("power.csv")[1], _data_text("grid.csv")[1])
+    links = _links(_data_text("interconnect.csv")[1])
+    return Catalog(accelerators=accelerators, cpus=cpu_map, instances=tuple(insts), power=power, links=links)
+
+
+def _power(power_text: str, grid_text: str, base: PowerTable | None = None) -> PowerTable:
+    """Power rows (kind, key, min_w, max_w) and grid rows (provider, region, pue, kg_co2e_per_kwh) over ``base``."""
+    cpu = dict(base.cpu) if base else {}
+    gpu = dict(base.gpu) if base else {}
+    memory = base.memory_w_per_gib if base else 0.392
+    for r in csv.DictReader(io.StringIO(power_text)) if power_text else ():
+        pair = (_num(r["min_w"]), _num(r["max_w"]))
+        if r["kind"] == "cpu":
+            cpu[r["key"]] = pair
+        elif r["kind"] == "gpu":
+            gpu[r["key"]] = pair
+        elif r["kind"] == "memory":
+            memory = pair[0]
+    grid = dict(base.grid) if base else {}
+    for r in csv.DictReader(io.StringIO(grid_text)) if grid_text else ():
+        grid[(r["provider"], r["region"])] = (_num(r["pue"]), _num(r["kg_co2e_per_kwh"]))
+    return PowerTable(cpu, gpu, memory, grid)
+
+
+def _num(text: str) -> float:
+    """A finite, non-negative number from a power/grid/link cell (ValueError otherwise)."""
+    value = float(text)
+    if not math.isfinite(value) or value < 0 or value > 1e9:
+        raise ValueError(f"{text!r} is not a finite non-negative number")
+    return value
+
+
+def _links(text: str) -> dict[tuple[str, str], Links]:
+    return {
+        (r["provider"], r["instance_type"]): Links(_num(r["network_gbps"]), _num(r["gpu_link_gbytes_per_s"]),
+                                                   r.get("source", ""))
+        for r in csv.DictReader(io.StringIO(text))
+    }  # fmt: skip
 
 
 def _merge_user(base: Catalog, path: Path) -> Catalog:
@@ -277,6 +315,11 @@ def _merge_user(base: Catalog, path: Path) -> Catalog:
     columns = {h.strip() for h in header}
     mtime = dt.date.fromtimestamp(path.stat().st_mtime).isoformat()
     defaults = {"source": f"user catalog {path.name}", "price_date": mtime, "date": mtime}
+    if {"network_gbps", "gpu_link_gbytes_per_s"} <= columns:  # interconnect rows name instance types too
+        try:
+            return replace(base, links={**base.links, **_links(text)})
+        except (KeyError, ValueError) as exc:
+            raise SpecError(f"{path}", f"a link row does not parse ({short(str(exc))}); use plain numbers") from None
     if "instance_type" in columns:
         rows = list(read_table(path, text, INSTANCE_COLUMNS, defaults))
         new = {i.key: i for i in (_instance(r, base.accelerators, base.cpus) for r in rows)}
@@ -288,10 +331,19 @@ def _merge_user(base: Catalog, path: Path) -> Catalog:
     if "sustained_ghz" in columns:
         cpus = {c.name: c for c in (_cpu(r) for r in read_table(path, text, CPU_COLUMNS, defaults))}
         return replace(base, cpus={**base.cpus, **cpus})
+    try:  # the energy and network tables: power.csv, grid.csv, interconnect.csv rows
+        if {"kind", "key", "min_w", "max_w"} <= columns:
+            return replace(base, power=_power(text, "", base.power))
+        if {"provider", "region", "pue", "kg_co2e_per_kwh"} <= columns:
+            return replace(base, power=_power("", text, base.power))
+    except (KeyError, ValueError) as exc:
+        raise SpecError(
+            f"{path}", f"a row does not parse ({short(str(exc))}); numbers must be plain decimals"
+        ) from None
     raise SpecError(
         f"{path} line 1",
-        "header matches no catalog table; include instance_type (instances), bandwidth_gbps (accelerators) "
-        "or sustained_ghz (CPU families)",
+        "header matches no catalog table; include instance_type (instances), bandwidth_gbps (accelerators), "
+        "sustained_ghz (CPU families), min_w (power), kg_co2e_per_kwh (grid) or network_gbps (links)",
     )
 
 

@@ -5,7 +5,7 @@ Numbers live in the CSV files, each row with a source and a date; these classes 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rightsize.errors import SpecError
 
@@ -101,7 +101,41 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class PowerTable:
+    """Watts for energy estimates (catalog/data/power.csv, grid.csv; see rightsize.plan.energy)."""
+
+    cpu: dict[str, tuple[float, float]]  # family -> (min, max) watts per vCPU
+    gpu: dict[str, tuple[float, float]]  # accelerator -> (min, max) watts per device
+    memory_w_per_gib: float
+    grid: dict[tuple[str, str], tuple[float, float]]  # (provider, region or "*") -> (PUE, kg CO2e per kWh)
+
+    def site(self, provider: str, region: str) -> tuple[float, float, str]:
+        """(PUE, grid factor, what was used) for a region, falling back to the provider's average."""
+        if (provider, region) in self.grid:
+            pue, kg = self.grid[(provider, region)]
+            return pue, kg, f"{region} grid"
+        if (provider, "*") in self.grid:
+            pue, kg = self.grid[(provider, "*")]
+            return pue, kg, f"{provider} average grid (no factor for {region})"
+        return 1.2, 0.4, "no grid factor: PUE 1.2 and 0.4 kg/kWh assumed"
+
+
+@dataclass(frozen=True)
+class Links:
+    """An instance's network (per node) and GPU-to-GPU links (catalog/data/interconnect.csv)."""
+
+    network_gbps: float  # per node, gigabits per second
+    gpu_gbytes_per_s: float  # GPU to GPU inside the node, gigabytes per second (0: PCIe)
+    source: str
+
+
+@dataclass(frozen=True)
 class Catalog:
+    """Everything the planner knows about hardware and prices, loaded once by the caller and passed in
+    (``load_catalog``): a user's ``--catalog`` rows reach every consumer."""
+
     accelerators: dict[str, Accelerator]
     cpus: dict[str, CpuFamily]
     instances: tuple[Instance, ...]
+    power: PowerTable | None = None  # None: the shipped table (hand-built catalogs in tests)
+    links: dict[tuple[str, str], Links] = field(default_factory=dict)  # (provider, instance type) -> links

@@ -6,40 +6,20 @@
 
 G is the gradient bytes (fp32 under torch.amp too), backward ~ 2/3 of a step's compute, ``eff`` the share
 of the nominal link rate a collective achieves (0.8; "up to" links are burst rates, so this is
-optimistic for small instances — the note says so). Links come from catalog/data/interconnect.csv; an
-instance without a row, or a multi-GPU node without a GPU-link figure, falls back to the per-doubling
-efficiencies of ``training.ScalingModel``.
+optimistic for small instances — the note says so). Links come from the catalog (``Catalog.links``,
+catalog/data/interconnect.csv); an instance without a row, or a multi-GPU node without a GPU-link figure,
+falls back to the per-doubling efficiencies of ``training.ScalingModel``.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
-from functools import lru_cache
+
+from rightsize.catalog.model import Links
 
 LINK_EFFICIENCY = 0.8
 PCIE_GBYTES_PER_S = 12.0  # GPU-to-GPU through PCIe Gen3/Gen4 host bridges, when a node has no NVLink figure
 BACKWARD_SHARE = 2.0 / 3.0  # of one step's compute: the window all-reduce buckets overlap with
-
-
-@dataclass(frozen=True)
-class Links:
-    network_gbps: float  # per node, gigabits per second
-    gpu_gbytes_per_s: float  # GPU to GPU inside the node, gigabytes per second (0: PCIe)
-    source: str
-
-
-@lru_cache(maxsize=1)
-def load_links() -> dict[tuple[str, str], Links]:
-    from rightsize.catalog.load import _data_text
-
-    out = {}
-    for r in csv.DictReader(io.StringIO(_data_text("interconnect.csv")[1])):
-        out[(r["provider"], r["instance_type"])] = Links(
-            float(r["network_gbps"]), float(r["gpu_link_gbytes_per_s"]), r["source"]
-        )
-    return out
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,7 @@ replica's busy fraction, 1 for batch and training (the device works for the whol
 
 from __future__ import annotations
 
-import csv
-import io
-from dataclasses import dataclass
-from functools import lru_cache
-
-from rightsize.catalog.model import Accelerator, Instance
+from rightsize.catalog.model import Accelerator, Instance, PowerTable
 from rightsize.plan.result import Candidate, Energy
 
 # CCF's GPUs draw min/max = 8/71 (T4), 18/153 (A10G), 35/306 (V100), 46/407 (A100): ~0.115 at idle, and
@@ -29,45 +24,13 @@ GPU_IDLE_FRACTION = 0.115
 GPU_MAX_OVER_TDP = 1.02
 
 
-@dataclass(frozen=True)
-class PowerTable:
-    cpu: dict[str, tuple[float, float]]  # family -> (min, max) watts per vCPU
-    gpu: dict[str, tuple[float, float]]  # accelerator -> (min, max) watts per device
-    memory_w_per_gib: float
-    grid: dict[tuple[str, str], tuple[float, float]]  # (provider, region or "*") -> (PUE, kg CO2e / kWh)
-
-    def site(self, provider: str, region: str) -> tuple[float, float, str]:
-        """(PUE, grid factor, what was used) for a region, falling back to the provider's average."""
-        if (provider, region) in self.grid:
-            pue, kg = self.grid[(provider, region)]
-            return pue, kg, f"{region} grid"
-        if (provider, "*") in self.grid:
-            pue, kg = self.grid[(provider, "*")]
-            return pue, kg, f"{provider} average grid (no factor for {region})"
-        return 1.2, 0.4, "no grid factor: PUE 1.2 and 0.4 kg/kWh assumed"
-
-
-@lru_cache(maxsize=1)
 def load_power() -> PowerTable:
-    """The shipped power and grid tables (catalog/data/power.csv, grid.csv)."""
-    from rightsize.catalog.load import _data_text
+    """The shipped power table (a hand-built Catalog without one falls back to it)."""
+    from rightsize.catalog import load_catalog
 
-    cpu: dict[str, tuple[float, float]] = {}
-    gpu: dict[str, tuple[float, float]] = {}
-    memory = 0.0
-    for r in csv.DictReader(io.StringIO(_data_text("power.csv")[1])):
-        pair = (float(r["min_w"]), float(r["max_w"]))
-        if r["kind"] == "cpu":
-            cpu[r["key"]] = pair
-        elif r["kind"] == "gpu":
-            gpu[r["key"]] = pair
-        elif r["kind"] == "memory":
-            memory = pair[0]
-    grid = {
-        (r["provider"], r["region"]): (float(r["pue"]), float(r["kg_co2e_per_kwh"]))
-        for r in csv.DictReader(io.StringIO(_data_text("grid.csv")[1]))
-    }
-    return PowerTable(cpu, gpu, memory, grid)
+    table = load_catalog("").power
+    assert table is not None  # the shipped catalog always carries it
+    return table
 
 
 def instance_watts(

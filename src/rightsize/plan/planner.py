@@ -118,7 +118,9 @@ def plan(
             assert t.training is not None
             tr = t.training
             scale = ScalingModel.uniform(tr.scaling_efficiency) if tr.scaling_efficiency else ScalingModel()
-            cands = plan_training(options, tr, t.purchase, t.cold_start, _rate_of(t), scale, seed=seed)
+            cands = plan_training(
+                options, tr, t.purchase, t.cold_start, _rate_of(t), scale, seed=seed, links=catalog.links
+            )
             assumptions.update(_job_assumptions(t))
             assumptions.update(
                 steps=training_steps(tr),
@@ -128,7 +130,7 @@ def plan(
     if kind != "rules":
         by_key = {(i.provider, i.region, i.instance_type): i for i in instances}
         rate = t.online.rate_per_s if t.online is not None else None
-        add_energy(cands, by_key, catalog.accelerators, kind, rate)
+        add_energy(cands, by_key, catalog.accelerators, kind, rate, table=catalog.power)
         assumptions["energy"] = (
             "Cloud Carbon Footprint's method and coefficients (catalog/data/power.csv, grid.csv): per-vCPU and "
             "per-GPU min..max watts at the predicted utilization, RAM 0.392 W/GiB, x PUE, x the region's grid factor"

@@ -16,12 +16,12 @@ eff(g, n) = e_intra^log2(g) x e_inter^log2(n) with per-doubling efficiencies (``
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from rightsize.catalog.model import Instance
+from rightsize.catalog.model import Instance, Links
 from rightsize.plan.coldstart import spin_up
-from rightsize.plan.comm import all_reduce, load_links
+from rightsize.plan.comm import all_reduce
 from rightsize.plan.jobs import copy_candidate, finish, spot_odds, spot_variant
 from rightsize.plan.options import GIB, Option
 from rightsize.plan.result import Batching, Candidate
@@ -86,6 +86,7 @@ def plan_training(
     scaling: ScalingModel | None = None,
     spot_mc_top: int = 16,
     seed: int = 0,
+    links: Mapping[tuple[str, str], Links] | None = None,
 ) -> list[Candidate]:
     """Candidates for every option x node count x purchase option, unranked (infeasible ones say why)."""
     cold = cold or ColdStart.model_validate({})
@@ -98,7 +99,8 @@ def plan_training(
     for opt in options:
         if opt.precision in NOT_TRAINABLE:
             continue
-        for c, hours in _option(opt, target, steps, purchase, cold, scale, rate_of):
+        link = (links or {}).get((opt.instance.provider, opt.instance.instance_type))
+        for c, hours in _option(opt, target, steps, purchase, cold, scale, rate_of, link):
             out.append(c)
             work[id(c)] = hours
     ckpt_h, restart_h = target.checkpoint_minutes / 60.0, target.restart_minutes / 60.0
@@ -114,6 +116,7 @@ def _option(
     cold: ColdStart,
     scale: ScalingModel,
     rate_of: Callable[[Instance], float | None] | None,
+    links: Links | None = None,
 ) -> list[tuple[Candidate, float]]:
     inst, curve = opt.instance, opt.curve
     gpu = inst.accelerator is not None
@@ -121,7 +124,6 @@ def _option(
     per_node = opt.per_instance
     fit = (1 << 30) if opt.memory is None else opt.memory.max_batch(opt.usable_bytes)
     grads = opt.memory.gradient_bytes if opt.memory is not None else None
-    links = load_links().get((inst.provider, inst.instance_type))
     out: list[tuple[Candidate, float]] = []
     best_rate = 0.0
     for nodes in node_counts(target.max_nodes):

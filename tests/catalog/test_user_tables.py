@@ -1,0 +1,50 @@
+"""--catalog reaches the energy and network tables too: power, grid and link rows merge over the shipped ones."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from plan_fixtures import cpu_curve, small_catalog
+
+from rightsize.catalog import load_catalog
+from rightsize.errors import SpecError
+from rightsize.plan import plan
+from rightsize.spec import Workload
+
+
+def test_grid_power_and_link_rows_merge(tmp_path: Path) -> None:
+    grid = tmp_path / "grid.csv"
+    grid.write_text("provider,region,pue,kg_co2e_per_kwh,source,date\naws,us-east-1,1.5,0.05,my utility,2026-11\n")
+    cat = load_catalog(grid)
+    assert cat.power is not None and cat.power.site("aws", "us-east-1")[:2] == (1.5, 0.05)
+    assert cat.power.site("gcp", "us-central1")[:2] == (1.11, 0.454)  # the rest is still shipped
+    links = tmp_path / "links.csv"
+    links.write_text("provider,instance_type,network_gbps,gpu_link_gbytes_per_s,source,date\n"
+                     "aws,g4dn.xlarge,1,0,measured iperf3,2026-11\n")  # fmt: skip
+    cat = load_catalog(links)
+    assert cat.links[("aws", "g4dn.xlarge")].network_gbps == 1
+    assert any(i.instance_type == "g4dn.xlarge" for i in cat.instances)  # not read as instance rows
+    power = tmp_path / "power.csv"
+    power.write_text("kind,key,min_w,max_w,source,date\ngpu,T4,10,80,my meter,2026-11\n")
+    assert load_catalog(power).power.gpu["T4"] == (10.0, 80.0)  # type: ignore[union-attr]
+
+
+def test_bad_numbers_are_refused(tmp_path: Path) -> None:
+    grid = tmp_path / "grid.csv"
+    grid.write_text("provider,region,pue,kg_co2e_per_kwh,source,date\naws,us-east-1,nan,0.05,x,2026-11\n")
+    with pytest.raises(SpecError, match="does not parse"):
+        load_catalog(grid)
+
+
+def test_the_planner_uses_the_catalogs_grid(tmp_path: Path) -> None:
+    grid = tmp_path / "grid.csv"
+    grid.write_text("provider,region,pue,kg_co2e_per_kwh,source,date\naws,us-east-1,1.0,0.01,green,2026-11\n")
+    cat = dataclasses.replace(small_catalog(), power=load_catalog(grid).power)
+    workload = Workload.model_validate({
+        "model": "distilbert", "targets": {"online": {"rate_per_s": 10, "latency": {"percentile": 95, "bound_ms": 80}}},
+    })  # fmt: skip
+    rec = plan(workload, [cpu_curve("c.2x", 20.0, 15.0)], cat).recommendation
+    assert rec is not None and rec.energy is not None
+    assert (rec.energy.pue, rec.energy.grid_kg_per_kwh) == (1.0, 0.01)

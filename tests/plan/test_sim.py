@@ -165,3 +165,12 @@ def test_lognormal_spread_uses_the_curve_cv() -> None:
     # lognormal with median 10 and cv 0.5: mean = 10 * sqrt(1 + cv^2)
     assert res.p50_ms == pytest.approx(10.0, rel=0.03)
     assert res.mean_ms == pytest.approx(10.0 * np.sqrt(1.25), rel=0.03)
+
+
+def test_jsq_many_replicas_uses_the_heap_and_stays_near_mmc() -> None:
+    """Past 32 replicas JSQ keeps a heap of lengths (below, a min() scan): both must stay near M/M/c."""
+    lam = 0.75 * 40 / SERVICE_MS  # per ms: 40 servers at rho 0.75
+    cfg = SimConfig(rate_per_s=lam * 1000, replicas=40, service="exponential", balancer="jsq")
+    res = simulate(lambda b: SERVICE_MS, cfg, n_requests=120_000, seed=3)
+    exact = mmc_sojourn_quantile_ms(40, lam, SERVICE_MS, 0.95)
+    assert exact * 0.97 < res.p95_ms < exact * 1.25

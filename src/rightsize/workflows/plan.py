@@ -3,7 +3,7 @@
     result, context = plan_spec(workload, store)      # PlanResult, and the report's evidence
 
 ``context`` holds what the report draws (profile, curves, memory breakdowns, catalog, timings).
-The CLI (``rightsize plan``) and the Python API (``rightsize.plan``) both call this; neither holds
+The CLI (``rightsize plan``) and the Python API (``rightsize.api.plan``) both call this; neither holds
 planning logic of its own.
 """
 
@@ -46,6 +46,8 @@ def memory_models(
         want -= {"int8", "int4"}
     key = f"{workload.model}|{mode}|{workload.input.seq_len}|{workload.input.image_size}|{workload.optimizer}"
     key += f"|tiny={int(workload.tiny)}|v{_MEMORY_CACHE_VERSION}"
+    if workload.input.shape or workload.input.dtype != "float32":  # a user's model: its input is part of it
+        key += f"|shape={workload.input.shape}|vocab={workload.input.token_vocab()}"
     cached: dict[str, dict[str, Any]] = {}
     for art in store.artifacts(kind=MEMORY_CACHE_KIND):
         p = art["payload"]
@@ -75,12 +77,12 @@ def _estimate(
 
     try:
         from rightsize.estimate.memory import estimate_memory
-        from rightsize.models.zoo import get_entry
+        from rightsize.models import workload_model
 
-        entry = get_entry(workload.model)
-    except (ImportError, RightsizeError):  # user model (package.module:factory) or no torch: plan without it
+        entry = workload_model(workload)  # zoo or a user's model (hf:, .onnx, .pt, factory, ort:/ov:)
+    except (ImportError, RightsizeError):  # no torch here: plan without a memory model
         return {}
-    shape: dict[str, int] = {}
+    shape: dict[str, Any] = {"shape": workload.input.shape, "vocab": workload.input.token_vocab()}
     if entry.kind == "tokens":
         shape["seq_len"] = workload.input.seq_len
     elif entry.kind == "image":
@@ -90,10 +92,10 @@ def _estimate(
         try:
             est = [
                 estimate_memory(workload.model, mode=mode, precision=prec, batch_size=b, optimizer=workload.optimizer,
-                                device="cuda", advise=False, tiny=workload.tiny, **shape)  # type: ignore[arg-type]
+                                device="cuda", advise=False, tiny=workload.tiny, **shape)
                 for b in (1, 8)
             ]  # fmt: skip
-        except RightsizeError:
+        except Exception:  # a user's model that cannot be traced here is planned without a memory model
             continue
         tensors = [e.total_bytes - sum(e.breakdown.get(k, 0) for k in _OVERHEAD_KEYS) for e in est]
         per_sample = max(0.0, (tensors[1] - tensors[0]) / 7.0)

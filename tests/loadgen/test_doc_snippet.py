@@ -46,3 +46,38 @@ def test_from_url_reads_the_servers_input(tiny_server: str) -> None:
     assert target.path == "/v1/predict" and target.method == "POST"
     body = target.body.decode()
     assert body.count("[") == 3 and body.count("0") == 32  # 2 samples x 16 token ids, int zeros
+
+
+def test_unanswered_requests_make_a_run_invalid() -> None:
+    """A server that accepts connections and never replies: the run says how many were answered."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])  # read nothing, answer nothing
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        port = listener.getsockname()[1]
+        target = Target.from_url(f"http://127.0.0.1:{port}", body=b'{"inputs": [[0.0]]}')
+        result = run_open_loop(target, OpenLoopConfig(rate_per_s=20, duration_s=0.5, timeout_s=0.5))
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+        for s in held:
+            s.close()
+        listener.close()
+    assert not result.valid
+    assert any("were answered" in p and "0 of" in p for p in result.problems), result.problems

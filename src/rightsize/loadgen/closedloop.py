@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from rightsize.loadgen._http import Pool, _Conn, exception_kind
-from rightsize.loadgen.result import LoadResult, Recorder, client_error_problem
+from rightsize.loadgen.result import LoadResult, Recorder, client_error_problem, unanswered_problem
 from rightsize.loadgen.schedule import check_run_bounds
 from rightsize.loadgen.target import Target
 
@@ -150,6 +150,8 @@ async def closed_loop(target: Target, config: ClosedLoopConfig) -> LoadResult:
     problems = [] if rec.sent else ["no request was sent after warm-up; lengthen the run or shorten --warmup-s"]
     if (bad := client_error_problem(rec.status)) is not None:
         problems.append(bad)
+    if (lost := unanswered_problem(rec.sent, rec.status, rec.errors)) is not None:
+        problems.append(lost)
     return LoadResult(
         mode="closed",
         coordinated_omission="affected",

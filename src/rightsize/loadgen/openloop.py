@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from rightsize.loadgen._http import Pool, _Conn, exception_kind
-from rightsize.loadgen.result import LoadResult, Percentiles, Recorder, client_error_problem
+from rightsize.loadgen.result import LoadResult, Percentiles, Recorder, client_error_problem, unanswered_problem
 from rightsize.loadgen.schedule import Arrival, arrival_offsets_s, check_run_bounds
 from rightsize.loadgen.target import Target
 
@@ -241,6 +241,8 @@ def _result(
         )
     if (bad := client_error_problem(rec.status)) is not None:
         problems.append(bad)
+    if (lost := unanswered_problem(rec.sent, rec.status, rec.errors)) is not None:
+        problems.append(lost)
     if wait is not None and wait.p99 > config.max_lag_ms and pool.peak_open >= config.connections:
         warnings.append(
             f"all {config.connections} connections were busy: p99 wait for a connection {wait.p99:.1f} ms "

@@ -147,6 +147,21 @@ def client_error_problem(status: Mapping[Any, int]) -> str | None:
     return None
 
 
+MIN_ANSWERED = 0.95  # a run where requests went unanswered measured the generator's timeouts, not latency
+
+
+def unanswered_problem(sent: int, status: Mapping[Any, int], errors: Mapping[str, int]) -> str | None:
+    """Why a run is invalid when fewer than 95% of the requests it sent got any HTTP answer, else None."""
+    answered = sum(status.values())
+    if sent and answered / sent < MIN_ANSWERED:
+        transport = ", ".join(f"{k} x{n}" for k, n in sorted(errors.items()) if not k.startswith("http_"))
+        return (
+            f"only {answered} of {sent} requests sent were answered ({answered / sent:.0%}; {transport or 'no reply'})"
+            ": the latency of the rest is unknown"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class LoadResult:
     """One bounded load run. Rates are per second over the measurement window ``duration_s``.

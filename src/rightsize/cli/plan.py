@@ -114,9 +114,10 @@ def plan_cmd(
     db = Store(store)
     result, context = plan_spec(workload, db, catalog, progress=not json_out, seed=seed)
     # stored whole: every candidate and the report's evidence, so `report RUN` shows what --report shows
-    db.save_artifact(None, "plan", {"name": workload.name, **plan_record(result, context)})
+    record = {"name": workload.name, **plan_record(result, context)}
+    db.save_artifact(None, "plan", record)
     if report is not None:
-        write_plan_report(result, report, context)
+        write_plan_report(result, report, context, record)  # the stored evidence: sweeps simulated once
     if json_out:
         emit_json(result.to_dict(top=top))
     else:

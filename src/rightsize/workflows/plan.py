@@ -333,22 +333,28 @@ def plan_record(result: PlanResult, context: dict[str, Any]) -> dict[str, Any]:
     profile = context.get("profile")
     curves = list(context.get("curves", ()))
     sweep = sweep_fn(result, curves) if result.kind == "online" else None
-    data = build_report_data(result, profile=profile, curves=curves, memory=report_memory(result, context),
-                             sweep=sweep)  # fmt: skip
+    memory = report_memory(result, context)
+    data = build_report_data(result, profile=profile, curves=curves, memory=memory, sweep=sweep)
     return result.to_dict() | {
         "curves": [dataclasses.asdict(c) for c in curves],
-        "memory": report_memory(result, context),
+        "memory": memory,
         "env": dict(profile.env) if profile is not None else None,
         "rate_sweeps": [dataclasses.asdict(s) for s in data.sweeps],
     }
 
 
-def write_plan_report(result: PlanResult, path: Path, context: dict[str, Any]) -> None:
-    """The one-page report (HTML or Markdown by suffix) of a plan and the evidence ``plan_spec`` gathered."""
+def write_plan_report(
+    result: PlanResult, path: Path, context: dict[str, Any], record: dict[str, Any] | None = None
+) -> None:
+    """The one-page report (HTML or Markdown by suffix) of a plan and the evidence ``plan_spec`` gathered;
+    with ``record`` (``plan_record``: sweeps already simulated) the report draws from it instead of re-running."""
     try:
         from rightsize.report import write_report
     except ImportError as exc:
         raise UnsupportedError(f"report: the report module cannot load here ({exc})") from None
+    if record is not None:
+        write_report(record, path, profile=context.get("profile"))
+        return
     write_report(
         result,
         path,

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from plan_fixtures import tiny_online_spec
 from report_kit import build_store
 
 from rightsize.store import Store
@@ -27,15 +28,7 @@ def test_piped_results_table_has_one_line_per_row(tmp_path: Path) -> None:
     assert len(rows) == n and all(first_cells), run.stdout[:600]  # no continuation lines with an empty cell
 
 
-SPEC = """name: piped
-model: distilbert
-tiny: true
-input: {seq_len: 16}
-batch_sizes: [1, 4]
-timing: {max_time_s: 0.5, max_repeats: 20}
-targets:
-  online: {rate_per_s: 10, latency: {percentile: 95, bound_ms: 200}}
-"""
+SPEC = tiny_online_spec("piped", 10)
 
 
 @pytest.mark.slow

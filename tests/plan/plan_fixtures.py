@@ -68,3 +68,12 @@ def small_catalog() -> Catalog:
             instance("p.a100", 3.67, vcpus=12, ram_gib=85, acc="A100-80GB", count=1, spot=1.44, bucket="5-10%"),
         ),
     )
+
+
+def tiny_online_spec(name: str, rate_per_s: float = 10, extra: str = "") -> str:
+    """YAML of a tiny DistilBERT online spec that measures in seconds (for end-to-end CLI tests)."""
+    return (
+        f"name: {name}\nmodel: distilbert\ntiny: true\ninput: {{seq_len: 16}}\nbatch_sizes: [1, 4]\n{extra}"
+        "timing: {max_time_s: 0.5, max_repeats: 20}\n"
+        f"targets:\n  online: {{rate_per_s: {rate_per_s:g}, latency: {{percentile: 95, bound_ms: 200}}}}\n"
+    )

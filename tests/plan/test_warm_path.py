@@ -7,16 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from plan_fixtures import tiny_online_spec
 
-SPEC = """name: warm
-model: distilbert
-tiny: true
-input: {seq_len: 16}
-batch_sizes: [1, 4]
-timing: {max_time_s: 0.5, max_repeats: 20}
-targets:
-  online: {rate_per_s: 5, latency: {percentile: 95, bound_ms: 200}}
-"""
+SPEC = tiny_online_spec("warm", 5)
 
 CHECK = """
 import sys

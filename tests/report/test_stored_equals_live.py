@@ -9,17 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from plan_fixtures import tiny_online_spec
 
-SPEC = """name: stored
-model: distilbert
-tiny: true
-input: {seq_len: 16}
-batch_sizes: [1, 4]
-precisions: [fp32, int8]
-timing: {max_time_s: 0.5, max_repeats: 20}
-targets:
-  online: {rate_per_s: 10, latency: {percentile: 95, bound_ms: 200}}
-"""
+SPEC = tiny_online_spec("stored", 10, "precisions: [fp32, int8]\n")
 
 
 def _charts(html: str) -> dict[str, int]:

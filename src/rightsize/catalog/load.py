@@ -192,6 +192,7 @@ def _accelerator(r: _Row) -> Accelerator:
         tdp_w=r.num("tdp_w"),
         source=r.text("source"),
         date=r.date("date"),
+        fp32_dual_issue=r.choice("fp32_dual_issue", ("0", "1")) == "1",
     )
 
 

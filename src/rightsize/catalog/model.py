@@ -29,6 +29,9 @@ class Accelerator:
     tdp_w: float
     source: str
     date: str
+    # Ampere GA10x / Ada: the datasheet FP32 rate counts a second FP32 lane that is shared with INT32,
+    # so dense FP32 math (SGEMM, convolutions) issues at about half of it.
+    fp32_dual_issue: bool = False
 
     def peak_flops_per_s(self, precision: str) -> float:
         """Dense peak in FLOP/s (int8: op/s) for ``precision``; 0.0 when unsupported."""

@@ -86,13 +86,15 @@ class ReferenceRow:
     source_url: str
     published: str
     notes: str = ""
+    instances: int = 1  # CPU: processes running side by side on the socket, each on ``cores`` cores
+    clock_ghz: float | None = None  # CPU: the named SKU's all-core clock when it differs from its family's
 
     @property
     def latency_ms(self) -> float:
-        """Time of one batch on one device (one GPU, or the stated cores), milliseconds."""
+        """Time of one batch on one device (one GPU, or one process on the stated cores), milliseconds."""
         if self.metric == "latency_ms":
             return self.value
-        per_device = self.value / max(1, self.gpus)
+        per_device = self.value / max(1, self.gpus if self.device_class == "gpu" else self.instances)
         return self.batch_size / per_device * 1e3
 
     @property
@@ -131,6 +133,8 @@ def load_reference(path: str | Path | None = None) -> list[ReferenceRow]:
                     source_url=r["source_url"],
                     published=r.get("published", ""),
                     notes=r.get("notes", ""),
+                    instances=_int(r.get("instances")) or 1,
+                    clock_ghz=float(r["clock_ghz"]) if (r.get("clock_ghz") or "").strip() else None,
                 )
             )
     return rows
@@ -235,6 +239,10 @@ def predict_row(
     k = anchor_factor(anchor, row.mode, row.precision, cpu)
     if k is None:
         return None
+    if row.instances > 1:  # processes side by side share the socket's memory bandwidth
+        fam = replace(fam, memory_bandwidth_gbps=fam.memory_bandwidth_gbps / row.instances)
+    if row.clock_ghz:
+        fam = replace(fam, sustained_ghz=row.clock_ghz)
     t = cpu_time_ms(work, row.batch_size, fam, row.cpu_threads, row.precision, cpu)
     return k[0] * t if t < math.inf else None
 

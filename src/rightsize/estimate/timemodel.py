@@ -38,6 +38,8 @@ __all__ = ["CpuParams", "GpuParams", "cpu_time_ms", "gpu_time_ms", "precision_by
 _COMPUTE_BYTES = {"fp32": 1.0, "tf32": 1.0, "fp16": 0.5, "bf16": 0.5, "int8": 0.25}
 _MEMORY_BYTES = {"fp32": 1.0, "tf32": 1.0, "fp16": 0.6, "bf16": 0.6, "int8": 1.0}
 CLOCK_REF_GHZ = 3.0  # host times are stated for a 3 GHz core
+# at::internal::GRAIN_SIZE (ATen/Parallel.h): the fewest elements an element-wise op hands one thread.
+ATEN_GRAIN_SIZE = 32768
 
 
 def precision_bytes(precision: str, op_class: str) -> float:
@@ -97,7 +99,9 @@ class CpuParams:
     op_us: float = 6.0  # dispatcher + kernel entry per op at CLOCK_REF_GHZ, one thread
     sync_us: float = 4.0  # OpenMP fork/join per parallel op, scaled by (threads − 1)^sync_exponent
     intensity_half: float = 8.0  # FLOP/byte at which a CPU GEMM/conv reaches half its efficiency
-    sync_exponent: float = 0.5  # fork/join cost grows as (threads − 1)^this
+    # fork/join cost grows as (threads − 1)^this: pip wheels of PyTorch use GNU libgomp, whose barrier is
+    # centralised (every thread checks in with one counter), so about linear in the thread count
+    sync_exponent: float = 1.0
 
     def eff(self, op_class: str, precision: str) -> float:
         base = float(getattr(self, op_class, self.gemm))
@@ -128,11 +132,14 @@ def gpu_time_ms(
     bw = acc.bandwidth_gbps * 1e9 * params.eff_memory
     kernel_s = params.kernel_us * 1e-6
     t_dev = 0.0
+    # FP32 math on a dual-issue part (GA10x, Ada) issues at half the datasheet rate: one of its two FP32
+    # lanes per partition is shared with INT32 (NVIDIA GA102 whitepaper); tensor-core precisions are unaffected.
+    math_peak = peak / 2 if precision == "fp32" and acc.fp32_dual_issue else peak
     for cls, n, f, b in work.at(batch):
         if cls == "host":
             continue
         t_mem = b * precision_bytes(precision, cls) / bw
-        t_cmp = f / (peak * min(1.0, params.eff(cls, precision) * size)) if f > 0 and cls != "memory" else 0.0
+        t_cmp = f / (math_peak * min(1.0, params.eff(cls, precision) * size)) if f > 0 and cls != "memory" else 0.0
         t_dev += n * (max(t_cmp, t_mem) + kernel_s)
     host_us = params.host_us_training if work.mode == "training" else params.host_us
     n_ops = work.n_ops() + (params.host_conv - 1.0) * work.n_ops("conv")
@@ -166,9 +173,17 @@ def cpu_time_ms(
         if cls == "host":
             t += k * per_op_s * 0.3  # a view or an allocation: dispatcher work only
             continue
+        if cls == "memory":
+            # ATen splits an element-wise op over threads only in chunks of GRAIN_SIZE elements; below
+            # that it runs on one thread (and pays no fork/join): short sequences do not scale.
+            used = min(n, max(1, math.ceil(b / (8.0 * ATEN_GRAIN_SIZE))))
+            bw_used = min(used * params.core_bw_gbps, family.memory_bandwidth_gbps) * 1e9 * params.eff_memory
+            sync_used = params.sync_us * 1e-6 * (used - 1) ** params.sync_exponent * clock
+            t += k * (b * precision_bytes(precision, cls) / bw_used + per_op_s + sync_used)
+            continue
         t_mem = b * precision_bytes(precision, cls) / bw
         t_cmp = 0.0
-        if f > 0 and cls != "memory":
+        if f > 0:
             intensity = f / max(b, 1.0)
             eff = params.eff(cls, precision) * intensity / (intensity + params.intensity_half)
             t_cmp = f / (n * core_peak * eff)

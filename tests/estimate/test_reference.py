@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -104,7 +105,9 @@ def test_shipped_reference_set_is_complete_and_cited() -> None:
     rows = load_reference()
     assert len(rows) >= 40
     assert len({r.device for r in rows if r.device_class == "gpu"}) >= 6
-    assert {r.device_class for r in rows} == {"gpu", "cpu"}  # CPU families: 1 so far (docs/reference-set.md)
+    assert {r.device_class for r in rows} == {"gpu", "cpu"}
+    assert len({r.device for r in rows if r.device_class == "cpu"}) >= 2  # 2 so far (docs/reference-set.md)
+    assert {"fp32", "int8"} <= {r.precision for r in rows if r.device_class == "cpu"}
     assert {"resnet50", "bert-base", "gpt2"} <= {r.model for r in rows}  # CNN, encoder, decoder
     assert {r.mode for r in rows} == {"inference", "training"}
     for r in rows:
@@ -113,3 +116,18 @@ def test_shipped_reference_set_is_complete_and_cited() -> None:
     assert len({r.id for r in rows}) == len(rows)
     # NVIDIA's own DeepLearningExamples performance tables are held out for independent checks
     assert not any("nvidia/deeplearningexamples" in r.source_url.lower() or "ngc.nvidia" in r.source_url for r in rows)
+
+
+def test_processes_side_by_side_share_the_socket() -> None:
+    row = ReferenceRow("c2", "s", "a", "inference", 1, {"seq_len": 128}, "fp32", "cpu", "intel-icelake", 1, 4, 4,
+                       "PyTorch", "throughput_per_s", 200.0, "https://example.org", "2024", instances=10)  # fmt: skip
+    assert row.latency_ms == pytest.approx(50.0)  # 10 processes' total: one batch takes 10 / 200 s
+    lat = LatencyStats(50.0, 55.0, 60.0, 50.0, 2.0, 20)
+    m = Measurement("a", "inference", "cpu", "fp32", 1, 1, {"seq_len": 128}, "ok", latency_ms=lat)
+    anchors = {"a": Anchor(CAT.cpus["intel-icelake"], (m,), WORKS)}
+    alone = predict_row(replace(row, instances=1), WORKS, anchors, CAT, GpuParams(), CpuParams())
+    shared = predict_row(row, WORKS, anchors, CAT, GpuParams(), CpuParams())
+    slow_clock = predict_row(replace(row, clock_ghz=1.5), WORKS, anchors, CAT, GpuParams(), CpuParams())
+    assert alone is not None and shared is not None and slow_clock is not None
+    assert shared >= alone  # a tenth of the socket's bandwidth each
+    assert slow_clock > shared  # a named SKU's lower all-core clock

@@ -68,3 +68,25 @@ def test_training_costs_more_than_inference() -> None:
     train = WorkProfile("enc", "training", inf.input, False, inf.ops, inf.n_params, inf.param_tensors)
     a100 = CAT.accelerators["A100-80GB"]
     assert gpu_time_ms(train, 32, a100, "fp16", GP) > gpu_time_ms(inf, 32, a100, "fp16", GP)
+
+
+def test_fp32_on_a_dual_issue_gpu_runs_at_half_its_datasheet_rate() -> None:
+    from dataclasses import replace
+
+    work = _encoder()
+    a10 = CAT.accelerators["A10"]
+    assert a10.fp32_dual_issue and not CAT.accelerators["A100-40GB"].fp32_dual_issue
+    single = replace(a10, fp32_dual_issue=False)
+    t_dual, t_single = gpu_time_ms(work, 64, a10, "fp32", GP), gpu_time_ms(work, 64, single, "fp32", GP)
+    assert t_dual == pytest.approx(2 * t_single, rel=0.2)  # compute-bound: the FP32 math halves
+    assert gpu_time_ms(work, 64, a10, "fp16", GP) == gpu_time_ms(work, 64, single, "fp16", GP)  # tensor cores
+
+
+def test_small_element_wise_ops_stay_on_one_thread() -> None:
+    icl = CAT.cpus["intel-icelake"]
+    small = WorkProfile("m", "inference", {}, False, (("memory", 100, 0.0, 0.0, 64e3, 128e3),), 0, 0)
+    big = WorkProfile("m", "inference", {}, False, (("memory", 100, 0.0, 0.0, 64e6, 128e6),), 0, 0)
+    # below ATen's grain size more threads change nothing (no split, no fork/join) ...
+    assert cpu_time_ms(small, 1, icl, 16, "fp32", CP) == pytest.approx(cpu_time_ms(small, 1, icl, 1, "fp32", CP))
+    # ... above it the op splits and pulls more bandwidth
+    assert cpu_time_ms(big, 1, icl, 16, "fp32", CP) < 0.5 * cpu_time_ms(big, 1, icl, 1, "fp32", CP)

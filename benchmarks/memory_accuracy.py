@@ -37,7 +37,7 @@ def train_activation_row(model: str, precision: str, batch: int) -> dict[str, An
     """Estimated vs measured saved-for-backward bytes for one training configuration."""
     import torch
 
-    from rightsize.estimate.memory import estimate_memory
+    from rightsize.estimate.memory_estimate import estimate_memory
     from rightsize.measure.memory import SavedTensorTracker
     from rightsize.models.zoo import get_entry
 
@@ -98,7 +98,7 @@ def infer_peak_row(model: str, precision: str, batch: int) -> dict[str, Any]:
     """Estimated peak above the weights vs RSS peak above baseline of a real no_grad forward."""
     import torch
 
-    from rightsize.estimate.memory import estimate_memory
+    from rightsize.estimate.memory_estimate import estimate_memory
     from rightsize.measure.memory import RssPeakTracker
     from rightsize.models.zoo import get_entry
 

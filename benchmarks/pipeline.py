@@ -19,8 +19,9 @@ from rich.console import Console
 from rich.table import Table
 
 from rightsize.cli.pipeline import projection_table
-from rightsize.cluster.pipeline import PipelineResult, run_pipeline
+from rightsize.cluster.pipeline import PipelineResult
 from rightsize.spec import parse_spec
+from rightsize.workflows.pipeline import run_and_project
 
 
 def main() -> None:
@@ -52,7 +53,7 @@ def main() -> None:
     runs: list[tuple[PipelineResult, float]] = []
     for address in [None] if args.ray == "none" else [None, args.ray]:
         t0 = time.perf_counter()
-        res = run_pipeline(workload, items=args.items, ray_address=address, workers=args.workers, store=store)
+        res = run_and_project(workload, items=args.items, ray_address=address, workers=args.workers, store=store)
         runs.append((res, time.perf_counter() - t0))
 
     t = Table(title=f"{args.items:,} synthetic items through {args.model}{' (tiny)' if args.tiny else ''}, "

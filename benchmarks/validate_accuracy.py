@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rightsize.loadgen.compare import capacity_per_s
+from rightsize.loadgen.validation import capacity_per_s
 from rightsize.profile import ServiceCurve
 from rightsize.spec import load_spec
 from rightsize.store import Store

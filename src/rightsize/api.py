@@ -171,15 +171,15 @@ def measure(
     spec: str | Path | dict[str, Any] | Workload, *, store: str | Path | Store | None = None, progress: bool = False
 ) -> Profile:
     """This machine's profile of ``spec``'s model (its sweep measured where the store lacks it), as ``bench``."""
-    from rightsize.measure.quick import ensure_profile
+    from rightsize.measure.profile_source import ensure_profile
 
     return ensure_profile(workload(spec), _store(store), progress=progress)
 
 
 def memory(model: str, **kwargs: Any) -> MemoryEstimate:
     """Peak memory of ``model`` (zoo name or your own: see docs/models.md), as ``rightsize memory``; keywords as
-    ``rightsize.estimate.memory.estimate_memory`` (mode, precision, batch_size, seq_len, device, …)."""
-    from rightsize.estimate.memory import estimate_memory
+    ``rightsize.estimate.memory_estimate.estimate_memory`` (mode, precision, batch_size, seq_len, device, …)."""
+    from rightsize.estimate.memory_estimate import estimate_memory
 
     return estimate_memory(model, **kwargs)
 

@@ -11,6 +11,7 @@ import pytest
 from rightsize.cluster.pipeline import check_ids, make_plan, run_pipeline
 from rightsize.errors import SpecError, UnsupportedError
 from rightsize.spec import parse_spec
+from rightsize.workflows.pipeline import run_and_project
 
 
 def test_check_ids_counts_missing_duplicated_and_unexpected() -> None:
@@ -38,7 +39,7 @@ def test_local_pipeline_synthetic_items_exactly_once(tmp_path: Path) -> None:
     w = parse_spec({"model": "simplenet", "tiny": True, "batch_sizes": [32],
                     "targets": {"batch": {"items": 10_000_000, "deadline_hours": 2}}})  # fmt: skip
     out = tmp_path / "out.parquet"
-    res = run_pipeline(w, items=2000, workers=2, output_path=out)
+    res = run_and_project(w, items=2000, workers=2, output_path=out)
     assert res.engine == "local" and res.workers == 2 and res.items == 2000 and res.exactly_once
     import pyarrow.parquet as pq
 
@@ -59,7 +60,7 @@ def test_local_pipeline_reads_a_jsonl_file_with_its_own_ids(tmp_path: Path) -> N
     src.write_text("".join(json.dumps({"id": i, "text": f"review number {i} was fine"}) + "\n" for i in ids))
     w = parse_spec({"model": "distilbert", "tiny": True, "batch_sizes": [8]})
     out = tmp_path / "out.jsonl"
-    res = run_pipeline(w, input_path=src, output_path=out, workers=1)
+    res = run_and_project(w, input_path=src, output_path=out, workers=1)
     assert res.items == 200 and res.exactly_once and res.ids.expected == 200
     assert sorted(json.loads(line)["id"] for line in out.read_text().splitlines()) == ids
     assert res.stages["read"]["wall_s"] > 0  # the file read, timed in the driver

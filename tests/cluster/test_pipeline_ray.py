@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rightsize.cluster.pipeline import run_pipeline
 from rightsize.spec import parse_spec
+from rightsize.workflows.pipeline import run_and_project
 
 from .conftest import LocalCluster
 
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWa
 def test_ray_pipeline_processes_every_item_exactly_once(ray_cluster: LocalCluster, tmp_path: Path) -> None:
     w = parse_spec({"model": "distilbert", "tiny": True, "input": {"seq_len": 16}, "batch_sizes": [16]})
     out = tmp_path / "out.jsonl"
-    res = run_pipeline(w, items=1500, ray_address=ray_cluster.address, workers=2, output_path=out)
+    res = run_and_project(w, items=1500, ray_address=ray_cluster.address, workers=2, output_path=out)
     assert res.engine == "ray" and res.workers == 2 and res.cluster and res.cluster["nodes"] >= 2
     assert res.items == 1500 and res.exactly_once
     assert (res.ids.unique, res.ids.missing, res.ids.duplicated, res.ids.unexpected) == (1500, 0, 0, 0)

@@ -17,10 +17,10 @@ from rightsize.estimate.memory import (
     MemoryInputs,
     Overheads,
     assemble,
-    estimate_memory,
     kv_cache_bytes,
 )
 from rightsize.estimate.memory_advice import advise_memory
+from rightsize.estimate.memory_estimate import estimate_memory
 from rightsize.estimate.memory_tiers import FALLBACK_GPU_TIERS, GpuTier, pick_tier, tier_fits
 from rightsize.estimate.memory_trace import ModelStats, TraceResult, trace_memory
 from rightsize.measure.memory import RssPeakTracker, SavedTensorTracker

@@ -41,7 +41,7 @@ def test_body_for_server_follows_the_servers_sample_shape() -> None:
 
 
 def test_payload_for_server_sends_large_samples_as_binary_tensors() -> None:
-    from rightsize.serve.codec import BINARY_TYPE, decode_tensor
+    from rightsize.wire import BINARY_TYPE, decode_tensor
 
     image = {"sample_shape": [3, 224, 224], "dtype": "float32"}
     body, ctype = payload_for_server(image, samples=2)

@@ -25,11 +25,11 @@ from rightsize.measure.conditions import (
     wait_delta_s,
 )
 from rightsize.measure.config import BenchConfig
+from rightsize.measure.quality import is_contended, measurement_quality, slowdown
 from rightsize.measure.runner import run_isolated
 from rightsize.measure.sweep import measure_config, run_sweep
 from rightsize.measure.timing import TimingPolicy, time_adaptive
 from rightsize.profile import LatencyStats, Measurement
-from rightsize.quality import is_contended, measurement_quality, slowdown
 from rightsize.spec import parse_spec
 from rightsize.store import Store
 

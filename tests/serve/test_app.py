@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from serve_helpers import SlowModel, burst, metric
 
 from rightsize.serve import PoolConfig, ServerConfig, running_server
-from rightsize.serve.codec import encode_tensor
+from rightsize.wire import encode_tensor
 
 SAMPLE = [0.25] * 100  # tiny simplenet: 100 features
 
@@ -32,7 +32,7 @@ def test_predict_json_and_binary_agree(simplenet_url: str) -> None:
         headers={"content-type": "application/octet-stream", "accept": "application/octet-stream"},
     )
     assert rb.status_code == 200 and rb.headers["content-type"] == "application/octet-stream"
-    from rightsize.serve.codec import decode_tensor
+    from rightsize.wire import decode_tensor
 
     np.testing.assert_allclose(decode_tensor(rb.content), out, rtol=1e-5, atol=1e-6)
 

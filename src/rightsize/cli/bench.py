@@ -8,8 +8,8 @@ from typing import Any
 import typer
 
 from rightsize.cli._common import JSON_OPTION, STORE_OPTION, emit_json, err_console, out_console
+from rightsize.measure.quality import SLOW_VS_BEST, is_contended, measurement_quality
 from rightsize.profile import Measurement
-from rightsize.quality import SLOW_VS_BEST, is_contended, measurement_quality
 from rightsize.units import format_bytes
 
 
@@ -94,8 +94,8 @@ def bench(
 
         result = run_sweep_on_ray(workload, db, address=ray, fresh=fresh, memory_limit_bytes=limit, epochs=epochs)
     else:
+        from rightsize.measure.progress import config_count, sweep_progress
         from rightsize.measure.sweep import run_sweep
-        from rightsize.progress import config_count, sweep_progress
 
         with sweep_progress(config_count(workload)) as cb:
             result = run_sweep(workload, db, fresh=fresh, memory_limit_bytes=limit, epochs=epochs, on_progress=cb)

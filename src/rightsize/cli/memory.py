@@ -45,7 +45,7 @@ def memory(
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Estimate peak memory without allocating it (FakeTensor trace) and pick the smallest GPU tier."""
-    from rightsize.estimate.memory import estimate_memory
+    from rightsize.estimate.memory_estimate import estimate_memory
     from rightsize.estimate.memory_tiers import parse_tiers
     from rightsize.models.byo import parse_shape
 
@@ -70,7 +70,7 @@ def memory(
 
 def _validate(est: MemoryEstimate, model: str, kwargs: dict[str, Any], tiny: bool) -> MemoryValidation:
     """Validate on this machine's device: a CUDA estimate without a GPU is re-estimated for CPU."""
-    from rightsize.estimate.memory import estimate_memory
+    from rightsize.estimate.memory_estimate import estimate_memory
     from rightsize.estimate.memory_validate import validate_memory
 
     local = est

@@ -36,14 +36,14 @@ def pipeline(
 ) -> None:
     """Run batch inference end to end (read, preprocess, infer, write) and project the full job's cost."""
     from rightsize.catalog import load_catalog
-    from rightsize.cluster.pipeline import run_pipeline
     from rightsize.spec import load_spec
     from rightsize.store import Store
+    from rightsize.workflows.pipeline import run_and_project
 
     workload = load_spec(spec)
     cat = load_catalog(catalog) if catalog else None
     with Store(store) as db:
-        result = run_pipeline(
+        result = run_and_project(
             workload, items=items, input_path=input_file, output_path=output, ray_address=ray, workers=workers,
             batch_size=batch_size, device=device, precision=precision, full_items=full_items, catalog=cat, store=db,
         )  # fmt: skip

@@ -33,10 +33,10 @@ from rightsize.cluster.session import import_ray, ray_session
 from rightsize.cluster.tasks import AttemptCounter, MeasureFn, fingerprint_task, measure_task
 from rightsize.errors import RunFailedError
 from rightsize.measure.config import BenchConfig, expand
+from rightsize.measure.progress import sweep_progress
 from rightsize.measure.sweep import Progress, SweepResult
 from rightsize.models import workload_model
 from rightsize.profile import Measurement
-from rightsize.progress import sweep_progress
 from rightsize.spec import Workload
 from rightsize.store import Store
 

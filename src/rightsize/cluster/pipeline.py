@@ -170,13 +170,9 @@ def run_pipeline(
     device: str | None = None,
     precision: str | None = None,
     full_items: int | None = None,
-    catalog: Any = None,
-    store: Any = None,
 ) -> PipelineResult:
-    """Run the pipeline locally (``ray_address`` None) or on Ray, check ids, and project the full job.
-
-    ``store``: where to look for the model's bench profile on this machine (better projections).
-    """
+    """Run the pipeline locally (``ray_address`` None) or on Ray and check ids; ``full_items`` is the job
+    size the caller projects to (``rightsize.workflows.pipeline`` costs it)."""
     plan = make_plan(
         workload, items=items, input_path=str(input_path) if input_path else None, ray=ray_address is not None,
         workers=workers, batch_size=batch_size, device=device, precision=precision,
@@ -208,12 +204,12 @@ def run_pipeline(
         writer.close()
         if tmp is not None:
             tmp.cleanup()
-    return _result(workload, plan, run, totals, seen, output_path, full_items, catalog, store)
+    return _result(workload, plan, run, totals, seen, output_path, full_items)
 
 
 def _result(workload: Workload, plan: PipelinePlan, run: EngineRun, totals: dict[str, dict[str, float]],
-            seen: list[np.ndarray], output_path: str | Path | None, full_items: int | None,
-            catalog: Any, store: Any) -> PipelineResult:  # fmt: skip
+            seen: list[np.ndarray], output_path: str | Path | None,
+            full_items: int | None) -> PipelineResult:  # fmt: skip
     for stage, t in run.driver_stages.items():
         for k, v in t.items():
             totals[stage][k] += v
@@ -229,9 +225,4 @@ def _result(workload: Workload, plan: PipelinePlan, run: EngineRun, totals: dict
     res.notes.extend(run.notes)
     batch_target = workload.targets.batch if workload.targets else None
     res.full_items = full_items or (batch_target.items if batch_target else DEFAULT_FULL_ITEMS)
-    if res.items:
-        from rightsize.cluster.forecast import project
-
-        res.projection, notes = project(res, workload, catalog, store)
-        res.notes.extend(notes)
     return res

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 from rightsize.errors import SpecError, did_you_mean
 from rightsize.estimate.memory_tiers import (
     TIER_HEADROOM_FRACTION,
     Advice,
     GpuTier,
-    default_tiers,
     pick_tier,
     tier_fits,
 )
@@ -48,7 +47,6 @@ __all__ = [
     "MemoryInputs",
     "Overheads",
     "assemble",
-    "estimate_memory",
 ]
 
 GIB = 2**30
@@ -281,59 +279,6 @@ def check_request(
         )
     if image_size is not None and (entry.kind != "image" or image_size < 1):
         raise SpecError("image", f"must be >= 1 and only applies to image models, got {image_size} for {entry.name}")
-
-
-def estimate_memory(
-    model: str,
-    *,
-    mode: str = "infer",
-    precision: str = "fp32",
-    batch_size: int = 1,
-    seq_len: int | None = None,
-    image_size: int | None = None,
-    optimizer: str = "adamw",
-    fused: bool = False,
-    device: str = "cuda",
-    tiers: list[GpuTier] | None = None,
-    catalog_file: str | None = None,
-    advise: bool = True,
-    tiny: bool = False,
-    shape: list[int] | None = None,
-    vocab: int | None = None,
-) -> MemoryEstimate:
-    """Trace ``model`` under FakeTensorMode and account its peak memory; pick the smallest tier that
-    fits with ``TIER_HEADROOM_FRACTION`` headroom; advise when none does. ``tiers`` default: the
-    catalog's GPU memory tiers, with ``catalog_file`` rows (cuda), or this machine's RAM (cpu)."""
-    from rightsize.estimate.memory_advice import advise_memory
-    from rightsize.estimate.memory_trace import trace_memory
-    from rightsize.models import resolve_model
-
-    entry = resolve_model(model, shape, vocab)
-    check_request(entry, mode, precision, device, optimizer, batch_size, seq_len, image_size)
-    if entry.kind == "tokens":
-        seq_len = seq_len or entry.default_seq_len
-    elif entry.kind == "image":
-        image_size = image_size or entry.default_image_size
-    compute, amp = compute_dtype(mode, precision, device)
-    mode_l, device_l = cast(Mode, mode), cast(Device, device)
-    stats, trace = trace_memory(
-        entry, mode=mode_l, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
-        compute=compute, amp=amp, target=device_l, tiny=tiny,
-    )  # fmt: skip
-    inp = MemoryInputs(
-        model, mode_l, precision, device_l, batch_size, seq_len, image_size, optimizer, fused, stats, trace,
-        shape=shape, vocab=vocab,
-    )  # fmt: skip
-    tier_source = "the given tier list"
-    if tiers is None:
-        tiers, tier_source = default_tiers(device, catalog_file)
-    est = build_estimate(inp, tiers)
-    est.trace_s = round(trace.elapsed_s, 2)
-    est.shape, est.vocab = shape, vocab
-    est.assumptions = assumptions(inp, tier_source, tiny)
-    if advise and not est.fits:
-        est.advice = advise_memory(inp, tiers, tiny=tiny)
-    return est
 
 
 def build_estimate(inp: MemoryInputs, tiers: list[GpuTier]) -> MemoryEstimate:

@@ -77,7 +77,7 @@ def body_for_server(info: dict[str, Any] | None, samples: int = 1) -> bytes:
 def payload_for_server(info: dict[str, Any] | None, samples: int = 1, encoding: str = "auto") -> tuple[bytes, str]:
     """(body, content type) of a valid ``/v1/predict`` request of ``samples`` all-zero samples.
 
-    ``encoding``: ``json``, ``binary`` (the server's RSZT tensor format, ``rightsize.serve.codec``) or
+    ``encoding``: ``json``, ``binary`` (the server's RSZT tensor format, ``rightsize.wire``) or
     ``auto`` (binary from ``BINARY_MIN_ELEMENTS`` elements per request up). Without ``info`` (not a
     rightsize server) the body is JSON.
     """
@@ -91,7 +91,7 @@ def payload_for_server(info: dict[str, Any] | None, samples: int = 1, encoding: 
     if encoding == "binary" or (encoding == "auto" and elements >= BINARY_MIN_ELEMENTS):
         import numpy as np
 
-        from rightsize.serve.codec import BINARY_TYPE, encode_tensor
+        from rightsize.wire import BINARY_TYPE, encode_tensor
 
         return encode_tensor(np.zeros((samples, *shape), dtype=dtype)), BINARY_TYPE
     return default_body(shape, samples, dtype), "application/json"

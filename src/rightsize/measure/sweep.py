@@ -15,10 +15,10 @@ from typing import Any
 from rightsize.measure.conditions import contended_by_rate
 from rightsize.measure.config import BenchConfig, expand
 from rightsize.measure.env import fingerprint
+from rightsize.measure.quality import is_contended, slowdown
 from rightsize.measure.runner import run_isolated
 from rightsize.models import workload_model
 from rightsize.profile import Measurement
-from rightsize.quality import is_contended, slowdown
 from rightsize.spec import Workload
 from rightsize.store import Store
 

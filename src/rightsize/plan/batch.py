@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 from rightsize.catalog.model import Instance
 from rightsize.plan.coldstart import spin_up
-from rightsize.plan.jobs import copy_candidate, finish, spot_odds, spot_variant
+from rightsize.plan.job_costs import copy_candidate, finish, spot_odds, spot_variant
 from rightsize.plan.options import GIB, Option
 from rightsize.plan.result import Batching, Candidate
 from rightsize.spec.targets import BatchTarget, ColdStart

@@ -19,7 +19,7 @@ from rightsize.plan.batch import plan_batch
 from rightsize.plan.coldstart import GPU_IMAGE_FACTOR, choose_idle_policy, idle_policies, spin_up
 from rightsize.plan.energy import add_energy
 from rightsize.plan.explain import explain, infeasible_summary, pareto, rank
-from rightsize.plan.jobs import MIN_P_MEET
+from rightsize.plan.job_costs import MIN_P_MEET
 from rightsize.plan.online import plan_online
 from rightsize.plan.options import (
     CUDA_CONTEXT_BYTES,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from rightsize.catalog.model import Instance, Links
 from rightsize.plan.coldstart import spin_up
 from rightsize.plan.comm import all_reduce
-from rightsize.plan.jobs import copy_candidate, finish, spot_odds, spot_variant
+from rightsize.plan.job_costs import copy_candidate, finish, spot_odds, spot_variant
 from rightsize.plan.options import GIB, Option
 from rightsize.plan.result import Batching, Candidate
 from rightsize.spec.targets import ColdStart, TrainingTarget

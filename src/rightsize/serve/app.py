@@ -1,7 +1,7 @@
 """The HTTP face: ``create_app(config) -> FastAPI`` with /v1/predict, /v1/info, /healthz, /readyz, /metrics.
 
     POST /v1/predict   JSON {"inputs": [...], "priority": 0, "deadline_ms": null} or a binary tensor body
-                       (see rightsize.serve.codec) -> {"outputs": [...]} (or binary with Accept: octet-stream)
+                       (see rightsize.wire) -> {"outputs": [...]} (or binary with Accept: octet-stream)
                        400 malformed | 401 token | 413 too large | 415 content type | 422 shape/dtype/value
                        503 queue full or would miss the SLO (Retry-After) | 504 deadline passed before running
     GET  /v1/info      model, sample shape, dtype, max batch, pools (what a load generator needs)
@@ -23,10 +23,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from rightsize import __version__
-from rightsize.serve.codec import BINARY_TYPE, dumps
 from rightsize.serve.config import ServerConfig
 from rightsize.serve.endpoint import JSON_TYPE, PATH, FastPath, PredictEndpoint, error_reply
 from rightsize.serve.service import Service
+from rightsize.wire import BINARY_TYPE, dumps
 
 _PREDICT_DOC: dict[str, Any] = {
     "requestBody": {

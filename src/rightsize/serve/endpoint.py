@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from rightsize.serve.batcher import QueueFull, ServeError
-from rightsize.serve.codec import BINARY_TYPE, BodyError, dumps, encode_tensor, parse_binary_request, parse_json_request
 from rightsize.serve.service import Service
+from rightsize.wire import BINARY_TYPE, BodyError, dumps, encode_tensor, parse_binary_request, parse_json_request
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 from rightsize.serve.batcher import Batch, Batcher, Pending, QueueFull, ShuttingDown
-from rightsize.serve.codec import ParsedRequest
 from rightsize.serve.config import (
     PoolConfig,
     ServerConfig,
@@ -26,6 +25,7 @@ from rightsize.serve.config import (
 from rightsize.serve.metrics import ServeMetrics
 from rightsize.serve.router import Route, choose_pool
 from rightsize.serve.workers import example_batch, input_spec, load_model, make_runs
+from rightsize.wire import ParsedRequest
 
 log = logging.getLogger("rightsize.serve")
 

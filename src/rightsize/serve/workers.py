@@ -21,8 +21,8 @@ import numpy as np
 
 from rightsize.errors import UnsupportedError
 from rightsize.models.zoo import TINY_MAX_SEQ
-from rightsize.serve.codec import InputSpec
 from rightsize.serve.config import PoolConfig, PredictFn, ServerConfig
+from rightsize.wire import InputSpec
 
 RunBatch = Callable[[np.ndarray], np.ndarray]
 

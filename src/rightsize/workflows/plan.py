@@ -76,7 +76,7 @@ def _estimate(
     from rightsize.errors import RightsizeError
 
     try:
-        from rightsize.estimate.memory import estimate_memory
+        from rightsize.estimate.memory_estimate import estimate_memory
         from rightsize.models import workload_model
 
         entry = workload_model(workload)  # zoo or a user's model (hf:, .onnx, .pt, factory, ort:/ov:)
@@ -249,7 +249,7 @@ def _plan_one(
     if workload.targets is not None and plan_kind(workload.targets) == "rules":
         return plan(workload, [], catalog, seed=seed), {}
     from rightsize.estimate.projection import load_projection_model, project_curves
-    from rightsize.measure.quick import ensure_profile
+    from rightsize.measure.profile_source import ensure_profile
 
     t0 = time.perf_counter()
     workload, notes = with_cpu_serving_precisions(workload)
@@ -275,7 +275,7 @@ def _plan_one(
         "work": "traced ops (FakeTensorMode)" if work is not None else "coarse: measured FLOPs only (trace failed)",
     }
     result.warnings += notes
-    from rightsize.quality import measurement_quality
+    from rightsize.measure.quality import measurement_quality
 
     quality = measurement_quality(profile.measurements)
     result.assumptions["measurement_quality"] = quality.to_dict()

@@ -32,7 +32,7 @@ from rightsize.cpus import CpuSplit, pin_process, pinned, split_cpus
 from rightsize.errors import RunFailedError, SpecError, UnsupportedError
 
 if TYPE_CHECKING:
-    from rightsize.loadgen.compare import ValidationPoint
+    from rightsize.loadgen.validation import ValidationPoint
     from rightsize.plan import Batching, Candidate, PlanResult
     from rightsize.profile import ServiceCurve
     from rightsize.serve import ServerConfig
@@ -126,7 +126,7 @@ def validate_config(
     intra-op thread per core unless the config says otherwise) and the generator on ``cpus.generator``.
     ``now_curve`` (the curve re-timed just before serving) adds a second prediction per level.
     """
-    from rightsize.loadgen.compare import LatencyTriple, ValidationPoint
+    from rightsize.loadgen.validation import LatencyTriple, ValidationPoint
     from rightsize.plan.sim import SimConfig, simulate
     from rightsize.serve import running_server
 
@@ -262,7 +262,7 @@ def validate_spec(
     ``threads`` gain the server's core count so the profile has that service curve. ``retime``: time
     the served configuration again just before serving and predict from that curve too.
     """
-    from rightsize.loadgen.compare import capacity_per_s
+    from rightsize.loadgen.validation import capacity_per_s
     from rightsize.profile import measured_curve
     from rightsize.serve import ServerConfig
     from rightsize.workflows.plan import plan_spec
@@ -397,7 +397,7 @@ def validate_spec(
 
 
 def render_report(report: dict[str, Any]) -> str:
-    from rightsize.loadgen.compare import ValidationPoint, render_points
+    from rightsize.loadgen.validation import ValidationPoint, render_points
 
     c, local = report["candidate"], report["local"]
     lines = [

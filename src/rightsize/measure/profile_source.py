@@ -26,7 +26,7 @@ def ensure_profile(
     if env.get("torch") is None:  # a core install (no torch) plans from what is stored, measured elsewhere
         return stored_profile(workload, store, inp, env)
     if on_progress is None and progress:
-        from rightsize.progress import config_count, sweep_progress
+        from rightsize.measure.progress import config_count, sweep_progress
 
         with sweep_progress(config_count(workload)) as cb:
             run_sweep(workload, store, env=env, on_progress=cb)

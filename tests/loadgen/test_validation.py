@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rightsize.loadgen.compare import (
+from rightsize.loadgen.validation import (
     LatencyTriple,
     ValidationPoint,
     capacity_per_s,

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rightsize.serve.codec import (
+from rightsize.wire import (
     BodyError,
     InputSpec,
     decode_tensor,

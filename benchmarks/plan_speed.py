@@ -64,7 +64,7 @@ def simulator_table(repeat: int) -> None:
             lambda svc=svc, cfg=cfg, n=n, engine=engine: simulate(svc, cfg, n_requests=n, engine=engine), repeat
         )
         rate, rate_cpu = n / wall / 1e6, n / max(cpu, 1e-9) / 1e6
-        print(f"{name:42s} {n:>10,d} {wall:>7.3f} {cpu:>7.3f} {rate:>8.2f} {rate_cpu:>7.2f} {res.p95_ms:>8.2f}")
+        print(f"{name:42s} {n:>10,d} {wall:>7.3f} {cpu:>7.3f} {rate:>8.2f} {rate_cpu:>7.2f} {res.latency.p95:>8.2f}")
 
 
 def synthetic_curves(catalog: Catalog, training: bool) -> list[ServiceCurve]:

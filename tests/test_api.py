@@ -30,7 +30,7 @@ def test_plan_record_tabulates_and_displays() -> None:
     assert record.recommendation is not None and record.recommendation.instance == "c.2x"
     rows = record.rows()
     assert len(rows) == len(record.candidates) and rows[0]["rank"] == 1 and rows[0]["instance"] == "c.2x"
-    assert rows[0]["p95_ms"] == pytest.approx(record.recommendation.latency.p95_ms)  # type: ignore[union-attr]
+    assert rows[0]["p95_ms"] == pytest.approx(record.recommendation.latency.p95)  # type: ignore[union-attr]
     frame = record.to_dataframe()
     assert list(frame["instance"])[:1] == ["c.2x"] and len(frame) == len(rows)
     html = record._repr_html_()

@@ -17,20 +17,50 @@ Status = Literal["ok", "failed"]
 
 
 @dataclass(frozen=True)
-class LatencyStats:
-    """Per-call latency of one batch, milliseconds."""
+class Latency:
+    """Latency in milliseconds: percentiles of ``n`` values. The one latency summary: a bench
+    measurement (with the repetitions' ``std``), a load test (HdrHistogram: p90, p99.9, max too), a
+    simulation (``others``: any percentile asked for) and the validate table all use it."""
 
     p50: float
     p95: float
     p99: float
-    mean: float
-    std: float
-    n: int  # timed repetitions
+    mean: float | None = None
+    std: float | None = None
+    n: int = 0
+    p90: float | None = None
+    p99_9: float | None = None
+    max: float | None = None
+    others: dict[float, float] = field(default_factory=dict)  # percentile -> ms, e.g. {90.0: 41.2}
 
     @property
     def cv(self) -> float:
         """Coefficient of variation (std / mean); the service-time spread the planner simulates."""
-        return self.std / self.mean if self.mean > 0 else 0.0
+        return self.std / self.mean if self.std and self.mean else 0.0
+
+    def at(self, q: float) -> float | None:
+        """The ``q``-th percentile (ms) when this summary has it, else None."""
+        named = {50.0: self.p50, 90.0: self.p90, 95.0: self.p95, 99.0: self.p99, 99.9: self.p99_9, 100.0: self.max}
+        got = named.get(float(q))
+        return got if got is not None else self.others.get(float(q))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields that are set (JSON keys ``p50``, ``p95``, ... in ms; ``others`` keyed by percentile)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "others"}
+        d = {k: v for k, v in d.items() if v is not None}
+        if self.others:
+            d["others"] = {str(k): v for k, v in self.others.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Latency:
+        """Inverse of ``to_dict``; also reads older stores (``count`` for ``n``) and ignores unknown keys."""
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known and k != "others"}
+        if "count" in d and "n" not in d:
+            kw["n"] = d["count"]
+        others = {float(k): float(v) for k, v in (d.get("others") or {}).items()}
+        return cls(**kw, others=others)
 
 
 @dataclass(frozen=True)
@@ -46,7 +76,7 @@ class Measurement:
     input: dict[str, int]  # e.g. {"seq_len": 64} or {"image_size": 224}
     status: Status
     reason: str | None = None
-    latency_ms: LatencyStats | None = None  # per batch (training: per optimizer step)
+    latency_ms: Latency | None = None  # per batch (training: per optimizer step)
     throughput_per_s: float | None = None  # samples per second at the median latency
     peak_memory_bytes: int | None = None  # CUDA: max_memory_allocated; CPU: peak RSS above baseline
     reserved_memory_bytes: int | None = None  # CUDA: max_memory_reserved
@@ -73,7 +103,10 @@ class Measurement:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.latency_ms is not None:
+            d["latency_ms"] = self.latency_ms.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Measurement:
@@ -83,8 +116,7 @@ class Measurement:
         d = {k: v for k, v in d.items() if k in known}
         lat = d.get("latency_ms")
         if isinstance(lat, dict):
-            stat_fields = {f.name for f in fields(LatencyStats)}
-            d["latency_ms"] = LatencyStats(**{k: v for k, v in lat.items() if k in stat_fields})
+            d["latency_ms"] = Latency.from_dict(lat)
         return cls(**d)
 
 

@@ -119,9 +119,9 @@ def test_quality_cells() -> None:
     from rich.console import Console
 
     from rightsize.cli.bench import sweep_table
-    from rightsize.profile import LatencyStats, Measurement
+    from rightsize.profile import Latency, Measurement
 
-    lat = LatencyStats(1.0, 1.1, 1.2, 1.0, 0.1, 10)
+    lat = Latency(1.0, 1.1, 1.2, 1.0, 0.1, 10)
 
     def m(batch: int, **extra: object) -> Measurement:
         return Measurement("simplenet", "inference", "cpu", "fp32", batch, 1, {}, "ok", latency_ms=lat, extra=extra)

@@ -8,7 +8,7 @@ from rightsize.catalog import load_catalog
 from rightsize.estimate.projection import ProjectionModel, cpu_layouts, fallback_work, project_curves
 from rightsize.estimate.reference import Band
 from rightsize.estimate.timemodel import CpuParams, GpuParams, cpu_time_ms, gpu_time_ms
-from rightsize.profile import LatencyStats, Measurement, Profile, ServiceCurve, WorkProfile
+from rightsize.profile import Latency, Measurement, Profile, ServiceCurve, WorkProfile
 
 CAT = load_catalog("")
 BANDS = {"gpu": Band(0.7, 1.4, 0.9, 40, 0.15, "test"), "cpu": Band(0.75, 1.3, 0.9, 20, 0.1, "test")}
@@ -27,7 +27,7 @@ def _work(mode: str = "inference") -> WorkProfile:
 
 def _m(b: int, t_ms: float, *, device: str = "cpu", prec: str = "fp32", threads: int | None = 2,
        extra: dict | None = None) -> Measurement:  # fmt: skip
-    lat = LatencyStats(t_ms, t_ms * 1.1, t_ms * 1.2, t_ms, t_ms * 0.04, 20)
+    lat = Latency(t_ms, t_ms * 1.1, t_ms * 1.2, t_ms, t_ms * 0.04, 20)
     return Measurement("bert-base", "inference", device, prec, b, threads if device == "cpu" else None,
                        {"seq_len": 128}, "ok", latency_ms=lat, flops_per_sample=2.2e10, param_bytes=int(3.4e8),
                        extra=extra or {})  # fmt: skip

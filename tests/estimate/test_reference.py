@@ -22,7 +22,7 @@ from rightsize.estimate.reference import (
     work_key,
 )
 from rightsize.estimate.timemodel import CpuParams, GpuParams, gpu_time_ms
-from rightsize.profile import LatencyStats, Measurement, WorkProfile
+from rightsize.profile import Latency, Measurement, WorkProfile
 
 CAT = load_catalog("")
 
@@ -87,7 +87,7 @@ def test_bands_cover_the_held_out_share_they_claim() -> None:
 def test_cpu_rows_are_anchored_on_local_measurements() -> None:
     work = _work("a", 1.0)
     fam = CAT.cpus["intel-icelake"]
-    lat = LatencyStats(50.0, 55.0, 60.0, 50.0, 2.0, 20)
+    lat = Latency(50.0, 55.0, 60.0, 50.0, 2.0, 20)
     m = Measurement("a", "inference", "cpu", "fp32", 1, 1, {"seq_len": 128}, "ok", latency_ms=lat)
     anchor = Anchor(fam, (m,), WORKS)
     row = ReferenceRow("c1", "s", "a", "inference", 1, {"seq_len": 128}, "fp32", "cpu", "intel-icelake", 1, 1, 1,
@@ -122,7 +122,7 @@ def test_processes_side_by_side_share_the_socket() -> None:
     row = ReferenceRow("c2", "s", "a", "inference", 1, {"seq_len": 128}, "fp32", "cpu", "intel-icelake", 1, 4, 4,
                        "PyTorch", "throughput_per_s", 200.0, "https://example.org", "2024", instances=10)  # fmt: skip
     assert row.latency_ms == pytest.approx(50.0)  # 10 processes' total: one batch takes 10 / 200 s
-    lat = LatencyStats(50.0, 55.0, 60.0, 50.0, 2.0, 20)
+    lat = Latency(50.0, 55.0, 60.0, 50.0, 2.0, 20)
     m = Measurement("a", "inference", "cpu", "fp32", 1, 1, {"seq_len": 128}, "ok", latency_ms=lat)
     anchors = {"a": Anchor(CAT.cpus["intel-icelake"], (m,), WORKS)}
     alone = predict_row(replace(row, instances=1), WORKS, anchors, CAT, GpuParams(), CpuParams())

@@ -9,17 +9,19 @@ from rightsize.loadgen import (
     ClosedLoopConfig,
     LoadResult,
     OpenLoopConfig,
-    Percentiles,
     Target,
     find_knee,
     find_knee_open_loop,
     meets_slo,
     run_closed_loop,
 )
+from rightsize.profile import Latency
 
 
 def fake_result(rate: float, p95_ms: float | None, *, valid: bool = True, errors: int = 0) -> LoadResult:
-    lat = None if p95_ms is None else Percentiles(p95_ms / 2, p95_ms, p95_ms, p95_ms, p95_ms, p95_ms, p95_ms / 2, 100)
+    lat = None
+    if p95_ms is not None:
+        lat = Latency(p95_ms / 2, p95_ms, p95_ms, mean=p95_ms / 2, n=100, p90=p95_ms, p99_9=p95_ms, max=p95_ms)
     return LoadResult(
         mode="open",
         coordinated_omission="corrected",

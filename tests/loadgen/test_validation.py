@@ -8,17 +8,16 @@ from typing import Any
 import pytest
 
 from rightsize.loadgen.validation import (
-    LatencyTriple,
     ValidationPoint,
     capacity_per_s,
     error_pct,
     render_points,
 )
-from rightsize.profile import LatencyStats, Measurement, Profile, ServiceCurve, measured_curve
+from rightsize.profile import Latency, Measurement, Profile, ServiceCurve, measured_curve
 
 
 def _m(batch: int, p50: float, threads: int | None = None, precision: str = "fp32", ok: bool = True) -> Measurement:
-    stats = LatencyStats(p50=p50, p95=p50 * 1.1, p99=p50 * 1.2, mean=p50, std=p50 * 0.1, n=20)
+    stats = Latency(p50=p50, p95=p50 * 1.1, p99=p50 * 1.2, mean=p50, std=p50 * 0.1, n=20)
     return Measurement(
         model="m", mode="inference", device="cpu", precision=precision, batch_size=batch, threads=threads,
         input={}, status="ok" if ok else "failed", latency_ms=stats if ok else None,
@@ -58,9 +57,9 @@ def test_slow_levels_run_longer_within_a_bound() -> None:
 
 def test_errors_and_table() -> None:
     assert error_pct(12.0, 10.0) == pytest.approx(20.0) and error_pct(8.0, 10.0) == pytest.approx(-20.0)
-    point = ValidationPoint("50%", 40.0, 0.5, LatencyTriple(10, 20, 30), LatencyTriple(11, 25, 30), 2.0)
+    point = ValidationPoint("50%", 40.0, 0.5, Latency(10, 20, 30), Latency(11, 25, 30), 2.0)
     assert point.error_pct == pytest.approx({"p50": 10.0, "p95": 25.0, "p99": 0.0})
-    table = render_points([point, ValidationPoint("80%", 64.0, 0.8, LatencyTriple(10, 20, 30), None, 3.0)])
+    table = render_points([point, ValidationPoint("80%", 64.0, 0.8, Latency(10, 20, 30), None, 3.0)])
     assert "+25%" in table and "80%" in table.splitlines()[2]
 
 

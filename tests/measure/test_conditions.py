@@ -29,7 +29,7 @@ from rightsize.measure.quality import is_contended, measurement_quality, slowdow
 from rightsize.measure.runner import run_isolated
 from rightsize.measure.sweep import measure_config, run_sweep
 from rightsize.measure.timing import TimingPolicy, time_adaptive
-from rightsize.profile import LatencyStats, Measurement
+from rightsize.profile import Latency, Measurement
 from rightsize.spec import parse_spec
 from rightsize.store import Store
 
@@ -156,7 +156,7 @@ def _cfg(batch: int = 1, threads: int | None = 1) -> BenchConfig:
 
 
 def _result(cfg: BenchConfig, contention: float, gflops: float = 1.0) -> Measurement:
-    lat = LatencyStats(1.0, 1.0, 1.0, 1.0, 0.0, 10)
+    lat = Latency(1.0, 1.0, 1.0, 1.0, 0.0, 10)
     extra = {"contention": contention, "contended": contention > CONTENTION_THRESHOLD, "achieved_gflops": gflops,
              "ci_converged": True}  # fmt: skip
     return cfg.result("ok", latency_ms=lat, throughput_per_s=1000.0, flops_per_sample=1e6, extra=extra)

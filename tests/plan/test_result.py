@@ -26,7 +26,17 @@ def _cand(**kw: object) -> Candidate:
 def test_online_candidate_json() -> None:
     c = _cand(
         batching=Batching(8, 5.0),
-        latency=LatencyPrediction(20.0, 45.0, 70.0, 25.0, 0.4, 1.6, "simulation", 45.0, (30.0, 80.0)),
+        latency=LatencyPrediction(
+            p50=20.0,
+            p95=45.0,
+            p99=70.0,
+            mean=25.0,
+            utilization=0.4,
+            mean_batch=1.6,
+            method="simulation",
+            p_target_ms=45.0,
+            band_ms=(30.0, 80.0),
+        ),
         kind_hint="online",
     )
     d = c.to_dict()

@@ -35,9 +35,9 @@ def test_mm1_percentiles_match_closed_form(engine: str, rate_per_s: float) -> No
         engine=engine,
     )
     lam = rate_per_s / 1000.0
-    for q, got in ((0.5, res.p50_ms), (0.95, res.p95_ms), (0.99, res.p99_ms)):
+    for q, got in ((0.5, res.latency.p50), (0.95, res.latency.p95), (0.99, res.latency.p99)):
         assert _rel(got, mm1_sojourn_quantile_ms(lam, SERVICE_MS, q)) < 0.05, (q, got)
-    assert _rel(res.mean_ms, 1.0 / (1.0 / SERVICE_MS - lam)) < 0.05
+    assert _rel(res.latency.mean, 1.0 / (1.0 / SERVICE_MS - lam)) < 0.05
     assert res.utilization == pytest.approx(lam * SERVICE_MS, rel=0.03)
 
 
@@ -52,10 +52,10 @@ def test_md1_matches_pollaczek_khinchine_and_erlang(engine: str) -> None:
         seed=5,
         engine=engine,
     )
-    assert _rel(res.mean_ms, md1_mean_sojourn_ms(lam, SERVICE_MS)) < 0.05
-    assert _rel(res.p95_ms, md1_sojourn_quantile_ms(lam, SERVICE_MS, 0.95)) < 0.05
-    assert _rel(res.p99_ms, md1_sojourn_quantile_ms(lam, SERVICE_MS, 0.99)) < 0.05
-    assert res.p50_ms >= SERVICE_MS  # nobody finishes faster than one service time
+    assert _rel(res.latency.mean, md1_mean_sojourn_ms(lam, SERVICE_MS)) < 0.05
+    assert _rel(res.latency.p95, md1_sojourn_quantile_ms(lam, SERVICE_MS, 0.95)) < 0.05
+    assert _rel(res.latency.p99, md1_sojourn_quantile_ms(lam, SERVICE_MS, 0.99)) < 0.05
+    assert res.latency.p50 >= SERVICE_MS  # nobody finishes faster than one service time
 
 
 def test_md1_closed_form_itself() -> None:
@@ -72,15 +72,15 @@ def test_two_servers_match_mmc(balancer: str) -> None:
     res = simulate(lambda b: SERVICE_MS, cfg, n_requests=600_000 if balancer == "central" else 150_000, seed=7)
     exact = mmc_sojourn_quantile_ms(2, lam, SERVICE_MS, 0.95)
     if balancer == "central":
-        assert _rel(res.p95_ms, exact) < 0.05
+        assert _rel(res.latency.p95, exact) < 0.05
     else:
-        assert exact * 0.97 < res.p95_ms < exact * 1.25
+        assert exact * 0.97 < res.latency.p95 < exact * 1.25
 
 
 def test_p2c_between_jsq_and_random() -> None:
     base = {"rate_per_s": 300.0, "replicas": 4, "service": "exponential"}
     p95 = {
-        b: simulate(lambda _: SERVICE_MS, SimConfig(**base, balancer=b), n_requests=60_000, seed=11).p95_ms  # type: ignore[arg-type]
+        b: simulate(lambda _: SERVICE_MS, SimConfig(**base, balancer=b), n_requests=60_000, seed=11).latency.p95  # type: ignore[arg-type]
         for b in ("jsq", "p2c", "random")
     }
     assert p95["jsq"] <= p95["p2c"] <= p95["random"]
@@ -134,7 +134,7 @@ def test_batching_raises_capacity_and_matches_fluid_batch() -> None:
     assert fl.batch == pytest.approx(8.0, rel=1e-3) and fl.cycle_ms == pytest.approx(16.0, rel=1e-3)
     res = simulate(t, SimConfig(rate_per_s=500.0, max_batch=64), n_requests=100_000, seed=2, engine="lanes")
     assert res.mean_batch == pytest.approx(8.0, rel=0.2)
-    assert res.mean_ms < 2.0 * fl.cycle_ms  # ~1.5 cycles
+    assert res.latency.mean < 2.0 * fl.cycle_ms  # ~1.5 cycles
     # without batching the same server is overloaded (t(1) = 9 ms > 2 ms between requests)
     assert not fluid_batching(t, lam, 1).stable
 
@@ -154,7 +154,7 @@ def test_bursty_arrivals_hurt_the_tail() -> None:
         lambda b: SERVICE_MS, SimConfig(**kw, arrival="bursty", burstiness=3.0), n_requests=50_000, seed=1
     )  # type: ignore[arg-type]
     const = simulate(lambda b: SERVICE_MS, SimConfig(**kw, arrival="constant"), n_requests=50_000, seed=1)  # type: ignore[arg-type]
-    assert const.p95_ms < calm.p95_ms < bursty.p95_ms
+    assert const.latency.p95 < calm.latency.p95 < bursty.latency.p95
 
 
 def test_lognormal_spread_uses_the_curve_cv() -> None:
@@ -163,8 +163,8 @@ def test_lognormal_spread_uses_the_curve_cv() -> None:
     curve = ServiceCurve("cpu:x", "fp32", (1,), (10.0,), (0.5,), "measured")
     res = simulate(curve, SimConfig(rate_per_s=1.0), n_requests=20_000, seed=4)  # no queueing at 1 req/s
     # lognormal with median 10 and cv 0.5: mean = 10 * sqrt(1 + cv^2)
-    assert res.p50_ms == pytest.approx(10.0, rel=0.03)
-    assert res.mean_ms == pytest.approx(10.0 * np.sqrt(1.25), rel=0.03)
+    assert res.latency.p50 == pytest.approx(10.0, rel=0.03)
+    assert res.latency.mean == pytest.approx(10.0 * np.sqrt(1.25), rel=0.03)
 
 
 def test_jsq_many_replicas_uses_the_heap_and_stays_near_mmc() -> None:
@@ -173,4 +173,4 @@ def test_jsq_many_replicas_uses_the_heap_and_stays_near_mmc() -> None:
     cfg = SimConfig(rate_per_s=lam * 1000, replicas=40, service="exponential", balancer="jsq")
     res = simulate(lambda b: SERVICE_MS, cfg, n_requests=120_000, seed=3)
     exact = mmc_sojourn_quantile_ms(40, lam, SERVICE_MS, 0.95)
-    assert exact * 0.97 < res.p95_ms < exact * 1.25
+    assert exact * 0.97 < res.latency.p95 < exact * 1.25

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rightsize.plan.result import Batching, Candidate, LatencyPrediction, PlanResult, SpotPlan
-from rightsize.profile import LatencyStats, Measurement, Profile, ServiceCurve
+from rightsize.profile import Latency, Measurement, Profile, ServiceCurve
 
 XSS = "<script>alert(1)</script>"
 GIB = 1024**3
@@ -57,7 +57,7 @@ def measurement(
 ) -> Measurement:
     """A measured point with t(b) = t1 + per_sample * (b - 1) and a 20% p95 tail."""
     t = t1_ms + per_sample_ms * (batch - 1)
-    lat = LatencyStats(p50=t, p95=t * 1.2, p99=t * 1.35, mean=t * 1.05, std=t * 0.08, n=30)
+    lat = Latency(p50=t, p95=t * 1.2, p99=t * 1.35, mean=t * 1.05, std=t * 0.08, n=30)
     return Measurement(
         model=model,
         mode=mode,
@@ -124,10 +124,10 @@ def _online(
     provider: str = "aws",
 ) -> Candidate:
     lat = LatencyPrediction(
-        p50_ms=p95 * 0.55,
-        p95_ms=p95,
-        p99_ms=p95 * 1.3,
-        mean_ms=p95 * 0.6,
+        p50=p95 * 0.55,
+        p95=p95,
+        p99=p95 * 1.3,
+        mean=p95 * 0.6,
         utilization=0.55,
         mean_batch=2.5,
         band_ms=(p95 * 0.8, p95 * 1.4),
@@ -208,7 +208,7 @@ def fake_sweep(c: Candidate, rates: list[float]) -> list[float]:
     """M/M/1-like: p95 grows as 1/(1 - rho); None-like inf above capacity (capacity = 2.2x the 40 req/s peak)."""
     assert c.latency is not None
     cap = 88.0 * (1.0 + 0.1 * c.count)
-    return [c.latency.p95_ms * 0.6 / (1 - r / cap) if r < cap else math.inf for r in rates]
+    return [c.latency.p95 * 0.6 / (1 - r / cap) if r < cap else math.inf for r in rates]
 
 
 def _training(

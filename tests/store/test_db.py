@@ -6,14 +6,14 @@ from pathlib import Path
 import pytest
 
 from rightsize.errors import NotFoundError, RightsizeError
-from rightsize.profile import LatencyStats, Measurement
+from rightsize.profile import Latency, Measurement
 from rightsize.store import Store
 
 ENV = {"id": "env1", "cpu_model": "test cpu", "gpus": []}
 
 
 def _m(batch: int, status: str = "ok", env_id: str = "env1", p50: float = 10.0) -> Measurement:
-    lat = LatencyStats(p50, p50 * 1.2, p50 * 1.3, p50, 1.0, 20) if status == "ok" else None
+    lat = Latency(p50, p50 * 1.2, p50 * 1.3, p50, 1.0, 20) if status == "ok" else None
     return Measurement(
         "simplenet", "inference", "cpu", "fp32", batch, None, {}, status,  # type: ignore[arg-type]
         reason=None if status == "ok" else "out of memory: x", latency_ms=lat,

@@ -40,7 +40,7 @@ def _table(result: PlanResult, top: int) -> Any:
             lat = c.latency
             row.append(f"{c.batching.max_batch}/{c.batching.max_wait_ms:g}" if c.batching else "-")
             if lat is not None:
-                row += [f"{lat.p50_ms:.1f}", f"{lat.p95_ms:.1f}", f"{lat.p99_ms:.1f}", f"{lat.utilization:.0%}"]
+                row += [f"{lat.p50:.1f}", f"{lat.p95:.1f}", f"{lat.p99:.1f}", f"{lat.utilization:.0%}"]
             else:
                 row += ["-"] * 4
             per_m = c.cost_usd_per_1m_requests
@@ -88,7 +88,7 @@ def _print(result: PlanResult, top: int) -> None:
 
 def _point(c: Candidate) -> str:
     if c.latency is not None:
-        ms = c.latency.p_target_ms or c.latency.p95_ms
+        ms = c.latency.p_target_ms or c.latency.p95
         return f"{c.instance} x{c.replicas or c.count} (${c.cost_usd_per_hour:.2f}/h, {ms:.0f} ms)"
     return f"{c.instance} x{c.count} (${c.cost_usd_total or 0:,.2f}, {c.runtime_hours or 0:.1f} h)"
 

@@ -8,7 +8,7 @@ print(result.render())
 from rightsize.loadgen.closedloop import ClosedLoopConfig, closed_loop
 from rightsize.loadgen.knee import KneeResult, KneeStep, find_knee, meets_slo
 from rightsize.loadgen.openloop import OpenLoopConfig, open_loop
-from rightsize.loadgen.result import ERROR_KINDS, LoadResult, Percentiles, error_kind
+from rightsize.loadgen.result import ERROR_KINDS, LoadResult, error_kind
 from rightsize.loadgen.run import event_loop_name, find_knee_open_loop, run_closed_loop, run_open_loop
 from rightsize.loadgen.schedule import Arrival, arrival_offsets_s
 from rightsize.loadgen.target import (
@@ -32,7 +32,6 @@ __all__ = [
     "KneeStep",
     "LoadResult",
     "OpenLoopConfig",
-    "Percentiles",
     "Target",
     "arrival_offsets_s",
     "body_for_server",

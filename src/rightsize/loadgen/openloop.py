@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from rightsize.loadgen._http import Pool, _Conn, exception_kind
-from rightsize.loadgen.result import LoadResult, Percentiles, Recorder, client_error_problem, unanswered_problem
+from rightsize.loadgen.result import LoadResult, Recorder, client_error_problem, latency_of, unanswered_problem
 from rightsize.loadgen.schedule import Arrival, arrival_offsets_s, check_run_bounds
 from rightsize.loadgen.target import Target
 
@@ -223,8 +223,8 @@ def _result(
 ) -> LoadResult:
     scheduled_rate = scheduled / window_s
     achieved = rec.sent / send_span_s
-    lag = Percentiles.of(rec.send_lag_s)
-    wait = Percentiles.of(rec.connection_wait_s)
+    lag = latency_of(rec.send_lag_s)
+    wait = latency_of(rec.connection_wait_s)
     latency, latency_hdr = rec.latency()
     problems: list[str] = []
     warnings: list[str] = []

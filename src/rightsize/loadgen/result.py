@@ -16,7 +16,9 @@ from typing import Any, Literal
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-__all__ = ["ERROR_KINDS", "LoadResult", "Percentiles", "Recorder", "error_kind", "histogram_of"]
+from rightsize.profile import Latency
+
+__all__ = ["ERROR_KINDS", "LoadResult", "Recorder", "error_kind", "histogram_of", "latency_of", "latency_of_histogram"]
 
 # Error kinds a run counts separately: backpressure (503), deadline (504), other HTTP errors,
 # client-side timeouts and connection failures (refused, reset, closed mid-response).
@@ -61,33 +63,19 @@ def histogram_of(values_s: array.array[float] | list[float]) -> HdrHistogram:
     return hist
 
 
-@dataclass(frozen=True)
-class Percentiles:
-    """Latency percentiles in milliseconds over ``count`` values."""
+def latency_of(values_s: array.array[float] | list[float]) -> Latency | None:
+    """Latency summary of durations in seconds via an HdrHistogram (see ``histogram_of``)."""
+    return latency_of_histogram(histogram_of(values_s), float(np.mean(values_s)) * 1000.0 if len(values_s) else 0.0)
 
-    p50: float
-    p90: float
-    p95: float
-    p99: float
-    p99_9: float
-    max: float
-    mean: float
-    count: int
 
-    @classmethod
-    def of(cls, values_s: array.array[float] | list[float]) -> Percentiles | None:
-        """Percentiles of durations in seconds via an HdrHistogram (see ``histogram_of``)."""
-        return cls.of_histogram(histogram_of(values_s), float(np.mean(values_s)) * 1000.0 if len(values_s) else 0.0)
-
-    @classmethod
-    def of_histogram(cls, hist: HdrHistogram, mean_ms: float) -> Percentiles | None:
-        """Percentiles of a µs histogram (one pass; ``mean_ms`` from the raw values, which is exact and cheaper)."""
-        n = int(hist.get_total_count())
-        if n == 0:
-            return None
-        by_p = hist.get_percentile_to_value_dict([p for _, p in PERCENTILES])
-        vals = {name: by_p[p] / 1000.0 for name, p in PERCENTILES}
-        return cls(**vals, max=hist.get_max_value() / 1000.0, mean=mean_ms, count=n)
+def latency_of_histogram(hist: HdrHistogram, mean_ms: float) -> Latency | None:
+    """Latency summary of a µs histogram (one pass; ``mean_ms`` from the raw values, exact and cheaper)."""
+    n = int(hist.get_total_count())
+    if n == 0:
+        return None
+    by_p = hist.get_percentile_to_value_dict([p for _, p in PERCENTILES])
+    vals = {name: by_p[p] / 1000.0 for name, p in PERCENTILES}
+    return Latency(**vals, max=hist.get_max_value() / 1000.0, mean=mean_ms, n=n)
 
 
 class Recorder:
@@ -121,11 +109,11 @@ class Recorder:
     def error(self, kind: str) -> None:
         self.errors[kind] += 1
 
-    def latency(self) -> tuple[Percentiles | None, str]:
+    def latency(self) -> tuple[Latency | None, str]:
         """Latency percentiles of successful responses and their base64 HdrHistogram (µs)."""
         hist = histogram_of(self.latency_s)
         mean_ms = float(np.mean(self.latency_s)) * 1000.0 if self.ok else 0.0
-        return Percentiles.of_histogram(hist, mean_ms), hist.encode().decode("ascii") if self.ok else ""
+        return latency_of_histogram(hist, mean_ms), hist.encode().decode("ascii") if self.ok else ""
 
 
 BAD_REQUEST_LIMIT = 0.5  # a run where most answers are 4xx measured a wrong request, not the server
@@ -179,7 +167,7 @@ class LoadResult:
     responses_ok: int
     achieved_rate_per_s: float
     throughput_per_s: float
-    latency_ms: Percentiles | None
+    latency_ms: Latency | None
     errors: dict[str, int]
     status_counts: dict[str, int]
     valid: bool
@@ -193,8 +181,8 @@ class LoadResult:
     connections_peak: int | None = None
     slo_ms: float | None = None
     goodput_per_s: float | None = None
-    send_lag_ms: Percentiles | None = None
-    connection_wait_ms: Percentiles | None = None
+    send_lag_ms: Latency | None = None
+    connection_wait_ms: Latency | None = None
     latency_hdr: str = ""  # base64 HdrHistogram of latency in µs, mergeable across runs
 
     @property
@@ -208,6 +196,9 @@ class LoadResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        for key in ("latency_ms", "send_lag_ms", "connection_wait_ms"):
+            lat = getattr(self, key)
+            d[key] = lat.to_dict() if lat is not None else None
         d["error_fraction"] = self.error_fraction
         return d
 
@@ -230,12 +221,12 @@ class LoadResult:
         if self.latency_ms is not None:
             p = self.latency_ms
             lines.append(
-                f"  latency ms  p50 {p.p50:.2f}  p90 {p.p90:.2f}  p95 {p.p95:.2f}  p99 {p.p99:.2f}  "
-                f"p99.9 {p.p99_9:.2f}  max {p.max:.2f}"
+                f"  latency ms  p50 {p.p50:.2f}  p90 {p.p90 or 0:.2f}  p95 {p.p95:.2f}  p99 {p.p99:.2f}  "
+                f"p99.9 {p.p99_9 or 0:.2f}  max {p.max or 0:.2f}"
             )
         if self.send_lag_ms is not None:
             lag = self.send_lag_ms
-            lines.append(f"  send lag ms  p50 {lag.p50:.2f}  p99 {lag.p99:.2f}  max {lag.max:.2f}")
+            lines.append(f"  send lag ms  p50 {lag.p50:.2f}  p99 {lag.p99:.2f}  max {lag.max or 0:.2f}")
         if self.errors:
             lines.append("  errors: " + ", ".join(f"{k} {v}" for k, v in sorted(self.errors.items())))
         lines += [f"  warning: {w}" for w in self.warnings]

@@ -9,18 +9,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rightsize.profile import ServiceCurve
+from rightsize.profile import Latency, ServiceCurve
 
-__all__ = ["LatencyTriple", "ValidationPoint", "capacity_per_s", "error_pct", "render_points"]
-
-
-@dataclass(frozen=True)
-class LatencyTriple:
-    """p50 / p95 / p99 in milliseconds."""
-
-    p50: float
-    p95: float
-    p99: float
+__all__ = ["ValidationPoint", "capacity_per_s", "error_pct", "render_points"]
 
 
 @dataclass(frozen=True)
@@ -30,8 +21,8 @@ class ValidationPoint:
     label: str  # "planned", "50%", "80%"
     rate_per_s: float  # offered, requests per second (one local replica)
     utilization: float  # predicted busy fraction of the local server
-    predicted_ms: LatencyTriple
-    measured_ms: LatencyTriple | None  # None when the run produced no successful response
+    predicted_ms: Latency
+    measured_ms: Latency | None  # None when the run produced no successful response
     predicted_mean_batch: float
     achieved_rate_per_s: float = 0.0
     error_fraction: float = 0.0  # failed responses / all responses
@@ -44,7 +35,7 @@ class ValidationPoint:
     curve_batch_ms: float | None = None
     # The same prediction on the service curve re-timed just before serving, on the server's cores:
     # separates the serving model's error from the machine's speed drifting since the profile.
-    predicted_now_ms: LatencyTriple | None = None
+    predicted_now_ms: Latency | None = None
 
     @property
     def error_pct(self) -> dict[str, float | None]:
@@ -68,11 +59,11 @@ class ValidationPoint:
         fields = {k: v for k, v in d.items() if k not in ("error_pct", "error_now_pct")}
         for key in ("predicted_ms", "measured_ms", "predicted_now_ms"):
             if fields.get(key) is not None:
-                fields[key] = LatencyTriple(**fields[key])
+                fields[key] = Latency.from_dict(fields[key])
         return cls(**fields)
 
 
-def _errors(measured: LatencyTriple | None, predicted: LatencyTriple | None) -> dict[str, float | None]:
+def _errors(measured: Latency | None, predicted: Latency | None) -> dict[str, float | None]:
     if measured is None or predicted is None:
         return {"p50": None, "p95": None, "p99": None}
     return {k: error_pct(getattr(measured, k), getattr(predicted, k)) for k in ("p50", "p95", "p99")}

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from rightsize.profile import LatencyStats
+from rightsize.profile import Latency
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,9 @@ def percentile(sorted_samples: list[float], q: float) -> float:
     return sorted_samples[f] + (sorted_samples[c] - sorted_samples[f]) * (k - f)
 
 
-def summarize(samples_ms: list[float]) -> LatencyStats:
+def summarize(samples_ms: list[float]) -> Latency:
     s = sorted(samples_ms)
-    return LatencyStats(
+    return Latency(
         p50=percentile(s, 50),
         p95=percentile(s, 95),
         p99=percentile(s, 99),
@@ -85,7 +85,7 @@ def time_adaptive(
     policy: TimingPolicy,
     timer: Callable[[Callable[[], object]], float] = cpu_timer,
     conditions: AbstractContextManager[object] | None = None,
-) -> tuple[LatencyStats, bool]:
+) -> tuple[Latency, bool]:
     """Time ``fn`` adaptively. Returns the stats and whether the CI target was met (False: capped).
 
     ``conditions`` (e.g. ``measure.conditions.RunConditions``) is entered around the timed samples

@@ -26,7 +26,7 @@ SAMPLES_PER_VCPU_PER_S = 300.0  # input pipeline rate per vCPU worth checking (a
 def target_ms(c: Candidate) -> float:
     if c.latency is None:
         return math.inf
-    return c.latency.p_target_ms if c.latency.p_target_ms is not None else c.latency.p95_ms
+    return c.latency.p_target_ms if c.latency.p_target_ms is not None else c.latency.p95
 
 
 def _cost(c: Candidate, kind: PlanKind) -> float:

@@ -114,8 +114,8 @@ def _screen(
     method = f"screening simulation (shared queue, {n} requests)"
     return [
         LatencyPrediction(
-            float(pct[0, i]), float(pct[1, i]), float(pct[2, i]), float(mean[i]), float(util[i]),
-            float(batch[i]), method, float(pct[3, i]),
+            p50=float(pct[0, i]), p95=float(pct[1, i]), p99=float(pct[2, i]), mean=float(mean[i]), n=n,
+            utilization=float(util[i]), mean_batch=float(batch[i]), method=method, p_target_ms=float(pct[3, i]),
         )
         for i in range(len(jobs))
     ]  # fmt: skip
@@ -167,7 +167,14 @@ def _fluid(g: _Group, target: OnlineTarget) -> None:
             pq = _service_pct_ms(g.curve, fl.batch, q) + max(0.0, fl.mean_latency_ms - t_b) * tail
             if pq <= bound:
                 pred = LatencyPrediction(
-                    t_b, pq, pq, fl.mean_latency_ms, fl.utilization, fl.batch, "fluid approximation", pq
+                    p50=t_b,
+                    p95=pq,
+                    p99=pq,
+                    mean=fl.mean_latency_ms,
+                    utilization=fl.utilization,
+                    mean_batch=fl.batch,
+                    method="fluid approximation",
+                    p_target_ms=pq,
                 )
                 if best is None or (r, pq) < (best[0], best[1]):
                     best = (r, pq, p, pred)

@@ -19,6 +19,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from rightsize.profile import Latency
+
 PlanKind = Literal["online", "batch", "training", "rules"]
 DeviceClass = Literal["cpu", "gpu"]
 Provenance = Literal["measured", "projected", "rule"]
@@ -35,15 +37,12 @@ class Batching:
 
 
 @dataclass(frozen=True)
-class LatencyPrediction:
-    """Predicted end-to-end request latency (queueing + batching wait + service), milliseconds."""
+class LatencyPrediction(Latency):
+    """Predicted end-to-end request latency (queueing + batching wait + service): a ``Latency`` in
+    milliseconds with the deployment behind it."""
 
-    p50_ms: float
-    p95_ms: float
-    p99_ms: float
-    mean_ms: float
-    utilization: float  # busy fraction of each replica, 0..1
-    mean_batch: float  # samples per executed batch
+    utilization: float = 0.0  # busy fraction of each replica, 0..1
+    mean_batch: float = 1.0  # samples per executed batch
     method: str = "simulation"  # simulation | fluid
     p_target_ms: float | None = None  # at the spec's percentile (e.g. p90), when not one of the above
     # The same percentile under the service curve's band (projected curves): (optimistic, pessimistic).
@@ -126,10 +125,10 @@ class Candidate:
         d["batching"] = asdict(self.batching) if self.batching else None
         if self.latency is not None:
             d["latency_ms"] = {
-                "p50": self.latency.p50_ms,
-                "p95": self.latency.p95_ms,
-                "p99": self.latency.p99_ms,
-                "mean": self.latency.mean_ms,
+                "p50": self.latency.p50,
+                "p95": self.latency.p95,
+                "p99": self.latency.p99,
+                "mean": self.latency.mean,
                 "target_percentile": self.latency.p_target_ms,
                 "band": list(self.latency.band_ms) if self.latency.band_ms else None,
             }

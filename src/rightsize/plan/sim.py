@@ -2,7 +2,7 @@
 
     from rightsize.plan.sim import SimConfig, simulate
     res = simulate(curve, SimConfig(rate_per_s=40, replicas=2, max_batch=8, max_wait_ms=5))
-    res.p95_ms, res.utilization, res.mean_batch
+    res.latency.p95, res.utilization, res.mean_batch
 
 Engines (``engine="auto"`` picks the first that applies):
     lindley  one server, batch 1: departures by a cumulative max, D_n = C_n + max_{k<=n}(a_k - C_{k-1})
@@ -28,7 +28,7 @@ import numpy as np
 from rightsize.plan.arrivals import arrival_times_ms
 from rightsize.plan.events import run_balanced
 from rightsize.plan.lanes import run_lanes
-from rightsize.profile import ServiceCurve
+from rightsize.profile import Latency, ServiceCurve
 
 __all__ = ["SimConfig", "SimResult", "lognormal_sigma", "service_tables", "simulate"]
 
@@ -57,20 +57,14 @@ class SimConfig:
 
 @dataclass(frozen=True)
 class SimResult:
-    """Request latency (ms) percentiles, busy fraction per replica, samples per batch."""
+    """Request latency (every percentile asked for: ``latency.at(q)``), busy fraction per replica,
+    samples per batch."""
 
-    p50_ms: float
-    p95_ms: float
-    p99_ms: float
-    mean_ms: float
+    latency: Latency
     utilization: float
     mean_batch: float
     n_requests: int
     engine: str
-    percentiles: dict[float, float]  # every percentile asked for, e.g. {90.0: 41.2}
-
-    def percentile_ms(self, q: float) -> float:
-        return self.percentiles[float(q)]
 
 
 def lognormal_sigma(cv: float) -> float:
@@ -151,16 +145,16 @@ def simulate(
     values = np.percentile(lat, qs)
     pct = {q: float(v) for q, v in zip(qs, values, strict=True)}
     n_kept = int(lat.size)
+    latency = Latency(
+        p50=pct[50.0], p95=pct[95.0], p99=pct[99.0], mean=float(lat.mean()), n=n_kept,
+        others={q: v for q, v in pct.items() if q not in (50.0, 95.0, 99.0)},
+    )  # fmt: skip
     return SimResult(
-        p50_ms=pct[50.0],
-        p95_ms=pct[95.0],
-        p99_ms=pct[99.0],
-        mean_ms=float(lat.mean()),
+        latency=latency,
         utilization=min(1.0, util),
         mean_batch=n_requests * config.request_samples / max(1, batches),
         n_requests=n_kept,
         engine=engine,
-        percentiles=pct,
     )
 
 

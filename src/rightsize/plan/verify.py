@@ -66,9 +66,11 @@ def simulate_policy(
         if replicas > 1
         else f"simulation ({res.n_requests} requests)"
     )
+    lat = res.latency
     return LatencyPrediction(
-        res.p50_ms, res.p95_ms, res.p99_ms, res.mean_ms, res.utilization, res.mean_batch, how, res.percentile_ms(q)
-    )
+        p50=lat.p50, p95=lat.p95, p99=lat.p99, mean=lat.mean, n=lat.n, utilization=res.utilization,
+        mean_batch=res.mean_batch, method=how, p_target_ms=lat.at(q),
+    )  # fmt: skip
 
 
 def verify_best(
@@ -129,7 +131,7 @@ def _verify_one(
     if band and pred.band_ms is None and (opt.curve.band_lo != 1.0 or opt.curve.band_hi != 1.0):
         lo = simulate_policy(opt.curve, pol, r, target, n // 2, seed + 2, opt.curve.band_lo)
         hi = simulate_policy(opt.curve, pol, r, target, n // 2, seed + 2, opt.curve.band_hi)
-        pred = replace(pred, band_ms=(lo.p_target_ms or lo.p95_ms, hi.p_target_ms or hi.p95_ms))
+        pred = replace(pred, band_ms=(lo.p_target_ms or lo.p95, hi.p_target_ms or hi.p95))
         done[key] = (r, pred)
     apply_plan(c, opt, pol, r, pred, target, buy)
     c.notes = [x for x in c.notes if not x.startswith("not simulated")]

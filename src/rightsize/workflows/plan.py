@@ -199,7 +199,7 @@ def _cost(result: PlanResult) -> float:
 def _cost_key(result: PlanResult) -> tuple[float, float]:
     """Cheapest first; at equal cost (both on the smallest instance) the faster answer."""
     rec = result.recommendation
-    lat = rec.latency.p95_ms if rec is not None and rec.latency is not None else math.inf
+    lat = rec.latency.p95 if rec is not None and rec.latency is not None else math.inf
     hours = rec.runtime_hours if rec is not None and rec.runtime_hours is not None else math.inf
     return round(_cost(result), 6), min(lat, hours)
 
@@ -217,7 +217,7 @@ def _pick_engine(runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> tuple[Pl
         else:
             ratio = _cost(result) / _cost(best) if _cost(best) > 0 else math.inf
             rec = result.recommendation
-            p95 = f", p95 {rec.latency.p95_ms:.0f} ms" if rec.latency is not None else ""
+            p95 = f", p95 {rec.latency.p95:.0f} ms" if rec.latency is not None else ""
             lines.append(
                 f"engine {names[other]}: best plan {rec.instance} {rec.precision} at ${rec.cost_usd_per_hour:.2f}/h"
                 f"{p95} ({ratio:.2f}x the cost)"
@@ -303,7 +303,7 @@ def sweep_fn(result: PlanResult, curves: list[Any]) -> Any:
             cfg = SimConfig(rate_per_s=r, replicas=max(1, c.replicas), max_batch=c.batching.max_batch,
                             max_wait_ms=c.batching.max_wait_ms, request_samples=online.get("request_samples", 1),
                             balancer=online.get("balancer", "jsq"))  # fmt: skip
-            out.append(simulate(curve, cfg, n_requests=4000).p95_ms)
+            out.append(simulate(curve, cfg, n_requests=4000).latency.p95)
         return out
 
     return sweep

@@ -126,8 +126,9 @@ def validate_config(
     intra-op thread per core unless the config says otherwise) and the generator on ``cpus.generator``.
     ``now_curve`` (the curve re-timed just before serving) adds a second prediction per level.
     """
-    from rightsize.loadgen.validation import LatencyTriple, ValidationPoint
+    from rightsize.loadgen.validation import ValidationPoint
     from rightsize.plan.sim import SimConfig, simulate
+    from rightsize.profile import Latency
     from rightsize.serve import running_server
 
     points: list[ValidationPoint] = []
@@ -141,13 +142,10 @@ def validate_config(
         )  # fmt: skip
         return simulate(c, config, n_requests=SIM_REQUESTS, seed=seed)
 
-    def triple(sim: Any) -> LatencyTriple:
-        return LatencyTriple(sim.p50_ms, sim.p95_ms, sim.p99_ms)
-
     with pinned(None if cpus is None else cpus.server), running_server(server_config) as base_url:
         for label, rate in loads:
             sim = predict(curve, rate)
-            predicted_now = None if now_curve is None else triple(predict(now_curve, rate))
+            predicted_now = None if now_curve is None else predict(now_curve, rate).latency
             before = batch_stats(base_url, server_config.token)
             m = measure_open_loop(
                 base_url + "/v1/predict",
@@ -171,8 +169,8 @@ def validate_config(
                     label=label,
                     rate_per_s=rate,
                     utilization=sim.utilization,
-                    predicted_ms=triple(sim),
-                    measured_ms=LatencyTriple(lat["p50"], lat["p95"], lat["p99"]) if lat else None,
+                    predicted_ms=sim.latency,
+                    measured_ms=Latency.from_dict(lat) if lat else None,
                     predicted_mean_batch=sim.mean_batch,
                     achieved_rate_per_s=float(m.get("achieved_rate_per_s") or 0.0),
                     error_fraction=float(m.get("error_fraction") or 0.0),
@@ -374,7 +372,7 @@ def validate_spec(
             "max_wait_ms": batching.max_wait_ms,
             "planned_latency_ms": None
             if planned is None
-            else {"p50": planned.p50_ms, "p95": planned.p95_ms, "p99": planned.p99_ms},
+            else {"p50": planned.p50, "p95": planned.p95, "p99": planned.p99},
             "why": why,
         },
         "local": {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
@@ -121,14 +122,85 @@ class Measurement:
 
 
 @dataclass(frozen=True)
+class Gpu:
+    """One CUDA device of an environment."""
+
+    name: str
+    memory_bytes: int = 0
+    capability: str = ""
+    multiprocessors: int = 0
+    cuda: str | None = None
+    driver: str | None = None
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A machine's fingerprint (``rightsize.measure.env.fingerprint``): what a measurement was taken on.
+
+    ``id`` hashes the performance-relevant fields, so results are stored and reused per environment.
+    On a cluster node mapped to an instance type, ``instance_type`` joins the hash and ``hardware_id``
+    keeps the machine's own id (``rightsize.cluster.fingerprint``).
+    """
+
+    id: str
+    cpu_model: str = "unknown"
+    machine: str = ""
+    physical_cores: int = 1
+    logical_cores: int = 1
+    isa: tuple[str, ...] = ()
+    ram_bytes: int = 0
+    gpus: tuple[Gpu, ...] = ()
+    torch: str | None = None
+    python: str = ""
+    os: str = ""
+    hostname: str = ""
+    instance_type: str | None = None
+    hardware_id: str | None = None
+    members: tuple[str, ...] = ()  # a cluster's summary (id "cluster"): the environments it stands for
+
+    @property
+    def gpu_name(self) -> str | None:
+        """The first GPU's name, None without one."""
+        return self.gpus[0].name if self.gpus else None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["isa"] = list(self.isa)
+        d["gpus"] = [asdict(g) for g in self.gpus]
+        d["members"] = list(self.members)
+        return {k: v for k, v in d.items() if (v is not None and v != []) or k in ("torch", "isa", "gpus")}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> Environment:
+        """Inverse of ``to_dict``; tolerant of older or hand-written fingerprints (missing fields take
+        their defaults, unknown ones are ignored), so one odd record never takes a store down."""
+        d = dict(d or {})
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["id"] = str(kw.get("id") or "unknown")
+        kw["isa"] = tuple(str(x) for x in kw.get("isa") or ())
+        kw["members"] = tuple(str(x) for x in kw.get("members") or d.get("envs") or ())
+        gpu_fields = {f.name for f in fields(Gpu)}
+        kw["gpus"] = tuple(
+            Gpu(**{k: v for k, v in g.items() if k in gpu_fields}) if isinstance(g, Mapping) else Gpu(str(g))
+            for g in kw.get("gpus") or ()
+        )
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
 class Profile:
     """Measurements of one model/mode/input on one machine, as the estimator consumes them."""
 
     model: str
     mode: str
     input: dict[str, int]
-    env: dict[str, Any]  # environment fingerprint (see rightsize.measure.env)
+    env: Environment
     measurements: tuple[Measurement, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.env, Environment):  # a fingerprint read from JSON
+            object.__setattr__(self, "env", Environment.from_dict(self.env))
 
     def ok(self, device: str | None = None, precision: str | None = None) -> list[Measurement]:
         return [
@@ -247,7 +319,7 @@ def measured_curve(
         latency_ms=tuple(s.p50 for s in stats),
         cv=tuple(s.cv for s in stats),
         provenance="measured",
-        source=str(profile.env.get("id", "local")),
+        source=profile.env.id,
         memory_bytes=tuple(m.peak_memory_bytes for m in pts),
         threads=next(iter(used)) if len(used) == 1 and device == "cpu" else None,
     )

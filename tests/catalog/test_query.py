@@ -17,6 +17,7 @@ from rightsize.catalog import (
     match_cpu_family,
 )
 from rightsize.errors import NotFoundError, SpecError
+from rightsize.profile import Environment
 
 
 def _inst(provider: str, itype: str, acc: str | None = None, spot: float | None = None) -> Instance:
@@ -78,15 +79,17 @@ def test_match_cpu_family() -> None:
         "cpu_model": "Intel(R) Xeon(R) Platinum 8488C",
         "isa": ["avx2", "avx512", "avx512_bf16", "avx512_fp16", "amx", "vnni"],
     }
-    assert (f := match_cpu_family(cpus, spr)) is not None and f.name == "intel-sapphire-rapids"
+    assert (f := match_cpu_family(cpus, Environment.from_dict(spr))) is not None and f.name == "intel-sapphire-rapids"
     hidden_amx = {
         "cpu_model": "Intel(R) Xeon(R) Processor",
         "isa": ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx512_fp16"],
     }
-    assert (f := match_cpu_family(cpus, hidden_amx)) is not None and f.name == "intel-avx512-bf16-no-amx"
+    assert (
+        f := match_cpu_family(cpus, Environment.from_dict(hidden_amx))
+    ) is not None and f.name == "intel-avx512-bf16-no-amx"
     zen4 = {"cpu_model": "AMD EPYC 9R14", "isa": ["avx2", "avx512f", "avx512_bf16", "avx512_vnni"]}
-    assert (f := match_cpu_family(cpus, zen4)) is not None and f.name == "amd-genoa"
-    assert match_cpu_family(cpus, {"cpu_model": "Apple M2", "isa": ["neon"]}) is None
+    assert (f := match_cpu_family(cpus, Environment.from_dict(zen4))) is not None and f.name == "amd-genoa"
+    assert match_cpu_family(cpus, Environment.from_dict({"cpu_model": "Apple M2", "isa": ["neon"]})) is None
 
 
 def test_match_accelerator_names() -> None:
@@ -119,9 +122,9 @@ def test_cpu_family_by_sku() -> None:
         "cpu_model": "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz",
         "isa": ["avx2", "fma", "avx512f", "avx512_vnni"],
     }
-    assert match_cpu_family(cpus, icx).name == "intel-icelake"  # type: ignore[union-attr]
+    assert match_cpu_family(cpus, Environment.from_dict(icx)).name == "intel-icelake"  # type: ignore[union-attr]
     vm = {
         "cpu_model": "Intel(R) Xeon(R) Processor",
         "isa": ["avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16"],
     }
-    assert match_cpu_family(cpus, vm).name == "intel-avx512-bf16-no-amx"  # type: ignore[union-attr]
+    assert match_cpu_family(cpus, Environment.from_dict(vm)).name == "intel-avx512-bf16-no-amx"  # type: ignore[union-attr]

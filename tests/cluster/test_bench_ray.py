@@ -44,15 +44,15 @@ def test_configs_land_on_their_node_type_and_store_distinct_envs(ray_cluster: Lo
             assert m.throughput_per_s and m.throughput_per_s > 0 and m.latency_ms is not None
         env_of = {m.extra["instance_type"]: m.env_id for m in res.measurements}
         assert len(set(env_of.values())) == 2  # one physical machine, two instance types: two environments
-        envs = {e["id"]: e for e in store.envs()}
+        envs = {e.id: e for e in store.envs()}
         for itype, env_id in env_of.items():
-            assert envs[env_id]["instance_type"] == itype
-        assert envs[env_of["local-a"]]["hardware_id"] == envs[env_of["local-b"]]["hardware_id"]
+            assert envs[env_id].instance_type == itype
+        assert envs[env_of["local-a"]].hardware_id == envs[env_of["local-b"]].hardware_id
         stored = store.measurements(run_id=res.run_id)
         assert sorted((m.env_id, m.batch_size) for m in stored) == sorted(
             (m.env_id, m.batch_size) for m in res.measurements
         )
-        assert res.env["id"] == "cluster" and sorted(res.env["envs"]) == sorted(env_of.values())
+        assert res.env.id == "cluster" and sorted(res.env.members) == sorted(env_of.values())
 
         again = run_sweep_on_ray(w, store, address=ray_cluster.address, node_types=NODE_TYPES, progress=False)
         assert again.reused == 4 and again.run_id is None

@@ -16,6 +16,7 @@ from rightsize.cluster.nodes import (
 )
 from rightsize.errors import SpecError
 from rightsize.measure.config import expand
+from rightsize.profile import Environment, Gpu
 from rightsize.spec import parse_spec
 
 TYPES = {"c7i.2xlarge": "instance:c7i.2xlarge", "g5.xlarge": "instance:g5.xlarge"}
@@ -75,8 +76,9 @@ def test_plan_jobs_measures_each_config_per_type_and_notes_the_rest() -> None:
 
 
 def test_summary_env() -> None:
-    a, b = {"id": "a", "cpu_model": "X", "gpus": [], "instance_type": "t1"}, {"id": "b", "gpus": [{"name": "G"}]}
+    a = Environment("a", cpu_model="X", instance_type="t1")
+    b = Environment("b", gpus=(Gpu("G"),))
     assert summary_env([a, a]) is a
     both = summary_env([a, b])
-    assert both["id"] == "cluster" and both["envs"] == ["a", "b"] and both["gpus"] == [{"name": "G"}]
-    assert "t1" in both["cpu_model"]
+    assert both.id == "cluster" and both.members == ("a", "b") and both.gpus == (Gpu("G"),)
+    assert "t1" in both.cpu_model

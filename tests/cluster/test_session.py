@@ -6,6 +6,7 @@ import pytest
 
 from rightsize.cluster.fingerprint import tag_env
 from rightsize.cluster.session import host_of, is_loopback
+from rightsize.profile import Environment
 
 
 @pytest.mark.parametrize(
@@ -19,12 +20,12 @@ def test_host_and_loopback(address: str, host: str, loopback: bool) -> None:
 
 
 def test_instance_type_changes_the_id_and_keeps_the_machine() -> None:
-    env = {"id": "abc123abc123", "cpu_model": "X"}
+    env = Environment("abc123abc123", cpu_model="X")
     assert tag_env(env, None) == env  # unmapped nodes share the in-process fingerprint (and its stored results)
     a, b = tag_env(env, "g5.xlarge"), tag_env(env, "g6.xlarge")
-    assert a["id"] != b["id"] and a["id"] != env["id"] and len(a["id"]) == 12
-    assert a["hardware_id"] == b["hardware_id"] == env["id"] and a["instance_type"] == "g5.xlarge"
-    assert tag_env(env, "g5.xlarge")["id"] == a["id"]  # stable across runs: results are reused
+    assert a.id != b.id and a.id != env.id and len(a.id) == 12
+    assert a.hardware_id == b.hardware_id == env.id and a.instance_type == "g5.xlarge"
+    assert tag_env(env, "g5.xlarge").id == a.id  # stable across runs: results are reused
 
 
 def test_an_address_nothing_listens_on_fails_in_seconds() -> None:

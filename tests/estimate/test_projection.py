@@ -135,7 +135,7 @@ def test_measured_profile_wins_and_anchors_the_other_gpus() -> None:
 
 
 def test_measured_cpu_instance_wins() -> None:
-    cloud = ICX_ENV | {"id": "c6i-box", "physical_cores": 4, "instance_type": "c6i.2xlarge"}
+    cloud = {**ICX_ENV, "id": "c6i-box", "physical_cores": 4, "instance_type": "c6i.2xlarge"}
     cpu_prof = _local([_m(8, 260.0, threads=4)], cloud)
     c = _by(project_curves(LOCAL, CAT, MODEL, _work(), measured=[cpu_prof]), "cpu:c6i.2xlarge", "fp32")
     assert c.provenance == "measured" and c.latency_ms == (260.0,) and c.threads == 4

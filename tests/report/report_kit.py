@@ -289,7 +289,7 @@ def build_store(path: Path, model: str = "distilbert") -> tuple[str, str]:
         ids = []
         for env, gpu in ((ENV_A, False), (ENV_B, True)):
             st.save_env(env)
-            run = st.start_run("bench", name=f"bench {env['hostname']}", model=model, env_id=env["id"])
+            run = st.start_run("bench", name=f"bench {env['hostname']}", model=model, env_id=str(env["id"]))
             ms = [
                 measurement(model, "cpu", p, b, t1, k, env["id"])
                 for p, t1, k in (("fp32", 40.0 if not gpu else 20.0, 30.0 if not gpu else 12.0), ("bf16", 12.0, 8.0))

@@ -11,6 +11,7 @@ import pytest
 from report_kit import ENV_A, ENV_B, GIB
 
 from rightsize.errors import NotFoundError
+from rightsize.profile import Environment, Gpu
 from rightsize.report.dashboard import running_dashboard
 from rightsize.report.pricing import match_accelerator, price_env, usd_per_1m_samples
 
@@ -103,22 +104,22 @@ def test_gpu_names_match_catalog_accelerators() -> None:
     from rightsize.catalog import load_catalog
 
     accs = load_catalog("").accelerators
-    assert match_accelerator({"name": "NVIDIA A10G"}, accs) == "A10G"
-    assert match_accelerator({"name": "NVIDIA A100-SXM4-80GB", "memory_bytes": 80 * GIB}, accs) == "A100-80GB"
-    assert match_accelerator({"name": "NVIDIA A100-SXM4-40GB", "memory_bytes": 40 * GIB}, accs) == "A100-40GB"
-    assert match_accelerator({"name": "NVIDIA H100 PCIe"}, accs) == "H100-PCIe"
-    assert match_accelerator({"name": "Radeon"}, accs) is None
+    assert match_accelerator(Gpu("NVIDIA A10G"), accs) == "A10G"
+    assert match_accelerator(Gpu("NVIDIA A100-SXM4-80GB", 80 * GIB), accs) == "A100-80GB"
+    assert match_accelerator(Gpu("NVIDIA A100-SXM4-40GB", 40 * GIB), accs) == "A100-40GB"
+    assert match_accelerator(Gpu("NVIDIA H100 PCIe"), accs) == "H100-PCIe"
+    assert match_accelerator(Gpu("Radeon"), accs) is None
 
 
 def test_machines_are_priced_from_the_catalog() -> None:
     from rightsize.catalog import load_catalog
 
     cat = load_catalog()
-    gpu = price_env(ENV_B, "cuda", cat)
+    gpu = price_env(Environment.from_dict(ENV_B), "cuda", cat)
     assert [p.instance_type for p in gpu][:1] == ["g5.xlarge"]  # the cheapest single-A10G instance
-    cpu = {p.provider: p.instance_type for p in price_env(ENV_B, "cpu", cat)}
+    cpu = {p.provider: p.instance_type for p in price_env(Environment.from_dict(ENV_B), "cpu", cat)}
     assert cpu["aws"] in ("m7i.4xlarge", "r7i.4xlarge")  # sapphire rapids, 16 vCPUs, smallest
-    assert price_env(ENV_A, "cuda", cat) == []
+    assert price_env(Environment.from_dict(ENV_A), "cuda", cat) == []
     assert usd_per_1m_samples(1.006, 500.0) == pytest.approx(1.006 / 1.8e6 * 1e6)
     assert usd_per_1m_samples(1.0, 0.0) is None
 

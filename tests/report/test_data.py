@@ -93,7 +93,7 @@ def test_stored_plan_dict_renders_the_same_data_as_the_live_result(plan_online: 
     assert live.plan == stored.plan
     assert live.targets.bound_ms == 120.0 and live.recommendation is not None
     assert len(live.measurements) == 10  # 2 precisions x 5 batch sizes, all ok
-    assert live.env is not None and live.env["id"] == "envaaaa11111"
+    assert live.env is not None and live.env.id == "envaaaa11111"
 
 
 def test_stored_extras_curves_memory_and_sweeps_are_used(plan_online: PlanResult) -> None:

@@ -36,7 +36,7 @@ def test_roundtrip_and_reuse(store_path: Path) -> None:
         assert (info.n_measurements, info.n_failed, info.status) == (3, 1, "done")
         [profile] = s.profiles()
         assert [m.batch_size for m in profile.ok()] == [1, 8]
-        assert profile.env["cpu_model"] == "test cpu"
+        assert profile.env.cpu_model == "test cpu"
 
 
 def test_newest_result_wins_and_survives_reopen(store_path: Path) -> None:
@@ -98,7 +98,7 @@ def test_read_only_store_never_writes(store_path: Path, tmp_path: Path) -> None:
     with Store(store_path) as s:
         s.save_env(ENV)
     with Store(store_path, read_only=True) as ro:
-        assert ro.envs()[0]["id"] == "env1"
+        assert ro.envs()[0].id == "env1"
         with pytest.raises(sqlite3.OperationalError):
             ro.save_env({"id": "env2"})
 

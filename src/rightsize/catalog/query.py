@@ -6,7 +6,7 @@ import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from rightsize.catalog.load import load_spot_buckets
 from rightsize.catalog.model import Accelerator, Catalog, CpuFamily, Instance
@@ -124,15 +124,25 @@ def _flags(isa: Iterable[Any]) -> set[str]:
     return out
 
 
-def match_cpu_family(cpus: dict[str, CpuFamily], env: dict[str, Any]) -> CpuFamily | None:
+class Machine(Protocol):
+    """What the CPU match reads of a fingerprint (``rightsize.profile.Environment``)."""
+
+    @property
+    def cpu_model(self) -> str: ...
+
+    @property
+    def isa(self) -> tuple[str, ...]: ...
+
+
+def match_cpu_family(cpus: dict[str, CpuFamily], env: Machine) -> CpuFamily | None:
     """The CPU family that best describes a fingerprinted machine (``env``: cpu_model, isa).
 
     Same vendor (from the model string); a family whose name or listed SKUs ("8375C", "7R13") appear
     in the model string; else the family whose whole ISA list the machine has, with the most entries;
     ties keep file order. None when nothing matches.
     """
-    model = str(env.get("cpu_model") or "").lower()
-    flags = _flags(env.get("isa") or ())
+    model = (env.cpu_model or "").lower()
+    flags = _flags(env.isa)
     vendor = "amd" if "amd" in model else "intel" if "intel" in model else None
     skus = {t for t in _tokens(model) if len(t) >= 4 and any(ch.isdigit() for ch in t) and not t.endswith("ghz")}
     best: CpuFamily | None = None

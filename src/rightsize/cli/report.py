@@ -48,7 +48,7 @@ def report(
         "run_id": record["run_id"],
         "workload": data.plan.get("workload"),
         "measured_points": len(data.measurements),
-        "environment": (data.env or {}).get("id"),
+        "environment": data.env.id if data.env else None,
     }
     if json_out:
         emit_json(info)

@@ -36,7 +36,7 @@ from rightsize.measure.config import BenchConfig, expand
 from rightsize.measure.progress import sweep_progress
 from rightsize.measure.sweep import Progress, SweepResult
 from rightsize.models import workload_model
-from rightsize.profile import Measurement
+from rightsize.profile import Environment, Measurement
 from rightsize.spec import Workload
 from rightsize.store import Store
 
@@ -75,20 +75,20 @@ def plan_jobs(configs: list[BenchConfig], targets: list[Target], nodes: list[Nod
     return jobs, notes
 
 
-def summary_env(envs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The SweepResult's env: the one environment, or a summary of several (``envs`` lists their ids)."""
-    distinct = list({e["id"]: e for e in envs}.values())
+def summary_env(envs: list[Environment]) -> Environment:
+    """The SweepResult's env: the one environment, or a summary of several (``members`` lists their ids)."""
+    distinct = list({e.id: e for e in envs}.values())
     if len(distinct) == 1:
         return distinct[0]
-    names = ", ".join(str(e.get("instance_type") or e["id"]) for e in distinct)
-    return {
-        "id": "cluster",
-        "cpu_model": f"Ray cluster, {len(distinct)} environments ({names})"
+    names = ", ".join(e.instance_type or e.id for e in distinct)
+    return Environment(
+        id="cluster",
+        cpu_model=f"Ray cluster, {len(distinct)} environments ({names})"
         if distinct
         else "Ray cluster (nothing measured)",
-        "gpus": [g for e in distinct for g in e.get("gpus", [])],
-        "envs": [e["id"] for e in distinct],
-    }
+        gpus=tuple(g for e in distinct for g in e.gpus),
+        members=tuple(e.id for e in distinct),
+    )
 
 
 def run_sweep_on_ray(
@@ -146,12 +146,12 @@ class _ClusterSweep:
                  max_retries: int, grace_s: float, measure: MeasureFn | None) -> None:  # fmt: skip
         self.ray, self.workload, self.store, self.types, self.nodes = ray, workload, store, types, nodes
         self.max_retries, self.grace_s, self.measure = max_retries, grace_s, measure
-        self.result = SweepResult(run_id=None, env={})
+        self.result = SweepResult(run_id=None, env=Environment("cluster"))
         self.callbacks: list[Progress] = []
-        self.node_envs: dict[str, dict[str, Any]] = {}  # ray node id -> env
+        self.node_envs: dict[str, Environment] = {}  # ray node id -> env
         self.saved_envs: set[str] = set()
         self.by_index: dict[int, Measurement] = {}
-        self.used_envs: list[dict[str, Any]] = []
+        self.used_envs: list[Environment] = []
 
     # -- steps ------------------------------------------------------------------------------------
 
@@ -187,17 +187,17 @@ class _ClusterSweep:
         for ref, nid in refs.items():
             try:
                 out = self.ray.get(ref, timeout=FINGERPRINT_TIMEOUT_S)
-                self.node_envs[nid] = out["env"]
+                self.node_envs[nid] = Environment.from_dict(out["env"])
             except self.ray.exceptions.RayError as exc:  # GetTimeoutError is one too
                 self.result.notes.append(f"node {nid[:8]}: fingerprint failed ({_first_line(exc)})")
         if not self.node_envs:
             raise RunFailedError("--ray: no node of the cluster answered; check `ray status`")
 
-    def _target_envs(self, job: Job) -> list[dict[str, Any]]:
+    def _target_envs(self, job: Job) -> list[Environment]:
         nodes = eligible_nodes(self.nodes, job.target, job.cfg.device)
         return list(
             {
-                self.node_envs[n.node_id]["id"]: self.node_envs[n.node_id] for n in nodes if n.node_id in self.node_envs
+                self.node_envs[n.node_id].id: self.node_envs[n.node_id] for n in nodes if n.node_id in self.node_envs
             }.values()
         )
 
@@ -205,7 +205,7 @@ class _ClusterSweep:
         if self.store is None:
             return False
         for env in self._target_envs(job):
-            cached = self.store.find_measurement(job.cfg.key, env["id"])
+            cached = self.store.find_measurement(job.cfg.key, env.id)
             if cached is not None:
                 self.result.reused += 1
                 self.by_index[job.index] = cached
@@ -246,7 +246,7 @@ class _ClusterSweep:
                     retries = f"{self.max_retries} retr{'y' if self.max_retries == 1 else 'ies'}"
                     self._fail(job, f"lost on the cluster after {retries}: {_first_line(exc)}")
                     continue
-                env = out["env"]
+                env = Environment.from_dict(out["env"])
                 self.node_envs.setdefault(out["node_id"], env)
                 self._record(job, Measurement.from_dict(out["measurement"]), env)
             if time.monotonic() >= next_check:
@@ -272,13 +272,13 @@ class _ClusterSweep:
 
     def _fail(self, job: Job, reason: str) -> None:
         envs = self._target_envs(job) or [
-            e for e in self.node_envs.values() if e.get("instance_type") == job.target.instance_type
+            e for e in self.node_envs.values() if e.instance_type == job.target.instance_type
         ]
         env = envs[0] if envs else next(iter(self.node_envs.values()))
         extra = {"instance_type": job.target.instance_type} if job.target.instance_type else {}
-        self._record(job, replace(job.cfg.result("failed", reason=reason), env_id=env["id"], extra=extra), env)
+        self._record(job, replace(job.cfg.result("failed", reason=reason), env_id=env.id, extra=extra), env)
 
-    def _record(self, job: Job, m: Measurement, env: dict[str, Any]) -> None:
+    def _record(self, job: Job, m: Measurement, env: Environment) -> None:
         attempt = int(m.extra.get("ray_attempt") or 1)
         if attempt > 1:
             tries = attempt - 1
@@ -289,12 +289,12 @@ class _ClusterSweep:
         self.by_index[job.index] = m
         self.used_envs.append(env)
         if self.store is not None:
-            if env["id"] not in self.saved_envs:
+            if env.id not in self.saved_envs:
                 self.store.save_env(env)
-                self.saved_envs.add(env["id"])
+                self.saved_envs.add(env.id)
             if self.result.run_id is None:  # a run is recorded once something is measured
                 self.result.run_id = self.store.start_run(
-                    "bench", name=self.workload.name, model=self.workload.model, env_id=env["id"],
+                    "bench", name=self.workload.name, model=self.workload.model, env_id=env.id,
                     spec=self.workload.model_dump(mode="json"),
                 )  # fmt: skip
             self.store.add_measurements(self.result.run_id, [m])

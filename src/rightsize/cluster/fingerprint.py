@@ -10,20 +10,20 @@ starts, and results must be reused across runs; it goes in ``Measurement.extra["
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from dataclasses import replace
+
+from rightsize.profile import Environment
 
 
-def tag_env(env: dict[str, Any], instance_type: str | None) -> dict[str, Any]:
+def tag_env(env: Environment, instance_type: str | None) -> Environment:
     """``env`` tagged with ``instance_type`` and an id that hashes it (``hardware_id`` keeps the machine's)."""
-    out = dict(env)
-    if instance_type:  # unmapped nodes keep the in-process fingerprint exactly, so results are shared
-        out["instance_type"] = instance_type
-        out["hardware_id"] = env["id"]
-        out["id"] = hashlib.sha256(f"{env['id']}|instance_type={instance_type}".encode()).hexdigest()[:12]
-    return out
+    if not instance_type:  # unmapped nodes keep the in-process fingerprint exactly, so results are shared
+        return env
+    new_id = hashlib.sha256(f"{env.id}|instance_type={instance_type}".encode()).hexdigest()[:12]
+    return replace(env, id=new_id, instance_type=instance_type, hardware_id=env.id)
 
 
-def node_fingerprint(instance_type: str | None) -> dict[str, Any]:
+def node_fingerprint(instance_type: str | None) -> Environment:
     """This process's machine fingerprint, tagged with the node's instance type (runs inside a Ray task)."""
     from rightsize.measure.env import fingerprint
 

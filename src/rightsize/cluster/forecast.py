@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from rightsize.catalog import Catalog, Instance
 from rightsize.cluster.projection import InferRate, StageCosts, match_accelerator, project_job
+from rightsize.profile import Environment
 from rightsize.spec import Workload
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def stage_costs(res: PipelineResult) -> StageCosts:
 
 
 def curve_rates(workload: Workload, res: PipelineResult, catalog: Catalog, store: Store | None,
-                env: dict[str, Any]) -> InferRate | None:  # fmt: skip
+                env: Environment) -> InferRate | None:  # fmt: skip
     """Inference items/s per instance from the stored profile's curves at the micro-batch; None without one."""
     if store is None:
         return None
@@ -36,7 +37,7 @@ def curve_rates(workload: Workload, res: PipelineResult, catalog: Catalog, store
     from rightsize.models import workload_model
 
     entry = workload_model(workload)
-    profile = store.profile(workload.model, "inference", input_of(workload, entry.kind), env["id"], tiny=workload.tiny)
+    profile = store.profile(workload.model, "inference", input_of(workload, entry.kind), env.id, tiny=workload.tiny)
     if profile is None or not profile.ok(precision=res.precision):
         return None
     by_device: dict[str, list[Any]] = {}
@@ -74,8 +75,8 @@ def project(res: PipelineResult, workload: Workload, catalog: Catalog | None = N
     notes = []
     local_cpu = match_cpu_family(catalog.cpus, env)
     if local_cpu is None:
-        notes.append(f"projection: this CPU ({env['cpu_model']}) matches no catalog CPU family; CPU speed ratio 1.0")
-    local_gpu = match_accelerator(catalog, env["gpus"][0]["name"]) if env["gpus"] else None
+        notes.append(f"projection: this CPU ({env.cpu_model}) matches no catalog CPU family; CPU speed ratio 1.0")
+    local_gpu = match_accelerator(catalog, env.gpu_name) if env.gpu_name else None
     if res.device == "cuda" and local_gpu is None:
         notes.append("projection: the measuring GPU is not in the catalog; GPU instances are not projected")
     if res.engine == "ray" and (res.cluster or {}).get("nodes", 1) > 1:

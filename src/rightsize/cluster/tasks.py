@@ -26,7 +26,7 @@ def current_node_id() -> str:
 
 def fingerprint_task(instance_type: str | None) -> dict[str, Any]:
     """``{"env", "node_id"}`` of the node this runs on."""
-    return {"env": node_fingerprint(instance_type), "node_id": current_node_id()}
+    return {"env": node_fingerprint(instance_type).to_dict(), "node_id": current_node_id()}
 
 
 class AttemptCounter:
@@ -60,7 +60,7 @@ def measure_task(
         attempt = int(ray.get(counter.start.remote(index)))
     env = node_fingerprint(instance_type)
     node_id = current_node_id()
-    cfg = dataclasses.replace(BenchConfig.from_dict(cfg_dict), env_id=env["id"])
+    cfg = dataclasses.replace(BenchConfig.from_dict(cfg_dict), env_id=env.id)
     if measure is None:
         from rightsize.measure.runner import run_isolated
 
@@ -69,5 +69,5 @@ def measure_task(
     extra = {**m.extra, "ray_node_id": node_id} | ({"instance_type": instance_type} if instance_type else {})
     if attempt is not None:
         extra["ray_attempt"] = attempt
-    m = dataclasses.replace(m, env_id=env["id"], extra=extra)
-    return {"env": env, "node_id": node_id, "measurement": m.to_dict()}
+    m = dataclasses.replace(m, env_id=env.id, extra=extra)
+    return {"env": env.to_dict(), "node_id": node_id, "measurement": m.to_dict()}

@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rightsize.profile import Measurement
+from rightsize.profile import Environment, Measurement
 
 __all__ = ["CalibrationSet", "calibration_dir", "load_calibration"]
 
@@ -26,7 +26,7 @@ class CalibrationSet:
     """One calibration file: the fingerprint of the machine and what it measured there."""
 
     path: str
-    env: dict[str, Any]
+    env: Environment
     measurements: tuple[Measurement, ...]
     meta: dict[str, Any] = field(default_factory=dict)  # date, script, load average while measuring
 
@@ -43,5 +43,5 @@ def load_calibration(directory: Path | None = None) -> list[CalibrationSet]:
         if "measurements" in data:
             ms = tuple(Measurement.from_dict(d) for d in data["measurements"])
             meta = {k: v for k, v in data.items() if k not in ("env", "measurements")}
-            sets.append(CalibrationSet(str(path), dict(data.get("env") or {}), ms, meta))
+            sets.append(CalibrationSet(str(path), Environment.from_dict(data.get("env")), ms, meta))
     return sets

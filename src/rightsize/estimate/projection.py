@@ -35,7 +35,7 @@ from rightsize.catalog import Accelerator, Catalog, CpuFamily, Instance, filter_
 from rightsize.catalog.query import match_accelerator
 from rightsize.estimate.reference import Anchor, Band, anchor_factor, probed_core_gflops, work_key
 from rightsize.estimate.timemodel import CpuParams, GpuParams, cpu_time_ms, gpu_time_ms
-from rightsize.profile import Profile, ServiceCurve, WorkProfile, measured_curve
+from rightsize.profile import Environment, Profile, ServiceCurve, WorkProfile, measured_curve
 
 __all__ = [
     "CPU_BATCHES",
@@ -163,11 +163,8 @@ def _same_workload(p: Profile, ref: Profile) -> bool:
 # Measured curves
 
 
-def _gpu_names(env: dict[str, Any]) -> list[tuple[str, Any]]:
-    out = []
-    for g in env.get("gpus") or ():
-        out.append((str(g.get("name", "")), g.get("memory_bytes")) if isinstance(g, dict) else (str(g), None))
-    return out
+def _gpu_names(env: Environment) -> list[tuple[str, float | None]]:
+    return [(g.name, g.memory_bytes or None) for g in env.gpus]
 
 
 def _measured_gpu(acc: Accelerator, prec: str, profiles: list[Profile], catalog: Catalog) -> ServiceCurve | None:
@@ -182,8 +179,8 @@ def _measured_gpu(acc: Accelerator, prec: str, profiles: list[Profile], catalog:
 def _measured_cpu(inst: Instance, prec: str, profiles: list[Profile], catalog: Catalog) -> ServiceCurve | None:
     for p in profiles:
         fam = match_cpu_family(catalog.cpus, p.env)
-        same_type = p.env.get("instance_type") == inst.instance_type
-        same_cpu = fam is not None and fam.name == inst.cpu_family and p.env.get("physical_cores") == inst.cores
+        same_type = p.env.instance_type == inst.instance_type
+        same_cpu = fam is not None and fam.name == inst.cpu_family and p.env.physical_cores == inst.cores
         if same_type or same_cpu:
             curve = measured_curve(p, prec, "cpu", name=f"cpu:{inst.instance_type}")
             if curve is not None:

@@ -16,6 +16,8 @@ from typing import Any
 
 import psutil
 
+from rightsize.profile import Environment
+
 # ISA flags that change deep-learning kernels' speed (from /proc/cpuinfo "flags").
 ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8", "amx_tile")
 
@@ -83,7 +85,7 @@ def _torch_version() -> str | None:
         return None
 
 
-def fingerprint() -> dict[str, Any]:
+def fingerprint() -> Environment:
     """This machine's fingerprint; ``id`` is a short hash of the performance-relevant fields."""
     cpu_model, isa = _cpuinfo()
     env: dict[str, Any] = {
@@ -102,4 +104,4 @@ def fingerprint() -> dict[str, Any]:
     key = {k: env[k] for k in ("cpu_model", "machine", "physical_cores", "logical_cores", "isa", "ram_bytes", "torch")}
     key["gpus"] = [g["name"] for g in env["gpus"]]
     env["id"] = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    return env
+    return Environment.from_dict(env)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rightsize.measure.config import input_of
 from rightsize.measure.env import fingerprint
 from rightsize.measure.sweep import Progress, run_sweep
 from rightsize.models import workload_model
-from rightsize.profile import Profile
+from rightsize.profile import Environment, Profile
 from rightsize.spec import Workload
 from rightsize.store import Store
 
@@ -23,7 +21,7 @@ def ensure_profile(
     entry = workload_model(workload)
     env = fingerprint()
     inp = input_of(workload, entry.kind)
-    if env.get("torch") is None:  # a core install (no torch) plans from what is stored, measured elsewhere
+    if env.torch is None:  # a core install (no torch) plans from what is stored, measured elsewhere
         return stored_profile(workload, store, inp, env)
     if on_progress is None and progress:
         from rightsize.measure.progress import config_count, sweep_progress
@@ -32,7 +30,7 @@ def ensure_profile(
             run_sweep(workload, store, env=env, on_progress=cb)
     else:
         run_sweep(workload, store, env=env, on_progress=on_progress)
-    profile = store.profile(workload.model, workload.mode, inp, env["id"], tiny=workload.tiny)
+    profile = store.profile(workload.model, workload.mode, inp, env.id, tiny=workload.tiny)
     if profile is None:
         return Profile(workload.model, workload.mode, inp, env, ())
     return profile
@@ -42,7 +40,7 @@ def ensure_profile(
 _HARDWARE_KEYS = ("cpu_model", "machine", "physical_cores", "logical_cores", "isa", "ram_bytes")
 
 
-def stored_profile(workload: Workload, store: Store, inp: dict[str, int], env: dict[str, Any]) -> Profile:
+def stored_profile(workload: Workload, store: Store, inp: dict[str, int], env: Environment) -> Profile:
     """Without torch nothing can be measured: the newest stored profile of this model, mode and input,
     preferring one taken on this hardware (e.g. by a dev venv on the same machine)."""
     from rightsize.errors import UnsupportedError
@@ -57,5 +55,5 @@ def stored_profile(workload: Workload, store: Store, inp: dict[str, int], env: d
             "pip install torch==2.13.0, or run `rightsize bench SPEC --store FILE` where torch is installed and "
             "plan with the same --store"
         )
-    same_hw = [p for p in stored if all(p.env.get(k) == env.get(k) for k in _HARDWARE_KEYS)]
+    same_hw = [p for p in stored if all(getattr(p.env, k) == getattr(env, k) for k in _HARDWARE_KEYS)]
     return (same_hw or stored)[-1]  # the store lists profiles in the order they were first measured

@@ -18,7 +18,7 @@ from rightsize.measure.env import fingerprint
 from rightsize.measure.quality import is_contended, slowdown
 from rightsize.measure.runner import run_isolated
 from rightsize.models import workload_model
-from rightsize.profile import Measurement
+from rightsize.profile import Environment, Measurement
 from rightsize.spec import Workload
 from rightsize.store import Store
 
@@ -26,7 +26,7 @@ from rightsize.store import Store
 @dataclass
 class SweepResult:
     run_id: str | None
-    env: dict[str, Any]
+    env: Environment
     measurements: list[Measurement] = field(default_factory=list)
     reused: int = 0
     notes: list[str] = field(default_factory=list)
@@ -128,7 +128,7 @@ def run_sweep(
     memory_limit_bytes: int | None = None,
     epochs: int | None = None,
     on_progress: Progress | None = None,
-    env: dict[str, Any] | None = None,
+    env: Environment | None = None,
     on_wait: Callable[[], None] | None = None,
 ) -> SweepResult:
     """Measure every config of ``workload`` on this machine; failures are recorded, not raised.
@@ -141,7 +141,7 @@ def run_sweep(
     entry = workload_model(workload)  # fail fast on a bad model name
     env = env or fingerprint()
     configs, notes = expand(
-        workload, entry.kind, env_id=env["id"], has_cuda=bool(env["gpus"]), epochs=epochs,
+        workload, entry.kind, env_id=env.id, has_cuda=bool(env.gpus), epochs=epochs,
         memory_limit_bytes=memory_limit_bytes,
     )  # fmt: skip
     if entry.meta_only:
@@ -163,12 +163,12 @@ def run_sweep(
     with lock:
         try:
             for cfg in configs:
-                prior = None if store is None else store.find_measurement(cfg.key, env["id"])
+                prior = None if store is None else store.find_measurement(cfg.key, env.id)
                 if prior is not None and not fresh and not is_contended(prior):
                     _reuse(result, rates, cfg, prior, on_progress)
                     continue
                 failed = None if store is None or prior is not None else store.find_measurement(
-                    cfg.key, env["id"], ok_only=False
+                    cfg.key, env.id, ok_only=False
                 )  # fmt: skip
                 if failed is not None and failed.status == "failed" and not fresh:
                     # A config that failed here before fails again (no CUDA, out of memory, unsupported):
@@ -189,7 +189,7 @@ def run_sweep(
                 if store is not None:
                     if result.run_id is None:  # a run is recorded once something is measured
                         result.run_id = store.start_run(
-                            "bench", name=workload.name, model=workload.model, env_id=env["id"],
+                            "bench", name=workload.name, model=workload.model, env_id=env.id,
                             spec=workload.model_dump(mode="json"),
                         )  # fmt: skip
                     store.add_measurements(result.run_id, [m])

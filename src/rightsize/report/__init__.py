@@ -15,7 +15,7 @@ from typing import Any
 
 from rightsize.errors import RightsizeError, SpecError
 from rightsize.plan.result import Candidate, PlanResult
-from rightsize.profile import Measurement, Profile, ServiceCurve
+from rightsize.profile import Environment, Measurement, Profile, ServiceCurve
 from rightsize.report.data import ReportData, build_report_data
 from rightsize.report.html import render_html
 from rightsize.report.markdown import render_markdown
@@ -32,7 +32,7 @@ def write_report(
     profile: Profile | None = None,
     curves: Sequence[ServiceCurve] = (),
     memory: Any = None,
-    env: dict[str, Any] | None = None,
+    env: Environment | dict[str, Any] | None = None,
     sweep: Callable[[Candidate, list[float]], list[float]] | None = None,
     measurements: Sequence[Measurement] = (),
 ) -> Path:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rightsize.profile import Measurement, ServiceCurve
+from rightsize.profile import Environment, Measurement, ServiceCurve
 from rightsize.report.charts_jobs import cluster_charts, spot_charts
 from rightsize.report.data import GIB, ReportData, Targets, candidate_key, candidate_label
 from rightsize.report.fmt import finite, hours, num, usd
@@ -35,9 +35,9 @@ MAX_CURVES = 6  # projected curves drawn in the batch charts (those of the top c
 MAX_POINTS = 400  # candidates drawn in the Pareto chart
 
 
-def _device_name(m: Measurement, env: Mapping[str, Any] | None) -> str:
-    if m.device == "cuda" and env and env.get("gpus"):
-        return str(env["gpus"][0].get("name", "cuda"))
+def _device_name(m: Measurement, env: Environment | None) -> str:
+    if m.device == "cuda" and env is not None and env.gpu_name:
+        return env.gpu_name
     return m.device
 
 

@@ -86,15 +86,15 @@ def measured_points(st: Store, catalog: Any, unpriced: list[str] | None = None) 
     Machines no catalog instance stands for are appended to ``unpriced`` ("box-a cpu")."""
     out = []
     for env in st.envs():
-        ms = [m for m in st.measurements(env_id=env["id"], mode="inference") if m.status == "ok" and m.latency_ms]
+        ms = [m for m in st.measurements(env_id=env.id, mode="inference") if m.status == "ok" and m.latency_ms]
         for device in sorted({m.device for m in ms}):
             priced = price_env(env, device, catalog)
             if not priced and unpriced is not None:
-                unpriced.append(f"{env.get('hostname') or env['id']} {device}")
+                unpriced.append(f"{env.hostname or env.id} {device}")
             for inst in priced:
                 for m in (m for m in ms if m.device == device):
                     assert m.latency_ms is not None
-                    host = env.get("hostname") or env["id"]
+                    host = env.hostname or env.id
                     out.append(
                         CostPoint(
                             "measured",

@@ -10,9 +10,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from rightsize.profile import Measurement
+from rightsize.profile import Environment, Measurement
 from rightsize.report.charts import latency_charts
 from rightsize.report.data import ReportData, candidate_label
 from rightsize.report.fmt import esc, finite, format_bytes, num, usd
@@ -71,16 +70,16 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]], name: str, raw: i
     )
 
 
-def _gpus(env: Mapping[str, Any]) -> str:
-    return ", ".join(str(g.get("name", "?")) for g in env.get("gpus") or []) or "none"
+def _gpus(env: Environment | None) -> str:
+    return ", ".join(g.name for g in env.gpus) if env is not None and env.gpus else "none"
 
 
 def index_page(st: Store) -> str:
     runs = st.runs()
-    envs = {e["id"]: e for e in st.envs()}
+    envs = {e.id: e for e in st.envs()}
     rows = []
     for r in runs:
-        env = envs.get(r.env_id or "", {})
+        env = envs.get(r.env_id or "")
         box = f'<input type="checkbox" name="run" value="{esc(r.id)}" aria-label="compare {esc(r.id)}">'
         cells = [
             box,
@@ -89,7 +88,7 @@ def index_page(st: Store) -> str:
             esc(r.kind),
             esc(r.name or ""),
             esc(r.model or ""),
-            esc(env.get("hostname") or r.env_id or ""),
+            esc((env.hostname if env else "") or r.env_id or ""),
             esc(r.status),
             esc(r.n_measurements),
             esc(r.n_failed),
@@ -107,13 +106,13 @@ def index_page(st: Store) -> str:
     )
     env_rows_ = [
         [
-            e.get("id", ""),
-            e.get("hostname", ""),
-            e.get("cpu_model", ""),
-            f"{e.get('physical_cores', '?')}/{e.get('logical_cores', '?')}",
-            format_bytes(e.get("ram_bytes")),
+            e.id,
+            e.hostname,
+            e.cpu_model,
+            f"{e.physical_cores}/{e.logical_cores}",
+            format_bytes(e.ram_bytes or None),
             _gpus(e),
-            str(e.get("torch") or "-"),
+            e.torch or "-",
         ]
         for e in envs.values()
     ]
@@ -231,7 +230,7 @@ def compare_page(st: Store, run_ids: Sequence[str]) -> str:
             "Compare runs", "", '<p>Pick at least two runs on the <a href="/">runs page</a> to compare them.</p>'
         )
     runs = [st.run(i) for i in ids]
-    envs = [st.env(r.env_id) if r.env_id else {} for r in runs]
+    envs = [st.env(r.env_id) if r.env_id else None for r in runs]
     per_run = [{_config(m): m for m in _ok(st.measurements(run_id=r.id))} for r in runs]
     cols, lat_series, thr_series = [], [], []
     for i, (r, env, ms) in enumerate(zip(runs, envs, per_run, strict=True)):
@@ -244,7 +243,7 @@ def compare_page(st: Store, run_ids: Sequence[str]) -> str:
         dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in env_rows(env)[:6])
         cols.append(
             f'<div class="compare-col" data-run="{esc(r.id)}"><h3><a href="/run/{esc(r.id)}">{esc(r.id)}</a> · '
-            f"{esc(env.get('hostname') or r.env_id or '?')}</h3>"
+            f"{esc((env.hostname if env else '') or r.env_id or '?')}</h3>"
             f'<p class="sub">{esc(r.kind)} · model {esc(r.model or "-")} · '
             f'{esc(r.created_at)}</p><dl class="kv">{dl}<dt>results</dt><dd>{esc(len(ms))}</dd>'
             f"<dt>best throughput</dt><dd>{esc(best_txt)}</dd></dl></div>"
@@ -254,7 +253,7 @@ def compare_page(st: Store, run_ids: Sequence[str]) -> str:
             groups.setdefault((m.device, m.precision), []).append(m)
         for j, ((dev, prec), gm) in enumerate(sorted(groups.items())):
             gm.sort(key=lambda m: m.batch_size)
-            name = f"{r.id[:6]} ({env.get('hostname') or '?'}) {dev} {prec}"
+            name = f"{r.id[:6]} ({(env.hostname if env else '') or '?'}) {dev} {prec}"
             color = PALETTE[(i * 3 + j) % len(PALETTE)]
             marker = _MARKERS[i % 3]
             lat_series.append(
@@ -296,7 +295,7 @@ def compare_page(st: Store, run_ids: Sequence[str]) -> str:
         base = finite(ms_k[0].throughput_per_s) if ms_k[0] else None
         ratios = [f"×{(finite(m.throughput_per_s) or 0) / base:.2f}" if m and base else "-" for m in ms_k[1:]]
         rows.append([k[0], k[2], k[3], str(k[4]), *lat, *thr, *ratios])
-    same = len({e.get("id") for e in envs}) < len(envs)
+    same = len({e.id if e else r.id for e, r in zip(envs, runs, strict=True)}) < len(envs)
     warn = '<p class="warn">Some of these runs come from the same machine.</p>' if same else ""
     x = Axis("batch size (samples)", log=True)
     charts = xy_chart(

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rightsize.plan.result import Candidate, PlanResult
-from rightsize.profile import Measurement, Profile, ServiceCurve
+from rightsize.profile import Environment, Measurement, Profile, ServiceCurve
 from rightsize.report.fmt import finite
 
 __all__ = [
@@ -80,7 +80,7 @@ class ReportData:
     measurements: list[Measurement] = field(default_factory=list)
     curves: list[ServiceCurve] = field(default_factory=list)
     memory: MemoryView | None = None
-    env: dict[str, Any] | None = None
+    env: Environment | None = None
     sweeps: list[RateSweep] = field(default_factory=list)
     sweep_note: str = ""
     profile_model: str | None = None
@@ -291,7 +291,7 @@ def build_report_data(
     measurements: Sequence[Measurement] = (),
     curves: Sequence[ServiceCurve] = (),
     memory: Any = None,
-    env: Mapping[str, Any] | None = None,
+    env: Environment | Mapping[str, Any] | None = None,
     sweep: SweepFn | None = None,
 ) -> ReportData:
     """Gather everything one report shows. ``result`` is a PlanResult or its ``to_dict()`` (a stored plan).
@@ -315,7 +315,9 @@ def build_report_data(
     )
     if mem is None:
         mem = _memory_from_candidates(plan)
-    env_d = dict(env) if env else (dict(profile.env) if profile is not None else None) or plan.get("env")
+    env_d = env if isinstance(env, Environment) else Environment.from_dict(env) if env else None
+    if env_d is None:
+        env_d = profile.env if profile is not None else Environment.from_dict(plan["env"]) if plan.get("env") else None
     data = ReportData(
         plan=plan, measurements=ms, curves=cs, memory=mem, env=env_d, profile_model=profile.model if profile else None
     )

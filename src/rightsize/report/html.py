@@ -12,6 +12,7 @@ from importlib import resources
 from typing import Any
 
 from rightsize import __version__
+from rightsize.profile import Environment
 from rightsize.report.charts import all_charts
 from rightsize.report.data import ReportData, candidate_key
 from rightsize.report.fmt import esc, finite, format_bytes, hours, num, pct, usd
@@ -57,23 +58,23 @@ def _dl(rows: Sequence[tuple[str, str]], cls: str = "kv") -> str:
     return f'<dl class="{cls}">' + "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows) + "</dl>"
 
 
-def env_rows(env: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+def env_rows(env: Environment | None) -> list[tuple[str, str]]:
     """The fingerprint fields a reader needs to judge the numbers."""
     if not env:
         return [("environment", "not recorded")]
-    gpus = env.get("gpus") or []
-    gpu = ", ".join(f"{g.get('name', '?')} ({format_bytes(g.get('memory_bytes'))})" for g in gpus) or "none"
+    gpus = env.gpus
+    gpu = ", ".join(f"{g.name} ({format_bytes(g.memory_bytes or None)})" for g in gpus) or "none"
     rows = [
-        ("CPU", str(env.get("cpu_model", "?"))),
-        ("cores", f"{env.get('physical_cores', '?')} physical / {env.get('logical_cores', '?')} logical"),
-        ("ISA", ", ".join(env.get("isa") or []) or "-"),
-        ("RAM", format_bytes(env.get("ram_bytes"))),
+        ("CPU", env.cpu_model),
+        ("cores", f"{env.physical_cores} physical / {env.logical_cores} logical"),
+        ("ISA", ", ".join(env.isa) or "-"),
+        ("RAM", format_bytes(env.ram_bytes or None)),
         ("GPUs", gpu),
-        ("torch", str(env.get("torch") or "-")),
-        ("python", str(env.get("python") or "-")),
-        ("OS", str(env.get("os") or "-")),
-        ("host", str(env.get("hostname") or "-")),
-        ("env id", str(env.get("id") or "-")),
+        ("torch", env.torch or "-"),
+        ("python", env.python or "-"),
+        ("OS", env.os or "-"),
+        ("host", env.hostname or "-"),
+        ("env id", env.id or "-"),
     ]
     return [(k, v) for k, v in rows if v not in ("?", "")]
 

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rightsize.profile import Environment, Gpu
+
 __all__ = ["PricedInstance", "load_catalog_or_none", "price_env", "usd_per_1m_samples"]
 
 
@@ -36,22 +38,21 @@ def load_catalog_or_none() -> Any:
         return None
 
 
-def match_accelerator(gpu: Mapping[str, Any], accelerators: Mapping[str, Any]) -> str | None:
-    """The catalog accelerator name for a fingerprint's GPU entry (``catalog.match_accelerator``'s rule)."""
+def match_accelerator(gpu: Gpu, accelerators: Mapping[str, Any]) -> str | None:
+    """The catalog accelerator name for a fingerprint's GPU (``catalog.match_accelerator``'s rule)."""
     from rightsize.catalog.query import match_accelerator as match
 
-    acc = match(str(gpu.get("name", "")), accelerators, gpu.get("memory_bytes"))
+    acc = match(gpu.name, accelerators, gpu.memory_bytes or None)
     return acc.name if acc is not None else None
 
 
-def price_env(env: Mapping[str, Any], device: str, catalog: Any) -> list[PricedInstance]:
+def price_env(env: Environment, device: str, catalog: Any) -> list[PricedInstance]:
     """Catalog instances that stand for the machine ``env`` running on ``device`` (cpu | cuda)."""
     if catalog is None:
         return []
     instances: Sequence[Any] = catalog.instances
     if device == "cuda":
-        gpus = env.get("gpus") or []
-        acc = match_accelerator(gpus[0], catalog.accelerators) if gpus else None
+        acc = match_accelerator(env.gpus[0], catalog.accelerators) if env.gpus else None
         if acc is None:
             return []
         rows = [i for i in instances if i.accelerator == acc and i.accelerator_count == 1]
@@ -69,10 +70,10 @@ def price_env(env: Mapping[str, Any], device: str, catalog: Any) -> list[PricedI
         ]
     from rightsize.catalog import match_cpu_family
 
-    fam = match_cpu_family(catalog.cpus, dict(env))
+    fam = match_cpu_family(catalog.cpus, env)
     if fam is None:
         return []
-    vcpus = int(env.get("logical_cores") or 1)
+    vcpus = env.logical_cores
     rows = [i for i in instances if i.cpu_family == fam.name and not i.accelerator and i.vcpus >= vcpus]
     out: list[PricedInstance] = []
     for provider in sorted({i.provider for i in rows}):

@@ -45,7 +45,7 @@ def matching_profile(store: Store, model: str | None, mode: str, env_id: str | N
     if not model:
         return None
     profiles = store.profiles(model, tiny=None)
-    fits = [p for p in profiles if p.mode == mode and (env_id is None or p.env.get("id") == env_id)]
+    fits = [p for p in profiles if p.mode == mode and (env_id is None or p.env.id == env_id)]
     if not fits and env_id is not None:
         fits = [p for p in profiles if p.mode == mode]
     return max(fits, key=lambda p: (not any(m.tiny for m in p.measurements), len(p.ok())), default=None)

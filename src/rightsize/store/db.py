@@ -18,7 +18,7 @@ import os
 import socket
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -28,7 +28,7 @@ from typing import Any
 import platformdirs
 
 from rightsize.errors import NotFoundError, RightsizeError
-from rightsize.profile import Measurement, Profile
+from rightsize.profile import Environment, Measurement, Profile
 
 _MIGRATIONS: list[str] = [
     # v1
@@ -164,22 +164,24 @@ class Store:
 
     # -- environments -------------------------------------------------------------------------------
 
-    def save_env(self, env: dict[str, Any]) -> str:
+    def save_env(self, env: Environment | Mapping[str, Any]) -> str:
+        env = env if isinstance(env, Environment) else Environment.from_dict(env)
         with self._tx() as c:
             c.execute(
                 "INSERT OR IGNORE INTO envs(id, created_at, json) VALUES (?, ?, ?)",
-                (env["id"], _now(), json.dumps(env)),
+                (env.id, _now(), json.dumps(env.to_dict())),
             )
-        return str(env["id"])
+        return env.id
 
-    def env(self, env_id: str) -> dict[str, Any]:
+    def env(self, env_id: str) -> Environment:
         row = self._conn.execute("SELECT json FROM envs WHERE id = ?", (env_id,)).fetchone()
         if row is None:
             raise NotFoundError(f"environment {env_id!r} is not in the store; see `rightsize results`")
-        return json.loads(row["json"])
+        return Environment.from_dict(json.loads(row["json"]))
 
-    def envs(self) -> list[dict[str, Any]]:
-        return [json.loads(r["json"]) for r in self._conn.execute("SELECT json FROM envs ORDER BY created_at")]
+    def envs(self) -> list[Environment]:
+        rows = self._conn.execute("SELECT json FROM envs ORDER BY created_at")
+        return [Environment.from_dict(json.loads(r["json"])) for r in rows]
 
     # -- runs --------------------------------------------------------------------------------------
 
@@ -306,9 +308,9 @@ class Store:
         for (env_id, _), m in latest.items():
             ident = json.dumps(m.input, sort_keys=True)
             groups.setdefault((env_id, m.model, m.mode, ident), []).append(m)
-        envs = {e["id"]: e for e in self.envs()}
+        envs = {e.id: e for e in self.envs()}
         return [
-            Profile(model=mdl, mode=mode, input=json.loads(ident), env=envs.get(env_id, {"id": env_id}),
+            Profile(model=mdl, mode=mode, input=json.loads(ident), env=envs.get(env_id, Environment(env_id)),
                     measurements=tuple(sorted(ms, key=lambda m: (m.device, m.precision, m.batch_size))))
             for (env_id, mdl, mode, ident), ms in groups.items()
         ]  # fmt: skip
@@ -317,7 +319,7 @@ class Store:
         self, model: str, mode: str, input: dict[str, int], env_id: str, *, tiny: bool = False
     ) -> Profile | None:
         for p in self.profiles(model, tiny=tiny):
-            if p.mode == mode and p.input == input and p.env.get("id") == env_id:
+            if p.mode == mode and p.input == input and p.env.id == env_id:
                 return p
         return None
 

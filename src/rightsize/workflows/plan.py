@@ -128,13 +128,11 @@ def work_profile(workload: Workload, store: Store) -> WorkProfile | None:
             return WorkProfile.from_dict(cached) if cached is not None else None  # None: it failed before
     try:
         from rightsize.estimate.work import trace_work
+        from rightsize.measure.config import input_of
         from rightsize.models import workload_model
 
         entry = workload_model(workload)
-        inp = {"seq_len": workload.input.seq_len} if entry.kind == "tokens" else {}
-        if entry.kind == "image":
-            inp = {"image_size": workload.input.image_size}
-        work = trace_work(entry, mode=workload.mode, tiny=workload.tiny, **inp)
+        work = trace_work(entry, mode=workload.mode, tiny=workload.tiny, **input_of(workload, entry.kind))
     except ImportError:  # no torch here: nothing to cache, a later run with torch traces it
         return None
     except Exception:  # any failure to trace a user model falls back to the coarse profile, labelled
@@ -257,7 +255,7 @@ def _plan_one(
     if not profile.ok():
         reasons = sorted({m.reason or "failed" for m in profile.measurements})
         raise RunFailedError(f"no successful measurement of {workload.model} to plan from: {'; '.join(reasons)[:300]}")
-    others = [p for p in store.profiles(workload.model, tiny=workload.tiny) if p.env.get("id") != profile.env.get("id")]
+    others = [p for p in store.profiles(workload.model, tiny=workload.tiny) if p.env.id != profile.env.id]
     work = work_profile(workload, store)
     projection = load_projection_model()
     curves = project_curves(profile, catalog, projection, work, measured=others)
@@ -266,9 +264,7 @@ def _plan_one(
     memory, breakdowns = memory_models(workload, store, {c.precision for c in curves})
     prep_s = time.perf_counter() - t0
     result = plan(workload, curves, catalog, memory, seed=seed)
-    result.assumptions["profile"] = (
-        f"{len(profile.ok())} measured configs on {profile.env.get('cpu_model', 'this machine')}"
-    )
+    result.assumptions["profile"] = f"{len(profile.ok())} measured configs on {profile.env.cpu_model}"
     result.assumptions["projection"] = {
         "model": projection.source,
         "bands": {k: b.to_dict() for k, b in projection.bands.items()},
@@ -338,7 +334,7 @@ def plan_record(result: PlanResult, context: dict[str, Any]) -> dict[str, Any]:
     return result.to_dict() | {
         "curves": [dataclasses.asdict(c) for c in curves],
         "memory": memory,
-        "env": dict(profile.env) if profile is not None else None,
+        "env": profile.env.to_dict() if profile is not None else None,
         "rate_sweeps": [dataclasses.asdict(s) for s in data.sweeps],
     }
 

@@ -197,7 +197,7 @@ def retime_curve(
     from rightsize.measure.config import expand
     from rightsize.measure.runner import run_isolated
     from rightsize.models import workload_model
-    from rightsize.profile import Profile, measured_curve
+    from rightsize.profile import Environment, Profile, measured_curve
 
     w = workload.model_copy(
         update={
@@ -206,7 +206,7 @@ def retime_curve(
         }
     )  # fmt: skip
     configs, _ = expand(w, workload_model(w).kind, env_id="validate-now", has_cuda=False)
-    now = Profile(w.model, w.mode, {}, {"id": "validate-now"}, tuple(run_isolated(c, cpus=cpus) for c in configs))
+    now = Profile(w.model, w.mode, {}, Environment("validate-now"), tuple(run_isolated(c, cpus=cpus) for c in configs))
     curve = measured_curve(now, precision, threads=threads)
     return None if curve is None else replace(curve, device="cpu:now", source="re-timed before serving")
 

@@ -41,7 +41,7 @@ def main() -> None:
     print(table[["rank", "instance", "device", "precision", "cost_usd_per_hour", "p95_ms", "feasible"]].head(5))
 
     profile = rs.measure(spec, store=store)  # the local measurements the plan used (no re-measuring)
-    print(f"{len(profile.ok())} measured configs on {profile.env.get('cpu_model')}")
+    print(f"{len(profile.ok())} measured configs on {profile.env.cpu_model}")
 
     report = record.report(store.parent / "notebook-report.html")
     print(f"report: {report}")

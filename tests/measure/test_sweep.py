@@ -100,7 +100,7 @@ def test_epoch_runs_and_failures_are_reused(store_path: Path) -> None:
         other = run_sweep(train, store, epochs=3)
         assert other.reused == 0  # a different epoch count is a different config
         broken = _workload(precisions=["fp32"], batch_sizes=[1], devices=["cpu"], threads=[None])
-        cfg, _ = expand(broken, "tokens", env_id=first.env["id"], has_cuda=False)
+        cfg, _ = expand(broken, "tokens", env_id=first.env.id, has_cuda=False)
         store.add_measurements(store.start_run("bench"), [cfg[0].result("failed", reason="out of memory (test)")])
         known = run_sweep(broken, store)
         assert known.reused == 1 and known.measurements[0].status == "failed"

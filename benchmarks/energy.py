@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 
 from rightsize.catalog import load_catalog
-from rightsize.plan.energy import GPU_IDLE_FRACTION, GPU_MAX_OVER_TDP, load_power  # the shipped table
+from rightsize.plan.energy import GPU_IDLE_FRACTION, GPU_MAX_OVER_TDP
 
 IMAGENET_EPOCH = 1_281_167
 JOB = {"training": {"resnet50": IMAGENET_EPOCH}, "inference": {}}
@@ -38,7 +38,8 @@ def _rows() -> list[dict[str, str]]:
 
 def device_watts(row: dict[str, str]) -> tuple[float, str]:
     """Modelled watts of the device(s) a published row ran on, at full use."""
-    table = load_power()
+    table = load_catalog("").power
+    assert table is not None  # the shipped catalog always carries it
     if row["device_class"] == "cpu":
         _, hi = table.cpu.get(row["device"], table.cpu["intel-cascade-lake"])
         threads = int(row["threads"] or row["cores"] or 1)

@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-fail", action="store_true", help="exit 0 even when a target is missed")
     args = ap.parse_args(argv)
 
+    from rightsize.catalog import load_catalog
     from rightsize.estimate.fitting import run_reference_evaluation
     from rightsize.estimate.reference import load_reference
 
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tempfile.mkdtemp(prefix="rightsize-anchors-"))
         _measure_here(sorted({r.model for r in rows if r.device_class == "cpu"}), tmp)
         calibration = tmp
-    ev, rows, inputs = run_reference_evaluation(args.reference, calibration)
+    ev, rows, inputs = run_reference_evaluation(load_catalog(""), args.reference, calibration)
     summary = {dc: ev.summary(dc) for dc in ("gpu", "cpu")} | {"all": ev.summary()}
     verdict = {k: _check(summary["all"], k) for k in TARGETS}
     if args.json:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rightsize.catalog import Catalog
     from rightsize.estimate.memory import MemoryEstimate
     from rightsize.plan import Candidate, PlanResult
     from rightsize.profile import Profile
@@ -49,6 +50,13 @@ def _store(store: str | Path | Store | None) -> Store:
     from rightsize.store import Store
 
     return store if isinstance(store, Store) else Store(store)
+
+
+def _catalog(catalog: str | Path | Catalog | None) -> Catalog:
+    """A loaded catalog as is; a CSV path merged over the shipped tables; None: shipped + $RIGHTSIZE_CATALOG."""
+    from rightsize.catalog import Catalog, load_catalog
+
+    return catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
 
 
 @dataclass
@@ -152,7 +160,7 @@ def plan(
     spec: str | Path | dict[str, Any] | Workload,
     *,
     store: str | Path | Store | None = None,
-    catalog: str | Path | None = None,
+    catalog: str | Path | Catalog | None = None,
     progress: bool = False,
     seed: int = 0,
 ) -> PlanRecord:
@@ -163,7 +171,7 @@ def plan(
     w = workload(spec)
     if w.targets is None:
         raise SpecError("targets", "the spec has no targets; add online, batch or training (see examples/)")
-    result, context = plan_spec(w, _store(store), catalog, progress=progress, seed=seed)
+    result, context = plan_spec(w, _store(store), _catalog(catalog), progress=progress, seed=seed)
     return PlanRecord(result, context)
 
 
@@ -176,12 +184,13 @@ def measure(
     return ensure_profile(workload(spec), _store(store), progress=progress)
 
 
-def memory(model: str, **kwargs: Any) -> MemoryEstimate:
-    """Peak memory of ``model`` (zoo name or your own: see docs/models.md), as ``rightsize memory``; keywords as
-    ``rightsize.estimate.memory_estimate.estimate_memory`` (mode, precision, batch_size, seq_len, device, …)."""
+def memory(model: str, *, catalog: str | Path | Catalog | None = None, **kwargs: Any) -> MemoryEstimate:
+    """Peak memory of ``model`` (zoo name or your own: see docs/models.md), as ``rightsize memory``, with the GPU
+    tiers of ``catalog`` (as ``plan``'s); keywords as ``rightsize.estimate.memory_estimate.estimate_memory``
+    (mode, precision, batch_size, seq_len, device, tiers, …)."""
     from rightsize.estimate.memory_estimate import estimate_memory
 
-    return estimate_memory(model, **kwargs)
+    return estimate_memory(model, catalog=_catalog(catalog), **kwargs)
 
 
 def diagnose() -> Any:

@@ -8,6 +8,7 @@ import pytest
 
 pytest.importorskip("torch")
 
+from rightsize.catalog import load_catalog
 from rightsize.estimate.calibration import calibration_dir
 from rightsize.estimate.fitting import fit_payload, run_reference_evaluation
 from rightsize.estimate.projection import FIT_FILE, load_projection_model
@@ -16,7 +17,7 @@ from rightsize.estimate.projection import FIT_FILE, load_projection_model
 @pytest.mark.slow
 def test_shipped_fit_matches_a_refit() -> None:
     shipped = json.loads((calibration_dir() / FIT_FILE).read_text(encoding="utf-8"))
-    ev, _, inputs = run_reference_evaluation()
+    ev, _, inputs = run_reference_evaluation(load_catalog(""))
     fresh = fit_payload(ev, inputs)
     assert shipped["inputs"]["reference_sha256"] == fresh["inputs"]["reference_sha256"], (
         "re-run scripts/fit_projection.py"

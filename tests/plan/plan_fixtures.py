@@ -57,7 +57,9 @@ def gpu_curve(
 
 
 def small_catalog() -> Catalog:
-    """Four rows: two CPU sizes, one small GPU, one big GPU."""
+    """Four rows: two CPU sizes, one small GPU, one big GPU; the shipped power and grid tables (energy)."""
+    from rightsize.catalog import load_catalog
+
     return Catalog(
         accelerators=dict(ACCELERATORS),
         cpus={},
@@ -67,6 +69,7 @@ def small_catalog() -> Catalog:
             instance("g.t4", 0.53, vcpus=4, ram_gib=16, acc="T4", count=1, spot=0.19, bucket="5-10%"),
             instance("p.a100", 3.67, vcpus=12, ram_gib=85, acc="A100-80GB", count=1, spot=1.44, bucket="5-10%"),
         ),
+        power=load_catalog("").power,
     )
 
 

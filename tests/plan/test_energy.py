@@ -72,7 +72,9 @@ def test_busier_replica_draws_more() -> None:
     def energy_at(rate: float) -> float:
         target = OnlineTarget(rate_per_s=rate, latency=LatencyBound(percentile=95, bound_ms=500))
         cands = plan_online(pair_options(cat.instances, [cpu_curve("c.2x", 20.0, 15.0)], cat.accelerators), target)
-        add_energy(cands, {(i.provider, i.region, i.instance_type): i for i in cat.instances}, {}, "online", rate)
+        by_key = {(i.provider, i.region, i.instance_type): i for i in cat.instances}
+        assert cat.power is not None
+        add_energy(cands, by_key, {}, "online", rate, table=cat.power)
         best = rank(cands, "online")[0]
         assert best.energy is not None
         explain("online", [best], 95, 500)

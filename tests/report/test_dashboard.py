@@ -62,8 +62,10 @@ def test_compare_needs_two_runs(two_run_store: tuple[Path, str, str]) -> None:
 
 
 def test_cost_filters_change_the_points(two_run_store: tuple[Path, str, str]) -> None:
+    from rightsize.catalog import load_catalog
+
     path, _, _ = two_run_store
-    with running_dashboard(path) as url:
+    with running_dashboard(path, catalog=load_catalog("")) as url:
         _, all_ = _get(url + "/cost")
         _, gpu = _get(url + "/cost?device_class=gpu")
         _, aws_bf16 = _get(url + "/cost?provider=gcp&precision=fp32")

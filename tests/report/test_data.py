@@ -49,11 +49,15 @@ def test_memory_view_accepts_plain_dicts_estimates_and_tier_shapes() -> None:
     assert memory_view(None) is None and memory_view({"weights": 0}) is None
 
 
-def test_memory_tiers_default_to_the_catalog() -> None:
-    mv = memory_view({"weights": GIB})
+def test_memory_tiers_come_from_the_catalog_the_caller_passes() -> None:
+    from rightsize.catalog import gpu_memory_tiers, load_catalog
+
+    mv = memory_view({"weights": GIB}, tiers=gpu_memory_tiers(load_catalog("")))
     assert mv is not None
     gib = [g for g, _ in mv.tiers]
     assert 16 in gib and 24 in gib and 80 in gib  # T4, A10G/L4, A100-80GB/H100 (catalog/data/accelerators.csv)
+    bare = memory_view({"weights": GIB})  # no catalog passed: no file is read, no tiers drawn
+    assert bare is not None and bare.tiers == ()
 
 
 def test_rate_sweep_covers_the_top_candidates_at_fractions_of_the_peak(plan_online: PlanResult) -> None:

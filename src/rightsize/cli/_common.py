@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 
 from rightsize.jsonout import to_json
+
+if TYPE_CHECKING:
+    from rightsize.catalog import Catalog
 
 # Humans read stderr while --json writes stdout, so piping JSON never mixes in progress text.
 # Piped output (CI logs, `| tee`) gets $COLUMNS if set, else 200 rather than rich's 80: a table row stays on
@@ -31,6 +35,14 @@ CATALOG_OPTION = typer.Option(
     envvar="RIGHTSIZE_CATALOG",
     help="CSV file that adds or overrides catalog rows.",
 )
+
+
+def load_catalog_option(path: Path | None) -> Catalog:
+    """The catalog a command uses, loaded once: shipped tables plus ``--catalog`` (typer already applied
+    $RIGHTSIZE_CATALOG; ``--catalog ""`` arrives as Path(".") and means no user file)."""
+    from rightsize.catalog import load_catalog
+
+    return load_catalog("" if path is None or str(path) in ("", ".") else path)
 
 
 def emit_json(obj: Any) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, emit_json, out_console
+from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, emit_json, load_catalog_option, out_console
 from rightsize.errors import SpecError
 
 
@@ -22,13 +22,12 @@ def catalog(
     """List the hardware and price catalog (shipped data plus --catalog FILE); `catalog import` refreshes prices."""
     if ctx.invoked_subcommand is not None:
         return
-    from rightsize.catalog import filter_instances, interruptions_per_hour, load_catalog
+    from rightsize.catalog import filter_instances, interruptions_per_hour
     from rightsize.errors import NotFoundError, did_you_mean
 
     if gpu and cpu:
         raise SpecError("--gpu/--cpu", "pick one of --gpu and --cpu, or neither for both")
-    # typer already applied $RIGHTSIZE_CATALOG; `--catalog ""` arrives as Path(".") and means "none".
-    cat = load_catalog(catalog_file if catalog_file and str(catalog_file) != "." else "")
+    cat = load_catalog_option(catalog_file)
     known = sorted({i.provider for i in cat.instances})
     for p in provider or []:
         if p.lower() not in known:
@@ -113,7 +112,6 @@ def catalog_import(
     import datetime as dt
     import re
 
-    from rightsize.catalog import load_catalog
     from rightsize.catalog.skypilot import find_tables, import_skypilot, write_rows
 
     if date is not None and not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])(-\d{2})?", date):
@@ -123,7 +121,7 @@ def catalog_import(
     if date is None:
         newest = max(p.stat().st_mtime for p in find_tables(path).values())
         date = dt.date.fromtimestamp(newest).strftime("%Y-%m")
-    cat = load_catalog(catalog_file if catalog_file and str(catalog_file) != "." else "")
+    cat = load_catalog_option(catalog_file)
     result = import_skypilot(path, cat, date)
     if not result.rows:
         raise SpecError("PATH", f"none of the catalog's instances are listed under {path}; nothing written")

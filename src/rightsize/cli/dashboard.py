@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from rightsize.cli._common import JSON_OPTION, STORE_OPTION, err_console
+from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, err_console, load_catalog_option
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -29,6 +29,7 @@ def dashboard(
         help="Require this token (open the printed URL once; a cookie keeps it). Default: none on loopback, "
         "a random one on any other --host.",
     ),
+    catalog: Path | None = CATALOG_OPTION,
 ) -> None:
     """Serve a local, read-only dashboard over the results store until Ctrl-C."""
     from rightsize.report.dashboard import serve_dashboard
@@ -50,7 +51,10 @@ def dashboard(
         err_console.print(line, markup=False, highlight=False)
 
     try:
-        serve_dashboard(store, host=host, port=port, on_ready=ready, log=log if verbose else None, token=token)
+        serve_dashboard(
+            store, host=host, port=port, on_ready=ready, log=log if verbose else None, token=token,
+            catalog=load_catalog_option(catalog),
+        )  # fmt: skip
     except KeyboardInterrupt:
         err_console.print("stopped")
 

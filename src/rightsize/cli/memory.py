@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, emit_json, err_console, out_console
+from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, emit_json, err_console, load_catalog_option, out_console
 
 if TYPE_CHECKING:
     from rightsize.estimate.memory import MemoryEstimate
@@ -53,12 +53,11 @@ def memory(
         "mode": mode, "precision": precision, "batch_size": batch, "seq_len": seq, "image_size": image,
         "optimizer": optimizer, "fused": fused, "tiny": tiny, "shape": parse_shape(shape), "vocab": vocab,
     }  # fmt: skip
-    # typer applies $RIGHTSIZE_CATALOG; `--catalog ""` arrives as Path(".") and means "none".
-    cat = None if catalog_file is None else ("" if str(catalog_file) == "." else str(catalog_file))
+    cat = load_catalog_option(catalog_file)
     tier_list = parse_tiers(tiers) if tiers is not None else None
     # Building and tracing a large model takes 20-50 s on 2 cores: say what is happening meanwhile.
     with err_console.status(f"tracing {model} ({mode}, batch {batch}) without allocating its memory…"):
-        est = estimate_memory(model, device=device, catalog_file=cat, tiers=tier_list, **kwargs)
+        est = estimate_memory(model, device=device, catalog=cat, tiers=tier_list, **kwargs)
     val = _validate(est, model, kwargs, tiny) if validate else None
     if json_out:
         emit_json({**_as_dict(est), **({"validation": val.to_dict()} if val else {})})

@@ -7,7 +7,15 @@ from typing import Any
 
 import typer
 
-from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, emit_json, err_console, out_console
+from rightsize.cli._common import (
+    CATALOG_OPTION,
+    JSON_OPTION,
+    STORE_OPTION,
+    emit_json,
+    err_console,
+    load_catalog_option,
+    out_console,
+)
 
 
 def pipeline(
@@ -35,13 +43,12 @@ def pipeline(
     catalog: Path | None = CATALOG_OPTION,
 ) -> None:
     """Run batch inference end to end (read, preprocess, infer, write) and project the full job's cost."""
-    from rightsize.catalog import load_catalog
     from rightsize.spec import load_spec
     from rightsize.store import Store
     from rightsize.workflows.pipeline import run_and_project
 
     workload = load_spec(spec)
-    cat = load_catalog(catalog) if catalog else None
+    cat = load_catalog_option(catalog)
     with Store(store) as db:
         result = run_and_project(
             workload, items=items, input_path=input_file, output_path=output, ray_address=ray, workers=workers,

@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.markup import escape
 
-from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, emit_json, err_console, out_console
+from rightsize.cli._common import (
+    CATALOG_OPTION,
+    JSON_OPTION,
+    STORE_OPTION,
+    emit_json,
+    err_console,
+    load_catalog_option,
+    out_console,
+)
 from rightsize.workflows.plan import plan_record, plan_spec, write_plan_report
 
 if TYPE_CHECKING:
@@ -112,7 +120,7 @@ def plan_cmd(
 
         raise SpecError("targets", f"{spec.name} has no targets; add online, batch or training (see examples/)")
     db = Store(store)
-    result, context = plan_spec(workload, db, catalog, progress=not json_out, seed=seed)
+    result, context = plan_spec(workload, db, load_catalog_option(catalog), progress=not json_out, seed=seed)
     # stored whole: every candidate and the report's evidence, so `report RUN` shows what --report shows
     record = {"name": workload.name, **plan_record(result, context)}
     db.save_artifact(None, "plan", record)

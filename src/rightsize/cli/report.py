@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rightsize.cli._common import JSON_OPTION, STORE_OPTION, emit_json, err_console
+from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, emit_json, err_console, load_catalog_option
 
 
 def report(
@@ -14,6 +14,7 @@ def report(
     output: Path = typer.Option(Path("rightsize-report.html"), "-o", "--output", help="Write FILE.html or FILE.md."),
     json_out: bool = JSON_OPTION,
     store: Path | None = STORE_OPTION,
+    catalog: Path | None = CATALOG_OPTION,
 ) -> None:
     """Write the report of a stored plan (with its measured profile when the store has it)."""
     from rightsize.errors import NotFoundError, SpecError
@@ -33,7 +34,7 @@ def report(
         )
     with Store(path) as db:
         record = find_plan(db, run)
-        data = stored_report_data(db, record)
+        data = stored_report_data(db, record, load_catalog_option(catalog))
     markdown = output.suffix.lower() in (".md", ".markdown")
     text = render_markdown(data) if markdown else render_html(data)
     try:

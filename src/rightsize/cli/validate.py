@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, emit_json, err_console
+from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, emit_json, err_console, load_catalog_option
 from rightsize.errors import SpecError
 from rightsize.inputfile import check_finite
 from rightsize.workflows.validate import render_report, validate_spec
@@ -50,7 +50,7 @@ def validate(
     workload = load_spec(spec)
     db = Store(store)
     report = validate_spec(
-        workload, db, catalog, fractions=fractions, duration_s=duration, warmup_s=warmup_s,
+        workload, db, load_catalog_option(catalog), fractions=fractions, duration_s=duration, warmup_s=warmup_s,
         progress=not as_json, seed=seed, retime=not no_retime,
     )  # fmt: skip
     if not no_store:

@@ -1,6 +1,6 @@
 """Load everything the reference fit needs (published rows, traces, local anchors) and run it.
 
-    ev = run_reference_evaluation()      # torch: traces the reference models; ~1 minute on 2 cores
+    ev = run_reference_evaluation(load_catalog(""))      # torch: traces the reference models; ~1 minute on 2 cores
 
 Used by ``scripts/fit_projection.py`` (writes ``calibration/projection_fit.json``) and by
 ``benchmarks/projection_vs_published.py`` (prints the leave-one-source-out table).
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rightsize.catalog import Catalog, load_catalog, match_cpu_family
+from rightsize.catalog import Catalog, match_cpu_family
 from rightsize.estimate.calibration import CalibrationSet, load_calibration
 from rightsize.estimate.reference import (
     Anchor,
@@ -48,15 +48,15 @@ def local_anchors(sets: Sequence[CalibrationSet], catalog: Catalog, works: dict[
 
 
 def run_reference_evaluation(
+    catalog: Catalog,
     reference: str | Path | None = None,
     calibration: Path | None = None,
-    catalog: Catalog | None = None,
     rows: Sequence[ReferenceRow] | None = None,
 ) -> tuple[Evaluation, list[ReferenceRow], dict[str, Any]]:
-    """(evaluation, rows, inputs description) over the shipped (or given) reference and calibration files."""
+    """(evaluation, rows, inputs description) over ``catalog`` (the caller loads it: the shipped tables for the
+    shipped fit) and the shipped (or given) reference and calibration files."""
     from rightsize.estimate.work import trace_works
 
-    catalog = catalog or load_catalog("")
     rows = list(rows) if rows is not None else load_reference(reference)
     sets = load_calibration(calibration)
     ms = [m for s in sets for m in s.measurements]

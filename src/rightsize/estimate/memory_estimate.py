@@ -9,7 +9,7 @@ advice ``estimate.memory_advice``; this module runs them in that order.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from rightsize.estimate.memory import (
     Device,
@@ -23,6 +23,9 @@ from rightsize.estimate.memory import (
 )
 from rightsize.estimate.memory_advice import advise_memory
 from rightsize.estimate.memory_tiers import GpuTier, default_tiers
+
+if TYPE_CHECKING:
+    from rightsize.catalog.model import Catalog
 
 __all__ = ["estimate_memory"]
 
@@ -39,7 +42,7 @@ def estimate_memory(
     fused: bool = False,
     device: str = "cuda",
     tiers: list[GpuTier] | None = None,
-    catalog_file: str | None = None,
+    catalog: Catalog | None = None,
     advise: bool = True,
     tiny: bool = False,
     shape: list[int] | None = None,
@@ -47,7 +50,8 @@ def estimate_memory(
 ) -> MemoryEstimate:
     """Trace ``model`` under FakeTensorMode and account its peak memory; pick the smallest tier that
     fits with ``TIER_HEADROOM_FRACTION`` headroom; advise when none does. ``tiers`` default: the
-    catalog's GPU memory tiers, with ``catalog_file`` rows (cuda), or this machine's RAM (cpu)."""
+    GPU memory tiers of ``catalog`` (the caller loads it; the built-in list without one) for cuda, this
+    machine's RAM for cpu."""
     from rightsize.estimate.memory_trace import trace_memory
     from rightsize.models import resolve_model
 
@@ -69,7 +73,7 @@ def estimate_memory(
     )  # fmt: skip
     tier_source = "the given tier list"
     if tiers is None:
-        tiers, tier_source = default_tiers(device, catalog_file)
+        tiers, tier_source = default_tiers(device, catalog)
     est = build_estimate(inp, tiers)
     est.trace_s = round(trace.elapsed_s, 2)
     est.shape, est.vocab = shape, vocab

@@ -1,12 +1,16 @@
 """GPU memory tiers and the fit rule: the smallest tier whose memory, less headroom, holds the total.
 
-Tiers come from the catalog (``rightsize.catalog.gpu_memory_tiers``) when it can be loaded, else from
-``FALLBACK_GPU_TIERS``, the one place this package names GPU memory sizes.
+Tiers come from the catalog the caller loaded (``rightsize.catalog.gpu_memory_tiers``) or, with none passed,
+from ``FALLBACK_GPU_TIERS``, the one place this package names GPU memory sizes. Nothing here reads a file.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rightsize.catalog.model import Catalog
 
 __all__ = [
     "FALLBACK_GPU_TIERS",
@@ -73,14 +77,11 @@ def pick_tier(total_bytes: int, tiers: list[GpuTier], headroom: float = TIER_HEA
     return None
 
 
-def catalog_tiers(catalog_file: str | None = None) -> list[GpuTier] | None:
-    """GPU tiers of the catalog (shipped tables + ``catalog_file``); None when the catalog is absent."""
-    try:
-        from rightsize.catalog import gpu_memory_tiers, load_catalog
-    except ImportError:
-        return None
-    rows = gpu_memory_tiers(load_catalog(catalog_file))
-    return [GpuTier(float(mem), tuple(names)) for mem, names in rows] or None
+def catalog_tiers(catalog: Catalog) -> list[GpuTier] | None:
+    """GPU tiers of ``catalog``; None when it names no accelerator."""
+    from rightsize.catalog import gpu_memory_tiers
+
+    return [GpuTier(float(mem), tuple(names)) for mem, names in gpu_memory_tiers(catalog)] or None
 
 
 def parse_tiers(text: str) -> list[GpuTier]:
@@ -98,14 +99,15 @@ def parse_tiers(text: str) -> list[GpuTier]:
     return [GpuTier(size, (f"{size:g} GiB GPU",)) for size in sorted(set(sizes))]
 
 
-def default_tiers(device: str, catalog_file: str | None = None) -> tuple[list[GpuTier], str]:
-    """(tiers, where they came from): catalog GPU tiers for CUDA, this machine's RAM for CPU."""
+def default_tiers(device: str, catalog: Catalog | None = None) -> tuple[list[GpuTier], str]:
+    """(tiers, where they came from): ``catalog``'s GPU tiers for CUDA (the built-in list without one), this
+    machine's RAM for CPU."""
     if device == "cpu":
         import psutil
 
         ram_gib = psutil.virtual_memory().total / GIB
         return [GpuTier(round(ram_gib, 1), ("this machine's RAM",))], "this machine's RAM (psutil)"
-    tiers = catalog_tiers(catalog_file)
+    tiers = catalog_tiers(catalog) if catalog is not None else None
     if tiers is None:
-        return list(FALLBACK_GPU_TIERS), "the built-in tier list (catalog not available)"
+        return list(FALLBACK_GPU_TIERS), "the built-in tier list (no catalog passed)"
     return tiers, "the catalog's accelerators"

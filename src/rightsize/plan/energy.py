@@ -24,15 +24,6 @@ GPU_IDLE_FRACTION = 0.115
 GPU_MAX_OVER_TDP = 1.02
 
 
-def load_power() -> PowerTable:
-    """The shipped power table (a hand-built Catalog without one falls back to it)."""
-    from rightsize.catalog import load_catalog
-
-    table = load_catalog("").power
-    assert table is not None  # the shipped catalog always carries it
-    return table
-
-
 def instance_watts(
     inst: Instance, utilization: float, table: PowerTable, accelerators: dict[str, Accelerator]
 ) -> tuple[float, list[str]]:
@@ -65,10 +56,11 @@ def add_energy(
     accelerators: dict[str, Accelerator],
     kind: str,
     rate_per_s: float | None = None,
-    table: PowerTable | None = None,
+    *,
+    table: PowerTable,
 ) -> None:
-    """Fill ``Candidate.energy`` for every candidate whose instance is known (in place)."""
-    table = table or load_power()
+    """Fill ``Candidate.energy`` for every candidate whose instance is known (in place), from ``table`` (the
+    catalog's power and grid rows)."""
     for c in cands:
         inst = instances.get((c.provider, c.region, c.instance))
         if inst is None:

@@ -127,7 +127,7 @@ def plan(
                 scaling=f"per doubling: in-node {scale.intra_fp32:g} (AMP {scale.intra_amp:g}), "
                 f"across nodes {scale.inter:g}; {scale.source}",
             )
-    if kind != "rules":
+    if kind != "rules" and catalog.power is not None:  # a hand-built Catalog may carry no power table
         by_key = {(i.provider, i.region, i.instance_type): i for i in instances}
         rate = t.online.rate_per_s if t.online is not None else None
         add_energy(cands, by_key, catalog.accelerators, kind, rate, table=catalog.power)

@@ -35,11 +35,13 @@ def write_report(
     env: Environment | dict[str, Any] | None = None,
     sweep: Callable[[Candidate, list[float]], list[float]] | None = None,
     measurements: Sequence[Measurement] = (),
+    tiers: Sequence[Any] = (),
 ) -> Path:
     """Write the one-page report of ``result`` to ``path``: HTML (``.html``) or Markdown (``.md``).
 
     ``memory``: a MemoryEstimate, ``{"breakdown": {component: bytes}, "tiers": [GiB, ...]}`` or a plain
-    ``{component: bytes}``; ``sweep(candidate, rates_per_s) -> p95_ms`` draws p95 vs request rate.
+    ``{component: bytes}``; ``sweep(candidate, rates_per_s) -> p95_ms`` draws p95 vs request rate; ``tiers``:
+    GPU memory tiers (``catalog.gpu_memory_tiers``) for a memory breakdown that names none.
     Returns ``path``. Raises SpecError for an unknown suffix, RightsizeError when it cannot write.
     """
     path = Path(path)
@@ -47,7 +49,14 @@ def write_report(
     if suffix not in SUFFIXES:
         raise SpecError("--report", f"must end in .html or .md, got {path.name!r}")
     data = build_report_data(
-        result, profile=profile, measurements=measurements, curves=curves, memory=memory, env=env, sweep=sweep
+        result,
+        profile=profile,
+        measurements=measurements,
+        curves=curves,
+        memory=memory,
+        env=env,
+        sweep=sweep,
+        tiers=tiers,
     )
     text = render_markdown(data) if suffix in (".md", ".markdown") else render_html(data)
     try:

@@ -24,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from rightsize.catalog import Catalog
 from rightsize.errors import NotFoundError, RightsizeError
 from rightsize.hosts import allowed_hosts, host_name
 from rightsize.report.fmt import esc
@@ -63,8 +64,9 @@ def render_api(store_path: Path, target: str) -> tuple[int, str, str]:
             return 404, json.dumps({"error": str(exc)}), "application/json"
 
 
-def render_path(store_path: Path, target: str) -> tuple[int, str]:
-    """(HTTP status, HTML) for a request target such as ``/compare?run=a&run=b``."""
+def render_path(store_path: Path, target: str, catalog: Catalog | None = None) -> tuple[int, str]:
+    """(HTTP status, HTML) for a request target such as ``/compare?run=a&run=b``; ``catalog`` prices measured
+    points and gives a report's GPU tiers (None: unpriced, no tiers)."""
     from rightsize.report import dashboard_views as views
     from rightsize.report.dashboard_cost import cost_page
     from rightsize.store import Store
@@ -77,13 +79,13 @@ def render_path(store_path: Path, target: str) -> tuple[int, str]:
             if not parts:
                 return 200, views.index_page(st)
             if parts == ["cost"]:
-                return 200, cost_page(st, query)
+                return 200, cost_page(st, query, catalog)
             if parts == ["compare"]:
                 return 200, views.compare_page(st, query.get("run", []))
             if len(parts) == 2 and parts[0] == "run":
                 return 200, views.run_page(st, parts[1])
             if len(parts) == 2 and parts[0] == "report":
-                return 200, views.report_page(st, parts[1])
+                return 200, views.report_page(st, parts[1], catalog)
         except NotFoundError as exc:
             return 404, views.not_found(str(exc))
         return 404, views.not_found(f"no page {url.path!r}")
@@ -143,7 +145,7 @@ class _Handler(BaseHTTPRequestHandler):
             if self.path.startswith("/api/"):
                 status, body, content_type = render_api(self.server.store_path, self.path)
             else:
-                status, body = render_path(self.server.store_path, self.path)
+                status, body = render_path(self.server.store_path, self.path, self.server.catalog)
         except Exception as exc:  # a broken page must not kill the server; say what broke
             status, body = (
                 500,
@@ -178,8 +180,10 @@ class DashboardServer(ThreadingHTTPServer):
         port: int,
         log: Callable[[str], None] | None = None,
         token: str | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         self.store_path = store_path
+        self.catalog = catalog
         self.log = log
         self.token = token
         self.allowed = allowed_hosts(host)
@@ -197,8 +201,10 @@ def make_server(
     port: int = 0,
     log: Callable[[str], None] | None = None,
     token: str | None = None,
+    catalog: Catalog | None = None,
 ) -> DashboardServer:
-    """A bound server over an existing store (port 0: a free port). The store is never created here."""
+    """A bound server over an existing store (port 0: a free port). The store is never created here.
+    ``catalog`` (loaded once by the caller, e.g. with the user's ``--catalog``) prices measured points."""
     from rightsize.store.db import default_store_path
 
     path = Path(store_path) if store_path is not None else default_store_path()
@@ -207,17 +213,21 @@ def make_server(
             f"--store: no results store at {str(path)!r}; run `rightsize bench SPEC` first or pass --store"
         )
     try:
-        return DashboardServer(path, host, port, log, token)
+        return DashboardServer(path, host, port, log, token, catalog)
     except OSError as exc:
         raise RightsizeError(f"--port: cannot listen on {host}:{port} ({exc.strerror}); pick another port") from None
 
 
 @contextmanager
 def running_dashboard(
-    store_path: str | Path, host: str = "127.0.0.1", port: int = 0, token: str | None = None
+    store_path: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    token: str | None = None,
+    catalog: Catalog | None = None,
 ) -> Iterator[str]:
     """Serve the dashboard in a background thread; yields its base URL and stops it on exit."""
-    server = make_server(store_path, host, port, token=token)
+    server = make_server(store_path, host, port, token=token, catalog=catalog)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
     thread.start()
     try:
@@ -235,9 +245,10 @@ def serve_dashboard(
     on_ready: Callable[[str], None] | None = None,
     log: Callable[[str], None] | None = None,
     token: str | None = None,
+    catalog: Catalog | None = None,
 ) -> None:
     """Serve until interrupted (Ctrl-C)."""
-    server = make_server(store_path, host, port, log, token)
+    server = make_server(store_path, host, port, log, token, catalog)
     if on_ready is not None:
         on_ready(server.base_url)
     try:

@@ -13,10 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rightsize.catalog import Catalog
 from rightsize.report.dashboard_views import shell
 from rightsize.report.data import candidate_key, candidate_label
 from rightsize.report.fmt import esc, finite, num, usd
-from rightsize.report.pricing import load_catalog_or_none, price_env, usd_per_1m_samples
+from rightsize.report.pricing import price_env, usd_per_1m_samples
 from rightsize.report.svg import PALETTE, Axis, Point, Series, xy_chart
 from rightsize.store import Store
 
@@ -154,9 +155,9 @@ def _select(name: str, label: str, values: Sequence[str], current: str) -> str:
     return f'<label>{esc(label)}<select name="{esc(name)}">{"".join(opts)}</select></label>'
 
 
-def cost_page(st: Store, query: Mapping[str, Sequence[str]]) -> str:
-    """Latency vs cost across stored plans and priced measurements, filtered by the query string."""
-    catalog = load_catalog_or_none()
+def cost_page(st: Store, query: Mapping[str, Sequence[str]], catalog: Catalog | None) -> str:
+    """Latency vs cost across stored plans and measurements priced from ``catalog`` (None: unpriced), filtered
+    by the query string."""
     unpriced: list[str] = []
     planned, measured = planned_points(st), measured_points(st, catalog, unpriced)
     filters = {k: (query.get(k) or [""])[0] for k in FILTERS}
@@ -175,7 +176,7 @@ def cost_page(st: Store, query: Mapping[str, Sequence[str]]) -> str:
         '</label><noscript><button type="submit">Apply</button></noscript><a href="/cost">clear filters</a></form>'
     )
     p_f, m_f = _apply(planned, filters), _apply(measured, filters)
-    no_cat = "" if catalog is not None else " (the catalog could not be loaded, so measurements have no price)"
+    no_cat = "" if catalog is not None else " (no catalog was given, so measurements have no price)"
     charts = _chart(
         "cost-planned",
         "Planned candidates: predicted p95 vs cost",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from rightsize.catalog import Catalog
 from rightsize.profile import Environment, Measurement
 from rightsize.report.charts import latency_charts
 from rightsize.report.data import ReportData, candidate_label
@@ -313,8 +314,8 @@ def not_found(message: str) -> str:
     return shell("Not found", "", f'<p>{esc(message)}</p><p><a href="/">Back to the runs</a></p>')
 
 
-def report_page(st: Store, artifact_id: str) -> str:
+def report_page(st: Store, artifact_id: str, catalog: Catalog | None = None) -> str:
     from rightsize.report.html import render_html
     from rightsize.report.stored import find_plan, stored_report_data
 
-    return render_html(stored_report_data(st, find_plan(st, artifact_id)))
+    return render_html(stored_report_data(st, find_plan(st, artifact_id), catalog))

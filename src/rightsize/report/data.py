@@ -193,19 +193,11 @@ def _tiers(raw: Any) -> list[tuple[float, str]]:
     return sorted(out)
 
 
-def catalog_tiers() -> list[tuple[float, str]]:
-    """GPU memory tiers of the shipped catalog; [] when the catalog cannot be loaded."""
-    try:
-        from rightsize.catalog import gpu_memory_tiers, load_catalog
-
-        return _tiers(gpu_memory_tiers(load_catalog()))
-    except Exception:  # the catalog is optional for a report: draw the bars without tiers
-        return []
-
-
-def memory_view(memory: Any, *, measured_peak_bytes: float | None = None) -> MemoryView | None:
+def memory_view(
+    memory: Any, *, tiers: Sequence[Any] = (), measured_peak_bytes: float | None = None
+) -> MemoryView | None:
     """Normalise a MemoryEstimate-like object, ``{"breakdown": {...}, "tiers": [...]}`` or a plain
-    ``{component: bytes}`` dict. Tiers default to the catalog's."""
+    ``{component: bytes}`` dict. ``tiers`` (``catalog.gpu_memory_tiers`` rows) when the memory names none."""
     if memory is None:
         return None
     tiers_raw: Any = None
@@ -225,8 +217,9 @@ def memory_view(memory: Any, *, measured_peak_bytes: float | None = None) -> Mem
     parts = {str(k): float(v) for k, v in breakdown.items() if (finite(v) or 0) > 0}
     if not parts:
         return None
-    tiers = _tiers(tiers_raw) if tiers_raw else catalog_tiers()
-    return MemoryView(breakdown=parts, tiers=tuple(tiers), label=label, measured_peak_bytes=measured_peak_bytes)
+    return MemoryView(
+        breakdown=parts, tiers=tuple(_tiers(tiers_raw or tiers)), label=label, measured_peak_bytes=measured_peak_bytes
+    )
 
 
 # -- sweeps ---------------------------------------------------------------------------------------
@@ -293,11 +286,14 @@ def build_report_data(
     memory: Any = None,
     env: Environment | Mapping[str, Any] | None = None,
     sweep: SweepFn | None = None,
+    tiers: Sequence[Any] = (),
 ) -> ReportData:
     """Gather everything one report shows. ``result`` is a PlanResult or its ``to_dict()`` (a stored plan).
 
     A stored plan may carry optional extras the planner chose to save: ``curves`` (ServiceCurve dicts),
     ``memory``, ``env`` and ``rate_sweeps`` ([{label, rates_per_s, p95_ms}]); arguments win over them.
+    ``tiers``: GPU memory tiers (``catalog.gpu_memory_tiers(catalog)``) for a memory view that names none;
+    the caller loads the catalog, this module reads no file.
     """
     plan = result.to_dict() if isinstance(result, PlanResult) else dict(result)
     ms = list(measurements) or (profile.ok() if profile is not None else [])
@@ -311,10 +307,10 @@ def build_report_data(
                 continue
     peaks = [m.peak_memory_bytes for m in ms if m.device == "cuda" and m.peak_memory_bytes]
     mem = memory_view(
-        memory if memory is not None else plan.get("memory"), measured_peak_bytes=max(peaks, default=None)
+        memory if memory is not None else plan.get("memory"), tiers=tiers, measured_peak_bytes=max(peaks, default=None)
     )
     if mem is None:
-        mem = _memory_from_candidates(plan)
+        mem = _memory_from_candidates(plan, tiers)
     env_d = env if isinstance(env, Environment) else Environment.from_dict(env) if env else None
     if env_d is None:
         env_d = profile.env if profile is not None else Environment.from_dict(plan["env"]) if plan.get("env") else None
@@ -334,14 +330,14 @@ def build_report_data(
     return data
 
 
-def _memory_from_candidates(plan: Mapping[str, Any]) -> MemoryView | None:
+def _memory_from_candidates(plan: Mapping[str, Any], tiers: Sequence[Any]) -> MemoryView | None:
     """Without an estimate breakdown: the recommendation's estimated peak per device as one bar."""
     for key in ("recommendation", "alternative"):
         c = plan.get(key)
         if isinstance(c, Mapping) and (finite(c.get("memory_bytes")) or 0) > 0:
             return MemoryView(
                 breakdown={"estimated peak": float(c["memory_bytes"])},
-                tiers=tuple(catalog_tiers()),
+                tiers=tuple(_tiers(tiers)),
                 label=f"{c.get('device', '?')} {c.get('precision', '')}".strip(),
             )
     return None

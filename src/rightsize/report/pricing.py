@@ -14,7 +14,7 @@ from typing import Any
 
 from rightsize.profile import Environment, Gpu
 
-__all__ = ["PricedInstance", "load_catalog_or_none", "price_env", "usd_per_1m_samples"]
+__all__ = ["PricedInstance", "price_env", "usd_per_1m_samples"]
 
 
 @dataclass(frozen=True)
@@ -26,16 +26,6 @@ class PricedInstance:
     usd_per_hour: float
     price_date: str
     how: str  # how the machine was matched to this instance
-
-
-def load_catalog_or_none() -> Any:
-    """The catalog (shipped + $RIGHTSIZE_CATALOG), or None when it cannot be loaded."""
-    try:
-        from rightsize.catalog import load_catalog
-
-        return load_catalog()
-    except Exception:  # the dashboard degrades to planned points only
-        return None
 
 
 def match_accelerator(gpu: Gpu, accelerators: Mapping[str, Any]) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rightsize.catalog import Catalog, gpu_memory_tiers
 from rightsize.errors import NotFoundError, SpecError
 from rightsize.profile import Profile
 from rightsize.report.data import ReportData, build_report_data
@@ -51,8 +52,9 @@ def matching_profile(store: Store, model: str | None, mode: str, env_id: str | N
     return max(fits, key=lambda p: (not any(m.tiny for m in p.measurements), len(p.ok())), default=None)
 
 
-def stored_report_data(store: Store, record: dict[str, Any]) -> ReportData:
-    """ReportData for a stored plan, with the measured profile and environment when the store has them."""
+def stored_report_data(store: Store, record: dict[str, Any], catalog: Catalog | None = None) -> ReportData:
+    """ReportData for a stored plan, with the measured profile and environment when the store has them;
+    ``catalog``'s GPU tiers for a plan stored without any."""
     payload = record["payload"]
     env_id = None
     if record.get("run_id"):
@@ -68,4 +70,5 @@ def stored_report_data(store: Store, record: dict[str, Any]) -> ReportData:
             env = store.env(env_id)
         except NotFoundError:
             env = None
-    return build_report_data(payload, profile=profile, env=env or (profile.env if profile else None))
+    tiers = gpu_memory_tiers(catalog) if catalog is not None else ()
+    return build_report_data(payload, profile=profile, env=env or (profile.env if profile else None), tiers=tiers)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rightsize.errors import UnsupportedError
 
 if TYPE_CHECKING:
+    from rightsize.catalog import Catalog
     from rightsize.plan import MemoryModel, PlanResult
     from rightsize.plan.result import Candidate
     from rightsize.profile import WorkProfile
@@ -162,15 +163,22 @@ def with_cpu_serving_precisions(workload: Workload) -> tuple[Workload, list[str]
 
 
 def plan_spec(
-    workload: Workload, store: Store, catalog_file: str | Path | None = None, progress: bool = True, seed: int = 0
+    workload: Workload, store: Store, catalog: Catalog | None = None, progress: bool = True, seed: int = 0
 ) -> tuple[PlanResult, dict[str, Any]]:
     """Profile (measuring what is missing), project, estimate memory and plan; also the report's context.
+
+    ``catalog``: loaded once by the caller (``load_catalog(user_file)``) and used for every engine; None
+    loads the shipped tables plus $RIGHTSIZE_CATALOG.
 
     With several ``engines`` each is measured and planned on its own and the cheapest feasible answer
     wins; the others are reported beside it (``why``) so the engine choice is visible and checkable.
     """
+    if catalog is None:
+        from rightsize.catalog import load_catalog
+
+        catalog = load_catalog()
     if workload.engines == ["torch"]:
-        return _plan_one(workload, store, catalog_file, progress, seed)
+        return _plan_one(workload, store, catalog, progress, seed)
     from rightsize.models.byo import engine_ref
 
     runs: list[tuple[str, PlanResult, dict[str, Any]]] = []
@@ -182,7 +190,7 @@ def plan_spec(
             precisions = [p for p in w.precisions if p in allowed] or ["fp32"]
             w = w.model_copy(update={"model": engine_ref(workload.model, engine), "devices": ["cpu"],
                                      "precisions": precisions})  # fmt: skip
-        result, context = _plan_one(w, store, catalog_file, progress, seed)
+        result, context = _plan_one(w, store, catalog, progress, seed)
         runs.append((engine, result, context))
     return _pick_engine(runs)
 
@@ -237,13 +245,11 @@ def _pick_engine(runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> tuple[Pl
 
 
 def _plan_one(
-    workload: Workload, store: Store, catalog_file: str | Path | None, progress: bool, seed: int
+    workload: Workload, store: Store, catalog: Catalog, progress: bool, seed: int
 ) -> tuple[PlanResult, dict[str, Any]]:
-    from rightsize.catalog import load_catalog
     from rightsize.errors import RunFailedError
     from rightsize.plan import plan, plan_kind
 
-    catalog = load_catalog(catalog_file)
     if workload.targets is not None and plan_kind(workload.targets) == "rules":
         return plan(workload, [], catalog, seed=seed), {}
     from rightsize.estimate.projection import load_projection_model, project_curves

@@ -25,13 +25,13 @@ import json
 import subprocess
 import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rightsize.cpus import CpuSplit, pin_process, pinned, split_cpus
 from rightsize.errors import RunFailedError, SpecError, UnsupportedError
 
 if TYPE_CHECKING:
+    from rightsize.catalog import Catalog
     from rightsize.loadgen.validation import ValidationPoint
     from rightsize.plan import Batching, Candidate, PlanResult
     from rightsize.profile import ServiceCurve
@@ -244,7 +244,7 @@ def pick_local_candidate(result: PlanResult) -> tuple[Candidate, Batching, str, 
 def validate_spec(
     workload: Workload,
     store: Store,
-    catalog_file: str | Path | None = None,
+    catalog: Catalog | None = None,
     *,
     fractions: tuple[float, ...] = (0.5, 0.8),
     duration_s: float = 10.0,
@@ -272,7 +272,7 @@ def validate_spec(
     server_cores = None if cpus is None else len(cpus.server)
     if server_cores is not None and server_cores not in workload.threads:
         workload = workload.model_copy(update={"threads": [*workload.threads, server_cores]})
-    result, context = plan_spec(workload, store, catalog_file, progress=progress, seed=seed)
+    result, context = plan_spec(workload, store, catalog, progress=progress, seed=seed)
     if result.model != workload.model:  # the planner chose another engine (ort:…): validate that one
         workload = workload.model_copy(update={"model": result.model, "engines": ["torch"]})
     cand, batching, precision, why = pick_local_candidate(result)
@@ -284,7 +284,7 @@ def validate_spec(
         workers = max(1, server_cores // server_threads)
         if server_threads not in workload.threads:
             workload = workload.model_copy(update={"threads": [*workload.threads, server_threads]})
-            result, context = plan_spec(workload, store, catalog_file, progress=progress, seed=seed)
+            result, context = plan_spec(workload, store, catalog, progress=progress, seed=seed)
     curve = measured_curve(context["profile"], precision, threads=server_threads)
     if curve is None:
         raise RunFailedError(

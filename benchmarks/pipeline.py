@@ -18,7 +18,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from rightsize.cli.pipeline import projection_table
+from rightsize.cli.plan import print_plan
 from rightsize.cluster.pipeline import PipelineResult
 from rightsize.spec import parse_spec
 from rightsize.workflows.pipeline import run_and_project
@@ -73,7 +73,8 @@ def main() -> None:
         "stage columns: CPU seconds summed over workers; call s: the whole call (a Ray cluster start included)"
     )
     local = runs[0][0]
-    console.print(projection_table(local.projection[:12], local.full_items or args.full_items))
+    if local.plan is not None:
+        print_plan(local.plan, 12)
     for note in local.notes:
         console.print(f"note: {note}")
 

@@ -11,6 +11,7 @@ import pytest
 from rightsize.cluster.pipeline import check_ids, make_plan, run_pipeline
 from rightsize.errors import SpecError, UnsupportedError
 from rightsize.spec import parse_spec
+from rightsize.store import Store
 from rightsize.workflows.pipeline import run_and_project
 
 
@@ -39,7 +40,8 @@ def test_local_pipeline_synthetic_items_exactly_once(tmp_path: Path) -> None:
     w = parse_spec({"model": "simplenet", "tiny": True, "batch_sizes": [32],
                     "targets": {"batch": {"items": 10_000_000, "deadline_hours": 2}}})  # fmt: skip
     out = tmp_path / "out.parquet"
-    res = run_and_project(w, items=2000, workers=2, output_path=out)
+    with Store(tmp_path / "s.sqlite") as store:
+        res = run_and_project(w, items=2000, workers=2, output_path=out, store=store)
     assert res.engine == "local" and res.workers == 2 and res.items == 2000 and res.exactly_once
     import pyarrow.parquet as pq
 
@@ -47,10 +49,15 @@ def test_local_pipeline_synthetic_items_exactly_once(tmp_path: Path) -> None:
     assert sorted(ids.tolist()) == list(range(2000))
     assert res.stages["infer"]["cpu_s"] > 0 and res.stages["write"]["wall_s"] > 0
     assert res.full_items == 10_000_000  # from targets.batch.items
-    row = res.projection[0]
-    assert row["runtime_h"] == pytest.approx(10_000_000 / row["items_per_s"] / 3600)
-    assert row["cost_usd"] == pytest.approx(row["runtime_h"] * row["price_usd_per_hour"])
-    assert row["instances"] == max(1, int(np.ceil(row["runtime_h"] / 2)))
+    # the full job is planned by the one batch planner (plan/batch.py), bounded by the measured input stages
+    plan = res.plan
+    assert plan is not None and plan.kind == "batch" and "input_stage" in plan.assumptions
+    rec = plan.recommendation
+    assert rec is not None and rec.feasible and rec.runtime_hours is not None and rec.runtime_hours <= 2
+    assert rec.throughput_per_s is not None and rec.cold_start_s is not None
+    work_h = 10_000_000 / rec.throughput_per_s / 3600
+    assert rec.runtime_hours == pytest.approx(work_h + rec.cold_start_s / 3600, rel=0.02)
+    assert any("input pipeline" in n or "share the cores" in n for n in rec.notes)
 
 
 @pytest.mark.slow
@@ -88,7 +95,9 @@ def test_cli_pipeline_json_and_artifact(tmp_path: Path, capsys: pytest.CaptureFi
     payload = json.loads(capsys.readouterr().out)
     assert payload["items"] == 600 and payload["ids"]["exactly_once"] is True and payload["full_items"] == 5_000_000
     assert {"read", "preprocess", "infer", "write"} <= set(payload["stages"])
-    assert payload["projection"] and {"gpu", "cpu"} >= {r["device_class"] for r in payload["projection"]}
+    cands = payload["plan"]["candidates"]
+    assert cands and {"gpu", "cpu"} == {c["device_class"] for c in cands}  # CPU and GPU instances, one table
+    assert "no batch deadline" in " ".join(payload["notes"])
     with Store(db) as store:
         arts = store.artifacts("pipeline")
     assert len(arts) == 1 and arts[0]["id"] == payload["artifact_id"] and arts[0]["payload"]["items"] == 600

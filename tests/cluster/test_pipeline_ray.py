@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rightsize.spec import parse_spec
+from rightsize.store import Store
 from rightsize.workflows.pipeline import run_and_project
 
 from .conftest import LocalCluster
@@ -18,7 +19,9 @@ pytestmark = [pytest.mark.ray, pytest.mark.filterwarnings("ignore::DeprecationWa
 def test_ray_pipeline_processes_every_item_exactly_once(ray_cluster: LocalCluster, tmp_path: Path) -> None:
     w = parse_spec({"model": "distilbert", "tiny": True, "input": {"seq_len": 16}, "batch_sizes": [16]})
     out = tmp_path / "out.jsonl"
-    res = run_and_project(w, items=1500, ray_address=ray_cluster.address, workers=2, output_path=out)
+    res = run_and_project(
+        w, items=1500, ray_address=ray_cluster.address, workers=2, output_path=out, store=Store(tmp_path / "s.sqlite")
+    )
     assert res.engine == "ray" and res.workers == 2 and res.cluster and res.cluster["nodes"] >= 2
     assert res.items == 1500 and res.exactly_once
     assert (res.ids.unique, res.ids.missing, res.ids.duplicated, res.ids.unexpected) == (1500, 0, 0, 0)
@@ -28,4 +31,5 @@ def test_ray_pipeline_processes_every_item_exactly_once(ray_cluster: LocalCluste
     for stage in ("read", "preprocess", "infer", "write"):
         assert res.stages[stage]["wall_s"] > 0, stage
     assert res.throughput_items_per_s == pytest.approx(1500 / res.wall_s)
-    assert res.projection and res.projection[0]["cost_usd"] > 0
+    assert res.plan is not None and res.plan.recommendation is not None
+    assert (res.plan.recommendation.cost_usd_total or 0) > 0

@@ -75,3 +75,31 @@ def test_a_projected_curve_must_meet_the_deadline_at_its_band_edge() -> None:
 
     assert fewest(measured) == 7  # 5M / (100/s x 2 h)
     assert fewest(projected) == math.ceil(5_000_000 / (100 / 1.5 * 2 * 3600))  # sized for 1.5x slower: 11
+
+
+def test_the_input_stage_shares_cpu_cores_and_can_starve_a_gpu() -> None:
+    """``rightsize pipeline``'s measured read/preprocess/write work bounds each instance (plan/batch.py)."""
+    from rightsize.catalog import load_catalog
+    from rightsize.plan.batch import InputStage
+
+    cat = small_catalog()
+    cpus = load_catalog("").cpus  # intel-icelake sustains 3.1 GHz
+    cold = ColdStart(provision_s=0, image_pull_s=0, model_load_s=0)
+    target = BatchTarget(items=1_000_000, deadline_hours=100)
+    curves = [cpu_curve("c.2x", 10.0, 10.0), gpu_curve("T4", 5.0, 0.5)]
+    options = pair_options(cat.instances, curves, cat.accelerators)
+
+    def fleet(stage: InputStage | None) -> dict[str, float]:
+        cands = plan_batch(options, target, ["on_demand"], cold, input_stage=stage, cpus=cpus)
+        return {c.instance: c.throughput_per_s for c in cands if c.count == 1}  # type: ignore[misc]
+
+    alone = fleet(None)
+    assert alone["c.2x"] == pytest.approx(100.0) and alone["g.t4"] == pytest.approx(32 / 0.021)  # batch 32: 21 ms
+    heavy = InputStage(core_s_per_item=5e-3, local_ghz=3.1 / 1.5)  # 5 ms of a core per item, here 1.5x slower
+    got = fleet(heavy)
+    feed_cpu, feed_gpu = 4 * 1.5 / 5e-3, 2 * 1.5 / 5e-3  # c.2x: 4 cores; g.t4: 2 cores, 1.5x the clock
+    assert got["c.2x"] == pytest.approx(1 / (1 / 100 + 1 / feed_cpu))  # the stages share the cores
+    assert feed_gpu < alone["g.t4"] and got["g.t4"] == pytest.approx(feed_gpu)  # the host cannot feed the T4
+    light = fleet(InputStage(core_s_per_item=1e-6, local_ghz=3.1))
+    assert light["g.t4"] == pytest.approx(alone["g.t4"])  # inference-bound: the GPU's rate stands
+    assert InputStage(1e-3).feed_per_s(cat.instances[0], {}) == pytest.approx(4 / 1e-3)  # unknown clock: ratio 1

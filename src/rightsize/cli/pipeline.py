@@ -37,12 +37,13 @@ def pipeline(
     full_items: int | None = typer.Option(
         None, "--full-items", min=1, help="Full job size to project (default: targets)."
     ),
-    top: int = typer.Option(10, "--top", min=1, help="Rows of the projected cost table to print."),
+    top: int = typer.Option(10, "--top", min=1, help="Rows of the full job's plan table to print."),
     json_out: bool = JSON_OPTION,
     store: Path | None = STORE_OPTION,
     catalog: Path | None = CATALOG_OPTION,
 ) -> None:
-    """Run batch inference end to end (read, preprocess, infer, write) and project the full job's cost."""
+    """Run batch inference end to end (read, preprocess, infer, write), then plan the full job as `plan` does."""
+    from rightsize.cli.plan import print_plan
     from rightsize.spec import load_spec
     from rightsize.store import Store
     from rightsize.workflows.pipeline import run_and_project
@@ -53,13 +54,16 @@ def pipeline(
         result = run_and_project(
             workload, items=items, input_path=input_file, output_path=output, ray_address=ray, workers=workers,
             batch_size=batch_size, device=device, precision=precision, full_items=full_items, catalog=cat, store=db,
+            progress=not json_out,
         )  # fmt: skip
         payload = result.to_dict()
         payload["artifact_id"] = db.save_artifact(None, "pipeline", payload)
     if json_out:
         emit_json(payload)
     else:
-        _print(payload, top)
+        _print(payload)
+        if result.plan is not None:
+            print_plan(result.plan, top)
     for note in result.notes:
         err_console.print(f"note: {note}")
     if not result.exactly_once:
@@ -67,7 +71,7 @@ def pipeline(
         raise typer.Exit(1)
 
 
-def _print(p: dict[str, Any], top: int) -> None:
+def _print(p: dict[str, Any]) -> None:
     from rich.table import Table
 
     ids = p["ids"]
@@ -87,45 +91,6 @@ def _print(p: dict[str, Any], top: int) -> None:
             name, f"{s['wall_s']:.2f}", f"{s['cpu_s']:.2f}", f"{s['wall_s'] / total_wall:.0%}", f"{per_item:.1f}"
         )
     out_console.print(stages)
-    if p["projection"]:
-        out_console.print(projection_table(p["projection"][:top], p["full_items"]))
-
-
-def _num(x: float) -> str:
-    """2 decimals, or 3 significant digits below 1 (a $0.004 job is not $0.00)."""
-    return f"{x:.2f}" if abs(x) >= 1 or x == 0 else f"{x:.3g}"
-
-
-def projection_table(rows: list[dict[str, Any]], full_items: int) -> Any:
-    from rich.table import Table
-
-    placeholder = any("placeholder" in r["provenance"] for r in rows)
-    how = "placeholder: catalog peak ratios" if placeholder else "inference from the stored profile's ServiceCurves"
-    t = Table(title=f"projected full job: {full_items:,} items ({how})", title_justify="left")
-    for col in (
-        "instance",
-        "accel",
-        "items/s",
-        "bound by",
-        "h on 1",
-        "n",
-        "wall h",
-        "$/h",
-        "cost $",
-        "spot $",
-        "deadline",
-    ):
-        t.add_column(col, justify="left" if col in ("instance", "accel", "bound by") else "right")
-    for r in rows:
-        ok = {None: "-", True: "yes", False: "[red]no[/red]"}[r["meets_deadline"]]
-        spot = _num(r["spot_cost_usd"]) if r["spot_cost_usd"] is not None else "-"
-        bound = "input (CPU)" if r["bottleneck"].startswith("input") else r["bottleneck"].split(" ")[0]
-        t.add_row(
-            f"{r['provider']}:{r['instance_type']}", r["accelerator"] or "-", f"{r['items_per_s']:,.0f}", bound,
-            _num(r["runtime_h"]), str(r["instances"]), _num(r["wall_h"]), f"{r['price_usd_per_hour']:.3f}",
-            _num(r["cost_usd"]), spot, ok,
-        )  # fmt: skip
-    return t
 
 
 def register(app: typer.Typer) -> None:

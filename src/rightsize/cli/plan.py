@@ -70,7 +70,8 @@ def _table(result: PlanResult, top: int) -> Any:
     return t
 
 
-def _print(result: PlanResult, top: int) -> None:
+def print_plan(result: PlanResult, top: int) -> None:
+    """The ranked candidates, the recommendation and why, warnings and the Pareto frontier."""
     out_console.print(_table(result, top))
     rec = result.recommendation
     out_console.print()
@@ -129,7 +130,7 @@ def plan_cmd(
     if json_out:
         emit_json(result.to_dict(top=top))
     else:
-        _print(result, top)
+        print_plan(result, top)
     if report is not None:
         err_console.print(f"report: {report}")
 

@@ -14,7 +14,7 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +111,7 @@ class PipelineResult:
     output_path: str | None  # None: written to a temporary file, then removed
     cluster: dict[str, Any] | None = None
     full_items: int | None = None
-    projection: list[dict[str, Any]] = field(default_factory=list)
+    plan: Any = None  # the full job's PlanResult (rightsize.plan), set by rightsize.workflows.pipeline
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -119,8 +119,9 @@ class PipelineResult:
         return self.ids.exactly_once
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = asdict(replace(self, plan=None))
         d["ids"]["exactly_once"] = self.exactly_once
+        d["plan"] = self.plan.to_dict() if self.plan is not None else None
         return d
 
 

@@ -9,6 +9,13 @@ Per option (instance type x precision):
     n    = ceil(items / (thr x (deadline - spin-up)))
     time = spin-up + items / (n thr);  cost = n x price x time
 
+With an ``InputStage`` (the CPU work around inference that ``rightsize pipeline`` measured: read,
+preprocess, write) the instance's rate is bounded by its input pipeline too:
+
+    feed = cores x (instance GHz / local GHz) / core_s_per_item
+    CPU instance   thr' = 1 / (1/thr + 1/feed)     (the stages share the cores)
+    GPU instance   thr' = min(thr, feed)           (the host feeds the GPUs; the slower side bounds it)
+
 Variants with 2n and 4n instances show the time-vs-cost trade-off (more instances: less time, a
 little more money for their spin-up). Spot: items are independent, so a checkpoint is only flushing
 results (``CHECKPOINT_MIN``) and a restart is the replacement's spin-up.
@@ -17,18 +24,47 @@ results (``CHECKPOINT_MIN``) and a restart is the replacement's spin-up.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
-from rightsize.catalog.model import Instance
+from rightsize.catalog.model import CpuFamily, Instance
 from rightsize.plan.coldstart import spin_up
 from rightsize.plan.job_costs import copy_candidate, finish, spot_odds, spot_variant
 from rightsize.plan.options import GIB, Option
 from rightsize.plan.result import Batching, Candidate
 from rightsize.spec.targets import BatchTarget, ColdStart
 
-__all__ = ["CHECKPOINT_MIN", "best_batch", "plan_batch"]
+__all__ = ["CHECKPOINT_MIN", "InputStage", "best_batch", "plan_batch"]
 
 CHECKPOINT_MIN = 0.5  # minutes to flush finished results (assumption; CheckFreq, FAST'21: checkpoints <= 3.5%)
+
+
+@dataclass(frozen=True)
+class InputStage:
+    """CPU work per item around inference (read + preprocess + write), measured where the pipeline ran.
+
+    ``core_s_per_item``: CPU core-seconds per item there; ``local_ghz``: that CPU's sustained clock (None:
+    the catalog does not know it, so every instance's cores count as those cores)."""
+
+    core_s_per_item: float
+    local_ghz: float | None = None
+
+    def feed_per_s(self, inst: Instance, cpus: Mapping[str, CpuFamily]) -> float:
+        """Items/s the instance's cores sustain through the input stages alone."""
+        if self.core_s_per_item <= 0:
+            return math.inf
+        fam = cpus.get(inst.cpu_family or "")
+        ratio = fam.sustained_ghz / self.local_ghz if fam is not None and self.local_ghz else 1.0
+        return inst.cores * ratio / self.core_s_per_item
+
+    def bound(self, inst: Instance, cpus: Mapping[str, CpuFamily], thr: float) -> tuple[float, str]:
+        """(throughput with the input stages, what bounds it) for an instance whose inference alone does ``thr``."""
+        feed = self.feed_per_s(inst, cpus)
+        if inst.accelerator is None:
+            return 1.0 / (1.0 / thr + 1.0 / feed), f"read/preprocess/write share the cores ({feed:,.0f} items/s alone)"
+        if feed < thr:
+            return feed, f"bound by the CPU input pipeline ({feed:,.0f} items/s), not the GPU ({thr:,.0f})"
+        return thr, f"bound by inference; the input pipeline could feed {feed:,.0f} items/s"
 
 
 def best_batch(opt: Option) -> int | None:
@@ -48,12 +84,16 @@ def plan_batch(
     rate_of: Callable[[Instance], float | None] | None = None,
     spot_mc_top: int = 16,
     seed: int = 0,
+    input_stage: InputStage | None = None,
+    cpus: Mapping[str, CpuFamily] | None = None,
 ) -> list[Candidate]:
+    """Candidates for ``target`` over ``options``; ``input_stage`` (with the catalog's ``cpus`` for clocks)
+    bounds each instance by its input pipeline (``rightsize pipeline``)."""
     cold = cold or ColdStart.model_validate({})
     out: list[Candidate] = []
     work: dict[int, float] = {}
     for opt in options:
-        for c, hours in _option(opt, target, purchase, cold, rate_of):
+        for c, hours in _option(opt, target, purchase, cold, rate_of, input_stage, cpus or {}):
             out.append(c)
             work[id(c)] = hours
     restart_h = 0.0  # set per candidate from its spin-up below
@@ -71,6 +111,8 @@ def _option(
     purchase: Sequence[str],
     cold: ColdStart,
     rate_of: Callable[[Instance], float | None] | None,
+    input_stage: InputStage | None = None,
+    cpus: Mapping[str, CpuFamily] | None = None,
 ) -> list[tuple[Candidate, float]]:
     inst = opt.instance
     up = spin_up(cold, inst.accelerator is not None)
@@ -84,6 +126,9 @@ def _option(
         )
         return [(base, 0.0)]
     thr = opt.per_instance * opt.curve.throughput_per_s(b)  # samples/s per instance
+    if input_stage is not None:
+        thr, bound = input_stage.bound(inst, cpus or {}, thr)
+        base.notes.append(bound)
     base.batching = Batching(b, 0.0)
     base.memory_bytes = None if opt.memory is None else int(opt.memory.bytes_at(b))
     avail_h = target.deadline_hours - up.total_hours

@@ -15,7 +15,7 @@ from typing import Any
 from rightsize.catalog.model import Catalog, Instance
 from rightsize.catalog.query import filter_instances, interruptions_per_hour
 from rightsize.errors import NotFoundError, SpecError
-from rightsize.plan.batch import plan_batch
+from rightsize.plan.batch import InputStage, plan_batch
 from rightsize.plan.coldstart import GPU_IMAGE_FACTOR, choose_idle_policy, idle_policies, spin_up
 from rightsize.plan.energy import add_energy
 from rightsize.plan.explain import explain, infeasible_summary, pareto, rank
@@ -64,9 +64,11 @@ def plan(
     memory: Mapping[str, MemoryModel] | None = None,
     *,
     seed: int = 0,
+    input_stage: InputStage | None = None,
 ) -> PlanResult:
     """Plan ``workload`` over ``catalog``. ``curves``: per device and precision (``estimate.projection``);
-    ``memory``: per precision, one replica's (inference) or worker's (training) need."""
+    ``memory``: per precision, one replica's (inference) or worker's (training) need; ``input_stage``: a
+    batch job's measured read/preprocess/write work per item (``rightsize pipeline``)."""
     started = time.perf_counter()
     t = workload.targets
     if t is None:
@@ -112,8 +114,15 @@ def plan(
             )
         elif kind == "batch":
             assert t.batch is not None
-            cands = plan_batch(options, t.batch, t.purchase, t.cold_start, _rate_of(t), seed=seed)
+            cands = plan_batch(options, t.batch, t.purchase, t.cold_start, _rate_of(t), seed=seed,
+                               input_stage=input_stage, cpus=catalog.cpus)  # fmt: skip
             assumptions.update(_job_assumptions(t))
+            if input_stage is not None:
+                assumptions["input_stage"] = (
+                    f"read + preprocess + write: {input_stage.core_s_per_item * 1e6:,.1f} CPU µs per item, measured "
+                    "here; scaled by cores and clock, shared with inference on CPU instances, feeding the GPUs on "
+                    "GPU instances"
+                )
         else:
             assert t.training is not None
             tr = t.training

@@ -1,34 +1,122 @@
-"""Offline batch inference end to end: run the pipeline here (or on Ray), then cost the full job.
+"""Offline batch inference end to end: run the pipeline here (or on Ray), then plan the full job.
 
     result = run_and_project(workload, items=10_000, catalog=catalog, store=store)
-    result.projection[0]          # the cheapest instance for ``result.full_items`` items
+    result.plan.recommendation    # the cheapest way to finish ``result.full_items`` items by the deadline
 
-Measuring (``cluster.pipeline``) and costing (``cluster.forecast``) stay apart; this is where they meet.
+Measuring (``cluster.pipeline``) and costing stay apart; this is where they meet. The full job is costed by
+the one batch planner (``rightsize.plan``, ``plan/batch.py``), exactly as `rightsize plan` costs a batch
+target, with the pipeline's measured read/preprocess/write work per item as an ``InputStage``: the same
+ServiceCurves, memory model, spin-up, spot odds and projection bands. The model's inference curves come from
+its profile on this machine, measured first when the store has none.
 """
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rightsize.catalog import Catalog
     from rightsize.cluster.pipeline import PipelineResult
+    from rightsize.plan import PlanResult
+    from rightsize.plan.batch import InputStage
     from rightsize.spec import Workload
     from rightsize.store import Store
 
-__all__ = ["run_and_project"]
+__all__ = ["input_stage", "plan_full_job", "run_and_project"]
+
+# With no deadline the job is costed against this one (the spec's ceiling): one instance, and 2x and 4x for time.
+NO_DEADLINE_HOURS = 100_000.0
 
 
 def run_and_project(
-    workload: Workload, *, catalog: Catalog | None = None, store: Store | None = None, **run: Any
+    workload: Workload,
+    *,
+    catalog: Catalog | None = None,
+    store: Store | None = None,
+    progress: bool = False,
+    **run: Any,
 ) -> PipelineResult:
-    """``cluster.pipeline.run_pipeline(workload, **run)``, then the full job's projection over ``catalog``
-    (``store``: where the model's bench profile on this machine gives measured inference rates)."""
-    from rightsize.cluster.forecast import project
+    """``cluster.pipeline.run_pipeline(workload, **run)``, then ``plan_full_job`` over ``catalog`` (None: the
+    shipped tables + $RIGHTSIZE_CATALOG). ``store``: where the model's profile on this machine is read (and
+    measured when missing); None measures into a temporary store."""
     from rightsize.cluster.pipeline import run_pipeline
 
     res = run_pipeline(workload, **run)
     if res.items:
-        res.projection, notes = project(res, workload, catalog, store)
+        if catalog is None:
+            from rightsize.catalog import load_catalog
+
+            catalog = load_catalog()
+        with contextlib.ExitStack() as stack:
+            if store is None:
+                from rightsize.store import Store
+
+                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="rightsize-pipeline-"))
+                store = stack.enter_context(Store(Path(tmp) / "store.sqlite"))
+            res.plan, notes = plan_full_job(res, workload, catalog, store, progress=progress)
         res.notes.extend(notes)
     return res
+
+
+def input_stage(res: PipelineResult, catalog: Catalog) -> tuple[InputStage, list[str]]:
+    """The measured read + preprocess + write CPU work per item, with this CPU's clock from the catalog."""
+    from rightsize.catalog import match_cpu_family
+    from rightsize.measure.env import fingerprint
+    from rightsize.plan.batch import InputStage
+
+    env = fingerprint()
+    n = max(res.items, 1)
+    core_s = sum(res.stages[s]["cpu_s"] for s in ("read", "preprocess", "write")) / n
+    local = match_cpu_family(catalog.cpus, env)
+    notes = []
+    if local is None:
+        notes.append(f"input stages: this CPU ({env.cpu_model}) matches no catalog CPU family; clocks not scaled")
+    if res.engine == "ray" and (res.cluster or {}).get("nodes", 1) > 1:
+        notes.append("input stages: per-item CPU work summed over the cluster's nodes, assumed like this machine")
+    return InputStage(core_s, local.sustained_ghz if local else None), notes
+
+
+def plan_full_job(
+    res: PipelineResult, workload: Workload, catalog: Catalog, store: Store, *, progress: bool = False
+) -> tuple[PlanResult, list[str]]:
+    """The batch plan of ``res.full_items`` items (the spec's batch target, or no deadline) at the pipeline's
+    device and precision, bounded per instance by the measured input stages."""
+    from rightsize.estimate.projection import load_projection_model, project_curves
+    from rightsize.measure.profile_source import ensure_profile
+    from rightsize.plan import plan
+    from rightsize.spec.targets import BatchTarget, Targets
+    from rightsize.workflows.plan import memory_models, work_profile
+
+    notes: list[str] = []
+    sizes = sorted({*workload.batch_sizes, res.batch_size})
+    measured = workload.model_copy(
+        update={"precisions": [res.precision], "devices": [res.device], "batch_sizes": sizes, "mode": "inference"}
+    )
+    profile = ensure_profile(measured, store, progress=progress)
+    if not profile.ok(precision=res.precision):
+        from rightsize.errors import RunFailedError
+
+        raise RunFailedError(
+            f"no successful {res.device} {res.precision} measurement of {res.model} to cost the full job from; "
+            "run `rightsize bench SPEC` to see why"
+        )
+    stage, stage_notes = input_stage(res, catalog)
+    notes += stage_notes
+    targets = workload.targets
+    batch = targets.batch if targets is not None else None
+    items = res.full_items or (batch.items if batch else 1)
+    if batch is None:
+        batch = BatchTarget(items=items, deadline_hours=NO_DEADLINE_HOURS)
+        notes.append("no batch deadline in the spec: the full job is costed on 1 instance, and 2 and 4 for time")
+    else:
+        batch = batch.model_copy(update={"items": items})
+    base = targets.model_dump(exclude={"batch", "online", "training"}) if targets is not None else {}
+    job = measured.model_copy(update={"targets": Targets.model_validate({**base, "batch": batch.model_dump()})})
+    curves = project_curves(
+        profile, catalog, load_projection_model(), work_profile(job, store), precisions=[res.precision]
+    )
+    memory, _ = memory_models(job, store, {res.precision})
+    return plan(job, curves, catalog, memory, input_stage=stage), notes

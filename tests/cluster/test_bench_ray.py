@@ -54,9 +54,15 @@ def test_configs_land_on_their_node_type_and_store_distinct_envs(ray_cluster: Lo
         )
         assert res.env.id == "cluster" and sorted(res.env.members) == sorted(env_of.values())
 
+        # the in-process sweep's reuse rule: uncontended results are reused as stored, contended ones (two
+        # tasks on one 2-core machine disturb each other) are measured again and kept only if better
+        from rightsize.measure.quality import is_contended
+
+        clean = [not is_contended(m) for m in res.measurements]
         again = run_sweep_on_ray(w, store, address=ray_cluster.address, node_types=NODE_TYPES, progress=False)
-        assert again.reused == 4 and again.run_id is None
-        assert [m.latency_ms for m in again.measurements] == [m.latency_ms for m in res.measurements]
+        assert again.reused >= sum(clean) and (again.run_id is None) == (again.reused == 4)
+        for before, after, ok in zip(res.measurements, again.measurements, clean, strict=True):
+            assert after.latency_ms == before.latency_ms or not ok
 
 
 def test_cli_bench_on_ray_stores_the_records_an_in_process_run_reuses(

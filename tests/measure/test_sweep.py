@@ -107,3 +107,29 @@ def test_epoch_runs_and_failures_are_reused(store_path: Path) -> None:
         assert any("failed before (out of memory (test))" in n for n in known.notes)
         retried = run_sweep(broken, store, fresh=True)
         assert retried.reused == 0 and retried.measurements[0].status == "ok"
+
+
+def test_one_reuse_rule_for_every_executor(store_path: Path) -> None:
+    """``stored_result`` decides reuse for the in-process sweep and the Ray sweep alike."""
+    from rightsize.measure.sweep import keeps_prior, stored_result
+    from rightsize.profile import Environment, Latency
+
+    (cfg, busy_cfg, broken_cfg), _ = expand(
+        _workload(precisions=["fp32"], batch_sizes=[1, 2, 4]), "tokens", env_id="e1", has_cuda=False
+    )
+    lat = Latency(p50=5.0, p95=6.0, p99=7.0)
+    clean = cfg.result("ok", latency_ms=lat, throughput_per_s=200.0)
+    busy = busy_cfg.result("ok", latency_ms=lat, throughput_per_s=200.0, extra={"contended": True})
+    with Store(store_path) as store:
+        store.save_env(Environment("e1"))
+        run = store.start_run("bench")
+        store.add_measurements(run, [clean, busy, broken_cfg.result("failed", reason="out of memory")])
+        assert stored_result(store, cfg, "e1", fresh=False).reuse == clean
+        assert stored_result(store, cfg, "e1", fresh=True).reuse is None  # --fresh measures again
+        contended = stored_result(store, busy_cfg, "e1", fresh=False)
+        assert contended.reuse is None and contended.prior == busy  # measured again, the stored one to beat
+        failed = stored_result(store, broken_cfg, "e1", fresh=False)
+        assert failed.reuse is not None and failed.reuse.status == "failed" and "failed before" in (failed.note or "")
+        assert stored_result(store, cfg, "other-env", fresh=False) == stored_result(None, cfg, "e1", fresh=False)
+    quiet = busy_cfg.result("ok", latency_ms=lat, throughput_per_s=200.0)
+    assert not keeps_prior(busy, quiet, fresh=False) and keeps_prior(busy, busy, fresh=False)

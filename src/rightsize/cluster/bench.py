@@ -7,7 +7,10 @@
        then recorded ``failed``; a job no alive node can run any more fails after ``lost_node_grace_s``
     4. store each result as it arrives (own transaction), tagged with its node's environment
 
-Returns the same ``SweepResult`` as the in-process ``run_sweep``.
+The sweep's rules are the in-process ``run_sweep``'s (``rightsize.measure.sweep``): reuse by
+``stored_result``, each config measured by ``measure_config`` inside its task (re-measured while
+contended), results recorded through a ``SweepBook``. Only the scheduling differs: concurrent tasks on
+the nodes instead of one config after another. Returns the same ``SweepResult``.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from rightsize.cluster.tasks import AttemptCounter, MeasureFn, fingerprint_task,
 from rightsize.errors import RunFailedError
 from rightsize.measure.config import BenchConfig, expand
 from rightsize.measure.progress import sweep_progress
-from rightsize.measure.sweep import Progress, SweepResult
+from rightsize.measure.sweep import Progress, SweepBook, SweepResult, keeps_prior, label, stored_result
 from rightsize.models import workload_model
 from rightsize.profile import Environment, Measurement
 from rightsize.spec import Workload
@@ -134,7 +137,7 @@ def run_sweep_on_ray(
                 callbacks.append(stack.enter_context(
                     sweep_progress(len(jobs), f"measuring on {n_nodes} node(s)", show_started=False)
                 ))  # fmt: skip
-            sweep.callbacks = callbacks
+            sweep.book.callbacks = callbacks
             sweep.run(jobs, fresh)
         return sweep.result
 
@@ -147,11 +150,10 @@ class _ClusterSweep:
         self.ray, self.workload, self.store, self.types, self.nodes = ray, workload, store, types, nodes
         self.max_retries, self.grace_s, self.measure = max_retries, grace_s, measure
         self.result = SweepResult(run_id=None, env=Environment("cluster"))
-        self.callbacks: list[Progress] = []
+        self.book = SweepBook(workload, store, self.result)
         self.node_envs: dict[str, Environment] = {}  # ray node id -> env
-        self.saved_envs: set[str] = set()
-        self.by_index: dict[int, Measurement] = {}
         self.used_envs: list[Environment] = []
+        self.priors: dict[int, Measurement] = {}  # job index -> a stored (contended) result to beat
 
     # -- steps ------------------------------------------------------------------------------------
 
@@ -160,14 +162,13 @@ class _ClusterSweep:
             self.result.env = summary_env([])
             return
         self._fingerprint_nodes(jobs)
-        todo = [j for j in jobs if fresh or not self._reuse(j)]
+        self.fresh = fresh
+        todo = [j for j in jobs if not self._reuse(j)]
         try:
             self._execute(todo)
         except KeyboardInterrupt:
             self.result.interrupted = True
-        if self.store is not None and self.result.run_id is not None:
-            self.store.finish_run(self.result.run_id, "interrupted" if self.result.interrupted else "done")
-        self.result.measurements = [self.by_index[i] for i in sorted(self.by_index)]
+        self.book.finish()
         self.result.env = summary_env(self.used_envs or list(self.node_envs.values()))
 
     def _fingerprint_nodes(self, jobs: list[Job]) -> None:
@@ -202,16 +203,15 @@ class _ClusterSweep:
         )
 
     def _reuse(self, job: Job) -> bool:
-        if self.store is None:
-            return False
+        """``stored_result``'s rule on each environment the job may land on; the first reusable result wins."""
         for env in self._target_envs(job):
-            cached = self.store.find_measurement(job.cfg.key, env.id)
-            if cached is not None:
-                self.result.reused += 1
-                self.by_index[job.index] = cached
+            stored = stored_result(self.store, job.cfg, env.id, self.fresh)
+            if stored.reuse is not None:
                 self.used_envs.append(env)
-                self._notify(job.cfg, cached, True)
+                self.book.reused(job.index, job.cfg, stored.reuse, stored.note)
                 return True
+            if stored.prior is not None:
+                self.priors.setdefault(job.index, stored.prior)
         return False
 
     def _execute(self, jobs: list[Job]) -> None:
@@ -223,9 +223,10 @@ class _ClusterSweep:
             ref = remote.options(
                 num_cpus=d.num_cpus, num_gpus=d.num_gpus, resources=dict(d.resources), max_retries=self.max_retries,
                 retry_exceptions=False,
-            ).remote(job.cfg.to_dict(), job.target.instance_type, self.measure, counter, job.index)  # fmt: skip
+            ).remote(job.cfg.to_dict(), job.target.instance_type, self.measure, counter, job.index,
+                     _rate_of(self.priors.get(job.index)))  # fmt: skip
             pending[ref] = job
-            self._notify(job.cfg, None, False)
+            self.book.started(job.cfg)
         try:
             self._drain(pending)
         except KeyboardInterrupt:
@@ -286,23 +287,19 @@ class _ClusterSweep:
                 f"{job.cfg.mode} {job.cfg.precision} b{job.cfg.batch_size} on {job.target.label}: its worker was lost "
                 f"and Ray retried it {tries} time{'s' if tries > 1 else ''} before it finished"
             )
-        self.by_index[job.index] = m
         self.used_envs.append(env)
-        if self.store is not None:
-            if env.id not in self.saved_envs:
-                self.store.save_env(env)
-                self.saved_envs.add(env.id)
-            if self.result.run_id is None:  # a run is recorded once something is measured
-                self.result.run_id = self.store.start_run(
-                    "bench", name=self.workload.name, model=self.workload.model, env_id=env.id,
-                    spec=self.workload.model_dump(mode="json"),
-                )  # fmt: skip
-            self.store.add_measurements(self.result.run_id, [m])
-        self._notify(job.cfg, m, False)
+        prior = self.priors.get(job.index)
+        if prior is not None and prior.env_id == m.env_id and keeps_prior(prior, m, self.fresh):
+            note = f"{label(job.cfg)} on {job.target.label}: measured again while still busy; kept the stored result"
+            self.book.reused(job.index, job.cfg, prior, note)
+            return
+        self.book.measured(job.index, job.cfg, m, env)
 
-    def _notify(self, cfg: BenchConfig, m: Measurement | None, reused: bool) -> None:
-        for cb in self.callbacks:
-            cb(cfg, m, reused)
+
+def _rate_of(prior: Measurement | None) -> float | None:
+    """A stored result's achieved GFLOP/s: the task's reference for judging contention (``measure.sweep.judge``)."""
+    rate = prior.extra.get("achieved_gflops") if prior is not None and prior.status == "ok" else None
+    return float(rate) if rate else None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,8 +1,9 @@
 """What runs inside a Ray worker: fingerprint the node, then measure one config on it.
 
 Plain functions (``ray.remote`` wraps them in the driver), so workers import only this module and
-what it needs. The config runs through ``run_isolated`` — a forkserver child of the Ray worker —
-so an out-of-memory error or crash fails that config only, exactly as in the in-process sweep.
+what it needs. The config runs through ``measure_config`` — ``run_isolated`` in a forkserver child of
+the Ray worker, re-measured while contended — so an out-of-memory error or crash fails that config
+only, and a busy node is retried, exactly as in the in-process sweep.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def measure_task(
     measure: MeasureFn | None = None,
     counter: Any = None,
     index: int = 0,
+    best_gflops: float | None = None,
 ) -> dict[str, Any]:
     """Measure one config on this node: ``{"env", "node_id", "measurement"}`` (plain dicts).
 
@@ -61,11 +63,9 @@ def measure_task(
     env = node_fingerprint(instance_type)
     node_id = current_node_id()
     cfg = dataclasses.replace(BenchConfig.from_dict(cfg_dict), env_id=env.id)
-    if measure is None:
-        from rightsize.measure.runner import run_isolated
+    from rightsize.measure.sweep import measure_config
 
-        measure = run_isolated
-    m = measure(cfg)
+    m = measure_config(cfg, best_gflops=best_gflops, runner=measure)
     extra = {**m.extra, "ray_node_id": node_id} | ({"instance_type": instance_type} if instance_type else {})
     if attempt is not None:
         extra["ray_attempt"] = attempt

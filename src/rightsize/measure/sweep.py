@@ -2,6 +2,12 @@
 
 Each finished config is stored in its own transaction as soon as it ends, so Ctrl-C (or a crash
 of the parent) keeps everything finished so far.
+
+Two executors share these rules: ``run_sweep`` here runs the configs one after another on this machine;
+``rightsize.cluster.bench.run_sweep_on_ray`` runs them as Ray tasks on the node types they target. Both
+decide reuse with ``stored_result``, measure a config with ``measure_config`` (re-measured while
+contended), and record through a ``SweepBook`` (the run, the environments, one transaction per result,
+progress), so a config is reused, re-measured and stored the same way wherever it runs.
 """
 
 from __future__ import annotations
@@ -85,6 +91,37 @@ def measure_config(
     return _with_extra(best, {"attempts": attempts}) if best.status == "ok" else best
 
 
+@dataclass(frozen=True)
+class Stored:
+    """What the store holds for one config before it is measured."""
+
+    reuse: Measurement | None  # use this instead of measuring
+    prior: Measurement | None  # a stored result to beat (contended) or to judge rates by
+    note: str | None = None
+
+
+def stored_result(store: Store | None, cfg: BenchConfig, env_id: str, fresh: bool) -> Stored:
+    """The reuse rule: an uncontended stored result is reused; a config that failed here before is
+    reported from the store (no CUDA, out of memory, unsupported: it would fail again); ``fresh`` measures."""
+    if store is None:
+        return Stored(None, None)
+    prior = store.find_measurement(cfg.key, env_id)
+    if fresh:
+        return Stored(None, prior)
+    if prior is not None and not is_contended(prior):
+        return Stored(prior, prior)
+    if prior is None:
+        failed = store.find_measurement(cfg.key, env_id, ok_only=False)
+        if failed is not None and failed.status == "failed":
+            return Stored(failed, None, f"{label(cfg)}: failed before ({failed.reason}); --fresh tries it again")
+    return Stored(None, prior)
+
+
+def keeps_prior(prior: Measurement | None, m: Measurement, fresh: bool) -> bool:
+    """Stored while the CPU was busy, and measured again no better: keep what the store had."""
+    return prior is not None and not fresh and _rank(prior) <= _rank(m)
+
+
 class _Rates:
     """Best achieved GFLOP/s per (mode, device, precision, threads) and batch size, of uncontended results.
 
@@ -120,6 +157,53 @@ class _Rates:
 Progress = Callable[[BenchConfig, Measurement | None, bool], None]  # (config, result or None=started, reused)
 
 
+class SweepBook:
+    """The bookkeeping every executor shares: results in sweep order, the ``bench`` run (started with the
+    first measured result), each environment saved once, one transaction per result, progress callbacks."""
+
+    def __init__(self, workload: Workload, store: Store | None, result: SweepResult,
+                 callbacks: list[Progress] | None = None) -> None:  # fmt: skip
+        self.workload, self.store, self.result = workload, store, result
+        self.callbacks = callbacks or []
+        self._by_index: dict[int, Measurement] = {}
+        self._saved_envs: set[str] = set()
+
+    def started(self, cfg: BenchConfig) -> None:
+        self._notify(cfg, None, False)
+
+    def reused(self, index: int, cfg: BenchConfig, m: Measurement, note: str | None = None) -> None:
+        self.result.reused += 1
+        if note:
+            self.result.notes.append(note)
+        self._by_index[index] = m
+        self._notify(cfg, m, True)
+
+    def measured(self, index: int, cfg: BenchConfig, m: Measurement, env: Environment) -> None:
+        self._by_index[index] = m
+        if self.store is not None:
+            if env.id not in self._saved_envs:
+                self.store.save_env(env)
+                self._saved_envs.add(env.id)
+            if self.result.run_id is None:  # a run is recorded once something is measured
+                self.result.run_id = self.store.start_run(
+                    "bench", name=self.workload.name, model=self.workload.model, env_id=env.id,
+                    spec=self.workload.model_dump(mode="json"),
+                )  # fmt: skip
+            self.store.add_measurements(self.result.run_id, [m])
+        self._notify(cfg, m, False)
+
+    def finish(self) -> SweepResult:
+        """The result with its measurements in sweep order; the run marked done or interrupted."""
+        self.result.measurements = [self._by_index[i] for i in sorted(self._by_index)]
+        if self.store is not None and self.result.run_id is not None:
+            self.store.finish_run(self.result.run_id, "interrupted" if self.result.interrupted else "done")
+        return self.result
+
+    def _notify(self, cfg: BenchConfig, m: Measurement | None, reused: bool) -> None:
+        for cb in self.callbacks:
+            cb(cfg, m, reused)
+
+
 def run_sweep(
     workload: Workload,
     store: Store | None = None,
@@ -150,6 +234,7 @@ def run_sweep(
     result = SweepResult(run_id=None, env=env, notes=notes)
     if store is not None:
         store.save_env(env)
+    book = SweepBook(workload, store, result, [on_progress] if on_progress else [])
     rates = _Rates()
 
     def waiting() -> None:
@@ -162,53 +247,28 @@ def run_sweep(
     lock = store.sweep_lock(waiting) if store is not None and configs else contextlib.nullcontext()
     with lock:
         try:
-            for cfg in configs:
-                prior = None if store is None else store.find_measurement(cfg.key, env.id)
-                if prior is not None and not fresh and not is_contended(prior):
-                    _reuse(result, rates, cfg, prior, on_progress)
+            for i, cfg in enumerate(configs):
+                stored = stored_result(store, cfg, env.id, fresh)
+                if stored.reuse is not None:
+                    rates.add(cfg, stored.reuse)
+                    book.reused(i, cfg, stored.reuse, stored.note)
                     continue
-                failed = None if store is None or prior is not None else store.find_measurement(
-                    cfg.key, env.id, ok_only=False
-                )  # fmt: skip
-                if failed is not None and failed.status == "failed" and not fresh:
-                    # A config that failed here before fails again (no CUDA, out of memory, unsupported):
-                    # report it from the store instead of spending minutes on it every plan.
-                    result.notes.append(f"{_label(cfg)}: failed before ({failed.reason}); --fresh tries it again")
-                    _reuse(result, rates, cfg, failed, on_progress)
-                    continue
-                if on_progress:
-                    on_progress(cfg, None, False)
-                m = measure_config(cfg, best_gflops=rates.best(cfg, prior))
-                if prior is not None and not fresh and _rank(prior) <= _rank(m):
-                    # Stored while the CPU was busy, and measuring again was no better: keep what we had.
-                    result.notes.append(f"{_label(cfg)}: measured again while still busy; kept the stored result")
-                    _reuse(result, rates, cfg, prior, on_progress)
+                book.started(cfg)
+                m = measure_config(cfg, best_gflops=rates.best(cfg, stored.prior))
+                if keeps_prior(stored.prior, m, fresh):
+                    assert stored.prior is not None
+                    rates.add(cfg, stored.prior)
+                    book.reused(
+                        i, cfg, stored.prior, f"{label(cfg)}: measured again while still busy; kept the stored result"
+                    )
                     continue
                 rates.add(cfg, m)
-                result.measurements.append(m)
-                if store is not None:
-                    if result.run_id is None:  # a run is recorded once something is measured
-                        result.run_id = store.start_run(
-                            "bench", name=workload.name, model=workload.model, env_id=env.id,
-                            spec=workload.model_dump(mode="json"),
-                        )  # fmt: skip
-                    store.add_measurements(result.run_id, [m])
-                if on_progress:
-                    on_progress(cfg, m, False)
+                book.measured(i, cfg, m, env)
         except KeyboardInterrupt:
             result.interrupted = True
-    if store is not None and result.run_id is not None:
-        store.finish_run(result.run_id, "interrupted" if result.interrupted else "done")
-    return result
+    return book.finish()
 
 
-def _label(cfg: BenchConfig) -> str:
+def label(cfg: BenchConfig) -> str:
+    """``inference cpu fp32 b8 t2``: one config in a note."""
     return f"{cfg.mode} {cfg.device} {cfg.precision} b{cfg.batch_size} t{cfg.threads or 'all'}"
-
-
-def _reuse(result: SweepResult, rates: _Rates, cfg: BenchConfig, m: Measurement, on_progress: Progress | None) -> None:
-    result.reused += 1
-    result.measurements.append(m)
-    rates.add(cfg, m)
-    if on_progress:
-        on_progress(cfg, m, True)

@@ -16,7 +16,7 @@ def test_best_batch_is_the_throughput_peak_that_fits() -> None:
     cat = small_catalog()
     (gpu,) = pair_options(cat.instances[2:3], [gpu_curve("T4", 5.0, 0.5)], cat.accelerators)
     assert best_batch(gpu) == 32  # t(b) = 5 + 0.5 b: throughput rises with b
-    mem = {"fp16": MemoryModel(fixed_bytes=4 * GIB, per_sample_bytes=GIB)}  # ~9 samples fit in 13.7 GiB usable
+    mem = {"fp16": MemoryModel(fixed_bytes=4 * GIB, per_sample_bytes=GIB)}  # 10 samples fit in 14.4 GiB usable
     (tight,) = pair_options(cat.instances[2:3], [gpu_curve("T4", 5.0, 0.5)], cat.accelerators, mem)
     assert best_batch(tight) == 8
 

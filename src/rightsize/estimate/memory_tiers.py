@@ -23,10 +23,10 @@ __all__ = [
     "tier_fits",
 ]
 
-GIB = 2**30
-# Keep 10% of a card free: allocator growth between iterations, other processes, and the gap between
-# a card's nominal size and what the driver exposes (a "24 GB" A10G shows 23028 MiB in nvidia-smi).
-TIER_HEADROOM_FRACTION = 0.10
+from rightsize.memory_budget import GIB, GPU_HEADROOM_FRACTION, gpu_fits
+
+# The one budget the planner uses too (rightsize.memory_budget): 10% of a card stays free.
+TIER_HEADROOM_FRACTION = GPU_HEADROOM_FRACTION
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class Advice:
 
 
 def tier_fits(total_bytes: int, memory_gib: float, headroom: float = TIER_HEADROOM_FRACTION) -> bool:
-    return total_bytes <= (1.0 - headroom) * memory_gib * GIB
+    return gpu_fits(total_bytes, memory_gib * GIB, headroom)
 
 
 def pick_tier(total_bytes: int, tiers: list[GpuTier], headroom: float = TIER_HEADROOM_FRACTION) -> GpuTier | None:

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rightsize.catalog.model import Accelerator, Instance
+from rightsize.memory_budget import usable_gpu_bytes
 from rightsize.plan.result import Candidate
 from rightsize.profile import ServiceCurve
 
 __all__ = [
-    "CUDA_CONTEXT_BYTES",
     "GIB",
     "MemoryModel",
     "Option",
@@ -27,11 +27,6 @@ __all__ = [
 ]
 
 GIB = 1024**3
-# CUDA context + library handles per process: 0.3-0.7 GB (docs/sources.md `memory-accounting`); we reserve the top.
-CUDA_CONTEXT_BYTES = int(0.7 * 1e9)
-# Share of device memory a plan may fill: the caching allocator fragments and cuDNN/cuBLAS take
-# workspaces that no estimator counts (docs/sources.md `memory-accounting`), so keep 10% free.
-USABLE_GPU_FRACTION = 0.90
 # Share of instance RAM a CPU replica may use; the OS, the server and page cache keep the rest.
 USABLE_RAM_FRACTION = 0.85
 
@@ -135,7 +130,7 @@ def pair_options(
         if inst.accelerator:
             acc = accelerators.get(inst.accelerator)
             cap = (acc.memory_gib if acc else 0.0) * GIB
-            usable = max(0.0, cap * USABLE_GPU_FRACTION - CUDA_CONTEXT_BYTES)
+            usable = usable_gpu_bytes(cap)  # the memory command's budget: need includes the CUDA context
             for c in by_acc.get(inst.accelerator.lower(), []):
                 mem = _memory_for(memory, c.precision)
                 out.append(Option(inst, c, max(1, inst.accelerator_count), usable, cap, mem))

@@ -15,6 +15,7 @@ from typing import Any
 from rightsize.catalog.model import Catalog, Instance
 from rightsize.catalog.query import filter_instances, interruptions_per_hour
 from rightsize.errors import NotFoundError, SpecError
+from rightsize.memory_budget import GPU_HEADROOM_FRACTION
 from rightsize.plan.batch import InputStage, plan_batch
 from rightsize.plan.coldstart import GPU_IMAGE_FACTOR, choose_idle_policy, idle_policies, spin_up
 from rightsize.plan.energy import add_energy
@@ -22,8 +23,6 @@ from rightsize.plan.explain import explain, infeasible_summary, pareto, rank
 from rightsize.plan.job_costs import MIN_P_MEET
 from rightsize.plan.online import plan_online
 from rightsize.plan.options import (
-    CUDA_CONTEXT_BYTES,
-    USABLE_GPU_FRACTION,
     USABLE_RAM_FRACTION,
     MemoryModel,
     pair_options,
@@ -171,8 +170,9 @@ def plan(
 
 def _common_assumptions(memory: Mapping[str, MemoryModel] | None) -> dict[str, Any]:
     return {
-        "gpu_memory": f"{USABLE_GPU_FRACTION:.0%} of device memory minus {CUDA_CONTEXT_BYTES / 1e9:.1f} GB CUDA "
-        "context is usable (docs/sources.md `memory-accounting`)",
+        "gpu_memory": f"the estimate's total (tensors, CUDA context, workspace, fragmentation) must fit "
+        f"{1 - GPU_HEADROOM_FRACTION:.0%} of device memory, the budget `rightsize memory` uses "
+        "(rightsize.memory_budget)",
         "cpu_memory": f"{USABLE_RAM_FRACTION:.0%} of instance RAM is usable",
         "memory": "estimated per precision" if memory else "not estimated: every option assumed to fit",
     }

@@ -25,16 +25,16 @@ if TYPE_CHECKING:
     from rightsize.store import Store
 
 MEMORY_CACHE_KIND = "memory_model"
-_MEMORY_CACHE_VERSION = 1
+_MEMORY_CACHE_VERSION = 2  # 2: the whole estimate (context, workspace, fragmentation included), one budget
 WORK_CACHE_KIND = "work_profile"
 _WORK_CACHE_VERSION = 1
-_OVERHEAD_KEYS = ("cuda_context", "workspace", "fragmentation")  # the planner adds its own margins
 
 
 def memory_models(
     workload: Workload, store: Store, precisions: set[str]
 ) -> tuple[dict[str, MemoryModel], dict[str, Any]]:
-    """Per precision, one replica's (or training worker's) tensor memory as fixed + per-sample bytes.
+    """Per precision, one replica's (or training worker's) estimated memory as fixed + per-sample bytes: the
+    estimate's whole total, so the planner's fit test and `rightsize memory`'s agree (rightsize.memory_budget).
 
     Traced twice (batch 1 and 8) with ``rightsize.estimate.memory`` and cached in the store, so a
     second plan imports no torch for it. Returns ({precision: model}, {precision: breakdown at batch 1}).
@@ -98,12 +98,12 @@ def _estimate(
             ]  # fmt: skip
         except Exception:  # a user's model that cannot be traced here is planned without a memory model
             continue
-        tensors = [e.total_bytes - sum(e.breakdown.get(k, 0) for k in _OVERHEAD_KEYS) for e in est]
-        per_sample = max(0.0, (tensors[1] - tensors[0]) / 7.0)
+        totals = [e.total_bytes for e in est]
+        per_sample = max(0.0, (totals[1] - totals[0]) / 7.0)
         payload = {
             "key": key,
             "precision": prec,
-            "fixed_bytes": tensors[0] - per_sample,
+            "fixed_bytes": totals[0] - per_sample,
             "per_sample_bytes": per_sample,
             "breakdown": est[0].breakdown,
             "model": workload.model,

@@ -14,7 +14,7 @@ from rightsize.units import format_bytes
 
 
 def record(m: Measurement) -> dict[str, Any]:
-    """The JSON record of one measurement (issue 2's contract, plus the rest of the fields)."""
+    """One `bench --json` record: every Measurement field, latency as p50/p95/p99/mean/std/n."""
     d = m.to_dict()
     lat = m.latency_ms
     d["latency_ms"] = (

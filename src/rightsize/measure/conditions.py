@@ -36,8 +36,8 @@ __all__ = [
 ]
 
 # A config is contended when its threads waited for a CPU more than this share of their runnable
-# time. Healthy runs on an idle core wait ~0-3% (timer ticks, kernel threads: 0.2-0.3% on the 2-vCPU
-# dev VM); a second busy process on the same core makes it ~50%. 15% sits well clear of both, and
+# time. Healthy runs on an idle core wait ~0-3% (timer ticks, kernel threads; typically 0.2-0.3% on an
+# idle 2-vCPU VM); a second busy process on the same core makes it ~50%. 15% sits well clear of both, and
 # at 15% a timing reads at most ~1.18x slow (1 / (1 - 0.15)), inside the projection's own band.
 CONTENTION_THRESHOLD = 0.15
 

@@ -9,7 +9,7 @@ from rightsize.measure.timing import TimingPolicy
 from rightsize.profile import Measurement
 from rightsize.spec import Workload
 
-# Which precisions run on which device (issue 2): bf16 is autocast on both; fp16 needs CUDA;
+# Which precisions run on which device: bf16 is autocast on both; fp16 needs CUDA;
 # int8 is dynamic quantization of Linear layers, a CPU-only kernel in PyTorch.
 SUPPORTED: dict[str, dict[str, set[str]]] = {
     "inference": {"cpu": {"fp32", "bf16", "int8"}, "cuda": {"fp32", "bf16", "fp16"}},

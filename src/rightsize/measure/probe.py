@@ -3,8 +3,8 @@
     gflops = core_gemm_gflops()      # ~0.1 s; e.g. 34.3 on a 2.0 GHz AVX-512 VM core
 
 A VM's core speed depends on its host (other tenants, clocks, which physical CPU the VM landed on):
-this project's dev VM was an AVX-512 Xeon one day and an AVX2 EPYC two days later, 2.4x slower on the
-same DistilBERT config, with the load average near zero. Recorded with every CPU measurement
+the same VM type can land on an AVX-512 Xeon one day and an AVX2 EPYC the next, 2.4x slower on the same
+DistilBERT config with the load average near zero. Recorded with every CPU measurement
 (``extra.core_gemm_gflops``), it lets the projection anchor on what this machine could do at that
 moment instead of its datasheet.
 """

@@ -7,18 +7,18 @@
        then recorded ``failed``; a job no alive node can run any more fails after ``lost_node_grace_s``
     4. store each result as it arrives (own transaction), tagged with its node's environment
 
-The sweep's rules are the in-process ``run_sweep``'s (``rightsize.measure.sweep``): reuse by
-``stored_result``, each config measured by ``measure_config`` inside its task (re-measured while
-contended), results recorded through a ``SweepBook``. Only the scheduling differs: concurrent tasks on
-the nodes instead of one config after another. Returns the same ``SweepResult``.
+The loop is the in-process sweep's (``rightsize.measure.sweep.drive``): reuse by ``stored_result``, a
+stored result kept when a re-measurement does not beat it, results recorded through a ``SweepBook``.
+``RayExecutor`` is only the scheduling: concurrent tasks on the nodes instead of one config after
+another, each running ``measure_config`` (re-measured while contended). Returns the same ``SweepResult``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rightsize.cluster.nodes import (
@@ -37,7 +37,7 @@ from rightsize.cluster.tasks import AttemptCounter, MeasureFn, fingerprint_task,
 from rightsize.errors import RunFailedError
 from rightsize.measure.config import BenchConfig, expand
 from rightsize.measure.progress import sweep_progress
-from rightsize.measure.sweep import Progress, SweepBook, SweepResult, keeps_prior, label, stored_result
+from rightsize.measure.sweep import Progress, SweepBook, SweepResult, drive
 from rightsize.models import workload_model
 from rightsize.profile import Environment, Measurement
 from rightsize.spec import Workload
@@ -53,6 +53,7 @@ class Job:
     cfg: BenchConfig
     target: Target
     demand: Demand
+    envs: list[Environment] = field(default_factory=list)  # of the nodes it may land on (after fingerprinting)
     unfit_since: float | None = None  # when no alive node could run it any more
 
 
@@ -128,51 +129,40 @@ def run_sweep_on_ray(
             notes.append(f"{workload.model} is too large to run here; use `rightsize memory` for it")
             configs = []
         jobs, job_notes = plan_jobs(configs, targets_of(types), nodes)
-        sweep = _ClusterSweep(ray, workload, store, types, nodes, max_retries, lost_node_grace_s, measure)
-        sweep.result.notes = ([session.note] if session.note else []) + notes + job_notes
+        result = SweepResult(run_id=None, env=Environment("cluster"))
+        result.notes = ([session.note] if session.note else []) + notes + job_notes
+        book = SweepBook(workload, store, result)
+        executor = RayExecutor(ray, book, types, nodes, max_retries, lost_node_grace_s, measure)
         n_nodes = sum(1 for n in nodes if n.alive)
         with contextlib.ExitStack() as stack:
-            callbacks = [on_progress] if on_progress else []
+            book.callbacks = [on_progress] if on_progress else []
             if progress and jobs:
-                callbacks.append(stack.enter_context(
+                book.callbacks.append(stack.enter_context(
                     sweep_progress(len(jobs), f"measuring on {n_nodes} node(s)", show_started=False)
                 ))  # fmt: skip
-            sweep.book.callbacks = callbacks
-            sweep.run(jobs, fresh)
-        return sweep.result
+            if jobs:
+                executor.fingerprint_nodes(jobs)
+                drive(jobs, store, book, executor, fresh)
+        book.finish()
+        by_id = {e.id: e for e in executor.node_envs.values()}
+        result.env = summary_env([by_id[m.env_id] for m in result.measurements if m.env_id in by_id])
+        return result
 
 
-class _ClusterSweep:
-    """The driver's state for one sweep: envs seen, the run, results by job."""
+class RayExecutor:
+    """Runs a sweep's jobs as Ray tasks on the node types they target (``drive`` does the rest)."""
 
-    def __init__(self, ray: Any, workload: Workload, store: Store | None, types: dict[str, str], nodes: list[Node],
-                 max_retries: int, grace_s: float, measure: MeasureFn | None) -> None:  # fmt: skip
-        self.ray, self.workload, self.store, self.types, self.nodes = ray, workload, store, types, nodes
-        self.max_retries, self.grace_s, self.measure = max_retries, grace_s, measure
-        self.result = SweepResult(run_id=None, env=Environment("cluster"))
-        self.book = SweepBook(workload, store, self.result)
+    def __init__(self, ray: Any, book: SweepBook, types: dict[str, str], nodes: list[Node], max_retries: int,
+                 grace_s: float, measure: MeasureFn | None) -> None:  # fmt: skip
+        self.ray, self.book, self.types, self.nodes = ray, book, types, nodes
+        self.max_retries, self.grace_s, self.measure_fn = max_retries, grace_s, measure
         self.node_envs: dict[str, Environment] = {}  # ray node id -> env
-        self.used_envs: list[Environment] = []
-        self.priors: dict[int, Measurement] = {}  # job index -> a stored (contended) result to beat
 
     # -- steps ------------------------------------------------------------------------------------
 
-    def run(self, jobs: list[Job], fresh: bool) -> None:
-        if not jobs:
-            self.result.env = summary_env([])
-            return
-        self._fingerprint_nodes(jobs)
-        self.fresh = fresh
-        todo = [j for j in jobs if not self._reuse(j)]
-        try:
-            self._execute(todo)
-        except KeyboardInterrupt:
-            self.result.interrupted = True
-        self.book.finish()
-        self.result.env = summary_env(self.used_envs or list(self.node_envs.values()))
-
-    def _fingerprint_nodes(self, jobs: list[Job]) -> None:
-        """One pinned task per candidate node: ``node_envs[node_id]`` (nodes that fail are noted and skipped)."""
+    def fingerprint_nodes(self, jobs: list[Job]) -> None:
+        """One pinned task per candidate node: ``node_envs[node_id]`` (nodes that fail are noted and skipped),
+        then each job's ``envs``: the environments of the nodes it may land on."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         remote = self.ray.remote(fingerprint_task)
@@ -190,9 +180,11 @@ class _ClusterSweep:
                 out = self.ray.get(ref, timeout=FINGERPRINT_TIMEOUT_S)
                 self.node_envs[nid] = Environment.from_dict(out["env"])
             except self.ray.exceptions.RayError as exc:  # GetTimeoutError is one too
-                self.result.notes.append(f"node {nid[:8]}: fingerprint failed ({_first_line(exc)})")
+                self.book.result.notes.append(f"node {nid[:8]}: fingerprint failed ({_first_line(exc)})")
         if not self.node_envs:
             raise RunFailedError("--ray: no node of the cluster answered; check `ray status`")
+        for job in jobs:
+            job.envs = self._target_envs(job)
 
     def _target_envs(self, job: Job) -> list[Environment]:
         nodes = eligible_nodes(self.nodes, job.target, job.cfg.device)
@@ -202,19 +194,10 @@ class _ClusterSweep:
             }.values()
         )
 
-    def _reuse(self, job: Job) -> bool:
-        """``stored_result``'s rule on each environment the job may land on; the first reusable result wins."""
-        for env in self._target_envs(job):
-            stored = stored_result(self.store, job.cfg, env.id, self.fresh)
-            if stored.reuse is not None:
-                self.used_envs.append(env)
-                self.book.reused(job.index, job.cfg, stored.reuse, stored.note)
-                return True
-            if stored.prior is not None:
-                self.priors.setdefault(job.index, stored.prior)
-        return False
-
-    def _execute(self, jobs: list[Job]) -> None:
+    def measure(
+        self, jobs: Sequence[Job], priors: dict[int, Measurement], reused: Sequence[tuple[BenchConfig, Measurement]]
+    ) -> Iterator[tuple[Job, Measurement, Environment]]:
+        """Submit every job at once; yield each result as its task returns (or fails for good)."""
         remote = self.ray.remote(measure_task)
         counter = self.ray.remote(AttemptCounter).options(num_cpus=0).remote()  # retries leave a note
         pending: dict[Any, Job] = {}
@@ -223,19 +206,19 @@ class _ClusterSweep:
             ref = remote.options(
                 num_cpus=d.num_cpus, num_gpus=d.num_gpus, resources=dict(d.resources), max_retries=self.max_retries,
                 retry_exceptions=False,
-            ).remote(job.cfg.to_dict(), job.target.instance_type, self.measure, counter, job.index,
-                     _rate_of(self.priors.get(job.index)))  # fmt: skip
+            ).remote(job.cfg.to_dict(), job.target.instance_type, self.measure_fn, counter, job.index,
+                     _rate_of(priors.get(job.index)))  # fmt: skip
             pending[ref] = job
             self.book.started(job.cfg)
         try:
-            self._drain(pending)
+            yield from self._drain(pending)
         except KeyboardInterrupt:
             for ref in pending:
                 with contextlib.suppress(Exception):
                     self.ray.cancel(ref, force=True)
             raise
 
-    def _drain(self, pending: dict[Any, Job]) -> None:
+    def _drain(self, pending: dict[Any, Job]) -> Iterator[tuple[Job, Measurement, Environment]]:
         next_check = time.monotonic() + POLL_S
         while pending:
             ready, _ = self.ray.wait(list(pending), num_returns=1, timeout=POLL_S)
@@ -245,16 +228,16 @@ class _ClusterSweep:
                     out = self.ray.get(ref)
                 except self.ray.exceptions.RayError as exc:
                     retries = f"{self.max_retries} retr{'y' if self.max_retries == 1 else 'ies'}"
-                    self._fail(job, f"lost on the cluster after {retries}: {_first_line(exc)}")
+                    yield self._failed(job, f"lost on the cluster after {retries}: {_first_line(exc)}")
                     continue
                 env = Environment.from_dict(out["env"])
                 self.node_envs.setdefault(out["node_id"], env)
-                self._record(job, Measurement.from_dict(out["measurement"]), env)
+                yield self._noted(job, Measurement.from_dict(out["measurement"]), env)
             if time.monotonic() >= next_check:
-                self._fail_unschedulable(pending)
+                yield from self._fail_unschedulable(pending)
                 next_check = time.monotonic() + POLL_S
 
-    def _fail_unschedulable(self, pending: dict[Any, Job]) -> None:
+    def _fail_unschedulable(self, pending: dict[Any, Job]) -> Iterator[tuple[Job, Measurement, Environment]]:
         """Jobs that no alive node can run (their node type was lost) fail after the grace period."""
         self.nodes = nodes_from_ray(self.ray.nodes())
         now = time.monotonic()
@@ -267,33 +250,30 @@ class _ClusterSweep:
                 with contextlib.suppress(Exception):
                     self.ray.cancel(ref)
                 del pending[ref]
-                self._fail(job, f"no alive node offers {job.demand.describe()} for {job.target.label} (node lost?)")
+                yield self._failed(
+                    job, f"no alive node offers {job.demand.describe()} for {job.target.label} (node lost?)"
+                )
 
     # -- results ----------------------------------------------------------------------------------
 
-    def _fail(self, job: Job, reason: str) -> None:
+    def _failed(self, job: Job, reason: str) -> tuple[Job, Measurement, Environment]:
         envs = self._target_envs(job) or [
             e for e in self.node_envs.values() if e.instance_type == job.target.instance_type
         ]
         env = envs[0] if envs else next(iter(self.node_envs.values()))
         extra = {"instance_type": job.target.instance_type} if job.target.instance_type else {}
-        self._record(job, replace(job.cfg.result("failed", reason=reason), env_id=env.id, extra=extra), env)
+        return self._noted(job, replace(job.cfg.result("failed", reason=reason), env_id=env.id, extra=extra), env)
 
-    def _record(self, job: Job, m: Measurement, env: Environment) -> None:
+    def _noted(self, job: Job, m: Measurement, env: Environment) -> tuple[Job, Measurement, Environment]:
+        """The result, with a note when Ray had to retry its task."""
         attempt = int(m.extra.get("ray_attempt") or 1)
         if attempt > 1:
             tries = attempt - 1
-            self.result.notes.append(
+            self.book.result.notes.append(
                 f"{job.cfg.mode} {job.cfg.precision} b{job.cfg.batch_size} on {job.target.label}: its worker was lost "
                 f"and Ray retried it {tries} time{'s' if tries > 1 else ''} before it finished"
             )
-        self.used_envs.append(env)
-        prior = self.priors.get(job.index)
-        if prior is not None and prior.env_id == m.env_id and keeps_prior(prior, m, self.fresh):
-            note = f"{label(job.cfg)} on {job.target.label}: measured again while still busy; kept the stored result"
-            self.book.reused(job.index, job.cfg, prior, note)
-            return
-        self.book.measured(job.index, job.cfg, m, env)
+        return job, m, env
 
 
 def _rate_of(prior: Measurement | None) -> float | None:

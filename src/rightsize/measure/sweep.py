@@ -3,20 +3,22 @@
 Each finished config is stored in its own transaction as soon as it ends, so Ctrl-C (or a crash
 of the parent) keeps everything finished so far.
 
-Two executors share these rules: ``run_sweep`` here runs the configs one after another on this machine;
-``rightsize.cluster.bench.run_sweep_on_ray`` runs them as Ray tasks on the node types they target. Both
-decide reuse with ``stored_result``, measure a config with ``measure_config`` (re-measured while
-contended), and record through a ``SweepBook`` (the run, the environments, one transaction per result,
-progress), so a config is reused, re-measured and stored the same way wherever it runs.
+One sweep loop, ``drive``, with two executors: ``LocalExecutor`` here runs the configs one after another
+on this machine (``run_sweep``); ``rightsize.cluster.bench`` runs them as Ray tasks on the node types
+they target (``run_sweep_on_ray``). The loop decides reuse with ``stored_result``, keeps a stored result
+that a re-measurement did not beat (``keeps_prior``) and records through a ``SweepBook`` (the run, the
+environments, one transaction per result, progress); every executor measures a config with
+``measure_config`` (re-measured while contended). So a config is reused, re-measured and stored the same
+way wherever it runs; only the scheduling differs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from rightsize.measure.conditions import contended_by_rate
 from rightsize.measure.config import BenchConfig, expand
@@ -204,6 +206,85 @@ class SweepBook:
             cb(cfg, m, reused)
 
 
+class SweepJob(Protocol):
+    """One config to measure, and the environments it may run on (its stored results are looked up on each)."""
+
+    @property
+    def index(self) -> int: ...  # position in the sweep: results are returned in this order
+    @property
+    def cfg(self) -> BenchConfig: ...
+    @property
+    def envs(self) -> Sequence[Environment]: ...
+
+
+@dataclass
+class LocalJob:
+    index: int
+    cfg: BenchConfig
+    envs: Sequence[Environment]
+
+
+class Executor(Protocol):
+    def measure(
+        self, jobs: Sequence[Any], priors: dict[int, Measurement], reused: Sequence[tuple[BenchConfig, Measurement]]
+    ) -> Iterator[tuple[Any, Measurement, Environment]]:
+        """Measure ``jobs`` (telling the book as each starts) and yield (job, result, its environment) as each
+        finishes. ``priors``: stored results to judge rates by, per job index; ``reused``: results not measured."""
+        ...
+
+
+def drive(jobs: Sequence[SweepJob], store: Store | None, book: SweepBook, executor: Executor, fresh: bool) -> None:
+    """The sweep loop: reuse what the store holds, measure the rest with ``executor``, record each result as it
+    arrives. Ctrl-C stops it; everything recorded so far stays (``book.result.interrupted``)."""
+    priors: dict[int, Measurement] = {}
+    reused: list[tuple[BenchConfig, Measurement]] = []
+    todo = []
+    for job in jobs:
+        for env in job.envs:
+            stored = stored_result(store, job.cfg, env.id, fresh)
+            if stored.reuse is not None:
+                book.reused(job.index, job.cfg, stored.reuse, stored.note)
+                reused.append((job.cfg, stored.reuse))
+                break
+            if stored.prior is not None:
+                priors.setdefault(job.index, stored.prior)
+        else:
+            todo.append(job)
+    try:
+        for job, m, env in executor.measure(todo, priors, reused):
+            prior = priors.get(job.index)
+            if prior is not None and prior.env_id == m.env_id and keeps_prior(prior, m, fresh):
+                book.reused(job.index, job.cfg, prior, f"{label(job.cfg)}: measured again while still busy; kept "
+                            "the stored result")  # fmt: skip
+            else:
+                book.measured(job.index, job.cfg, m, env)
+    except KeyboardInterrupt:
+        book.result.interrupted = True
+
+
+class LocalExecutor:
+    """One config after another in an isolated child on this machine, each judged against the best rate this
+    sweep reached on the same work (``judge``)."""
+
+    def __init__(self, book: SweepBook, env: Environment) -> None:
+        self.book, self.env = book, env
+
+    def measure(
+        self,
+        jobs: Sequence[LocalJob],
+        priors: dict[int, Measurement],
+        reused: Sequence[tuple[BenchConfig, Measurement]],
+    ) -> Iterator[tuple[LocalJob, Measurement, Environment]]:
+        rates = _Rates()
+        for cfg, m in reused:
+            rates.add(cfg, m)
+        for job in jobs:
+            self.book.started(job.cfg)
+            m = measure_config(job.cfg, best_gflops=rates.best(job.cfg, priors.get(job.index)))
+            rates.add(job.cfg, m)
+            yield job, m, self.env
+
+
 def run_sweep(
     workload: Workload,
     store: Store | None = None,
@@ -235,7 +316,6 @@ def run_sweep(
     if store is not None:
         store.save_env(env)
     book = SweepBook(workload, store, result, [on_progress] if on_progress else [])
-    rates = _Rates()
 
     def waiting() -> None:
         result.notes.append("waited for another sweep on this store to finish (sweeps on one store take turns)")
@@ -246,26 +326,8 @@ def run_sweep(
 
     lock = store.sweep_lock(waiting) if store is not None and configs else contextlib.nullcontext()
     with lock:
-        try:
-            for i, cfg in enumerate(configs):
-                stored = stored_result(store, cfg, env.id, fresh)
-                if stored.reuse is not None:
-                    rates.add(cfg, stored.reuse)
-                    book.reused(i, cfg, stored.reuse, stored.note)
-                    continue
-                book.started(cfg)
-                m = measure_config(cfg, best_gflops=rates.best(cfg, stored.prior))
-                if keeps_prior(stored.prior, m, fresh):
-                    assert stored.prior is not None
-                    rates.add(cfg, stored.prior)
-                    book.reused(
-                        i, cfg, stored.prior, f"{label(cfg)}: measured again while still busy; kept the stored result"
-                    )
-                    continue
-                rates.add(cfg, m)
-                book.measured(i, cfg, m, env)
-        except KeyboardInterrupt:
-            result.interrupted = True
+        jobs = [LocalJob(i, cfg, (env,)) for i, cfg in enumerate(configs)]
+        drive(jobs, store, book, LocalExecutor(book, env), fresh)
     return book.finish()
 
 

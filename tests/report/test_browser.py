@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from report_kit import MEMORY, XSS, build_store, curves, fake_sweep, online_plan, profile_for, training_plan
 
+from rightsize.catalog import load_catalog
 from rightsize.report import write_report
 from rightsize.report.dashboard import running_dashboard
 
@@ -137,7 +138,7 @@ def test_script_in_a_model_name_renders_as_text(watched: Watched, tmp_path: Path
 def test_dashboard_compares_two_machines_side_by_side(watched: Watched, tmp_path: Path) -> None:
     store = tmp_path / "store.sqlite"
     a, b = build_store(store)
-    with running_dashboard(store) as url:
+    with running_dashboard(store, catalog=load_catalog("")) as url:
         page = watched.page
         page.goto(url + "/")
         button = page.locator("#compare-btn")
@@ -164,7 +165,7 @@ def test_dashboard_compares_two_machines_side_by_side(watched: Watched, tmp_path
 def test_dashboard_filter_changes_the_view(watched: Watched, tmp_path: Path) -> None:
     store = tmp_path / "store.sqlite"
     build_store(store)
-    with running_dashboard(store) as url:
+    with running_dashboard(store, catalog=load_catalog("")) as url:
         page = watched.page
         page.goto(url + "/cost")
         before = watched.points()
@@ -185,7 +186,7 @@ def test_dashboard_filter_changes_the_view(watched: Watched, tmp_path: Path) -> 
 def test_dashboard_tables_sort_and_filter(watched: Watched, tmp_path: Path) -> None:
     store = tmp_path / "store.sqlite"
     a, _ = build_store(store)
-    with running_dashboard(store) as url:
+    with running_dashboard(store, catalog=load_catalog("")) as url:
         page = watched.page
         page.goto(url + f"/run/{a}")
         table = page.locator("table[data-table]").first
@@ -219,7 +220,7 @@ def test_dashboard_tables_sort_and_filter(watched: Watched, tmp_path: Path) -> N
 def test_dashboard_escapes_a_script_model_name(watched: Watched, tmp_path: Path) -> None:
     store = tmp_path / "store.sqlite"
     build_store(store, model=XSS)
-    with running_dashboard(store) as url:
+    with running_dashboard(store, catalog=load_catalog("")) as url:
         for path in ("/", "/cost"):
             watched.page.goto(url + path)
             assert XSS in watched.page.locator("main").inner_text()

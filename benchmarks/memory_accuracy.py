@@ -12,8 +12,8 @@ AdamW steps of forward + backward + step (training; the optimizer states exist f
 The truth is the kernel's peak RSS (``VmHWM``) above that baseline; the estimate is
 ``estimate_memory(..., device="cpu").total_bytes`` (weights, gradients, optimizer states, activations,
 the CPU allocator margin), made in the parent from a FakeTensor trace. Nothing is shared between the
-two: the estimator never sees the run, and RSS counts every byte the process really held. A CUDA row
-(``torch.cuda.max_memory_allocated``) is added where a GPU is present.
+two: the estimator never sees the run, and RSS counts every byte the process really held. CPU only:
+the GPU check is ``rightsize memory MODEL --device cuda --validate`` on a machine with one.
 
 **Consistency rows (not accuracy).** The trace's saved-for-backward and live-tensor peaks against
 SavedTensorTracker / LiveTensorTracker on a real run. Both sides count the same tensors with the same

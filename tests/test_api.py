@@ -56,3 +56,17 @@ def test_example_script_runs_end_to_end(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-800:]
     assert "recommended: " in run.stdout and "measured configs" in run.stdout
     assert (tmp_path / "notebook-report.html").stat().st_size > 10_000
+
+
+def test_the_api_is_on_the_package_and_loads_lazily() -> None:
+    code = (
+        "import sys, rightsize; assert 'rightsize.api' not in sys.modules and 'torch' not in sys.modules; "
+        "from rightsize.api import plan; assert rightsize.plan is plan and rightsize.memory and rightsize.PlanRecord; "
+        "print(rightsize.__version__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip()
+    import rightsize
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        rightsize.nope  # noqa: B018

@@ -139,7 +139,7 @@ def test_a_connection_limit_queues_in_the_client_and_counts_the_wait(server: Tin
     target = Target.from_url(server.url("/work/20"))
     cfg = OpenLoopConfig(rate_per_s=100, requests=30, arrival="constant", connections=1, max_lag_ms=LOOSE_LAG_MS)
     r = run_open_loop(target, cfg)
-    assert r.responses_ok == 30 and r.connections_peak == 1
+    assert r.responses_ok == 30 and r.connections_peak == 1 and r.requests_sent == r.requests_answered == 30
     assert r.connection_wait_ms is not None and r.connection_wait_ms.max > 100
     assert r.latency_ms is not None and r.latency_ms.max > 250  # the 30th waited for ~29 × 20 ms - 290 ms
     assert any("connections were busy" in w for w in r.warnings)
@@ -152,3 +152,6 @@ def test_queued_requests_time_out_too(server: TinyServer) -> None:
     )
     r = run_open_loop(target, cfg)
     assert r.errors == {"timeout": 10}  # the first on its connection, the rest while queued
+    # a request that expired in the queue was never written to a socket: scheduled, not sent
+    assert 1 <= r.requests_sent < 10 and r.requests_answered == 0 and not r.valid
+    assert any("achieved send rate" in p for p in r.problems) and f"sent (written) {r.requests_sent} " in r.render()

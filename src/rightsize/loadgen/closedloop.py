@@ -71,8 +71,6 @@ class _Users:
         if self.left > 0:
             self.left -= 1
         measured = start >= self.warm_end
-        if measured:
-            self.rec.sent += 1
         if conn is None or not (conn.alive and conn.reusable):
             if conn is not None:
                 self.pool.release(conn, ok=False)
@@ -85,6 +83,9 @@ class _Users:
         self._send(conn, start, measured, False)
 
     def _send(self, conn: _Conn, start: float, measured: bool, retried: bool) -> None:
+        """Write the request on ``conn``: only now is it *sent* (a connect that fails sends nothing)."""
+        if measured and not retried:
+            self.rec.sent += 1
         deadline = start + self.config.timeout_s
         conn.send(self.raw, self.head, deadline, functools.partial(self._on_done, conn, start, measured, retried))
 
@@ -158,6 +159,7 @@ async def closed_loop(target: Target, config: ClosedLoopConfig) -> LoadResult:
         url=target.url,
         duration_s=span_s,
         requests_sent=rec.sent,
+        requests_answered=rec.answered,
         responses_ok=rec.ok,
         achieved_rate_per_s=rec.sent / span_s,
         throughput_per_s=rec.ok / span_s,

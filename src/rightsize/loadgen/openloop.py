@@ -85,9 +85,7 @@ class _Engine:
         start = time.perf_counter()
         req = _Req(t_intended, start, t_intended >= self.warm_end)
         if req.measured:
-            self.rec.sent += 1
             self.rec.send_lag_s.append(start - t_intended)
-            self.last_start = start
         conn = self.pool.take_idle()
         if conn is not None:
             self._send(conn, req)
@@ -96,8 +94,12 @@ class _Engine:
             self._grow()
 
     def _send(self, conn: _Conn, req: _Req) -> None:
+        """Write ``req`` on ``conn``: only now is it *sent* (a request still queued for a connection is not)."""
         if req.measured and not req.retried:
-            self.rec.connection_wait_s.append(time.perf_counter() - req.start)
+            now = time.perf_counter()
+            self.rec.sent += 1
+            self.rec.connection_wait_s.append(now - req.start)
+            self.last_start = now
         self.inflight += 1
         conn.send(self.raw, self.head, req.start + self.timeout_s, functools.partial(self._on_done, conn, req))
 
@@ -257,6 +259,7 @@ def _result(
         url=target.url,
         duration_s=window_s,
         requests_sent=rec.sent,
+        requests_answered=rec.answered,
         responses_ok=rec.ok,
         achieved_rate_per_s=achieved,
         throughput_per_s=rec.ok / done_span_s,

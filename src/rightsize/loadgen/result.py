@@ -106,6 +106,11 @@ class Recorder:
         if latency_s <= self.slo_s:
             self.ok_within_slo += 1
 
+    @property
+    def answered(self) -> int:
+        """Requests that got any HTTP answer (2xx-5xx)."""
+        return sum(self.status.values())
+
     def error(self, kind: str) -> None:
         self.errors[kind] += 1
 
@@ -154,7 +159,9 @@ def unanswered_problem(sent: int, status: Mapping[Any, int], errors: Mapping[str
 class LoadResult:
     """One bounded load run. Rates are per second over the measurement window ``duration_s``.
 
-    ``achieved_rate_per_s`` counts requests the generator sent; ``throughput_per_s`` successful
+    ``requests_sent`` counts requests written to a socket (not merely scheduled or queued for a connection),
+    ``requests_answered`` those that got any HTTP answer; ``achieved_rate_per_s`` is the sent rate;
+    ``throughput_per_s`` successful
     responses; ``goodput_per_s`` successful responses within ``slo_ms``. Latency percentiles are
     over successful responses; open-loop latency runs from the intended send time.
     """
@@ -184,6 +191,7 @@ class LoadResult:
     send_lag_ms: Latency | None = None
     connection_wait_ms: Latency | None = None
     latency_hdr: str = ""  # base64 HdrHistogram of latency in µs, mergeable across runs
+    requests_answered: int = 0  # got any HTTP answer
 
     @property
     def error_count(self) -> int:
@@ -212,9 +220,11 @@ class LoadResult:
         lines = [head]
         if self.coordinated_omission == "affected":
             lines.append("  NOTE: closed loop is coordinated-omission-affected: tail latency is under-reported")
+        share = self.requests_answered / self.requests_sent if self.requests_sent else 0.0
         lines.append(
-            f"  sent {self.requests_sent} ({self.achieved_rate_per_s:.1f}/s)   ok {self.responses_ok} "
-            f"({self.throughput_per_s:.1f}/s)   errors {self.error_count} ({self.error_fraction:.1%})"
+            f"  sent (written) {self.requests_sent} ({self.achieved_rate_per_s:.1f}/s)   answered "
+            f"{self.requests_answered} ({share:.0%})   ok {self.responses_ok} ({self.throughput_per_s:.1f}/s)   "
+            f"errors {self.error_count} ({self.error_fraction:.1%})"
         )
         if self.goodput_per_s is not None:
             lines.append(f"  goodput within {self.slo_ms:g} ms: {self.goodput_per_s:.1f}/s")

@@ -12,7 +12,8 @@ balancer the spec names:
 
 Each replica's batcher has Triton semantics: when free it runs min(queued, K) requests at once if
 K are queued or the oldest has waited ``max_wait_ms``; otherwise it sleeps until one of those holds.
-Pure Python: ~0.6-1 M requests per second on the dev VM; use it for verification, not screening.
+Pure Python: ~1.3-1.6 M requests per second, one thread of a 2-vCPU AMD EPYC VM (benchmarks/plan_speed.py); use it for
+verification, not screening.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def run_balanced(
     sig = sigma.tolist()
     # Pre-drawn randomness (one draw per possible batch; one or two replica picks per request).
     noise = rng.standard_exponential(n).tolist() if dist == "exponential" else rng.standard_normal(n).tolist()
-    picks = rng.integers(0, replicas, size=(n, 2)).tolist() if balancer != "jsq" else []
+    picks = rng.integers(0, replicas, size=(n, 2)) if balancer != "jsq" else np.zeros((0, 2), dtype=np.int64)
+    pick_a, pick_b = picks[:, 0].tolist(), picks[:, 1].tolist()  # flat lists: no (x, y) list per request
     queues: list[deque[int]] = [deque() for _ in range(replicas)]
     in_service = [0] * replicas  # requests in the running batch (0 = idle)
     timer_at = [-1.0] * replicas  # pending window expiry per replica
@@ -76,9 +78,12 @@ def run_balanced(
             z = noise[n_batches]
             t = base * z if expo else base * exp(sig[k] * z) if sig[k] else base
             done = now + t
-            popleft = q.popleft
-            for _ in range(k):
-                dep[popleft()] = done
+            if k == 1:
+                dep[q.popleft()] = done
+            else:
+                popleft = q.popleft
+                for _ in range(k):
+                    dep[popleft()] = done
             in_service[rep] = k
             busy_total += t
             n_batches += 1
@@ -115,11 +120,11 @@ def run_balanced(
             lens[best] += 1
             push(shortest, (lens[best], best))
         elif p2c:
-            x, y = picks[j]
+            x, y = pick_a[j], pick_b[j]
             best = x if lens[x] <= lens[y] else y
             lens[best] += 1
         else:
-            best = picks[j][0]
+            best = pick_a[j]
             lens[best] += 1
         queues[best].append(j)
         if not in_service[best]:  # a busy replica picks the request up when its batch completes

@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 TORCH   := torch==2.13.0
 EXAMPLE ?= examples/text-classification-api.yaml
 
-.PHONY: install run test test-fast lint typecheck unit first-hour bench clean
+.PHONY: install browser bench-tools run test test-fast lint typecheck unit first-hour bench clean
 
 # Torch goes in first, pinned: a CPU machine must never resolve plain `torch` (several GB of CUDA).
 $(BIN)/.installed: pyproject.toml
@@ -17,6 +17,19 @@ $(BIN)/.installed: pyproject.toml
 
 install: $(BIN)/.installed
 
+# Debian's chromium for the browser tests (Playwright cannot download its own browsers here). Needs root and
+# apt-get; elsewhere it says so and the browser tests skip, naming this target.
+browser:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+	  || echo "make browser: apt-get could not install chromium; the browser tests will skip"; \
+	else echo "make browser: no root or no apt-get to install chromium; the browser tests will skip"; fi
+
+# wrk for benchmarks/loadgen_vs_wrk.py (not needed by the tests).
+bench-tools:
+	@command -v wrk >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk
+
 run: install
 	$(BIN)/rightsize plan $(EXAMPLE) --report rightsize-report.html
 
@@ -27,7 +40,7 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-unit: install
+unit: install browser
 	$(BIN)/python -m pytest -q
 
 # A new user's first hour from the built wheel in a clean venv: core install without torch, --help of

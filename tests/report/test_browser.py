@@ -1,15 +1,13 @@
 """The report and the dashboard in a real headless Chromium (Playwright driving Debian's chromium).
 
-Setup installs Chromium with apt-get when /usr/bin/chromium is missing (Playwright cannot download
-browsers here); the tests are skipped, saying why, only when that install fails. Screenshots are
-saved under artifacts/screenshots/ (gitignored) for a person to look at.
+`make browser` (a dependency of `make test`) installs Debian's chromium with apt-get when /usr/bin/chromium
+is missing (Playwright cannot download browsers here); without it the tests skip, saying so. Screenshots
+are saved under artifacts/screenshots/ (gitignored) for a person to look at.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ from rightsize.catalog import load_catalog
 from rightsize.report import write_report
 from rightsize.report.dashboard import running_dashboard
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]  # the first run may apt-get install chromium
+pytestmark = [pytest.mark.browser]
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -30,29 +28,10 @@ SHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 COUNT_PTS = "() => Object.fromEntries([...document.querySelectorAll('[data-chart]')].map(f => [f.dataset.chart, f.querySelectorAll('.pt').length]))"  # noqa: E501
 
 
-def _install_chromium() -> str | None:
-    """Install Debian's chromium; returns why it failed, or None."""
-    if shutil.which("apt-get") is None:
-        return "no apt-get to install chromium with"
-    if hasattr(os, "geteuid") and os.geteuid() != 0:
-        return "installing chromium needs root (apt-get install -y chromium)"
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
-        try:
-            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"{' '.join(cmd)} failed: {exc}"
-        if r.returncode != 0:
-            return f"{' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()[-300:]}"
-    return None if os.path.exists(CHROMIUM) else "apt-get installed no /usr/bin/chromium"
-
-
 @pytest.fixture(scope="session")
 def chromium() -> str:
     if not os.path.exists(CHROMIUM):
-        why = _install_chromium()
-        if why:
-            pytest.skip(f"no Chromium for the browser tests: {why}")
+        pytest.skip(f"no Chromium at {CHROMIUM}: run `make browser` (apt-get install -y chromium, as root)")
     return CHROMIUM
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from rightsize.cluster.pipeline import PipelineResult
     from rightsize.plan import PlanResult
     from rightsize.plan.batch import InputStage
+    from rightsize.profile import Environment
     from rightsize.spec import Workload
     from rightsize.store import Store
 
@@ -61,13 +62,12 @@ def run_and_project(
     return res
 
 
-def input_stage(res: PipelineResult, catalog: Catalog) -> tuple[InputStage, list[str]]:
-    """The measured read + preprocess + write CPU work per item, with this CPU's clock from the catalog."""
+def input_stage(res: PipelineResult, catalog: Catalog, env: Environment) -> tuple[InputStage, list[str]]:
+    """The measured read + preprocess + write CPU work per item, with the clock of ``env``'s CPU (where the
+    pipeline ran) from the catalog."""
     from rightsize.catalog import match_cpu_family
-    from rightsize.measure.env import fingerprint
     from rightsize.plan.batch import InputStage
 
-    env = fingerprint()
     n = max(res.items, 1)
     core_s = sum(res.stages[s]["cpu_s"] for s in ("read", "preprocess", "write")) / n
     local = match_cpu_family(catalog.cpus, env)
@@ -103,7 +103,7 @@ def plan_full_job(
             f"no successful {res.device} {res.precision} measurement of {res.model} to cost the full job from; "
             "run `rightsize bench SPEC` to see why"
         )
-    stage, stage_notes = input_stage(res, catalog)
+    stage, stage_notes = input_stage(res, catalog, profile.env)
     notes += stage_notes
     targets = workload.targets
     batch = targets.batch if targets is not None else None

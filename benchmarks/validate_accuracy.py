@@ -20,11 +20,12 @@ the error of the serving path itself, without measurement noise in the service c
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from rightsize.loadgen.validation import capacity_per_s
+from rightsize.loadgen.validation import MAX_ERROR_FRACTION, capacity_per_s
 from rightsize.profile import ServiceCurve
 from rightsize.spec import load_spec
 from rightsize.store import Store
@@ -65,11 +66,12 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=1.0)
     ap.add_argument("--store", type=Path, default=None, help="results store (default: the user's)")
     ap.add_argument("--no-control", action="store_true", help="skip the known-curve control")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of every spec (3 for the fidelity summary)")
     args = ap.parse_args()
 
     store = Store(args.store)
     rows: list[tuple[str, dict[str, Any]]] = []
-    for spec in args.specs:
+    for spec in [s for s in args.specs for _ in range(args.repeat)]:
         t0 = time.perf_counter()
         report = validate_spec(load_spec(spec), store, duration_s=args.duration, warmup_s=args.warmup, progress=False)
         c = report["candidate"]
@@ -101,6 +103,8 @@ def main() -> None:
             return "-" if e is None else ("ok" if abs(e) <= GOAL_PCT else "MISS")
 
         v = f"{verdict(err)}/{verdict(err_now)}" if now else verdict(err)
+        if (p.get("error_fraction") or 0.0) > MAX_ERROR_FRACTION:
+            v = f"not comparable ({p['error_fraction']:.0%} failed)"
         if p["label"] == "planned":
             v = f"({v}, not a goal level)"
         served = "-"
@@ -114,6 +118,19 @@ def main() -> None:
             f"{meas['p95'] if meas else float('nan'):>9.2f} {'-' if err is None else f'{err:+.0f}%':>7} "
             f"{now['p95'] if now else float('nan'):>9.2f} {'-' if err_now is None else f'{err_now:+.0f}%':>7}  "
             f"{served:<32}  {v}" + ("" if p["valid"] else "  (load run INVALID)")
+        )
+    goal = [
+        abs(p["error_pct"]["p95"])
+        for name, p in rows
+        if not name.startswith("control") and p["label"] != "planned" and p["error_pct"]["p95"] is not None
+        and p["valid"] and (p.get("error_fraction") or 0.0) <= MAX_ERROR_FRACTION
+    ]  # fmt: skip
+    if goal:
+        med, worst = statistics.median(goal), max(goal)
+        print(
+            f"\nsimulator p95 vs real server p95 over {len(goal)} goal levels (50%/80%, comparable runs): median "
+            f"|error| {med:.0f}% (target <= 10%: {'PASS' if med <= 10 else 'FAIL'}), worst {worst:.0f}% "
+            f"(target <= 25%: {'PASS' if worst <= 25 else 'FAIL'})"
         )
 
 

@@ -11,7 +11,9 @@ from typing import Any
 
 from rightsize.profile import Latency, ServiceCurve
 
-__all__ = ["ValidationPoint", "capacity_per_s", "error_pct", "render_points"]
+__all__ = ["MAX_ERROR_FRACTION", "ValidationPoint", "capacity_per_s", "error_pct", "render_points"]
+
+MAX_ERROR_FRACTION = 0.01  # a level with more failed responses is not compared with the prediction
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,12 @@ class ValidationPoint:
     # The same prediction on the service curve re-timed just before serving, on the server's cores:
     # separates the serving model's error from the machine's speed drifting since the profile.
     predicted_now_ms: Latency | None = None
+
+    @property
+    def comparable(self) -> bool:
+        """The measurement can be held against the prediction: a valid run with at most 1% failed
+        responses (the simulator serves every request; latency over the survivors only flatters)."""
+        return self.valid and self.measured_ms is not None and self.error_fraction <= MAX_ERROR_FRACTION
 
     @property
     def error_pct(self) -> dict[str, float | None]:
@@ -109,6 +117,8 @@ def render_points(points: list[ValidationPoint]) -> str:
             row += f"   | re-timed: pred p95 {now.p95:.2f}, err {_pct(p.error_now_pct['p95'])}"
         if p.error_fraction > 0:
             row += f"  errors {p.error_fraction:.1%}"
+            if p.error_fraction > MAX_ERROR_FRACTION:
+                row += " (not comparable: latency of the answered requests only)"
         if not p.valid:
             row += "  (run INVALID)"
         lines.append(row)

@@ -132,6 +132,10 @@ def validate_config(
     from rightsize.serve import running_server
 
     points: list[ValidationPoint] = []
+    # The simulator serves every request; a server that refuses some (admission 503s) would report the
+    # latency of only those it kept, the fast ones. So the validated server admits everything (its
+    # queue bound stays as a safety net) and a level with errors is marked not comparable.
+    server_config = replace(server_config, max_queue_batches=0.0, slo_ms=None)
     if cpus is not None and server_config.threads is None:
         server_config = replace(server_config, threads=len(cpus.server) // (server_config.workers or 1) or 1)
 

@@ -154,3 +154,11 @@ def test_retime_curve_times_the_served_configuration() -> None:
     curve = retime_curve(w, "fp32", (1, 4), threads=1, cpus=None)
     assert curve is not None and curve.batch_sizes == (1, 4) and curve.provenance == "measured"
     assert all(t > 0 for t in curve.latency_ms) and curve.device == "cpu:now"
+
+
+def test_a_level_with_refused_requests_is_not_compared() -> None:
+    """Latency over the answered requests only flatters a server that refused the rest (503s)."""
+    kept = ValidationPoint("80%", 70.0, 0.8, Latency(10, 86, 120), Latency(17, 27, 40), 1.0, error_fraction=0.24)
+    clean = ValidationPoint("80%", 70.0, 0.8, Latency(10, 86, 120), Latency(20, 106, 150), 1.0, error_fraction=0.0)
+    assert not kept.comparable and clean.comparable
+    assert "not comparable" in render_points([kept]) and "not comparable" not in render_points([clean])

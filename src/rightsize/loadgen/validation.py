@@ -38,6 +38,9 @@ class ValidationPoint:
     # The same prediction on the service curve re-timed just before serving, on the server's cores:
     # separates the serving model's error from the machine's speed drifting since the profile.
     predicted_now_ms: Latency | None = None
+    # The simulator on the curve rescaled to the batch time the server measured during the level: the
+    # simulator's own fidelity, with the service curve's error taken out (a diagnosis, not a forecast).
+    predicted_served_ms: Latency | None = None
 
     @property
     def comparable(self) -> bool:
@@ -55,17 +58,23 @@ class ValidationPoint:
         """Like ``error_pct``, against ``predicted_now_ms``."""
         return _errors(self.measured_ms, self.predicted_now_ms)
 
+    @property
+    def error_served_pct(self) -> dict[str, float | None]:
+        """Like ``error_pct``, against ``predicted_served_ms``."""
+        return _errors(self.measured_ms, self.predicted_served_ms)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["error_pct"] = self.error_pct
         d["error_now_pct"] = self.error_now_pct
+        d["error_served_pct"] = self.error_served_pct
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ValidationPoint:
         """Inverse of ``to_dict`` (the derived error fields are dropped)."""
-        fields = {k: v for k, v in d.items() if k not in ("error_pct", "error_now_pct")}
-        for key in ("predicted_ms", "measured_ms", "predicted_now_ms"):
+        fields = {k: v for k, v in d.items() if k not in ("error_pct", "error_now_pct", "error_served_pct")}
+        for key in ("predicted_ms", "measured_ms", "predicted_now_ms", "predicted_served_ms"):
             if fields.get(key) is not None:
                 fields[key] = Latency.from_dict(fields[key])
         return cls(**fields)

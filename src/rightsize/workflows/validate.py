@@ -168,6 +168,11 @@ def validate_config(
                 n = after[0] - before[0]
                 served_batch, served_ms = (after[1] - before[1]) / n, (after[2] - before[2]) * 1000.0 / n
             lat = m.get("latency_ms")
+            predicted_served = None
+            if served_batch is not None and served_ms:
+                scale = served_ms / curve.t_ms(served_batch)
+                served_curve = replace(curve, latency_ms=tuple(t * scale for t in curve.latency_ms))
+                predicted_served = predict(served_curve, rate).latency
             points.append(
                 ValidationPoint(
                     label=label,
@@ -184,6 +189,7 @@ def validate_config(
                     served_batch_ms=served_ms,
                     curve_batch_ms=None if served_batch is None else curve.t_ms(served_batch),
                     predicted_now_ms=predicted_now,
+                    predicted_served_ms=predicted_served,
                 )
             )
     return points

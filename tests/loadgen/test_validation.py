@@ -162,3 +162,12 @@ def test_a_level_with_refused_requests_is_not_compared() -> None:
     clean = ValidationPoint("80%", 70.0, 0.8, Latency(10, 86, 120), Latency(20, 106, 150), 1.0, error_fraction=0.0)
     assert not kept.comparable and clean.comparable
     assert "not comparable" in render_points([kept]) and "not comparable" not in render_points([clean])
+
+
+def test_the_served_time_prediction_is_shown_and_round_trips() -> None:
+    p = ValidationPoint("80%", 70.0, 0.8, Latency(10, 86, 120), Latency(20, 98, 150), 1.0,
+                        predicted_served_ms=Latency(19, 97, 140))  # fmt: skip
+    assert "served t: pred p95 97.00, err +1%" in render_points([p])
+    back = ValidationPoint.from_dict(p.to_dict())
+    assert back.predicted_served_ms == p.predicted_served_ms
+    assert back.error_served_pct["p95"] == p.error_served_pct["p95"]

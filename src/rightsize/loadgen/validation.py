@@ -124,6 +124,9 @@ def render_points(points: list[ValidationPoint]) -> str:
         if p.predicted_now_ms is not None:
             now = p.predicted_now_ms
             row += f"   | re-timed: pred p95 {now.p95:.2f}, err {_pct(p.error_now_pct['p95'])}"
+        if p.predicted_served_ms is not None:
+            srv = p.predicted_served_ms
+            row += f"   | served t: pred p95 {srv.p95:.2f}, err {_pct(p.error_served_pct['p95'])}"
         if p.error_fraction > 0:
             row += f"  errors {p.error_fraction:.1%}"
             if p.error_fraction > MAX_ERROR_FRACTION:

@@ -37,7 +37,7 @@ from rightsize.cluster.tasks import AttemptCounter, MeasureFn, fingerprint_task,
 from rightsize.errors import RunFailedError
 from rightsize.measure.config import BenchConfig, expand
 from rightsize.measure.progress import sweep_progress
-from rightsize.measure.sweep import Progress, SweepBook, SweepResult, drive
+from rightsize.measure.sweep import Progress, Rates, SweepBook, SweepResult, drive
 from rightsize.models import workload_model
 from rightsize.profile import Environment, Measurement
 from rightsize.spec import Workload
@@ -197,7 +197,12 @@ class RayExecutor:
     def measure(
         self, jobs: Sequence[Job], priors: dict[int, Measurement], reused: Sequence[tuple[BenchConfig, Measurement]]
     ) -> Iterator[tuple[Job, Measurement, Environment]]:
-        """Submit every job at once; yield each result as its task returns (or fails for good)."""
+        """Submit every job at once; yield each result as its task returns (or fails for good). Each task judges
+        contention against the sweep's reference rate (``Rates``) from what the store already had: the
+        results of jobs in flight arrive too late to serve."""
+        rates = Rates()
+        for cfg, m in reused:
+            rates.add(cfg, m)
         remote = self.ray.remote(measure_task)
         counter = self.ray.remote(AttemptCounter).options(num_cpus=0).remote()  # retries leave a note
         pending: dict[Any, Job] = {}
@@ -207,7 +212,7 @@ class RayExecutor:
                 num_cpus=d.num_cpus, num_gpus=d.num_gpus, resources=dict(d.resources), max_retries=self.max_retries,
                 retry_exceptions=False,
             ).remote(job.cfg.to_dict(), job.target.instance_type, self.measure_fn, counter, job.index,
-                     _rate_of(priors.get(job.index)))  # fmt: skip
+                     rates.best(job.cfg, priors.get(job.index)))  # fmt: skip
             pending[ref] = job
             self.book.started(job.cfg)
         try:
@@ -274,12 +279,6 @@ class RayExecutor:
                 f"and Ray retried it {tries} time{'s' if tries > 1 else ''} before it finished"
             )
         return job, m, env
-
-
-def _rate_of(prior: Measurement | None) -> float | None:
-    """A stored result's achieved GFLOP/s: the task's reference for judging contention (``measure.sweep.judge``)."""
-    rate = prior.extra.get("achieved_gflops") if prior is not None and prior.status == "ok" else None
-    return float(rate) if rate else None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -124,7 +124,7 @@ def keeps_prior(prior: Measurement | None, m: Measurement, fresh: bool) -> bool:
     return prior is not None and not fresh and _rank(prior) <= _rank(m)
 
 
-class _Rates:
+class Rates:
     """Best achieved GFLOP/s per (mode, device, precision, threads) and batch size, of uncontended results.
 
     A config's reference is the best rate at the same or a smaller batch: per-call overhead makes
@@ -164,11 +164,11 @@ class SweepBook:
     first measured result), each environment saved once, one transaction per result, progress callbacks."""
 
     def __init__(self, workload: Workload, store: Store | None, result: SweepResult,
-                 callbacks: list[Progress] | None = None) -> None:  # fmt: skip
+                 callbacks: list[Progress] | None = None, saved_envs: Sequence[str] = ()) -> None:  # fmt: skip
         self.workload, self.store, self.result = workload, store, result
         self.callbacks = callbacks or []
         self._by_index: dict[int, Measurement] = {}
-        self._saved_envs: set[str] = set()
+        self._saved_envs: set[str] = set(saved_envs)  # environments already in the store
 
     def started(self, cfg: BenchConfig) -> None:
         self._notify(cfg, None, False)
@@ -275,7 +275,7 @@ class LocalExecutor:
         priors: dict[int, Measurement],
         reused: Sequence[tuple[BenchConfig, Measurement]],
     ) -> Iterator[tuple[LocalJob, Measurement, Environment]]:
-        rates = _Rates()
+        rates = Rates()
         for cfg, m in reused:
             rates.add(cfg, m)
         for job in jobs:
@@ -315,7 +315,7 @@ def run_sweep(
     result = SweepResult(run_id=None, env=env, notes=notes)
     if store is not None:
         store.save_env(env)
-    book = SweepBook(workload, store, result, [on_progress] if on_progress else [])
+    book = SweepBook(workload, store, result, [on_progress] if on_progress else [], saved_envs=(env.id,))
 
     def waiting() -> None:
         result.notes.append("waited for another sweep on this store to finish (sweeps on one store take turns)")

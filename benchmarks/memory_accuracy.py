@@ -89,7 +89,7 @@ def run_child(model: str, mode: str, precision: str, batch: int) -> dict[str, in
     release_freed_heap()
     with RssPeakTracker() as rss:
         run(False, batch)
-    return {"peak_bytes": rss.peak_above_baseline_bytes, "kernel_hwm": int(rss._kernel)}
+    return {"peak_bytes": rss.peak_above_baseline_bytes}
 
 
 def rss_row(model: str, mode: str, precision: str, batch: int) -> dict[str, Any]:

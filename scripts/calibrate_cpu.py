@@ -19,7 +19,10 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rightsize.profile import Environment
 
 DEFAULT_MODELS = ["simplenet", "mobilenet_v2", "resnet50", "distilbert", "bert-base", "gpt2"]
 OUT_DIR = Path(__file__).resolve().parents[1] / "src" / "rightsize" / "catalog" / "data" / "calibration"
@@ -28,13 +31,13 @@ OUT_DIR = Path(__file__).resolve().parents[1] / "src" / "rightsize" / "catalog" 
 def _write(
     args: argparse.Namespace,
     argv: list[str] | None,
-    env: dict[str, Any],
+    env: Environment,
     measurements: list[dict[str, Any]],
     notes: list[str],
     load_before: tuple[float, float, float],
     start: float,
 ) -> Path:
-    env_saved = {k: v for k, v in env.items() if k != "hostname"}  # the hostname is not a performance fact
+    env_saved = {k: v for k, v in env.to_dict().items() if k != "hostname"}  # the hostname is not a performance fact
     payload = {
         "kind": "measurements",
         "device_class": "gpu" if args.device == "cuda" else "cpu",
@@ -47,7 +50,7 @@ def _write(
         "env": env_saved,
         "measurements": measurements,
     }
-    out: Path = args.out or OUT_DIR / f"{payload['device_class']}-{env['id']}.json"
+    out: Path = args.out or OUT_DIR / f"{payload['device_class']}-{env.id}.json"
     out.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
     return out
 
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from rightsize.spec import parse_spec
 
     env = fingerprint()
-    cores = int(env["physical_cores"])
+    cores = env.physical_cores
     threads: list[int | None] = list(args.threads or sorted({1, cores}))
     precisions = args.precisions or (["fp32", "bf16"] if args.device == "cpu" else ["fp32", "bf16", "fp16"])
     measurements: list[dict[str, Any]] = []

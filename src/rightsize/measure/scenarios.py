@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from rightsize.allocator import keep_freed_memory
 from rightsize.measure.conditions import RunConditions
 from rightsize.measure.config import BenchConfig
 from rightsize.measure.memory import CudaMemoryTracker, RssPeakTracker, SavedTensorTracker, cuda_context_bytes
@@ -64,6 +65,7 @@ def _memory_trackers(cfg: BenchConfig) -> tuple[RssPeakTracker, CudaMemoryTracke
 
 def run_config(cfg: BenchConfig) -> Measurement:
     """Measure one config on this process's device. Exceptions propagate to the runner."""
+    keep_freed_memory()  # as the server runs (rightsize.allocator): no page faults per forward pass
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     if cfg.device == "cuda" and not torch.cuda.is_available():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 Provenance = Literal["measured", "projected"]
@@ -44,6 +44,17 @@ class Latency:
         named = {50.0: self.p50, 90.0: self.p90, 95.0: self.p95, 99.0: self.p99, 99.9: self.p99_9, 100.0: self.max}
         got = named.get(float(q))
         return got if got is not None else self.others.get(float(q))
+
+    def shifted(self, ms: float) -> Latency:
+        """Every value ``ms`` later: a constant cost added to each request (the spread is unchanged)."""
+
+        def add(x: float | None) -> float | None:
+            return None if x is None else x + ms
+
+        return replace(
+            self, p50=self.p50 + ms, p95=self.p95 + ms, p99=self.p99 + ms, mean=add(self.mean), p90=add(self.p90),
+            p99_9=add(self.p99_9), max=add(self.max), others={q: v + ms for q, v in self.others.items()},
+        )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         """The fields that are set (JSON keys ``p50``, ``p95``, ... in ms; ``others`` keyed by percentile)."""

@@ -171,3 +171,10 @@ def test_the_served_time_prediction_is_shown_and_round_trips() -> None:
     back = ValidationPoint.from_dict(p.to_dict())
     assert back.predicted_served_ms == p.predicted_served_ms
     assert back.error_served_pct["p95"] == p.error_served_pct["p95"]
+
+
+def test_latency_shifted_moves_every_value() -> None:
+    lat = Latency(10, 20, 30, mean=12, std=4, n=9, p90=18, others={75.0: 15})
+    moved = lat.shifted(2.5)
+    assert (moved.p50, moved.p95, moved.p99, moved.mean, moved.p90) == (12.5, 22.5, 32.5, 14.5, 20.5)
+    assert moved.others == {75.0: 17.5} and moved.std == 4 and moved.n == 9 and moved.max is None

@@ -174,3 +174,33 @@ def test_jsq_many_replicas_uses_the_heap_and_stays_near_mmc() -> None:
     res = simulate(lambda b: SERVICE_MS, cfg, n_requests=120_000, seed=3)
     exact = mmc_sojourn_quantile_ms(40, lam, SERVICE_MS, 0.95)
     assert exact * 0.97 < res.latency.p95 < exact * 1.25
+
+
+def test_replayed_arrivals_give_the_lindley_answer_by_hand() -> None:
+    """A given schedule is served as given: with a constant service time the departures follow by hand."""
+    a = np.array([0.0, 1.0, 2.0, 50.0, 51.0, 200.0])
+    for engine in ("lindley", "events"):
+        cfg = SimConfig(rate_per_s=1.0, service="deterministic")
+        res = simulate(lambda b: 10.0, cfg, arrivals_ms=a, record_from_ms=1.5, engine=engine)
+        # deps: 10, 20, 30, 60, 70, 210 -> latencies from the third on: 28, 10, 19, 10
+        assert res.n_requests == 4
+        assert res.latency.mean == pytest.approx((28 + 10 + 19 + 10) / 4), engine
+    with pytest.raises(ValueError, match="sorted"):
+        simulate(lambda b: 10.0, SimConfig(rate_per_s=1.0), arrivals_ms=a[::-1])
+    with pytest.raises(ValueError, match="lanes"):
+        simulate(lambda b: 10.0, SimConfig(rate_per_s=1.0), arrivals_ms=a, engine="lanes")
+
+
+def test_service_ratios_replace_the_lognormal_spread() -> None:
+    """Measured ratios (served time / t(b)) set the service distribution: a bimodal server's mean and
+    utilisation come from the ratios, on both engines, batched or not."""
+    ratios = np.array([0.5, 1.5])  # mean 1.0, cv 0.5: far from the curve's cv 0
+    for max_batch, engine in ((1, "lindley"), (4, "events")):
+        cfg = SimConfig(rate_per_s=50.0, max_batch=max_batch)
+        det_cfg = SimConfig(rate_per_s=50.0, max_batch=max_batch, service="deterministic")
+        det = simulate(lambda b: 10.0, det_cfg, n_requests=100_000, seed=1, engine=engine)
+        emp = simulate(lambda b: 10.0, cfg, n_requests=100_000, seed=1, engine=engine, service_ratios=ratios)
+        assert emp.utilization == pytest.approx(det.utilization, rel=0.05)
+        assert emp.latency.p95 > det.latency.p95 * 1.1  # the spread lengthens the queue's tail
+    with pytest.raises(ValueError, match="service_ratios"):
+        simulate(lambda b: 10.0, SimConfig(rate_per_s=1.0), service_ratios=np.array([1.0, 0.0]))

@@ -49,6 +49,23 @@ def test_batches_form_under_concurrent_load(simplenet_url: str) -> None:
     assert max(int(r.headers["x-batch-size"]) for r in responses) > 1
 
 
+def test_batch_log_lists_each_batch_once_with_its_times(simplenet_url: str) -> None:
+    start = httpx.get(f"{simplenet_url}/v1/batches", params={"since": 10**9}).json()
+    assert start["batches"] == [] and start["fields"] == ["pool", "samples", "compute_ms", "busy_ms"]
+    responses = asyncio.run(burst(simplenet_url, 24, {"inputs": [SAMPLE]}))
+    assert [r.status_code for r in responses] == [200] * 24
+    log = httpx.get(f"{simplenet_url}/v1/batches", params={"since": start["next"]}).json()
+    rows = log["batches"]
+    assert log["first"] == start["next"] and log["next"] == start["next"] + len(rows)
+    assert sum(r[1] for r in rows) == 24  # every sample in exactly one logged batch
+    # Worker-busy time covers the model call plus the hops around it.
+    assert all(r[2] > 0 and r[3] >= r[2] for r in rows), rows
+    again = httpx.get(f"{simplenet_url}/v1/batches", params={"since": log["next"]}).json()
+    assert again["batches"] == [] and again["next"] == log["next"]
+    bad = httpx.get(f"{simplenet_url}/v1/batches", params={"since": -1})
+    assert bad.status_code == 422 and "since" in bad.json()["detail"]
+
+
 def test_health_ready_info_metrics_openapi(simplenet_url: str) -> None:
     assert httpx.get(f"{simplenet_url}/healthz").json() == {"status": "ok"}
     assert httpx.get(f"{simplenet_url}/readyz").status_code == 200

@@ -41,6 +41,12 @@ class ValidationPoint:
     # The simulator on the curve rescaled to the batch time the server measured during the level: the
     # simulator's own fidelity, with the service curve's error taken out (a diagnosis, not a forecast).
     predicted_served_ms: Latency | None = None
+    # The serving path's own per-request cost (HTTP, JSON, hand-offs), measured at a light load before the
+    # levels and added to every prediction above.
+    overhead_ms: float = 0.0
+    # 5th-95th percentile of the forecast's p95 over other arrival schedules of this level's length: how
+    # much one run this long varies by chance (the predictions replay the run's own schedule).
+    predicted_p95_range_ms: list[float] | None = None
 
     @property
     def comparable(self) -> bool:
@@ -140,5 +146,13 @@ def render_points(points: list[ValidationPoint]) -> str:
                 f"model time {p.served_batch_ms:.2f} ms per batch vs the curve's {p.curve_batch_ms:.2f} ms "
                 f"({error_pct(p.served_batch_ms, p.curve_batch_ms):+.0f}%)"
             )
+        if p.predicted_p95_range_ms:
+            lo, hi = p.predicted_p95_range_ms
+            lines.append(f"         one run this long: forecast p95 {lo:.1f}-{hi:.1f} ms over other arrival schedules")
         lines += [f"         note: {n}" for n in p.notes]
+    if points and points[0].overhead_ms:
+        lines.append(
+            f"predictions replay each level's own arrival schedule and add {points[0].overhead_ms:.2f} ms per request "
+            "of serving overhead (HTTP, JSON, hand-offs), measured first at a light load"
+        )
     return "\n".join(lines)

@@ -39,10 +39,12 @@ def run_balanced(
     rng: np.random.Generator,
     balancer: str = "jsq",
     dist: str = "lognormal",
+    ratios: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float, int]:
     """Latency per request (ms), total busy ms over replicas, number of batches.
 
     arrival_ms  (N,) sorted arrival times; service_ms / sigma: (K+1,) per requests-in-batch k.
+    dist "empirical": a batch takes service_ms[k] times a draw from ``ratios`` (sigma unused).
     """
     if balancer not in ("jsq", "p2c", "random"):
         raise ValueError(f"unknown balancer {balancer!r}; use jsq, p2c or random")
@@ -51,7 +53,12 @@ def run_balanced(
     svc = service_ms.tolist()
     sig = sigma.tolist()
     # Pre-drawn randomness (one draw per possible batch; one or two replica picks per request).
-    noise = rng.standard_exponential(n).tolist() if dist == "exponential" else rng.standard_normal(n).tolist()
+    if dist == "empirical":
+        if ratios is None:
+            raise ValueError("dist 'empirical' needs ratios")
+        noise = rng.choice(ratios, n).tolist()
+    else:
+        noise = rng.standard_exponential(n).tolist() if dist == "exponential" else rng.standard_normal(n).tolist()
     picks = rng.integers(0, replicas, size=(n, 2)) if balancer != "jsq" else np.zeros((0, 2), dtype=np.int64)
     pick_a, pick_b = picks[:, 0].tolist(), picks[:, 1].tolist()  # flat lists: no (x, y) list per request
     queues: list[deque[int]] = [deque() for _ in range(replicas)]
@@ -63,7 +70,8 @@ def run_balanced(
     n_batches = 0
     eps = 1e-9
     k_cap, wait = max_requests, max_wait_ms
-    expo, jsq, p2c = dist == "exponential", balancer == "jsq", balancer == "p2c"
+    scaled = dist in ("exponential", "empirical")  # the draw z multiplies t(k) itself
+    jsq, p2c = balancer == "jsq", balancer == "p2c"
     few = replicas <= 32  # JSQ over a handful of replicas: min() over a list beats a heap's bookkeeping
     push, pop, exp = heapq.heappush, heapq.heappop, math.exp  # the loop below runs once per request
 
@@ -76,7 +84,7 @@ def run_balanced(
             k = min(len(q), k_cap)
             base = svc[k]
             z = noise[n_batches]
-            t = base * z if expo else base * exp(sig[k] * z) if sig[k] else base
+            t = base * z if scaled else base * exp(sig[k] * z) if sig[k] else base
             done = now + t
             if k == 1:
                 dep[q.popleft()] = done

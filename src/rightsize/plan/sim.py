@@ -14,7 +14,13 @@ Engines (``engine="auto"`` picks the first that applies):
 
 Service time of a batch of b samples is the curve's median t(b) times lognormal noise whose
 coefficient of variation is the curve's cv (sigma = sqrt(ln(1 + cv^2))); ``service="exponential"``
-(mean t) and ``"deterministic"`` exist for the closed-form checks.
+(mean t) and ``"deterministic"`` exist for the closed-form checks. ``service_ratios`` replaces the
+lognormal noise by draws from measured ratios (served batch time / t(b)): the spread a server really had.
+
+``arrivals_ms`` replays given arrival times instead of drawing them (lindley and events engines), keeping
+the requests that arrive from ``record_from_ms`` on: ``rightsize validate`` feeds the load generator's own
+schedule, so a 10-second run is predicted as that run, not as the steady state (at 80% load the p95 of
+one 10-second Poisson run varies about 2x from schedule to schedule; docs/loadtesting.md).
 """
 
 from __future__ import annotations
@@ -99,10 +105,16 @@ def simulate(
     percentiles: Sequence[float] = (50.0, 95.0, 99.0),
     engine: str = "auto",
     cv: float | None = None,
+    arrivals_ms: np.ndarray | None = None,
+    record_from_ms: float | None = None,
+    service_ratios: np.ndarray | None = None,
 ) -> SimResult:
     """Simulate ``n_requests`` requests (after ``warmup`` of each replication is dropped) of ``config``.
 
     ``cv`` overrides the curve's spread (a plain function ``service`` has cv 0 unless given).
+    ``arrivals_ms`` (sorted) replaces the drawn arrivals, ``n_requests`` and ``config.arrival``; requests
+    arriving before ``record_from_ms`` (default: the first ``warmup`` share) are served but not counted.
+    ``service_ratios`` (> 0) are multipliers on t(k) drawn per batch instead of the lognormal noise.
     """
     rng = np.random.default_rng(seed)
     k_cap = config.max_requests
@@ -110,6 +122,17 @@ def simulate(
     if config.service == "deterministic":
         s_tab = np.zeros_like(s_tab)
     dist = "exponential" if config.service == "exponential" else "lognormal"
+    if service_ratios is not None:
+        service_ratios = np.asarray(service_ratios, dtype=np.float64)
+        if service_ratios.size == 0 or not np.all(np.isfinite(service_ratios)) or np.any(service_ratios <= 0):
+            raise ValueError("service_ratios must be a non-empty array of finite values > 0")
+        dist = "empirical"
+    replay = arrivals_ms is not None
+    if replay:
+        arrivals_ms = np.asarray(arrivals_ms, dtype=np.float64)
+        if arrivals_ms.ndim != 1 or arrivals_ms.size == 0 or np.any(np.diff(arrivals_ms) < 0):
+            raise ValueError("arrivals_ms must be a non-empty sorted 1-D array")
+        n_requests = int(arrivals_ms.size)
     if engine == "auto":
         if config.replicas == 1 and k_cap == 1:
             engine = "lindley"
@@ -119,24 +142,39 @@ def simulate(
             engine = "events"  # exact per-replica batchers; a short run is faster here than many lane steps
         else:
             engine = "lanes"
+    if engine == "lanes" and (replay or dist == "empirical"):
+        raise ValueError("the lanes engine draws its own arrivals and lognormal times; use lindley or events")
+
+    def arrivals() -> np.ndarray:
+        if arrivals_ms is not None:
+            return arrivals_ms
+        return arrival_times_ms(rng, n_requests, config.rate_per_s, config.arrival, config.burstiness, config.burst_s)[
+            0
+        ]
+
+    def first_kept(a: np.ndarray) -> int:
+        if replay and record_from_ms is not None:
+            return int(np.searchsorted(a, record_from_ms))
+        return int(n_requests * warmup)
+
     qs = sorted({50.0, 95.0, 99.0, *map(float, percentiles)})
     if engine == "lindley":
-        a = arrival_times_ms(rng, n_requests, config.rate_per_s, config.arrival, config.burstiness, config.burst_s)[0]
-        svc = _draw(rng, t_tab[1], s_tab[1], dist, n_requests)
+        a = arrivals()
+        svc = _draw(rng, t_tab[1], s_tab[1], dist, n_requests, service_ratios)
         c = np.cumsum(svc)
         dep = c + np.maximum.accumulate(a - (c - svc))
-        lat = (dep - a)[int(n_requests * warmup) :]
+        lat = (dep - a)[first_kept(a) :]
         busy, batches, span = float(svc.sum()), n_requests, float(dep[-1] - a[0])
         util = busy / span
     elif engine == "events":
         if config.balancer == "central" and config.replicas > 1:
             raise ValueError("the events engine has no shared queue; use engine='lanes' for balancer 'central'")
         balancer = config.balancer if config.replicas > 1 else "jsq"
-        a = arrival_times_ms(rng, n_requests, config.rate_per_s, config.arrival, config.burstiness, config.burst_s)[0]
+        a = arrivals()
         lat_all, busy, batches = run_balanced(
-            a, config.replicas, k_cap, config.max_wait_ms, t_tab, s_tab, rng, balancer, dist
+            a, config.replicas, k_cap, config.max_wait_ms, t_tab, s_tab, rng, balancer, dist, service_ratios
         )
-        lat = lat_all[int(n_requests * warmup) :]
+        lat = lat_all[first_kept(a) :]
         util = busy / (config.replicas * float(np.max(a + lat_all) - a[0]))
     elif engine == "lanes":
         lat, util, batches = _lanes(rng, config, n_requests, warmup, t_tab, s_tab, dist)
@@ -158,7 +196,11 @@ def simulate(
     )
 
 
-def _draw(rng: np.random.Generator, t: float, sigma: float, dist: str, n: int) -> np.ndarray:
+def _draw(
+    rng: np.random.Generator, t: float, sigma: float, dist: str, n: int, ratios: np.ndarray | None = None
+) -> np.ndarray:
+    if dist == "empirical" and ratios is not None:
+        return t * rng.choice(ratios, n)
     if dist == "exponential":
         return t * rng.standard_exponential(n)
     if sigma > 0:

@@ -7,6 +7,8 @@
     GET  /v1/info      model, sample shape, dtype, max batch, pools (what a load generator needs)
     GET  /healthz      200 while the process serves; /readyz 200 once warmed up and not draining
     GET  /metrics      Prometheus text
+    GET  /v1/batches   the last batches one by one, ``?since=N`` (JSON; ``metrics.BatchLog``): pool, samples,
+                       model ms, worker-busy ms, so a client can replay the service times the server had
 
 POST /v1/predict is answered by ``endpoint.PredictEndpoint`` below FastAPI's routing (it is the hot
 path; no pydantic model per request); the FastAPI route of the same path documents both body
@@ -108,13 +110,23 @@ def create_app(config: ServerConfig, service: Service | None = None) -> FastAPI:
         ok = svc.ready and not svc.draining
         return Response(dumps({"ready": ok}), 200 if ok else 503, media_type=JSON_TYPE)
 
+    def refused(request: Request) -> Response | None:
+        if endpoint.authorized(request.headers.get("authorization", "").encode("latin-1")):
+            return None
+        status, headers, body = error_reply(401, "missing or wrong bearer token", [(b"www-authenticate", b"Bearer")])
+        return Response(body, status, {k.decode(): v.decode() for k, v in headers})
+
     @app.get("/metrics", summary="Prometheus metrics")
     async def metrics(request: Request) -> Response:
-        if not endpoint.authorized(request.headers.get("authorization", "").encode("latin-1")):
-            status, headers, body = error_reply(
-                401, "missing or wrong bearer token", [(b"www-authenticate", b"Bearer")]
-            )
+        return refused(request) or Response(svc.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    @app.get("/v1/batches", summary="The last batches one by one (pool, samples, model ms, worker-busy ms)")
+    async def batches(request: Request, since: int = 0) -> Response:
+        if (denied := refused(request)) is not None:
+            return denied
+        if since < 0:
+            status, headers, body = error_reply(422, "since must be >= 0 (a batch number from a previous 'next')")
             return Response(body, status, {k.decode(): v.decode() for k, v in headers})
-        return Response(svc.metrics.render(), media_type="text/plain; version=0.0.4")
+        return Response(dumps(svc.metrics.batch_log.since(since)), media_type=JSON_TYPE)
 
     return app

@@ -13,18 +13,47 @@
     rightsize_cpu_utilization                          process CPU time / (wall × cores) since the last scrape
     rightsize_gpu_utilization{device}                  nvidia-smi style utilisation when torch can read it
 
+Beside the histograms, ``BatchLog`` keeps the last ``BATCH_LOG_SIZE`` batches one by one (pool, samples,
+model ms, worker-busy ms: dispatch to the worker free again, so the thread hops and answering are in it),
+served as JSON at ``GET /v1/batches?since=N``: ``rightsize validate`` replays the service times the server
+really had through the planner's simulator (a histogram's buckets are too coarse for a spread of 5%).
+
 Everything is updated on the event loop thread, so plain counters need no lock.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
+from typing import Any
 
 SECONDS_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+BATCH_LOG_SIZE = 65_536  # batches kept one by one (~3 MB): minutes of a busy server
+
+
+class BatchLog:
+    """The last ``size`` batches, numbered from 0 since the server started."""
+
+    FIELDS = ("pool", "samples", "compute_ms", "busy_ms")
+
+    def __init__(self, size: int = BATCH_LOG_SIZE) -> None:
+        self.total = 0
+        self._rows: deque[tuple[str, int, float, float]] = deque(maxlen=size)
+
+    def add(self, pool: str, samples: int, compute_s: float, busy_s: float) -> None:
+        self._rows.append((pool, samples, round(compute_s * 1e3, 4), round(busy_s * 1e3, 4)))
+        self.total += 1
+
+    def since(self, first: int) -> dict[str, Any]:
+        """Batches numbered ``first`` onwards still held, and the number the next batch will get."""
+        oldest = self.total - len(self._rows)
+        skip = max(0, first - oldest)
+        rows = [list(r) for r in itertools.islice(self._rows, skip, None)]
+        return {"next": self.total, "first": max(first, oldest), "fields": list(self.FIELDS), "batches": rows}
 
 
 class Histogram:
@@ -64,6 +93,7 @@ class ServeMetrics:
         self.batch_wait_s = {p: Histogram(SECONDS_BUCKETS) for p in self.pools}
         self.compute_s = {p: Histogram(SECONDS_BUCKETS) for p in self.pools}
         self.request_s = Histogram(SECONDS_BUCKETS)
+        self.batch_log = BatchLog()
         self.dispatch: dict[tuple[str, str], int] = defaultdict(int)
         self.routed: dict[tuple[str, str], int] = defaultdict(int)
         self.responses: dict[int, int] = defaultdict(int)
@@ -79,8 +109,16 @@ class ServeMetrics:
         return time.perf_counter(), t, {p: self.busy_s(p) for p in self.pools}
 
     def on_batch(
-        self, pool: str, size: int, reason: str, wait_s: float, compute_s: float, queue_s: Sequence[float]
+        self,
+        pool: str,
+        size: int,
+        reason: str,
+        wait_s: float,
+        compute_s: float,
+        queue_s: Sequence[float],
+        busy_s: float | None = None,
     ) -> None:
+        self.batch_log.add(pool, size, compute_s, compute_s if busy_s is None else busy_s)
         self.batch_size[pool].observe(size)
         self.batch_wait_s[pool].observe(wait_s)
         self.compute_s[pool].observe(compute_s)

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from rightsize.allocator import keep_freed_memory
 from rightsize.serve.batcher import Batch, Batcher, Pending, QueueFull, ShuttingDown
 from rightsize.serve.config import (
     PoolConfig,
@@ -53,6 +54,7 @@ class Service:
         """Build the model, make each pool's workers, warm them up, start them; then ready."""
         loop = asyncio.get_running_loop()
         cfg = self.config
+        keep_freed_memory()  # the allocator the profile was timed under (rightsize.allocator)
         try:
             model = await loop.run_in_executor(None, load_model, cfg)
             for pool in self.pool_configs:
@@ -89,7 +91,8 @@ class Service:
 
     def _on_batch(self, pool: str, batch: Batch, compute_s: float, queue_s: Any) -> None:
         size = sum(item.n for item in batch.items)
-        self.metrics.on_batch(pool, size, batch.reason, batch.wait_s, compute_s, queue_s)
+        busy_s = asyncio.get_running_loop().time() - batch.dispatched_s  # taken off the queue -> answered
+        self.metrics.on_batch(pool, size, batch.reason, batch.wait_s, compute_s, queue_s, busy_s)
 
     def route(self, n: int) -> Route:
         """The pool for an n-sample request (pure routing over the pools' current states)."""

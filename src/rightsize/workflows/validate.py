@@ -34,13 +34,16 @@ if TYPE_CHECKING:
     from rightsize.catalog import Catalog
     from rightsize.loadgen.validation import ValidationPoint
     from rightsize.plan import Batching, Candidate, PlanResult
-    from rightsize.profile import ServiceCurve
+    from rightsize.profile import Latency, ServiceCurve
     from rightsize.serve import ServerConfig
     from rightsize.spec import Workload
     from rightsize.store import Store
 
 SERVER_PRECISIONS = ("fp32", "bf16", "int8")  # what rightsize.serve runs on a CPU
-SIM_REQUESTS = 40_000  # simulated requests per load level (events engine: well under a second)
+REPLAYS = 8  # service-time draws per replayed schedule; the prediction is the median of each percentile
+SPREAD_SCHEDULES = 40  # other schedules of a level's length: how much one run's p95 can vary (5-95%)
+PROBE_LOAD = 0.2  # of capacity: the light load at which the serving path's own overhead is measured
+PROBE_REQUESTS = 60
 MIN_REQUESTS = 200  # per load level, for a p95 worth comparing (MLPerf asks far more: sources.md load-generation)
 MAX_STRETCH = 6  # a slow level runs up to this many times --duration to reach MIN_REQUESTS
 OVERHEAD_MS = 2.0  # rough per-request cost of the HTTP server path on a small CPU (see docs/loadtesting.md)
@@ -79,25 +82,21 @@ def measure_open_loop(
     return result
 
 
-def batch_stats(url: str, token: str | None = None) -> tuple[float, float, float] | None:
-    """(batches, samples, compute seconds) summed over pools from the server's Prometheus /metrics, or None."""
-    import re
+def served_batches(url: str, since: int, token: str | None = None) -> tuple[int, list[tuple[int, float, float]]] | None:
+    """(next batch number, [(samples, model ms, worker-busy ms)] of batches ``since`` on) from /v1/batches, or None."""
     import urllib.request
 
-    req = urllib.request.Request(url + "/metrics", headers={"Authorization": f"Bearer {token}"} if token else {})
+    req = urllib.request.Request(
+        f"{url}/v1/batches?since={since}", headers={"Authorization": f"Bearer {token}"} if token else {}
+    )
     try:
         with urllib.request.urlopen(req, timeout=5) as resp:
-            text = resp.read().decode()
-    except OSError:
+            d = json.loads(resp.read())
+        names = d["fields"]
+        i_n, i_c, i_b = names.index("samples"), names.index("compute_ms"), names.index("busy_ms")
+        return int(d["next"]), [(int(r[i_n]), float(r[i_c]), float(r[i_b])) for r in d["batches"]]
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-
-    def total(name: str) -> float:
-        return sum(float(v) for v in re.findall(rf"^{name}(?:{{[^}}]*}})? ([0-9.eE+-]+)$", text, re.MULTILINE))
-
-    batches = total("rightsize_batch_size_count")
-    if batches == 0 and "rightsize_batch_size_count" not in text:
-        return None
-    return batches, total("rightsize_batch_size_sum"), total("rightsize_compute_seconds_sum")
 
 
 def level_duration_s(rate_per_s: float, duration_s: float, min_requests: int = MIN_REQUESTS) -> float:
@@ -125,9 +124,13 @@ def validate_config(
     fewer than ``min_requests`` requests. With ``cpus`` the server runs on ``cpus.server`` (one
     intra-op thread per core unless the config says otherwise) and the generator on ``cpus.generator``.
     ``now_curve`` (the curve re-timed just before serving) adds a second prediction per level.
+
+    Every prediction replays the level's own arrival schedule (the generator's, same seed) through the
+    planner's simulator and adds the serving path's per-request overhead, measured first at a light
+    load (``PROBE_LOAD`` of capacity): measured p50 minus the replayed p50 there.
     """
-    from rightsize.loadgen.validation import ValidationPoint
-    from rightsize.plan.sim import SimConfig, simulate
+    from rightsize.loadgen.schedule import arrival_offsets_s
+    from rightsize.loadgen.validation import ValidationPoint, capacity_per_s
     from rightsize.profile import Latency
     from rightsize.serve import running_server
 
@@ -138,61 +141,129 @@ def validate_config(
     server_config = replace(server_config, max_queue_batches=0.0, slo_ms=None)
     if cpus is not None and server_config.threads is None:
         server_config = replace(server_config, threads=len(cpus.server) // (server_config.workers or 1) or 1)
+    workers = server_config.workers or 1
+    token = server_config.token
 
-    def predict(c: ServiceCurve, rate: float) -> Any:
-        config = SimConfig(
-            rate_per_s=rate, replicas=server_config.workers or 1, max_batch=server_config.max_batch,
-            max_wait_ms=server_config.max_wait_ms, request_samples=request_samples, arrival=arrival,
+    def schedule_ms(rate: float, level_s: float, offset: int = 0) -> Any:
+        """The generator's intended send times (ms) for a level: the same draw ``rightsize loadtest`` makes."""
+        return 1000.0 * arrival_offsets_s(rate, duration_s=level_s + warmup_s, arrival=arrival, seed=seed + offset)  # type: ignore[arg-type]
+
+    def predict(c: ServiceCurve, rate: float, level_s: float, ratios: Any = None) -> tuple[Latency, float]:
+        return replay(c, rate, schedule_ms(rate, level_s), ratios, workers, server_config, request_samples, warmup_s)
+
+    cursor = 0  # the server's next batch number; its warm-up batches are not logged
+
+    def measure(rate: float, level_s: float) -> tuple[dict[str, Any], list[tuple[int, float, float]]]:
+        nonlocal cursor
+        before = served_batches(base_url, cursor, token)  # what ran since the last level: not this one's
+        if before is not None:
+            cursor = before[0]
+        m = measure_open_loop(
+            base_url + "/v1/predict", rate, duration_s=level_s, warmup_s=warmup_s, samples=request_samples,
+            arrival=arrival, seed=seed, token=token, cpus=None if cpus is None else cpus.generator,
         )  # fmt: skip
-        return simulate(c, config, n_requests=SIM_REQUESTS, seed=seed)
+        after = served_batches(base_url, cursor, token) if before is not None else None
+        if after is None:
+            return m, []
+        cursor = after[0]
+        return m, after[1]
+
+    def ratios_of(batches: list[tuple[int, float, float]]) -> Any:
+        """Each served batch's worker-busy time over the curve's t(its samples): the spread it really had."""
+        import numpy as np
+
+        r = [busy / curve.t_ms(n) for n, _, busy in batches if busy > 0 and curve.t_ms(n) > 0]
+        return np.asarray(r) if r else None
 
     with pinned(None if cpus is None else cpus.server), running_server(server_config) as base_url:
+        probe_rate = PROBE_LOAD * workers * capacity_per_s(curve, server_config.max_batch, request_samples)
+        probe_s = min(max(2.0, PROBE_REQUESTS / probe_rate), MAX_STRETCH * duration_s)
+        m, batches = measure(probe_rate, probe_s)
+        overhead_ms, probe_note = 0.0, None
+        lat, ratios = m.get("latency_ms"), ratios_of(batches)
+        if lat and ratios is not None:
+            overhead_ms = max(0.0, float(lat["p50"]) - predict(curve, probe_rate, probe_s, ratios)[0].p50)
+        else:
+            probe_note = "the light-load probe gave no latency: predictions carry no serving overhead"
         for label, rate in loads:
-            sim = predict(curve, rate)
-            predicted_now = None if now_curve is None else predict(now_curve, rate).latency
-            before = batch_stats(base_url, server_config.token)
-            m = measure_open_loop(
-                base_url + "/v1/predict",
-                rate,
-                duration_s=level_duration_s(rate, duration_s, min_requests),
-                warmup_s=warmup_s,
-                samples=request_samples,
-                arrival=arrival,
-                seed=seed,
-                token=server_config.token,
-                cpus=None if cpus is None else cpus.generator,
-            )
-            after = batch_stats(base_url, server_config.token)
+            level_s = level_duration_s(rate, duration_s, min_requests)
+            forecast, mean_batch = predict(curve, rate, level_s)
+            predicted_now = None if now_curve is None else predict(now_curve, rate, level_s)[0].shifted(overhead_ms)
+            # How much one run of this length varies: the forecast's p95 over other schedules of the level.
+            others = sorted(
+                replay(curve, rate, schedule_ms(rate, level_s, 1 + j), None, workers, server_config,
+                       request_samples, warmup_s, draws=1)[0].p95
+                for j in range(SPREAD_SCHEDULES)
+            )  # fmt: skip
+            m, batches = measure(rate, level_s)
             served_batch = served_ms = None
-            if before is not None and after is not None and after[0] > before[0]:
-                n = after[0] - before[0]
-                served_batch, served_ms = (after[1] - before[1]) / n, (after[2] - before[2]) * 1000.0 / n
+            if batches:
+                served_batch = sum(n for n, _, _ in batches) / len(batches)
+                served_ms = sum(c for _, c, _ in batches) / len(batches)
+            ratios = ratios_of(batches)
+            predicted_served = None if ratios is None else predict(curve, rate, level_s, ratios)[0].shifted(overhead_ms)
             lat = m.get("latency_ms")
-            predicted_served = None
-            if served_batch is not None and served_ms:
-                scale = served_ms / curve.t_ms(served_batch)
-                served_curve = replace(curve, latency_ms=tuple(t * scale for t in curve.latency_ms))
-                predicted_served = predict(served_curve, rate).latency
+            notes = [*m.get("problems", []), *m.get("warnings", [])]
             points.append(
                 ValidationPoint(
                     label=label,
                     rate_per_s=rate,
-                    utilization=sim.utilization,
-                    predicted_ms=sim.latency,
+                    utilization=min(1.0, rate * curve.t_ms(request_samples) / 1000.0 / workers),
+                    predicted_ms=forecast.shifted(overhead_ms),
                     measured_ms=Latency.from_dict(lat) if lat else None,
-                    predicted_mean_batch=sim.mean_batch,
+                    predicted_mean_batch=mean_batch,
                     achieved_rate_per_s=float(m.get("achieved_rate_per_s") or 0.0),
                     error_fraction=float(m.get("error_fraction") or 0.0),
                     valid=bool(m.get("valid")),
-                    notes=[*m.get("problems", []), *m.get("warnings", [])],
+                    notes=notes if probe_note is None else [probe_note, *notes],
                     served_mean_batch=served_batch,
                     served_batch_ms=served_ms,
                     curve_batch_ms=None if served_batch is None else curve.t_ms(served_batch),
                     predicted_now_ms=predicted_now,
                     predicted_served_ms=predicted_served,
+                    overhead_ms=overhead_ms,
+                    predicted_p95_range_ms=[others[len(others) // 20], others[-1 - len(others) // 20]],
                 )
             )
     return points
+
+
+def replay(
+    curve: ServiceCurve,
+    rate: float,
+    arrivals_ms: Any,
+    ratios: Any,
+    workers: int,
+    server_config: ServerConfig,
+    request_samples: int,
+    warmup_s: float,
+    draws: int = REPLAYS,
+) -> tuple[Latency, float]:
+    """The simulator on one arrival schedule: the median of each percentile (and of the mean batch) over
+    ``draws`` service-time draws."""
+    import statistics
+
+    from rightsize.plan.sim import SimConfig, simulate
+    from rightsize.profile import Latency
+
+    config = SimConfig(
+        rate_per_s=rate, replicas=workers, max_batch=server_config.max_batch, max_wait_ms=server_config.max_wait_ms,
+        request_samples=request_samples,
+    )  # fmt: skip
+    start_ms = 1000.0 * warmup_s
+    runs = [
+        simulate(curve, config, seed=d, arrivals_ms=arrivals_ms, record_from_ms=start_ms, service_ratios=ratios)
+        for d in range(draws)
+    ]
+
+    def med(get: Any) -> float:
+        return float(statistics.median(get(r) for r in runs))
+
+    latency = Latency(
+        p50=med(lambda r: r.latency.p50), p95=med(lambda r: r.latency.p95), p99=med(lambda r: r.latency.p99),
+        mean=med(lambda r: r.latency.mean), n=runs[0].latency.n,
+    )  # fmt: skip
+    return latency, med(lambda r: r.mean_batch)
 
 
 def retime_curve(

@@ -53,13 +53,14 @@ __all__ = [
 
 GPU_FIT = ("gemm_fp32", "gemm_tf32", "gemm_half", "conv_fp32", "conv_tf32", "conv_half", "attention",
            "eff_memory", "kernel_us", "host_us", "host_us_training", "host_conv", "peak_exponent")  # fmt: skip
-CPU_FIT = ("gemm", "conv", "low_precision", "core_bw_gbps", "op_us", "sync_us", "intensity_half", "sync_exponent")
+CPU_FIT = ("gemm", "conv", "low_precision", "core_bw_gbps", "op_us", "sync_us", "intensity_half", "sync_exponent",
+           "wide_vector")  # fmt: skip
 PRIOR_WEIGHT = 0.25  # residual weight of log(θ/θ_prior): a soft pull, ~1/4 of one source's row
 # Parameter bounds (efficiencies are shares of peak; times in microseconds).
 _BOUNDS = {"peak_exponent": (0.01, 0.8), "kernel_us": (0.5, 30.0), "host_us": (2.0, 80.0),
            "host_us_training": (2.0, 120.0), "host_conv": (1.0, 8.0), "core_bw_gbps": (2.0, 60.0), "op_us": (0.5, 60.0),
            "sync_us": (0.1, 60.0), "intensity_half": (0.5, 200.0),
-           "sync_exponent": (0.1, 1.5)}  # fmt: skip
+           "sync_exponent": (0.1, 1.5), "wide_vector": (0.05, 1.0)}  # fmt: skip
 
 
 def reference_path() -> Path:

@@ -102,6 +102,9 @@ class CpuParams:
     # fork/join cost grows as (threads − 1)^this: pip wheels of PyTorch use GNU libgomp, whose barrier is
     # centralised (every thread checks in with one counter), so about linear in the thread count
     sync_exponent: float = 1.0
+    # Share of the AVX-512 doubling (64 vs AVX2's 32 FP32 FLOP/cycle) eager PyTorch realises: the wider
+    # FMAs run at a lower licence clock and most ops are not long dense loops. 1.0 = the datasheet.
+    wide_vector: float = 0.6
 
     def eff(self, op_class: str, precision: str) -> float:
         base = float(getattr(self, op_class, self.gemm))
@@ -155,13 +158,24 @@ def gpu_time_ms(
     return max(t_dev, t_host) * 1e3
 
 
+def wide_vector_share(family: CpuFamily, precision: str, params: CpuParams) -> float:
+    """The realised share of a 512-bit-FMA core's peak (1.0 for AVX2 cores, 256-bit AVX-512 like AMD
+    Genoa's, and AMX paths, whose peaks count no doubled FMA width)."""
+    if family.flop_per_cycle_per_core.get("fp32", 0.0) < 64:
+        return 1.0
+    amx = {"bf16": "amx_bf16", "fp16": "amx_bf16", "int8": "amx_int8"}.get(precision)
+    if amx is not None and amx in family.isa:
+        return 1.0
+    return (1.0 + params.wide_vector) / 2.0
+
+
 def cpu_time_ms(
     work: WorkProfile, batch: float, family: CpuFamily, threads: int, precision: str, params: CpuParams
 ) -> float:
     """Median time of one batch on ``threads`` physical cores of ``family``, milliseconds (model only;
     projection.py anchors it to this machine's measurement)."""
     n = max(1, threads)
-    core_peak = family.peak_flops_per_s(precision, 1)
+    core_peak = family.peak_flops_per_s(precision, 1) * wide_vector_share(family, precision, params)
     if core_peak <= 0:
         return math.inf
     bw = min(n * params.core_bw_gbps, family.memory_bandwidth_gbps) * 1e9 * params.eff_memory

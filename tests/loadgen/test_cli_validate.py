@@ -41,6 +41,16 @@ def test_a_gpu_recommendation_falls_back_to_the_best_cpu_candidate() -> None:
     assert picked is cpu and batching.max_batch == 8 and precision == "fp32" and "needs a GPU" in why
 
 
+def test_a_cpu_pick_at_a_precision_not_measured_here_gives_way_to_a_measured_one() -> None:
+    """int8 projected from fp32 (this machine never ran it) cannot be predicted from a local curve."""
+    int8 = cand("Standard_F8s_v2", "cpu", "int8", Batching(1, 0.0))
+    fp32 = cand("Standard_F8s_v2", "cpu", "fp32", Batching(1, 0.0))
+    picked, _, precision, why = pick_local_candidate(result([int8, fp32]), lambda p: p == "fp32")
+    assert picked is fp32 and precision == "fp32" and "not measured here" in why
+    picked, _, precision, _ = pick_local_candidate(result([int8, fp32]), lambda p: True)
+    assert picked is int8 and precision == "int8"
+
+
 def test_without_any_cpu_plan_the_gpu_batching_runs_at_fp32() -> None:
     gpu = cand("g4dn.xlarge", "gpu", "fp16", Batching(16, 4.0))
     cpu = cand("c6i.2xlarge", "cpu", "fp32", None, feasible=False)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -292,20 +293,29 @@ def retime_curve(
     return None if curve is None else replace(curve, device="cpu:now", source="re-timed before serving")
 
 
-def pick_local_candidate(result: PlanResult) -> tuple[Candidate, Batching, str, str]:
+def pick_local_candidate(
+    result: PlanResult, measured: Callable[[str], bool] | None = None
+) -> tuple[Candidate, Batching, str, str]:
     """What to serve here: (candidate, batching, precision, why).
 
     The recommendation when it runs on a CPU; else the best CPU candidate the planner gave a batching
     policy; else the recommendation's (or best candidate's) batching on this CPU at fp32 when its
-    precision does not run on a CPU (a GPU pick, or no CPU candidate met the SLO).
+    precision does not run on a CPU (a GPU pick, or no CPU candidate met the SLO). ``measured(precision)``
+    says whether this machine measured a precision: a CPU pick at a precision only projected here
+    (int8 extrapolated from fp32) gives way to the best CPU candidate at a measured one.
     """
     from rightsize.plan import Batching
 
+    def here(c: Candidate) -> bool:
+        return measured is None or measured(c.precision)
+
     rec = result.recommendation
-    if rec is not None and rec.device_class == "cpu" and rec.batching is not None:
+    if rec is not None and rec.device_class == "cpu" and rec.batching is not None and here(rec):
         return rec, rec.batching, rec.precision, f"the recommendation ({rec.instance})"
     why = "no plan was feasible" if rec is None else f"the recommendation ({rec.instance}) needs a GPU"
-    cpu = [c for c in result.candidates if c.device_class == "cpu" and c.batching is not None]
+    if rec is not None and rec.device_class == "cpu":
+        why = f"the recommendation ({rec.instance}, {rec.precision}) is at a precision not measured here"
+    cpu = [c for c in result.candidates if c.device_class == "cpu" and c.batching is not None and here(c)]
     if cpu:  # candidates are ranked: feasible first, by cost
         best = cpu[0]
         assert best.batching is not None
@@ -356,7 +366,8 @@ def validate_spec(
     result, context = plan_spec(workload, store, catalog, progress=progress, seed=seed)
     if result.model != workload.model:  # the planner chose another engine (ort:…): validate that one
         workload = workload.model_copy(update={"model": result.model, "engines": ["torch"]})
-    cand, batching, precision, why = pick_local_candidate(result)
+    profile = context["profile"]
+    cand, batching, precision, why = pick_local_candidate(result, lambda p: measured_curve(profile, p) is not None)
     # The plan's CPU layout (k workers x t threads), scaled to the server's cores here: t threads per
     # worker (at most every server core) and as many workers as fit.
     server_threads, workers = server_cores, 1

@@ -85,8 +85,11 @@ def main() -> None:
             f"{time.perf_counter() - t0:.0f} s"
         )
         if report["points"]:
-            overhead = report["points"][0].get("overhead_ms", 0.0)
-            print(f"  serving overhead {overhead:.2f} ms per request (light-load probe)")
+            p0 = report["points"][0]
+            print(
+                f"  serving overhead {p0.get('overhead_ms', 0.0):.2f} ms per request, serving CPU outside the model "
+                f"{p0.get('serving_cpu_ms', 0.0):.2f} ms per request (light-load probe)"
+            )
         for note in report["notes"]:
             print(f"  note: {note}")
         for p in report["points"]:

@@ -178,3 +178,15 @@ def test_latency_shifted_moves_every_value() -> None:
     moved = lat.shifted(2.5)
     assert (moved.p50, moved.p95, moved.p99, moved.mean, moved.p90) == (12.5, 22.5, 32.5, 14.5, 20.5)
     assert moved.others == {75.0: 17.5} and moved.std == 4 and moved.n == 9 and moved.max is None
+
+
+def test_serving_cpu_is_the_process_cpu_the_model_did_not_use() -> None:
+    from rightsize.workflows.validate import Served, serving_cpu_ms
+
+    before = Served(10, [], cpu_s=100.0)
+    # 20 requests of 2 samples in 10 batches of 4 samples, 12 ms of model time each, 1 thread: 120 ms of
+    # model CPU out of 150 ms -> 30 ms over 20 requests.
+    after = Served(20, [(4, 12.0, 12.5)] * 10, cpu_s=100.15)
+    assert serving_cpu_ms(before, after, threads=1, request_samples=2) == pytest.approx(1.5)
+    assert serving_cpu_ms(before, after, threads=2, request_samples=2) == 0.0  # never negative
+    assert serving_cpu_ms(Served(10, [], None), after, threads=1, request_samples=2) is None

@@ -44,6 +44,9 @@ class ValidationPoint:
     # The serving path's own per-request cost (HTTP, JSON, hand-offs), measured at a light load before the
     # levels and added to every prediction above.
     overhead_ms: float = 0.0
+    # CPU ms per request the server spent outside the model at that light load: it shares the model's cores,
+    # so the forecast and re-timed predictions stretch every batch of k requests by k times this.
+    serving_cpu_ms: float = 0.0
     # 5th-95th percentile of the forecast's p95 over other arrival schedules of this level's length: how
     # much one run this long varies by chance (the predictions replay the run's own schedule).
     predicted_p95_range_ms: list[float] | None = None
@@ -153,6 +156,7 @@ def render_points(points: list[ValidationPoint]) -> str:
     if points and points[0].overhead_ms:
         lines.append(
             f"predictions replay each level's own arrival schedule and add {points[0].overhead_ms:.2f} ms per request "
-            "of serving overhead (HTTP, JSON, hand-offs), measured first at a light load"
+            "of serving overhead (HTTP, JSON, hand-offs), measured first at a light load; the profile and re-timed "
+            f"ones also stretch each batch by {points[0].serving_cpu_ms:.2f} ms of serving CPU per request"
         )
     return "\n".join(lines)

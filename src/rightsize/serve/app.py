@@ -8,7 +8,8 @@
     GET  /healthz      200 while the process serves; /readyz 200 once warmed up and not draining
     GET  /metrics      Prometheus text
     GET  /v1/batches   the last batches one by one, ``?since=N`` (JSON; ``metrics.BatchLog``): pool, samples,
-                       model ms, worker-busy ms, so a client can replay the service times the server had
+                       model ms, worker-busy ms, so a client can replay the service times the server had;
+                       and ``cpu_s``, the process's CPU seconds so far
 
 POST /v1/predict is answered by ``endpoint.PredictEndpoint`` below FastAPI's routing (it is the hot
 path; no pydantic model per request); the FastAPI route of the same path documents both body
@@ -17,6 +18,7 @@ formats in the OpenAPI schema.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -127,6 +129,9 @@ def create_app(config: ServerConfig, service: Service | None = None) -> FastAPI:
         if since < 0:
             status, headers, body = error_reply(422, "since must be >= 0 (a batch number from a previous 'next')")
             return Response(body, status, {k.decode(): v.decode() for k, v in headers})
-        return Response(dumps(svc.metrics.batch_log.since(since)), media_type=JSON_TYPE)
+        # The server process's CPU seconds beside the log: over a level, CPU not spent in the model is the
+        # serving path's own (HTTP, JSON, hand-offs), which shares the model's cores.
+        log = svc.metrics.batch_log.since(since) | {"cpu_s": time.process_time()}
+        return Response(dumps(log), media_type=JSON_TYPE)
 
     return app

@@ -152,6 +152,9 @@ class Batch:
     reason: Reason
     dispatched_s: float
     wait_s: float  # how long a free worker held this partial batch open
+    # time.perf_counter() when taken off the queue: the loop's clock is ms-granular under uvloop, too
+    # coarse for the worker-busy time of a batch (GET /v1/batches)
+    taken_perf_s: float = field(default_factory=time.perf_counter)
 
 
 class BatchQueue:

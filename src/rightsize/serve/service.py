@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -91,7 +92,7 @@ class Service:
 
     def _on_batch(self, pool: str, batch: Batch, compute_s: float, queue_s: Any) -> None:
         size = sum(item.n for item in batch.items)
-        busy_s = asyncio.get_running_loop().time() - batch.dispatched_s  # taken off the queue -> answered
+        busy_s = time.perf_counter() - batch.taken_perf_s  # taken off the queue -> answered
         self.metrics.on_batch(pool, size, batch.reason, batch.wait_s, compute_s, queue_s, busy_s)
 
     def route(self, n: int) -> Route:

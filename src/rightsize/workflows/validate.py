@@ -25,7 +25,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from rightsize.cpus import CpuSplit, pin_process, pinned, split_cpus
@@ -83,8 +83,18 @@ def measure_open_loop(
     return result
 
 
-def served_batches(url: str, since: int, token: str | None = None) -> tuple[int, list[tuple[int, float, float]]] | None:
-    """(next batch number, [(samples, model ms, worker-busy ms)] of batches ``since`` on) from /v1/batches, or None."""
+@dataclass(frozen=True)
+class Served:
+    """What ``GET /v1/batches`` said: the next batch number, the batches (samples, model ms, worker-busy
+    ms) from the number asked for, and the server process's CPU seconds at that moment."""
+
+    next: int
+    batches: list[tuple[int, float, float]]
+    cpu_s: float | None
+
+
+def served_batches(url: str, since: int, token: str | None = None) -> Served | None:
+    """The server's batch log from batch ``since`` on (``Served``), or None when it cannot be read."""
     import urllib.request
 
     req = urllib.request.Request(
@@ -95,9 +105,20 @@ def served_batches(url: str, since: int, token: str | None = None) -> tuple[int,
             d = json.loads(resp.read())
         names = d["fields"]
         i_n, i_c, i_b = names.index("samples"), names.index("compute_ms"), names.index("busy_ms")
-        return int(d["next"]), [(int(r[i_n]), float(r[i_c]), float(r[i_b])) for r in d["batches"]]
+        rows = [(int(r[i_n]), float(r[i_c]), float(r[i_b])) for r in d["batches"]]
+        return Served(int(d["next"]), rows, float(d["cpu_s"]) if d.get("cpu_s") is not None else None)
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def serving_cpu_ms(before: Served, after: Served, threads: int, request_samples: int) -> float | None:
+    """CPU ms per request the server spent outside the model between two reads of its batch log (parsing,
+    JSON, answering, hand-offs), counting each model call as ``threads`` busy threads; None without CPU data."""
+    if before.cpu_s is None or after.cpu_s is None or not after.batches:
+        return None
+    requests = sum(n for n, _, _ in after.batches) / max(1, request_samples)
+    model_ms = sum(c for _, c, _ in after.batches) * max(1, threads)
+    return max(0.0, ((after.cpu_s - before.cpu_s) * 1000.0 - model_ms) / requests)
 
 
 def level_duration_s(rate_per_s: float, duration_s: float, min_requests: int = MIN_REQUESTS) -> float:
@@ -154,20 +175,26 @@ def validate_config(
 
     cursor = 0  # the server's next batch number; its warm-up batches are not logged
 
-    def measure(rate: float, level_s: float) -> tuple[dict[str, Any], list[tuple[int, float, float]]]:
+    def measure(rate: float, level_s: float) -> tuple[dict[str, Any], list[tuple[int, float, float]], float | None]:
+        """(load result, the level's batches, serving CPU ms per request outside the model)."""
         nonlocal cursor
         before = served_batches(base_url, cursor, token)  # what ran since the last level: not this one's
         if before is not None:
-            cursor = before[0]
+            cursor = before.next
         m = measure_open_loop(
             base_url + "/v1/predict", rate, duration_s=level_s, warmup_s=warmup_s, samples=request_samples,
             arrival=arrival, seed=seed, token=token, cpus=None if cpus is None else cpus.generator,
         )  # fmt: skip
         after = served_batches(base_url, cursor, token) if before is not None else None
-        if after is None:
-            return m, []
-        cursor = after[0]
-        return m, after[1]
+        if before is None or after is None:
+            return m, [], None
+        cursor = after.next
+        return m, after.batches, serving_cpu_ms(before, after, server_config.threads or 1, request_samples)
+
+    def with_serving_cpu(c: ServiceCurve, cpu_ms: float) -> ServiceCurve:
+        """The curve stretched by the serving path's CPU, which runs on the model's cores: + cpu_ms per request."""
+        pairs = zip(c.batch_sizes, c.latency_ms, strict=True)
+        return replace(c, latency_ms=tuple(t + cpu_ms * b / request_samples for b, t in pairs))
 
     def ratios_of(batches: list[tuple[int, float, float]]) -> Any:
         """Each served batch's worker-busy time over the curve's t(its samples): the spread it really had."""
@@ -179,7 +206,10 @@ def validate_config(
     with pinned(None if cpus is None else cpus.server), running_server(server_config) as base_url:
         probe_rate = PROBE_LOAD * workers * capacity_per_s(curve, server_config.max_batch, request_samples)
         probe_s = min(max(2.0, PROBE_REQUESTS / probe_rate), MAX_STRETCH * duration_s)
-        m, batches = measure(probe_rate, probe_s)
+        m, batches, cpu_ms = measure(probe_rate, probe_s)
+        serving_ms = cpu_ms or 0.0
+        forecast_curve = with_serving_cpu(curve, serving_ms)
+        now_forecast = None if now_curve is None else with_serving_cpu(now_curve, serving_ms)
         overhead_ms, probe_note = 0.0, None
         lat, ratios = m.get("latency_ms"), ratios_of(batches)
         if lat and ratios is not None:
@@ -188,15 +218,17 @@ def validate_config(
             probe_note = "the light-load probe gave no latency: predictions carry no serving overhead"
         for label, rate in loads:
             level_s = level_duration_s(rate, duration_s, min_requests)
-            forecast, mean_batch = predict(curve, rate, level_s)
-            predicted_now = None if now_curve is None else predict(now_curve, rate, level_s)[0].shifted(overhead_ms)
+            forecast, mean_batch = predict(forecast_curve, rate, level_s)
+            predicted_now = None
+            if now_forecast is not None:
+                predicted_now = predict(now_forecast, rate, level_s)[0].shifted(overhead_ms)
             # How much one run of this length varies: the forecast's p95 over other schedules of the level.
             others = sorted(
-                replay(curve, rate, schedule_ms(rate, level_s, 1 + j), None, workers, server_config,
+                replay(forecast_curve, rate, schedule_ms(rate, level_s, 1 + j), None, workers, server_config,
                        request_samples, warmup_s, draws=1)[0].p95
                 for j in range(SPREAD_SCHEDULES)
             )  # fmt: skip
-            m, batches = measure(rate, level_s)
+            m, batches, _ = measure(rate, level_s)
             served_batch = served_ms = None
             if batches:
                 served_batch = sum(n for n, _, _ in batches) / len(batches)
@@ -223,6 +255,7 @@ def validate_config(
                     predicted_now_ms=predicted_now,
                     predicted_served_ms=predicted_served,
                     overhead_ms=overhead_ms,
+                    serving_cpu_ms=serving_ms,
                     predicted_p95_range_ms=[others[len(others) // 20], others[-1 - len(others) // 20]],
                 )
             )

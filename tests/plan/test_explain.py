@@ -52,3 +52,19 @@ def test_small_latencies_keep_their_digits() -> None:
     from rightsize.plan.explain import ms
 
     assert (ms(0.42), ms(3.456), ms(12.6), ms(0.0)) == ("0.42", "3.5", "13", "0")
+
+
+def test_at_the_same_price_the_better_known_plan_ranks_first() -> None:
+    """A precision extrapolated here (wider band) does not win a price tie by a hair of speed."""
+    cat = small_catalog()
+    target = OnlineTarget(rate_per_s=10, latency=LatencyBound(percentile=95, bound_ms=80))
+    ranked = rank(plan_online(pair_options(cat.instances, [cpu_curve("c.4x", 11.0, 8.0)], cat.accelerators), target),
+                  "online")  # fmt: skip
+    best = ranked[0]
+    assert best.latency is not None
+    guess = dataclasses.replace(best, precision="int8", band=(0.3, 4.0),
+                                latency=dataclasses.replace(best.latency, p95=best.latency.p95 * 0.99))  # fmt: skip
+    known = dataclasses.replace(best, band=(0.6, 1.6))
+    assert rank([guess, known], "online")[0] is known
+    cheaper_guess = dataclasses.replace(guess, cost_usd_per_hour=best.cost_usd_per_hour * 0.9)
+    assert rank([cheaper_guess, known], "online")[0] is cheaper_guess  # price still comes first

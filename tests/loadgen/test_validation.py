@@ -181,7 +181,7 @@ def test_latency_shifted_moves_every_value() -> None:
 
 
 def test_serving_cpu_is_the_process_cpu_the_model_did_not_use() -> None:
-    from rightsize.workflows.validate import Served, serving_cpu_ms
+    from rightsize.loadgen.validation import Served, serving_cpu_ms
 
     before = Served(10, [], cpu_s=100.0)
     # 20 requests of 2 samples in 10 batches of 4 samples, 12 ms of model time each, 1 thread: 120 ms of

@@ -1,19 +1,32 @@
 """Predicted vs measured latency, for ``rightsize validate``: the local service curve, capacity, errors.
 
 Pure functions on plain values (no server, no torch): the validate command measures, the planner's
-simulator predicts, and this module lines the two up.
+simulator predicts (``replay``: one level's own arrival schedule), and this module lines the two up.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rightsize.profile import Latency, ServiceCurve
 
-__all__ = ["MAX_ERROR_FRACTION", "ValidationPoint", "capacity_per_s", "error_pct", "render_points"]
+__all__ = [
+    "MAX_ERROR_FRACTION",
+    "REPLAYS",
+    "Replay",
+    "Served",
+    "ValidationPoint",
+    "capacity_per_s",
+    "error_pct",
+    "render_points",
+    "replay",
+    "serving_cpu_ms",
+]
 
 MAX_ERROR_FRACTION = 0.01  # a level with more failed responses is not compared with the prediction
+REPLAYS = 8  # service-time draws per replayed schedule; the prediction is the median of each percentile
 
 
 @dataclass(frozen=True)
@@ -160,3 +173,66 @@ def render_points(points: list[ValidationPoint]) -> str:
             f"ones also stretch each batch by {points[0].serving_cpu_ms:.2f} ms of serving CPU per request"
         )
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Served:
+    """What the server's ``GET /v1/batches`` said: the next batch number, the batches (samples, model ms,
+    worker-busy ms) from the number asked for, and the server process's CPU seconds at that moment."""
+
+    next: int
+    batches: list[tuple[int, float, float]]
+    cpu_s: float | None
+
+
+def serving_cpu_ms(before: Served, after: Served, threads: int, request_samples: int) -> float | None:
+    """CPU ms per request the server spent outside the model between two reads of its batch log (parsing,
+    JSON, answering, hand-offs), counting each model call as ``threads`` busy threads; None without CPU data."""
+    if before.cpu_s is None or after.cpu_s is None or not after.batches:
+        return None
+    requests = sum(n for n, _, _ in after.batches) / max(1, request_samples)
+    model_ms = sum(c for _, c, _ in after.batches) * max(1, threads)
+    return max(0.0, ((after.cpu_s - before.cpu_s) * 1000.0 - model_ms) / requests)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The served deployment the simulator replays: workers sharing one queue, and their batching."""
+
+    workers: int
+    max_batch: int
+    max_wait_ms: float
+
+
+def replay(
+    curve: ServiceCurve,
+    rate: float,
+    arrivals_ms: Any,
+    ratios: Any,
+    served: Replay,
+    request_samples: int,
+    warmup_s: float,
+    draws: int = REPLAYS,
+) -> tuple[Latency, float]:
+    """The simulator on one arrival schedule (requests from ``warmup_s`` on counted): the median of each
+    percentile (and of the mean batch) over ``draws`` service-time draws; ``ratios`` as in ``simulate``."""
+    from rightsize.plan.sim import SimConfig, simulate
+
+    config = SimConfig(
+        rate_per_s=rate, replicas=served.workers, max_batch=served.max_batch, max_wait_ms=served.max_wait_ms,
+        request_samples=request_samples,
+    )  # fmt: skip
+    start_ms = 1000.0 * warmup_s
+    runs = [
+        simulate(curve, config, seed=d, arrivals_ms=arrivals_ms, record_from_ms=start_ms, service_ratios=ratios)
+        for d in range(draws)
+    ]
+
+    def med(get: Any) -> float:
+        return float(statistics.median(get(r) for r in runs))
+
+    latency = Latency(
+        p50=med(lambda r: r.latency.p50), p95=med(lambda r: r.latency.p95), p99=med(lambda r: r.latency.p99),
+        mean=med(lambda r: r.latency.mean), n=runs[0].latency.n,
+    )  # fmt: skip
+    return latency, med(lambda r: r.mean_batch)

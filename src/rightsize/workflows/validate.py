@@ -25,7 +25,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rightsize.cpus import CpuSplit, pin_process, pinned, split_cpus
@@ -33,7 +33,7 @@ from rightsize.errors import RunFailedError, SpecError, UnsupportedError
 
 if TYPE_CHECKING:
     from rightsize.catalog import Catalog
-    from rightsize.loadgen.validation import ValidationPoint
+    from rightsize.loadgen.validation import Served, ValidationPoint
     from rightsize.plan import Batching, Candidate, PlanResult
     from rightsize.profile import Latency, ServiceCurve
     from rightsize.serve import ServerConfig
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from rightsize.store import Store
 
 SERVER_PRECISIONS = ("fp32", "bf16", "int8")  # what rightsize.serve runs on a CPU
-REPLAYS = 8  # service-time draws per replayed schedule; the prediction is the median of each percentile
 SPREAD_SCHEDULES = 40  # other schedules of a level's length: how much one run's p95 can vary (5-95%)
 PROBE_LOAD = 0.2  # of capacity: the light load at which the serving path's own overhead is measured
 PROBE_REQUESTS = 60
@@ -83,19 +82,11 @@ def measure_open_loop(
     return result
 
 
-@dataclass(frozen=True)
-class Served:
-    """What ``GET /v1/batches`` said: the next batch number, the batches (samples, model ms, worker-busy
-    ms) from the number asked for, and the server process's CPU seconds at that moment."""
-
-    next: int
-    batches: list[tuple[int, float, float]]
-    cpu_s: float | None
-
-
 def served_batches(url: str, since: int, token: str | None = None) -> Served | None:
     """The server's batch log from batch ``since`` on (``Served``), or None when it cannot be read."""
     import urllib.request
+
+    from rightsize.loadgen.validation import Served
 
     req = urllib.request.Request(
         f"{url}/v1/batches?since={since}", headers={"Authorization": f"Bearer {token}"} if token else {}
@@ -109,16 +100,6 @@ def served_batches(url: str, since: int, token: str | None = None) -> Served | N
         return Served(int(d["next"]), rows, float(d["cpu_s"]) if d.get("cpu_s") is not None else None)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def serving_cpu_ms(before: Served, after: Served, threads: int, request_samples: int) -> float | None:
-    """CPU ms per request the server spent outside the model between two reads of its batch log (parsing,
-    JSON, answering, hand-offs), counting each model call as ``threads`` busy threads; None without CPU data."""
-    if before.cpu_s is None or after.cpu_s is None or not after.batches:
-        return None
-    requests = sum(n for n, _, _ in after.batches) / max(1, request_samples)
-    model_ms = sum(c for _, c, _ in after.batches) * max(1, threads)
-    return max(0.0, ((after.cpu_s - before.cpu_s) * 1000.0 - model_ms) / requests)
 
 
 def level_duration_s(rate_per_s: float, duration_s: float, min_requests: int = MIN_REQUESTS) -> float:
@@ -152,7 +133,7 @@ def validate_config(
     load (``PROBE_LOAD`` of capacity): measured p50 minus the replayed p50 there.
     """
     from rightsize.loadgen.schedule import arrival_offsets_s
-    from rightsize.loadgen.validation import ValidationPoint, capacity_per_s
+    from rightsize.loadgen.validation import Replay, ValidationPoint, capacity_per_s, replay, serving_cpu_ms
     from rightsize.profile import Latency
     from rightsize.serve import running_server
 
@@ -165,13 +146,14 @@ def validate_config(
         server_config = replace(server_config, threads=len(cpus.server) // (server_config.workers or 1) or 1)
     workers = server_config.workers or 1
     token = server_config.token
+    batching = Replay(workers, server_config.max_batch, server_config.max_wait_ms)
 
     def schedule_ms(rate: float, level_s: float, offset: int = 0) -> Any:
         """The generator's intended send times (ms) for a level: the same draw ``rightsize loadtest`` makes."""
         return 1000.0 * arrival_offsets_s(rate, duration_s=level_s + warmup_s, arrival=arrival, seed=seed + offset)  # type: ignore[arg-type]
 
     def predict(c: ServiceCurve, rate: float, level_s: float, ratios: Any = None) -> tuple[Latency, float]:
-        return replay(c, rate, schedule_ms(rate, level_s), ratios, workers, server_config, request_samples, warmup_s)
+        return replay(c, rate, schedule_ms(rate, level_s), ratios, batching, request_samples, warmup_s)
 
     cursor = 0  # the server's next batch number; its warm-up batches are not logged
 
@@ -224,8 +206,8 @@ def validate_config(
                 predicted_now = predict(now_forecast, rate, level_s)[0].shifted(overhead_ms)
             # How much one run of this length varies: the forecast's p95 over other schedules of the level.
             others = sorted(
-                replay(forecast_curve, rate, schedule_ms(rate, level_s, 1 + j), None, workers, server_config,
-                       request_samples, warmup_s, draws=1)[0].p95
+                replay(forecast_curve, rate, schedule_ms(rate, level_s, 1 + j), None, batching, request_samples,
+                       warmup_s, draws=1)[0].p95
                 for j in range(SPREAD_SCHEDULES)
             )  # fmt: skip
             m, batches, _ = measure(rate, level_s)
@@ -260,44 +242,6 @@ def validate_config(
                 )
             )
     return points
-
-
-def replay(
-    curve: ServiceCurve,
-    rate: float,
-    arrivals_ms: Any,
-    ratios: Any,
-    workers: int,
-    server_config: ServerConfig,
-    request_samples: int,
-    warmup_s: float,
-    draws: int = REPLAYS,
-) -> tuple[Latency, float]:
-    """The simulator on one arrival schedule: the median of each percentile (and of the mean batch) over
-    ``draws`` service-time draws."""
-    import statistics
-
-    from rightsize.plan.sim import SimConfig, simulate
-    from rightsize.profile import Latency
-
-    config = SimConfig(
-        rate_per_s=rate, replicas=workers, max_batch=server_config.max_batch, max_wait_ms=server_config.max_wait_ms,
-        request_samples=request_samples,
-    )  # fmt: skip
-    start_ms = 1000.0 * warmup_s
-    runs = [
-        simulate(curve, config, seed=d, arrivals_ms=arrivals_ms, record_from_ms=start_ms, service_ratios=ratios)
-        for d in range(draws)
-    ]
-
-    def med(get: Any) -> float:
-        return float(statistics.median(get(r) for r in runs))
-
-    latency = Latency(
-        p50=med(lambda r: r.latency.p50), p95=med(lambda r: r.latency.p95), p99=med(lambda r: r.latency.p99),
-        mean=med(lambda r: r.latency.mean), n=runs[0].latency.n,
-    )  # fmt: skip
-    return latency, med(lambda r: r.mean_batch)
 
 
 def retime_curve(

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rightsize.profile import Latency, ServiceCurve
+
+if TYPE_CHECKING:
+    from rightsize.plan.sim import SimResult
 
 __all__ = [
     "MAX_ERROR_FRACTION",
@@ -213,10 +216,11 @@ def replay(
     request_samples: int,
     warmup_s: float,
     draws: int = REPLAYS,
-) -> tuple[Latency, float]:
+) -> SimResult:
     """The simulator on one arrival schedule (requests from ``warmup_s`` on counted): the median of each
-    percentile (and of the mean batch) over ``draws`` service-time draws; ``ratios`` as in ``simulate``."""
-    from rightsize.plan.sim import SimConfig, simulate
+    percentile, of the busy fraction and of the mean batch over ``draws`` service-time draws; ``ratios``
+    as in ``simulate``."""
+    from rightsize.plan.sim import SimConfig, SimResult, simulate
 
     config = SimConfig(
         rate_per_s=rate, replicas=served.workers, max_batch=served.max_batch, max_wait_ms=served.max_wait_ms,
@@ -235,4 +239,5 @@ def replay(
         p50=med(lambda r: r.latency.p50), p95=med(lambda r: r.latency.p95), p99=med(lambda r: r.latency.p99),
         mean=med(lambda r: r.latency.mean), n=runs[0].latency.n,
     )  # fmt: skip
-    return latency, med(lambda r: r.mean_batch)
+    return SimResult(latency, med(lambda r: r.utilization), med(lambda r: r.mean_batch), runs[0].n_requests,
+                     runs[0].engine)  # fmt: skip

@@ -148,9 +148,8 @@ def simulate(
     def arrivals() -> np.ndarray:
         if arrivals_ms is not None:
             return arrivals_ms
-        return arrival_times_ms(rng, n_requests, config.rate_per_s, config.arrival, config.burstiness, config.burst_s)[
-            0
-        ]
+        drawn = arrival_times_ms(rng, n_requests, config.rate_per_s, config.arrival, config.burstiness, config.burst_s)
+        return drawn[0]
 
     def first_kept(a: np.ndarray) -> int:
         if replay and record_from_ms is not None:

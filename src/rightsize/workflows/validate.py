@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from rightsize.catalog import Catalog
     from rightsize.loadgen.validation import Served, ValidationPoint
     from rightsize.plan import Batching, Candidate, PlanResult
-    from rightsize.profile import Latency, ServiceCurve
+    from rightsize.plan.sim import SimResult
+    from rightsize.profile import ServiceCurve
     from rightsize.serve import ServerConfig
     from rightsize.spec import Workload
     from rightsize.store import Store
@@ -152,7 +153,7 @@ def validate_config(
         """The generator's intended send times (ms) for a level: the same draw ``rightsize loadtest`` makes."""
         return 1000.0 * arrival_offsets_s(rate, duration_s=level_s + warmup_s, arrival=arrival, seed=seed + offset)  # type: ignore[arg-type]
 
-    def predict(c: ServiceCurve, rate: float, level_s: float, ratios: Any = None) -> tuple[Latency, float]:
+    def predict(c: ServiceCurve, rate: float, level_s: float, ratios: Any = None) -> SimResult:
         return replay(c, rate, schedule_ms(rate, level_s), ratios, batching, request_samples, warmup_s)
 
     cursor = 0  # the server's next batch number; its warm-up batches are not logged
@@ -195,19 +196,19 @@ def validate_config(
         overhead_ms, probe_note = 0.0, None
         lat, ratios = m.get("latency_ms"), ratios_of(batches)
         if lat and ratios is not None:
-            overhead_ms = max(0.0, float(lat["p50"]) - predict(curve, probe_rate, probe_s, ratios)[0].p50)
+            overhead_ms = max(0.0, float(lat["p50"]) - predict(curve, probe_rate, probe_s, ratios).latency.p50)
         else:
             probe_note = "the light-load probe gave no latency: predictions carry no serving overhead"
         for label, rate in loads:
             level_s = level_duration_s(rate, duration_s, min_requests)
-            forecast, mean_batch = predict(forecast_curve, rate, level_s)
+            forecast = predict(forecast_curve, rate, level_s)
             predicted_now = None
             if now_forecast is not None:
-                predicted_now = predict(now_forecast, rate, level_s)[0].shifted(overhead_ms)
+                predicted_now = predict(now_forecast, rate, level_s).latency.shifted(overhead_ms)
             # How much one run of this length varies: the forecast's p95 over other schedules of the level.
             others = sorted(
                 replay(forecast_curve, rate, schedule_ms(rate, level_s, 1 + j), None, batching, request_samples,
-                       warmup_s, draws=1)[0].p95
+                       warmup_s, draws=1).latency.p95
                 for j in range(SPREAD_SCHEDULES)
             )  # fmt: skip
             m, batches, _ = measure(rate, level_s)
@@ -216,17 +217,19 @@ def validate_config(
                 served_batch = sum(n for n, _, _ in batches) / len(batches)
                 served_ms = sum(c for _, c, _ in batches) / len(batches)
             ratios = ratios_of(batches)
-            predicted_served = None if ratios is None else predict(curve, rate, level_s, ratios)[0].shifted(overhead_ms)
+            predicted_served = None
+            if ratios is not None:
+                predicted_served = predict(curve, rate, level_s, ratios).latency.shifted(overhead_ms)
             lat = m.get("latency_ms")
             notes = [*m.get("problems", []), *m.get("warnings", [])]
             points.append(
                 ValidationPoint(
                     label=label,
                     rate_per_s=rate,
-                    utilization=min(1.0, rate * curve.t_ms(request_samples) / 1000.0 / workers),
-                    predicted_ms=forecast.shifted(overhead_ms),
+                    utilization=forecast.utilization,
+                    predicted_ms=forecast.latency.shifted(overhead_ms),
                     measured_ms=Latency.from_dict(lat) if lat else None,
-                    predicted_mean_batch=mean_batch,
+                    predicted_mean_batch=forecast.mean_batch,
                     achieved_rate_per_s=float(m.get("achieved_rate_per_s") or 0.0),
                     error_fraction=float(m.get("error_fraction") or 0.0),
                     valid=bool(m.get("valid")),

@@ -1,0 +1,144 @@
+"""Step costs: fitting measured iterations, and the roofline projection onto catalog devices."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rightsize
+from rightsize.catalog import load_catalog
+from rightsize.errors import SpecError
+from rightsize.llm.costs import (
+    EFFICIENCIES,
+    StepCosts,
+    device_numbers,
+    fit_step_costs,
+    project_step_costs,
+)
+from rightsize.llm.shape import DecoderShape
+
+DATA = Path(rightsize.__file__).parent / "catalog" / "data"
+TRUE = StepCosts(p0=4.0, p1=0.05, p2=2e-5, d0=9.0, d1=0.3, d2=0.002)
+
+
+@dataclasses.dataclass
+class Record:  # the shape of rightsize.llm.engine.IterationRecord
+    kind: str
+    seqs: int
+    tokens: int
+    context_tokens: int
+    ms: float
+
+
+def _records(rng: np.random.Generator, batched_prefill: bool = False, jitter: float = 0.0) -> list[object]:
+    out: list[object] = []
+    for _ in range(200):
+        seqs = int(rng.integers(2, 5)) if batched_prefill else 1
+        t = int(rng.integers(16, 1024))  # every sequence of one iteration: t tokens
+        ms = seqs * TRUE.prefill_ms(t) * (1 + jitter * rng.standard_normal())
+        out.append({"kind": "prefill", "seqs": seqs, "tokens": seqs * t, "context_tokens": 0, "ms": ms})
+        b = int(rng.integers(1, 64))
+        c = int(b * rng.integers(20, 2000))
+        out.append(Record("decode", b, b, c, TRUE.decode_ms(b, c) * (1 + jitter * rng.standard_normal())))
+    return out
+
+
+def test_fit_recovers_the_coefficients() -> None:
+    fit = fit_step_costs(_records(np.random.default_rng(0)))
+    for name in ("p0", "p1", "p2", "d0", "d1", "d2"):
+        assert getattr(fit, name) == pytest.approx(getattr(TRUE, name), rel=1e-6)
+    assert fit.prefill_residual is not None and fit.prefill_residual < 1e-9
+    assert fit.decode_residual is not None and fit.decode_residual < 1e-9
+    assert "200 prefill + 200 decode" in fit.source
+
+
+def test_fit_reports_its_residual_on_noisy_records() -> None:
+    fit = fit_step_costs(_records(np.random.default_rng(1), jitter=0.05))
+    assert fit.decode_ms(32, 32 * 500) == pytest.approx(TRUE.decode_ms(32, 32 * 500), rel=0.02)
+    assert fit.prefill_ms(512) == pytest.approx(TRUE.prefill_ms(512), rel=0.03)
+    assert 0.02 < (fit.decode_residual or 0) < 0.06  # median |N(0, 0.05)| = 0.034
+
+
+def test_fit_on_batched_prefill_warns_and_assumes_equal_lengths() -> None:
+    with pytest.warns(UserWarning, match="equal length"):
+        fit = fit_step_costs(_records(np.random.default_rng(2), batched_prefill=True))
+    assert fit.prefill_ms(300) == pytest.approx(TRUE.prefill_ms(300), rel=1e-6)
+
+
+def test_fit_needs_both_kinds() -> None:
+    only_decode = [r for r in _records(np.random.default_rng(3)) if isinstance(r, Record)]
+    with pytest.raises(SpecError, match="no prefill"):
+        fit_step_costs(only_decode)
+    with pytest.raises(SpecError, match="kind"):
+        fit_step_costs([{"kind": "train", "seqs": 1, "tokens": 1, "context_tokens": 0, "ms": 1.0}])
+
+
+def _row(name: str) -> dict[str, str]:
+    with open(DATA / "accelerators.csv") as f:
+        return next(r for r in csv.DictReader(f) if r["name"] == name)
+
+
+def test_device_adapter_reads_catalog_rows_and_objects() -> None:
+    cat = load_catalog()
+    h100_row = device_numbers(_row("H100"), "fp16")
+    assert h100_row == device_numbers(cat.accelerators["H100"], "fp16")
+    assert (h100_row.peak_flops_per_s, h100_row.mem_bytes_per_s) == (989e12, 3350e9)
+    assert device_numbers(_row("H100"), "int4").peak_flops_per_s == 989e12  # W4A16: fp16 tensor cores
+    assert device_numbers({**_row("H100"), "gpu_link_gbytes_per_s": "450"}).link_bytes_per_s == 450e9
+    with pytest.raises(SpecError, match="bf16"):
+        device_numbers(_row("T4"), "bf16")  # no bf16 on Turing
+    cpu = device_numbers(cat.cpus["intel-skylake"], "fp32", cores=16)
+    assert cpu.kind == "cpu" and cpu.peak_flops_per_s == pytest.approx(16 * 64 * 2.7e9)
+    with open(DATA / "cpus.csv") as f:
+        row = next(r for r in csv.DictReader(f) if r["name"] == "intel-skylake")
+    assert device_numbers(row, "fp32", cores=16) == cpu
+    with pytest.raises(SpecError, match="columns"):
+        device_numbers({"tflops": 1.0})
+
+
+def test_roofline_llama7b_on_h100() -> None:
+    s = DecoderShape.from_zoo("llama-7b")
+    costs = project_step_costs(s, _row("H100"), "fp16")
+    eff = EFFICIENCIES["gpu"]
+    launches_ms = 32 * eff.kernels_per_layer * eff.launch_us * 1e-3
+    # Batch 1 decode is the weight read: 13.5 GB / (3.35 TB/s x eff) + launches.
+    weights_ms = s.weight_bytes_read("fp16") / (3350e9 * eff.bandwidth) * 1e3
+    assert costs.decode_ms(1, 100) == pytest.approx(weights_ms + launches_ms, rel=0.01)
+    assert 5.0 < costs.decode_ms(1, 100) < 10.0
+    # Long prefill is compute-bound: FLOPs / (989 TFLOP/s x eff).
+    flops_ms = s.prefill_flops(4096) / (989e12 * eff.compute) * 1e3
+    assert costs.prefill_ms(4096) == pytest.approx(flops_ms + launches_ms, rel=0.01)
+    # A short prompt cannot beat the weight read (the floor), nor a big batch its FLOPs.
+    kv_write_ms = s.kv_bytes_per_token() * 8 / (3350e9 * eff.bandwidth) * 1e3
+    assert costs.prefill_ms(8) == pytest.approx(weights_ms + launches_ms + kv_write_ms, rel=1e-3)
+    gemm_ms = 2 * (s.block_matmul_params() + 4096 * 32000) * 1024 / (989e12 * eff.compute) * 1e3
+    assert costs.decode_ms(1024, 0) >= gemm_ms
+    # KV reads cost d2 per context token: 512 KiB at 2.5 TB/s.
+    assert costs.d2 == pytest.approx(512 * 1024 / (3350e9 * eff.bandwidth) * 1e3)
+
+
+def test_tensor_parallel_splits_work_and_pays_all_reduces() -> None:
+    s = DecoderShape.from_zoo("llama-13b")
+    nvlink = {**_row("H100"), "gpu_link_gbytes_per_s": "450"}
+    one = project_step_costs(s, nvlink, "fp16")
+    two = project_step_costs(s, nvlink, "fp16", tp=2)
+    pcie = project_step_costs(s, _row("H100"), "fp16", tp=2)  # no link figure: PCIe 12 GB/s
+    for b in (1, 64):
+        assert one.decode_ms(b, b * 1000) / 2 < two.decode_ms(b, b * 1000) < one.decode_ms(b, b * 1000)
+    assert pcie.prefill_ms(2048) > two.prefill_ms(2048)
+    assert "tp=2" in two.source
+    with pytest.raises(SpecError, match="tp"):
+        project_step_costs(s, nvlink, tp=0)
+
+
+def test_quantised_weights_decode_faster() -> None:
+    s = DecoderShape.from_zoo("llama-7b")
+    fp16 = project_step_costs(s, _row("A10G"), "fp16")
+    int4 = project_step_costs(s, _row("A10G"), "int4")
+    assert int4.decode_ms(1, 500) < 0.4 * fp16.decode_ms(1, 500)
+    cpu = project_step_costs(DecoderShape.from_zoo("gpt2"), load_catalog().cpus["intel-skylake"], "fp32", cores=8)
+    assert cpu.source.startswith("roofline: intel-skylake") and cpu.decode_ms(1, 100) > 0

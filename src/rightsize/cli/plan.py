@@ -119,8 +119,13 @@ def plan_cmd(
     if workload.targets is None:
         from rightsize.errors import SpecError
 
-        raise SpecError("targets", f"{spec.name} has no targets; add online, batch or training (see examples/)")
+        raise SpecError(
+            "targets", f"{spec.name} has no targets; add online, batch, training or generative (see examples/)"
+        )
     db = Store(store)
+    if workload.targets.generative is not None:
+        _plan_generative(workload, spec, db, load_catalog_option(catalog), json_out, top, seed)
+        return
     result, context = plan_spec(workload, db, load_catalog_option(catalog), progress=not json_out, seed=seed)
     # stored whole: every candidate and the report's evidence, so `report RUN` shows what --report shows
     record = {"name": workload.name, **plan_record(result, context)}
@@ -133,6 +138,50 @@ def plan_cmd(
         print_plan(result, top)
     if report is not None:
         err_console.print(f"report: {report}")
+
+
+def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out: bool, top: int, seed: int) -> None:
+    """targets.generative: instance, tensor-parallel degree and replicas from the continuous-batching simulator."""
+    from rich.table import Table
+
+    from rightsize.workflows.generate import plan_generative_spec
+
+    plan = plan_generative_spec(workload, catalog, spec.resolve().parent, seed=seed)
+    out = plan.to_dict()
+    out["candidates"] = out["candidates"][:top]
+    db.save_artifact(None, "plan", {"name": workload.name, "kind": "generative", **out})
+    if json_out:
+        emit_json(out)
+        return
+    g = workload.targets.generative
+    table = Table(title=f"{workload.name}: {g.rate_per_s:g} req/s, TTFT p{g.ttft.percentile:g} <= "
+                  f"{g.ttft.bound_ms:g} ms, TPOT p{g.tpot.percentile:g} <= {g.tpot.bound_ms:g} ms")  # fmt: skip
+    for col in ("instance", "device", "tp", "replicas", "instances", "$/h", f"TTFT p{g.ttft.percentile:g}",
+                f"TPOT p{g.tpot.percentile:g}", "$/1M out tok"):  # fmt: skip
+        table.add_column(col, justify="left" if col in ("instance", "device") else "right")
+    for c in plan.candidates[:top]:
+        table.add_row(c.instance, c.device, str(c.tp), str(c.replicas), str(c.instances), f"{c.usd_per_hour:.2f}",
+                      f"{c.ttft_ms:.0f} ms", f"{c.tpot_ms:.1f} ms", f"{c.usd_per_m_output_tokens:.2f}"
+                      + (" (over budget)" if c.over_budget else ""))  # fmt: skip
+    out_console.print(table)
+    rec = plan.recommendation
+    if rec is None:
+        out_console.print("[bold red]no plan meets the target[/bold red]")
+    else:
+        out_console.print(f"[bold]recommendation:[/bold] {rec.instances} x {rec.instance} ({rec.device}, "
+                          f"tensor parallel {rec.tp}, {rec.replicas} replica(s)) at ${rec.usd_per_hour:.2f}/h, "
+                          f"${rec.usd_per_m_output_tokens:.2f} per 1M output tokens", highlight=False)  # fmt: skip
+    for cls in ("cpu", "gpu"):
+        best = plan.best(cls)
+        if best is not None and (rec is None or best.device_class != rec.device_class):
+            line = (f"best {cls.upper()} plan: {best.instances} x {best.instance} at ${best.usd_per_hour:.2f}/h, "
+                    f"TTFT {best.ttft_ms:.0f} ms, TPOT {best.tpot_ms:.1f} ms")  # fmt: skip
+            out_console.print(line, highlight=False)
+    for note in plan.notes:
+        out_console.print(f"note: {note}", highlight=False)
+    if plan.infeasible:
+        shown = "; ".join(f"{i}: {r}" for i, r in plan.infeasible[:3])
+        out_console.print(f"{len(plan.infeasible)} instance options cannot serve it, e.g. {shown}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

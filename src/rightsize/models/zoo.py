@@ -236,7 +236,7 @@ def _gpt2(tiny: bool) -> nn.Module:
 
 
 # Llama shapes for memory planning (meta device only at full size).
-# llama-1b: Llama 3.2 1B; llama-7b / llama-13b: Llama 2 (Touvron et al. 2023, Table 1 / model cards).
+# llama-1b: Llama 3.2 1B; llama-7b / llama-13b / llama-70b: Llama 2 (Touvron et al. 2023, Table 1 / model cards).
 _LLAMA_SHAPES: dict[str, dict[str, int]] = {
     "llama-1b": {
         "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
@@ -249,6 +249,11 @@ _LLAMA_SHAPES: dict[str, dict[str, int]] = {
     "llama-13b": {
         "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 40,
         "num_attention_heads": 40, "num_key_value_heads": 40, "vocab_size": 32000,
+    },
+    # Llama 2 70B: GQA with 8 KV heads (Touvron et al. 2023, Table 1 and section 2.2)
+    "llama-70b": {
+        "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "vocab_size": 32000,
     },
 }  # fmt: skip
 

@@ -44,6 +44,8 @@ def plan_kind(targets: Targets) -> PlanKind:
         return "online"
     if targets.batch is not None:
         return "batch"
+    if targets.generative is not None:
+        return "generative"
     return "training"
 
 
@@ -73,6 +75,9 @@ def plan(
     if t is None:
         raise SpecError("targets", "missing; add targets with online, batch or training (see examples/)")
     kind = plan_kind(t)
+    if kind == "generative":
+        raise SpecError("targets.generative", "is planned by rightsize.llm.plan (`rightsize plan SPEC` routes there), "
+                        "not from measured service curves")  # fmt: skip
     if kind == "training" and workload.mode != "training":
         raise SpecError("mode", "training targets need mode: training (the sweep must time optimizer steps)")
     if kind in ("online", "batch") and workload.mode != "inference":

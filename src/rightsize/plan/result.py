@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from rightsize.profile import Latency
 
-PlanKind = Literal["online", "batch", "training", "rules"]
+PlanKind = Literal["online", "batch", "training", "rules", "generative"]
 DeviceClass = Literal["cpu", "gpu"]
 Provenance = Literal["measured", "projected", "rule"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 PurchaseOption = Literal["on_demand", "spot"]
 Arrival = Literal["poisson", "bursty", "constant"]
@@ -74,6 +74,52 @@ class TrainingTarget(_Strict):
         return self
 
 
+class Lengths(_Strict):
+    """Token counts per request: ``fixed``, ``uniform: [lo, hi]`` (inclusive) or ``csv`` (a file with one count per
+    row, in ``column`` or the first column), resolved relative to the spec file's folder by the loader."""
+
+    fixed: int | None = Field(None, ge=1, le=1_000_000)
+    uniform: tuple[int, int] | None = Field(None, description="[lo, hi], inclusive")
+    csv: str | None = Field(None, min_length=1, max_length=4096)
+    column: str | None = Field(None, min_length=1, max_length=200)
+
+    @model_validator(mode="after")
+    def _one(self) -> Lengths:
+        given = [k for k in ("fixed", "uniform", "csv") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of fixed, uniform, csv; got {', '.join(given) or 'none'}")
+        if self.uniform is not None and not 1 <= self.uniform[0] <= self.uniform[1] <= 1_000_000:
+            raise ValueError(f"uniform must be [lo, hi] with 1 <= lo <= hi <= 1000000, got {list(self.uniform)}")
+        return self
+
+
+def _lengths(v: object) -> object:
+    return {"fixed": v} if isinstance(v, int) and not isinstance(v, bool) else v
+
+
+WeightPrecision = Literal["fp16", "bf16", "int8", "int4"]
+
+
+class GenerativeTarget(_Strict):
+    """Generative (decoder) serving: ``rate_per_s`` requests of prompt + output tokens, SLOs on time to first
+    token (TTFT) and time per output token (TPOT). Lengths: an int, ``{uniform: [lo, hi]}`` or ``{csv: file}``."""
+
+    rate_per_s: float = Field(..., gt=0, le=1_000_000, description="request rate")
+    prompt_tokens: Lengths = Field(default_factory=lambda: Lengths(fixed=512))
+    output_tokens: Lengths = Field(default_factory=lambda: Lengths(fixed=128))
+    ttft: LatencyBound = Field(..., description="time to first token bound, e.g. {percentile: 95, bound_ms: 1000}")
+    tpot: LatencyBound = Field(..., description="time per output token bound, e.g. {percentile: 50, bound_ms: 50}")
+    weight_precision: WeightPrecision = Field("fp16", description="fp16 | bf16 | int8 | int4 weights")
+    budget_usd_per_hour: float | None = Field(None, gt=0, le=1e9)
+    max_replicas: int = Field(64, ge=1, le=10_000)
+    max_seqs: int = Field(256, ge=1, le=65_536, description="most sequences one replica runs at once")
+
+    @field_validator("prompt_tokens", "output_tokens", mode="before")
+    @classmethod
+    def _int_is_fixed(cls, v: object) -> object:
+        return _lengths(v)
+
+
 class ColdStart(_Strict):
     """Scale-from-zero costs; defaults from docs/sources.md `cold-start` (VM boot ~25 s, large images 8-15 min)."""
 
@@ -89,12 +135,13 @@ class ColdStart(_Strict):
 
 
 class Targets(_Strict):
-    """At most one of ``online``, ``batch``, ``training``; plus purchase and catalog filters."""
+    """At most one of ``online``, ``batch``, ``training``, ``generative``; plus purchase and catalog filters."""
 
     kind: WorkloadKind = "deep_learning"
     online: OnlineTarget | None = None
     batch: BatchTarget | None = None
     training: TrainingTarget | None = None
+    generative: GenerativeTarget | None = None
     data_gb: float | None = Field(None, gt=0, le=1e9, description="dataset size in GB (classic_ml, etl)")
     rows: int | None = Field(None, ge=1, le=10**15, description="rows (classic_ml, etl)")
     purchase: list[PurchaseOption] = Field(default_factory=lambda: list(_BOTH), min_length=1)
@@ -108,9 +155,9 @@ class Targets(_Strict):
 
     @model_validator(mode="after")
     def _one_goal(self) -> Targets:
-        goals = [g for g in ("online", "batch", "training") if getattr(self, g) is not None]
+        goals = [g for g in ("online", "batch", "training", "generative") if getattr(self, g) is not None]
         if len(goals) > 1:
-            raise ValueError(f"give one of online, batch, training; got {', '.join(goals)}")
+            raise ValueError(f"give one of online, batch, training, generative; got {', '.join(goals)}")
         if self.kind == "deep_learning" and not goals:
-            raise ValueError("give one of online, batch or training (or kind: classic_ml / etl)")
+            raise ValueError("give one of online, batch, training or generative (or kind: classic_ml / etl)")
         return self

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rightsize.errors import UnsupportedError
+from rightsize.errors import SpecError, UnsupportedError
 
 if TYPE_CHECKING:
     from rightsize.catalog import Catalog
@@ -250,6 +250,9 @@ def _plan_one(
     from rightsize.errors import RunFailedError
     from rightsize.plan import plan, plan_kind
 
+    if workload.targets is not None and plan_kind(workload.targets) == "generative":
+        raise SpecError("targets.generative", "use rightsize.workflows.generate.plan_generative_spec (or `rightsize "
+                        "plan SPEC`): token generation is planned by the continuous-batching simulator")  # fmt: skip
     if workload.targets is not None and plan_kind(workload.targets) == "rules":
         return plan(workload, [], catalog, seed=seed), {}
     from rightsize.estimate.projection import load_projection_model, project_curves

@@ -1,0 +1,316 @@
+"""Plan generative serving: which instance, how many GPUs per replica (tensor parallel), how many replicas.
+
+    plan = plan_generative(DecoderShape.from_zoo("llama-7b"), target, catalog)
+    plan.recommendation, plan.candidates[:5], plan.to_dict()
+
+For every catalog instance (CPU instances too, so the CPU-vs-GPU answer stays honest):
+
+1. **Fit.** Per replica of ``tp`` GPUs (tp in 1, 2, 4, 8 dividing the instance's GPU count): weights / tp
+   plus the CUDA context must leave KV room on each GPU of the usable memory (rightsize.memory_budget);
+   the KV capacity in tokens is what is left / (KV bytes per token / tp). A CPU replica gets the
+   instance's RAM x CPU_RAM_FRACTION. A request whose prompt + output cannot fit is infeasible.
+2. **Step costs.** ``project_step_costs`` (roofline from the catalog: prefill compute-bound, decode
+   memory-bound, launch overhead, tensor-parallel all-reduces), each multiplied by ``BAND`` (its
+   pessimistic edge: the median |error| of benchmarks/llm_decode_vs_published.py) before it is judged.
+3. **Replicas.** The continuous-batching simulator (rightsize.llm.sim, the engine's policy) runs one
+   replica at rate / R for the smallest R (doubling, then bisection) whose TTFT and TPOT percentiles meet
+   the bounds; instances = ceil(R / replicas per instance).
+4. **Cost.** instances x price; $ per 1M output tokens = cost per hour / (output tokens per hour / 1e6).
+   Cheapest feasible plan first (ties: lower TTFT). Budget: over-budget plans are kept, marked.
+
+Every figure is projected (no GPU measured here) and says so; the step times' band is in the answer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rightsize.catalog.model import Catalog, Instance
+from rightsize.catalog.query import filter_instances
+from rightsize.errors import SpecError
+from rightsize.llm.costs import StepCosts, device_numbers, project_step_costs
+from rightsize.llm.shape import DecoderShape
+from rightsize.llm.sim import LLMSimConfig, simulate_llm
+from rightsize.memory_budget import GIB, usable_gpu_bytes
+from rightsize.spec.targets import GenerativeTarget, Lengths
+
+__all__ = ["BAND", "LLMCandidate", "LLMPlan", "plan_generative", "sample_lengths"]
+
+# Pessimistic edge of a projected step time: 1 + the median |error| of the projected decode speed against
+# published serving figures (benchmarks/llm_decode_vs_published.py, 2026-11-25: 24% over 23 rows).
+BAND = 1.24
+CUDA_CONTEXT_BYTES = 500 * 10**6  # as rightsize.estimate.memory.Overheads.context_bytes
+CPU_RAM_FRACTION = 0.85  # as the planner's CPU replica budget (docs/planning.md)
+CPU_RUNTIME_BYTES = 1 * GIB  # interpreter, torch and the server beside the weights
+TP_DEGREES = (1, 2, 4, 8)
+SIM_REQUESTS = 600  # per simulated load level (the first 10% are warm-up)
+
+
+@dataclass(frozen=True)
+class LLMCandidate:
+    """One instance type serving the target: replicas of ``tp`` GPUs (or one CPU replica per instance)."""
+
+    provider: str
+    region: str
+    instance: str
+    device: str  # accelerator name or CPU family
+    device_class: str  # gpu | cpu
+    tp: int
+    replicas: int
+    instances: int
+    usd_per_hour: float
+    kv_tokens: int  # per replica
+    ttft_ms: float  # at the target's percentile, at the band's edge
+    tpot_ms: float
+    output_tokens_per_s: float  # whole fleet, at the target rate
+    usd_per_m_output_tokens: float
+    meets: bool
+    over_budget: bool = False
+    why: str = ""
+    step_source: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class LLMPlan:
+    candidates: list[LLMCandidate]
+    infeasible: list[tuple[str, str]]  # (instance, reason)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def recommendation(self) -> LLMCandidate | None:
+        ok = [c for c in self.candidates if c.meets and not c.over_budget]
+        return ok[0] if ok else None
+
+    def best(self, device_class: str) -> LLMCandidate | None:
+        return next((c for c in self.candidates if c.meets and c.device_class == device_class), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        rec = self.recommendation
+        return {
+            "recommendation": rec.to_dict() if rec else None,
+            "best_cpu": (c.to_dict() if (c := self.best("cpu")) else None),
+            "best_gpu": (c.to_dict() if (c := self.best("gpu")) else None),
+            "candidates": [c.to_dict() for c in self.candidates],
+            "infeasible": [{"instance": i, "reason": r} for i, r in self.infeasible],
+            "notes": self.notes,
+        }
+
+
+def sample_lengths(spec: Lengths, n: int, rng: np.random.Generator, base_dir: Path | None = None) -> np.ndarray:
+    """``(n,)`` token counts from a spec's lengths: fixed, uniform [lo, hi], or resampled from a CSV column."""
+    if spec.fixed is not None:
+        return np.full(n, spec.fixed, dtype=np.int64)
+    if spec.uniform is not None:
+        return rng.integers(spec.uniform[0], spec.uniform[1] + 1, size=n, dtype=np.int64)
+    assert spec.csv is not None
+    path = Path(spec.csv) if base_dir is None or Path(spec.csv).is_absolute() else base_dir / spec.csv
+    values = _csv_column(path, spec.column)
+    return rng.choice(values, size=n, replace=True)
+
+
+def _csv_column(path: Path, column: str | None) -> np.ndarray:
+    import csv
+
+    try:
+        rows = list(csv.reader(path.read_text().splitlines()))
+    except OSError as e:
+        raise SpecError(
+            "csv", f"cannot read {path}: {e.strerror}. To fix: give a readable CSV of token counts."
+        ) from None
+    if not rows:
+        raise SpecError("csv", f"{path} is empty. To fix: one token count per row.")
+    col, body = 0, rows
+    if not rows[0] or not rows[0][0].strip().isdigit():  # a header row
+        header = [h.strip() for h in rows[0]]
+        if column is not None and column not in header:
+            raise SpecError("column", f"{column!r} is not a column of {path} (columns: {', '.join(header)})")
+        col, body = (header.index(column) if column is not None else 0), rows[1:]
+    try:
+        values = np.array([int(float(r[col])) for r in body if r and len(r) > col and r[col].strip()], dtype=np.int64)
+    except ValueError:
+        raise SpecError("csv", f"{path} column {col + 1} holds a value that is not a token count") from None
+    if values.size == 0 or values.min() < 1:
+        raise SpecError("csv", f"{path}: token counts must be >= 1 and there must be at least one")
+    return values
+
+
+def _scaled(costs: StepCosts, f: float) -> StepCosts:
+    def mul(p: tuple[float, float, float]) -> tuple[float, float, float]:
+        return (p[0] * f, p[1] * f, p[2] * f)
+
+    return replace(costs, p0=costs.p0 * f, p1=costs.p1 * f, p2=costs.p2 * f, d0=costs.d0 * f, d1=costs.d1 * f,
+                   d2=costs.d2 * f, prefill_floor=mul(costs.prefill_floor),
+                   decode_floor=mul(costs.decode_floor))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Level:
+    meets: bool
+    ttft_ms: float
+    tpot_ms: float
+
+
+def _level(costs: StepCosts, cfg: LLMSimConfig, rate: float, prompts: np.ndarray, outputs: np.ndarray,
+           target: GenerativeTarget, seed: int) -> _Level:  # fmt: skip
+    res = simulate_llm(costs, cfg, rate_per_s=rate, n_requests=prompts.size, prompt_tokens=prompts,
+                       output_tokens=outputs, seed=seed)  # fmt: skip
+    served = res.recorded & np.isfinite(res.first_token_ms)
+    if res.rejected or res.too_long or not served.any():
+        return _Level(False, math.inf, math.inf)
+    ttft = float(np.percentile(res.ttft[served], target.ttft.percentile))
+    tpots = res.tpot[served]
+    tpots = tpots[np.isfinite(tpots)]
+    tpot = float(np.percentile(tpots, target.tpot.percentile)) if tpots.size else 0.0
+    return _Level(ttft <= target.ttft.bound_ms and tpot <= target.tpot.bound_ms, ttft, tpot)
+
+
+def _replicas(costs: StepCosts, cfg: LLMSimConfig, prompts: np.ndarray, outputs: np.ndarray,
+              target: GenerativeTarget, seed: int) -> tuple[int, _Level] | str:  # fmt: skip
+    """Fewest replicas meeting the target, with that level; or why none does."""
+    alone = _level(costs, cfg, target.rate_per_s / 1e6, prompts[:50], outputs[:50], target, seed)
+    if not alone.meets:
+        return (f"one request alone: TTFT p{target.ttft.percentile:g} {alone.ttft_ms:.0f} ms (bound "
+                f"{target.ttft.bound_ms:g}), TPOT p{target.tpot.percentile:g} {alone.tpot_ms:.1f} ms (bound "
+                f"{target.tpot.bound_ms:g})")  # fmt: skip
+    lo, hi = 0, 1
+    best = _level(costs, cfg, target.rate_per_s, prompts, outputs, target, seed)
+    while not best.meets:
+        lo, hi = hi, hi * 2
+        if lo >= target.max_replicas:
+            return f"more than max_replicas={target.max_replicas} replicas"
+        hi = min(hi, target.max_replicas)
+        best = _level(costs, cfg, target.rate_per_s / hi, prompts, outputs, target, seed)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lv = _level(costs, cfg, target.rate_per_s / mid, prompts, outputs, target, seed)
+        if lv.meets:
+            hi, best = mid, lv
+        else:
+            lo = mid
+    return hi, best
+
+
+def plan_generative(
+    shape: DecoderShape,
+    target: GenerativeTarget,
+    catalog: Catalog,
+    *,
+    purchase: str = "on_demand",
+    providers: Sequence[str] | None = None,
+    regions: Sequence[str] | None = None,
+    instances: Sequence[str] | None = None,
+    kv_precision: str = "fp16",
+    base_dir: Path | None = None,
+    seed: int = 0,
+) -> LLMPlan:
+    """Plan ``target`` for a decoder of ``shape`` over ``catalog`` (module docstring)."""
+    rng = np.random.default_rng(seed)
+    prompts = sample_lengths(target.prompt_tokens, SIM_REQUESTS, rng, base_dir)
+    outputs = sample_lengths(target.output_tokens, SIM_REQUESTS, rng, base_dir)
+    longest = int((prompts + outputs).max())
+    precision = target.weight_precision
+    weights = shape.weight_bytes(precision)
+    kv_token = shape.kv_bytes_per_token(kv_precision)
+    rows = filter_instances(catalog.instances, providers=providers, regions=regions, names=instances)
+    if not rows:
+        raise SpecError("targets.instances", "no catalog instance matches the providers/regions/instances given")
+    per_replica: dict[tuple[str, int, int], tuple[int, _Level, int, str] | str] = {}
+    plan = LLMPlan([], [], [f"{precision} weights {weights / GIB:.1f} GiB, KV {kv_token / 1024:.0f} KiB per token "
+                           f"({kv_precision}); step times projected (roofline) and judged at x{BAND:g}"])  # fmt: skip
+    for inst in rows:
+        price = inst.price_usd_per_hour(purchase)
+        if price is None:
+            continue
+        for tp in _tp_options(inst):
+            key = (inst.accelerator or inst.cpu_family, inst.cores if tp == 0 else tp, _gpu_count(inst, tp))
+            if key not in per_replica:
+                per_replica[key] = _replica_result(shape, inst, tp, catalog, precision, kv_precision, weights,
+                                                   kv_token, longest, prompts, outputs, target, seed)  # fmt: skip
+            got = per_replica[key]
+            label = f"{inst.instance_type}" + (f" tp={tp}" if tp else "")
+            if isinstance(got, str):
+                plan.infeasible.append((label, got))
+                continue
+            plan.candidates.append(_candidate(inst, tp, price, got, target, outputs))
+    order = sorted(plan.candidates, key=lambda c: (not c.meets, round(c.usd_per_hour, 6), c.ttft_ms))
+    seen: set[tuple[str, str, str]] = set()  # one row per instance type: its best tensor-parallel degree
+    plan.candidates = []
+    for c in order:
+        if (k := (c.provider, c.region, c.instance)) not in seen:
+            seen.add(k)
+            plan.candidates.append(c)
+    return plan
+
+
+def _tp_options(inst: Instance) -> list[int]:
+    """0 for a CPU instance (one replica of all its cores); GPU: tp degrees dividing its GPU count."""
+    if not inst.accelerator:
+        return [0]
+    return [tp for tp in TP_DEGREES if tp <= inst.accelerator_count and inst.accelerator_count % tp == 0]
+
+
+def _gpu_count(inst: Instance, tp: int) -> int:
+    return inst.accelerator_count if tp else 0
+
+
+def _replica_result(
+    shape: DecoderShape, inst: Instance, tp: int, catalog: Catalog, precision: str, kv_precision: str,
+    weights: float, kv_token: float, longest: int, prompts: np.ndarray, outputs: np.ndarray,
+    target: GenerativeTarget, seed: int,
+) -> tuple[int, _Level, int, str] | str:  # fmt: skip
+    if tp:
+        acc = catalog.accelerators[inst.accelerator or ""]
+        free = usable_gpu_bytes(acc.memory_gib * GIB) - CUDA_CONTEXT_BYTES - weights / tp
+        kv_tokens = int(free / (kv_token / tp)) if free > 0 else 0
+        numbers = device_numbers(acc, precision)
+        link = catalog.links.get((inst.provider, inst.instance_type))
+        if link is not None and link.gpu_gbytes_per_s > 0:
+            numbers = replace(numbers, link_bytes_per_s=link.gpu_gbytes_per_s * 1e9)
+        where = f"{tp} x {acc.name} ({acc.memory_gib:g} GiB each)"
+        try:
+            costs = project_step_costs(shape, numbers, precision, kv_precision, tp=tp)
+        except SpecError as e:
+            return str(e)
+    else:
+        free = inst.ram_gib * GIB * CPU_RAM_FRACTION - CPU_RUNTIME_BYTES - weights
+        kv_tokens = int(free / kv_token) if free > 0 else 0
+        where = f"{inst.ram_gib:g} GiB RAM"
+        try:
+            costs = project_step_costs(shape, catalog.cpus[inst.cpu_family], precision, kv_precision,
+                                       cores=inst.cores)  # fmt: skip
+        except (SpecError, KeyError) as e:
+            return str(e)
+    if kv_tokens < longest:
+        return (f"weights {(weights / tp if tp else weights) / GIB:.1f} GiB leave KV room for {max(kv_tokens, 0)} "
+                f"tokens on {where}; one request needs {longest}")  # fmt: skip
+    cfg = LLMSimConfig(max_seqs=target.max_seqs, kv_tokens=kv_tokens)
+    got = _replicas(_scaled(costs, BAND), cfg, prompts, outputs, target, seed)
+    if isinstance(got, str):
+        return got
+    return got[0], got[1], kv_tokens, costs.source
+
+
+def _candidate(inst: Instance, tp: int, price: float, got: tuple[int, _Level, int, str],
+               target: GenerativeTarget, outputs: np.ndarray) -> LLMCandidate:  # fmt: skip
+    replicas, level, kv_tokens, source = got
+    per_instance = inst.accelerator_count // tp if tp else 1
+    n_inst = math.ceil(replicas / per_instance)
+    cost = n_inst * price
+    tokens_s = target.rate_per_s * float(outputs.mean())
+    over = target.budget_usd_per_hour is not None and cost > target.budget_usd_per_hour
+    return LLMCandidate(
+        provider=inst.provider, region=inst.region, instance=inst.instance_type,
+        device=inst.accelerator or inst.cpu_family, device_class=inst.device_class, tp=max(tp, 1),
+        replicas=replicas, instances=n_inst, usd_per_hour=cost, kv_tokens=kv_tokens, ttft_ms=level.ttft_ms,
+        tpot_ms=level.tpot_ms, output_tokens_per_s=tokens_s, usd_per_m_output_tokens=cost / (tokens_s * 3600) * 1e6,
+        meets=True, over_budget=over, why="over budget" if over else "", step_source=source,
+    )  # fmt: skip

@@ -1,0 +1,118 @@
+"""Generative plans over the shipped catalog: fit, tensor parallelism, CPU vs GPU, lengths, cost arithmetic."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rightsize.catalog import load_catalog
+from rightsize.catalog.model import Catalog
+from rightsize.errors import SpecError
+from rightsize.llm.plan import BAND, plan_generative, sample_lengths
+from rightsize.llm.shape import DecoderShape
+from rightsize.spec.targets import GenerativeTarget, Lengths
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+def _target(**kw: object) -> GenerativeTarget:
+    base: dict[str, object] = {"rate_per_s": 1.0, "prompt_tokens": 256, "output_tokens": 64,
+                               "ttft": {"percentile": 95, "bound_ms": 3000},
+                               "tpot": {"percentile": 50, "bound_ms": 100}}  # fmt: skip
+    return GenerativeTarget.model_validate(base | kw)
+
+
+def test_a_70b_fp16_model_plans_tensor_parallel_over_one_instances_gpus(catalog: Catalog) -> None:
+    plan = plan_generative(DecoderShape.from_zoo("llama-70b"), _target(rate_per_s=2.0), catalog, providers=["aws"])
+    rec = plan.recommendation
+    assert rec is not None and rec.device_class == "gpu" and rec.tp >= 2
+    # 129 GiB of fp16 weights: each GPU of the replica holds its share next to the KV cache
+    acc = catalog.accelerators[rec.device]
+    assert 128 * 2**30 / rec.tp < acc.memory_gib * 2**30 * 0.9
+    assert plan.best("cpu") is None and any("leave KV room" in why for _, why in plan.infeasible)
+
+
+def test_a_1b_int8_model_at_a_low_rate_compares_a_cpu_with_a_gpu_plan(catalog: Catalog) -> None:
+    t = _target(rate_per_s=0.2, weight_precision="int8", tpot={"percentile": 50, "bound_ms": 150})
+    plan = plan_generative(DecoderShape.from_zoo("llama-1b"), t, catalog, providers=["aws"])
+    cpu, gpu = plan.best("cpu"), plan.best("gpu")
+    assert cpu is not None and gpu is not None
+    assert cpu.ttft_ms > gpu.ttft_ms  # a CPU prefill is compute-bound: far slower than a GPU's
+    assert plan.to_dict()["best_cpu"]["instance"] == cpu.instance
+
+
+def test_cost_per_million_output_tokens_is_the_hourly_cost_over_the_tokens_served(catalog: Catalog) -> None:
+    t = _target(rate_per_s=3.0, output_tokens=100)
+    plan = plan_generative(DecoderShape.from_zoo("llama-7b"), t, catalog, providers=["aws"])
+    c = plan.recommendation
+    assert c is not None
+    assert c.output_tokens_per_s == pytest.approx(300.0)
+    assert c.usd_per_m_output_tokens == pytest.approx(c.usd_per_hour / (300.0 * 3600) * 1e6)
+    assert c.ttft_ms <= 3000 and c.tpot_ms <= 100 and c.instances >= math.ceil(c.replicas / 8)
+
+
+def test_a_bound_no_replica_count_can_meet_is_infeasible_with_the_reason(catalog: Catalog) -> None:
+    t = _target(tpot={"percentile": 50, "bound_ms": 0.5})
+    plan = plan_generative(DecoderShape.from_zoo("llama-7b"), t, catalog, providers=["aws"])
+    assert plan.recommendation is None
+    assert any("one request alone" in why for _, why in plan.infeasible)
+
+
+def test_more_load_needs_more_replicas_and_costs_more(catalog: Catalog) -> None:
+    shape = DecoderShape.from_zoo("llama-7b")
+    lo = plan_generative(shape, _target(rate_per_s=1.0), catalog, instances=["g5.xlarge"]).recommendation
+    hi = plan_generative(shape, _target(rate_per_s=8.0), catalog, instances=["g5.xlarge"]).recommendation
+    assert lo is not None and hi is not None
+    assert hi.replicas > lo.replicas and hi.usd_per_hour > lo.usd_per_hour
+    assert BAND > 1.0  # judged at the band's slow edge
+
+
+def test_lengths_fixed_uniform_and_csv(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    assert sample_lengths(Lengths(fixed=7), 3, rng).tolist() == [7, 7, 7]
+    u = sample_lengths(Lengths(uniform=(10, 12)), 500, rng)
+    assert u.min() == 10 and u.max() == 12
+    (tmp_path / "lens.csv").write_text("prompt,output\n100,5\n300,9\n")
+    got = sample_lengths(Lengths(csv="lens.csv", column="output"), 200, rng, base_dir=tmp_path)
+    assert set(got.tolist()) == {5, 9}
+    with pytest.raises(SpecError, match="column"):
+        sample_lengths(Lengths(csv="lens.csv", column="nope"), 3, rng, base_dir=tmp_path)
+    with pytest.raises(SpecError, match="csv"):
+        sample_lengths(Lengths(csv="missing.csv"), 3, rng, base_dir=tmp_path)
+
+
+def test_the_generative_target_validates_lengths_and_one_goal() -> None:
+    from rightsize.spec.targets import Targets
+
+    assert _target(prompt_tokens=9).prompt_tokens.fixed == 9
+    with pytest.raises(ValueError, match="lo <= hi"):
+        _target(prompt_tokens={"uniform": [9, 3]})
+    with pytest.raises(ValueError, match="exactly one"):
+        _target(prompt_tokens={"fixed": 3, "uniform": [1, 2]})
+    both = {"online": {"rate_per_s": 1, "latency": {"bound_ms": 9}}, "generative": _target().model_dump()}
+    with pytest.raises(ValueError, match="give one of"):
+        Targets.model_validate(both)
+
+
+def test_plan_cli_prints_json_for_a_generative_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rightsize.cli.app import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "examples/llama-70b-chat.yaml", "--json", "--store", str(tmp_path / "s.db")])
+    assert exc.value.code in (0, None)
+    out = json.loads(capsys.readouterr().out)
+    assert out["recommendation"]["tp"] >= 2 and out["best_cpu"] is None
+
+
+def test_a_non_decoder_model_with_a_generative_target_is_a_spec_error() -> None:
+    from rightsize.workflows.generate import decoder_shape
+
+    with pytest.raises(SpecError, match="not a decoder"):
+        decoder_shape("resnet50")

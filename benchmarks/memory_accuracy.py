@@ -1,6 +1,6 @@
 """Accuracy of the memory estimator against outside truth: the measured peak RSS of a real run.
 
-    .venv/bin/python benchmarks/memory_accuracy.py            # full table (~5-8 min on 2 cores)
+    .venv/bin/python benchmarks/memory_accuracy.py            # full table, 3 children per row (~15 min, 2 cores)
     .venv/bin/python benchmarks/memory_accuracy.py --quick    # fewer rows
     .venv/bin/python benchmarks/memory_accuracy.py --json
 
@@ -9,7 +9,9 @@ child process: import torch, run the *tiny* variant of the same architecture onc
 pages and oneDNN's one-time state are resident before the baseline), release the freed heap, then take
 the RSS baseline and build the full model and run it for real: two no_grad forwards (inference), or two
 AdamW steps of forward + backward + step (training; the optimizer states exist from the first step).
-The truth is the kernel's peak RSS (``VmHWM``) above that baseline; the estimate is
+The truth is the kernel's peak RSS (``VmHWM``) above that baseline, the median of ``--repeat`` (3) fresh
+children: one child is not a verdict (the same row moves 10-25% between processes with where glibc put the
+freed activations); the estimate is
 ``estimate_memory(..., device="cpu").total_bytes`` (weights, gradients, optimizer states, activations,
 the CPU allocator margin), made in the parent from a FakeTensor trace. Nothing is shared between the
 two: the estimator never sees the run, and RSS counts every byte the process really held. CPU only:
@@ -92,8 +94,12 @@ def run_child(model: str, mode: str, precision: str, batch: int) -> dict[str, in
     return {"peak_bytes": rss.peak_above_baseline_bytes}
 
 
-def rss_row(model: str, mode: str, precision: str, batch: int) -> dict[str, Any]:
-    """Estimated total vs the measured peak RSS of a child process running the configuration."""
+def rss_row(model: str, mode: str, precision: str, batch: int, repeat: int = 3) -> dict[str, Any]:
+    """Estimated total vs the median measured peak RSS of ``repeat`` fresh children running the configuration.
+
+    One child is not a verdict: the same configuration's peak moves by 10-25% between processes (where glibc
+    places the freed activations decides how much of the heap is resident at the peak), so the truth is the
+    median of ``repeat`` children and the row prints their range."""
     import subprocess
     import sys
 
@@ -102,13 +108,16 @@ def rss_row(model: str, mode: str, precision: str, batch: int) -> dict[str, Any]
     t0 = time.perf_counter()
     est = estimate_memory(model, mode=mode, precision=precision, batch_size=batch, device="cpu", advise=False)
     estimate_s = time.perf_counter() - t0
-    child = subprocess.run(
-        [sys.executable, __file__, "--child", model, mode, precision, str(batch)],
-        capture_output=True, text=True, check=True, timeout=900,
-    )  # fmt: skip
-    got = json.loads(child.stdout.strip().splitlines()[-1])
+    peaks = []
+    for _ in range(repeat):
+        child = subprocess.run(
+            [sys.executable, __file__, "--child", model, mode, precision, str(batch)],
+            capture_output=True, text=True, check=True, timeout=900,
+        )  # fmt: skip
+        peaks.append(int(json.loads(child.stdout.strip().splitlines()[-1])["peak_bytes"]))
     quantity = "train peak (RSS)" if mode == "train" else "infer peak (RSS)"
-    return _row(model, quantity, precision, batch, est.total_bytes, int(got["peak_bytes"]), estimate_s)
+    row = _row(model, quantity, precision, batch, est.total_bytes, int(statistics.median(peaks)), estimate_s)
+    return row | {"measured_range_mib": [round(min(peaks) / MIB, 1), round(max(peaks) / MIB, 1)]}
 
 
 def train_activation_row(model: str, precision: str, batch: int) -> dict[str, Any]:
@@ -227,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="4 accuracy rows, batch 8 consistency rows")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3, help="fresh children per accuracy row (median is the truth)")
     ap.add_argument("--child", nargs=4, metavar=("MODEL", "MODE", "PRECISION", "BATCH"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -235,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     accept = acceptance_rows()
     configs = [RSS_CONFIGS[i] for i in QUICK] if args.quick else list(RSS_CONFIGS)
-    accuracy = [rss_row(*c) for c in configs]
+    accuracy = [rss_row(*c, repeat=max(1, args.repeat)) for c in configs]
     consistency = memory_rows((8,) if args.quick else (8, 32))
     s = summary(accuracy)
     verdict = {
@@ -260,8 +270,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{title}\n{header}")
         for r in rows:
             err = f"{r['error_pct']:+8.2f}" if r["error_pct"] is not None else f"{'n/a':>8}"
+            spread = "  (children {:.0f}-{:.0f})".format(*r["measured_range_mib"]) if "measured_range_mib" in r else ""
             print(f"{r['model']:<13} {r['quantity']:<29} {r['precision']:<5} {r['batch']:>5} "
-                  f"{r['estimated_mib']:>14.1f} {r['measured_mib']:>13.1f} {err} {r['estimate_s']:>6.1f}")  # fmt: skip
+                  f"{r['estimated_mib']:>14.1f} {r['measured_mib']:>13.1f} {err} {r['estimate_s']:>6.1f}"
+                  f"{spread}")  # fmt: skip
     if s:
         ok = {True: "PASS", False: "FAIL"}
         print(f"\naccuracy (RSS truth): n={s['n']} median |error| {s['median_abs_error_pct']:.1f}% "

@@ -122,15 +122,30 @@ def _inputs(mode: str = "train", device: str = "cpu", peak: int = 1000, **kw: ob
     return MemoryInputs("m", mode, "fp32", device, 4, 16, None, "adamw", False, stats, trace, **kw)  # type: ignore[arg-type]
 
 
+_NO_CUDA_OVERHEAD = Overheads(context_bytes=0, cublas_workspace_bytes=0, cudnn_workspace_bytes=0,
+                              fragmentation_fraction=0.0)  # fmt: skip
+
+
 def test_training_peak_is_the_larger_phase_and_the_breakdown_sums() -> None:
-    # W 400, O 800, G 400, T (CPU loop: 2 x largest param x 4 B) 480
-    fb, _, phase = assemble(_inputs(peak=1000))
+    # CUDA (the caching allocator reuses freed blocks): W 400, O 800, G 400, T (foreach: one copy of the params) 400
+    fb, _, phase = assemble(_inputs(peak=1000, device="cuda", overheads=_NO_CUDA_OVERHEAD))
     assert phase == "forward_backward" and sum(fb.values()) == 400 + 800 + 1000
-    step, comp, phase = assemble(_inputs(peak=500))
-    assert phase == "optimizer_step" and sum(step.values()) == 400 + 800 + 400 + 480
-    assert comp["optimizer_step_transient"] == 480 and set(step) == set(BREAKDOWN_KEYS)
-    fused, _, _ = assemble(replace(_inputs(peak=500), fused=True))
+    step, comp, phase = assemble(_inputs(peak=500, device="cuda", overheads=_NO_CUDA_OVERHEAD))
+    assert phase == "optimizer_step" and sum(step.values()) == 400 + 800 + 400 + 400
+    assert comp["optimizer_step_transient"] == 400 and set(step) == set(BREAKDOWN_KEYS)
+    fused, _, _ = assemble(replace(_inputs(peak=500, device="cuda", overheads=_NO_CUDA_OVERHEAD), fused=True))
     assert sum(fused.values()) == 400 + 800 + max(500, 400)
+
+
+def test_cpu_training_peak_keeps_the_forward_heap_under_the_step() -> None:
+    # CPU: glibc keeps the forward-backward peak's heap resident while the gradients and the step's
+    # temporaries are allocated: activations 900 + logits 50 + backward 30 + all gradients 400 + T 480 (the CPU's
+    # per-tensor loop: 2 x largest param x 4 B);
+    # the allocator margin applies to the forward-backward bytes only (1000 x 0.5)
+    out, _, phase = assemble(_inputs(peak=1000, overheads=Overheads(cpu_allocator_fraction=0.5)))
+    assert phase == "optimizer_step_cpu_heap"
+    assert out["gradients"] == 400 and out["optimizer_step_transient"] == 480 and out["fragmentation"] == 500
+    assert sum(out.values()) == 400 + 800 + (900 + 50 + 30) + 400 + 480 + 500
 
 
 def test_cpu_allocator_margin_covers_what_a_step_allocates() -> None:

@@ -101,9 +101,11 @@ def _print_estimate(est: MemoryEstimate) -> None:
     what = f"{est.model} {est.mode} {est.precision} batch {est.batch_size} {shape} on {est.device}"
     if est.mode == "train":
         what += f", {est.optimizer}{' fused' if est.fused else ''}"
-    phase = {"forward_backward": "forward + backward", "optimizer_step": "the optimizer step"}.get(
-        est.peak_phase, "forward"
-    )
+    phase = {
+        "forward_backward": "forward + backward",
+        "optimizer_step": "the optimizer step",
+        "optimizer_step_cpu_heap": "the optimizer step (the CPU heap still holds the activations)",
+    }.get(est.peak_phase, "forward")
     out_console.print(f"[bold]{what}[/bold]: peak during {phase}", highlight=False)
     table = Table(box=box.SIMPLE)
     for col in ("component", "GiB", "share"):

@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from rightsize.cli._common import JSON_OPTION, emit_json, err_console
+from rightsize.errors import SpecError
 
 
 def serve_command(
@@ -41,9 +42,26 @@ def serve_command(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; 0.0.0.0 exposes it to the network."),
     token: str | None = typer.Option(None, "--token", envvar="RIGHTSIZE_TOKEN", help="Require this bearer token."),
     log_level: str = typer.Option("warning", "--log-level", help="uvicorn log level."),
+    generate: bool = typer.Option(
+        False, "--generate", help="Serve token generation (continuous batching, streamed) for gpt2 or llama-1b."
+    ),
+    size: str | None = typer.Option(None, "--size", help="--generate: tiny | small | full (default small)."),
+    max_seqs: int | None = typer.Option(None, "--max-seqs", min=1, help="--generate: most sequences at once (16)."),
+    kv_tokens: int | None = typer.Option(
+        None, "--kv-tokens", min=16, help="--generate: KV cache capacity in tokens over all sequences (8192)."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Serve MODEL over HTTP with micro-batching; Ctrl-C drains the queue and stops."""
+    """Serve MODEL over HTTP with micro-batching; Ctrl-C drains the queue and stops.
+
+    With --generate, serve token generation instead (POST /v1/generate, see rightsize.llm.server)."""
+    if generate:
+        _serve_generate(model, "tiny" if tiny else size or "small", max_seqs, kv_tokens, threads, host, port,
+                        log_level, as_json)  # fmt: skip
+        return
+    for flag, value in (("--size", size), ("--max-seqs", max_seqs), ("--kv-tokens", kv_tokens)):
+        if value is not None:
+            raise SpecError(flag, "only applies to a generation server; add --generate (or drop the option)")
     from rightsize.models.byo import parse_shape
     from rightsize.serve.config import ServerConfig
 
@@ -91,6 +109,43 @@ def serve_command(
     from rightsize.serve.server import serve
 
     serve(config, on_ready)
+
+
+def _serve_generate(
+    model: str,
+    size: str,
+    max_seqs: int | None,
+    kv_tokens: int | None,
+    threads: int | None,
+    host: str,
+    port: int,
+    log_level: str,
+    as_json: bool,
+) -> None:
+    """``rightsize serve MODEL --generate``: the continuous-batching generation server."""
+    from rightsize.llm.engine import EngineConfig
+
+    given = {"max_seqs": max_seqs, "kv_tokens": kv_tokens, "threads": threads}
+    try:
+        cfg = EngineConfig(model=model, size=size, **{k: v for k, v in given.items() if v is not None})
+    except SpecError as exc:  # name the flag the user typed
+        flag = exc.field if exc.field == "model" else "--" + exc.field.replace("_", "-")
+        raise SpecError(flag, exc.problem) from None
+    err_console.print(f"rightsize serve --generate: loading {model} ({size}) …")
+
+    def on_ready(info: dict[str, Any]) -> None:
+        if as_json:
+            emit_json(info)
+        else:
+            err_console.print(
+                f"serving {model} ({size}) generation on {info['url']}  (max seqs {info['max_seqs']}, KV "
+                f"{info['kv_tokens']} tokens; POST /v1/generate, metrics at /metrics)"
+            )
+        sys.stderr.flush()
+
+    from rightsize.llm.server import serve_generate
+
+    serve_generate(cfg, host, port, on_ready, log_level)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,428 @@
+"""The generation server: one continuous-batching ``Engine`` behind FastAPI + uvicorn, tokens streamed.
+
+    rightsize serve gpt2 --generate --size small           # the CLI
+    with running_generate_server(EngineConfig(size="tiny")) as url:    # tests
+        httpx.post(f"{url}/v1/generate", json={"prompt_len": 32, "max_new_tokens": 16, "stream": False})
+
+    POST /v1/generate   {"prompt": [ids]} or {"prompt_len": n} (n random ids, seeded per request: "seed"
+                        or the request's number), "max_new_tokens": m, "stream": true (default)
+                        stream: text/event-stream, ``data: {"t": id}`` per token, then ``data: {"done": true,
+                        "tokens": n, "queue_ms", "ttft_ms", "tpot_ms"}``; else JSON {"tokens": [...], ...}
+                        400 malformed JSON | 413 prompt too long | 422 wrong field | 503 queue full (Retry-After)
+    GET  /v1/info       the engine's settings; /v1/iterations?since=N: {"next": M, "iterations": [{i, t_s,
+                        kind, seqs, tokens, context_tokens, ms}]}, the engine's iterations one by one
+    GET  /healthz /readyz /metrics (Prometheus: TTFT, TPOT and queue histograms, tokens, requests by code,
+                        preemptions, running and waiting)
+
+How a request flows:
+1. The raw ASGI handler (below FastAPI's routing, as ``serve.endpoint`` does for /v1/predict) reads and
+   checks the body, then ``Engine.submit`` queues it; the engine's callbacks run on the engine thread
+   and hand each token to this request's asyncio.Queue with ``loop.call_soon_threadsafe``.
+2. Tokens already queued are sent together, one SSE event each.
+3. A watcher on ASGI ``receive`` (which returns only at disconnect once the body is read) cancels the
+   request in the engine, which frees its blocks at the next iteration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import threading
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import numpy as np
+import uvicorn
+from fastapi import FastAPI
+from fastapi.responses import Response
+from starlette.routing import Route
+
+from rightsize import __version__
+from rightsize.errors import RightsizeError, RunFailedError, did_you_mean
+from rightsize.hosts import allowed_hosts
+from rightsize.llm.engine import Engine, EngineConfig, EngineStopped, GenStats, PromptTooLong, QueueFull
+from rightsize.serve.guard import HostCheck, protocol_class
+from rightsize.serve.metrics import Histogram
+from rightsize.serve.server import bind_socket
+from rightsize.wire import dumps
+
+__all__ = ["GenerateService", "create_generate_app", "running_generate_server", "serve_generate"]
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+PATH = "/v1/generate"
+MAX_BODY_BYTES = 1 << 20  # a 512-token prompt is ~4 KB of JSON
+CLIENT_GONE = 499  # counted, never sent
+LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)  # s
+_FIELDS = ("prompt", "prompt_len", "max_new_tokens", "stream", "seed")
+_JSON = [(b"content-type", b"application/json")]
+
+
+class _Reject(Exception):
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.detail = status, detail
+
+
+class GenerateService:
+    """The engine, its metrics and the server's state; metrics change on the event loop only."""
+
+    def __init__(self, cfg: EngineConfig, on_ready: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.engine = Engine(cfg)
+        self.on_ready = on_ready
+        self.base_url = ""
+        self.start_error: BaseException | None = None
+        self.ttft_s, self.tpot_s, self.queue_s = (Histogram(LATENCY_BUCKETS) for _ in range(3))
+        self.responses: dict[int, int] = defaultdict(int)
+        self.requests = 0  # numbers the requests: the default seed of a prompt_len request
+
+    async def start(self) -> None:
+        try:
+            await asyncio.to_thread(self.engine.start)
+        except BaseException as exc:
+            self.start_error = exc
+            raise
+        if self.on_ready is not None:
+            self.on_ready(self.info())
+
+    async def stop(self) -> None:
+        await asyncio.to_thread(self.engine.stop)
+
+    def info(self) -> dict[str, Any]:
+        return self.engine.info() | {"url": self.base_url}
+
+    def on_done(self, status: int, stats: GenStats | None) -> None:
+        self.responses[status] += 1
+        if stats is not None:
+            self.queue_s.observe(stats.queue_ms / 1e3)
+            self.ttft_s.observe(stats.ttft_ms / 1e3)
+            if stats.tokens > 1:
+                self.tpot_s.observe(stats.tpot_ms / 1e3)
+
+    def render_metrics(self) -> str:
+        c = self.engine.counters()
+        out: list[str] = []
+
+        def family(name: str, kind: str, help_: str, lines: list[str]) -> None:
+            out.extend([f"# HELP {name} {help_}", f"# TYPE {name} {kind}", *lines])
+
+        for name, hist, help_ in (
+            ("rightsize_llm_ttft_seconds", self.ttft_s, "Submit to first token, per request."),
+            ("rightsize_llm_tpot_seconds", self.tpot_s, "Time per output token after the first, per request."),
+            ("rightsize_llm_queue_seconds", self.queue_s, "Submit to first admission, per request."),
+        ):
+            family(name, "histogram", help_, hist.lines(name, ""))
+        for name, kind, help_, value in (
+            ("rightsize_llm_tokens_total", "counter", "Tokens generated.", c["tokens_generated"]),
+            ("rightsize_llm_preemptions_total", "counter", "Sequences preempted for KV blocks.", c["preemptions"]),
+            ("rightsize_llm_running", "gauge", "Sequences in the decode batch.", c["running"]),
+            ("rightsize_llm_waiting", "gauge", "Requests waiting for admission.", c["waiting"]),
+        ):
+            family(name, kind, help_, [f"{name} {value}"])
+        codes = [f'rightsize_llm_requests_total{{code="{k}"}} {v}' for k, v in sorted(self.responses.items())]
+        family("rightsize_llm_requests_total", "counter", "Generate requests by HTTP status (499: client left).", codes)
+        return "\n".join(out) + "\n"  # fmt: skip
+
+
+# --- POST /v1/generate ---------------------------------------------------------------------------------
+
+
+def parse_request(body: bytes, info: dict[str, Any], seed: int) -> tuple[list[int], int, bool]:
+    """(prompt ids, max_new_tokens, stream) from a JSON body; _Reject(400 | 413 | 422) naming the fix."""
+    try:
+        req = json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise _Reject(400, f"body is not valid JSON: {str(exc)[:120]}") from None
+    example = 'send e.g. {"prompt_len": 32, "max_new_tokens": 16}'
+    if not isinstance(req, dict):
+        raise _Reject(422, f"body: must be a JSON object; {example}")
+    for key in req:
+        if key not in _FIELDS:
+            raise _Reject(422, f"{key}: unknown field.{did_you_mean(key, _FIELDS)} Fields: {', '.join(_FIELDS)}")
+    if ("prompt" in req) == ("prompt_len" in req):
+        raise _Reject(422, f"prompt: give exactly one of 'prompt' (token ids) and 'prompt_len'; {example}")
+    vocab, longest = info["vocab_size"], info["max_prompt_tokens"]
+    if "prompt" in req:
+        prompt = req["prompt"]
+        if not isinstance(prompt, list) or not all(type(t) is int for t in prompt):
+            raise _Reject(422, f"prompt: must be a list of integer token ids in [0, {vocab})")
+    else:
+        n = req["prompt_len"]
+        if type(n) is not int or n < 1:
+            raise _Reject(422, f"prompt_len: must be an integer >= 1, got {n!r}")
+        if n > longest:
+            raise _Reject(413, f"prompt_len: {n} is over max_prompt_tokens={longest}; ask for fewer tokens")
+        s = req.get("seed", seed)
+        if type(s) is not int or s < 0:
+            raise _Reject(422, f"seed: must be an integer >= 0, got {s!r}")
+        prompt = np.random.default_rng(s).integers(0, vocab, n).tolist()
+    new = req.get("max_new_tokens", min(128, info["max_new_tokens"]))
+    stream = req.get("stream", True)
+    if not isinstance(stream, bool):
+        raise _Reject(422, f"stream: must be true or false, got {stream!r}")
+    return prompt, new, stream
+
+
+def _event(obj: dict[str, Any]) -> bytes:
+    return b"data: " + dumps(obj) + b"\n\n"
+
+
+def _final(stats: GenStats) -> dict[str, Any]:
+    return {"done": True, "tokens": stats.tokens, "queue_ms": round(stats.queue_ms, 3),
+            "ttft_ms": round(stats.ttft_ms, 3), "tpot_ms": round(stats.tpot_ms, 4),
+            "preemptions": stats.preemptions}  # fmt: skip
+
+
+class GenerateEndpoint:
+    """The ASGI handler of POST /v1/generate."""
+
+    def __init__(self, svc: GenerateService) -> None:
+        self.svc = svc
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        status = CLIENT_GONE
+        stats: GenStats | None = None
+        try:
+            status, stats = await self._serve(scope, receive, send)
+        finally:
+            self.svc.on_done(status, stats)
+
+    async def _reply(self, send: Send, status: int, obj: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+        body = dumps(obj)
+        headers = [*_JSON, (b"content-length", str(len(body)).encode()), *(extra or [])]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> tuple[int, GenStats | None]:
+        svc, engine = self.svc, self.svc.engine
+        try:
+            body = await _read_body(receive)
+            svc.requests += 1
+            prompt, new, stream = parse_request(body, engine.info(), svc.requests)
+        except _Reject as exc:
+            await self._reply(send, exc.status, {"detail": exc.detail})
+            return exc.status, None
+        except ConnectionError:
+            return CLIENT_GONE, None
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[int | GenStats | Exception | None] = asyncio.Queue()
+        put = queue.put_nowait
+
+        def on_token(token: int, _t: float) -> None:  # engine thread -> event loop
+            loop.call_soon_threadsafe(put, token)
+
+        def on_done(result: GenStats | Exception) -> None:
+            loop.call_soon_threadsafe(put, result)
+
+        try:
+            rid = engine.submit(prompt, new, on_token, on_done)
+        except (QueueFull, EngineStopped) as exc:
+            await self._reply(send, 503, {"detail": str(exc)}, [(b"retry-after", b"1")])
+            return 503, None
+        except ValueError as exc:
+            status = 413 if isinstance(exc, PromptTooLong) else 422
+            await self._reply(send, status, {"detail": str(exc)})
+            return status, None
+
+        async def watch() -> None:  # after the body, receive() returns only at disconnect
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            engine.cancel(rid)
+            put(None)
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            if stream:
+                return await self._stream(send, queue)
+            return await self._collect(send, queue)
+        except OSError:  # the client left while we were sending
+            engine.cancel(rid)
+            return CLIENT_GONE, None
+        except asyncio.CancelledError:  # the server is shutting down
+            engine.cancel(rid)
+            raise
+        finally:
+            watcher.cancel()
+
+    async def _stream(self, send: Send, queue: asyncio.Queue[Any]) -> tuple[int, GenStats | None]:
+        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        while True:
+            items = [await queue.get()]
+            while not queue.empty():
+                items.append(queue.get_nowait())
+            chunk, end = [], None
+            for item in items:
+                if item is None:
+                    return CLIENT_GONE, None
+                if isinstance(item, int):
+                    chunk.append(_event({"t": item}))
+                else:
+                    end = item
+                    chunk.append(_event(_final(item) if isinstance(item, GenStats) else {"error": str(item)}))
+                    break
+            await send({"type": "http.response.body", "body": b"".join(chunk), "more_body": end is None})
+            if isinstance(end, GenStats):
+                return 200, end
+            if end is not None:
+                return 503 if isinstance(end, EngineStopped) else 500, None
+
+    async def _collect(self, send: Send, queue: asyncio.Queue[Any]) -> tuple[int, GenStats | None]:
+        tokens: list[int] = []
+        while isinstance(item := await queue.get(), int):
+            tokens.append(item)
+        if item is None:
+            return CLIENT_GONE, None
+        if isinstance(item, GenStats):
+            final = _final(item)
+            await self._reply(
+                send, 200, {"tokens": tokens, **{k: final[k] for k in ("queue_ms", "ttft_ms", "tpot_ms")}}
+            )
+            return 200, item
+        status = 503 if isinstance(item, EngineStopped) else 500
+        await self._reply(send, status, {"detail": str(item)})
+        return status, None
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ConnectionError("client left")
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if size > MAX_BODY_BYTES:
+            raise _Reject(413, f"body must be at most {MAX_BODY_BYTES} bytes")
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+# --- the app and uvicorn -------------------------------------------------------------------------------
+
+
+def create_generate_app(svc: GenerateService) -> FastAPI:
+    """The FastAPI app: the engine starts with the app (lifespan) and stops with it."""
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        await svc.start()
+        try:
+            yield
+        finally:
+            await svc.stop()
+
+    cfg = svc.engine.cfg
+    app = FastAPI(title="rightsize serve --generate", version=__version__, lifespan=lifespan,
+                  description=f"Continuous-batching generation server for {cfg.model!r} ({cfg.size}).")  # fmt: skip
+    app.router.routes.append(Route(PATH, GenerateEndpoint(svc), methods=["POST"], include_in_schema=False))
+
+    def json_reply(obj: Any, status: int = 200) -> Response:
+        return Response(dumps(obj), status, media_type="application/json")
+
+    @app.get("/v1/info", summary="Engine settings")
+    async def info() -> Response:
+        return json_reply(svc.info())
+
+    @app.get("/v1/iterations", summary="The engine's iterations one by one, from number `since`")
+    async def iterations(since: int = 0) -> Response:
+        if since < 0:
+            return json_reply({"detail": "since: must be >= 0 (the 'next' of a previous reply)"}, 422)
+        nxt, records = svc.engine.iterations(since)
+        return json_reply({"next": nxt, "iterations": [r.to_json() for r in records]})
+
+    @app.get("/healthz", summary="Liveness")
+    async def healthz() -> Response:
+        return json_reply({"status": "ok"})
+
+    @app.get("/readyz", summary="Readiness: the engine is warmed up")
+    async def readyz() -> Response:
+        ok = svc.engine.ready
+        return json_reply({"ready": ok}, 200 if ok else 503)
+
+    @app.get("/metrics", summary="Prometheus metrics")
+    async def metrics() -> Response:
+        return Response(svc.render_metrics(), media_type="text/plain; version=0.0.4")
+
+    return app
+
+
+def _build(cfg: EngineConfig, host: str, port: int, on_ready: Callable[[dict[str, Any]], None] | None,
+           log_level: str) -> tuple[uvicorn.Server, GenerateService]:  # fmt: skip
+    svc = GenerateService(cfg, on_ready)
+    fast: dict[str, Any] = {
+        "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
+        "http": protocol_class(10.0, 1024) or ("httptools" if importlib.util.find_spec("httptools") else "h11"),
+    }
+    config = uvicorn.Config(HostCheck(create_generate_app(svc), allowed_hosts(host)), host=host, port=port,
+                            log_level=log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=5,
+                            backlog=4096, **fast)  # fmt: skip
+    return uvicorn.Server(config), svc
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _raise_start_error(svc: GenerateService) -> None:
+    exc = svc.start_error
+    if exc is None:
+        return
+    if isinstance(exc, RightsizeError):
+        raise exc
+    raise RunFailedError(f"the generation server failed to start: {exc!r}"[:400]) from exc
+
+
+def serve_generate(
+    cfg: EngineConfig,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    on_ready: Callable[[dict[str, Any]], None] | None = None,
+    log_level: str = "warning",
+) -> None:
+    """Serve until SIGINT/SIGTERM; ``on_ready(info)`` once the engine is warm. RightsizeError on a failed start."""
+    server, svc = _build(cfg, host, port, on_ready, log_level)
+    sock = bind_socket(host, port)
+    svc.base_url = _url(host, sock.getsockname()[1])
+    try:
+        server.run(sockets=[sock])
+    except SystemExit:  # uvicorn exits when the lifespan startup fails
+        _raise_start_error(svc)
+        raise
+    finally:
+        sock.close()
+    _raise_start_error(svc)
+
+
+@contextlib.contextmanager
+def running_generate_server(
+    cfg: EngineConfig, host: str = "127.0.0.1", start_timeout_s: float = 120.0
+) -> Iterator[str]:
+    """Serve ``cfg`` in a background thread on a free port; yields the base URL; stops on exit."""
+    server, svc = _build(cfg, host, 0, None, "warning")
+    sock = bind_socket(host, 0)
+    base_url = svc.base_url = _url(host, sock.getsockname()[1])
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="rightsize-generate", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            thread.join(5)
+            sock.close()
+            _raise_start_error(svc)
+            raise RunFailedError(f"the generation server did not start within {start_timeout_s:g} s")
+        time.sleep(0.01)
+    try:
+        yield base_url
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()

@@ -1,0 +1,152 @@
+"""A real generation server (uvicorn on 127.0.0.1, tiny GPT-2): streaming, errors, metrics, iterations."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from rightsize.llm.engine import EngineConfig
+from rightsize.llm.server import running_generate_server
+
+CFG = EngineConfig(
+    model="gpt2", size="tiny", max_seqs=2, max_queue=2, max_prompt_tokens=64, max_new_tokens=4000, kv_tokens=8192
+)
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with running_generate_server(CFG) as base_url:
+        yield base_url
+
+
+def metric(text: str, name: str) -> float:
+    """Sum of every sample of ``name`` (any labels) in a Prometheus text page."""
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.split("{")[0].split(" ")[0] == name)
+
+
+def _events(url: str, body: dict[str, object]) -> list[dict[str, object]]:
+    with httpx.stream("POST", f"{url}/v1/generate", json=body, timeout=30) as r:
+        assert r.status_code == 200 and r.headers["content-type"] == "text/event-stream"
+        return [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
+
+
+def test_stream_tokens_then_done_and_the_iteration_log(url: str) -> None:
+    start = httpx.get(f"{url}/v1/iterations", params={"since": 10**9}).json()
+    assert start["iterations"] == []
+    events = _events(url, {"prompt_len": 20, "max_new_tokens": 12})
+    tokens, final = events[:-1], events[-1]
+    assert len(tokens) == 12 and all(set(e) == {"t"} and 0 <= e["t"] < 1000 for e in tokens)  # type: ignore[operator]
+    assert final["done"] is True and final["tokens"] == 12
+    assert 0 <= final["queue_ms"] <= final["ttft_ms"] and final["tpot_ms"] > 0  # type: ignore[operator]
+    log = httpx.get(f"{url}/v1/iterations", params={"since": start["next"]}).json()
+    rows = log["iterations"]
+    assert log["next"] == start["next"] + len(rows) == start["next"] + 12
+    assert rows[0]["kind"] == "prefill" and rows[0]["tokens"] == 20 and rows[0]["context_tokens"] == 0
+    assert [r["kind"] for r in rows[1:]] == ["decode"] * 11 and rows[1]["context_tokens"] == 21
+    assert set(rows[0]) == {"i", "t_s", "kind", "seqs", "tokens", "context_tokens", "ms"}
+    assert httpx.get(f"{url}/v1/iterations", params={"since": -1}).status_code == 422
+
+
+def test_non_stream_matches_the_stream_for_the_same_prompt(url: str) -> None:
+    body = {"prompt": [5, 6, 7, 8], "max_new_tokens": 6}
+    streamed = [e["t"] for e in _events(url, body)[:-1]]
+    r = httpx.post(f"{url}/v1/generate", json=body | {"stream": False})
+    assert r.status_code == 200
+    reply = r.json()
+    assert reply["tokens"] == streamed and {"queue_ms", "ttft_ms", "tpot_ms"} <= set(reply)
+    # prompt_len prompts are seeded per request: the same explicit seed gives the same tokens.
+    a, b = (httpx.post(f"{url}/v1/generate", json={"prompt_len": 9, "seed": 3, "max_new_tokens": 4, "stream": False})
+            for _ in range(2))  # fmt: skip
+    assert a.json()["tokens"] == b.json()["tokens"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "names"),
+    [
+        (b"{not json", 400, "JSON"),
+        (b"[1, 2]", 422, "body"),
+        (b'{"prompt": [1], "prompt_len": 2}', 422, "exactly one"),
+        (b'{"promt": [1]}', 422, "Did you mean 'prompt'"),
+        (b'{"prompt": "hello"}', 422, "prompt"),
+        (b'{"prompt": [1, 1000]}', 422, "vocabulary"),
+        (b'{"prompt_len": 0}', 422, "prompt_len"),
+        (b'{"prompt_len": 4, "max_new_tokens": 4001}', 422, "max_new_tokens"),
+        (b'{"prompt_len": 4, "stream": "yes"}', 422, "stream"),
+        (b'{"prompt_len": 65}', 413, "max_prompt_tokens=64"),
+        (b'{"prompt": [' + b",".join([b"1"] * 65) + b"]}", 413, "max_prompt_tokens=64"),
+    ],
+)
+def test_errors_name_the_field(url: str, body: bytes, status: int, names: str) -> None:
+    r = httpx.post(f"{url}/v1/generate", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == status and names in r.json()["detail"], r.text
+
+
+def test_queue_full_is_503_with_retry_after(url: str) -> None:
+    async def burst() -> list[httpx.Response]:
+        body = {"prompt_len": 8, "max_new_tokens": 1500, "stream": False}
+        async with httpx.AsyncClient(timeout=60) as c:
+            return list(await asyncio.gather(*(c.post(f"{url}/v1/generate", json=body) for _ in range(10))))
+
+    replies = asyncio.run(burst())  # up to 2 wait, 2 run; the rest arrive while those run
+    codes = [r.status_code for r in replies]
+    assert set(codes) == {200, 503} and codes.count(200) >= 2, codes  # at least the first max_queue
+    refused = next(r for r in replies if r.status_code == 503)
+    assert refused.headers["retry-after"] == "1" and "max_queue=2" in refused.json()["detail"]
+    assert all(len(r.json()["tokens"]) == 1500 for r in replies if r.status_code == 200)
+
+
+def test_disconnect_cancels_in_the_engine(url: str) -> None:
+    before = httpx.get(f"{url}/metrics").text
+    with httpx.stream("POST", f"{url}/v1/generate", json={"prompt_len": 8, "max_new_tokens": 4000}) as r:
+        lines = r.iter_lines()
+        assert next(lines).startswith("data: ")  # one token seen, then the client leaves
+    deadline = time.monotonic() + 10
+    while True:
+        text = httpx.get(f"{url}/metrics").text
+        gone = metric(text, "rightsize_llm_requests_total") - metric(before, "rightsize_llm_requests_total")
+        if gone == 1 and metric(text, "rightsize_llm_running") == 0:
+            break
+        assert time.monotonic() < deadline, "the engine kept generating for a client that left"
+        time.sleep(0.02)
+    assert 'rightsize_llm_requests_total{code="499"}' in text
+    generated = metric(text, "rightsize_llm_tokens_total") - metric(before, "rightsize_llm_tokens_total")
+    assert generated < 4000  # cancelled early, not run to the end
+
+
+def test_metrics_info_health(url: str) -> None:
+    _events(url, {"prompt_len": 4, "max_new_tokens": 3})
+    text = httpx.get(f"{url}/metrics").text
+    ok = float(next(line for line in text.splitlines() if 'code="200"' in line).rsplit(" ", 1)[1])
+    assert ok >= 1
+    for name in ("rightsize_llm_ttft_seconds", "rightsize_llm_tpot_seconds", "rightsize_llm_queue_seconds"):
+        assert f"# TYPE {name} histogram" in text and f'{name}_bucket{{le="+Inf"}}' in text
+        assert metric(text, f"{name}_count") >= ok  # one observation per finished request
+    assert metric(text, "rightsize_llm_tokens_total") >= 3 and "rightsize_llm_preemptions_total 0" in text
+    assert "rightsize_llm_waiting 0" in text
+    info = httpx.get(f"{url}/v1/info").json()
+    assert info["vocab_size"] == 1000 and info["max_seqs"] == 2 and info["block_tokens"] == 16
+    assert info["max_prompt_tokens"] == 64 and info["url"] == url
+    assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
+    assert httpx.get(f"{url}/readyz").json() == {"ready": True}
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["serve", "resnet50", "--generate"], "use gpt2 or llama-1b"),
+        (["serve", "gpt2", "--generate", "--size", "huge"], "--size"),
+        (["serve", "gpt2", "--size", "tiny"], "add --generate"),
+    ],
+)
+def test_cli_generate_errors_exit_2(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from rightsize.cli.app import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err

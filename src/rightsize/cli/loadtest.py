@@ -3,6 +3,7 @@
     rightsize loadtest http://127.0.0.1:8000 --rate 200 --duration 30 --slo-ms 50
     rightsize loadtest http://127.0.0.1:8000 --concurrency 32 --requests 1000
     rightsize loadtest http://127.0.0.1:8000 --find-knee --slo-p95 50
+    rightsize loadtest http://127.0.0.1:8000 --generate --rate 2 --prompt-tokens 64-256 --output-tokens 32
 
 See rightsize.loadgen and docs/loadtesting.md.
 """
@@ -107,6 +108,11 @@ def loadtest(
     ),
     header: list[str] = typer.Option([], "--header", "-H", help="Extra header 'Name: value' (repeatable)."),
     token: str | None = typer.Option(None, "--token", envvar="RIGHTSIZE_TOKEN", help="Bearer token."),
+    generate: bool = typer.Option(
+        False, "--generate", help="Open loop against a generation server (serve --generate): TTFT and TPOT."
+    ),
+    prompt_tokens: str = typer.Option("64", "--prompt-tokens", help="--generate: prompt tokens, N or LO-HI."),
+    output_tokens: str = typer.Option("32", "--output-tokens", help="--generate: new tokens, N or LO-HI."),
     no_store: bool = typer.Option(False, "--no-store", help="Do not save the result in the store."),
     store: Path | None = STORE_OPTION,
     as_json: bool = JSON_OPTION,
@@ -154,6 +160,12 @@ def loadtest(
         raise SpecError("--duration", f"must be > 0, got {duration}")
     if duration is None and requests is None:
         duration = 5.0 if find_knee else 10.0
+    if generate:
+        if rate is None or find_knee:
+            raise SpecError("--rate", "--generate runs open loop: give --rate R (and no --find-knee)")
+        _generate_load(url, rate, duration, requests, seed, prompt_tokens, output_tokens, timeout_s, warmup_s,
+                       store=None if no_store else store, save=not no_store, as_json=as_json)  # fmt: skip
+        return
 
     target = build_target(
         url, method=method, body=body, json_body=json_body, headers=header, token=token, samples=samples,
@@ -235,6 +247,60 @@ def loadtest(
         if artifact_id:
             err_console.print(f"stored as artifact {artifact_id}")
     if failed:
+        raise typer.Exit(1)
+
+
+def _token_range(flag: str, text: str) -> tuple[int, int]:
+    lo, _, hi = text.partition("-")
+    try:
+        a, b = int(lo), int(hi or lo)
+    except ValueError:
+        raise SpecError(flag, f"must be N or LO-HI token counts, e.g. 64 or 32-256; got {text!r}") from None
+    if not 1 <= a <= b <= 1_000_000:
+        raise SpecError(flag, f"needs 1 <= LO <= HI <= 1000000, got {text!r}")
+    return a, b
+
+
+def _generate_load(
+    url: str, rate: float, duration: float | None, requests: int | None, seed: int, prompt: str, output: str,
+    timeout_s: float, warmup_s: float, *, store: Path | None, save: bool, as_json: bool,
+) -> None:  # fmt: skip
+    """``--generate``: a fixed Poisson schedule of generation requests, TTFT/TPOT each (rightsize.llm.loadgen)."""
+    from urllib.parse import urlsplit
+
+    import numpy as np
+
+    from rightsize.llm.loadgen import run_generation_load
+    from rightsize.loadgen.schedule import arrival_offsets_s
+
+    (p_lo, p_hi), (o_lo, o_hi) = _token_range("--prompt-tokens", prompt), _token_range("--output-tokens", output)
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise SpecError("URL", f"must be http://host:port of a generation server, got {url!r}")
+    check_reachable(parts.hostname, parts.port or 80)
+    offsets = arrival_offsets_s(rate, duration_s=duration, requests=requests, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    prompts, outputs = rng.integers(p_lo, p_hi + 1, offsets.size), rng.integers(o_lo, o_hi + 1, offsets.size)
+    err_console.print(f"generation load on {url}: {rate:g}/s poisson, {offsets.size} requests")
+    result = run_generation_load(url, offsets, prompts, outputs, timeout_s=timeout_s, seed=seed)
+    summary = result.summary(record_from_s=warmup_s)
+    payload = {"kind": "loadtest-generate", "url": url, "rate_per_s": rate, "prompt_tokens": [p_lo, p_hi],
+               "output_tokens": [o_lo, o_hi], **summary}  # fmt: skip
+    payload["artifact_id"] = store_payload(payload, store) if save else None
+    if as_json:
+        emit_json(payload)
+    else:
+        t, o = summary["ttft_ms"], summary["tpot_ms"]
+        valid = "VALID" if summary["valid"] else "INVALID"
+        lines = [f"sent {summary['sent']}, answered {summary['answered']} {summary['statuses']}, "
+                 f"send lag p99 {summary['send_lag_p99_ms']:.1f} ms, {valid}"]  # fmt: skip
+        if t:
+            lines.append(f"TTFT ms  p50 {t['p50']:.1f}  p90 {t['p90']:.1f}  p95 {t['p95']:.1f}  p99 {t['p99']:.1f}")
+        if o:
+            lines.append(f"TPOT ms  p50 {o['p50']:.2f}  p90 {o['p90']:.2f}  p95 {o['p95']:.2f}  p99 {o['p99']:.2f}")
+        lines.append(f"output tokens/s {summary['output_tokens_per_s']:.1f}")
+        typer.echo("\n".join(lines))
+    if not summary["valid"]:
         raise typer.Exit(1)
 
 

@@ -1,0 +1,149 @@
+"""Open-loop load for a generation server: TTFT and TPOT as a client sees them, per request.
+
+    result = run_generation_load("http://127.0.0.1:8000", offsets_s, prompts, outputs)
+    result.summary()["ttft_ms"]["p95"], result.summary()["tpot_ms"]["p50"]
+
+Each request is sent at its intended time from a schedule fixed before the run (``loadgen.schedule``:
+coordinated-omission free, as the inference load generator), on its own connection: POST /v1/generate
+with ``{"prompt_len", "max_new_tokens", "stream": true}``. The reply is read chunk by chunk (HTTP/1.1
+chunked transfer, server-sent events ``data: {"t": id}``); a token's time is when its chunk arrived.
+
+    TTFT = first token's arrival - intended send time      (queueing + prefill + the wire)
+    TPOT = (last token's arrival - first token's) / (tokens - 1)
+
+A run is valid when every request was answered and the send lag (actual - intended send) stays small;
+both are in the summary, as the inference generator's are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+__all__ = ["GenLoadResult", "GenResult", "run_generation_load"]
+
+MAX_SEND_LAG_MS = 10.0  # p99 send lag beyond this: the generator, not the server, shaped the arrivals
+
+
+@dataclass(frozen=True)
+class GenResult:
+    """One request: times in seconds from the run's start (perf_counter based)."""
+
+    intended_s: float
+    sent_s: float
+    first_s: float  # NaN: no token
+    last_s: float
+    tokens: int
+    status: int  # HTTP status; 0: no complete reply (connection failed, cut or timed out: see error)
+    error: str = ""
+
+    @property
+    def ttft_ms(self) -> float:
+        return (self.first_s - self.intended_s) * 1e3
+
+    @property
+    def tpot_ms(self) -> float:
+        return (self.last_s - self.first_s) * 1e3 / (self.tokens - 1) if self.tokens > 1 else math.nan
+
+
+@dataclass(frozen=True)
+class GenLoadResult:
+    results: list[GenResult]
+    duration_s: float
+
+    def ok(self) -> list[GenResult]:
+        return [r for r in self.results if r.status == 200 and r.tokens > 0]
+
+    def summary(self, record_from_s: float = 0.0) -> dict[str, Any]:
+        """Percentiles over the answered requests intended at or after ``record_from_s``."""
+        ok = [r for r in self.ok() if r.intended_s >= record_from_s]
+        lag = np.array([(r.sent_s - r.intended_s) * 1e3 for r in self.results if r.status])
+        statuses: dict[str, int] = {}
+        for r in self.results:
+            statuses[str(r.status)] = statuses.get(str(r.status), 0) + 1
+        p99_lag = float(np.percentile(lag, 99)) if lag.size else math.nan
+        answered = len(self.ok())
+        return {
+            "sent": len(self.results), "answered": answered, "statuses": statuses,
+            "ttft_ms": _pct([r.ttft_ms for r in ok]), "tpot_ms": _pct([r.tpot_ms for r in ok if r.tokens > 1]),
+            "output_tokens_per_s": sum(r.tokens for r in self.results) / self.duration_s if self.duration_s else 0.0,
+            "send_lag_p99_ms": p99_lag,
+            "valid": answered == len(self.results) and (not lag.size or p99_lag <= MAX_SEND_LAG_MS),
+        }  # fmt: skip
+
+
+def _pct(values: Sequence[float]) -> dict[str, float]:
+    v = np.asarray([x for x in values if math.isfinite(x)], dtype=np.float64)
+    if not v.size:
+        return {}
+    return {f"p{q:g}": float(np.percentile(v, q)) for q in (50, 90, 95, 99)} | {"mean": float(v.mean())}
+
+
+async def _one(host: str, port: int, path: str, body: bytes, intended: float, t0: float, timeout_s: float) -> GenResult:
+    delay = t0 + intended - time.perf_counter()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    sent = time.perf_counter() - t0
+    first = last = math.nan
+    tokens = status = 0
+    try:
+        async with asyncio.timeout(timeout_s):
+            reader, writer = await asyncio.open_connection(host, port)
+            head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()  # fmt: skip
+            writer.write(head + body)
+            await writer.drain()
+            sent = time.perf_counter() - t0
+            status = int((await reader.readline()).split()[1])
+            chunked = False
+            while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+                chunked |= line.lower().startswith(b"transfer-encoding:") and b"chunked" in line.lower()
+            if status == 200 and chunked:
+                while (size := int((await reader.readline()).split(b";")[0].strip() or b"0", 16)) > 0:
+                    data = await reader.readexactly(size + 2)
+                    now = time.perf_counter() - t0
+                    for event in data.split(b"\n"):
+                        if event.startswith(b"data: ") and b'"t"' in event:
+                            n = event.count(b'"t"')
+                            tokens += n
+                            first = now if tokens == n else first
+                            last = now
+            writer.close()
+    except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
+        return GenResult(intended, sent, first, last, tokens, 0, f"{type(exc).__name__} (HTTP {status or '-'})")
+    return GenResult(intended, sent, first, last, tokens, status)
+
+
+def run_generation_load(
+    url: str,
+    offsets_s: Sequence[float] | np.ndarray,
+    prompts: Sequence[int] | np.ndarray,
+    outputs: Sequence[int] | np.ndarray,
+    *,
+    timeout_s: float = 300.0,
+    seed: int = 0,
+) -> GenLoadResult:
+    """Send request i at ``offsets_s[i]`` with ``prompts[i]`` random prompt tokens (the server draws them,
+    seeded per request) and ``outputs[i]`` new tokens; wait for every reply (bounded by ``timeout_s`` each)."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    path = (parts.path.rstrip("/") or "") + "/v1/generate"
+    bodies = [json.dumps({"prompt_len": int(p), "max_new_tokens": int(o), "stream": True, "seed": seed + i}).encode()
+              for i, (p, o) in enumerate(zip(prompts, outputs, strict=True))]  # fmt: skip
+
+    async def main() -> GenLoadResult:
+        t0 = time.perf_counter() + 0.05
+        tasks = [asyncio.create_task(_one(host, port, path, b, float(t), t0, timeout_s))
+                 for b, t in zip(bodies, offsets_s, strict=True)]  # fmt: skip
+        results = list(await asyncio.gather(*tasks))
+        return GenLoadResult(results, time.perf_counter() - t0)
+
+    return asyncio.run(main())

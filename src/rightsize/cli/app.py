@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "diagnose",
     "bench",
     "memory",
+    "finetune",
     "catalog",
     "models",
     "results",

@@ -1,0 +1,74 @@
+"""``rightsize finetune MODEL``: memory of a full / LoRA / QLoRA fine-tune of a decoder, the GPU instances that
+hold it (ZeRO-3 when one GPU cannot), projected hours and cost (rightsize.llm.finetune, llm.finetune_plan).
+
+    rightsize finetune llama-7b --method qlora --tokens 50e6 --batch 4 --seq 2048
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, emit_json, load_catalog_option, out_console
+from rightsize.inputfile import check_finite
+
+GIB = 2**30
+
+
+def finetune(
+    model: str = typer.Argument(..., help="Zoo decoder: gpt2, llama-1b, llama-7b, llama-13b, llama-70b."),
+    method: str = typer.Option("lora", "--method", help="full | lora | qlora."),
+    tokens: float = typer.Option(..., "--tokens", help="Tokens to train on (epochs x dataset tokens), e.g. 50e6."),
+    batch: int = typer.Option(4, "--batch", min=1, help="Micro-batch per GPU, sequences."),
+    seq: int = typer.Option(2048, "--seq", min=1, help="Sequence length, tokens."),
+    precision: str = typer.Option("bf16", "--precision", help="bf16 | fp16 (pure) | amp_bf16 | amp_fp16 | fp32."),
+    rank: int = typer.Option(16, "--rank", min=1, help="LoRA rank."),
+    targets: str = typer.Option("q,k,v,o", "--targets", help="LoRA targets: q,k,v,o,gate,up,down or all-linear."),
+    checkpointing: bool = typer.Option(True, "--checkpointing/--no-checkpointing", help="Activation checkpointing."),
+    mfu: float = typer.Option(0.35, "--mfu", help="Model FLOPs utilisation assumed for the time (0-1]."),
+    provider: list[str] = typer.Option([], "--provider", help="Only these providers (repeatable)."),
+    top: int = typer.Option(8, "--top", min=1, help="Options to show."),
+    catalog: Path | None = CATALOG_OPTION,
+    json_out: bool = JSON_OPTION,
+) -> None:
+    """Plan a decoder fine-tune: memory per GPU, the instances that hold it, hours and cost (projected)."""
+    from rich.table import Table
+
+    from rightsize.llm.finetune import finetune_memory
+    from rightsize.llm.finetune_plan import plan_finetune
+
+    check_finite("--tokens", tokens, 0.0, 1e15, True)
+    check_finite("--mfu", mfu, 0.0, 1.0, True)
+    lora_targets = "all-linear" if targets == "all-linear" else tuple(t.strip() for t in targets.split(",") if t)
+    mem = finetune_memory(model, method, batch=batch, seq_len=seq, precision=precision, lora_rank=rank,
+                          lora_targets=lora_targets, gradient_checkpointing=checkpointing)  # fmt: skip
+    cat = load_catalog_option(catalog)
+    options = plan_finetune(model, method, tokens=tokens, batch=batch, seq_len=seq, catalog=cat, precision=precision,
+                            lora_rank=rank, lora_targets=lora_targets, gradient_checkpointing=checkpointing, mfu=mfu,
+                            providers=provider or None)  # fmt: skip
+    if json_out:
+        emit_json({"model": model, "method": method, "tokens": tokens, "mfu_assumed": mfu,
+                   "memory_one_gpu": mem.to_dict(), "options": [o.to_dict() for o in options[:top]]})  # fmt: skip
+        return
+    out_console.print(f"[bold]{model} {method} fine-tune[/bold], batch {batch} x seq {seq}, {precision}: "
+                      f"{mem.total_gib:.1f} GiB on one GPU (peak during {mem.peak_phase.replace('_', ' ')}; "
+                      f"{mem.params_trainable:,} trainable parameters)", highlight=False)  # fmt: skip
+    parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in mem.breakdown().items() if v >= 0.05 * GIB)
+    out_console.print(f"  GiB: {parts}", highlight=False)
+    table = Table(title=f"instances that hold it, {tokens:,.0f} tokens at {mfu:.0%} MFU (assumed: hours are projected)")
+    for col in ("instance", "GPUs", "ZeRO", "GiB/GPU", "usable", "hours", "$/h", "$ total"):
+        table.add_column(col, justify="left" if col == "instance" else "right")
+    for o in options[:top]:
+        table.add_row(o.instance, f"{o.gpus} x {o.accelerator}", str(o.zero_stage), f"{o.gib_per_gpu:.1f}",
+                      f"{o.usable_gib_per_gpu:.1f}", f"{o.hours:.2f}", f"{o.usd_per_hour:.2f}",
+                      f"{o.usd:,.2f}")  # fmt: skip
+    out_console.print(table)
+    if not options:
+        out_console.print(
+            "[bold red]no catalog GPU instance holds it[/bold red]: try qlora, a smaller --batch or --seq"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("finetune")(finetune)

@@ -1,0 +1,73 @@
+"""Fine-tune plans: fit with ZeRO-3 when one GPU cannot hold it, FLOPs per token, hours and cost."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rightsize.catalog import load_catalog
+from rightsize.catalog.model import Catalog
+from rightsize.errors import SpecError
+from rightsize.llm.finetune_plan import flops_per_token, plan_finetune
+from rightsize.llm.shape import DecoderShape
+from rightsize.memory_budget import GIB
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+def test_flops_per_token_follow_6n_and_4n_with_the_recompute() -> None:
+    s = DecoderShape.from_zoo("llama-7b")
+    n = s.params()
+    assert flops_per_token(s, "full", False) == 6 * n
+    assert flops_per_token(s, "lora", False) == 4 * n
+    assert flops_per_token(s, "qlora", True) == 6 * n
+
+
+def test_hours_and_cost_are_the_flops_over_the_gpus_peak(catalog: Catalog) -> None:
+    opts = plan_finetune("llama-7b", "lora", tokens=10e6, batch=2, seq_len=1024, catalog=catalog,
+                         providers=["aws"], mfu=0.5, gradient_checkpointing=False)  # fmt: skip
+    assert opts
+    o = opts[0]
+    acc = catalog.accelerators[o.accelerator]
+    peak = acc.peak_flops_per_s("bf16") or acc.peak_flops_per_s("fp16")
+    n = DecoderShape.from_zoo("llama-7b").params()
+    assert o.hours == pytest.approx(10e6 * 4 * n / (o.gpus * peak * 0.5) / 3600)
+    assert o.usd == pytest.approx(o.hours * o.usd_per_hour)
+    assert [x.usd for x in opts] == sorted(x.usd for x in opts)
+    assert all(x.gib_per_gpu <= x.usable_gib_per_gpu for x in opts)
+
+
+def test_a_full_fine_tune_too_big_for_one_gpu_plans_zero3_over_a_node(catalog: Catalog) -> None:
+    # 13B mixed precision: 16 B/param = 208 GB of model states, sharded over 8 (or 4 x 80 GB) GPUs
+    opts = plan_finetune("llama-13b", "full", tokens=1e6, batch=1, seq_len=2048, catalog=catalog,
+                         precision="amp_bf16")  # fmt: skip
+    assert opts and all(o.zero_stage == 3 and o.gpus >= 4 for o in opts)
+    # 70B: 1.1 TB of states does not fit one 8-GPU node (multi-node sharding is not planned): nothing
+    assert plan_finetune("llama-70b", "full", tokens=1e6, batch=1, seq_len=2048, catalog=catalog,
+                         precision="amp_bf16") == []  # fmt: skip
+    qlora = plan_finetune("llama-70b", "qlora", tokens=1e6, batch=1, seq_len=2048, catalog=catalog)
+    assert any(o.gpus == 1 and o.gib_per_gpu > 35 for o in qlora)  # 4-bit weights (~35 GiB) on one 80 GB GPU
+
+
+def test_bad_input_names_the_field(catalog: Catalog) -> None:
+    with pytest.raises(SpecError, match="tokens"):
+        plan_finetune("llama-7b", "lora", tokens=0, batch=1, seq_len=8, catalog=catalog)
+    with pytest.raises(SpecError, match="mfu"):
+        plan_finetune("llama-7b", "lora", tokens=1, batch=1, seq_len=8, catalog=catalog, mfu=1.5)
+
+
+def test_finetune_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
+    from rightsize.cli.app import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["finetune", "llama-7b", "--method", "qlora", "--tokens", "5e6", "--provider", "aws", "--json"])
+    assert exc.value.code in (0, None)
+    out = json.loads(capsys.readouterr().out)
+    assert out["memory_one_gpu"]["total_bytes"] < 16 * GIB and out["options"] and out["mfu_assumed"] == 0.35
+    with pytest.raises(SystemExit) as exc:
+        main(["finetune", "llama-7b", "--method", "lorra", "--tokens", "5e6"])
+    assert exc.value.code == 2 and "method" in capsys.readouterr().err

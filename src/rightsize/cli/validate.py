@@ -6,6 +6,7 @@ rightsize validate examples/sentiment-api.yaml [--duration 10] [--loads 0.5,0.8]
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -25,6 +26,9 @@ def validate(
     seed: int = typer.Option(0, "--seed", help="Seed of the arrivals and the simulation."),
     no_retime: bool = typer.Option(
         False, "--no-retime", help="Skip re-timing the served configuration just before serving."
+    ),
+    size: str = typer.Option(
+        "small", "--size", help="Generative specs: size of the decoder served here (tiny | small | full)."
     ),
     no_store: bool = typer.Option(False, "--no-store", help="Do not save the report in the store."),
     store: Path | None = STORE_OPTION,
@@ -49,6 +53,14 @@ def validate(
         raise SpecError("--duration", f"must be > 0, got {duration}")
     workload = load_spec(spec)
     db = Store(store)
+    if workload.targets is not None and workload.targets.generative is not None:
+        report = _validate_generative(workload, spec, fractions if loads != "0.5,0.8" else None, duration, size, seed,
+                                      as_json)  # fmt: skip
+        if not no_store:
+            report["artifact_id"] = save_result(report, db.path, kind="validate")
+        if as_json:
+            emit_json(report)
+        return
     report = validate_spec(
         workload, db, load_catalog_option(catalog), fractions=fractions, duration_s=duration, warmup_s=warmup_s,
         progress=not as_json, seed=seed, retime=not no_retime,
@@ -63,6 +75,41 @@ def validate(
             err_console.print(f"stored as artifact {report['artifact_id']}")
     if not any(p["measured_ms"] for p in report["points"]):
         raise typer.Exit(1)
+
+
+def _validate_generative(workload: Any, spec: Path, fractions: tuple[float, ...] | None, duration: float, size: str,
+                         seed: int, as_json: bool) -> dict[str, Any]:  # fmt: skip
+    """targets.generative: the continuous-batching simulator against the real generation server here."""
+    import numpy as np
+
+    from rightsize.llm.decoder import GENERATE_MODELS, lm_config, max_positions
+    from rightsize.llm.plan import sample_lengths
+    from rightsize.workflows.validate_generate import LEVELS, render_generative, summarise, validate_generative
+
+    g = workload.targets.generative
+    model = workload.model if workload.model in GENERATE_MODELS else "llama-1b"
+    if model != workload.model:
+        err_console.print(f"note: {workload.model} cannot be served on this machine; the simulator's policy is "
+                          f"validated with a stand-in decoder ({model} {size}) at the spec's lengths")  # fmt: skip
+    room = max_positions(lm_config(model, size))
+    base = spec.resolve().parent
+
+    def lengths(which: Any, cap: int) -> Any:
+        return lambda n, rng: np.minimum(sample_lengths(which, n, rng, base), cap)
+
+    out_cap = min(512, room // 4)
+    say = None if as_json else (lambda msg: err_console.print(msg))
+    report = validate_generative(model, size, prompts=lengths(g.prompt_tokens, room - out_cap),
+                                 outputs=lengths(g.output_tokens, out_cap), fractions=fractions or LEVELS,
+                                 duration_s=duration, seed=seed, progress=say)  # fmt: skip
+    report |= {"kind": "validate-generative", "spec": workload.name, "stand_in": model != workload.model,
+               "forecast": summarise([report], "forecast"), "served": summarise([report], "served")}  # fmt: skip
+    if not as_json:
+        typer.echo(render_generative(report))
+        f = report["forecast"]
+        typer.echo(f"forecast: median |error| {f['median_abs_err_pct']:.1f}%, worst {f['worst_abs_err_pct']:.1f}%, "
+                   f"within 20%: {f['within_20pct']}/{f['n']}")  # fmt: skip
+    return report
 
 
 def register(app: typer.Typer) -> None:

@@ -124,7 +124,7 @@ def plan_cmd(
         )
     db = Store(store)
     if workload.targets.generative is not None:
-        _plan_generative(workload, spec, db, load_catalog_option(catalog), json_out, top, seed)
+        _plan_generative(workload, spec, db, load_catalog_option(catalog), json_out, top, seed, report)
         return
     result, context = plan_spec(workload, db, load_catalog_option(catalog), progress=not json_out, seed=seed)
     # stored whole: every candidate and the report's evidence, so `report RUN` shows what --report shows
@@ -140,13 +140,19 @@ def plan_cmd(
         err_console.print(f"report: {report}")
 
 
-def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out: bool, top: int, seed: int) -> None:
+def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out: bool, top: int, seed: int,
+                     report: Path | None) -> None:  # fmt: skip
     """targets.generative: instance, tensor-parallel degree and replicas from the continuous-batching simulator."""
     from rich.table import Table
 
     from rightsize.workflows.generate import plan_generative_spec
 
     plan = plan_generative_spec(workload, catalog, spec.resolve().parent, seed=seed)
+    if report is not None:
+        from rightsize.report.generative import write_generative_report
+
+        write_generative_report(plan, workload.targets.generative, workload.name, report)
+        err_console.print(f"report: {report}")
     out = plan.to_dict()
     out["candidates"] = out["candidates"][:top]
     db.save_artifact(None, "plan", {"name": workload.name, "kind": "generative", **out})

@@ -84,6 +84,23 @@ class LLMPlan:
     candidates: list[LLMCandidate]
     infeasible: list[tuple[str, str]]  # (instance, reason)
     notes: list[str] = field(default_factory=list)
+    # per candidate (provider, region, instance): its replica's step costs at the band's edge and scheduler
+    # limits, for sweeps (report); not in to_dict
+    replicas: dict[tuple[str, str, str], tuple[StepCosts, LLMSimConfig]] = field(default_factory=dict)
+    prompts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    outputs: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def sweep(self, c: LLMCandidate, target: GenerativeTarget, factors: Sequence[float], seed: int = 0
+              ) -> list[tuple[float, float, float]]:  # fmt: skip
+        """(fleet rate, TTFT at the target's percentile, TPOT at its percentile) of ``c`` at ``factors`` x the
+        target rate, over the same replicas (the report's TTFT/TPOT vs rate)."""
+        costs, cfg = self.replicas[(c.provider, c.region, c.instance)]
+        out = []
+        for f in factors:
+            rate = target.rate_per_s * f
+            lv = _level(costs, cfg, rate / c.replicas, self.prompts, self.outputs, target, seed)
+            out.append((rate, lv.ttft_ms, lv.tpot_ms))
+        return out
 
     @property
     def recommendation(self) -> LLMCandidate | None:
@@ -223,9 +240,12 @@ def plan_generative(
     rows = filter_instances(catalog.instances, providers=providers, regions=regions, names=instances)
     if not rows:
         raise SpecError("targets.instances", "no catalog instance matches the providers/regions/instances given")
-    per_replica: dict[tuple[str, int, int], tuple[int, _Level, int, str] | str] = {}
-    plan = LLMPlan([], [], [f"{precision} weights {weights / GIB:.1f} GiB, KV {kv_token / 1024:.0f} KiB per token "
-                           f"({kv_precision}); step times projected (roofline) and judged at x{BAND:g}"])  # fmt: skip
+    per_replica: dict[tuple[str, int, int], tuple[int, _Level, int, str, StepCosts, LLMSimConfig] | str] = {}
+    note = (
+        f"{precision} weights {weights / GIB:.1f} GiB, KV {kv_token / 1024:.0f} KiB per token ({kv_precision}); "
+        f"step times projected (roofline) and judged at x{BAND:g}"
+    )
+    plan = LLMPlan([], [], [note], prompts=prompts, outputs=outputs)
     for inst in rows:
         price = inst.price_usd_per_hour(purchase)
         if price is None:
@@ -240,7 +260,8 @@ def plan_generative(
             if isinstance(got, str):
                 plan.infeasible.append((label, got))
                 continue
-            plan.candidates.append(_candidate(inst, tp, price, got, target, outputs))
+            plan.candidates.append(_candidate(inst, tp, price, got[:4], target, outputs))
+            plan.replicas[(inst.provider, inst.region, inst.instance_type)] = got[4], got[5]
     order = sorted(plan.candidates, key=lambda c: (not c.meets, round(c.usd_per_hour, 6), c.ttft_ms))
     seen: set[tuple[str, str, str]] = set()  # one row per instance type: its best tensor-parallel degree
     plan.candidates = []
@@ -266,7 +287,7 @@ def _replica_result(
     shape: DecoderShape, inst: Instance, tp: int, catalog: Catalog, precision: str, kv_precision: str,
     weights: float, kv_token: float, longest: int, prompts: np.ndarray, outputs: np.ndarray,
     target: GenerativeTarget, seed: int,
-) -> tuple[int, _Level, int, str] | str:  # fmt: skip
+) -> tuple[int, _Level, int, str, StepCosts, LLMSimConfig] | str:  # fmt: skip
     if tp:
         acc = catalog.accelerators[inst.accelerator or ""]
         free = usable_gpu_bytes(acc.memory_gib * GIB) - CUDA_CONTEXT_BYTES - weights / tp
@@ -293,10 +314,11 @@ def _replica_result(
         return (f"weights {(weights / tp if tp else weights) / GIB:.1f} GiB leave KV room for {max(kv_tokens, 0)} "
                 f"tokens on {where}; one request needs {longest}")  # fmt: skip
     cfg = LLMSimConfig(max_seqs=target.max_seqs, kv_tokens=kv_tokens)
-    got = _replicas(_scaled(costs, BAND), cfg, prompts, outputs, target, seed)
+    edge = _scaled(costs, BAND)
+    got = _replicas(edge, cfg, prompts, outputs, target, seed)
     if isinstance(got, str):
         return got
-    return got[0], got[1], kv_tokens, costs.source
+    return got[0], got[1], kv_tokens, costs.source, edge, cfg
 
 
 def _candidate(inst: Instance, tp: int, price: float, got: tuple[int, _Level, int, str],

@@ -1,0 +1,124 @@
+"""The one-page report of a generative plan: candidates with $ per 1M tokens, TTFT and TPOT against the
+request rate, decode tokens/s against concurrency (HTML with inline SVG, or Markdown by suffix).
+
+    write_generative_report(plan, target, "llama-7b-chat", Path("report.html"))
+
+Every curve is the planner's own model at the band's slow edge: the continuous-batching simulator over
+the candidate's replicas (TTFT, TPOT vs rate) and its projected decode step (tokens/s vs concurrency =
+B x 1000 / decode_ms(B, B x mean context)). Nothing here is measured; the page says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rightsize.llm.plan import LLMCandidate, LLMPlan
+from rightsize.report.fmt import esc, md, num
+from rightsize.report.html import page
+from rightsize.report.svg import PALETTE, REF_COLORS, Axis, Point, Ref, Series, xy_chart
+from rightsize.spec.targets import GenerativeTarget
+
+__all__ = ["render_generative_html", "render_generative_markdown", "write_generative_report"]
+
+RATE_FACTORS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+CHART_CANDIDATES = 4
+
+
+def _shown(plan: LLMPlan) -> list[LLMCandidate]:
+    return [c for c in plan.candidates if c.meets][:CHART_CANDIDATES]
+
+
+def _label(c: LLMCandidate) -> str:
+    return f"{c.instances} x {c.instance}" + (f" (tp {c.tp})" if c.tp > 1 else "")
+
+
+def rate_charts(plan: LLMPlan, target: GenerativeTarget) -> list[str]:
+    """TTFT and TPOT (at the target's percentiles) vs the request rate, per shown candidate."""
+    ttft, tpot = [], []
+    for i, c in enumerate(_shown(plan)):
+        pts = plan.sweep(c, target, RATE_FACTORS)
+        color, rec = PALETTE[i % len(PALETTE)], c is plan.recommendation
+        name = _label(c) + (" (recommended)" if rec else "")
+        ttft.append(Series(name, [Point(r, t, f"{name}: TTFT {num(t)} ms at {num(r)} req/s") for r, t, _ in pts],
+                           color, dashed=True, highlight=rec))  # fmt: skip
+        tpot.append(Series(name, [Point(r, p, f"{name}: TPOT {num(p)} ms at {num(r)} req/s") for r, _, p in pts],
+                           color, dashed=True, highlight=rec))  # fmt: skip
+    rate = Ref("x", target.rate_per_s, f"target {num(target.rate_per_s)} req/s", REF_COLORS["rate"])
+    note = "Projected (roofline step times x the band's slow edge) and simulated; points past capacity are left out."
+    return [
+        xy_chart("ttft-rate", f"TTFT p{target.ttft.percentile:g} vs request rate", ttft, Axis("request rate (req/s)"),
+                 Axis(f"TTFT p{target.ttft.percentile:g} (ms)", log=True),
+                 refs=[Ref("y", target.ttft.bound_ms, "TTFT bound"), rate], note=note),
+        xy_chart("tpot-rate", f"TPOT p{target.tpot.percentile:g} vs request rate", tpot, Axis("request rate (req/s)"),
+                 Axis(f"TPOT p{target.tpot.percentile:g} (ms)"),
+                 refs=[Ref("y", target.tpot.bound_ms, "TPOT bound"), rate], note=note),
+    ]  # fmt: skip
+
+
+def concurrency_chart(plan: LLMPlan) -> str:
+    """Decode tokens/s of one replica against the number of sequences decoding together."""
+    ctx = float(plan.prompts.mean() + plan.outputs.mean() / 2) if plan.prompts.size else 512.0
+    series = []
+    for i, c in enumerate(_shown(plan)):
+        costs, cfg = plan.replicas[(c.provider, c.region, c.instance)]
+        bs = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256) if b <= cfg.max_seqs and b * ctx <= cfg.kv_tokens]
+        pts = [Point(b, b * 1000.0 / costs.decode_ms(b, b * ctx),
+                     f"{_label(c)}: {num(b * 1000.0 / costs.decode_ms(b, b * ctx))} tokens/s at {b} sequences")
+               for b in bs]  # fmt: skip
+        series.append(Series(_label(c), pts, PALETTE[i % len(PALETTE)], dashed=True))
+    return xy_chart("tokens-concurrency", "decode tokens/s vs concurrency (one replica)", series,
+                    Axis("sequences decoding together", log=True), Axis("output tokens/s", log=True),
+                    note=f"Mean context {ctx:.0f} tokens; stops where the KV cache is full.")  # fmt: skip
+
+
+def _rows(plan: LLMPlan) -> list[list[str]]:
+    return [[c.instance, c.device, str(c.tp), str(c.replicas), str(c.instances), f"{c.usd_per_hour:.2f}",
+             f"{c.ttft_ms:.0f}", f"{c.tpot_ms:.1f}", f"{c.usd_per_m_output_tokens:.2f}",
+             f"{c.kv_tokens:,}"] for c in plan.candidates]  # fmt: skip
+
+
+_HEAD = ("instance", "device", "tp", "replicas", "instances", "$/h", "TTFT ms", "TPOT ms", "$/1M out tok", "KV tokens")
+
+
+def _headline(plan: LLMPlan, name: str, target: GenerativeTarget) -> str:
+    rec = plan.recommendation
+    goal = (f"{name}: {num(target.rate_per_s)} req/s, TTFT p{target.ttft.percentile:g} <= {num(target.ttft.bound_ms)} "
+            f"ms, TPOT p{target.tpot.percentile:g} <= {num(target.tpot.bound_ms)} ms")  # fmt: skip
+    if rec is None:
+        return f"{goal}. No plan meets the target."
+    return (f"{goal}. Recommended: {rec.instances} x {rec.instance} ({rec.device}, tensor parallel {rec.tp}, "
+            f"{rec.replicas} replica(s)) at ${rec.usd_per_hour:.2f}/h, ${rec.usd_per_m_output_tokens:.2f} per 1M "
+            "output tokens.")  # fmt: skip
+
+
+def render_generative_html(plan: LLMPlan, target: GenerativeTarget, name: str) -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in _HEAD)
+    body_rows = "".join("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in r) + "</tr>" for r in _rows(plan))
+    charts = "".join([*rate_charts(plan, target), concurrency_chart(plan)])
+    notes = "".join(f"<li>{esc(n)}</li>" for n in plan.notes)
+    infeasible = "".join(f"<li>{esc(i)}: {esc(r)}</li>" for i, r in plan.infeasible)
+    headline = esc(_headline(plan, name, target))
+    body = (f"<h1>{esc(name)}: generative serving plan</h1><p class=\"headline\">{headline}</p>"
+            f"<p>Every figure is projected: no GPU was measured for this plan.</p>"
+            f"<table data-table=\"candidates\"><thead><tr>{head}</tr></thead><tbody>{body_rows}</tbody></table>"
+            f"{charts}<h2>Notes</h2><ul>{notes}</ul><h2>Cannot serve it</h2><ul>{infeasible}</ul>")  # fmt: skip
+    return page(f"{name}: generative plan", body)
+
+
+def render_generative_markdown(plan: LLMPlan, target: GenerativeTarget, name: str) -> str:
+    lines = [f"# {md(name)}: generative serving plan", "", _headline(plan, name, target), "",
+             "Every figure is projected: no GPU was measured for this plan.", "",
+             "| " + " | ".join(_HEAD) + " |", "|" + "---|" * len(_HEAD)]  # fmt: skip
+    lines += ["| " + " | ".join(md(v) for v in r) + " |" for r in _rows(plan)]
+    for c in _shown(plan):
+        pts = plan.sweep(c, target, RATE_FACTORS)
+        lines += ["", f"TTFT / TPOT vs rate, {md(_label(c))}: " + ", ".join(
+            f"{num(r)}/s {num(t)} / {num(p)} ms" for r, t, p in pts)]  # fmt: skip
+    lines += ["", *[f"- {md(n)}" for n in plan.notes]]
+    return "\n".join(lines) + "\n"
+
+
+def write_generative_report(plan: LLMPlan, target: GenerativeTarget, name: str, path: Path) -> None:
+    """HTML, or Markdown when ``path`` ends in .md."""
+    text = (render_generative_markdown if path.suffix.lower() == ".md" else render_generative_html)(plan, target, name)
+    path.write_text(text, encoding="utf-8")

@@ -1,0 +1,39 @@
+"""The generative plan's report: candidates with $/1M tokens, TTFT/TPOT vs rate, tokens/s vs concurrency."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rightsize.catalog import load_catalog
+from rightsize.llm.plan import plan_generative
+from rightsize.llm.shape import DecoderShape
+from rightsize.report.generative import RATE_FACTORS, write_generative_report
+from rightsize.spec.targets import GenerativeTarget
+
+TARGET = GenerativeTarget.model_validate({
+    "rate_per_s": 2.0, "prompt_tokens": 256, "output_tokens": 64,
+    "ttft": {"percentile": 95, "bound_ms": 3000}, "tpot": {"percentile": 50, "bound_ms": 80},
+})  # fmt: skip
+
+
+def test_html_and_markdown_reports_carry_the_curves_and_the_cost_per_token(tmp_path: Path) -> None:
+    plan = plan_generative(DecoderShape.from_zoo("llama-7b"), TARGET, load_catalog(), providers=["aws"])
+    rec = plan.recommendation
+    assert rec is not None
+    html_path, md_path = tmp_path / "r.html", tmp_path / "r.md"
+    write_generative_report(plan, TARGET, "chat", html_path)
+    write_generative_report(plan, TARGET, "chat", md_path)
+    html = html_path.read_text()
+    shown = min(4, sum(c.meets for c in plan.candidates))
+    for chart in ("ttft-rate", "tpot-rate", "tokens-concurrency"):
+        fig = re.search(rf'<figure[^>]*data-chart="{chart}".*?</figure>', html, re.S)
+        assert fig is not None, chart
+        assert fig.group(0).count('class="pt"') >= shown  # at least one point per candidate
+    assert html.count("<tr>") == len(plan.candidates) + 1 and f"{rec.usd_per_m_output_tokens:.2f}" in html
+    md = md_path.read_text()
+    assert "Recommended:" in md and md.count("TTFT / TPOT vs rate") == shown
+    # the sweep is the simulator over the same replicas: TTFT rises with the rate
+    sweep = plan.sweep(rec, TARGET, RATE_FACTORS)
+    assert [r for r, _, _ in sweep] == [TARGET.rate_per_s * f for f in RATE_FACTORS]
+    assert sweep[-1][1] >= sweep[0][1]

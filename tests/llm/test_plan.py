@@ -109,6 +109,10 @@ def test_plan_cli_prints_json_for_a_generative_spec(tmp_path: Path, capsys: pyte
     assert exc.value.code in (0, None)
     out = json.loads(capsys.readouterr().out)
     assert out["recommendation"]["tp"] >= 2 and out["best_cpu"] is None
+    from rightsize.store import Store
+
+    (art,) = Store(tmp_path / "s.db").artifacts(kind="generative-plan")  # not a "plan": the PlanResult readers
+    assert art["payload"]["recommendation"] == out["recommendation"]
 
 
 def test_a_non_decoder_model_with_a_generative_target_is_a_spec_error() -> None:

@@ -155,7 +155,8 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
         err_console.print(f"report: {report}")
     out = plan.to_dict()
     out["candidates"] = out["candidates"][:top]
-    db.save_artifact(None, "plan", {"name": workload.name, "kind": "generative", **out})
+    # its own kind: the online/batch/training report and dashboard read "plan" artifacts as PlanResult records
+    db.save_artifact(None, "generative-plan", {"name": workload.name, "model": workload.model, **out})
     if json_out:
         emit_json(out)
         return

@@ -21,7 +21,9 @@ def find_plan(store: Store, ref: str | None = None) -> dict[str, Any]:
     """The stored plan artifact ``{"id", "run_id", "kind", "created_at", "payload"}`` for ``ref``."""
     plans = store.artifacts(kind="plan")
     if not plans:
-        raise NotFoundError(f"no plan in the store {str(store.path)!r}; run `rightsize plan SPEC` first")
+        hint = ("; a generative plan writes its report when planned: `rightsize plan SPEC --report PATH`"
+                if store.artifacts(kind="generative-plan") else "")  # fmt: skip
+        raise NotFoundError(f"no plan in the store {str(store.path)!r}; run `rightsize plan SPEC` first{hint}")
     if ref is None:
         return plans[0]
     exact = [a for a in plans if ref in (a["id"], a["run_id"])]

@@ -120,3 +120,18 @@ def test_a_non_decoder_model_with_a_generative_target_is_a_spec_error() -> None:
 
     with pytest.raises(SpecError, match="not a decoder"):
         decoder_shape("resnet50")
+
+
+def test_generative_planning_imports_no_torch() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from rightsize.spec import load_spec; from rightsize.catalog import load_catalog; "
+        "from rightsize.workflows.generate import plan_generative_spec; "
+        "p = plan_generative_spec(load_spec('examples/llama-7b-chat.yaml'), load_catalog()); "
+        "assert p.recommendation is not None; print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"  # a warm laptop without torch plans LLM serving

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
-import json
 import threading
 import time
 from collections import defaultdict
@@ -36,16 +35,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mutabl
 from contextlib import asynccontextmanager
 from typing import Any
 
-import numpy as np
 import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import Response
 from starlette.routing import Route
 
 from rightsize import __version__
-from rightsize.errors import RightsizeError, RunFailedError, did_you_mean
+from rightsize.errors import RightsizeError, RunFailedError
 from rightsize.hosts import allowed_hosts
 from rightsize.llm.engine import Engine, EngineConfig, EngineStopped, GenStats, PromptTooLong, QueueFull
+from rightsize.llm.protocol import Reject, event, final_event, parse_request
 from rightsize.serve.guard import HostCheck, protocol_class
 from rightsize.serve.metrics import Histogram
 from rightsize.serve.server import bind_socket
@@ -61,14 +60,7 @@ PATH = "/v1/generate"
 MAX_BODY_BYTES = 1 << 20  # a 512-token prompt is ~4 KB of JSON
 CLIENT_GONE = 499  # counted, never sent
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)  # s
-_FIELDS = ("prompt", "prompt_len", "max_new_tokens", "stream", "seed")
 _JSON = [(b"content-type", b"application/json")]
-
-
-class _Reject(Exception):
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status, self.detail = status, detail
 
 
 class GenerateService:
@@ -134,52 +126,6 @@ class GenerateService:
 # --- POST /v1/generate ---------------------------------------------------------------------------------
 
 
-def parse_request(body: bytes, info: dict[str, Any], seed: int) -> tuple[list[int], int, bool]:
-    """(prompt ids, max_new_tokens, stream) from a JSON body; _Reject(400 | 413 | 422) naming the fix."""
-    try:
-        req = json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise _Reject(400, f"body is not valid JSON: {str(exc)[:120]}") from None
-    example = 'send e.g. {"prompt_len": 32, "max_new_tokens": 16}'
-    if not isinstance(req, dict):
-        raise _Reject(422, f"body: must be a JSON object; {example}")
-    for key in req:
-        if key not in _FIELDS:
-            raise _Reject(422, f"{key}: unknown field.{did_you_mean(key, _FIELDS)} Fields: {', '.join(_FIELDS)}")
-    if ("prompt" in req) == ("prompt_len" in req):
-        raise _Reject(422, f"prompt: give exactly one of 'prompt' (token ids) and 'prompt_len'; {example}")
-    vocab, longest = info["vocab_size"], info["max_prompt_tokens"]
-    if "prompt" in req:
-        prompt = req["prompt"]
-        if not isinstance(prompt, list) or not all(type(t) is int for t in prompt):
-            raise _Reject(422, f"prompt: must be a list of integer token ids in [0, {vocab})")
-    else:
-        n = req["prompt_len"]
-        if type(n) is not int or n < 1:
-            raise _Reject(422, f"prompt_len: must be an integer >= 1, got {n!r}")
-        if n > longest:
-            raise _Reject(413, f"prompt_len: {n} is over max_prompt_tokens={longest}; ask for fewer tokens")
-        s = req.get("seed", seed)
-        if type(s) is not int or s < 0:
-            raise _Reject(422, f"seed: must be an integer >= 0, got {s!r}")
-        prompt = np.random.default_rng(s).integers(0, vocab, n).tolist()
-    new = req.get("max_new_tokens", min(128, info["max_new_tokens"]))
-    stream = req.get("stream", True)
-    if not isinstance(stream, bool):
-        raise _Reject(422, f"stream: must be true or false, got {stream!r}")
-    return prompt, new, stream
-
-
-def _event(obj: dict[str, Any]) -> bytes:
-    return b"data: " + dumps(obj) + b"\n\n"
-
-
-def _final(stats: GenStats) -> dict[str, Any]:
-    return {"done": True, "tokens": stats.tokens, "queue_ms": round(stats.queue_ms, 3),
-            "ttft_ms": round(stats.ttft_ms, 3), "tpot_ms": round(stats.tpot_ms, 4),
-            "preemptions": stats.preemptions}  # fmt: skip
-
-
 class GenerateEndpoint:
     """The ASGI handler of POST /v1/generate."""
 
@@ -206,7 +152,7 @@ class GenerateEndpoint:
             body = await _read_body(receive)
             svc.requests += 1
             prompt, new, stream = parse_request(body, engine.info(), svc.requests)
-        except _Reject as exc:
+        except Reject as exc:
             await self._reply(send, exc.status, {"detail": exc.detail})
             return exc.status, None
         except ConnectionError:
@@ -263,10 +209,10 @@ class GenerateEndpoint:
                 if item is None:
                     return CLIENT_GONE, None
                 if isinstance(item, int):
-                    chunk.append(_event({"t": item}))
+                    chunk.append(event({"t": item}))
                 else:
                     end = item
-                    chunk.append(_event(_final(item) if isinstance(item, GenStats) else {"error": str(item)}))
+                    chunk.append(event(final_event(item) if isinstance(item, GenStats) else {"error": str(item)}))
                     break
             await send({"type": "http.response.body", "body": b"".join(chunk), "more_body": end is None})
             if isinstance(end, GenStats):
@@ -281,7 +227,7 @@ class GenerateEndpoint:
         if item is None:
             return CLIENT_GONE, None
         if isinstance(item, GenStats):
-            final = _final(item)
+            final = final_event(item)
             await self._reply(
                 send, 200, {"tokens": tokens, **{k: final[k] for k in ("queue_ms", "ttft_ms", "tpot_ms")}}
             )
@@ -300,7 +246,7 @@ async def _read_body(receive: Receive) -> bytes:
         chunks.append(message.get("body", b""))
         size += len(chunks[-1])
         if size > MAX_BODY_BYTES:
-            raise _Reject(413, f"body must be at most {MAX_BODY_BYTES} bytes")
+            raise Reject(413, f"body must be at most {MAX_BODY_BYTES} bytes")
         if not message.get("more_body", False):
             return b"".join(chunks)
 

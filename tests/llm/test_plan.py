@@ -135,3 +135,18 @@ def test_generative_planning_imports_no_torch() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "False"  # a warm laptop without torch plans LLM serving
+
+
+def test_one_request_alone_is_judged_on_an_idle_replica_whatever_the_rate(catalog: Catalog) -> None:
+    import re
+
+    from rightsize.llm.costs import project_step_costs
+
+    shape = DecoderShape.from_zoo("llama-7b")
+    t = _target(rate_per_s=100_000.0, ttft={"percentile": 95, "bound_ms": 1000})  # far beyond one CPU
+    plan = plan_generative(shape, t, catalog, instances=["c6i.16xlarge"])
+    (reason,) = [why for inst, why in plan.infeasible if inst == "c6i.16xlarge"]
+    got = float(re.search(r"TTFT p95 (\d+) ms", reason).group(1))  # type: ignore[union-attr]
+    inst = next(i for i in catalog.instances if i.instance_type == "c6i.16xlarge")
+    prefill = project_step_costs(shape, catalog.cpus[inst.cpu_family], "fp16", cores=inst.cores).prefill_ms(256)
+    assert got == pytest.approx(BAND * prefill, rel=0.01)  # no queueing behind other requests

@@ -17,7 +17,7 @@ GIB = 2**30
 
 
 def finetune(
-    model: str = typer.Argument(..., help="Zoo decoder: gpt2, llama-1b, llama-7b, llama-13b, llama-70b."),
+    model: str = typer.Argument(..., help="Zoo decoder: llama-1b, llama-7b, llama-13b, llama-70b."),
     method: str = typer.Option("lora", "--method", help="full | lora | qlora."),
     tokens: float = typer.Option(..., "--tokens", help="Tokens to train on (epochs x dataset tokens), e.g. 50e6."),
     batch: int = typer.Option(4, "--batch", min=1, help="Micro-batch per GPU, sequences."),

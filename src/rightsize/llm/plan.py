@@ -177,9 +177,13 @@ class _Level:
 
 
 def _level(costs: StepCosts, cfg: LLMSimConfig, rate: float, prompts: np.ndarray, outputs: np.ndarray,
-           target: GenerativeTarget, seed: int) -> _Level:  # fmt: skip
-    res = simulate_llm(costs, cfg, rate_per_s=rate, n_requests=prompts.size, prompt_tokens=prompts,
-                       output_tokens=outputs, seed=seed)  # fmt: skip
+           target: GenerativeTarget, seed: int, alone: bool = False) -> _Level:  # fmt: skip
+    """The target's TTFT and TPOT percentiles at a Poisson ``rate`` per replica; ``alone``: each request on an
+    idle replica (arrivals a day apart), the best any number of replicas can do."""
+    arrivals = np.arange(prompts.size, dtype=np.float64) * 86_400_000.0 if alone else None
+    res = simulate_llm(costs, cfg, arrivals_ms=arrivals, rate_per_s=None if alone else rate,
+                       n_requests=None if alone else prompts.size, prompt_tokens=prompts, output_tokens=outputs,
+                       seed=seed, record_from_ms=0.0 if alone else None)  # fmt: skip
     served = res.recorded & np.isfinite(res.first_token_ms)
     if res.rejected or res.too_long or not served.any():
         return _Level(False, math.inf, math.inf)
@@ -193,7 +197,7 @@ def _level(costs: StepCosts, cfg: LLMSimConfig, rate: float, prompts: np.ndarray
 def _replicas(costs: StepCosts, cfg: LLMSimConfig, prompts: np.ndarray, outputs: np.ndarray,
               target: GenerativeTarget, seed: int) -> tuple[int, _Level] | str:  # fmt: skip
     """Fewest replicas meeting the target, with that level; or why none does."""
-    alone = _level(costs, cfg, target.rate_per_s / 1e6, prompts[:50], outputs[:50], target, seed)
+    alone = _level(costs, cfg, 0.0, prompts[:50], outputs[:50], target, seed, alone=True)
     if not alone.meets:
         return (f"one request alone: TTFT p{target.ttft.percentile:g} {alone.ttft_ms:.0f} ms (bound "
                 f"{target.ttft.bound_ms:g}), TPOT p{target.tpot.percentile:g} {alone.tpot_ms:.1f} ms (bound "
@@ -292,15 +296,15 @@ def _replica_result(
         acc = catalog.accelerators[inst.accelerator or ""]
         free = usable_gpu_bytes(acc.memory_gib * GIB) - CUDA_CONTEXT_BYTES - weights / tp
         kv_tokens = int(free / (kv_token / tp)) if free > 0 else 0
-        numbers = device_numbers(acc, precision)
-        link = catalog.links.get((inst.provider, inst.instance_type))
-        if link is not None and link.gpu_gbytes_per_s > 0:
-            numbers = replace(numbers, link_bytes_per_s=link.gpu_gbytes_per_s * 1e9)
         where = f"{tp} x {acc.name} ({acc.memory_gib:g} GiB each)"
         try:
+            numbers = device_numbers(acc, precision)
+            link = catalog.links.get((inst.provider, inst.instance_type))
+            if link is not None and link.gpu_gbytes_per_s > 0:
+                numbers = replace(numbers, link_bytes_per_s=link.gpu_gbytes_per_s * 1e9)
             costs = project_step_costs(shape, numbers, precision, kv_precision, tp=tp)
-        except SpecError as e:
-            return str(e)
+        except SpecError as e:  # e.g. no fp16 peak on this GPU: this option is out, not the plan
+            return e.problem
     else:
         free = inst.ram_gib * GIB * CPU_RAM_FRACTION - CPU_RUNTIME_BYTES - weights
         kv_tokens = int(free / kv_token) if free > 0 else 0
@@ -308,8 +312,10 @@ def _replica_result(
         try:
             costs = project_step_costs(shape, catalog.cpus[inst.cpu_family], precision, kv_precision,
                                        cores=inst.cores)  # fmt: skip
-        except (SpecError, KeyError) as e:
-            return str(e)
+        except SpecError as e:
+            return e.problem
+        except KeyError:
+            return f"CPU family {inst.cpu_family!r} is not in the catalog"
     if kv_tokens < longest:
         return (f"weights {(weights / tp if tp else weights) / GIB:.1f} GiB leave KV room for {max(kv_tokens, 0)} "
                 f"tokens on {where}; one request needs {longest}")  # fmt: skip

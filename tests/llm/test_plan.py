@@ -150,3 +150,21 @@ def test_one_request_alone_is_judged_on_an_idle_replica_whatever_the_rate(catalo
     inst = next(i for i in catalog.instances if i.instance_type == "c6i.16xlarge")
     prefill = project_step_costs(shape, catalog.cpus[inst.cpu_family], "fp16", cores=inst.cores).prefill_ms(256)
     assert got == pytest.approx(BAND * prefill, rel=0.01)  # no queueing behind other requests
+
+
+def test_energy_per_million_tokens_is_the_fleets_power_over_the_tokens(catalog: Catalog) -> None:
+    from rightsize.plan.energy import instance_watts
+
+    t = _target(rate_per_s=0.2, weight_precision="int8", tpot={"percentile": 50, "bound_ms": 150})
+    plan = plan_generative(DecoderShape.from_zoo("llama-1b"), t, catalog, instances=["g4dn.xlarge", "c7a.2xlarge"])
+    assert catalog.power is not None and len(plan.candidates) == 2
+    for c in plan.candidates:
+        inst = next(i for i in catalog.instances if (i.provider, i.region, i.instance_type) ==
+                    (c.provider, c.region, c.instance))  # fmt: skip
+        assert 0 < c.busy <= 1
+        watts, _ = instance_watts(inst, c.busy * c.replicas * c.tp / (max(1, inst.accelerator_count) * c.instances),
+                                  catalog.power, catalog.accelerators)  # fmt: skip
+        pue, kg, _ = catalog.power.site(inst.provider, inst.region)
+        kwh = watts * c.instances / 1000 * pue / (c.output_tokens_per_s * 3600) * 1e6
+        assert c.kwh_per_m_output_tokens == pytest.approx(kwh, rel=1e-3)
+        assert c.co2e_kg_per_m_output_tokens == pytest.approx(kwh * kg, rel=1e-3)

@@ -164,12 +164,13 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
     table = Table(title=f"{workload.name}: {g.rate_per_s:g} req/s, TTFT p{g.ttft.percentile:g} <= "
                   f"{g.ttft.bound_ms:g} ms, TPOT p{g.tpot.percentile:g} <= {g.tpot.bound_ms:g} ms")  # fmt: skip
     for col in ("instance", "device", "tp", "replicas", "instances", "$/h", f"TTFT p{g.ttft.percentile:g}",
-                f"TPOT p{g.tpot.percentile:g}", "$/1M out tok"):  # fmt: skip
+                f"TPOT p{g.tpot.percentile:g}", "$/1M out tok", "kWh/1M"):  # fmt: skip
         table.add_column(col, justify="left" if col in ("instance", "device") else "right")
     for c in plan.candidates[:top]:
+        kwh = f"{c.kwh_per_m_output_tokens:.3f}" if c.kwh_per_m_output_tokens is not None else "-"
         table.add_row(c.instance, c.device, str(c.tp), str(c.replicas), str(c.instances), f"{c.usd_per_hour:.2f}",
                       f"{c.ttft_ms:.0f} ms", f"{c.tpot_ms:.1f} ms", f"{c.usd_per_m_output_tokens:.2f}"
-                      + (" (over budget)" if c.over_budget else ""))  # fmt: skip
+                      + (" (over budget)" if c.over_budget else ""), kwh)  # fmt: skip
     out_console.print(table)
     rec = plan.recommendation
     if rec is None:

@@ -74,6 +74,11 @@ class LLMCandidate:
     over_budget: bool = False
     why: str = ""
     step_source: str = ""
+    busy: float = 0.0  # a replica's simulated busy fraction at the target rate
+    # energy (rightsize.plan.energy: Cloud Carbon Footprint's watts at this utilization, x the cloud's PUE)
+    watts: float | None = None
+    kwh_per_m_output_tokens: float | None = None
+    co2e_kg_per_m_output_tokens: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -174,6 +179,7 @@ class _Level:
     meets: bool
     ttft_ms: float
     tpot_ms: float
+    busy: float = 0.0
 
 
 def _level(costs: StepCosts, cfg: LLMSimConfig, rate: float, prompts: np.ndarray, outputs: np.ndarray,
@@ -191,7 +197,7 @@ def _level(costs: StepCosts, cfg: LLMSimConfig, rate: float, prompts: np.ndarray
     tpots = res.tpot[served]
     tpots = tpots[np.isfinite(tpots)]
     tpot = float(np.percentile(tpots, target.tpot.percentile)) if tpots.size else 0.0
-    return _Level(ttft <= target.ttft.bound_ms and tpot <= target.tpot.bound_ms, ttft, tpot)
+    return _Level(ttft <= target.ttft.bound_ms and tpot <= target.tpot.bound_ms, ttft, tpot, res.busy_fraction)
 
 
 def _replicas(costs: StepCosts, cfg: LLMSimConfig, prompts: np.ndarray, outputs: np.ndarray,
@@ -264,7 +270,8 @@ def plan_generative(
             if isinstance(got, str):
                 plan.infeasible.append((label, got))
                 continue
-            plan.candidates.append(_candidate(inst, tp, price, got[:4], target, outputs))
+            cand = _candidate(inst, tp, price, got[:4], target, outputs)
+            plan.candidates.append(_with_energy(cand, inst, catalog) if catalog.power is not None else cand)
             plan.replicas[(inst.provider, inst.region, inst.instance_type)] = got[4], got[5]
     order = sorted(plan.candidates, key=lambda c: (not c.meets, round(c.usd_per_hour, 6), c.ttft_ms))
     seen: set[tuple[str, str, str]] = set()  # one row per instance type: its best tensor-parallel degree
@@ -340,5 +347,21 @@ def _candidate(inst: Instance, tp: int, price: float, got: tuple[int, _Level, in
         device=inst.accelerator or inst.cpu_family, device_class=inst.device_class, tp=max(tp, 1),
         replicas=replicas, instances=n_inst, usd_per_hour=cost, kv_tokens=kv_tokens, ttft_ms=level.ttft_ms,
         tpot_ms=level.tpot_ms, output_tokens_per_s=tokens_s, usd_per_m_output_tokens=cost / (tokens_s * 3600) * 1e6,
-        meets=True, over_budget=over, why="over budget" if over else "", step_source=source,
+        meets=True, over_budget=over, why="over budget" if over else "", step_source=source, busy=level.busy,
     )  # fmt: skip
+
+
+def _with_energy(c: LLMCandidate, inst: Instance, catalog: Catalog) -> LLMCandidate:
+    """Watts of the fleet at its utilization (the replicas' busy fraction over every device it pays for) and
+    energy and CO2e per 1M output tokens (rightsize.plan.energy, the other plans' method)."""
+    from rightsize.plan.energy import instance_watts
+
+    assert catalog.power is not None
+    devices = max(1, inst.accelerator_count) * c.instances
+    used = (c.replicas * c.tp if inst.accelerator else c.replicas) / devices
+    watts, _ = instance_watts(inst, c.busy * used, catalog.power, catalog.accelerators)
+    watts *= c.instances
+    pue, kg, _ = catalog.power.site(inst.provider, inst.region)
+    kwh = watts / 1000.0 * pue / (c.output_tokens_per_s * 3600.0) * 1e6
+    return replace(c, watts=round(watts, 1), kwh_per_m_output_tokens=round(kwh, 4),
+                   co2e_kg_per_m_output_tokens=round(kwh * kg, 4))  # fmt: skip

@@ -74,10 +74,11 @@ def concurrency_chart(plan: LLMPlan) -> str:
 def _rows(plan: LLMPlan) -> list[list[str]]:
     return [[c.instance, c.device, str(c.tp), str(c.replicas), str(c.instances), f"{c.usd_per_hour:.2f}",
              f"{c.ttft_ms:.0f}", f"{c.tpot_ms:.1f}", f"{c.usd_per_m_output_tokens:.2f}",
-             f"{c.kv_tokens:,}"] for c in plan.candidates]  # fmt: skip
+             num(c.kwh_per_m_output_tokens), f"{c.kv_tokens:,}"] for c in plan.candidates]  # fmt: skip
 
 
-_HEAD = ("instance", "device", "tp", "replicas", "instances", "$/h", "TTFT ms", "TPOT ms", "$/1M out tok", "KV tokens")
+_HEAD = ("instance", "device", "tp", "replicas", "instances", "$/h", "TTFT ms", "TPOT ms", "$/1M out tok",
+         "kWh/1M out tok", "KV tokens")  # fmt: skip
 
 
 def _headline(plan: LLMPlan, name: str, target: GenerativeTarget) -> str:

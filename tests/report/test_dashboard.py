@@ -152,3 +152,21 @@ def test_token_host_check_and_a_pinned_script(two_run_store: tuple[Path, str, st
             assert e.code == 421
     digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
     assert f"script-src 'sha256-{digest}'" in CSP
+
+
+def test_index_lists_generative_plans_apart_from_the_other_plans(tmp_path: Path) -> None:
+    from rightsize.cli.app import main
+    from rightsize.store import Store
+
+    db = tmp_path / "s.db"
+    with pytest.raises(SystemExit):
+        main(["plan", "examples/llama-70b-chat.yaml", "--json", "--store", str(db)])
+    (art,) = Store(db).artifacts(kind="generative-plan")
+    rec = art["payload"]["recommendation"]
+    with running_dashboard(db) as url:
+        status, html = _get(url + "/")
+    assert status == 200
+    section = re.search(r"<h2>Generative plans</h2>(.*?)</section>", html, re.S)
+    assert section is not None and f"{rec['instances']} x {rec['instance']}" in section.group(1)
+    assert f"tp {rec['tp']}" in section.group(1) and f"{rec['usd_per_m_output_tokens']:.2f}" in section.group(1)
+    assert "No plan stored yet" in html  # not counted among the online/batch/training plans

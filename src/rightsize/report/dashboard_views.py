@@ -148,6 +148,7 @@ def index_page(st: Store) -> str:
         )
         + "</section>"
     )
+    gen_html = _generative_plans(st)
     tests = [
         [a["id"], a["created_at"], str(a["payload"].get("name", a["payload"].get("mode", "")))]
         for a in st.artifacts(kind="loadtest")
@@ -158,7 +159,26 @@ def index_page(st: Store) -> str:
         else ""
     )
     empty = "" if runs else f"<p>The store {esc(st.path)} has no runs yet: run <code>rightsize bench SPEC</code>.</p>"
-    return shell("Runs and environments", "/", empty + runs_html + envs_html + plans_html + tests_html)
+    return shell("Runs and environments", "/", empty + runs_html + envs_html + plans_html + gen_html + tests_html)
+
+
+def _generative_plans(st: Store) -> str:
+    """Stored generative (LLM serving) plans: the recommendation, its cost per hour and per 1M output tokens."""
+    rows = []
+    for a in st.artifacts(kind="generative-plan"):
+        p = a["payload"]
+        rec = p.get("recommendation")
+        if isinstance(rec, Mapping):
+            what = f"{rec.get('instances')} x {rec.get('instance')} ({rec.get('device')}, tp {rec.get('tp')})"
+            cells = [usd(rec.get("usd_per_hour")), f"{rec.get('usd_per_m_output_tokens', 0):.2f}",
+                     f"{rec.get('ttft_ms', 0):.0f}", f"{rec.get('tpot_ms', 0):.1f}"]  # fmt: skip
+        else:
+            what, cells = "no plan meets the target", ["-", "-", "-", "-"]
+        rows.append([a["id"], a["created_at"], str(p.get("name", "")), str(p.get("model", "")), what, *cells])
+    if not rows:
+        return ""
+    head = ["id", "created", "workload", "model", "recommendation", "$/h", "$/1M out tok", "TTFT ms", "TPOT ms"]
+    return f"<section><h2>Generative plans</h2>{_table(head, rows, 'generative-plans')}</section>"
 
 
 def _ok(ms: Sequence[Measurement]) -> list[Measurement]:

@@ -27,9 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
-import threading
-import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from contextlib import asynccontextmanager
@@ -41,13 +38,10 @@ from fastapi.responses import Response
 from starlette.routing import Route
 
 from rightsize import __version__
-from rightsize.errors import RightsizeError, RunFailedError
-from rightsize.hosts import allowed_hosts
 from rightsize.llm.engine import Engine, EngineConfig, EngineStopped, GenStats, PromptTooLong, QueueFull
 from rightsize.llm.protocol import Reject, event, final_event, parse_request
-from rightsize.serve.guard import HostCheck, protocol_class
 from rightsize.serve.metrics import Histogram
-from rightsize.serve.server import bind_socket
+from rightsize.serve.server import bind_socket, raise_start_error, run_blocking, run_in_thread, url_of, uvicorn_config
 from rightsize.wire import dumps
 
 __all__ = ["GenerateService", "create_generate_app", "running_generate_server", "serve_generate"]
@@ -303,27 +297,13 @@ def create_generate_app(svc: GenerateService) -> FastAPI:
 def _build(cfg: EngineConfig, host: str, port: int, on_ready: Callable[[dict[str, Any]], None] | None,
            log_level: str) -> tuple[uvicorn.Server, GenerateService]:  # fmt: skip
     svc = GenerateService(cfg, on_ready)
-    fast: dict[str, Any] = {
-        "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
-        "http": protocol_class(10.0, 1024) or ("httptools" if importlib.util.find_spec("httptools") else "h11"),
-    }
-    config = uvicorn.Config(HostCheck(create_generate_app(svc), allowed_hosts(host)), host=host, port=port,
-                            log_level=log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=5,
-                            backlog=4096, **fast)  # fmt: skip
+    config = uvicorn_config(create_generate_app(svc), host, port, log_level,
+                            read_timeout_s=10.0, max_connections=1024, graceful_s=5)  # fmt: skip
     return uvicorn.Server(config), svc
 
 
-def _url(host: str, port: int) -> str:
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-
-def _raise_start_error(svc: GenerateService) -> None:
-    exc = svc.start_error
-    if exc is None:
-        return
-    if isinstance(exc, RightsizeError):
-        raise exc
-    raise RunFailedError(f"the generation server failed to start: {exc!r}"[:400]) from exc
+def _check(svc: GenerateService) -> Callable[[], None]:
+    return lambda: raise_start_error(svc.start_error, "generation server")
 
 
 def serve_generate(
@@ -336,15 +316,8 @@ def serve_generate(
     """Serve until SIGINT/SIGTERM; ``on_ready(info)`` once the engine is warm. RightsizeError on a failed start."""
     server, svc = _build(cfg, host, port, on_ready, log_level)
     sock = bind_socket(host, port)
-    svc.base_url = _url(host, sock.getsockname()[1])
-    try:
-        server.run(sockets=[sock])
-    except SystemExit:  # uvicorn exits when the lifespan startup fails
-        _raise_start_error(svc)
-        raise
-    finally:
-        sock.close()
-    _raise_start_error(svc)
+    svc.base_url = url_of(host, sock)
+    run_blocking(server, sock, _check(svc))
 
 
 @contextlib.contextmanager
@@ -354,21 +327,7 @@ def running_generate_server(
     """Serve ``cfg`` in a background thread on a free port; yields the base URL; stops on exit."""
     server, svc = _build(cfg, host, 0, None, "warning")
     sock = bind_socket(host, 0)
-    base_url = svc.base_url = _url(host, sock.getsockname()[1])
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="rightsize-generate", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + start_timeout_s
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            thread.join(5)
-            sock.close()
-            _raise_start_error(svc)
-            raise RunFailedError(f"the generation server did not start within {start_timeout_s:g} s")
-        time.sleep(0.01)
-    try:
-        yield base_url
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        sock.close()
+    svc.base_url = url_of(host, sock)
+    with run_in_thread(server, sock, _check(svc), start_timeout_s=start_timeout_s, join_s=30,
+                       name="rightsize-generate", what="generation server"):  # fmt: skip
+        yield svc.base_url

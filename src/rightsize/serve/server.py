@@ -53,60 +53,97 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _url(host: str, sock: socket.socket) -> str:
+def url_of(host: str, sock: socket.socket) -> str:
+    """The base URL of a server listening on ``sock``."""
     port = sock.getsockname()[1]
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _uvicorn_config(app: Any, config: ServerConfig) -> uvicorn.Config:
+def uvicorn_config(
+    app: Any, host: str, port: int, log_level: str, *, read_timeout_s: float, max_connections: int, graceful_s: float
+) -> uvicorn.Config:
+    """uvicorn settings every rightsize server shares: uvloop/httptools when installed (the guarded protocol
+    when it loads), the Host check, no access log, lifespan on, a deep accept backlog."""
     fast = {
         "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
         "http": "httptools" if importlib.util.find_spec("httptools") else "h11",
     }
-    guarded = protocol_class(config.read_timeout_s, config.max_connections)
+    guarded = protocol_class(read_timeout_s, max_connections)
     if guarded is not None:
         fast["http"] = guarded  # type: ignore[assignment]
     return uvicorn.Config(
-        HostCheck(app, allowed_hosts(config.host)),
-        host=config.host,
-        port=config.port,
-        log_level=config.log_level,
+        HostCheck(app, allowed_hosts(host)),
+        host=host,
+        port=port,
+        log_level=log_level,
         access_log=False,
         lifespan="on",
-        timeout_graceful_shutdown=int(config.drain_timeout_s + 0.999),
+        timeout_graceful_shutdown=int(graceful_s + 0.999),
         backlog=4096,
         **fast,  # type: ignore[arg-type]
     )
 
 
+def raise_start_error(exc: BaseException | None, what: str = "server") -> None:
+    """Re-raise what a lifespan startup recorded: a RightsizeError as is, anything else as RunFailedError."""
+    if exc is None:
+        return
+    if isinstance(exc, RightsizeError):
+        raise exc
+    raise RunFailedError(f"the {what} failed to start: {exc!r}"[:400]) from exc
+
+
+def run_blocking(server: uvicorn.Server, sock: socket.socket, check: Callable[[], None]) -> None:
+    """Serve on ``sock`` until SIGINT/SIGTERM; ``check()`` raises the startup's error, if any."""
+    try:
+        server.run(sockets=[sock])
+    except SystemExit:  # uvicorn exits when the lifespan startup fails
+        check()
+        raise
+    finally:
+        sock.close()
+    check()
+
+
+@contextlib.contextmanager
+def run_in_thread(
+    server: uvicorn.Server, sock: socket.socket, check: Callable[[], None], *, start_timeout_s: float, join_s: float,
+    name: str, what: str = "server",
+) -> Iterator[None]:  # fmt: skip
+    """Serve on ``sock`` in a daemon thread until the block exits (then stop and join for ``join_s``)."""
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=name, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            thread.join(5)
+            sock.close()
+            check()
+            raise RunFailedError(f"the {what} did not start within {start_timeout_s:g} s")
+        time.sleep(0.01)
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        thread.join(join_s)
+        sock.close()
+
+
 def _build(config: ServerConfig, on_ready: Callable[[Service], None] | None) -> tuple[_DrainingServer, Service]:
     service = Service(config, on_ready)
     app = create_app(config, service)
-    return _DrainingServer(_uvicorn_config(app, config), service), service
+    cfg = uvicorn_config(app, config.host, config.port, config.log_level, read_timeout_s=config.read_timeout_s,
+                         max_connections=config.max_connections, graceful_s=config.drain_timeout_s)  # fmt: skip
+    return _DrainingServer(cfg, service), service
 
 
 def serve(config: ServerConfig, on_ready: Callable[[Service], None] | None = None) -> None:
     """Serve until SIGINT/SIGTERM, then drain. Raises RightsizeError for bad config or a failed start."""
     server, service = _build(config, on_ready)
     sock = bind_socket(config.host, config.port)
-    service.base_url = _url(config.host, sock)
-    try:
-        server.run(sockets=[sock])
-    except SystemExit:  # uvicorn exits when the lifespan startup fails
-        _raise_start_error(service)
-        raise
-    finally:
-        sock.close()
-    _raise_start_error(service)
-
-
-def _raise_start_error(service: Service) -> None:
-    exc = service.start_error
-    if exc is None:
-        return
-    if isinstance(exc, RightsizeError):
-        raise exc
-    raise RunFailedError(f"the server failed to start: {exc!r}"[:400]) from exc
+    service.base_url = url_of(config.host, sock)
+    run_blocking(server, sock, lambda: raise_start_error(service.start_error))
 
 
 @contextlib.contextmanager
@@ -118,21 +155,7 @@ def running_server(config: ServerConfig, start_timeout_s: float = 120.0) -> Iter
     """
     server, service = _build(config, None)
     sock = bind_socket(config.host, config.port)
-    base_url = service.base_url = _url(config.host, sock)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="rightsize-serve", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + start_timeout_s
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            thread.join(5)
-            sock.close()
-            _raise_start_error(service)
-            raise RunFailedError(f"the server did not start within {start_timeout_s:g} s")
-        time.sleep(0.01)
-    try:
-        yield base_url
-    finally:
-        server.should_exit = True
-        thread.join(config.drain_timeout_s + 10)
-        sock.close()
+    service.base_url = url_of(config.host, sock)
+    with run_in_thread(server, sock, lambda: raise_start_error(service.start_error), start_timeout_s=start_timeout_s,
+                       join_s=config.drain_timeout_s + 10, name="rightsize-serve"):  # fmt: skip
+        yield service.base_url

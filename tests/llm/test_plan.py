@@ -168,3 +168,19 @@ def test_energy_per_million_tokens_is_the_fleets_power_over_the_tokens(catalog: 
         kwh = watts * c.instances / 1000 * pue / (c.output_tokens_per_s * 3600) * 1e6
         assert c.kwh_per_m_output_tokens == pytest.approx(kwh, rel=1e-3)
         assert c.co2e_kg_per_m_output_tokens == pytest.approx(kwh * kg, rel=1e-3)
+
+
+def test_cpu_instances_of_one_family_and_size_keep_their_own_kv_room(catalog: Catalog) -> None:
+    # same family and cores, different RAM: each replica's KV capacity comes from its own instance
+    cpus = [i for i in catalog.instances if i.provider == "aws" and not i.accelerator]
+    pairs = [(a, b) for a in cpus for b in cpus
+             if a.cpu_family == b.cpu_family and a.cores == b.cores and a.ram_gib < b.ram_gib]  # fmt: skip
+    if not pairs:
+        pytest.skip("the catalog has no two CPU instances differing in RAM only")
+    small, big = pairs[0]
+    t = _target(rate_per_s=0.01, weight_precision="int8", ttft={"percentile": 95, "bound_ms": 600_000},
+                tpot={"percentile": 50, "bound_ms": 10_000})  # fmt: skip
+    plan = plan_generative(DecoderShape.from_zoo("llama-1b"), t, catalog,
+                           instances=[small.instance_type, big.instance_type])  # fmt: skip
+    kv = {c.instance: c.kv_tokens for c in plan.candidates}
+    assert kv[small.instance_type] < kv[big.instance_type]

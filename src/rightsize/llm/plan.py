@@ -250,7 +250,7 @@ def plan_generative(
     rows = filter_instances(catalog.instances, providers=providers, regions=regions, names=instances)
     if not rows:
         raise SpecError("targets.instances", "no catalog instance matches the providers/regions/instances given")
-    per_replica: dict[tuple[str, int, int], tuple[int, _Level, int, str, StepCosts, LLMSimConfig] | str] = {}
+    per_replica: dict[tuple[Any, ...], tuple[int, _Level, int, str, StepCosts, LLMSimConfig] | str] = {}
     note = (
         f"{precision} weights {weights / GIB:.1f} GiB, KV {kv_token / 1024:.0f} KiB per token ({kv_precision}); "
         f"step times projected (roofline) and judged at x{BAND:g}"
@@ -261,7 +261,7 @@ def plan_generative(
         if price is None:
             continue
         for tp in _tp_options(inst):
-            key = (inst.accelerator or inst.cpu_family, inst.cores if tp == 0 else tp, _gpu_count(inst, tp))
+            key = _replica_key(inst, tp, catalog)
             if key not in per_replica:
                 per_replica[key] = _replica_result(shape, inst, tp, catalog, precision, kv_precision, weights,
                                                    kv_token, longest, prompts, outputs, target, seed)  # fmt: skip
@@ -290,8 +290,13 @@ def _tp_options(inst: Instance) -> list[int]:
     return [tp for tp in TP_DEGREES if tp <= inst.accelerator_count and inst.accelerator_count % tp == 0]
 
 
-def _gpu_count(inst: Instance, tp: int) -> int:
-    return inst.accelerator_count if tp else 0
+def _replica_key(inst: Instance, tp: int, catalog: Catalog) -> tuple[Any, ...]:
+    """What one replica's result depends on, so instances that share it are simulated once: the GPU, tp and
+    the GPU link (all-reduces); a CPU replica's family, cores and RAM (its KV room)."""
+    if tp:
+        link = catalog.links.get((inst.provider, inst.instance_type))
+        return ("gpu", inst.accelerator, tp, link.gpu_gbytes_per_s if link is not None else 0.0)
+    return ("cpu", inst.cpu_family, inst.cores, inst.ram_gib)
 
 
 def _replica_result(

@@ -89,6 +89,11 @@ def test_match_cpu_family() -> None:
     ) is not None and f.name == "intel-avx512-bf16-no-amx"
     zen4 = {"cpu_model": "AMD EPYC 9R14", "isa": ["avx2", "avx512f", "avx512_bf16", "avx512_vnni"]}
     assert (f := match_cpu_family(cpus, Environment.from_dict(zen4))) is not None and f.name == "amd-genoa"
+    zen5 = {
+        "cpu_model": "AMD EPYC",
+        "isa": ["avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_vp2intersect"],
+    }
+    assert (f := match_cpu_family(cpus, Environment.from_dict(zen5))) is not None and f.name == "amd-turin"
     assert match_cpu_family(cpus, Environment.from_dict({"cpu_model": "Apple M2", "isa": ["neon"]})) is None
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from rightsize.catalog import load_catalog
-from rightsize.estimate.timemodel import CpuParams, GpuParams, cpu_time_ms, gpu_time_ms
+from rightsize.estimate.timemodel import (
+    CpuParams,
+    GpuParams,
+    cpu_kernel_path,
+    cpu_kernel_peak,
+    cpu_time_ms,
+    gpu_time_ms,
+    same_kernel_path,
+)
 from rightsize.profile import WorkProfile
 
 CAT = load_catalog("")
@@ -61,6 +69,22 @@ def test_cpu_isa_paths() -> None:
     assert cpu_time_ms(work, 8, spr, 4, "bf16", CP) < cpu_time_ms(work, 8, icl, 4, "bf16", CP)  # AMX
     assert cpu_time_ms(work, 8, icl, 4, "int8", CP) < cpu_time_ms(work, 8, icl, 4, "fp32", CP)  # VNNI
     assert cpu_time_ms(work, 8, icl, 4, "bf16", CP) > cpu_time_ms(work, 8, icl, 4, "fp32", CP)  # no native bf16
+
+
+def test_eager_int8_runs_vnni_not_amx_and_only_on_linear_layers() -> None:
+    spr, icl, turin = CAT.cpus["intel-sapphire-rapids"], CAT.cpus["intel-icelake"], CAT.cpus["amd-turin"]
+    # FBGEMM (dynamic int8) has no AMX kernels: Sapphire Rapids int8 = 4x its fp32 FMA rate, not the AMX tile rate
+    assert cpu_kernel_peak(spr, "int8") == pytest.approx(4 * cpu_kernel_peak(spr, "fp32"))
+    assert cpu_kernel_peak(spr, "int8") < spr.peak_flops_per_s("int8", 1) / 4
+    assert cpu_kernel_peak(spr, "bf16") == spr.peak_flops_per_s("bf16", 1)  # oneDNN bf16 does use AMX
+    assert cpu_kernel_path(spr, "int8") == cpu_kernel_path(turin, "int8") == "VNNI"
+    assert same_kernel_path(turin, icl, "int8") and not same_kernel_path(turin, spr, "bf16")
+    # a convolution net: dynamic quantization leaves convolutions fp32, so int8 is no faster than fp32
+    conv = WorkProfile(
+        "cnn", "inference", {"image_size": 224}, False, (("conv", 50, 2e8, 4e8, 2e6, 4e6),), 25_000_000, 160
+    )
+    assert cpu_time_ms(conv, 1, icl, 4, "int8", CP) == pytest.approx(cpu_time_ms(conv, 1, icl, 4, "fp32", CP))
+    assert cpu_time_ms(_encoder(), 1, icl, 4, "int8", CP) < cpu_time_ms(_encoder(), 1, icl, 4, "fp32", CP)
 
 
 def test_training_costs_more_than_inference() -> None:

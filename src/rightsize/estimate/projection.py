@@ -34,7 +34,14 @@ from typing import Any
 from rightsize.catalog import Accelerator, Catalog, CpuFamily, Instance, filter_instances, match_cpu_family
 from rightsize.catalog.query import match_accelerator
 from rightsize.estimate.reference import Anchor, Band, anchor_factor, probed_core_gflops, work_key
-from rightsize.estimate.timemodel import CpuParams, GpuParams, cpu_time_ms, gpu_time_ms
+from rightsize.estimate.timemodel import (
+    CpuParams,
+    GpuParams,
+    cpu_kernel_path,
+    cpu_time_ms,
+    gpu_time_ms,
+    same_kernel_path,
+)
 from rightsize.profile import Environment, Profile, ServiceCurve, WorkProfile, measured_curve
 
 __all__ = [
@@ -236,15 +243,6 @@ def _project_gpu(
 # CPU projection
 
 
-def _same_isa_path(local: CpuFamily, target: CpuFamily, prec: str) -> bool:
-    """True when ``prec`` runs at the same FLOP/cycle ratio to fp32 on both CPUs (same kernel path)."""
-
-    def ratio(f: CpuFamily) -> float:
-        return f.peak_flops_per_s(prec, 1) / max(f.peak_flops_per_s("fp32", 1), 1.0)
-
-    return abs(ratio(local) - ratio(target)) < 1e-9
-
-
 def _project_cpu(
     profile: Profile,
     work: WorkProfile,
@@ -256,7 +254,7 @@ def _project_cpu(
 ) -> list[ServiceCurve]:
     cpu = tuple(profile.ok("cpu"))
     anchor = Anchor(local, cpu, {work_key(profile.model, profile.mode, profile.input): work}, probed_core_gflops(cpu))
-    same_path = _same_isa_path(local, target, prec)
+    same_path = same_kernel_path(local, target, prec)
     found = anchor_factor(anchor, profile.mode, prec if same_path else "fp32", model.cpu)
     if found is None:
         return []
@@ -266,7 +264,7 @@ def _project_cpu(
     note = ""
     if anchored_on != prec:
         lo, hi = lo / ISA_EXTRAPOLATION_WIDENING, hi * ISA_EXTRAPOLATION_WIDENING
-        note = f"{prec} extrapolated from fp32 ({target.name} {_path_name(target, prec)}; not measured here); "
+        note = f"{prec} extrapolated from fp32 ({target.name} {cpu_kernel_path(target, prec)}; not measured here); "
     local_b = {m.batch_size for m in profile.ok("cpu", anchored_on)}
     batches = sorted(set(CPU_BATCHES) | local_b)
     out = []
@@ -296,12 +294,3 @@ def _project_cpu(
             )
         )
     return out
-
-
-def _path_name(fam: CpuFamily, prec: str) -> str:
-    isa = set(fam.isa)
-    if prec in ("bf16", "fp16"):
-        return "AMX" if "amx_bf16" in isa else "AVX-512 BF16" if "avx512_bf16" in isa else "fp32 path"
-    if prec == "int8":
-        return "AMX int8" if "amx_int8" in isa else "VNNI" if "avx512_vnni" in isa else "AVX2 int8"
-    return "fp32"

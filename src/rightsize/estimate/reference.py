@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rightsize.catalog.model import Catalog, CpuFamily
-from rightsize.estimate.timemodel import CpuParams, GpuParams, cpu_time_ms, gpu_time_ms
+from rightsize.estimate.timemodel import CpuParams, GpuParams, cpu_time_ms, gpu_time_ms, same_kernel_path
 from rightsize.measure.timing import percentile
 from rightsize.profile import Measurement, WorkProfile
 
@@ -237,7 +237,9 @@ def predict_row(
     anchor = anchors.get(row.model)
     if fam is None or anchor is None:
         return None
-    k = anchor_factor(anchor, row.mode, row.precision, cpu)
+    # The same rule as the planner's projection: a precision on another ISA path is anchored on fp32.
+    same = same_kernel_path(anchor.family, fam, row.precision)
+    k = anchor_factor(anchor, row.mode, row.precision if same else "fp32", cpu)
     if k is None:
         return None
     if row.instances > 1:  # processes side by side share the socket's memory bandwidth

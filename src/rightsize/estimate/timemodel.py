@@ -31,7 +31,16 @@ from dataclasses import dataclass, fields, replace
 from rightsize.catalog.model import Accelerator, CpuFamily
 from rightsize.profile import WorkProfile
 
-__all__ = ["CpuParams", "GpuParams", "cpu_time_ms", "gpu_time_ms", "precision_bytes"]
+__all__ = [
+    "CpuParams",
+    "GpuParams",
+    "cpu_kernel_path",
+    "cpu_kernel_peak",
+    "cpu_time_ms",
+    "gpu_time_ms",
+    "precision_bytes",
+    "same_kernel_path",
+]
 
 # Storage bytes per element relative to fp32 for compute ops and for element-wise/normalisation ops.
 # Mixed precision keeps some element-wise work (softmax, layer norm, loss) in fp32: 0.6, not 0.5.
@@ -158,13 +167,49 @@ def gpu_time_ms(
     return max(t_dev, t_host) * 1e3
 
 
+# The op classes CPU int8 (dynamic quantization) runs in int8; the rest run fp32.
+DYNAMIC_INT8_CLASSES = frozenset({"gemm"})
+
+# VNNI's vpdpbusd does 4 int8 multiply-adds per 32-bit lane: 4x the fp32 FMA rate of the same width.
+VNNI_OVER_FP32 = 4.0
+
+
+def cpu_kernel_peak(family: CpuFamily, precision: str) -> float:
+    """Per-core peak (FLOP/s; int8: op/s) of the kernel path eager PyTorch takes for ``precision``.
+
+    The catalog lists each family's best ISA path; eager int8 is dynamic quantization, whose Linear runs
+    FBGEMM, and FBGEMM has AVX2 and AVX-512 VNNI kernels but no AMX ones: on an AMX part (Sapphire
+    Rapids) int8 runs at the VNNI rate, not the AMX tile rate. bf16 goes through oneDNN, which uses AMX.
+    """
+    peak = family.peak_flops_per_s(precision, 1)
+    if precision == "int8" and "amx_int8" in family.isa and "avx512_vnni" in family.isa:
+        peak = min(peak, VNNI_OVER_FP32 * family.peak_flops_per_s("fp32", 1))
+    return peak
+
+
+def cpu_kernel_path(family: CpuFamily, precision: str) -> str:
+    """The ISA path eager PyTorch runs ``precision`` on (see ``cpu_kernel_peak``)."""
+    isa = set(family.isa)
+    if precision in ("bf16", "fp16"):
+        return "AMX" if "amx_bf16" in isa else "AVX-512 BF16" if "avx512_bf16" in isa else "fp32 path"
+    if precision == "int8":
+        return "VNNI" if "avx512_vnni" in isa else "AVX2 int8"
+    return "fp32"
+
+
+def same_kernel_path(local: CpuFamily, target: CpuFamily, precision: str) -> bool:
+    """True when eager PyTorch runs ``precision`` on the same ISA path on both CPUs (VNNI int8 on both,
+    AMX bf16 on both): then a local measurement of ``precision`` anchors the target, else fp32 does."""
+    return cpu_kernel_path(local, precision) == cpu_kernel_path(target, precision)
+
+
 def wide_vector_share(family: CpuFamily, precision: str, params: CpuParams) -> float:
-    """The realised share of a 512-bit-FMA core's peak (1.0 for AVX2 cores, 256-bit AVX-512 like AMD
-    Genoa's, and AMX paths, whose peaks count no doubled FMA width)."""
+    """The realised share of a 512-bit-FMA core's peak (1.0 for AVX2 cores, for AMD cores, whose fp32
+    peak is counted at the AVX2 rate MKL runs there, and for AMX paths, whose peaks count no doubled
+    FMA width)."""
     if family.flop_per_cycle_per_core.get("fp32", 0.0) < 64:
         return 1.0
-    amx = {"bf16": "amx_bf16", "fp16": "amx_bf16", "int8": "amx_int8"}.get(precision)
-    if amx is not None and amx in family.isa:
+    if cpu_kernel_path(family, precision) == "AMX":
         return 1.0
     return (1.0 + params.wide_vector) / 2.0
 
@@ -175,9 +220,10 @@ def cpu_time_ms(
     """Median time of one batch on ``threads`` physical cores of ``family``, milliseconds (model only;
     projection.py anchors it to this machine's measurement)."""
     n = max(1, threads)
-    core_peak = family.peak_flops_per_s(precision, 1) * wide_vector_share(family, precision, params)
+    core_peak = cpu_kernel_peak(family, precision) * wide_vector_share(family, precision, params)
     if core_peak <= 0:
         return math.inf
+    fp32_peak = cpu_kernel_peak(family, "fp32") * wide_vector_share(family, "fp32", params)
     bw = min(n * params.core_bw_gbps, family.memory_bandwidth_gbps) * 1e9 * params.eff_memory
     clock = CLOCK_REF_GHZ / max(family.sustained_ghz, 0.5)
     per_op_s = params.op_us * 1e-6 * clock
@@ -195,12 +241,15 @@ def cpu_time_ms(
             sync_used = params.sync_us * 1e-6 * (used - 1) ** params.sync_exponent * clock
             t += k * (b * precision_bytes(precision, cls) / bw_used + per_op_s + sync_used)
             continue
-        t_mem = b * precision_bytes(precision, cls) / bw
+        # int8 on a CPU is dynamic quantization: Linear layers (gemm) only; convolutions and attention
+        # stay fp32 (torch.ao.quantization.quantize_dynamic quantizes nn.Linear / recurrent layers).
+        op_prec = "fp32" if precision == "int8" and cls not in DYNAMIC_INT8_CLASSES else precision
+        t_mem = b * precision_bytes(op_prec, cls) / bw
         t_cmp = 0.0
         if f > 0:
             intensity = f / max(b, 1.0)
-            eff = params.eff(cls, precision) * intensity / (intensity + params.intensity_half)
-            t_cmp = f / (n * core_peak * eff)
+            eff = params.eff(cls, op_prec) * intensity / (intensity + params.intensity_half)
+            t_cmp = f / (n * (core_peak if op_prec == precision else fp32_peak) * eff)
         t += k * (max(t_cmp, t_mem) + per_op_s + sync_s)
     if work.mode == "training":
         opt_bytes, opt_kernels = _optimizer_ops(work)

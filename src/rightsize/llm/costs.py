@@ -26,6 +26,7 @@ from scipy.optimize import nnls
 
 from rightsize.catalog.model import Accelerator, CpuFamily
 from rightsize.errors import SpecError
+from rightsize.estimate.timemodel import cpu_kernel_peak
 from rightsize.llm.shape import DecoderShape
 from rightsize.plan.comm import PCIE_GBYTES_PER_S
 
@@ -196,7 +197,7 @@ def device_numbers(
     elif isinstance(device, CpuFamily):
         n = cores or device.cores_per_socket
         key = _compute_key("cpu", precision)
-        name, kind, peak = device.name, "cpu", device.peak_flops_per_s(key, n)
+        name, kind, peak = device.name, "cpu", n * cpu_kernel_peak(device, key)  # eager int8: VNNI, not AMX
         # a slice of a socket pulls what its cores can: min(n x per-core bandwidth, socket), as the CPU time
         # model does (rightsize.estimate.timemodel; per-core figure fitted in projection_fit.json)
         bw = min(n * _core_bw_gbps(), device.memory_bandwidth_gbps) * 1e9

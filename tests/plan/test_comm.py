@@ -20,11 +20,14 @@ def test_ring_all_reduce_over_a_10_gbps_link() -> None:
     ar = all_reduce(BERT_GRADS, per_node=1, nodes=2, links=links, compute_ms=60.0)
     # 2 (n-1)/n x 440 MB over 10 Gbps at 80%: 440e6 / 1e9 s = 0.44 s
     assert ar.inter_ms == pytest.approx(440.0)
-    assert ar.exposed_ms == pytest.approx(440.0 - 40.0)  # 2/3 of a 60 ms step hides 40 ms
+    assert ar.exposed_ms == pytest.approx(440.0)  # across nodes nothing is hidden by the backward pass
     fast = Links(network_gbps=3200, gpu_gbytes_per_s=450, source="test")
     ar8 = all_reduce(BERT_GRADS, per_node=8, nodes=2, links=fast, compute_ms=60.0)
     assert ar8.intra_ms == pytest.approx(2 * 7 / 8 * 440e6 / (450e9 * 0.8) * 1e3)
-    assert ar8.exposed_ms == 0.0  # NVLink + EFA: hidden behind the backward pass
+    assert ar8.inter_ms == pytest.approx(440e6 / (400e9 * 0.8) * 1e3)
+    assert ar8.exposed_ms == pytest.approx(ar8.inter_ms)  # NVLink ring hidden behind backward; EFA's is not
+    one_node = all_reduce(BERT_GRADS, per_node=8, nodes=1, links=fast, compute_ms=60.0)
+    assert one_node.inter_ms == 0.0 and one_node.exposed_ms == 0.0
 
 
 def test_catalog_links_cover_every_multi_gpu_instance() -> None:

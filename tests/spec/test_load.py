@@ -55,6 +55,14 @@ def test_targets_validation() -> None:
         parse_spec(_spec(targets={"online": {"rate_per_s": 10, "latency": {"bound_ms": -5}}}))
 
 
+def test_a_validator_that_names_the_value_is_not_followed_by_a_second_got() -> None:
+    gen = {"rate_per_s": 3, "prompt_tokens": {"uniform": [500, 10]}}
+    gen |= {"ttft": {"bound_ms": 500}, "tpot": {"bound_ms": 50}}
+    with pytest.raises(SpecError) as e:
+        parse_spec(_spec(model="llama-7b", targets={"generative": gen}))
+    assert str(e.value).count("got") == 1 and "got [500, 10]" in str(e.value)
+
+
 def test_load_spec_file_errors(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match="not found"):
         load_spec(tmp_path / "nope.yaml")

@@ -38,7 +38,7 @@ def spec_error_from(exc: ValidationError) -> SpecError:
     if msg.startswith("["):
         index, _, rest = msg.partition(" ")
         path, msg = path + index, rest
-    elif "input" in first and first["type"] not in {"missing", "extra_forbidden"}:
+    elif "input" in first and first["type"] not in {"missing", "extra_forbidden"} and ", got " not in msg:
         msg = f"{msg}, got {short(first['input'])}"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return SpecError(path or "spec", msg + more)

@@ -53,7 +53,10 @@ __all__ = [
 
 GPU_FIT = ("gemm_fp32", "gemm_tf32", "gemm_half", "conv_fp32", "conv_tf32", "conv_half", "attention",
            "eff_memory", "kernel_us", "host_us", "host_us_training", "host_conv", "peak_exponent")  # fmt: skip
-CPU_FIT = ("gemm", "conv", "low_precision", "core_bw_gbps", "op_us", "sync_us", "intensity_half", "sync_exponent",
+# sync_exponent is held at its prior (1.0, the linear cost of libgomp's centralised barrier), not fitted: only one
+# source (Packrat) runs more than 4 threads, so held out the fit pushed the exponent to its bound (1.5) and its
+# 16-thread rows came out 1.4-2.4x slow; with it, 1.19. A parameter one source alone identifies is not fitted.
+CPU_FIT = ("gemm", "conv", "low_precision", "core_bw_gbps", "op_us", "sync_us", "intensity_half",
            "wide_vector")  # fmt: skip
 PRIOR_WEIGHT = 0.25  # residual weight of log(θ/θ_prior): a soft pull, ~1/4 of one source's row
 # Parameter bounds (efficiencies are shares of peak; times in microseconds).

@@ -228,7 +228,15 @@ def replay(
     )  # fmt: skip
     start_ms = 1000.0 * warmup_s
     runs = [
-        simulate(curve, config, seed=d, arrivals_ms=arrivals_ms, record_from_ms=start_ms, service_ratios=ratios)
+        simulate(
+            curve,
+            config,
+            seed=d,
+            arrivals_ms=arrivals_ms,
+            record_from_ms=start_ms,
+            service_ratios=ratios,
+            ratios_in_order=True,
+        )
         for d in range(draws)
     ]
 

@@ -24,9 +24,16 @@ from collections import deque
 
 import numpy as np
 
-__all__ = ["run_balanced"]
+__all__ = ["ratio_draws", "run_balanced"]
 
 _COMPLETE, _TIMEOUT = 0, 1
+
+
+def ratio_draws(rng: np.random.Generator, ratios: np.ndarray, n: int, in_order: bool = False) -> np.ndarray:
+    """``n`` multipliers from ``ratios``: at random, or in their order from a random start (cycling)."""
+    if in_order:
+        return np.resize(np.roll(ratios, -int(rng.integers(ratios.size))), n)
+    return rng.choice(ratios, n)
 
 
 def run_balanced(
@@ -40,11 +47,13 @@ def run_balanced(
     balancer: str = "jsq",
     dist: str = "lognormal",
     ratios: np.ndarray | None = None,
+    ratios_in_order: bool = False,
 ) -> tuple[np.ndarray, float, int]:
     """Latency per request (ms), total busy ms over replicas, number of batches.
 
     arrival_ms  (N,) sorted arrival times; service_ms / sigma: (K+1,) per requests-in-batch k.
-    dist "empirical": a batch takes service_ms[k] times a draw from ``ratios`` (sigma unused).
+    dist "empirical": a batch takes service_ms[k] times a draw from ``ratios`` (sigma unused), in their order
+    from a random start with ``ratios_in_order`` (``ratio_draws``).
     """
     if balancer not in ("jsq", "p2c", "random"):
         raise ValueError(f"unknown balancer {balancer!r}; use jsq, p2c or random")
@@ -56,7 +65,7 @@ def run_balanced(
     if dist == "empirical":
         if ratios is None:
             raise ValueError("dist 'empirical' needs ratios")
-        noise = rng.choice(ratios, n).tolist()
+        noise = ratio_draws(rng, np.asarray(ratios, dtype=np.float64), n, ratios_in_order).tolist()
     else:
         noise = rng.standard_exponential(n).tolist() if dist == "exponential" else rng.standard_normal(n).tolist()
     picks = rng.integers(0, replicas, size=(n, 2)) if balancer != "jsq" else np.zeros((0, 2), dtype=np.int64)

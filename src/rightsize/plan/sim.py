@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rightsize.plan.arrivals import arrival_times_ms
-from rightsize.plan.events import run_balanced
+from rightsize.plan.events import ratio_draws, run_balanced
 from rightsize.plan.lanes import run_lanes
 from rightsize.profile import Latency, ServiceCurve
 
@@ -108,13 +108,16 @@ def simulate(
     arrivals_ms: np.ndarray | None = None,
     record_from_ms: float | None = None,
     service_ratios: np.ndarray | None = None,
+    ratios_in_order: bool = False,
 ) -> SimResult:
     """Simulate ``n_requests`` requests (after ``warmup`` of each replication is dropped) of ``config``.
 
     ``cv`` overrides the curve's spread (a plain function ``service`` has cv 0 unless given).
     ``arrivals_ms`` (sorted) replaces the drawn arrivals, ``n_requests`` and ``config.arrival``; requests
     arriving before ``record_from_ms`` (default: the first ``warmup`` share) are served but not counted.
-    ``service_ratios`` (> 0) are multipliers on t(k) drawn per batch instead of the lognormal noise.
+    ``service_ratios`` (> 0) are multipliers on t(k) drawn per batch instead of the lognormal noise;
+    ``ratios_in_order`` takes them in their given order (from a random start, cycling) instead of at random:
+    a server's slow spells come in runs, and near saturation a run of slow batches is what builds the queue.
     """
     rng = np.random.default_rng(seed)
     k_cap = config.max_requests
@@ -159,7 +162,7 @@ def simulate(
     qs = sorted({50.0, 95.0, 99.0, *map(float, percentiles)})
     if engine == "lindley":
         a = arrivals()
-        svc = _draw(rng, t_tab[1], s_tab[1], dist, n_requests, service_ratios)
+        svc = _draw(rng, t_tab[1], s_tab[1], dist, n_requests, service_ratios, ratios_in_order)
         c = np.cumsum(svc)
         dep = c + np.maximum.accumulate(a - (c - svc))
         lat = (dep - a)[first_kept(a) :]
@@ -171,7 +174,17 @@ def simulate(
         balancer = config.balancer if config.replicas > 1 else "jsq"
         a = arrivals()
         lat_all, busy, batches = run_balanced(
-            a, config.replicas, k_cap, config.max_wait_ms, t_tab, s_tab, rng, balancer, dist, service_ratios
+            a,
+            config.replicas,
+            k_cap,
+            config.max_wait_ms,
+            t_tab,
+            s_tab,
+            rng,
+            balancer,
+            dist,
+            service_ratios,
+            ratios_in_order,
         )
         lat = lat_all[first_kept(a) :]
         util = busy / (config.replicas * float(np.max(a + lat_all) - a[0]))
@@ -196,10 +209,16 @@ def simulate(
 
 
 def _draw(
-    rng: np.random.Generator, t: float, sigma: float, dist: str, n: int, ratios: np.ndarray | None = None
+    rng: np.random.Generator,
+    t: float,
+    sigma: float,
+    dist: str,
+    n: int,
+    ratios: np.ndarray | None = None,
+    in_order: bool = False,
 ) -> np.ndarray:
     if dist == "empirical" and ratios is not None:
-        return t * rng.choice(ratios, n)
+        return t * ratio_draws(rng, ratios, n, in_order)
     if dist == "exponential":
         return t * rng.standard_exponential(n)
     if sigma > 0:

@@ -36,6 +36,7 @@ def test_plan_from_spec_and_options() -> None:
                   device=None, precision=None)  # fmt: skip
 
 
+@pytest.mark.slow  # ~2 s: in `make test`, not `make test-fast`
 def test_local_pipeline_synthetic_items_exactly_once(tmp_path: Path) -> None:
     w = parse_spec({"model": "simplenet", "tiny": True, "batch_sizes": [32],
                     "targets": {"batch": {"items": 10_000_000, "deadline_hours": 2}}})  # fmt: skip
@@ -81,6 +82,7 @@ def test_file_without_the_payload_column_is_a_spec_error(tmp_path: Path) -> None
         run_pipeline(w, input_path=src, workers=1)
 
 
+@pytest.mark.slow  # ~2 s: in `make test`, not `make test-fast`
 def test_cli_pipeline_json_and_artifact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from rightsize.cli.app import main
     from rightsize.store import Store

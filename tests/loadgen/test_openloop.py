@@ -23,6 +23,7 @@ from rightsize.loadgen import (
 LOOSE_LAG_MS = 60.0
 
 
+@pytest.mark.slow  # 2 s each: in `make test`, not `make test-fast`
 @pytest.mark.parametrize("arrival", ["constant", "poisson"])
 def test_achieved_rate_matches_offered(server: TinyServer, arrival: Arrival) -> None:
     cfg = OpenLoopConfig(rate_per_s=250, duration_s=2.0, arrival=arrival, max_lag_ms=LOOSE_LAG_MS)
@@ -86,6 +87,7 @@ def test_errors_are_classified(server: TinyServer, closed_port: int) -> None:
     assert run_open_loop(Target.from_url(base + "/status/503"), cfg).status_counts == {"503": 10}
 
 
+@pytest.mark.slow  # ~2 s: in `make test`, not `make test-fast`
 def test_goodput_counts_only_responses_within_the_slo(server: TinyServer) -> None:
     target = Target.from_url(server.url("/work/20"))
     base = OpenLoopConfig(rate_per_s=100, duration_s=1.0, arrival="constant", max_lag_ms=LOOSE_LAG_MS)

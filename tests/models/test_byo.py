@@ -238,6 +238,7 @@ def test_ort_prefix_exports_a_zoo_model_once_and_matches_pytorch(
         resolve_model("ort:model.onnx")
 
 
+@pytest.mark.slow  # ~2 s: in `make test`, not `make test-fast`
 def test_openvino_engine_matches_pytorch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: dict[str, Path]
 ) -> None:

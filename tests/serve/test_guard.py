@@ -7,6 +7,7 @@ import socket
 import time
 
 import httpx
+import pytest
 from serve_helpers import SlowModel
 
 from rightsize.hosts import allowed_hosts, host_name, is_loopback
@@ -39,6 +40,7 @@ def _closed_by_server(s: socket.socket) -> bool:
         return True
 
 
+@pytest.mark.slow  # ~2 s: in `make test`, not `make test-fast`
 def test_slow_clients_are_cut_off_and_real_ones_still_served() -> None:
     with running_server(_config(read_timeout_s=1.0, max_connections=64)) as url:
         port = int(url.rsplit(":", 1)[1])

@@ -11,9 +11,10 @@ without a row uses 11.5%-102% of its datasheet TDP):
     kWh per job   = J per sample x job size / 3.6e6   (inference: 1M requests; training: one ImageNet-1k
                     epoch of 1,281,167 images for ResNet-50, 1M sequences for BERT)
 
-Device watts only (no host, no PUE; the planner adds both). On a machine with RAPL (/sys/class/powercap)
-or NVML the modelled watts would be checked against measured ones; this prints SKIPPED where neither
-exists, with the reason. Exit 0 unless the table is empty.
+Device watts only (no host, no PUE; the planner adds both). ``--store FILE`` compares the power that
+``rightsize bench`` measured (RAPL package counters, NVML; ``measure/power.py``) with the model's watts for
+the same machine (issue target: within 25%); without measurements it prints SKIPPED with the reason.
+Exit 0 unless the table is empty or the comparison misses.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import io
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from rightsize.catalog import load_catalog
 from rightsize.plan.energy import GPU_IDLE_FRACTION, GPU_MAX_OVER_TDP
@@ -64,17 +66,74 @@ def samples_per_s(row: dict[str, str]) -> float:
 
 def measured_power_available() -> str | None:
     """Why modelled watts cannot be checked here (None: a counter exists)."""
-    if Path("/sys/class/powercap/intel-rapl:0/energy_uj").exists():
-        return None
-    try:
-        import pynvml  # noqa: F401
+    from rightsize.measure.power import open_power_meter
 
+    meter, why = open_power_meter("cpu")
+    if meter is not None:
         return None
-    except ImportError:
-        return "no RAPL counters (/sys/class/powercap) and no NVML on this machine"
+    gpu, why_gpu = open_power_meter("cuda")
+    return None if gpu is not None else f"{why}; {why_gpu}"
+
+
+def modelled_watts(m: Any, env: Any, catalog: Any) -> tuple[float | None, str]:
+    """The power model's watts for what a stored measurement ran: the whole CPU package (RAPL) with its
+    ``threads`` busy and the other vCPUs idle, or the GPU at full use (NVML), by the catalog's power table."""
+    from rightsize.catalog import match_accelerator, match_cpu_family
+
+    table = catalog.power
+    if m.device == "cpu":
+        fam = match_cpu_family(catalog.cpus, env)
+        if fam is None or fam.name not in table.cpu:
+            return None, f"no power row for this CPU ({env.cpu_model})"
+        lo, hi = table.cpu[fam.name]
+        busy = min(env.logical_cores, m.threads or env.logical_cores)
+        return env.logical_cores * lo + busy * (hi - lo), f"{fam.name}: {busy} of {env.logical_cores} vCPUs busy"
+    acc = match_accelerator(env.gpu_name, catalog.accelerators)
+    if acc is None:
+        return None, f"no catalog GPU for {env.gpu_name}"
+    lo, hi = table.gpu.get(acc.name, (acc.tdp_w * GPU_MAX_OVER_TDP * GPU_IDLE_FRACTION, acc.tdp_w * GPU_MAX_OVER_TDP))
+    return hi, f"{acc.name} at full use"
+
+
+def measured_vs_modelled(store_path: Path) -> int:
+    """Every stored measurement that recorded ``power_w`` against the model; exit 1 when the target misses."""
+    from rightsize.store import Store
+
+    catalog = load_catalog("")
+    with Store(store_path) as db:
+        rows = []
+        for m in db.measurements():
+            if m.status != "ok" or m.extra.get("power_w") is None or m.env_id is None:
+                continue
+            env = db.env(m.env_id)
+            watts, how = modelled_watts(m, env, catalog)
+            if watts:
+                rows.append((m, float(m.extra["power_w"]), watts, how))
+    if not rows:
+        print(f"no stored measurement in {store_path} recorded measured power (rightsize bench on a machine with "
+              "RAPL or NVML records it): SKIPPED")  # fmt: skip
+        return 0
+    print(f"{'model':<13}{'device':<8}{'prec':<6}{'batch':>6}{'measured W':>12}{'modelled W':>12}{'error':>8}  basis")
+    errors = []
+    for m, measured, modelled, how in rows:
+        err = modelled / measured - 1.0
+        errors.append(abs(err))
+        print(f"{m.model:<13}{m.device:<8}{m.precision:<6}{m.batch_size:>6}{measured:>12.1f}{modelled:>12.1f}"
+              f"{err:>+8.0%}  {how} ({m.extra['power_source']})")  # fmt: skip
+    errors.sort()
+    med, worst = errors[len(errors) // 2], errors[-1]
+    ok = worst <= 0.25
+    print(f"modelled vs measured: n={len(rows)} median |error| {med:.0%}, worst {worst:.0%} "
+          f"(target <= 25%: {'PASS' if ok else 'FAIL'})")  # fmt: skip
+    return 0 if ok else 1
 
 
 def main() -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--store", type=Path, default=None, help="compare the measured power stored here with the model")
+    args = ap.parse_args()
     best: dict[tuple[str, str, str], dict[str, str]] = {}
     for r in _rows():
         rate = samples_per_s(r)
@@ -98,7 +157,11 @@ def main() -> int:
         n += 1
     why = measured_power_available()
     print()
-    print(f"{n} (model, mode, device) rows; modelled vs measured power: " + (f"SKIPPED ({why})" if why else "run"))
+    print(f"{n} (model, mode, device) rows")
+    if args.store is not None:
+        return measured_vs_modelled(args.store) if n else 1
+    print("modelled vs measured power: " + (f"SKIPPED ({why})" if why else
+          "a counter exists here: rightsize bench records power_w; rerun with --store FILE"))  # fmt: skip
     return 0 if n else 1
 
 

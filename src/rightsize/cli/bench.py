@@ -114,11 +114,27 @@ def bench(
         )
         out_console.print(sweep_table(result.measurements, title))
         _print_epochs(result.measurements)
+        _print_power(result.measurements)
     if result.interrupted:
         err_console.print("interrupted: finished results are stored")
         raise typer.Exit(130)
     if result.measurements and all(m.status == "failed" for m in result.measurements):
         raise typer.Exit(1)
+
+
+def _print_power(measurements: list[Measurement]) -> None:
+    """Measured watts per config where RAPL / NVML could be read; else why not, once."""
+    ok = [m for m in measurements if m.status == "ok"]
+    measured = [m for m in ok if m.extra.get("power_w") is not None]
+    for m in measured:
+        out_console.print(
+            f"measured power {m.precision} b{m.batch_size}: {m.extra['power_w']:.1f} W over the timed runs "
+            f"({m.extra['power_source']}; the whole package or device, other load included), "
+            f"{m.extra['energy_j_per_sample']:.3g} J per sample"
+        )
+    why = next((m.extra["power_unavailable"] for m in ok if m.extra.get("power_unavailable")), None)
+    if not measured and why:
+        err_console.print(f"note: power not measured: {why}; plans use modelled watts")
 
 
 def _print_epochs(measurements: list[Measurement]) -> None:

@@ -17,6 +17,7 @@ from rightsize.allocator import keep_freed_memory
 from rightsize.measure.conditions import RunConditions
 from rightsize.measure.config import BenchConfig
 from rightsize.measure.memory import CudaMemoryTracker, RssPeakTracker, SavedTensorTracker, cuda_context_bytes
+from rightsize.measure.power import PowerReading, open_power_meter, power_extra
 from rightsize.measure.precision import (
     autocast,
     grad_scaler,
@@ -121,14 +122,41 @@ def _inference(cfg: BenchConfig) -> Measurement:
     if not flops and callable(graph_flops):  # another engine (ONNX Runtime): its graph has the FLOPs
         flops = float(graph_flops(tuple(x1.shape)))
     cond = RunConditions()
-    stats, converged = time_adaptive(
-        forward(x), cfg.timing, cuda_timer if cfg.device == "cuda" else cpu_timer, conditions=cond
-    )
-    extra = {"ci_converged": converged, **_conditions(cond, cfg, flops, stats.p50)}
+    with _PowerWindow(cfg.device) as power:
+        stats, converged = time_adaptive(
+            forward(x), cfg.timing, cuda_timer if cfg.device == "cuda" else cpu_timer, conditions=cond
+        )
+    extra = {"ci_converged": converged, **_conditions(cond, cfg, flops, stats.p50), **power.extra(cfg, stats.p50)}
     return cfg.result(
         "ok", latency_ms=stats, throughput_per_s=cfg.batch_size * 1e3 / stats.p50, flops_per_sample=flops,
         param_bytes=param_bytes, buffer_bytes=buffer_bytes, extra=extra,
     )  # fmt: skip
+
+
+class _PowerWindow:
+    """Measured energy over the timing window where RAPL / NVML can be read (``measure/power.py``)."""
+
+    def __init__(self, device: str) -> None:
+        self.meter, self.why = open_power_meter(device)
+        self.reading: PowerReading | None = None
+
+    def __enter__(self) -> _PowerWindow:
+        if self.meter is not None:
+            try:
+                self.meter.start()
+            except OSError as exc:
+                self.meter, self.why = None, f"power counter unreadable: {exc}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.meter is not None:
+            try:
+                self.reading = self.meter.stop()
+            except OSError as e:
+                self.why = f"power counter unreadable: {e}"
+
+    def extra(self, cfg: BenchConfig, p50_ms: float) -> dict[str, Any]:
+        return power_extra(self.reading, self.why, p50_ms / 1e3 / max(1, cfg.batch_size))
 
 
 def _conditions(cond: RunConditions, cfg: BenchConfig, flops_per_sample: float, p50_ms: float) -> dict[str, Any]:
@@ -171,8 +199,15 @@ def _training(cfg: BenchConfig) -> Measurement:
     # warm-up >= 2 so optimizer states exist before timing (they are allocated at the first step).
     policy = cfg.timing if cfg.timing.warmup >= 2 else type(cfg.timing)(**{**cfg.timing.__dict__, "warmup": 2})
     cond = RunConditions()
-    stats, converged = time_adaptive(step, policy, cuda_timer if cfg.device == "cuda" else cpu_timer, conditions=cond)
-    extra: dict[str, Any] = {"ci_converged": converged, **_conditions(cond, cfg, flops, stats.p50)}
+    with _PowerWindow(cfg.device) as power:
+        stats, converged = time_adaptive(
+            step, policy, cuda_timer if cfg.device == "cuda" else cpu_timer, conditions=cond
+        )
+    extra: dict[str, Any] = {
+        "ci_converged": converged,
+        **_conditions(cond, cfg, flops, stats.p50),
+        **power.extra(cfg, stats.p50),
+    }
     if cfg.epochs:
         extra |= _epochs(cfg, entry, model, step)
     return cfg.result(

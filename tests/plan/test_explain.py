@@ -68,3 +68,22 @@ def test_at_the_same_price_the_better_known_plan_ranks_first() -> None:
     assert rank([guess, known], "online")[0] is known
     cheaper_guess = dataclasses.replace(guess, cost_usd_per_hour=best.cost_usd_per_hour * 0.9)
     assert rank([cheaper_guess, known], "online")[0] is cheaper_guess  # price still comes first
+
+
+def test_a_replica_near_full_says_why_it_still_keeps_up_and_what_to_watch() -> None:
+    from rightsize.plan.explain import _warnings
+    from rightsize.plan.result import Batching
+
+    cat = small_catalog()
+    curves = [cpu_curve("c.2x", 20.0, 15.0)]
+    target = OnlineTarget(rate_per_s=10, latency=LatencyBound(percentile=95, bound_ms=80))
+    rec = rank(plan_online(pair_options(cat.instances, curves, cat.accelerators), target), "online")[0]
+    assert rec.latency is not None and rec.latency.utilization < 0.9
+    assert not any(w.startswith("busy") for w in _warnings("online", rec, 80, 1))
+    busy = dataclasses.replace(rec.latency, utilization=0.99, mean_batch=3.7)
+    batched = dataclasses.replace(rec, latency=busy, batching=Batching(max_batch=8, max_wait_ms=0.0))
+    (w,) = [w for w in _warnings("online", batched, 80, 1) if w.startswith("busy")]
+    assert "busy 99%" in w and "mean 3.7 of at most 8" in w and "validate" in w
+    full = dataclasses.replace(batched, latency=dataclasses.replace(busy, mean_batch=8.0))
+    (w,) = [w for w in _warnings("online", full, 80, 1) if w.startswith("busy")]
+    assert "no room for bigger batches" in w

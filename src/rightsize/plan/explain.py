@@ -20,6 +20,7 @@ __all__ = ["explain", "infeasible_summary", "pareto", "rank", "target_ms"]
 
 GPU_IDLE_UTILIZATION = 0.20  # seed: "Is GPU utilization consistently < 20%? Try CPU autoscaling."
 MEMORY_HEADROOM = 0.80  # warn above 80% of device memory
+NEAR_FULL_UTILIZATION = 0.90  # an online replica this busy has little slack left (queueing grows as 1/(1-u))
 SAMPLES_PER_VCPU_PER_S = 300.0  # input pipeline rate per vCPU worth checking (assumption: ~JPEG decode)
 
 
@@ -248,6 +249,20 @@ def _warnings(kind: PlanKind, rec: Candidate, bound_ms: float | None, request_sa
             out.append(
                 f"no micro-batching while the GPU is {rec.latency.utilization:.0%} busy: add a small batch window "
                 "(5-10 ms) and re-plan; batching raises throughput at little latency cost"
+            )
+    lat, bat = rec.latency, rec.batching
+    if kind == "online" and lat is not None and lat.utilization >= NEAR_FULL_UTILIZATION:
+        if bat is not None and bat.max_batch > request_samples and lat.mean_batch < bat.max_batch:
+            out.append(
+                f"busy {lat.utilization:.0%}: it keeps up because batches grow with the load (mean "
+                f"{lat.mean_batch:.1f} of at most {bat.max_batch} samples; replicas were sized for full batches "
+                "under the headroom), but the latency rises steeply with any extra traffic or a slower server; "
+                "check with `rightsize validate` and keep a replica in reserve if the rate can exceed the plan"
+            )
+        else:
+            out.append(
+                f"busy {lat.utilization:.0%} with no room for bigger batches: any extra traffic queues; "
+                "add a replica if the rate can exceed the plan"
             )
     if rec.memory_bytes and rec.memory_capacity_bytes:
         share = rec.memory_bytes / rec.memory_capacity_bytes

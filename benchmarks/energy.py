@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rightsize.catalog import load_catalog
-from rightsize.plan.energy import GPU_IDLE_FRACTION, GPU_MAX_OVER_TDP
+from rightsize.plan.energy import GPU_IDLE_FRACTION, gpu_watts, vcpu_watts
 
 IMAGENET_EPOCH = 1_281_167
 JOB = {"training": {"resnet50": IMAGENET_EPOCH}, "inference": {}}
@@ -40,21 +40,18 @@ def _rows() -> list[dict[str, str]]:
 
 def device_watts(row: dict[str, str]) -> tuple[float, str]:
     """Modelled watts of the device(s) a published row ran on, at full use."""
-    table = load_catalog("").power
+    catalog = load_catalog("")
+    table = catalog.power
     assert table is not None  # the shipped catalog always carries it
     if row["device_class"] == "cpu":
-        _, hi = table.cpu.get(row["device"], table.cpu["intel-cascade-lake"])
+        _, hi, _ = vcpu_watts(table, row["device"])
         threads = int(row["threads"] or row["cores"] or 1)
         return threads * hi, f"{threads} vCPU x {hi:g} W"
     gpus = int(row["gpus"] or 1)
-    if row["device"] in table.gpu:
-        return gpus * table.gpu[row["device"]][1], f"{gpus} x {table.gpu[row['device']][1]:g} W (CCF)"
-    acc = load_catalog("").accelerators.get(row["device"])
-    tdp = acc.tdp_w if acc else 300.0
-    return (
-        gpus * tdp * GPU_MAX_OVER_TDP,
-        f"{gpus} x {tdp * GPU_MAX_OVER_TDP:g} W (TDP proxy, idle {GPU_IDLE_FRACTION:.1%})",
-    )
+    _, hi, tdp = gpu_watts(table, row["device"], catalog.accelerators)
+    if tdp is None:
+        return gpus * hi, f"{gpus} x {hi:g} W (CCF)"
+    return gpus * hi, f"{gpus} x {hi:g} W (TDP proxy, idle {GPU_IDLE_FRACTION:.1%})"
 
 
 def samples_per_s(row: dict[str, str]) -> float:
@@ -85,13 +82,13 @@ def modelled_watts(m: Any, env: Any, catalog: Any) -> tuple[float | None, str]:
         fam = match_cpu_family(catalog.cpus, env)
         if fam is None or fam.name not in table.cpu:
             return None, f"no power row for this CPU ({env.cpu_model})"
-        lo, hi = table.cpu[fam.name]
+        lo, hi, _ = vcpu_watts(table, fam.name)
         busy = min(env.logical_cores, m.threads or env.logical_cores)
         return env.logical_cores * lo + busy * (hi - lo), f"{fam.name}: {busy} of {env.logical_cores} vCPUs busy"
     acc = match_accelerator(env.gpu_name, catalog.accelerators)
     if acc is None:
         return None, f"no catalog GPU for {env.gpu_name}"
-    lo, hi = table.gpu.get(acc.name, (acc.tdp_w * GPU_MAX_OVER_TDP * GPU_IDLE_FRACTION, acc.tdp_w * GPU_MAX_OVER_TDP))
+    _, hi, _ = gpu_watts(table, acc.name, catalog.accelerators)
     return hi, f"{acc.name} at full use"
 
 
@@ -155,11 +152,11 @@ def main() -> int:
         print(f"{model:<13}{mode:<10}{device:<15}{r['precision']:<6}{r['batch_size']:>6}{rate:>11.1f}{watts:>8.0f}"
               f"{joules:>10.3f}{kwh:>10.3f}  {basis} / {r['source']}")  # fmt: skip
         n += 1
-    why = measured_power_available()
     print()
     print(f"{n} (model, mode, device) rows")
     if args.store is not None:
         return measured_vs_modelled(args.store) if n else 1
+    why = measured_power_available()
     print("modelled vs measured power: " + (f"SKIPPED ({why})" if why else
           "a counter exists here: rightsize bench records power_w; rerun with --store FILE"))  # fmt: skip
     return 0 if n else 1

@@ -24,26 +24,39 @@ GPU_IDLE_FRACTION = 0.115
 GPU_MAX_OVER_TDP = 1.02
 
 
+def vcpu_watts(table: PowerTable, family: str | None) -> tuple[float, float, bool]:
+    """(idle, full) watts per vCPU of a CPU family, and whether Cascade Lake's stood in (no row for it)."""
+    if family in table.cpu:
+        lo, hi = table.cpu[family]
+        return lo, hi, False
+    lo, hi = table.cpu.get("intel-cascade-lake", (0.64, 3.97))
+    return lo, hi, True
+
+
+def gpu_watts(table: PowerTable, name: str, accelerators: dict[str, Accelerator]) -> tuple[float, float, float | None]:
+    """(idle, full) watts of one GPU: its CCF row, else the datasheet TDP proxy; the TDP when the proxy was used."""
+    if name in table.gpu:
+        lo, hi = table.gpu[name]
+        return lo, hi, None
+    acc = accelerators.get(name)
+    tdp = acc.tdp_w if acc is not None else 300.0
+    return tdp * GPU_MAX_OVER_TDP * GPU_IDLE_FRACTION, tdp * GPU_MAX_OVER_TDP, tdp
+
+
 def instance_watts(
     inst: Instance, utilization: float, table: PowerTable, accelerators: dict[str, Accelerator]
 ) -> tuple[float, list[str]]:
     """Power draw of one instance at ``utilization`` (0..1) of its compute, and notes on proxies used."""
     u = min(1.0, max(0.0, utilization))
     notes: list[str] = []
-    cpu_min, cpu_max = table.cpu.get(inst.cpu_family or "", (0.0, 0.0))
-    if inst.cpu_family not in table.cpu:
-        cpu_min, cpu_max = table.cpu.get("intel-cascade-lake", (0.64, 3.97))
+    cpu_min, cpu_max, proxied = vcpu_watts(table, inst.cpu_family)
+    if proxied:
         notes.append(f"CPU family {inst.cpu_family or 'unknown'}: Cascade Lake watts used")
     memory = inst.ram_gib * table.memory_w_per_gib
     if inst.accelerator is None:
         return inst.vcpus * (cpu_min + u * (cpu_max - cpu_min)) + memory, notes
-    if inst.accelerator in table.gpu:
-        g_min, g_max = table.gpu[inst.accelerator]
-    else:
-        acc = accelerators.get(inst.accelerator)
-        tdp = acc.tdp_w if acc is not None else 300.0
-        g_max = tdp * GPU_MAX_OVER_TDP
-        g_min = g_max * GPU_IDLE_FRACTION
+    g_min, g_max, tdp = gpu_watts(table, inst.accelerator, accelerators)
+    if tdp is not None:
         notes.append(f"{inst.accelerator}: {GPU_IDLE_FRACTION:.1%}-{GPU_MAX_OVER_TDP:.0%} of its {tdp:g} W TDP")
     n = inst.accelerator_count
     busy_host = min(n, inst.vcpus) * u * (cpu_max - cpu_min)  # one host vCPU feeds each working GPU

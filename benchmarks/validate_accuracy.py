@@ -81,7 +81,8 @@ def main() -> None:
         print(
             f"{report['name']}: {report['model']} {c['precision']}, max_batch {c['max_batch']}, "
             f"max_wait {c['max_wait_ms']:g} ms ({c['why']}); capacity profiled "
-            f"{report['local']['profile_capacity_per_s']:.1f}/s, re-timed {report['local']['capacity_per_s']:.1f}/s; "
+            f"{report['local']['profile_capacity_per_s']:.1f}/s, re-timed {report['local']['capacity_per_s']:.1f}/s, "
+            f"levels of {report['local']['level_capacity_per_s']:.1f}/s; "
             f"{time.perf_counter() - t0:.0f} s"
         )
         if report["points"]:

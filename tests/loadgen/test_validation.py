@@ -121,6 +121,41 @@ def test_validate_config_matches_the_simulator_on_a_known_curve() -> None:
         assert points[1].measured_ms.p95 > points[0].measured_ms.p95
 
 
+@pytest.mark.slow
+def test_levels_follow_the_servers_own_capacity_when_it_is_slower_than_its_curve() -> None:
+    """A server whose batches take 1.6x the curve's t(b) meets "50%" of the curve's capacity at 80% of its
+    own: validate measures it under a short overload and scales the fraction levels to what it really does."""
+    from rightsize.cpus import split_cpus
+    from rightsize.serve import ServerConfig
+    from rightsize.workflows.validate import validate_config
+
+    def t_ms(b: int) -> float:
+        return 10.0 + 5.0 * b
+
+    def predict(x: Any) -> Any:
+        time.sleep(1.6 * t_ms(len(x)) / 1000)
+        return x[:, :1]
+
+    sizes = tuple(range(1, 9))
+    curve = ServiceCurve("cpu:fake", "fp32", sizes, tuple(t_ms(b) for b in sizes), (0.0,) * 8, "measured")
+    cap = capacity_per_s(curve, 8)  # 8 / 50 ms = 160/s; the server does ~100/s
+    config = ServerConfig(
+        model="fake", predict=predict, sample_shape=(4,), max_batch=8, max_wait_ms=2.0, workers=1,
+        port=0, queue_size=1024, warmup=False,
+    )  # fmt: skip
+    points = validate_config(
+        config, curve, [], duration_s=1.5, warmup_s=0.3, min_requests=0, cpus=split_cpus(), fractions=(0.5,)
+    )
+    [p] = points
+    assert p.label == "50%" and p.capacity_per_s is not None
+    assert p.capacity_per_s == pytest.approx(cap / 1.6, rel=0.25), render_points(points)
+    assert p.rate_per_s == pytest.approx(0.5 * p.capacity_per_s)
+    assert any("its own capacity" in n for n in p.notes), p.notes
+    # The served-time prediction sees the slower batches the server had during the level.
+    assert p.served_batch_ms is not None and p.curve_batch_ms is not None
+    assert p.served_batch_ms > 1.2 * p.curve_batch_ms
+
+
 def test_split_cpus_and_pinning_restore_every_thread() -> None:
     import os
 

@@ -66,6 +66,9 @@ class ValidationPoint:
     # 5th-95th percentile of the forecast's p95 over other arrival schedules of this level's length: how
     # much one run this long varies by chance (the predictions replay the run's own schedule).
     predicted_p95_range_ms: list[float] | None = None
+    # For a level given as a fraction of capacity: the capacity it is a fraction of (the re-timed curve's,
+    # or the server's own measured under overload when that was lower).
+    capacity_per_s: float | None = None
 
     @property
     def comparable(self) -> bool:

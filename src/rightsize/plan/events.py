@@ -30,9 +30,12 @@ _COMPLETE, _TIMEOUT = 0, 1
 
 
 def ratio_draws(rng: np.random.Generator, ratios: np.ndarray, n: int, in_order: bool = False) -> np.ndarray:
-    """``n`` multipliers from ``ratios``: at random, or in their order from a random start (cycling)."""
+    """``n`` multipliers from ``ratios``: at random, or in their order from the first (cycling).
+
+    In order, the k-th simulated batch takes the k-th measured ratio: replaying a run's own arrivals, a
+    slow spell then meets the requests it met in the run (a burst it slowed, or a lull it fell in)."""
     if in_order:
-        return np.resize(np.roll(ratios, -int(rng.integers(ratios.size))), n)
+        return np.resize(ratios, n)
     return rng.choice(ratios, n)
 
 
@@ -53,7 +56,7 @@ def run_balanced(
 
     arrival_ms  (N,) sorted arrival times; service_ms / sigma: (K+1,) per requests-in-batch k.
     dist "empirical": a batch takes service_ms[k] times a draw from ``ratios`` (sigma unused), in their order
-    from a random start with ``ratios_in_order`` (``ratio_draws``).
+    from the first with ``ratios_in_order`` (``ratio_draws``).
     """
     if balancer not in ("jsq", "p2c", "random"):
         raise ValueError(f"unknown balancer {balancer!r}; use jsq, p2c or random")

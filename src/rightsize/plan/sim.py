@@ -116,7 +116,7 @@ def simulate(
     ``arrivals_ms`` (sorted) replaces the drawn arrivals, ``n_requests`` and ``config.arrival``; requests
     arriving before ``record_from_ms`` (default: the first ``warmup`` share) are served but not counted.
     ``service_ratios`` (> 0) are multipliers on t(k) drawn per batch instead of the lognormal noise;
-    ``ratios_in_order`` takes them in their given order (from a random start, cycling) instead of at random:
+    ``ratios_in_order`` takes them in their given order (from the first, cycling) instead of at random:
     a server's slow spells come in runs, and near saturation a run of slow batches is what builds the queue.
     """
     rng = np.random.default_rng(seed)

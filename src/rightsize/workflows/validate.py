@@ -7,7 +7,8 @@
    serve its model, precision and batching (max_batch, max_wait_ms) here with one worker
    (``rightsize.serve.running_server``).
 3. Drive it open-loop (``rightsize loadtest`` in a child process, so the generator shares no GIL
-   with the server) at the plan's per-replica rate and at 50% / 80% of this machine's capacity.
+   with the server) at the plan's per-replica rate and at 50% / 80% of this machine's capacity: the
+   re-timed curve's, or the server's own when a short overload shows its batches run slower than that.
    On a machine with 2+ cores the generator is pinned to the first core and the server to the rest
    (``split_cpus``), and the model runs one intra-op thread per server core: a generator sharing the
    model's cores slows every batch (2 cores: int8 DistilBERT batches took 35-46% longer than
@@ -45,6 +46,9 @@ SERVER_PRECISIONS = ("fp32", "bf16", "int8")  # what rightsize.serve runs on a C
 SPREAD_SCHEDULES = 40  # other schedules of a level's length: how much one run's p95 can vary (5-95%)
 PROBE_LOAD = 0.2  # of capacity: the light load at which the serving path's own overhead is measured
 PROBE_REQUESTS = 60
+SATURATION_LOAD = 1.25  # of capacity: the overload at which the server's own capacity is measured
+SATURATION_S = 4.0  # seconds of that overload (a queue of ~1 s of work builds, then drains)
+SLOWER_SERVER = 0.9  # levels follow the server's capacity when it is below this fraction of the curve's
 MIN_REQUESTS = 200  # per load level, for a p95 worth comparing (MLPerf asks far more: sources.md load-generation)
 MAX_STRETCH = 6  # a slow level runs up to this many times --duration to reach MIN_REQUESTS
 OVERHEAD_MS = 2.0  # rough per-request cost of the HTTP server path on a small CPU (see docs/loadtesting.md)
@@ -121,8 +125,16 @@ def validate_config(
     min_requests: int = MIN_REQUESTS,
     cpus: CpuSplit | None = None,
     now_curve: ServiceCurve | None = None,
+    fractions: tuple[float, ...] = (),
+    capacity: float | None = None,
 ) -> list[ValidationPoint]:
     """Serve ``server_config``; at each (label, rate) predict with ``curve`` and measure open-loop.
+
+    ``fractions`` add levels at those fractions of ``capacity`` (default: the curve's), or of the
+    server's own capacity when that is lower: a short overload (``SATURATION_LOAD`` × capacity for
+    ``SATURATION_S``) measures how long its batches really take when it is full. A server slower than its
+    curve (its HTTP path on the model's cores, a VM slower this minute) would otherwise meet "80%" as an
+    overload, where p95 is set by how long the run lasts, not by the queue the simulator models.
 
     Each level runs ``duration_s`` seconds, longer (up to ``MAX_STRETCH`` ×) when that would give
     fewer than ``min_requests`` requests. With ``cpus`` the server runs on ``cpus.server`` (one
@@ -199,7 +211,26 @@ def validate_config(
             overhead_ms = max(0.0, float(lat["p50"]) - predict(curve, probe_rate, probe_s, ratios).latency.p50)
         else:
             probe_note = "the light-load probe gave no latency: predictions carry no serving overhead"
-        for label, rate in loads:
+        curve_capacity = workers * capacity_per_s(curve, server_config.max_batch, request_samples)
+        level_capacity = capacity or curve_capacity
+        capacity_note = None
+        if fractions:
+            _, batches, _ = measure(SATURATION_LOAD * level_capacity, min(SATURATION_S, MAX_STRETCH * duration_s))
+            busy, expected = sum(b for _, _, b in batches), sum(curve.t_ms(n) for n, _, _ in batches)
+            if busy > 0 and expected > 0 and curve_capacity * expected / busy < SLOWER_SERVER * level_capacity:
+                served_capacity = curve_capacity * expected / busy
+                capacity_note = (
+                    f"under overload the server's batches took {busy / expected - 1:+.0%} vs the curve's t(b): "
+                    f"levels are fractions of its own capacity, {served_capacity:.1f}/s, not {level_capacity:.1f}/s"
+                )
+                level_capacity = served_capacity
+                over = [label for label, rate in loads if rate > 0.95 * served_capacity]
+                if over:  # an overload measures how long the run lasted, not the plan
+                    capacity_note += f"; {', '.join(over)} above it, not measured"
+                    loads = [(label, rate) for label, rate in loads if label not in over]
+        levels = [(label, rate, False) for label, rate in loads]
+        levels += [(f"{f:.0%}", f * level_capacity, True) for f in fractions]
+        for label, rate, of_capacity in levels:
             level_s = level_duration_s(rate, duration_s, min_requests)
             forecast = predict(forecast_curve, rate, level_s)
             predicted_now = None
@@ -233,7 +264,7 @@ def validate_config(
                     achieved_rate_per_s=float(m.get("achieved_rate_per_s") or 0.0),
                     error_fraction=float(m.get("error_fraction") or 0.0),
                     valid=bool(m.get("valid")),
-                    notes=notes if probe_note is None else [probe_note, *notes],
+                    notes=[n for n in (probe_note, capacity_note if of_capacity else None) if n] + notes,
                     served_mean_batch=served_batch,
                     served_batch_ms=served_ms,
                     curve_batch_ms=None if served_batch is None else curve.t_ms(served_batch),
@@ -242,6 +273,7 @@ def validate_config(
                     overhead_ms=overhead_ms,
                     serving_cpu_ms=serving_ms,
                     predicted_p95_range_ms=[others[len(others) // 20], others[-1 - len(others) // 20]],
+                    capacity_per_s=level_capacity if of_capacity else None,
                 )
             )
     return points
@@ -388,11 +420,14 @@ def validate_spec(
         loads.append(("planned", per_replica))
     else:
         notes.append(
-            f"the plan's per-replica rate {per_replica:.1f}/s exceeds this machine's capacity {capacity:.1f}/s "
-            f"({cand.instance} is faster); measured at 50% and 80% of local capacity only"
+            f"the plan's per-replica rate {per_replica:.1f}/s is above 95% of this machine's capacity "
+            f"({capacity:.1f}/s; {cand.instance} is faster): measured at fractions of local capacity only"
         )
-    loads += [(f"{f:.0%}", f * capacity) for f in fractions]
-    few = [label for label, rate in loads if rate * level_duration_s(rate, duration_s) < MIN_REQUESTS - 0.5]
+    few = [
+        label
+        for label, rate in [*loads, *((f"{f:.0%}", f * capacity) for f in fractions)]
+        if rate * level_duration_s(rate, duration_s) < MIN_REQUESTS - 0.5
+    ]
     if few:
         notes.append(
             f"fewer than {MIN_REQUESTS} requests at {', '.join(few)} even at {MAX_STRETCH}× --duration: "
@@ -425,7 +460,8 @@ def validate_spec(
     )
     points = validate_config(
         server_config, curve, loads, request_samples=online.request_samples, arrival=arrival,
-        duration_s=duration_s, warmup_s=warmup_s, seed=seed, cpus=cpus, now_curve=now,
+        duration_s=duration_s, warmup_s=warmup_s, seed=seed, cpus=cpus, now_curve=now, fractions=fractions,
+        capacity=capacity,
     )  # fmt: skip
     planned = cand.latency
     return {
@@ -452,6 +488,7 @@ def validate_spec(
             "threads": server_threads,
             "workers": workers,
             "capacity_per_s": capacity,
+            "level_capacity_per_s": next((p.capacity_per_s for p in points if p.capacity_per_s), capacity),
             "profile_capacity_per_s": profile_capacity,
             "per_replica_rate_per_s": per_replica,
             "batch_sizes": list(curve.batch_sizes),

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rightsize.allocator import keep_freed_memory
 from rightsize.loadgen.validation import MAX_ERROR_FRACTION, capacity_per_s
 from rightsize.profile import ServiceCurve
 from rightsize.spec import load_spec
@@ -71,6 +72,7 @@ def main() -> None:
     ap.add_argument("--no-control", action="store_true", help="skip the known-curve control")
     ap.add_argument("--repeat", type=int, default=1, help="runs of every spec (3 for the fidelity summary)")
     args = ap.parse_args()
+    keep_freed_memory()  # as the CLI does, before any thread: the served model's threads share the main heap
 
     store = Store(args.store)
     rows: list[tuple[str, dict[str, Any]]] = []

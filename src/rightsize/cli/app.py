@@ -13,6 +13,7 @@ import typer
 from typer import Abort, TyperException
 
 from rightsize import __version__
+from rightsize.allocator import keep_freed_memory
 from rightsize.errors import RightsizeError
 
 # Order is the order of ``rightsize --help``.
@@ -89,6 +90,7 @@ def _register() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script; exits with 0 ok, 1 failed run, 2 bad input."""
+    keep_freed_memory()  # before any thread allocates: glibc fixes its arena limit then (rightsize.allocator)
     _register()
     try:
         rc = app(args=argv, standalone_mode=False)

@@ -19,6 +19,7 @@ from typing import Any
 
 import uvicorn
 
+from rightsize.allocator import keep_freed_memory
 from rightsize.errors import RightsizeError, RunFailedError
 from rightsize.hosts import allowed_hosts
 from rightsize.serve.app import create_app
@@ -140,6 +141,7 @@ def _build(config: ServerConfig, on_ready: Callable[[Service], None] | None) -> 
 
 def serve(config: ServerConfig, on_ready: Callable[[Service], None] | None = None) -> None:
     """Serve until SIGINT/SIGTERM, then drain. Raises RightsizeError for bad config or a failed start."""
+    keep_freed_memory()  # before any thread: the model's worker threads share the main heap (rightsize.allocator)
     server, service = _build(config, on_ready)
     sock = bind_socket(config.host, config.port)
     service.base_url = url_of(config.host, sock)
@@ -153,6 +155,7 @@ def running_server(config: ServerConfig, start_timeout_s: float = 120.0) -> Iter
     Use ``port=0`` for a free port: the socket is bound here and its real port goes in the URL. On exit
     the server drains (every queued request is answered) and the thread is joined.
     """
+    keep_freed_memory()  # before the server's threads: see rightsize.allocator
     server, service = _build(config, None)
     sock = bind_socket(config.host, config.port)
     service.base_url = url_of(config.host, sock)

@@ -33,7 +33,8 @@ from rightsize.loadgen.validation import MAX_ERROR_FRACTION, capacity_per_s
 from rightsize.profile import ServiceCurve
 from rightsize.spec import load_spec
 from rightsize.store import Store
-from rightsize.workflows.validate import validate_config, validate_spec
+from rightsize.workflows.validate import validate_spec
+from rightsize.workflows.validate_run import validate_config
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SPECS = [ROOT / "examples" / "sentiment-api.yaml", ROOT / "examples" / "image-classification-api.yaml"]

@@ -5,14 +5,20 @@ from __future__ import annotations
 import subprocess
 import sys
 
-CHILD = """
-import ctypes, os, sys
+# Both children: keep_freed_memory() (or not, by RIGHTSIZE_ALLOCATOR), then glibc's malloc/free by hand.
+PREAMBLE = """
+import ctypes, os, resource, sys, threading
 from rightsize.allocator import keep_freed_memory
 kept = keep_freed_memory()
 libc = ctypes.CDLL("libc.so.6")
 libc.malloc.restype = ctypes.c_void_p
 libc.free.argtypes = [ctypes.c_void_p]
 libc.malloc.argtypes = [ctypes.c_size_t]
+"""
+
+CHILD = (
+    PREAMBLE
+    + """
 def rss():
     return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 before = rss()
@@ -21,6 +27,7 @@ ctypes.memset(p, 1, 64 << 20)
 libc.free(p)
 print(kept, (rss() - before) >> 20)
 """
+)
 
 
 def _child(env: dict[str, str]) -> tuple[bool, int]:
@@ -40,14 +47,9 @@ def test_freed_blocks_stay_mapped_unless_opted_out() -> None:
     assert not kept and mib < 8  # glibc's default: a 64 MiB block is unmapped on free
 
 
-THREAD_CHILD = """
-import ctypes, resource, sys, threading
-from rightsize.allocator import keep_freed_memory
-kept = keep_freed_memory()
-libc = ctypes.CDLL("libc.so.6")
-libc.malloc.restype = ctypes.c_void_p
-libc.free.argtypes = [ctypes.c_void_p]
-libc.malloc.argtypes = [ctypes.c_size_t]
+THREAD_CHILD = (
+    PREAMBLE
+    + """
 faults = []
 def work():  # a worker thread's model call: a 96 MiB activation, allocated, touched and freed, 10 times
     start = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
@@ -61,6 +63,7 @@ t.start()
 t.join()
 print(kept, faults[0])
 """
+)
 
 
 def test_a_worker_threads_large_blocks_are_reused_not_mapped_per_call() -> None:

@@ -48,7 +48,7 @@ def test_capacity_is_the_best_whole_request_batch() -> None:
 
 
 def test_slow_levels_run_longer_within_a_bound() -> None:
-    from rightsize.workflows.validate import level_duration_s
+    from rightsize.workflows.validate_run import level_duration_s
 
     assert level_duration_s(100.0, 10.0) == 10.0  # 1000 requests: enough
     assert level_duration_s(10.0, 10.0) == 20.0  # stretched to 200 requests
@@ -69,7 +69,7 @@ def test_validate_config_matches_the_simulator_on_a_known_curve() -> None:
     differ only by what the planner leaves out (HTTP, JSON, hand-offs: a few ms here)."""
     from rightsize.cpus import split_cpus
     from rightsize.serve import ServerConfig
-    from rightsize.workflows.validate import validate_config
+    from rightsize.workflows.validate_run import validate_config
 
     def t_ms(b: int) -> float:
         return 20.0 + 10.0 * b
@@ -127,7 +127,7 @@ def test_levels_follow_the_servers_own_capacity_when_it_is_slower_than_its_curve
     own: validate measures it under a short overload and scales the fraction levels to what it really does."""
     from rightsize.cpus import split_cpus
     from rightsize.serve import ServerConfig
-    from rightsize.workflows.validate import validate_config
+    from rightsize.workflows.validate_run import validate_config
 
     def t_ms(b: int) -> float:
         return 10.0 + 5.0 * b

@@ -2,4 +2,5 @@
 
 rightsize.workflows.plan.plan_spec        spec -> PlanResult (+ the report's evidence)
 rightsize.workflows.validate.validate_spec  plan -> local server -> measured vs predicted
+rightsize.workflows.validate_run.validate_config  one served configuration, level by level
 """

@@ -17,266 +17,29 @@
    measured service curve at the server's thread count and the same batching, and print measured
    vs predicted p50/p95/p99.
 
-Python: ``validate_spec(workload, store)`` and ``validate_config(server_config, curve, loads)``.
+Python: ``validate_spec(workload, store)``; one served configuration's levels are
+``rightsize.workflows.validate_run.validate_config(server_config, curve, loads)``.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from rightsize.cpus import CpuSplit, pin_process, pinned, split_cpus
+from rightsize.cpus import split_cpus
 from rightsize.errors import RunFailedError, SpecError, UnsupportedError
+from rightsize.workflows.validate_run import MAX_STRETCH, MIN_REQUESTS, level_duration_s, validate_config
 
 if TYPE_CHECKING:
     from rightsize.catalog import Catalog
-    from rightsize.loadgen.validation import Served, ValidationPoint
     from rightsize.plan import Batching, Candidate, PlanResult
-    from rightsize.plan.sim import SimResult
     from rightsize.profile import ServiceCurve
-    from rightsize.serve import ServerConfig
     from rightsize.spec import Workload
     from rightsize.store import Store
 
 SERVER_PRECISIONS = ("fp32", "bf16", "int8")  # what rightsize.serve runs on a CPU
-SPREAD_SCHEDULES = 40  # other schedules of a level's length: how much one run's p95 can vary (5-95%)
-PROBE_LOAD = 0.2  # of capacity: the light load at which the serving path's own overhead is measured
-PROBE_REQUESTS = 60
-SATURATION_LOAD = 1.25  # of capacity: the overload at which the server's own capacity is measured
-SATURATION_S = 4.0  # seconds of that overload (a queue of ~1 s of work builds, then drains)
-SLOWER_SERVER = 0.9  # levels follow the server's capacity when it is below this fraction of the curve's
-MIN_REQUESTS = 200  # per load level, for a p95 worth comparing (MLPerf asks far more: sources.md load-generation)
-MAX_STRETCH = 6  # a slow level runs up to this many times --duration to reach MIN_REQUESTS
 OVERHEAD_MS = 2.0  # rough per-request cost of the HTTP server path on a small CPU (see docs/loadtesting.md)
-
-
-def measure_open_loop(
-    url: str,
-    rate_per_s: float,
-    *,
-    duration_s: float,
-    warmup_s: float,
-    samples: int = 1,
-    arrival: str = "poisson",
-    seed: int = 0,
-    token: str | None = None,
-    cpus: frozenset[int] | None = None,
-) -> dict[str, Any]:
-    """``rightsize loadtest URL --rate R --json`` in a child process (on ``cpus``); returns its JSON result."""
-    cmd = [
-        sys.executable, "-m", "rightsize", "loadtest", url, "--rate", f"{rate_per_s:.6g}",
-        "--duration", f"{duration_s + warmup_s:g}", "--warmup-s", f"{warmup_s:g}", "--arrival", arrival,
-        "--samples", str(samples), "--seed", str(seed), "--max-lag-ms", "20", "--no-store", "--json",
-    ]  # fmt: skip
-    if token:
-        cmd += ["--token", token]
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
-        pin_process(proc.pid, cpus)  # before it starts any thread (no preexec_fn: this process has threads)
-        try:
-            out, err = proc.communicate(timeout=duration_s + warmup_s + 120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-    if proc.returncode not in (0, 1) or not out.strip():
-        raise RunFailedError(f"the load generator failed (exit {proc.returncode}): {err.strip()[-300:]}")
-    result: dict[str, Any] = json.loads(out)
-    return result
-
-
-def served_batches(url: str, since: int, token: str | None = None) -> Served | None:
-    """The server's batch log from batch ``since`` on (``Served``), or None when it cannot be read."""
-    import urllib.request
-
-    from rightsize.loadgen.validation import Served
-
-    req = urllib.request.Request(
-        f"{url}/v1/batches?since={since}", headers={"Authorization": f"Bearer {token}"} if token else {}
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            d = json.loads(resp.read())
-        names = d["fields"]
-        i_n, i_c, i_b = names.index("samples"), names.index("compute_ms"), names.index("busy_ms")
-        rows = [(int(r[i_n]), float(r[i_c]), float(r[i_b])) for r in d["batches"]]
-        return Served(int(d["next"]), rows, float(d["cpu_s"]) if d.get("cpu_s") is not None else None)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def level_duration_s(rate_per_s: float, duration_s: float, min_requests: int = MIN_REQUESTS) -> float:
-    """``duration_s``, stretched so a level sees ``min_requests`` requests, at most ``MAX_STRETCH`` × longer."""
-    return min(max(duration_s, min_requests / rate_per_s), MAX_STRETCH * duration_s)
-
-
-def validate_config(
-    server_config: ServerConfig,
-    curve: ServiceCurve,
-    loads: list[tuple[str, float]],
-    *,
-    request_samples: int = 1,
-    arrival: str = "poisson",
-    duration_s: float = 10.0,
-    warmup_s: float = 1.0,
-    seed: int = 0,
-    min_requests: int = MIN_REQUESTS,
-    cpus: CpuSplit | None = None,
-    now_curve: ServiceCurve | None = None,
-    fractions: tuple[float, ...] = (),
-    capacity: float | None = None,
-) -> list[ValidationPoint]:
-    """Serve ``server_config``; at each (label, rate) predict with ``curve`` and measure open-loop.
-
-    ``fractions`` add levels at those fractions of ``capacity`` (default: the curve's), or of the
-    server's own capacity when that is lower: a short overload (``SATURATION_LOAD`` × capacity for
-    ``SATURATION_S``) measures how long its batches really take when it is full. A server slower than its
-    curve (its HTTP path on the model's cores, a VM slower this minute) would otherwise meet "80%" as an
-    overload, where p95 is set by how long the run lasts, not by the queue the simulator models.
-
-    Each level runs ``duration_s`` seconds, longer (up to ``MAX_STRETCH`` ×) when that would give
-    fewer than ``min_requests`` requests. With ``cpus`` the server runs on ``cpus.server`` (one
-    intra-op thread per core unless the config says otherwise) and the generator on ``cpus.generator``.
-    ``now_curve`` (the curve re-timed just before serving) adds a second prediction per level.
-
-    Every prediction replays the level's own arrival schedule (the generator's, same seed) through the
-    planner's simulator and adds the serving path's per-request overhead, measured first at a light
-    load (``PROBE_LOAD`` of capacity): measured p50 minus the replayed p50 there.
-    """
-    from rightsize.loadgen.schedule import arrival_offsets_s
-    from rightsize.loadgen.validation import Replay, ValidationPoint, capacity_per_s, replay, serving_cpu_ms
-    from rightsize.profile import Latency
-    from rightsize.serve import running_server
-
-    points: list[ValidationPoint] = []
-    # The simulator serves every request; a server that refuses some (admission 503s) would report the
-    # latency of only those it kept, the fast ones. So the validated server admits everything (its
-    # queue bound stays as a safety net) and a level with errors is marked not comparable.
-    server_config = replace(server_config, max_queue_batches=0.0, slo_ms=None)
-    if cpus is not None and server_config.threads is None:
-        server_config = replace(server_config, threads=len(cpus.server) // (server_config.workers or 1) or 1)
-    workers = server_config.workers or 1
-    token = server_config.token
-    batching = Replay(workers, server_config.max_batch, server_config.max_wait_ms)
-
-    def schedule_ms(rate: float, level_s: float, offset: int = 0) -> Any:
-        """The generator's intended send times (ms) for a level: the same draw ``rightsize loadtest`` makes."""
-        return 1000.0 * arrival_offsets_s(rate, duration_s=level_s + warmup_s, arrival=arrival, seed=seed + offset)  # type: ignore[arg-type]
-
-    def predict(c: ServiceCurve, rate: float, level_s: float, ratios: Any = None) -> SimResult:
-        return replay(c, rate, schedule_ms(rate, level_s), ratios, batching, request_samples, warmup_s)
-
-    cursor = 0  # the server's next batch number; its warm-up batches are not logged
-
-    def measure(rate: float, level_s: float) -> tuple[dict[str, Any], list[tuple[int, float, float]], float | None]:
-        """(load result, the level's batches, serving CPU ms per request outside the model)."""
-        nonlocal cursor
-        before = served_batches(base_url, cursor, token)  # what ran since the last level: not this one's
-        if before is not None:
-            cursor = before.next
-        m = measure_open_loop(
-            base_url + "/v1/predict", rate, duration_s=level_s, warmup_s=warmup_s, samples=request_samples,
-            arrival=arrival, seed=seed, token=token, cpus=None if cpus is None else cpus.generator,
-        )  # fmt: skip
-        after = served_batches(base_url, cursor, token) if before is not None else None
-        if before is None or after is None:
-            return m, [], None
-        cursor = after.next
-        return m, after.batches, serving_cpu_ms(before, after, server_config.threads or 1, request_samples)
-
-    def with_serving_cpu(c: ServiceCurve, cpu_ms: float) -> ServiceCurve:
-        """The curve stretched by the serving path's CPU, which runs on the model's cores: + cpu_ms per request."""
-        pairs = zip(c.batch_sizes, c.latency_ms, strict=True)
-        return replace(c, latency_ms=tuple(t + cpu_ms * b / request_samples for b, t in pairs))
-
-    def ratios_of(batches: list[tuple[int, float, float]]) -> Any:
-        """Each served batch's worker-busy time over the curve's t(its samples): the spread it really had."""
-        import numpy as np
-
-        r = [busy / curve.t_ms(n) for n, _, busy in batches if busy > 0 and curve.t_ms(n) > 0]
-        return np.asarray(r) if r else None
-
-    with pinned(None if cpus is None else cpus.server), running_server(server_config) as base_url:
-        probe_rate = PROBE_LOAD * workers * capacity_per_s(curve, server_config.max_batch, request_samples)
-        probe_s = min(max(2.0, PROBE_REQUESTS / probe_rate), MAX_STRETCH * duration_s)
-        m, batches, cpu_ms = measure(probe_rate, probe_s)
-        serving_ms = cpu_ms or 0.0
-        forecast_curve = with_serving_cpu(curve, serving_ms)
-        now_forecast = None if now_curve is None else with_serving_cpu(now_curve, serving_ms)
-        overhead_ms, probe_note = 0.0, None
-        lat, ratios = m.get("latency_ms"), ratios_of(batches)
-        if lat and ratios is not None:
-            overhead_ms = max(0.0, float(lat["p50"]) - predict(curve, probe_rate, probe_s, ratios).latency.p50)
-        else:
-            probe_note = "the light-load probe gave no latency: predictions carry no serving overhead"
-        curve_capacity = workers * capacity_per_s(curve, server_config.max_batch, request_samples)
-        level_capacity = capacity or curve_capacity
-        capacity_note = None
-        if fractions:
-            _, batches, _ = measure(SATURATION_LOAD * level_capacity, min(SATURATION_S, MAX_STRETCH * duration_s))
-            busy, expected = sum(b for _, _, b in batches), sum(curve.t_ms(n) for n, _, _ in batches)
-            if busy > 0 and expected > 0 and curve_capacity * expected / busy < SLOWER_SERVER * level_capacity:
-                served_capacity = curve_capacity * expected / busy
-                capacity_note = (
-                    f"under overload the server's batches took {busy / expected - 1:+.0%} vs the curve's t(b): "
-                    f"levels are fractions of its own capacity, {served_capacity:.1f}/s, not {level_capacity:.1f}/s"
-                )
-                level_capacity = served_capacity
-                over = [label for label, rate in loads if rate > 0.95 * served_capacity]
-                if over:  # an overload measures how long the run lasted, not the plan
-                    capacity_note += f"; {', '.join(over)} above it, not measured"
-                    loads = [(label, rate) for label, rate in loads if label not in over]
-        levels = [(label, rate, False) for label, rate in loads]
-        levels += [(f"{f:.0%}", f * level_capacity, True) for f in fractions]
-        for label, rate, of_capacity in levels:
-            level_s = level_duration_s(rate, duration_s, min_requests)
-            forecast = predict(forecast_curve, rate, level_s)
-            predicted_now = None
-            if now_forecast is not None:
-                predicted_now = predict(now_forecast, rate, level_s).latency.shifted(overhead_ms)
-            # How much one run of this length varies: the forecast's p95 over other schedules of the level.
-            others = sorted(
-                replay(forecast_curve, rate, schedule_ms(rate, level_s, 1 + j), None, batching, request_samples,
-                       warmup_s, draws=1).latency.p95
-                for j in range(SPREAD_SCHEDULES)
-            )  # fmt: skip
-            m, batches, _ = measure(rate, level_s)
-            served_batch = served_ms = None
-            if batches:
-                served_batch = sum(n for n, _, _ in batches) / len(batches)
-                served_ms = sum(c for _, c, _ in batches) / len(batches)
-            ratios = ratios_of(batches)
-            predicted_served = None
-            if ratios is not None:
-                predicted_served = predict(curve, rate, level_s, ratios).latency.shifted(overhead_ms)
-            lat = m.get("latency_ms")
-            notes = [*m.get("problems", []), *m.get("warnings", [])]
-            points.append(
-                ValidationPoint(
-                    label=label,
-                    rate_per_s=rate,
-                    utilization=forecast.utilization,
-                    predicted_ms=forecast.latency.shifted(overhead_ms),
-                    measured_ms=Latency.from_dict(lat) if lat else None,
-                    predicted_mean_batch=forecast.mean_batch,
-                    achieved_rate_per_s=float(m.get("achieved_rate_per_s") or 0.0),
-                    error_fraction=float(m.get("error_fraction") or 0.0),
-                    valid=bool(m.get("valid")),
-                    notes=[n for n in (probe_note, capacity_note if of_capacity else None) if n] + notes,
-                    served_mean_batch=served_batch,
-                    served_batch_ms=served_ms,
-                    curve_batch_ms=None if served_batch is None else curve.t_ms(served_batch),
-                    predicted_now_ms=predicted_now,
-                    predicted_served_ms=predicted_served,
-                    overhead_ms=overhead_ms,
-                    serving_cpu_ms=serving_ms,
-                    predicted_p95_range_ms=[others[len(others) // 20], others[-1 - len(others) // 20]],
-                    capacity_per_s=level_capacity if of_capacity else None,
-                )
-            )
-    return points
 
 
 def retime_curve(

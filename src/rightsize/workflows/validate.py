@@ -29,7 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 from rightsize.cpus import split_cpus
 from rightsize.errors import RunFailedError, SpecError, UnsupportedError
-from rightsize.workflows.validate_run import MAX_STRETCH, MIN_REQUESTS, level_duration_s, validate_config
+from rightsize.workflows.validate_run import (
+    MAX_STRETCH,
+    MIN_REQUESTS,
+    fraction_levels,
+    level_duration_s,
+    validate_config,
+)
 
 if TYPE_CHECKING:
     from rightsize.catalog import Catalog
@@ -188,7 +194,7 @@ def validate_spec(
         )
     few = [
         label
-        for label, rate in [*loads, *((f"{f:.0%}", f * capacity) for f in fractions)]
+        for label, rate in [*loads, *fraction_levels(fractions, capacity)]
         if rate * level_duration_s(rate, duration_s) < MIN_REQUESTS - 0.5
     ]
     if few:

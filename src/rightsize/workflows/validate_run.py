@@ -92,6 +92,11 @@ def level_duration_s(rate_per_s: float, duration_s: float, min_requests: int = M
     return min(max(duration_s, min_requests / rate_per_s), MAX_STRETCH * duration_s)
 
 
+def fraction_levels(fractions: tuple[float, ...], capacity: float) -> list[tuple[str, float]]:
+    """(label, rate) per fraction of ``capacity``: ``(0.5,)`` -> ``[("50%", 0.5 * capacity)]``."""
+    return [(f"{f:.0%}", f * capacity) for f in fractions]
+
+
 def validate_config(
     server_config: ServerConfig,
     curve: ServiceCurve,
@@ -197,8 +202,8 @@ def validate_config(
         if fractions:
             _, batches, _ = measure(SATURATION_LOAD * level_capacity, min(SATURATION_S, MAX_STRETCH * duration_s))
             busy, expected = sum(b for _, _, b in batches), sum(curve.t_ms(n) for n, _, _ in batches)
-            if busy > 0 and expected > 0 and curve_capacity * expected / busy < SLOWER_SERVER * level_capacity:
-                served_capacity = curve_capacity * expected / busy
+            served_capacity = curve_capacity * expected / busy if busy > 0 and expected > 0 else level_capacity
+            if served_capacity < SLOWER_SERVER * level_capacity:
                 capacity_note = (
                     f"under overload the server's batches took {busy / expected - 1:+.0%} vs the curve's t(b): "
                     f"levels are fractions of its own capacity, {served_capacity:.1f}/s, not {level_capacity:.1f}/s"
@@ -209,7 +214,7 @@ def validate_config(
                     capacity_note += f"; {', '.join(over)} above it, not measured"
                     loads = [(label, rate) for label, rate in loads if label not in over]
         levels = [(label, rate, False) for label, rate in loads]
-        levels += [(f"{f:.0%}", f * level_capacity, True) for f in fractions]
+        levels += [(label, rate, True) for label, rate in fraction_levels(fractions, level_capacity)]
         for label, rate, of_capacity in levels:
             level_s = level_duration_s(rate, duration_s, min_requests)
             forecast = predict(forecast_curve, rate, level_s)

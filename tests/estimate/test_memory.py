@@ -100,6 +100,62 @@ def test_cuda_target_uses_fused_attention_without_the_score_matrix() -> None:
     assert cuda.notes and not cpu.notes
 
 
+_CONV_CHILD = """
+import json, torch
+from torch import nn
+from rightsize.measure.memory import RssPeakTracker, release_freed_heap
+x = torch.randn(16, 64, 56, 56)  # 12.25 MiB
+out = {}
+for name, conv in (("same", nn.Conv2d(64, 64, 3, padding=1)), ("expand", nn.Conv2d(64, 128, 1)),
+                   ("reduce", nn.Conv2d(64, 16, 1))):
+    with torch.no_grad():
+        conv(x)
+        release_freed_heap()
+        with RssPeakTracker() as rss:
+            y = conv(x)
+            n = y.numel() * 4
+            del y
+    out[name] = [rss.peak_above_baseline_bytes - n, max(x.numel() * 4, n), x.numel() * 4 + n]
+print(json.dumps(out))
+"""
+
+
+def test_a_cpu_convolution_holds_its_layout_copy_as_the_trace_says() -> None:
+    """Outside truth for the conv scratch rule: a real conv's peak RSS above its output, in a fresh
+    process, is at least max(input, output) (oneDNN's reorder buffers, one at a time) and at most their
+    sum (when the heap puts the second buffer elsewhere); the trace puts max(input, output) at the op."""
+    import json
+
+    child = subprocess.run([sys.executable, "-c", _CONV_CHILD], capture_output=True, text=True, check=True)
+    for name, (extra, rule, both) in json.loads(child.stdout.strip().splitlines()[-1]).items():
+        assert 0.9 * rule <= extra <= 1.15 * both, (name, extra, rule, both)
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.nn.Conv2d(8, 32, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.conv(x)
+
+    from rightsize.estimate.memory_trace import cpu_kernel_scratch_bytes
+    from rightsize.measure.memory import LiveTensorTracker
+
+    net, x = Net().eval(), torch.randn(2, 8, 16, 16)
+    with torch.no_grad(), LiveTensorTracker(scratch=cpu_kernel_scratch_bytes) as live:
+        net(x)
+    out_bytes = 2 * 32 * 16 * 16 * 4
+    assert live.peak_by_tag == {"activations": out_bytes, "scratch": out_bytes}  # max(input 8 ch, output 32 ch)
+
+
+def test_the_cpu_conv_scratch_enters_the_estimate_and_cuda_has_none() -> None:
+    cpu = estimate_memory("resnet50", mode="infer", batch_size=2, advise=False, **TINY_CPU)  # type: ignore[arg-type]
+    cuda = estimate_memory("resnet50", mode="infer", batch_size=2, device="cuda", tiny=True, advise=False,
+                           tiers=TINY_CPU["tiers"])  # type: ignore[arg-type]  # fmt: skip
+    assert cpu.breakdown["workspace"] > 0 and sum(cpu.breakdown.values()) == cpu.total_bytes
+    assert cuda.breakdown["workspace"] == Overheads().cublas_workspace_bytes + Overheads().cudnn_workspace_bytes
+
+
 def test_training_trace_tags_gradients_and_records_blocks() -> None:
     stats, trace = trace_memory(get_entry("llama-1b"), mode="train", batch_size=2, tiny=True)
     assert trace.gradient_bytes == 4 * stats.param_count

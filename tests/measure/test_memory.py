@@ -109,6 +109,20 @@ def test_live_tensor_tracker_counts_allocations_not_views_or_in_place() -> None:
     assert v.shape == (10, 100)
 
 
+def test_live_tensor_tracker_counts_a_kernels_scratch_at_its_op() -> None:
+    def scratch(func: object, args: object, out: object) -> int:
+        return 10_000 if getattr(func, "__name__", "") == "mul.Tensor" else 0
+
+    a = torch.zeros(1000)
+    with LiveTensorTracker(scratch=scratch) as live:
+        b = a + 1  # 4000 B
+        c = b * 2  # 4000 B, and the kernel held 10,000 B more while it ran: peak 18,000
+        del b, c
+        d = a + 3  # 4000 B: below the peak
+    assert live.peak_bytes == 18_000 and live.peak_by_tag == {"activations": 8000, "scratch": 10_000}
+    assert live.live_bytes == 4000 and d.numel() == 1000
+
+
 @pytest.mark.gpu
 def test_cuda_tracker_sees_an_allocation_and_context_is_counted() -> None:
     torch.zeros(1, device="cuda")

@@ -13,6 +13,7 @@ Peak tensor memory (one device, steady state: optimizer states exist, ``zero_gra
                                            2 * layers * kv_heads * head_dim * bytes * batch * seq
 
 On CUDA add the context, the cuBLAS/cuDNN workspace and an allocator-fragmentation margin; on CPU
+the kernels' own scratch at the peak (a convolution's layout copy, traced op by op: ``workspace``) and
 an allocator margin over the bytes a step allocates (``Overheads``). The breakdown lists what is
 live at the peak, so it sums to the total; ``components`` gives each quantity at its full size.
 """
@@ -199,6 +200,7 @@ def assemble(inp: MemoryInputs) -> tuple[dict[str, int], dict[str, int], str]:
     w = weight_bytes(st, inp.mode, inp.precision, inp.device) // n
     tags = dict(tr.peak_by_tag)
     tags["gradients"] //= n  # sharded gradients are reduce-scattered as they are produced
+    scratch = tags.get("scratch", 0)  # a CPU kernel's internal buffers at the peak (memory_trace)
     out = dict.fromkeys(BREAKDOWN_KEYS, 0)
     out["weights"] = w
     comp: dict[str, int] = {
@@ -216,7 +218,7 @@ def assemble(inp: MemoryInputs) -> tuple[dict[str, int], dict[str, int], str]:
             phase = "forward_backward"
             out |= {
                 "gradients": tags["gradients"], "activations": tags["activations"] + tags["input"],
-                "logits": tags["logits"], "backward_transient": tags["backward"],
+                "logits": tags["logits"], "backward_transient": tags["backward"], "workspace": scratch,
             }  # fmt: skip
         else:
             phase = "optimizer_step"
@@ -226,7 +228,10 @@ def assemble(inp: MemoryInputs) -> tuple[dict[str, int], dict[str, int], str]:
         act_bytes = WEIGHT_BYTES[compute_dtype(inp.mode, inp.precision, inp.device)[0]]
         kv = kv_cache_bytes(st, act_bytes, inp.batch_size, inp.seq_len or 0) // n if st.kv_layers else 0
         comp["kv_cache"] = kv
-        out |= {"activations": tags["activations"] + tags["input"], "logits": tags["logits"], "kv_cache": kv}
+        out |= {
+            "activations": tags["activations"] + tags["input"], "logits": tags["logits"], "kv_cache": kv,
+            "workspace": scratch,
+        }  # fmt: skip
     ov = inp.overheads
     if inp.device == "cpu":
         dynamic = sum(out.values()) - out["weights"] - out["optimizer_states"]
@@ -237,7 +242,7 @@ def assemble(inp: MemoryInputs) -> tuple[dict[str, int], dict[str, int], str]:
             # CPU step's peak RSS holds all three (DistilBERT b8: RSS rose 1125 -> 1244 -> 1767 MiB over
             # forward, backward, step). Same-sized, allocated-once buffers: no fragmentation margin on them.
             fb = {"gradients": tags["gradients"], "activations": tags["activations"] + tags["input"],
-                  "logits": tags["logits"], "backward_transient": tags["backward"]}  # fmt: skip
+                  "logits": tags["logits"], "backward_transient": tags["backward"], "workspace": scratch}  # fmt: skip
             out |= fb | {"gradients": grads, "optimizer_step_transient": trans}
             out["fragmentation"] = int(ov.cpu_allocator_fraction * sum(fb.values()))
             phase = "optimizer_step_cpu_heap"
@@ -245,7 +250,7 @@ def assemble(inp: MemoryInputs) -> tuple[dict[str, int], dict[str, int], str]:
         tensors = sum(out.values())
         workspace = ov.cublas_workspace_bytes + (ov.cudnn_workspace_bytes if _has_conv(inp) else 0)
         out |= {
-            "cuda_context": ov.context_bytes, "workspace": workspace,
+            "cuda_context": ov.context_bytes, "workspace": out["workspace"] + workspace,
             "fragmentation": int(ov.fragmentation_fraction * (tensors + workspace)),
         }  # fmt: skip
     return out, comp, phase
@@ -341,7 +346,9 @@ def assumptions(inp: MemoryInputs, tier_source: str, tiny: bool) -> list[str]:
         )
     else:
         out.append(
-            f"CPU: no context or workspace; allocator margin {inp.overheads.cpu_allocator_fraction:.0%} of the bytes a "
-            "step allocates (RSS vs tensors on the dev machine; noisy)"
+            "CPU: no context; workspace = a convolution's oneDNN layout copy at the peak, max(input, output) "
+            f"(forward) or grad_output + input (backward), measured; allocator margin "
+            f"{inp.overheads.cpu_allocator_fraction:.0%} of the bytes a step allocates (RSS vs tensors on the dev "
+            "machine; noisy)"
         )
     return out

@@ -35,11 +35,30 @@ if TYPE_CHECKING:
 
     from rightsize.models.zoo import ZooEntry
 
-__all__ = ["ModelStats", "TraceResult", "trace_memory"]
+__all__ = ["ModelStats", "TraceResult", "cpu_kernel_scratch_bytes", "trace_memory"]
 
 Compute = Literal["fp32", "fp16", "bf16"]
 Target = Literal["cpu", "cuda"]
 TAGS = ("activations", "input", "logits", "backward", "gradients")  # the first is the starting phase
+
+
+def _nbytes(t: Any) -> int:
+    return int(t.numel() * t.element_size()) if hasattr(t, "element_size") else 0
+
+
+def cpu_kernel_scratch_bytes(func: Any, args: Any, out: Any) -> int:
+    """Bytes a CPU convolution holds inside the kernel besides its output: oneDNN reorders between
+    PyTorch's NCHW layout and its own blocked one. Measured on the dev machine (torch 2.13, one conv per
+    fresh process, peak RSS above the output, fp32 and bf16 alike; docs/planning.md "Memory"): a forward
+    holds max(input, output) more (3x3 and 1x1, depthwise and dense, expanding and reducing), a backward
+    holds grad_output + input more. Other ops measured at their outputs alone (linear, GELU, layer
+    norm, CPU flash attention, batch norm, ReLU)."""
+    name = getattr(func, "__name__", "")
+    if name == "convolution.default":
+        return max(_nbytes(args[0]), _nbytes(out))
+    if name == "convolution_backward.default":
+        return _nbytes(args[0]) + _nbytes(args[1])
+    return 0
 
 
 @dataclass(frozen=True)
@@ -310,7 +329,7 @@ def _trace(
         inner_cfg = getattr(getattr(model, "inner", None), "config", None)
         if mode == "infer" and inner_cfg is not None and hasattr(inner_cfg, "use_cache"):
             inner_cfg.use_cache = False  # the KV cache is accounted by formula, not traced
-        live = LiveTensorTracker(TAGS)
+        live = LiveTensorTracker(TAGS, scratch=cpu_kernel_scratch_bytes if target == "cpu" else None)
         head = _output_head(model)
         if head is not None:  # allocations from the output head on are logits (and the loss on them)
             head.register_forward_pre_hook(lambda *_: setattr(live, "phase", "logits"))

@@ -26,6 +26,7 @@ import ctypes
 import gc
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -218,6 +219,8 @@ def _live_mode_cls() -> type:
                 for t in tensors(out):
                     if _storage_key(t) not in existing:
                         self.tracker.track(t)
+            if self.tracker.scratch is not None:
+                self.tracker.transient(self.tracker.scratch(func, args, out))
             return out
 
     return _LiveMode
@@ -229,11 +232,16 @@ class LiveTensorTracker:
     A TorchDispatchMode sees every op's outputs; a new storage counts as live until its weakref
     dies. Tensors that existed before (parameters, inputs) are not counted unless ``track``-ed.
     Allocations are tagged with ``phase`` (set it between stages); ``retag`` moves a storage to
-    another tag (e.g. a gradient once accumulated). Works on real, meta and fake tensors; costs
-    tens of microseconds per op, so keep it out of timed runs.
+    another tag (e.g. a gradient once accumulated). ``scratch(func, args, out)``, when given, returns
+    the bytes a kernel holds internally while it runs (buffers no op returns); they count towards
+    the peak, under the tag ``scratch``, at the moment the op's outputs exist. Works on real, meta
+    and fake tensors; costs tens of microseconds per op, so keep it out of timed runs.
     """
 
-    def __init__(self, tags: tuple[str, ...] = ("activations",)) -> None:
+    def __init__(
+        self, tags: tuple[str, ...] = ("activations",), scratch: Callable[[Any, Any, Any], int] | None = None
+    ) -> None:
+        self.scratch = scratch
         self.phase = tags[0]
         self._tags = tags
         self.owner: dict[int, tuple[str, int]] = {}  # storage key -> (tag, bytes)
@@ -260,6 +268,12 @@ class LiveTensorTracker:
             self.peak_bytes = self.live_bytes
             self.peak_by_tag = dict(self.by_tag)
         weakref.finalize(storage, self._free, key)
+
+    def transient(self, nbytes: int) -> None:
+        """A kernel's internal buffer of ``nbytes``, live on top of everything now live, then freed."""
+        if nbytes > 0 and self.live_bytes + nbytes > self.peak_bytes:
+            self.peak_bytes = self.live_bytes + nbytes
+            self.peak_by_tag = dict(self.by_tag) | {"scratch": nbytes}
 
     def _free(self, key: int) -> None:
         tag, nbytes = self.owner.pop(key, ("", 0))

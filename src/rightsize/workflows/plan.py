@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rightsize.store import Store
 
 MEMORY_CACHE_KIND = "memory_model"
-_MEMORY_CACHE_VERSION = 2  # 2: the whole estimate (context, workspace, fragmentation included), one budget
+_MEMORY_CACHE_VERSION = 3  # 2: the whole estimate (context, workspace, fragmentation), one budget; 3: CPU conv scratch
 WORK_CACHE_KIND = "work_profile"
 _WORK_CACHE_VERSION = 1
 

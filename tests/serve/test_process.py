@@ -26,3 +26,40 @@ def test_cli_server_in_a_child_process() -> None:
 def test_bad_model_fails_fast_with_the_cli_message() -> None:
     with pytest.raises(RunFailedError, match="not in the zoo"), running_server_process(ServerConfig(model="nosuch")):
         pass
+
+
+@pytest.mark.slow
+def test_two_cpu_lanes_split_requests_by_size_without_a_gpu() -> None:
+    """`--lane` x2 + `--router size`: the seeds' hybrid fleet on a CPU-only machine (small and large lanes)."""
+    from rightsize.serve.config import PoolConfig
+
+    lanes = (PoolConfig("small", "cpu", 1, 1), PoolConfig("large", "cpu", 1, 1))
+    config = ServerConfig(model="mobilenet_v2", tiny=True, port=0, max_batch=8, max_wait_ms=0.0, router="size",
+                          crossover_batch=4, pools=lanes)  # fmt: skip
+    with running_server_process(config) as url:
+        info = httpx.get(f"{url}/v1/info").json()
+        assert [p["name"] for p in info["pools"]] == ["small", "large"] and info["router"] == "size"
+        shape = info["sample_shape"]
+
+        def body(n: int) -> dict[str, object]:
+            import numpy as np
+
+            return {"inputs": np.zeros((n, *shape)).tolist()}
+
+        first = httpx.get(f"{url}/v1/batches").json()["next"]  # after the warm-up batches
+        for n in (1, 2, 6, 8, 1):
+            assert httpx.post(f"{url}/v1/predict", json=body(n), timeout=30).status_code == 200
+        rows = httpx.get(f"{url}/v1/batches", params={"since": first}).json()["batches"]
+        pool_of = {samples: pool for pool, samples, *_ in rows}
+        assert pool_of == {1: "small", 2: "small", 6: "large", 8: "large"}
+
+
+def test_lane_flags_are_checked() -> None:
+    from rightsize.errors import SpecError
+    from rightsize.serve.config import parse_lanes
+
+    assert [(p.name, p.workers, p.threads) for p in parse_lanes(["a=1x1", "b=1x1"], 2)] == [("a", 1, 1), ("b", 1, 1)]
+    for bad, match in ((["a=1"], "NAME=WORKERSxTHREADS"), (["a=0x1"], ">= 1"), (["a=1x1", "a=1x1"], "differ"),
+                       (["a=1x2", "b=1x1"], "3 threads")):  # fmt: skip
+        with pytest.raises(SpecError, match=match):
+            parse_lanes(bad, 2)

@@ -86,6 +86,8 @@ def print_plan(result: PlanResult, top: int) -> None:
         out_console.print("[bold yellow]Check[/bold yellow]")
         for line in result.warnings:
             out_console.print(f"  - {escape(line)}")
+    if result.fleet:
+        _print_fleet(result.fleet)
     if len(result.pareto) > 1:
         pts = ", ".join(_point(c) for c in result.pareto[:6])
         out_console.print(
@@ -93,6 +95,30 @@ def print_plan(result: PlanResult, top: int) -> None:
         )
     n = len(result.candidates)
     out_console.print(f"[dim]planned {n} candidates in {result.elapsed_s:.2f} s; prices {result.price_date}[/dim]")
+
+
+def _print_fleet(fleet: dict[str, Any]) -> None:
+    """The request mix's plan: one pool for every request vs pools split by request size (plan.fleet)."""
+    mix = ", ".join(f"{m['share']:.0%} x {m['samples']}" for m in fleet["mix"])
+    out_console.print(f"[bold]Request mix[/bold] ({mix} samples): [bold]{fleet['choice']}[/bold]")
+
+    def pool(label: str, c: dict[str, Any]) -> None:
+        lat = c.get("latency") or {}
+        b = c.get("batching") or {}
+        out_console.print(
+            f"  {label}: {c['replicas']} x {escape(c['instance'])} ({c['device']}, {c['precision']}), batch "
+            f"{b.get('max_batch', '-')}, p95 {lat.get('p95', float('nan')):.1f} ms, ${c['cost_usd_per_hour']:.2f}/h"
+        )
+
+    if fleet.get("single"):
+        pool("one pool    ", fleet["single"])
+    split = fleet.get("split")
+    if split:
+        c = split["crossover_samples"]
+        pool(f"< {c} samples ", split["small"])
+        pool(f">= {c} samples", split["large"])
+    for line in fleet.get("notes", [])[-1:]:
+        out_console.print(f"  {escape(line)}")
 
 
 def _point(c: Candidate) -> str:

@@ -31,6 +31,12 @@ def serve_command(
     threads: int | None = typer.Option(None, "--threads", min=1, help="Intra-op threads per CPU worker."),
     router: str | None = typer.Option(None, "--router", help="cpu | gpu | size | hybrid (default: hybrid with CUDA)."),
     crossover: int | None = typer.Option(None, "--crossover", min=1, help="size router: CPU below this batch size."),
+    lane: list[str] | None = typer.Option(
+        None,
+        "--lane",
+        help="A CPU pool NAME=WORKERSxTHREADS; repeat it, the first takes the smallest requests (e.g. "
+        "--lane small=1x1 --lane large=1x1 --router size --crossover 32: a size split with no GPU).",
+    ),
     queue_size: int = typer.Option(256, "--queue-size", min=1, help="Samples waiting per pool before 503."),
     slo_ms: float | None = typer.Option(None, "--slo-ms", help="Latency SLO: refuse (503) what would miss it."),
     max_queue_batches: float = typer.Option(
@@ -63,8 +69,13 @@ def serve_command(
         if value is not None:
             raise SpecError(flag, "only applies to a generation server; add --generate (or drop the option)")
     from rightsize.models.byo import parse_shape
-    from rightsize.serve.config import ServerConfig
+    from rightsize.serve.config import ServerConfig, cpu_cores, parse_lanes
 
+    pools = parse_lanes(lane, cpu_cores()) if lane else None
+    if pools is not None and (workers is not None or threads is not None):
+        raise SpecError("--lane", "gives each lane's workers and threads; drop --workers / --threads")
+    if pools is not None and len(pools) == 1:
+        raise SpecError("--lane", "needs two or more lanes (one pool is --workers / --threads)")
     dims = parse_shape(shape)
     sample_shape = tuple(dims) if dims else None
     config = ServerConfig(
@@ -82,6 +93,7 @@ def serve_command(
         threads=threads,
         router=router,  # type: ignore[arg-type]
         crossover_batch=crossover,
+        pools=pools,
         queue_size=max(queue_size, max_batch),
         slo_ms=slo_ms,
         max_queue_batches=max_queue_batches,

@@ -201,7 +201,7 @@ def _candidate(opt: Option, target: OnlineTarget, buy: str) -> Candidate:
     )
 
 
-def _at_pessimistic_edge(opt: Option) -> Option:
+def at_pessimistic_edge(opt: Option) -> Option:
     """A projected curve is sized at the slow edge of its band: every time x ``band_hi`` (the band then
     runs from band_lo / band_hi to 1 around it). A measured curve (band 1) is unchanged. So "meets the
     SLO" holds for ~95% of the published results the band was measured on, not just for the median."""
@@ -229,7 +229,7 @@ def plan_online(
     """
     buy = "on-demand" if "on_demand" in purchase else "spot"
     s, bound, q = target.request_samples, target.latency.bound_ms, target.latency.percentile
-    options = [_at_pessimistic_edge(o) for o in options]
+    options = [at_pessimistic_edge(o) for o in options]
     cands = [_candidate(o, target, buy) for o in options]
     groups: dict[tuple[str, str, int, int], _Group] = {}
     group_of: dict[int, _Group] = {}

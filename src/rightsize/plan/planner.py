@@ -20,6 +20,7 @@ from rightsize.plan.batch import InputStage, plan_batch
 from rightsize.plan.coldstart import GPU_IMAGE_FACTOR, choose_idle_policy, idle_policies, spin_up
 from rightsize.plan.energy import add_energy
 from rightsize.plan.explain import explain, infeasible_summary, pareto, rank
+from rightsize.plan.fleet import FleetPlan, plan_fleet, plan_mixed_single
 from rightsize.plan.job_costs import MIN_P_MEET
 from rightsize.plan.online import plan_online
 from rightsize.plan.options import (
@@ -89,6 +90,8 @@ def plan(
             "widen the filters or see `rightsize catalog`"
         )
     assumptions: dict[str, Any] = {}
+    fleet: FleetPlan | None = None
+    mix_warnings: list[str] = []
     percentile, bound, samples = 95.0, None, 1
     if kind == "rules":
         cands, size = plan_rules(instances, t.kind, t.data_gb, t.rows, t.purchase)
@@ -107,7 +110,18 @@ def plan(
             assert t.online is not None
             o = t.online
             percentile, bound, samples = o.latency.percentile, o.latency.bound_ms, o.request_samples
-            cands = plan_online(options, o, t.purchase, seed=seed)
+            if o.request_mix is not None:
+                # Each row serves the whole mix on one pool of its option (event simulation of the sizes);
+                # plan.fleet also tries pools split by request size and says which is cheaper.
+                samples = o.sizes()[-1][0]
+                cands = plan_mixed_single(options, o, t.purchase, seed=seed)
+                fleet = plan_fleet(options, o, o.sizes(), t.purchase, seed=seed)
+                if fleet.choice == "split":
+                    mix_warnings.append(f"request_mix: a fleet split by request size is cheaper than any one pool "
+                                        f"({fleet.notes[-1]}); see Request mix")  # fmt: skip
+                assumptions["request_mix"] = {"sizes": fleet.mix, "fleet": fleet.notes}
+            else:
+                cands = plan_online(options, o, t.purchase, seed=seed)
             _cold_start_online(cands, t)
             assumptions.update(
                 headroom=o.headroom,
@@ -150,6 +164,7 @@ def plan(
         )
     ranked = rank(cands, kind)
     why, why_not, alt, warnings = explain(kind, ranked, percentile, bound, samples)
+    warnings += mix_warnings
     rec = next((c for c in ranked if c.feasible), None)
     if kind == "rules" and rec is not None:
         why.insert(1, "; ".join(assumptions.get("sizing", [])))
@@ -170,6 +185,7 @@ def plan(
         price_date=dates[-1] if dates else "",
         elapsed_s=time.perf_counter() - started,
         infeasible_summary=infeasible_summary(ranked),
+        fleet=fleet.to_dict() if fleet is not None else None,
     )
 
 

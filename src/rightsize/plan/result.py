@@ -161,6 +161,7 @@ class PlanResult:
     price_date: str = ""  # newest price date among candidates
     elapsed_s: float = 0.0  # planning time
     infeasible_summary: dict[str, int] = field(default_factory=dict)  # reason -> count
+    fleet: dict[str, Any] | None = None  # online with a request_mix: one pool vs a size split (plan.fleet)
 
     @property
     def feasible(self) -> bool:
@@ -190,6 +191,7 @@ class PlanResult:
                 "elapsed_s": self.elapsed_s,
                 "infeasible_summary": dict(self.infeasible_summary),
                 "n_candidates": len(self.candidates),
+                "fleet": self.fleet,
             }
         )
 

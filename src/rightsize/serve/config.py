@@ -11,6 +11,7 @@ No torch import here; ``resolve_pools`` decides pools from the config and the ma
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -116,6 +117,30 @@ class ServerConfig:
             names = [p.name for p in self.pools]
             if not names or len(set(names)) != len(names):
                 raise SpecError("pools", f"need one or more pools with distinct names, got {names}")
+
+
+_LANE = re.compile(r"^([A-Za-z][\w-]{0,31})=(\d{1,4})x(\d{1,4})$")
+
+
+def parse_lanes(lanes: list[str], cores: int) -> tuple[PoolConfig, ...]:
+    """``--lane NAME=WORKERSxTHREADS`` (repeated) -> CPU pools, the first for the smallest requests.
+
+    Two CPU lanes let the size router (or the hybrid one) run where there is no GPU: e.g. one worker of
+    one thread for single samples and another for large requests, so large ones never delay the small."""
+    pools: list[PoolConfig] = []
+    for text in lanes:
+        m = _LANE.match(text.strip())
+        if m is None or int(m.group(2)) < 1 or int(m.group(3)) < 1:
+            raise SpecError("--lane", f"expected NAME=WORKERSxTHREADS with both >= 1, e.g. small=1x1; got {text!r}")
+        pools.append(PoolConfig(m.group(1), "cpu", int(m.group(2)), int(m.group(3))))
+    names = [p.name for p in pools]
+    if len(set(names)) != len(names):
+        raise SpecError("--lane", f"lane names must differ, got {', '.join(names)}")
+    used = sum(p.workers * (p.threads or 1) for p in pools)
+    if used > cores:
+        raise SpecError("--lane", f"the lanes use {used} threads and this machine has {cores} cores; give fewer "
+                        "workers or threads per lane")  # fmt: skip
+    return tuple(pools)
 
 
 def cpu_cores() -> int:

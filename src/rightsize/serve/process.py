@@ -28,9 +28,10 @@ from rightsize.serve.config import ServerConfig
 
 def config_to_args(config: ServerConfig) -> list[str]:
     """``rightsize serve`` arguments for ``config`` (port 0: a free one)."""
-    if config.predict is not None or config.pools is not None:
+    lanes = config.pools or ()
+    if config.predict is not None or any(p.predict is not None or p.device != "cpu" for p in lanes):
         raise SpecError(
-            "config", "a Python predict or explicit pools cannot cross a process; use model='pkg.mod:factory'"
+            "config", "a Python predict or GPU pools cannot cross a process; use model='pkg.mod:factory' and CPU lanes"
         )
     args = [config.model, "--precision", config.precision, "--max-batch", str(config.max_batch)]
     args += ["--max-wait-ms", repr(config.max_wait_ms), "--queue-size", str(config.queue_size)]
@@ -49,6 +50,8 @@ def config_to_args(config: ServerConfig) -> list[str]:
     for flag, value in optional.items():
         if value is not None:
             args += [flag, str(value)]
+    for p in lanes:
+        args += ["--lane", f"{p.name}={p.workers}x{p.threads or 1}"]
     if config.sample_shape:
         args += ["--shape", ",".join(map(str, config.sample_shape))]
     if config.tiny:

@@ -27,12 +27,26 @@ class LatencyBound(_Strict):
     bound_ms: float = Field(..., gt=0, le=86_400_000, description="latency bound at that percentile, milliseconds")
 
 
+class RequestClass(_Strict):
+    """One size of request in a mix: ``share`` of all requests carry ``samples`` samples each."""
+
+    samples: int = Field(..., ge=1, le=1_000_000, description="samples per request of this class")
+    share: float = Field(..., gt=0, le=1, description="fraction of all requests")
+
+
 class OnlineTarget(_Strict):
     """Online inference: serve ``rate_per_s`` requests within a latency percentile bound."""
 
     rate_per_s: float = Field(..., gt=0, le=10_000_000, description="peak request rate")
     latency: LatencyBound
     request_samples: int = Field(1, ge=1, le=1_000_000, description="samples per request")
+    request_mix: list[RequestClass] | None = Field(
+        None,
+        min_length=1,
+        max_length=16,
+        description="requests of several sizes: [{samples, share}, ...], shares adding up to 1 (instead of "
+        "request_samples); the plan then compares one pool with a fleet split by request size",
+    )
     budget_usd_per_hour: float | None = Field(None, gt=0, le=1e9)
     arrival: Arrival = "poisson"
     burstiness: float = Field(4.0, ge=1, le=1000, description="peak-to-mean rate ratio of bursts (arrival: bursty)")
@@ -40,6 +54,26 @@ class OnlineTarget(_Strict):
     balancer: Balancer = Field("jsq", description="load balancer in front of the replicas: jsq, p2c or random")
     headroom: float = Field(0.8, gt=0, le=1, description="max planned utilisation per replica")
     max_replicas: int = Field(64, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _mix(self) -> OnlineTarget:
+        if self.request_mix is None:
+            return self
+        if self.request_samples != 1:
+            raise ValueError("request_mix: set request_samples or request_mix, not both (the mix gives the sizes)")
+        sizes = [c.samples for c in self.request_mix]
+        if len(set(sizes)) != len(sizes):
+            raise ValueError(f"request_mix: each size once, got samples {sizes}; add the shares of a repeated size")
+        total = sum(c.share for c in self.request_mix)
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"request_mix: shares add up to {total:g}; make them add up to 1")
+        return self
+
+    def sizes(self) -> list[tuple[int, float]]:
+        """(samples, share) of every request size, by size: the mix, or request_samples alone."""
+        if self.request_mix is None:
+            return [(self.request_samples, 1.0)]
+        return sorted((c.samples, c.share) for c in self.request_mix)
 
 
 class BatchTarget(_Strict):

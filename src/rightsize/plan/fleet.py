@@ -1,0 +1,358 @@
+"""Serving a mix of request sizes: one pool for every request, or two pools split by size.
+
+A spec's ``request_mix`` says what share of requests carries how many samples (say 90% of 1 sample,
+10% of 64). Two ways to serve it are compared, each at the fewest replicas that meet the SLO:
+
+    single  one pool of one option: every request, whatever its size, joins the same replicas
+    split   the size router (``rightsize serve --router size``): requests of fewer samples than the
+            crossover go to the small pool, the rest to the large pool, each pool of its own option,
+            so small requests can stay on CPUs while large ones go to a GPU (the seeds' hybrid
+            fleet), or both pools can be of one type (the large requests then stop delaying the small)
+
+Each pool sees a Poisson stream (a random split of one is Poisson) of its classes' requests. Its
+replicas sit behind join-the-shortest-queue, each with a Triton-style batcher over *samples*: a batch
+starts when ``max_batch`` samples are queued or the oldest request has waited ``max_wait_ms``, and takes
+whole requests in arrival order while they fit. A batch of n samples takes t(n) with the curve's
+lognormal spread (``run_sized``, one event at a time). Each pool meets the SLO percentile for its own
+requests, so the whole mix meets it too (a mixture's tail is the share-weighted tail of its parts).
+
+Options are screened by a capacity bound on cost (a full batch's throughput under the headroom) and
+simulated cheapest bound first; an option whose bound already costs more than the best found is not
+simulated (branch and bound), so only a handful of options per pool are simulated.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rightsize.plan.arrivals import arrival_times_ms
+from rightsize.plan.options import Option
+from rightsize.plan.result import Batching, Candidate, LatencyPrediction
+from rightsize.plan.sim import lognormal_sigma
+from rightsize.plan.verify import unit_price
+from rightsize.spec.targets import OnlineTarget
+
+__all__ = ["FleetPlan", "Pool", "plan_fleet", "plan_mixed_single", "run_sized"]
+
+_COMPLETE, _TIMEOUT = 0, 1
+_R_STEPS = (0, 1, 2, 3, 5, 8, 12, 18, 27, 40, 60, 90)  # replicas above the capacity bound tried, in order
+
+
+def run_sized(
+    arrival_ms: np.ndarray,
+    samples: np.ndarray,
+    replicas: int,
+    max_batch: int,
+    max_wait_ms: float,
+    service_ms: np.ndarray,
+    sigma: np.ndarray,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, float, int]:
+    """Latency per request (ms), busy ms over all replicas, batches run: requests of different sizes.
+
+    arrival_ms (N,) sorted; samples (N,) samples per request, each <= max_batch; service_ms / sigma
+    (max_batch + 1,) median time and lognormal sigma of a batch of n samples. Join-the-shortest-queue
+    (queued + in service requests, ties to the lowest index)."""
+    arr = arrival_ms.tolist()
+    size = samples.tolist()
+    n = len(arr)
+    svc, sig = service_ms.tolist(), sigma.tolist()
+    noise = rng.standard_normal(n).tolist()
+    queues: list[deque[int]] = [deque() for _ in range(replicas)]
+    queued = [0] * replicas  # samples waiting per replica
+    in_service = [0] * replicas  # requests in the running batch
+    timer_at = [-1.0] * replicas
+    lens = [0] * replicas
+    dep = [0.0] * n
+    heap: list[tuple[float, int, int]] = []
+    busy, batches, eps = 0.0, 0, 1e-9
+
+    def dispatch(rep: int, now: float) -> None:
+        nonlocal busy, batches
+        q = queues[rep]
+        if in_service[rep] or not q:
+            return
+        if queued[rep] >= max_batch or now + eps >= arr[q[0]] + max_wait_ms:
+            total, k = 0, 0
+            for j in q:  # whole requests in order while they fit
+                if total + size[j] > max_batch and k:
+                    break
+                total += size[j]
+                k += 1
+            t = svc[total] * math.exp(sig[total] * noise[batches]) if sig[total] else svc[total]
+            done = now + t
+            for _ in range(k):
+                dep[q.popleft()] = done
+            queued[rep] -= total
+            in_service[rep] = k
+            busy += t
+            batches += 1
+            heapq.heappush(heap, (done, _COMPLETE, rep))
+        else:
+            due = arr[q[0]] + max_wait_ms
+            if timer_at[rep] != due:
+                timer_at[rep] = due
+                heapq.heappush(heap, (due, _TIMEOUT, rep))
+
+    def settle(until: float) -> None:
+        while heap and heap[0][0] <= until:
+            when, kind, rep = heapq.heappop(heap)
+            if kind == _COMPLETE:
+                lens[rep] -= in_service[rep]
+                in_service[rep] = 0
+            dispatch(rep, when)
+
+    for j in range(n):
+        now = arr[j]
+        settle(now)
+        best = lens.index(min(lens))
+        lens[best] += 1
+        queues[best].append(j)
+        queued[best] += size[j]
+        dispatch(best, now)
+    settle(math.inf)
+    return np.asarray(dep) - arrival_ms, busy, batches
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The requests one pool serves: sizes (samples) with their shares of the whole stream."""
+
+    sizes: tuple[int, ...]
+    shares: tuple[float, ...]
+
+    @property
+    def share(self) -> float:
+        return sum(self.shares)
+
+    def mean_samples(self) -> float:
+        return sum(s * p for s, p in zip(self.sizes, self.shares, strict=True)) / self.share
+
+
+@dataclass
+class FleetPlan:
+    """The cheapest single pool and the cheapest size split for a request mix; ``choice`` is the cheaper."""
+
+    mix: list[tuple[int, float]]  # (samples, share), by size
+    single: Candidate | None
+    split: tuple[int, Candidate, Candidate] | None  # (crossover: large pool from this many samples, small, large)
+    choice: str  # "single" | "split" | "none"
+    simulated: int  # pool plans simulated
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def split_cost(self) -> float:
+        return math.inf if self.split is None else self.split[1].cost_usd_per_hour + self.split[2].cost_usd_per_hour
+
+    @property
+    def single_cost(self) -> float:
+        return math.inf if self.single is None else self.single.cost_usd_per_hour
+
+    def to_dict(self) -> dict[str, object]:
+        from dataclasses import asdict
+
+        out: dict[str, object] = {
+            "mix": [{"samples": s, "share": p} for s, p in self.mix], "choice": self.choice,
+            "single": asdict(self.single) if self.single else None, "simulated_pool_plans": self.simulated,
+            "notes": list(self.notes),
+        }  # fmt: skip
+        if self.split is not None:
+            c, small, large = self.split
+            out["split"] = {"crossover_samples": c, "small": asdict(small), "large": asdict(large),
+                            "cost_usd_per_hour": self.split_cost}  # fmt: skip
+        else:
+            out["split"] = None
+        return out
+
+
+def _tables(opt: Option, max_batch: int) -> tuple[np.ndarray, np.ndarray]:
+    t = np.array([opt.curve.t_ms(max(1, b)) for b in range(max_batch + 1)])
+    s = np.array([lognormal_sigma(opt.curve.cv_at(max(1, b))) for b in range(max_batch + 1)])
+    return t, s
+
+
+def _batch_for(opt: Option, pool: Pool, bound_ms: float) -> int | None:
+    """Samples per batch: the smallest power of two that holds the pool's largest request, doubled while a
+    full batch still fits memory and runs well inside the SLO (half of it: queueing needs the rest)."""
+    b = 1 << max(0, math.ceil(math.log2(max(pool.sizes))))
+    if not opt.fits(b) or opt.curve.t_ms(b) >= bound_ms:
+        return None
+    while b < 256 and opt.fits(2 * b) and opt.curve.t_ms(2 * b) < bound_ms / 2:
+        b *= 2
+    return b
+
+
+def _draw(
+    pool: Pool, rate_per_s: float, target: OnlineTarget, n: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    rate = rate_per_s * pool.share
+    arrivals = arrival_times_ms(rng, n, rate, target.arrival, target.burstiness, target.burst_s)[0]
+    probs = np.array(pool.shares) / pool.share
+    return arrivals, rng.choice(np.array(pool.sizes), size=n, p=probs)
+
+
+def _plan_pool(opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, seed: int) -> tuple[Candidate, int]:
+    """The fewest replicas of ``opt`` that meet the SLO percentile for ``pool``'s requests (feasible or not)."""
+    cand = opt.candidate(purchase=buy)
+    bound, q = target.latency.bound_ms, float(target.latency.percentile)
+    b = _batch_for(opt, pool, bound)
+    if b is None:
+        cand.reasons.append(f"a batch holding {max(pool.sizes)} samples does not fit memory or the SLO")
+        return cand, 0
+    lam = target.rate_per_s * pool.share * pool.mean_samples() / 1000.0  # samples per ms
+    r_min = max(1, math.ceil(lam * opt.curve.t_ms(b) / b / target.headroom - 1e-9))
+    t, s = _tables(opt, b)
+    wait = 2.0 if bound < 50 else 5.0
+    sims = 0
+    for step in _R_STEPS:
+        r = r_min + step
+        if r > target.max_replicas:
+            break
+        rng = np.random.default_rng(seed)
+        arrivals, sizes = _draw(pool, target.rate_per_s, target, n, rng)
+        lat, busy, batches = run_sized(arrivals, sizes, r, b, wait, t, s, rng)
+        sims += 1
+        kept = lat[n // 10 :]
+        p50, p95, p99, pq = np.percentile(kept, [50.0, 95.0, 99.0, q])
+        if pq <= bound:
+            span = float(arrivals[-1] - arrivals[0]) or 1.0
+            pred = LatencyPrediction(
+                p50=float(p50), p95=float(p95), p99=float(p99), mean=float(kept.mean()), n=n,
+                utilization=min(1.0, busy / (r * span)), mean_batch=float(sizes.sum() / max(1, batches)),
+                method=f"event simulation of the pool's request sizes ({n} requests, jsq)", p_target_ms=float(pq),
+            )  # fmt: skip
+            instances = math.ceil(r / opt.per_instance)
+            cand.batching, cand.latency, cand.replicas, cand.count = Batching(b, wait), pred, r, instances
+            cand.cost_usd_per_hour = instances * unit_price(opt, buy)
+            cand.cost_usd_per_1m_requests = cand.cost_usd_per_hour / (target.rate_per_s * pool.share * 3600.0) * 1e6
+            cand.gpus = instances * opt.per_instance if opt.instance.accelerator else 0
+            cand.feasible = True
+            return cand, sims
+    cand.reasons.append(f"p{q:g} above {bound:g} ms up to {min(target.max_replicas, r_min + _R_STEPS[-1])} replicas")
+    return cand, sims
+
+
+def _cost_bound(opt: Option, pool: Pool, target: OnlineTarget, buy: str) -> float:
+    b = _batch_for(opt, pool, target.latency.bound_ms)
+    if b is None:
+        return math.inf
+    lam = target.rate_per_s * pool.share * pool.mean_samples() / 1000.0
+    r_min = max(1, math.ceil(lam * opt.curve.t_ms(b) / b / target.headroom - 1e-9))
+    return math.ceil(r_min / opt.per_instance) * unit_price(opt, buy)
+
+
+def _better(a: Candidate, b: Candidate) -> bool:
+    """Cheaper, or as cheap and faster at the SLO percentile (the planner's table ranks ties the same way)."""
+    if a.cost_usd_per_hour != b.cost_usd_per_hour:
+        return a.cost_usd_per_hour < b.cost_usd_per_hour
+    pa = (a.latency.p_target_ms or a.latency.p95) if a.latency else math.inf
+    pb = (b.latency.p_target_ms or b.latency.p95) if b.latency else math.inf
+    return pa < pb
+
+
+def _cheapest(
+    options: Sequence[Option], pool: Pool, target: OnlineTarget, buy: str, n: int, seed: int
+) -> tuple[Candidate | None, int]:
+    """Branch and bound over options: simulate in order of cost bound until the bound exceeds the best found."""
+    bounds = sorted(((_cost_bound(o, pool, target, buy), i) for i, o in enumerate(options)), key=lambda x: x[0])
+    best: Candidate | None = None
+    sims = 0
+    for bound, i in bounds:
+        if math.isinf(bound) or (best is not None and bound > best.cost_usd_per_hour):
+            break
+        cand, k = _plan_pool(options[i], pool, target, buy, n, seed)
+        sims += k
+        if cand.feasible and (best is None or _better(cand, best)):
+            best = cand
+    return best, sims
+
+
+def plan_mixed_single(
+    options: Sequence[Option],
+    target: OnlineTarget,
+    purchase: Sequence[str] = ("on_demand",),
+    n: int = 3000,
+    seed: int = 0,
+) -> list[Candidate]:
+    """One candidate per option serving the whole mix on one pool (feasible, or infeasible with reasons):
+    the planner's table for a ``request_mix``. Same requests and seed as ``plan_fleet``'s single pool, so
+    the cheapest row here is the fleet's "one pool"."""
+    from rightsize.plan.online import at_pessimistic_edge
+
+    buy = "on-demand" if "on_demand" in purchase else "spot"
+    sizes = target.sizes()
+    everything = Pool(tuple(s for s, _ in sizes), tuple(p for _, p in sizes))
+    out = []
+    for opt in options:
+        if buy == "spot" and opt.instance.price_usd_per_hour("spot") is None:
+            cand = opt.candidate(purchase=buy)
+            cand.reasons.append("no spot offer: the catalog has no spot price below on-demand for this instance")
+        else:
+            cand, _ = _plan_pool(at_pessimistic_edge(opt), everything, target, buy, n, seed)
+        budget = target.budget_usd_per_hour
+        if cand.feasible and budget is not None and cand.cost_usd_per_hour > budget:
+            cand.feasible = False
+            cand.reasons.append(f"over budget: ${cand.cost_usd_per_hour:.2f}/h > ${budget:g}/h")
+        out.append(cand)
+    return out
+
+
+def plan_fleet(
+    options: Sequence[Option],
+    target: OnlineTarget,
+    mix: Sequence[tuple[int, float]],
+    purchase: Sequence[str] = ("on_demand",),
+    n: int = 3000,
+    seed: int = 0,
+) -> FleetPlan:
+    """The cheapest single pool and the cheapest two-pool size split for ``mix`` ((samples, share) pairs)."""
+    from rightsize.plan.online import at_pessimistic_edge
+
+    buy = "on-demand" if "on_demand" in purchase else "spot"
+    options = [at_pessimistic_edge(o) for o in options]  # projected curves at the slow edge of their band
+    mixed = sorted((int(s), float(p)) for s, p in mix)
+    everything = Pool(tuple(s for s, _ in mixed), tuple(p for _, p in mixed))
+    single, sims = _cheapest(options, everything, target, buy, n, seed)
+    split: tuple[int, Candidate, Candidate] | None = None
+    for cut in range(1, len(mixed)):
+        small = Pool(everything.sizes[:cut], everything.shares[:cut])
+        large = Pool(everything.sizes[cut:], everything.shares[cut:])
+        a, k1 = _cheapest(options, small, target, buy, n, seed)
+        b, k2 = _cheapest(options, large, target, buy, n, seed + 1)
+        sims += k1 + k2
+        if a is not None and b is not None:
+            cost = a.cost_usd_per_hour + b.cost_usd_per_hour
+            if split is None or cost < split[1].cost_usd_per_hour + split[2].cost_usd_per_hour:
+                split = (large.sizes[0], a, b)
+    plan = FleetPlan(mixed, single, split, "none", sims)
+    budget = target.budget_usd_per_hour
+    if budget is not None:
+        for name, cost in (("single pool", plan.single_cost), ("size split", plan.split_cost)):
+            if math.isfinite(cost) and cost > budget:
+                plan.notes.append(f"the cheapest {name} costs ${cost:.2f}/h, over the ${budget:g}/h budget")
+        plan.single = single = single if plan.single_cost <= budget else None
+        plan.split = split = split if plan.split_cost <= budget else None
+    if single is None and split is None:
+        plan.notes.append("no single pool and no size split meets the SLO for this mix")
+        return plan
+    plan.choice = "split" if plan.split_cost < plan.single_cost else "single"
+    if split is not None:
+        c, a, b = split
+        kinds = "CPU + GPU (hybrid)" if {a.device_class, b.device_class} == {"cpu", "gpu"} else "two pools"
+        plan.notes.append(
+            f"split at {c} samples: {a.replicas} x {a.instance} ({a.device}) for smaller requests, {b.replicas} x "
+            f"{b.instance} ({b.device}) for the rest, {kinds}: ${plan.split_cost:.2f}/h"
+        )
+    if single is not None:
+        plan.notes.append(f"single pool: {single.replicas} x {single.instance} ({single.device}), "
+                          f"${single.cost_usd_per_hour:.2f}/h")  # fmt: skip
+    if single is not None and split is not None:
+        lo, hi = sorted((plan.single_cost, plan.split_cost))
+        plan.notes.append(f"{plan.choice} is {100.0 * (1.0 - lo / hi):.0f}% cheaper")
+    return plan

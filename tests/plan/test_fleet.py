@@ -1,0 +1,123 @@
+"""Request-size mixes: the sized event simulator and the single-pool vs size-split fleet plan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from plan_fixtures import ACCELERATORS, cpu_curve, gpu_curve, instance
+
+from rightsize.plan.events import run_balanced
+from rightsize.plan.fleet import plan_fleet, run_sized
+from rightsize.plan.options import pair_options
+from rightsize.spec.targets import LatencyBound, OnlineTarget
+
+
+def _target(rate: float, bound: float, **kw: object) -> OnlineTarget:
+    return OnlineTarget(rate_per_s=rate, latency=LatencyBound(percentile=95, bound_ms=bound), **kw)  # type: ignore[arg-type]
+
+
+def test_sized_simulator_matches_the_fixed_size_one_when_every_request_is_one_sample() -> None:
+    arrivals = np.cumsum(np.random.default_rng(1).exponential(2.0, 5000))
+    t = np.array([1.0, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5])  # index = samples (= requests here)
+    sig = np.full(9, 0.2)
+    a, busy_a, nb_a = run_balanced(arrivals, 3, 8, 2.0, t, sig, np.random.default_rng(7), "jsq")
+    b, busy_b, nb_b = run_sized(arrivals, np.ones(5000, dtype=int), 3, 8, 2.0, t, sig, np.random.default_rng(7))
+    assert np.allclose(a, b) and busy_a == pytest.approx(busy_b) and nb_a == nb_b
+
+
+def test_sized_simulator_reproduces_pollaczek_khinchine() -> None:
+    """One server, one request per batch, deterministic service: M/D/1 mean wait = rho t / (2 (1 - rho))."""
+    rng = np.random.default_rng(3)
+    n, t_ms, rate_per_ms = 200_000, 4.0, 0.15  # rho 0.6
+    arrivals = np.cumsum(rng.exponential(1.0 / rate_per_ms, n))
+    sizes = rng.choice([1, 3], size=n)  # sizes vary, but each request runs alone (max_batch 3)
+    t = np.full(4, t_ms)
+    lat, _, batches = run_sized(arrivals, sizes, 1, 3, 0.0, t, np.zeros(4), rng)
+    rho = rate_per_ms * t_ms
+    assert batches > 0.5 * n  # two 1-sample requests may share a batch; a 3-sample one never does
+    # Outside truth, with batching turned off by sizes of 3: every request alone
+    lat3, _, _ = run_sized(arrivals, np.full(n, 3), 1, 3, 0.0, t, np.zeros(4), rng)
+    assert lat3.mean() - t_ms == pytest.approx(rho * t_ms / (2 * (1 - rho)), rel=0.05)
+    assert lat.mean() < lat3.mean()  # sharing batches only helps
+
+
+def test_a_batch_takes_whole_requests_in_order_while_they_fit() -> None:
+    # At 0.1 ms 9 samples are queued (>= 8): the batch starts, takes the 5-sample request, and stops, because
+    # the 4-sample one would make 9. That one and the 3-sample request (7 samples) run next.
+    arrivals = np.array([0.0, 0.1, 0.2])
+    sizes = np.array([5, 4, 3])
+    t = np.arange(9, dtype=float) + 10.0  # t(n) = 10 + n ms
+    lat, busy, batches = run_sized(arrivals, sizes, 1, 8, 1.0, t, np.zeros(9), np.random.default_rng(0))
+    assert batches == 2 and busy == pytest.approx(15.0 + 17.0)
+    assert lat.tolist() == pytest.approx([15.1, 15.1 + 17.0 - 0.1, 15.1 + 17.0 - 0.2])
+
+
+def _hybrid_catalog() -> tuple[list[object], list[object]]:
+    instances = [
+        instance("c.2x", 0.34, vcpus=8, ram_gib=16),
+        instance("p.a100", 3.67, vcpus=12, ram_gib=85, acc="A100-80GB", count=1),
+    ]
+    # CPU: 4 ms a sample, no batching gain (t(32) = 128 ms: large requests cannot meet a 40 ms SLO there).
+    # GPU: 12 ms per batch plus 0.1 ms a sample: cheap samples, but a small request waits behind a batch.
+    curves = [cpu_curve("c.2x", 4.0, 4.0), gpu_curve("A100-80GB", 12.0, 0.1)]
+    return instances, curves
+
+
+def test_tight_slo_and_many_small_requests_split_the_fleet_cpu_small_gpu_large() -> None:
+    instances, curves = _hybrid_catalog()
+    options = pair_options(instances, curves, ACCELERATORS)  # type: ignore[arg-type]
+    plan = plan_fleet(options, _target(150, 40), [(1, 0.95), (32, 0.05)])
+    assert plan.split is not None and plan.single is not None
+    crossover, small, large = plan.split
+    assert crossover == 32 and small.device_class == "cpu" and large.device_class == "gpu"
+    assert plan.choice == "split" and plan.split_cost < plan.single_cost
+    for pool in (small, large, plan.single):
+        assert pool.feasible and pool.latency is not None and pool.latency.p95 <= 40
+    assert small.batching is not None and small.batching.max_batch >= 1
+    assert large.batching is not None and large.batching.max_batch >= 32  # a batch holds a whole large request
+    assert any("hybrid" in n for n in plan.notes) and any("cheaper" in n for n in plan.notes)
+    d = plan.to_dict()
+    assert d["choice"] == "split" and d["split"]["crossover_samples"] == 32  # type: ignore[index]
+
+
+def test_one_size_only_has_no_split_and_an_impossible_slo_has_no_plan() -> None:
+    instances, curves = _hybrid_catalog()
+    options = pair_options(instances, curves, ACCELERATORS)  # type: ignore[arg-type]
+    plan = plan_fleet(options, _target(50, 200), [(4, 1.0)])
+    assert plan.split is None and plan.single is not None and plan.choice == "single"
+    none = plan_fleet(options, _target(50, 5), [(1, 0.5), (32, 0.5)])  # 5 ms: nothing runs a batch that fast
+    assert none.choice == "none" and none.single is None and none.split is None
+
+
+def test_a_spec_with_a_request_mix_plans_every_row_for_the_mix_and_adds_the_fleet() -> None:
+    import json
+
+    from plan_fixtures import small_catalog
+
+    from rightsize.plan import plan
+    from rightsize.spec import parse_spec
+
+    mix = [{"samples": 1, "share": 0.9}, {"samples": 16, "share": 0.1}]
+    online = {"rate_per_s": 20, "latency": {"percentile": 95, "bound_ms": 300}, "request_mix": mix}
+    w = parse_spec({"model": "distilbert", "targets": {"online": online}})
+    curves = [cpu_curve("c.2x", 10.0, 8.0), cpu_curve("c.4x", 6.0, 4.0), gpu_curve("T4", 6.0, 0.3)]
+    r = plan(w, curves, small_catalog())
+    assert r.recommendation is not None and r.fleet is not None
+    assert all(c.latency is None or "request sizes" in c.latency.method for c in r.candidates)
+    one = r.fleet["single"]
+    assert one is not None and (one["instance"], one["precision"]) == (
+        r.recommendation.instance,
+        r.recommendation.precision,
+    )
+    assert one["cost_usd_per_hour"] == pytest.approx(r.recommendation.cost_usd_per_hour)
+    d = json.loads(json.dumps(r.to_dict(top=3), allow_nan=False))
+    assert d["fleet"]["mix"] == [{"samples": 1, "share": 0.9}, {"samples": 16, "share": 0.1}]
+
+
+def test_a_bad_request_mix_is_a_one_line_spec_error() -> None:
+    from rightsize.errors import SpecError
+    from rightsize.spec import parse_spec
+
+    online = {"rate_per_s": 20, "latency": {"bound_ms": 300}, "request_mix": [{"samples": 1, "share": 0.5}]}
+    with pytest.raises(SpecError, match=r"request_mix: shares add up to 0.5; make them add up to 1"):
+        parse_spec({"model": "distilbert", "targets": {"online": online}})

@@ -121,3 +121,23 @@ def test_a_bad_request_mix_is_a_one_line_spec_error() -> None:
     online = {"rate_per_s": 20, "latency": {"bound_ms": 300}, "request_mix": [{"samples": 1, "share": 0.5}]}
     with pytest.raises(SpecError, match=r"request_mix: shares add up to 0.5; make them add up to 1"):
         parse_spec({"model": "distilbert", "targets": {"online": online}})
+
+
+def test_the_report_shows_the_request_mix_in_html_and_markdown() -> None:
+    from plan_fixtures import small_catalog
+
+    from rightsize.plan import plan
+    from rightsize.report import build_report_data, render_markdown
+    from rightsize.report.html import render_html
+    from rightsize.spec import parse_spec
+
+    mix = [{"samples": 1, "share": 0.9}, {"samples": 16, "share": 0.1}]
+    online = {"rate_per_s": 20, "latency": {"percentile": 95, "bound_ms": 300}, "request_mix": mix}
+    w = parse_spec({"model": "distilbert", "targets": {"online": online}})
+    r = plan(w, [cpu_curve("c.2x", 10.0, 8.0), gpu_curve("T4", 6.0, 0.3)], small_catalog())
+    data = build_report_data(r.to_dict())  # a stored plan renders the same
+    md = render_markdown(data)
+    assert "## Request mix (90% x 1, 10% x 16 samples): " in md
+    assert "| one pool | all |" in md and "| size split | \\< 16 samples |" in md
+    page = render_html(data)
+    assert '<section class="fleet">' in page and "<td>&gt;= 16 samples</td>" in page

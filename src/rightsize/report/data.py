@@ -31,6 +31,7 @@ __all__ = [
     "build_report_data",
     "candidate_key",
     "curve_from_dict",
+    "fleet_rows",
     "memory_view",
     "targets_of",
 ]
@@ -152,6 +153,36 @@ def candidate_label(c: Mapping[str, Any]) -> str:
     purchase = c.get("purchase") or ""
     extra = f" {purchase}" if purchase and purchase not in ("on_demand", "on-demand") else ""
     return f"{count} × {c.get('instance', '?')} {c.get('precision', '')}{extra}".strip()
+
+
+FLEET_HEAD = ("plan", "requests", "instance", "device", "replicas", "batch", "p95", "$/h")
+
+
+def fleet_rows(fleet: Mapping[str, Any] | None) -> tuple[str, list[list[str]]]:
+    """(title, rows of FLEET_HEAD) of a plan's request-mix section (``PlanResult.fleet``); no rows without one.
+    Cells are plain text: the HTML and Markdown renderers escape them."""
+    from rightsize.report.fmt import ms, usd
+
+    if not fleet:
+        return "", []
+    mix = ", ".join(f"{m['share']:.0%} x {m['samples']}" for m in fleet.get("mix") or [])
+    title = f"Request mix ({mix} samples): {fleet.get('choice', '?')}"
+
+    def row(plan: str, requests: str, c: Mapping[str, Any]) -> list[str]:
+        lat, b = c.get("latency") or {}, c.get("batching") or {}
+        return [plan, requests, str(c.get("instance")), f"{c.get('device')} {c.get('precision')}",
+                str(c.get("replicas")), str(b.get("max_batch", "-")), ms(lat.get("p95")),
+                usd(c.get("cost_usd_per_hour"))]  # fmt: skip
+
+    rows = []
+    if fleet.get("single"):
+        rows.append(row("one pool", "all", fleet["single"]))
+    split = fleet.get("split")
+    if split:
+        cut = split["crossover_samples"]
+        rows.append(row("size split", f"< {cut} samples", split["small"]))
+        rows.append(row("size split", f">= {cut} samples", split["large"]))
+    return title, rows
 
 
 def curve_from_dict(d: Mapping[str, Any]) -> ServiceCurve:

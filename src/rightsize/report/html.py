@@ -14,7 +14,7 @@ from typing import Any
 from rightsize import __version__
 from rightsize.profile import Environment
 from rightsize.report.charts import all_charts
-from rightsize.report.data import ReportData, candidate_key
+from rightsize.report.data import FLEET_HEAD, ReportData, candidate_key, fleet_rows
 from rightsize.report.fmt import esc, finite, format_bytes, hours, num, pct, usd
 
 __all__ = ["asset_text", "candidates_table", "env_rows", "flatten", "page", "render_html"]
@@ -243,6 +243,13 @@ def _summary(data: ReportData) -> str:
         parts.append(f"<section><h3>Why not the alternative</h3>{_list(plan['why_not'], 'why-not')}</section>")
     if plan.get("warnings"):
         parts.append(f'<section class="warn"><h3>Warnings</h3>{_list(plan["warnings"], "warnings")}</section>')
+    title, mix_rows = fleet_rows(plan.get("fleet"))
+    if mix_rows:
+        head = "".join(f"<th>{esc(h)}</th>" for h in FLEET_HEAD)
+        body = "".join("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in r) + "</tr>" for r in mix_rows)
+        notes = _list((plan.get("fleet") or {}).get("notes") or [], "fleet-notes")
+        parts.append(f'<section class="fleet"><h3>{esc(title)}</h3><table><thead><tr>{head}</tr></thead>'
+                     f"<tbody>{body}</tbody></table>{notes}</section>")  # fmt: skip
     return "".join(parts)
 
 

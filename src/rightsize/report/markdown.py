@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rightsize import __version__
-from rightsize.report.data import ReportData, candidate_key, candidate_label
+from rightsize.report.data import FLEET_HEAD, ReportData, candidate_key, candidate_label, fleet_rows
 from rightsize.report.fmt import format_bytes, hours, md, num, pct, usd
 from rightsize.report.html import env_rows, flatten
 
@@ -109,6 +109,9 @@ def render_markdown(data: ReportData) -> str:
         out += [f"- {md(w)}" for w in plan.get("why_not") or []]
     if plan.get("warnings"):
         out += ["", "## Warnings", ""] + [f"- {md(w)}" for w in plan["warnings"]]
+    title, fleet = fleet_rows(plan.get("fleet"))
+    if fleet:
+        out += ["", f"## {md(title)}", "", *_table(FLEET_HEAD, fleet)]
     target = flatten(plan.get("target") or {})
     if target:
         out += ["", "## Target", "", *_table(["field", "value"], target)]

@@ -197,26 +197,34 @@ def _draw(
     return arrivals, rng.choice(np.array(pool.sizes), size=n, p=probs)
 
 
+def _sizing(opt: Option, pool: Pool, target: OnlineTarget) -> tuple[int, int] | None:
+    """(samples per batch, capacity bound on replicas: a full batch's throughput under the headroom), or None."""
+    b = _batch_for(opt, pool, target.latency.bound_ms)
+    if b is None:
+        return None
+    lam = target.rate_per_s * pool.share * pool.mean_samples() / 1000.0  # samples per ms
+    return b, max(1, math.ceil(lam * opt.curve.t_ms(b) / b / target.headroom - 1e-9))
+
+
 def _plan_pool(opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, seed: int) -> tuple[Candidate, int]:
-    """The fewest replicas of ``opt`` that meet the SLO percentile for ``pool``'s requests (feasible or not)."""
+    """The fewest replicas of ``opt`` that meet the SLO percentile for ``pool``'s requests (feasible or not).
+    Every replica count sees the same requests and the same service-time draws (common random numbers)."""
     cand = opt.candidate(purchase=buy)
     bound, q = target.latency.bound_ms, float(target.latency.percentile)
-    b = _batch_for(opt, pool, bound)
-    if b is None:
+    sizing = _sizing(opt, pool, target)
+    if sizing is None:
         cand.reasons.append(f"a batch holding {max(pool.sizes)} samples does not fit memory or the SLO")
         return cand, 0
-    lam = target.rate_per_s * pool.share * pool.mean_samples() / 1000.0  # samples per ms
-    r_min = max(1, math.ceil(lam * opt.curve.t_ms(b) / b / target.headroom - 1e-9))
+    b, r_min = sizing
     t, s = _tables(opt, b)
     wait = 2.0 if bound < 50 else 5.0
+    arrivals, sizes = _draw(pool, target.rate_per_s, target, n, np.random.default_rng(seed))
     sims = 0
     for step in _R_STEPS:
         r = r_min + step
         if r > target.max_replicas:
             break
-        rng = np.random.default_rng(seed)
-        arrivals, sizes = _draw(pool, target.rate_per_s, target, n, rng)
-        lat, busy, batches = run_sized(arrivals, sizes, r, b, wait, t, s, rng)
+        lat, busy, batches = run_sized(arrivals, sizes, r, b, wait, t, s, np.random.default_rng(seed + 1))
         sims += 1
         kept = lat[n // 10 :]
         p50, p95, p99, pq = np.percentile(kept, [50.0, 95.0, 99.0, q])
@@ -232,6 +240,8 @@ def _plan_pool(opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, 
             cand.cost_usd_per_hour = instances * unit_price(opt, buy)
             cand.cost_usd_per_1m_requests = cand.cost_usd_per_hour / (target.rate_per_s * pool.share * 3600.0) * 1e6
             cand.gpus = instances * opt.per_instance if opt.instance.accelerator else 0
+            cand.throughput_per_s = r * opt.curve.throughput_per_s(b)
+            cand.memory_bytes = None if opt.memory is None else int(opt.memory.bytes_at(b))
             cand.feasible = True
             return cand, sims
     cand.reasons.append(f"p{q:g} above {bound:g} ms up to {min(target.max_replicas, r_min + _R_STEPS[-1])} replicas")
@@ -239,12 +249,8 @@ def _plan_pool(opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, 
 
 
 def _cost_bound(opt: Option, pool: Pool, target: OnlineTarget, buy: str) -> float:
-    b = _batch_for(opt, pool, target.latency.bound_ms)
-    if b is None:
-        return math.inf
-    lam = target.rate_per_s * pool.share * pool.mean_samples() / 1000.0
-    r_min = max(1, math.ceil(lam * opt.curve.t_ms(b) / b / target.headroom - 1e-9))
-    return math.ceil(r_min / opt.per_instance) * unit_price(opt, buy)
+    sizing = _sizing(opt, pool, target)
+    return math.inf if sizing is None else math.ceil(sizing[1] / opt.per_instance) * unit_price(opt, buy)
 
 
 def _better(a: Candidate, b: Candidate) -> bool:
@@ -310,15 +316,24 @@ def plan_fleet(
     purchase: Sequence[str] = ("on_demand",),
     n: int = 3000,
     seed: int = 0,
+    singles: Sequence[Candidate] | None = None,
 ) -> FleetPlan:
-    """The cheapest single pool and the cheapest two-pool size split for ``mix`` ((samples, share) pairs)."""
+    """The cheapest single pool and the cheapest two-pool size split for ``mix`` ((samples, share) pairs).
+    ``singles``: ``plan_mixed_single``'s rows for the same mix, when already planned (the single pool is then
+    the best of them, not simulated again)."""
     from rightsize.plan.online import at_pessimistic_edge
 
     buy = "on-demand" if "on_demand" in purchase else "spot"
     options = [at_pessimistic_edge(o) for o in options]  # projected curves at the slow edge of their band
     mixed = sorted((int(s), float(p)) for s, p in mix)
     everything = Pool(tuple(s for s, _ in mixed), tuple(p for _, p in mixed))
-    single, sims = _cheapest(options, everything, target, buy, n, seed)
+    if singles is None:
+        single, sims = _cheapest(options, everything, target, buy, n, seed)
+    else:
+        single, sims = None, 0
+        for row in singles:
+            if row.feasible and (single is None or _better(row, single)):
+                single = row
     split: tuple[int, Candidate, Candidate] | None = None
     for cut in range(1, len(mixed)):
         small = Pool(everything.sizes[:cut], everything.shares[:cut])

@@ -115,7 +115,7 @@ def plan(
                 # plan.fleet also tries pools split by request size and says which is cheaper.
                 samples = o.sizes()[-1][0]
                 cands = plan_mixed_single(options, o, t.purchase, seed=seed)
-                fleet = plan_fleet(options, o, o.sizes(), t.purchase, seed=seed)
+                fleet = plan_fleet(options, o, o.sizes(), t.purchase, seed=seed, singles=cands)
                 if fleet.choice == "split":
                     mix_warnings.append(f"request_mix: a fleet split by request size is cheaper than any one pool "
                                         f"({fleet.notes[-1]}); see Request mix")  # fmt: skip

@@ -83,15 +83,19 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=40.0)
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--seq", type=int, default=None, help="sequence length of a token model")
+    ap.add_argument("--large-precision", default=None, help="the large lane's precision (fp32, bf16, int8)")
     args = ap.parse_args()
 
-    lanes = (PoolConfig("small", "cpu", 1, 1), PoolConfig("large", "cpu", 1, 1))
-    config = ServerConfig(model=args.model, port=0, max_batch=args.large, max_wait_ms=0.0, router="size",
-                          crossover_batch=args.large, pools=lanes, queue_size=4096, max_queue_batches=0.0)  # fmt: skip
+    lanes = (PoolConfig("small", "cpu", 1, 1), PoolConfig("large", "cpu", 1, 1, precision=args.large_precision))
+    config = ServerConfig(model=args.model, seq_len=args.seq, port=0, max_batch=args.large, max_wait_ms=0.0,
+                          router="size", crossover_batch=args.large, pools=lanes, queue_size=4096,
+                          max_queue_batches=0.0)  # fmt: skip
     rates = {"small": args.rate * (1 - args.large_share), "large": args.rate * args.large_share}
     sizes = {"small": 1, "large": args.large}
+    large_lane = "1x1" + (f":{args.large_precision}" if args.large_precision else "")
     print(f"{args.model}: {1 - args.large_share:.0%} x 1 sample + {args.large_share:.0%} x {args.large} samples at "
-          f"{args.rate:g} req/s; lanes small=1x1, large=1x1, router size, crossover {args.large}; "
+          f"{args.rate:g} req/s; lanes small=1x1, large={large_lane}, router size, crossover {args.large}; "
           f"{args.duration:g} s runs")  # fmt: skip
     errors: list[float] = []
     header = (f"{'run':>3} {'class':<6} {'rate/s':>7} {'sent':>6} {'meas p50':>9} {'pred p50':>9} {'err':>6} "

@@ -33,12 +33,13 @@ def test_two_cpu_lanes_split_requests_by_size_without_a_gpu() -> None:
     """`--lane` x2 + `--router size`: the seeds' hybrid fleet on a CPU-only machine (small and large lanes)."""
     from rightsize.serve.config import PoolConfig
 
-    lanes = (PoolConfig("small", "cpu", 1, 1), PoolConfig("large", "cpu", 1, 1))
+    lanes = (PoolConfig("small", "cpu", 1, 1), PoolConfig("large", "cpu", 1, 1, precision="int8"))
     config = ServerConfig(model="mobilenet_v2", tiny=True, port=0, max_batch=8, max_wait_ms=0.0, router="size",
                           crossover_batch=4, pools=lanes)  # fmt: skip
     with running_server_process(config) as url:
         info = httpx.get(f"{url}/v1/info").json()
-        assert [p["name"] for p in info["pools"]] == ["small", "large"] and info["router"] == "size"
+        assert [(p["name"], p["precision"]) for p in info["pools"]] == [("small", "fp32"), ("large", "int8")]
+        assert info["router"] == "size"
         shape = info["sample_shape"]
 
         def body(n: int) -> dict[str, object]:
@@ -58,8 +59,9 @@ def test_lane_flags_are_checked() -> None:
     from rightsize.errors import SpecError
     from rightsize.serve.config import parse_lanes
 
-    assert [(p.name, p.workers, p.threads) for p in parse_lanes(["a=1x1", "b=1x1"], 2)] == [("a", 1, 1), ("b", 1, 1)]
+    lanes = parse_lanes(["a=1x1", "b=1x1:int8"], 2)
+    assert [(p.name, p.workers, p.threads, p.precision) for p in lanes] == [("a", 1, 1, None), ("b", 1, 1, "int8")]
     for bad, match in ((["a=1"], "NAME=WORKERSxTHREADS"), (["a=0x1"], ">= 1"), (["a=1x1", "a=1x1"], "differ"),
-                       (["a=1x2", "b=1x1"], "3 threads")):  # fmt: skip
+                       (["a=1x2", "b=1x1"], "3 threads"), (["a=1x1:fp64"], "precision must be")):  # fmt: skip
         with pytest.raises(SpecError, match=match):
             parse_lanes(bad, 2)

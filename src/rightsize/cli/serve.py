@@ -34,8 +34,8 @@ def serve_command(
     lane: list[str] | None = typer.Option(
         None,
         "--lane",
-        help="A CPU pool NAME=WORKERSxTHREADS; repeat it, the first takes the smallest requests (e.g. "
-        "--lane small=1x1 --lane large=1x1 --router size --crossover 32: a size split with no GPU).",
+        help="A CPU pool NAME=WORKERSxTHREADS[:PRECISION]; repeat it, the first takes the smallest requests (e.g. "
+        "--lane small=1x1 --lane large=1x1:int8 --router size --crossover 32: a size split with no GPU).",
     ),
     queue_size: int = typer.Option(256, "--queue-size", min=1, help="Samples waiting per pool before 503."),
     slo_ms: float | None = typer.Option(None, "--slo-ms", help="Latency SLO: refuse (503) what would miss it."),

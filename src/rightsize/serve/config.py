@@ -39,6 +39,7 @@ class PoolConfig:
     workers: int = 1
     threads: int | None = None  # intra-op threads per CPU worker (torch.set_num_threads)
     predict: PredictFn | None = None  # overrides the model for this pool
+    precision: Precision | None = None  # this pool's model precision (None: the server's --precision)
 
     @property
     def is_gpu(self) -> bool:
@@ -119,20 +120,28 @@ class ServerConfig:
                 raise SpecError("pools", f"need one or more pools with distinct names, got {names}")
 
 
-_LANE = re.compile(r"^([A-Za-z][\w-]{0,31})=(\d{1,4})x(\d{1,4})$")
+_LANE = re.compile(r"^([A-Za-z][\w-]{0,31})=(\d{1,4})x(\d{1,4})(?::(\w+))?$")
 
 
 def parse_lanes(lanes: list[str], cores: int) -> tuple[PoolConfig, ...]:
-    """``--lane NAME=WORKERSxTHREADS`` (repeated) -> CPU pools, the first for the smallest requests.
+    """``--lane NAME=WORKERSxTHREADS[:PRECISION]`` (repeated) -> CPU pools, the first for the smallest requests.
 
     Two CPU lanes let the size router (or the hybrid one) run where there is no GPU: e.g. one worker of
-    one thread for single samples and another for large requests, so large ones never delay the small."""
+    one thread for single samples and another for large requests, so large ones never delay the small.
+    A lane's precision (fp32, bf16, int8) makes lanes of different speed on the same cores."""
     pools: list[PoolConfig] = []
     for text in lanes:
         m = _LANE.match(text.strip())
         if m is None or int(m.group(2)) < 1 or int(m.group(3)) < 1:
-            raise SpecError("--lane", f"expected NAME=WORKERSxTHREADS with both >= 1, e.g. small=1x1; got {text!r}")
-        pools.append(PoolConfig(m.group(1), "cpu", int(m.group(2)), int(m.group(3))))
+            raise SpecError(
+                "--lane", f"expected NAME=WORKERSxTHREADS[:PRECISION] with both >= 1, e.g. small=1x1; got {text!r}"
+            )
+        precision = m.group(4)
+        if precision is not None and precision not in PRECISIONS:
+            raise SpecError(
+                "--lane", f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r} in {text!r}"
+            )
+        pools.append(PoolConfig(m.group(1), "cpu", int(m.group(2)), int(m.group(3)), precision=precision))  # type: ignore[arg-type]
     names = [p.name for p in pools]
     if len(set(names)) != len(names):
         raise SpecError("--lane", f"lane names must differ, got {', '.join(names)}")

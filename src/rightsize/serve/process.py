@@ -51,7 +51,7 @@ def config_to_args(config: ServerConfig) -> list[str]:
         if value is not None:
             args += [flag, str(value)]
     for p in lanes:
-        args += ["--lane", f"{p.name}={p.workers}x{p.threads or 1}"]
+        args += ["--lane", f"{p.name}={p.workers}x{p.threads or 1}" + (f":{p.precision}" if p.precision else "")]
     if config.sample_shape:
         args += ["--shape", ",".join(map(str, config.sample_shape))]
     if config.tiny:

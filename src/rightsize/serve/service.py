@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from rightsize.allocator import keep_freed_memory
@@ -57,9 +58,12 @@ class Service:
         cfg = self.config
         keep_freed_memory()  # the allocator the profile was timed under (rightsize.allocator)
         try:
-            model = await loop.run_in_executor(None, load_model, cfg)
+            models = {}  # one model per precision the pools run (lanes may differ: --lane NAME=WxT:int8)
             for pool in self.pool_configs:
-                runs, init = await loop.run_in_executor(None, make_runs, pool, model, cfg.precision)
+                precision = pool.precision or cfg.precision
+                if precision not in models:
+                    models[precision] = await loop.run_in_executor(None, load_model, replace(cfg, precision=precision))
+                runs, init = await loop.run_in_executor(None, make_runs, pool, models[precision], precision)
                 self.batchers.append(
                     Batcher(
                         pool.name,
@@ -180,7 +184,13 @@ class Service:
             "router": self.router,
             "cores": self.cores,
             "pools": [
-                {"name": p.name, "device": p.device, "workers": p.workers, "threads": p.threads}
+                {
+                    "name": p.name,
+                    "device": p.device,
+                    "workers": p.workers,
+                    "threads": p.threads,
+                    "precision": p.precision or self.config.precision,
+                }
                 for p in self.pool_configs
             ],
             "ready": self.ready,

@@ -103,7 +103,7 @@ def _print_fleet(fleet: dict[str, Any]) -> None:
     out_console.print(f"[bold]Request mix[/bold] ({mix} samples): [bold]{fleet['choice']}[/bold]")
 
     def pool(label: str, c: dict[str, Any]) -> None:
-        lat = c.get("latency") or {}
+        lat = c.get("latency_ms") or {}
         b = c.get("batching") or {}
         out_console.print(
             f"  {label}: {c['replicas']} x {escape(c['instance'])} ({c['device']}, {c['precision']}), batch "

@@ -34,8 +34,8 @@ import numpy as np
 from rightsize.plan.arrivals import arrival_times_ms
 from rightsize.plan.options import Option
 from rightsize.plan.result import Batching, Candidate, LatencyPrediction
-from rightsize.plan.sim import lognormal_sigma
-from rightsize.plan.verify import unit_price
+from rightsize.plan.sim import service_tables
+from rightsize.plan.verify import NO_SPOT_OFFER, mark_over_budget, unit_price
 from rightsize.spec.targets import OnlineTarget
 
 __all__ = ["FleetPlan", "Pool", "plan_fleet", "plan_mixed_single", "run_sized"]
@@ -155,26 +155,19 @@ class FleetPlan:
         return math.inf if self.single is None else self.single.cost_usd_per_hour
 
     def to_dict(self) -> dict[str, object]:
-        from dataclasses import asdict
-
+        """JSON shape; each pool is ``Candidate.to_dict()``, as in the plan's candidates."""
         out: dict[str, object] = {
             "mix": [{"samples": s, "share": p} for s, p in self.mix], "choice": self.choice,
-            "single": asdict(self.single) if self.single else None, "simulated_pool_plans": self.simulated,
+            "single": self.single.to_dict() if self.single else None, "simulated_pool_plans": self.simulated,
             "notes": list(self.notes),
         }  # fmt: skip
         if self.split is not None:
             c, small, large = self.split
-            out["split"] = {"crossover_samples": c, "small": asdict(small), "large": asdict(large),
+            out["split"] = {"crossover_samples": c, "small": small.to_dict(), "large": large.to_dict(),
                             "cost_usd_per_hour": self.split_cost}  # fmt: skip
         else:
             out["split"] = None
         return out
-
-
-def _tables(opt: Option, max_batch: int) -> tuple[np.ndarray, np.ndarray]:
-    t = np.array([opt.curve.t_ms(max(1, b)) for b in range(max_batch + 1)])
-    s = np.array([lognormal_sigma(opt.curve.cv_at(max(1, b))) for b in range(max_batch + 1)])
-    return t, s
 
 
 def _batch_for(opt: Option, pool: Pool, bound_ms: float) -> int | None:
@@ -188,10 +181,9 @@ def _batch_for(opt: Option, pool: Pool, bound_ms: float) -> int | None:
     return b
 
 
-def _draw(
-    pool: Pool, rate_per_s: float, target: OnlineTarget, n: int, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
-    rate = rate_per_s * pool.share
+def _draw(pool: Pool, target: OnlineTarget, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` arrivals of the pool's share of the target's stream, and each one's samples."""
+    rate = target.rate_per_s * pool.share
     arrivals = arrival_times_ms(rng, n, rate, target.arrival, target.burstiness, target.burst_s)[0]
     probs = np.array(pool.shares) / pool.share
     return arrivals, rng.choice(np.array(pool.sizes), size=n, p=probs)
@@ -216,9 +208,9 @@ def _plan_pool(opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, 
         cand.reasons.append(f"a batch holding {max(pool.sizes)} samples does not fit memory or the SLO")
         return cand, 0
     b, r_min = sizing
-    t, s = _tables(opt, b)
+    t, s = service_tables(opt.curve, b, 1)  # index = samples in the batch
     wait = 2.0 if bound < 50 else 5.0
-    arrivals, sizes = _draw(pool, target.rate_per_s, target, n, np.random.default_rng(seed))
+    arrivals, sizes = _draw(pool, target, n, np.random.default_rng(seed))
     sims = 0
     for step in _R_STEPS:
         r = r_min + step
@@ -298,13 +290,10 @@ def plan_mixed_single(
     for opt in options:
         if buy == "spot" and opt.instance.price_usd_per_hour("spot") is None:
             cand = opt.candidate(purchase=buy)
-            cand.reasons.append("no spot offer: the catalog has no spot price below on-demand for this instance")
+            cand.reasons.append(NO_SPOT_OFFER)
         else:
             cand, _ = _plan_pool(at_pessimistic_edge(opt), everything, target, buy, n, seed)
-        budget = target.budget_usd_per_hour
-        if cand.feasible and budget is not None and cand.cost_usd_per_hour > budget:
-            cand.feasible = False
-            cand.reasons.append(f"over budget: ${cand.cost_usd_per_hour:.2f}/h > ${budget:g}/h")
+        mark_over_budget(cand, target.budget_usd_per_hour)
         out.append(cand)
     return out
 

@@ -28,7 +28,7 @@ from rightsize.plan.options import GIB, Option
 from rightsize.plan.queueing import fluid_batching
 from rightsize.plan.result import Candidate, LatencyPrediction
 from rightsize.plan.sim import lognormal_sigma, service_tables
-from rightsize.plan.verify import Policy, apply_plan, unit_price, verify_best
+from rightsize.plan.verify import NO_SPOT_OFFER, Policy, apply_plan, mark_over_budget, unit_price, verify_best
 from rightsize.profile import ServiceCurve
 from rightsize.spec.targets import OnlineTarget
 
@@ -235,7 +235,7 @@ def plan_online(
     group_of: dict[int, _Group] = {}
     for opt, c in zip(options, cands, strict=True):
         if buy == "spot" and opt.instance.price_usd_per_hour("spot") is None:
-            c.reasons.append("no spot offer: the catalog has no spot price below on-demand for this instance")
+            c.reasons.append(NO_SPOT_OFFER)
             continue
         if not opt.fits(s):
             c.reasons.append(
@@ -297,9 +297,6 @@ def plan_online(
         if not g.simulated:
             c.notes.append("not simulated: its cost bound is above the best simulated plan; fluid approximation")
     verify_best(cands, dict(zip(map(id, cands), options, strict=True)), target, n_verify, verify_top, seed, buy)
-    budget = target.budget_usd_per_hour
     for c in cands:
-        if c.feasible and budget is not None and c.cost_usd_per_hour > budget:
-            c.feasible = False
-            c.reasons.append(f"over budget: {c.replicas} replicas cost ${c.cost_usd_per_hour:.2f}/h > ${budget:g}/h")
+        mark_over_budget(c, target.budget_usd_per_hour)
     return cands

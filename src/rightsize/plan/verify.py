@@ -15,13 +15,22 @@ from rightsize.plan.sim import SimConfig, simulate
 from rightsize.profile import ServiceCurve
 from rightsize.spec.targets import OnlineTarget
 
-__all__ = ["Policy", "apply_plan", "simulate_policy", "unit_price", "verify_best"]
+__all__ = ["NO_SPOT_OFFER", "Policy", "apply_plan", "mark_over_budget", "simulate_policy", "unit_price", "verify_best"]
+
+NO_SPOT_OFFER = "no spot offer: the catalog has no spot price below on-demand for this instance"
 
 
 @dataclass(frozen=True)
 class Policy:
     max_batch: int  # samples
     max_wait_ms: float
+
+
+def mark_over_budget(c: Candidate, budget: float | None) -> None:
+    """A feasible candidate above the hourly budget becomes infeasible, saying so."""
+    if c.feasible and budget is not None and c.cost_usd_per_hour > budget:
+        c.feasible = False
+        c.reasons.append(f"over budget: {c.replicas} replicas cost ${c.cost_usd_per_hour:.2f}/h > ${budget:g}/h")
 
 
 def unit_price(opt: Option, buy: str) -> float:

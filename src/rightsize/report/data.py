@@ -169,7 +169,7 @@ def fleet_rows(fleet: Mapping[str, Any] | None) -> tuple[str, list[list[str]]]:
     title = f"Request mix ({mix} samples): {fleet.get('choice', '?')}"
 
     def row(plan: str, requests: str, c: Mapping[str, Any]) -> list[str]:
-        lat, b = c.get("latency") or {}, c.get("batching") or {}
+        lat, b = c.get("latency_ms") or {}, c.get("batching") or {}
         return [plan, requests, str(c.get("instance")), f"{c.get('device')} {c.get('precision')}",
                 str(c.get("replicas")), str(b.get("max_batch", "-")), ms(lat.get("p95")),
                 usd(c.get("cost_usd_per_hour"))]  # fmt: skip

@@ -10,10 +10,11 @@ one thread each (the 2-core dev VM's two cores). Two open-loop generators send t
 
 The prediction is ``rightsize.plan.fleet.run_sized``, the simulator `rightsize plan` sizes a split fleet
 with: per lane, the class's arrivals, one replica, the lane's batcher (max batch, no wait), and the batch
-times the server itself measured in this run (``GET /v1/batches``: model time per batch, by lane and
-samples; lognormal spread from their scatter), plus the per-request serving overhead from a light-load
-probe before the run (HTTP, parsing, the worker hop: what the model time leaves out). So this checks the
-simulator and the size split, not the projection of the curve (that is ``validate_accuracy.py``).
+times the server itself measured in this run (``GET /v1/batches``: worker-busy time per batch, by lane
+and samples, read as ``rightsize validate`` reads them for a request mix: ``validate_mix.served_table``),
+plus the per-request serving overhead from a light-load probe before the run (HTTP, parsing: what the
+worker-busy time leaves out). So this checks the simulator and the size split, not the projection of the
+curve (that is ``validate_accuracy.py``).
 Goal: each class's p50 and p95 within ±20% of the measured one.
 """
 
@@ -23,6 +24,7 @@ import argparse
 import statistics
 import threading
 import time
+from typing import Any
 
 import httpx
 import numpy as np
@@ -31,14 +33,15 @@ from rightsize.loadgen import OpenLoopConfig, Target, run_open_loop
 from rightsize.loadgen.result import LoadResult
 from rightsize.loadgen.target import payload_for_server, server_info
 from rightsize.plan.fleet import run_sized
-from rightsize.plan.sim import lognormal_sigma
+from rightsize.profile import ServiceCurve
 from rightsize.serve import ServerConfig
 from rightsize.serve.config import PoolConfig
 from rightsize.serve.process import running_server_process
+from rightsize.workflows.validate_mix import served_table
 
 
 def probe_overhead_ms(url: str, body: bytes, content_type: str, n: int = 30) -> float:
-    """Median of (request latency - its batch's model time) over ``n`` sequential single requests."""
+    """Median of (request latency - its batch's worker-busy time) over ``n`` sequential single requests."""
     first = httpx.get(f"{url}/v1/batches").json()["next"]
     lat = []
     with httpx.Client(timeout=30) as client:
@@ -48,23 +51,20 @@ def probe_overhead_ms(url: str, body: bytes, content_type: str, n: int = 30) -> 
             lat.append((time.perf_counter() - t0) * 1e3)
             time.sleep(0.02)
     rows = httpx.get(f"{url}/v1/batches", params={"since": first}).json()["batches"]
-    model = [r[2] for r in rows]
+    model = [r[3] for r in rows]  # worker-busy ms: the model call and the hops around it
     return max(0.0, statistics.median(lat) - statistics.median(model))
 
 
-def service_table(rows: list[list[object]], max_batch: int) -> tuple[np.ndarray, np.ndarray]:
-    """Median model ms per batch size seen (a least-squares line for sizes not seen) and lognormal sigma."""
+def lane_table(rows: list[list[Any]], max_batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """The product's served-time table (``validate_mix.served_table``) for one lane's logged batches, with a
+    curve through the lane's own per-size means standing in for the profile where a size was not run."""
     by_n: dict[int, list[float]] = {}
-    for _, n, ms, *_ in rows:
-        by_n.setdefault(int(n), []).append(float(ms))  # type: ignore[arg-type]
-    ns = np.array(sorted(by_n))
-    med = np.array([statistics.median(by_n[n]) for n in ns])
-    slope, icpt = np.polyfit(ns, med, 1) if len(ns) > 1 else (0.0, float(med[0]))
-    t = np.array([float(statistics.median(by_n[n])) if n in by_n else icpt + slope * max(n, 1)
-                  for n in range(max_batch + 1)])  # fmt: skip
-    ratios = [ms / statistics.median(by_n[n]) for n, v in by_n.items() for ms in v]
-    cv = float(np.std(ratios)) if len(ratios) > 2 else 0.0
-    return t, np.full(max_batch + 1, lognormal_sigma(cv))
+    for _, n, _, busy, *_ in rows:
+        by_n.setdefault(int(n), []).append(float(busy))
+    ns = sorted(by_n)
+    curve = ServiceCurve("cpu:served", "fp32", tuple(ns), tuple(statistics.mean(by_n[n]) for n in ns),
+                         (0.0,) * len(ns), "measured")  # fmt: skip
+    return served_table([(n, ms) for n, v in by_n.items() for ms in v], curve, max_batch)
 
 
 def drive(url: str, samples: int, rate: float, duration: float, warmup: float, seed: int,
@@ -121,7 +121,7 @@ def main() -> int:
                 if not lane_rows or res.latency_ms is None:
                     print(f"{run:>3} {k:<6} no batches or no answers: {res.problems}")
                     continue
-                t_tab, sig = service_table(lane_rows, args.large)
+                t_tab, sig = lane_table(lane_rows, args.large)
                 rng = np.random.default_rng(run * 100 + i)
                 n = 40_000
                 arrivals = np.cumsum(rng.exponential(1000.0 / rates[k], n))

@@ -73,17 +73,3 @@ def test_a_spec_without_an_online_target_exits_2(tmp_path: Path, capsys: pytest.
     with pytest.raises(SystemExit) as exc:
         main(["validate", str(spec), "--store", str(tmp_path / "s.sqlite")])
     assert exc.value.code == 2 and "targets.online" in capsys.readouterr().err
-
-
-def test_a_request_mix_is_refused_in_one_line_not_validated_at_one_size(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    spec = tmp_path / "w.yaml"
-    spec.write_text(
-        "model: simplenet\ntiny: true\ntargets:\n  online:\n    rate_per_s: 10\n    latency: {bound_ms: 100}\n"
-        "    request_mix: [{samples: 1, share: 0.9}, {samples: 8, share: 0.1}]\n"
-    )
-    with pytest.raises(SystemExit) as exc:
-        main(["validate", str(spec), "--store", str(tmp_path / "s.sqlite")])
-    err = capsys.readouterr().err
-    assert exc.value.code == 2 and "request_mix" in err and "fleet_vs_server" in err and "Traceback" not in err

@@ -89,6 +89,30 @@ def test_one_size_only_has_no_split_and_an_impossible_slo_has_no_plan() -> None:
     assert none.choice == "none" and none.single is None and none.split is None
 
 
+def test_spot_only_pools_carry_a_spare_replica_and_skip_instances_without_a_spot_offer() -> None:
+    """As the online planner: spot capacity can vanish, so each pool runs one replica more than serving
+    needs, priced at spot; an instance with no spot offer is never planned as spot."""
+    instances, curves = _hybrid_catalog()
+    options = pair_options(instances, curves, ACCELERATORS)  # type: ignore[arg-type]
+    od = plan_fleet(options, _target(150, 40), [(1, 0.95), (32, 0.05)])
+    assert od.split is None or not any("spare" in n for n in od.split[1].notes)
+
+    def spot_plan(a100_spot: float | None) -> object:
+        a100 = instance("p.a100", 3.67, vcpus=12, ram_gib=85, acc="A100-80GB", count=1, spot=a100_spot)
+        spot_instances = [instance("c.2x", 0.34, vcpus=8, ram_gib=16, spot=0.12), a100]
+        spot_options = pair_options(spot_instances, curves, ACCELERATORS)  # type: ignore[arg-type]
+        return plan_fleet(spot_options, _target(150, 40), [(1, 0.95), (32, 0.05)], purchase=("spot",))
+
+    spot = spot_plan(1.5)
+    assert od.split is not None and spot.split is not None  # type: ignore[attr-defined]
+    for pool, od_pool, price in zip(spot.split[1:], od.split[1:], (0.12, 1.5), strict=True):  # type: ignore[attr-defined]
+        assert pool.purchase == "spot" and pool.replicas == od_pool.replicas + 1
+        assert any("spare replica" in n for n in pool.notes) and not any("spare" in n for n in od_pool.notes)
+        assert pool.cost_usd_per_hour == pytest.approx(pool.count * price)
+    # No spot offer on the A100: only the CPU is planned as spot, and it cannot serve 32-sample requests in 40 ms.
+    assert spot_plan(None).choice == "none"  # type: ignore[attr-defined]
+
+
 def test_a_spec_with_a_request_mix_plans_every_row_for_the_mix_and_adds_the_fleet() -> None:
     import json
 

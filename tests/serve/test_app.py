@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -51,7 +52,7 @@ def test_batches_form_under_concurrent_load(simplenet_url: str) -> None:
 
 def test_batch_log_lists_each_batch_once_with_its_times(simplenet_url: str) -> None:
     start = httpx.get(f"{simplenet_url}/v1/batches", params={"since": 10**9}).json()
-    assert start["batches"] == [] and start["fields"] == ["pool", "samples", "compute_ms", "busy_ms"]
+    assert start["batches"] == [] and start["fields"] == ["pool", "samples", "compute_ms", "busy_ms", "taken_ms"]
     responses = asyncio.run(burst(simplenet_url, 24, {"inputs": [SAMPLE]}))
     assert [r.status_code for r in responses] == [200] * 24
     log = httpx.get(f"{simplenet_url}/v1/batches", params={"since": start["next"]}).json()
@@ -60,6 +61,10 @@ def test_batch_log_lists_each_batch_once_with_its_times(simplenet_url: str) -> N
     assert sum(r[1] for r in rows) == 24  # every sample in exactly one logged batch
     # Worker-busy time covers the model call plus the hops around it.
     assert all(r[2] > 0 and r[3] >= r[2] for r in rows), rows
+    # When each batch was taken off the queue (ms on the server's perf_counter): logged as they end, so
+    # each one ended (taken + busy) no later than the next logged one.
+    ends = [r[4] + r[3] for r in rows]
+    assert all(a <= b + 0.01 for a, b in itertools.pairwise(ends)) and ends[-1] - rows[0][4] < 60_000, rows
     again = httpx.get(f"{simplenet_url}/v1/batches", params={"since": log["next"]}).json()
     assert again["batches"] == [] and again["next"] == log["next"]
     bad = httpx.get(f"{simplenet_url}/v1/batches", params={"since": -1})

@@ -1,6 +1,7 @@
 """``rightsize validate SPEC``: parse, run ``rightsize.workflows.validate.validate_spec``, print or store.
 
 rightsize validate examples/sentiment-api.yaml [--duration 10] [--loads 0.5,0.8]
+rightsize validate examples/mixed-sizes-api.yaml [--fleet plan|split|single]   (a request_mix: validate_mix)
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ def validate(
     size: str = typer.Option(
         "small", "--size", help="Generative specs: size of the decoder served here (tiny | small | full)."
     ),
+    fleet: str = typer.Option(
+        "plan",
+        "--fleet",
+        help="Request-mix specs: serve the plan's choice, or force the size split or one pool (plan | split | single).",
+    ),
     no_store: bool = typer.Option(False, "--no-store", help="Do not save the report in the store."),
     store: Path | None = STORE_OPTION,
     catalog: Path | None = CATALOG_OPTION,
@@ -51,6 +57,8 @@ def validate(
         raise SpecError("--loads", f"each load must be in (0, 1), got {loads!r}")
     if duration <= 0:
         raise SpecError("--duration", f"must be > 0, got {duration}")
+    if fleet not in ("plan", "split", "single"):
+        raise SpecError("--fleet", f"must be plan, split or single, got {fleet!r}")
     workload = load_spec(spec)
     db = Store(store)
     if workload.targets is not None and workload.targets.generative is not None:
@@ -60,6 +68,23 @@ def validate(
             report["artifact_id"] = save_result(report, db.path, kind="validate")
         if as_json:
             emit_json(report)
+        return
+    online = workload.targets.online if workload.targets is not None else None
+    if online is not None and online.request_mix is not None:
+        from rightsize.workflows.validate_mix import render_mix_report, validate_mix
+
+        report = validate_mix(
+            workload, db, load_catalog_option(catalog), fleet=fleet, fractions=fractions, duration_s=duration,
+            warmup_s=warmup_s, progress=not as_json, seed=seed,
+        )  # fmt: skip
+        if not no_store:
+            report["artifact_id"] = save_result(report, db.path, kind="validate")
+        if as_json:
+            emit_json(report)
+        else:
+            typer.echo(render_mix_report(report))
+        if not any(c["measured_ms"] for p in report["points"] for c in p["classes"]):
+            raise typer.Exit(1)
         return
     report = validate_spec(
         workload, db, load_catalog_option(catalog), fractions=fractions, duration_s=duration, warmup_s=warmup_s,

@@ -35,7 +35,7 @@ from rightsize.plan.arrivals import arrival_times_ms
 from rightsize.plan.options import Option
 from rightsize.plan.result import Batching, Candidate, LatencyPrediction
 from rightsize.plan.sim import service_tables
-from rightsize.plan.verify import NO_SPOT_OFFER, mark_over_budget, unit_price
+from rightsize.plan.verify import NO_SPOT_OFFER, SPOT_SPARE, mark_over_budget, unit_price
 from rightsize.spec.targets import OnlineTarget
 
 __all__ = ["FleetPlan", "Pool", "plan_fleet", "plan_mixed_single", "run_sized"]
@@ -227,12 +227,15 @@ def _plan_pool(opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, 
                 utilization=min(1.0, busy / (r * span)), mean_batch=float(sizes.sum() / max(1, batches)),
                 method=f"event simulation of the pool's request sizes ({n} requests, jsq)", p_target_ms=float(pq),
             )  # fmt: skip
-            instances = math.ceil(r / opt.per_instance)
-            cand.batching, cand.latency, cand.replicas, cand.count = Batching(b, wait), pred, r, instances
+            spare = 1 if buy == "spot" else 0  # as the online planner: one replica more than serving needs
+            instances = math.ceil((r + spare) / opt.per_instance)
+            cand.batching, cand.latency, cand.replicas, cand.count = Batching(b, wait), pred, r + spare, instances
+            if spare:
+                cand.notes.append(SPOT_SPARE)
             cand.cost_usd_per_hour = instances * unit_price(opt, buy)
             cand.cost_usd_per_1m_requests = cand.cost_usd_per_hour / (target.rate_per_s * pool.share * 3600.0) * 1e6
             cand.gpus = instances * opt.per_instance if opt.instance.accelerator else 0
-            cand.throughput_per_s = r * opt.curve.throughput_per_s(b)
+            cand.throughput_per_s = (r + spare) * opt.curve.throughput_per_s(b)
             cand.memory_bytes = None if opt.memory is None else int(opt.memory.bytes_at(b))
             cand.feasible = True
             return cand, sims
@@ -241,8 +244,11 @@ def _plan_pool(opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, 
 
 
 def _cost_bound(opt: Option, pool: Pool, target: OnlineTarget, buy: str) -> float:
+    if buy == "spot" and opt.instance.price_usd_per_hour("spot") is None:
+        return math.inf  # no spot offer (plan_mixed_single gives such rows NO_SPOT_OFFER)
     sizing = _sizing(opt, pool, target)
-    return math.inf if sizing is None else math.ceil(sizing[1] / opt.per_instance) * unit_price(opt, buy)
+    spare = 1 if buy == "spot" else 0
+    return math.inf if sizing is None else math.ceil((sizing[1] + spare) / opt.per_instance) * unit_price(opt, buy)
 
 
 def _better(a: Candidate, b: Candidate) -> bool:

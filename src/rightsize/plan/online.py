@@ -28,7 +28,15 @@ from rightsize.plan.options import GIB, Option
 from rightsize.plan.queueing import fluid_batching
 from rightsize.plan.result import Candidate, LatencyPrediction
 from rightsize.plan.sim import lognormal_sigma, service_tables
-from rightsize.plan.verify import NO_SPOT_OFFER, Policy, apply_plan, mark_over_budget, unit_price, verify_best
+from rightsize.plan.verify import (
+    NO_SPOT_OFFER,
+    SPOT_SPARE,
+    Policy,
+    apply_plan,
+    mark_over_budget,
+    unit_price,
+    verify_best,
+)
 from rightsize.profile import ServiceCurve
 from rightsize.spec.targets import OnlineTarget
 
@@ -293,7 +301,7 @@ def plan_online(
         if opt.curve.source.startswith("sized at"):
             c.notes.append(opt.curve.source.split(";")[0] + ": latencies shown are at that edge")
         if buy == "spot":
-            c.notes.append("spot only: one spare replica absorbs an interruption (2 min notice on AWS)")
+            c.notes.append(SPOT_SPARE)
         if not g.simulated:
             c.notes.append("not simulated: its cost bound is above the best simulated plan; fluid approximation")
     verify_best(cands, dict(zip(map(id, cands), options, strict=True)), target, n_verify, verify_top, seed, buy)

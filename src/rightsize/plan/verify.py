@@ -15,9 +15,19 @@ from rightsize.plan.sim import SimConfig, simulate
 from rightsize.profile import ServiceCurve
 from rightsize.spec.targets import OnlineTarget
 
-__all__ = ["NO_SPOT_OFFER", "Policy", "apply_plan", "mark_over_budget", "simulate_policy", "unit_price", "verify_best"]
+__all__ = [
+    "NO_SPOT_OFFER",
+    "SPOT_SPARE",
+    "Policy",
+    "apply_plan",
+    "mark_over_budget",
+    "simulate_policy",
+    "unit_price",
+    "verify_best",
+]
 
 NO_SPOT_OFFER = "no spot offer: the catalog has no spot price below on-demand for this instance"
+SPOT_SPARE = "spot only: one spare replica absorbs an interruption (2 min notice on AWS)"
 
 
 @dataclass(frozen=True)

@@ -38,14 +38,15 @@ BATCH_LOG_SIZE = 65_536  # batches kept one by one (~3 MB): minutes of a busy se
 class BatchLog:
     """The last ``size`` batches, numbered from 0 since the server started."""
 
-    FIELDS = ("pool", "samples", "compute_ms", "busy_ms")
+    FIELDS = ("pool", "samples", "compute_ms", "busy_ms", "taken_ms")  # taken_ms: perf_counter when taken off the queue
 
     def __init__(self, size: int = BATCH_LOG_SIZE) -> None:
         self.total = 0
-        self._rows: deque[tuple[str, int, float, float]] = deque(maxlen=size)
+        self._rows: deque[tuple[str, int, float, float, float | None]] = deque(maxlen=size)
 
-    def add(self, pool: str, samples: int, compute_s: float, busy_s: float) -> None:
-        self._rows.append((pool, samples, round(compute_s * 1e3, 4), round(busy_s * 1e3, 4)))
+    def add(self, pool: str, samples: int, compute_s: float, busy_s: float, taken_s: float | None = None) -> None:
+        taken = None if taken_s is None else round(taken_s * 1e3, 3)
+        self._rows.append((pool, samples, round(compute_s * 1e3, 4), round(busy_s * 1e3, 4), taken))
         self.total += 1
 
     def since(self, first: int) -> dict[str, Any]:
@@ -117,8 +118,9 @@ class ServeMetrics:
         compute_s: float,
         queue_s: Sequence[float],
         busy_s: float | None = None,
+        taken_s: float | None = None,
     ) -> None:
-        self.batch_log.add(pool, size, compute_s, compute_s if busy_s is None else busy_s)
+        self.batch_log.add(pool, size, compute_s, compute_s if busy_s is None else busy_s, taken_s)
         self.batch_size[pool].observe(size)
         self.batch_wait_s[pool].observe(wait_s)
         self.compute_s[pool].observe(compute_s)

@@ -97,7 +97,7 @@ class Service:
     def _on_batch(self, pool: str, batch: Batch, compute_s: float, queue_s: Any) -> None:
         size = sum(item.n for item in batch.items)
         busy_s = time.perf_counter() - batch.taken_perf_s  # taken off the queue -> answered
-        self.metrics.on_batch(pool, size, batch.reason, batch.wait_s, compute_s, queue_s, busy_s)
+        self.metrics.on_batch(pool, size, batch.reason, batch.wait_s, compute_s, queue_s, busy_s, batch.taken_perf_s)
 
     def route(self, n: int) -> Route:
         """The pool for an n-sample request (pure routing over the pools' current states)."""

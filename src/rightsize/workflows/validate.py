@@ -141,10 +141,7 @@ def validate_spec(
         raise SpecError("targets.online", "validate needs an online target (rate_per_s and a latency bound)")
     online = workload.targets.online
     if online.request_mix is not None:
-        raise UnsupportedError(
-            "validate: a request_mix is not served and checked here yet (it would load one size only); "
-            "benchmarks/fleet_vs_server.py checks a mix on two CPU lanes against the fleet simulator"
-        )
+        raise UnsupportedError("validate_spec serves one request size; a request_mix is validate_mix's")
     cpus = split_cpus() if isolate else None
     server_cores = None if cpus is None else len(cpus.server)
     if server_cores is not None and server_cores not in workload.threads:

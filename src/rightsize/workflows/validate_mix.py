@@ -1,0 +1,509 @@
+"""Validate a request mix: serve the plan's pools here behind the size router, load every size class at once.
+
+    rightsize validate examples/mixed-sizes-api.yaml [--fleet plan|split|single] [--duration 10]
+
+A spec with ``targets.online.request_mix`` is planned as one pool for every request or two pools split
+by request size (``rightsize.plan.fleet``). This serves that layout on this machine and checks the
+simulator that sized it (``run_sized``) against the real server:
+
+1. Plan the spec; take the fleet plan's choice (``--fleet split`` or ``single`` forces one).
+2. Serve it: a split as two CPU lanes behind ``--router size`` with the plan's crossover, each lane at
+   its pool's precision when this machine measured it (else fp32); one pool as one lane. On 3+ cores the
+   load generators get the first core and the lanes the rest; on 2 cores each lane gets one core and
+   the generators share them (noted).
+3. At each load level (a fraction of the busier lane's capacity) send every size class at its share of
+   the rate at once, one open-loop ``rightsize loadtest`` child per class (Poisson each, so their sum
+   is Poisson), each timing its requests from their intended send times.
+4. Replay the very schedules the generators sent through ``run_sized``, lane by lane, twice: with the
+   profile's service curve (the forecast) and with the batch times the server itself logged during the
+   level (``GET /v1/batches``; the simulator check, free of projection error). Both add the serving
+   path's own per-request overhead, measured first at a light load. Print each class's measured vs
+   predicted p50/p95.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rightsize.errors import RunFailedError, UnsupportedError
+from rightsize.workflows.validate_run import MAX_STRETCH, MIN_REQUESTS, PROBE_LOAD, measure_open_loop
+
+if TYPE_CHECKING:
+    from rightsize.catalog import Catalog
+    from rightsize.profile import ServiceCurve
+    from rightsize.spec import Workload
+    from rightsize.store import Store
+
+__all__ = ["Lane", "render_mix_report", "replay_mix", "served_table", "validate_mix"]
+
+DRAWS = 20  # service-time draws per replay: each percentile is their median, its range their 5-95%
+FLEETS = ("plan", "split", "single")
+OVERLOADED = 0.95  # a lane busier than this over a level is past saturation: its queue grows until the end
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One served pool: its name, the sizes it takes, the precision it runs, and its measured curve."""
+
+    name: str
+    sizes: tuple[int, ...]
+    precision: str
+    curve: ServiceCurve
+    planned: dict[str, Any] | None  # the fleet plan's pool (Candidate.to_dict) it stands for
+
+
+def served_table(
+    batches: list[tuple[int, float]], curve: ServiceCurve, max_batch: int, min_seen: int = 3
+) -> tuple[np.ndarray, np.ndarray]:
+    """Batch time (ms) and lognormal sigma per batch size 0..max_batch from a lane's logged (samples, busy ms).
+
+    The spread is the scatter of each batch around its size's mean (sizes run ``min_seen`` times or more),
+    and each size's median is set so the lognormal keeps the logged *mean*: near saturation the queue
+    follows how busy the lane is, which a median with a long tail would overstate. A size the lane ran
+    ``min_seen`` times or more takes its own mean; any other size the curve's t(n) scaled by the mean of
+    busy / t(n) over every logged batch (how much slower or faster the server ran than its curve)."""
+    from rightsize.plan.sim import lognormal_sigma
+
+    by_n: dict[int, list[float]] = {}
+    for n, ms in batches:
+        if ms > 0:
+            by_n.setdefault(int(n), []).append(float(ms))
+    spread = [ms / statistics.mean(v) for v in by_n.values() if len(v) >= min_seen for ms in v]
+    sigma = lognormal_sigma(float(np.std(spread))) if len(spread) > 2 else 0.0
+    keep = math.exp(-0.5 * sigma * sigma)  # lognormal median / mean
+    ratios = [ms / curve.t_ms(n) for n, v in by_n.items() for ms in v if curve.t_ms(n) > 0]
+    scale = statistics.mean(ratios) * keep if ratios else 1.0
+    t = np.array([curve.t_ms(max(n, 1)) * scale for n in range(max_batch + 1)])
+    for n, v in by_n.items():
+        if len(v) >= min_seen and n <= max_batch:
+            t[n] = statistics.mean(v) * keep
+    return t, np.full(max_batch + 1, sigma)
+
+
+def replay_mix(
+    schedules: dict[int, np.ndarray],
+    lanes: list[Lane],
+    tables: dict[str, tuple[np.ndarray, np.ndarray]],
+    max_batch: int,
+    max_wait_ms: float,
+    warmup_ms: float,
+    overhead_ms: float | dict[int, float] = 0.0,
+    draws: int = DRAWS,
+    seed: int = 0,
+) -> dict[int, list[np.ndarray]]:
+    """Simulated latency (ms) of every request sent from ``warmup_ms`` on, per size class, one array per draw.
+
+    ``schedules``: each class's intended send times (ms), as its generator draws them; each lane replays
+    the merged schedule of its classes with one replica (``run_sized``) and its ``tables[lane.name]``,
+    ``draws`` times with different service-time draws, adding ``overhead_ms`` (one figure, or one per size)
+    to every latency. On a few hundred requests one draw's p95 varies
+    by tens of percent near saturation, so each percentile is read per draw (``_pcts``)."""
+    from rightsize.plan.fleet import run_sized
+
+    out: dict[int, list[np.ndarray]] = {s: [] for s in schedules}
+    for lane in lanes:
+        mine = [s for s in lane.sizes if s in schedules]
+        if not mine:
+            continue
+        arrivals = np.concatenate([schedules[s] for s in mine])
+        sizes = np.concatenate([np.full(len(schedules[s]), s) for s in mine])
+        order = np.argsort(arrivals, kind="stable")
+        arrivals, sizes = arrivals[order], sizes[order]
+        t, sig = tables[lane.name]
+        for d in range(draws):
+            lat, _, _ = run_sized(arrivals, sizes, 1, max_batch, max_wait_ms, t, sig, np.random.default_rng(seed + d))
+            kept = arrivals >= warmup_ms
+            for s in mine:
+                extra = overhead_ms.get(s, 0.0) if isinstance(overhead_ms, dict) else overhead_ms
+                out[s].append(lat[kept & (sizes == s)] + extra)
+    return out
+
+
+def _pcts(draws: list[np.ndarray]) -> dict[str, Any] | None:
+    """The median over draws of each percentile, and the 5-95% range of the p95 over draws."""
+    runs = np.array([np.percentile(lat, [50.0, 95.0, 99.0]) for lat in draws if lat.size])
+    if runs.size == 0:
+        return None
+    p50, p95, p99 = np.median(runs, axis=0)
+    lo, hi = np.percentile(runs[:, 1], [5.0, 95.0])
+    return {"p50": float(p50), "p95": float(p95), "p99": float(p99), "p95_range": [float(lo), float(hi)]}
+
+
+def _err(pred: dict[str, float] | None, meas: dict[str, Any] | None, key: str) -> float | None:
+    if pred is None or not meas or not meas.get(key):
+        return None
+    return 100.0 * (pred[key] - float(meas[key])) / float(meas[key])
+
+
+def _layout(fleet: dict[str, Any], which: str) -> tuple[str, int | None, list[dict[str, Any]]]:
+    """(layout, crossover, planned pools) for ``which`` of plan / split / single."""
+    choice = fleet.get("choice", "none")
+    if which == "plan":
+        which = "split" if choice == "split" else "single"
+    if which == "split":
+        split = fleet.get("split")
+        if not split:
+            raise UnsupportedError(
+                "validate --fleet split: the plan found no size split that meets the SLO; use --fleet single"
+            )
+        return "split", int(split["crossover_samples"]), [split["small"], split["large"]]
+    single = fleet.get("single")
+    return "single", None, [single] if single else []
+
+
+def validate_mix(
+    workload: Workload,
+    store: Store,
+    catalog: Catalog | None = None,
+    *,
+    fleet: str = "plan",
+    fractions: tuple[float, ...] = (0.5, 0.8),
+    duration_s: float = 10.0,
+    warmup_s: float = 1.0,
+    progress: bool = True,
+    seed: int = 0,
+    min_requests: int = MIN_REQUESTS,
+) -> dict[str, Any]:
+    """Plan ``workload`` (a ``request_mix``), serve its pools here and compare each size class's latency."""
+    import os
+
+    from rightsize.cpus import CpuSplit
+    from rightsize.loadgen.schedule import arrival_offsets_s
+    from rightsize.loadgen.validation import capacity_per_s
+    from rightsize.plan.sim import service_tables
+    from rightsize.profile import measured_curve
+    from rightsize.serve import ServerConfig
+    from rightsize.serve.config import PoolConfig
+    from rightsize.serve.process import running_server_process
+    from rightsize.workflows.plan import plan_spec
+    from rightsize.workflows.validate import OVERHEAD_MS, SERVER_PRECISIONS
+
+    if fleet not in FLEETS:
+        raise UnsupportedError(f"--fleet must be one of {', '.join(FLEETS)}, got {fleet!r}")
+    assert workload.targets is not None and workload.targets.online is not None
+    online = workload.targets.online
+    mix = online.sizes()
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    notes: list[str] = []
+    result, context = plan_spec(workload, store, catalog, progress=progress, seed=seed)
+    if result.fleet is None:
+        raise RunFailedError("the plan of this request mix has no fleet section to validate")
+    layout, crossover, planned = _layout(result.fleet, fleet)
+    n_lanes = 2 if layout == "split" else 1
+    cpus: CpuSplit | None = None
+    if len(cores) >= n_lanes + 1:
+        cpus = CpuSplit(frozenset(cores[:1]), frozenset(cores[1:]))
+    else:
+        notes.append(
+            f"{len(cores)} core(s) for {n_lanes} lane(s) and the load generators: the generators share the lanes' "
+            "cores (a busy generator slows the batches it measures)"
+        )
+    server_cores = len(cpus.server) if cpus is not None else len(cores)
+    threads = max(1, server_cores // n_lanes)
+    if threads not in workload.threads:
+        workload = workload.model_copy(update={"threads": [*workload.threads, threads]})
+        result, context = plan_spec(workload, store, catalog, progress=progress, seed=seed)
+        assert result.fleet is not None
+        layout, crossover, planned = _layout(result.fleet, fleet)
+    profile = context["profile"]
+    fleet_choice = result.fleet["choice"] if result.fleet else "none"
+    sizes = [s for s, _ in mix]
+    groups = [tuple(sizes)] if crossover is None else [tuple(s for s in sizes if s < crossover),
+                                                       tuple(s for s in sizes if s >= crossover)]  # fmt: skip
+    names = ["all"] if crossover is None else ["small", "large"]
+    lanes: list[Lane] = []
+    for i, (name, group) in enumerate(zip(names, groups, strict=True)):
+        pool = planned[i] if i < len(planned) else None
+        precision = pool["precision"] if pool and pool.get("precision") in SERVER_PRECISIONS else "fp32"
+        curve = measured_curve(profile, precision, threads=threads)
+        if curve is None and precision != "fp32":
+            notes.append(f"lane {name}: {precision} was not measured here at {threads} thread(s); served at fp32")
+            precision, curve = "fp32", measured_curve(profile, "fp32", threads=threads)
+        if curve is None:
+            raise RunFailedError(
+                f"no successful CPU measurement at {precision} with {threads} thread(s) here to predict lane {name} "
+                "from; add fp32 to precisions"
+            )
+        lanes.append(Lane(name, group, precision, curve, pool))
+    batch_of = [int(p["batching"]["max_batch"]) for p in planned if p and p.get("batching")]
+    max_batch = max([*batch_of, 1 << math.ceil(math.log2(max(sizes)))])
+    waits = [float(p["batching"]["max_wait_ms"]) for p in planned if p and p.get("batching")]
+    max_wait = min(waits) if waits else 5.0
+    share = dict(mix)
+    # Each lane's capacity in requests/s at its classes' mean size; the busier lane sets the levels.
+    lane_cap: dict[str, float] = {}
+    for lane in lanes:
+        lane_share = sum(share[s] for s in lane.sizes)
+        mean = sum(share[s] * s for s in lane.sizes) / lane_share
+        lane_cap[lane.name] = capacity_per_s(lane.curve, max_batch, max(1, round(mean))) / lane_share
+    # Total requests/s at which the busier lane is full, and at most what the serving path (HTTP, parsing,
+    # hand-offs on one event loop) is thought to take until the probe measures its CPU per request.
+    capacity = min(*lane_cap.values(), 1000.0 / OVERHEAD_MS)
+    pools = tuple(PoolConfig(lane.name, "cpu", 1, threads, precision=lane.precision) for lane in lanes)  # type: ignore[arg-type]
+    precision = lanes[0].precision
+    server_config = ServerConfig(
+        model=workload.model, tiny=workload.tiny, seq_len=workload.input.seq_len,
+        image_size=workload.input.image_size, precision=precision,  # type: ignore[arg-type]
+        max_batch=max_batch, max_wait_ms=max_wait, queue_size=max(4096, max_batch), max_queue_batches=0.0,
+        router="size" if crossover is not None else None, crossover_batch=crossover,
+        pools=pools if crossover is not None else None, port=0,
+        threads=None if crossover is not None else threads, workers=None if crossover is not None else 1,
+    )  # fmt: skip
+    gen_cpus = None if cpus is None else cpus.generator
+    arrival = online.arrival if online.arrival in ("poisson", "constant") else "poisson"
+    if arrival != online.arrival:
+        notes.append(f"arrival {online.arrival!r} is validated with Poisson arrivals")
+
+    def lane_batches(url: str, since: int) -> tuple[int, dict[str, list[tuple[int, float, float]]], float, float]:
+        """(next batch number, (samples, busy ms, taken ms) per lane, server CPU s now, model ms summed)."""
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(f"{url}/v1/batches?since={since}", timeout=5) as resp:
+            d = json.loads(resp.read())
+        f = d["fields"]
+        i_p, i_n, i_c, i_b = f.index("pool"), f.index("samples"), f.index("compute_ms"), f.index("busy_ms")
+        i_t = f.index("taken_ms")
+        rows: dict[str, list[tuple[int, float, float]]] = {}
+        for r in d["batches"]:
+            lane = "all" if crossover is None else str(r[i_p])
+            rows.setdefault(lane, []).append((int(r[i_n]), float(r[i_b]), float(r[i_t] or 0.0)))
+        compute = sum(float(r[i_c]) for r in d["batches"])
+        return int(d["next"]), rows, float(d.get("cpu_s") or 0.0), compute
+
+    def busy_of(rows: dict[str, list[tuple[int, float, float]]], lane: str) -> list[tuple[int, float]]:
+        return [(n, busy) for n, busy, _ in rows.get(lane, [])]
+
+    def level(url: str, rate: float, level_s: float, offset: int) -> tuple[dict[int, Any], dict[int, np.ndarray]]:
+        """Send every class at its share of ``rate`` at once; (class results, class schedules in ms)."""
+        results: dict[int, Any] = {}
+        failures: list[str] = []
+        seeds = {s: seed + 1000 * offset + i for i, s in enumerate(sizes)}
+
+        def one(s: int) -> None:
+            try:
+                results[s] = measure_open_loop(
+                    url + "/v1/predict", rate * share[s], duration_s=level_s, warmup_s=warmup_s, samples=s,
+                    arrival=arrival, seed=seeds[s], cpus=gen_cpus,
+                )  # fmt: skip
+            except RunFailedError as e:
+                failures.append(str(e))
+
+        threads_ = [threading.Thread(target=one, args=(s,)) for s in sizes]
+        for t in threads_:
+            t.start()
+        for t in threads_:
+            t.join()
+        if failures:
+            raise RunFailedError(failures[0])
+        schedules = {
+            s: 1000.0
+            * arrival_offsets_s(
+                rate * share[s],
+                duration_s=level_s + warmup_s,
+                arrival=arrival,
+                seed=seeds[s],
+            )
+            for s in sizes
+        }
+        return results, schedules
+
+    curve_tables = {lane.name: service_tables(lane.curve, max_batch, 1) for lane in lanes}  # the profile's
+    points: list[dict[str, Any]] = []
+    with running_server_process(server_config, cpus=None if cpus is None else cpus.server) as url:
+        cursor, _, cpu0, _ = lane_batches(url, 0)
+        # Light-load probe: the serving path's own overhead (HTTP, parsing, hand-offs) per request.
+        probe_rate = PROBE_LOAD * capacity
+        probe_s = min(max(3.0, 60.0 / probe_rate), MAX_STRETCH * duration_s)
+        m, schedules = level(url, probe_rate, probe_s, 0)
+        cursor, rows, cpu1, model_ms = lane_batches(url, cursor)
+        requests = sum(len(v) for v in schedules.values())
+        serving_cpu_ms = max(0.0, (cpu1 - cpu0) * 1000.0 - model_ms * threads) / max(1, requests)
+        if serving_cpu_ms > 0 and 1000.0 / serving_cpu_ms < min(lane_cap.values()):
+            capacity = 1000.0 / serving_cpu_ms
+            notes.append(
+                f"the serving path, not the model, bounds this server: {serving_cpu_ms:.2f} ms of CPU per request "
+                f"outside the model (at most {capacity:.0f} req/s), which the planner's simulator leaves out: "
+                "expect large errors; validate a heavier model or larger requests"
+            )
+        tables = {lane.name: served_table(busy_of(rows, lane.name), lane.curve, max_batch) for lane in lanes}
+        sim = replay_mix(schedules, lanes, tables, max_batch, max_wait, 1000.0 * warmup_s, seed=seed)
+        # Per class: a 32-image request's body takes far longer to receive and parse than a 1-image one's.
+        overhead_ms = {
+            s: max(0.0, float(m[s]["latency_ms"]["p50"]) - float(np.median(np.concatenate(sim[s]))))
+            for s in sizes
+            if m.get(s, {}).get("latency_ms") and any(x.size for x in sim[s])
+        }
+        if len(overhead_ms) < len(sizes):
+            notes.append("the light-load probe gave no latency for some class: its predictions carry no overhead")
+        # The server may run slower than its curve (the serving path on the model's cores, a VM slower this
+        # minute): levels are fractions of what it can do now, or "80%" can be an overload.
+        slower = []
+        for lane in lanes:
+            logged = [(n, busy) for n, busy in busy_of(rows, lane.name) if lane.curve.t_ms(n) > 0]
+            ratio = statistics.mean(busy / lane.curve.t_ms(n) for n, busy in logged) if logged else 1.0
+            if ratio > 1.0:
+                lane_cap[lane.name] /= ratio
+                slower.append(f"{lane.name} {ratio - 1:+.0%}")
+        served_capacity = min(*lane_cap.values(), capacity)
+        if served_capacity < 0.9 * capacity:
+            notes.append(
+                f"at light load the lanes' batches ran slower than the curve ({', '.join(slower)}): levels are "
+                f"fractions of {served_capacity:.1f} req/s, not {capacity:.1f}"
+            )
+            capacity = served_capacity
+        rarest = min(share.values())
+        for j, f in enumerate(fractions, start=1):
+            rate = f * capacity
+            level_s = min(max(duration_s, min_requests / (rate * rarest)), MAX_STRETCH * duration_s)
+            m, schedules = level(url, rate, level_s, j)
+            cursor, rows, _, _ = lane_batches(url, cursor)
+            served = {lane.name: served_table(busy_of(rows, lane.name), lane.curve, max_batch) for lane in lanes}
+            args = (max_batch, max_wait, 1000.0 * warmup_s, overhead_ms)
+            forecast = replay_mix(schedules, lanes, curve_tables, *args, seed=seed + j)
+            checked = replay_mix(schedules, lanes, served, *args, seed=seed + j)
+            classes = []
+            for s in sizes:
+                res = m.get(s, {})
+                meas = res.get("latency_ms")
+                lane = next(lane for lane in lanes if s in lane.sizes)
+                classes.append({
+                    "samples": s, "share": share[s], "lane": lane.name, "rate_per_s": rate * share[s],
+                    "sent": res.get("requests_sent"), "valid": bool(res.get("valid")),
+                    "error_fraction": float(res.get("error_fraction") or 0.0),
+                    "problems": [*res.get("problems", []), *res.get("warnings", [])],
+                    "measured_ms": meas, "predicted_ms": _pcts(forecast[s]), "predicted_served_ms": _pcts(checked[s]),
+                })  # fmt: skip
+            lane_rows = []
+            for lane in lanes:
+                got = rows.get(lane.name, [])
+                mean_n = statistics.mean(n for n, _, _ in got) if got else None
+                span = (got[-1][2] + got[-1][1] - got[0][2]) if got else 0.0  # first taken -> last answered
+                busy = sum(b for _, b, _ in got) / span if span > 0 else None
+                lane_rows.append({
+                    "lane": lane.name, "batches": len(got), "mean_samples": mean_n,
+                    "served_batch_ms": statistics.mean(b for _, b, _ in got) if got else None,
+                    "curve_batch_ms": None if mean_n is None else lane.curve.t_ms(mean_n),
+                    "served_sigma": float(served[lane.name][1][0]), "busy_fraction": busy,
+                })  # fmt: skip
+            points.append({"label": f"{f:.0%}", "rate_per_s": rate, "duration_s": level_s, "classes": classes,
+                           "lanes": lane_rows})  # fmt: skip
+    compared = [c for p in points for c in p["classes"] if c["valid"] and c["error_fraction"] == 0.0]
+    errors = [
+        abs(e)
+        for c in compared
+        for e in (_err(c["predicted_served_ms"], c["measured_ms"], k) for k in ("p50", "p95"))
+        if e is not None
+    ]
+    inside = sum(
+        1
+        for c in compared
+        if c["measured_ms"] and c["predicted_served_ms"]
+        and c["predicted_served_ms"]["p95_range"][0] <= float(c["measured_ms"]["p95"])
+        <= c["predicted_served_ms"]["p95_range"][1]
+    )  # fmt: skip
+    return {
+        "kind": "validate-mix",
+        "name": workload.name,
+        "model": workload.model,
+        "layout": layout,
+        "crossover_samples": crossover,
+        "fleet_choice": fleet_choice,
+        "mix": [{"samples": s, "share": p} for s, p in mix],
+        "lanes": [
+            {
+                "name": lane.name,
+                "sizes": list(lane.sizes),
+                "precision": lane.precision,
+                "threads": threads,
+                "capacity_per_s": lane_cap[lane.name],
+                "planned": lane.planned,
+            }
+            for lane in lanes
+        ],
+        "max_batch": max_batch,
+        "max_wait_ms": max_wait,
+        "capacity_per_s": capacity,
+        "overhead_ms": overhead_ms,
+        "serving_cpu_ms": serving_cpu_ms,
+        "cpus": None if cpus is None else cpus.to_dict(),
+        "arrival": arrival,
+        "points": points,
+        "served_error_pct": None
+        if not errors
+        else {
+            "median": statistics.median(errors),
+            "worst": max(errors),
+            "n": len(errors),
+            "p95_in_range": inside,
+            "classes": len(compared),
+        },
+        "notes": notes,
+    }
+
+
+def render_mix_report(report: dict[str, Any]) -> str:
+    """The mix validation as text: the layout, then one row per level and size class."""
+    mix = ", ".join(f"{m['share']:.0%} x {m['samples']}" for m in report["mix"])
+    lanes = "; ".join(
+        f"{lane['name']} (sizes {','.join(map(str, lane['sizes']))}): 1x{lane['threads']} {lane['precision']}"
+        + (f", plan: {lane['planned']['replicas']} x {lane['planned']['instance']}" if lane.get("planned") else "")
+        for lane in report["lanes"]
+    )
+    how = f"size split at {report['crossover_samples']} samples" if report["layout"] == "split" else "one pool"
+    lines = [
+        f"validate {report['name']} ({report['model']}), request mix {mix}: serving the {how} "
+        f"(plan chose {report['fleet_choice']}); lanes {lanes}",
+        f"max_batch {report['max_batch']}, max_wait {report['max_wait_ms']:g} ms; {report['arrival']} arrivals per "
+        f"class; busier lane full at {report['capacity_per_s']:.1f} req/s; serving overhead "
+        f"per request by class (light-load probe): "
+        + ", ".join(f"{k}-sample {v:.1f} ms" for k, v in report["overhead_ms"].items()),
+        f"{'level':>5} {'class':>6} {'lane':>5} {'rate/s':>7} {'sent':>5} {'meas p50':>9} {'pred p50':>9} {'err':>6} "
+        f"{'meas p95':>9} {'pred p95':>9} {'err':>6} {'p95 range':>13} {'forecast p95':>12}",
+    ]
+    for p in report["points"]:
+        for c in p["classes"]:
+            meas, pred, fc = c["measured_ms"], c["predicted_served_ms"], c["predicted_ms"]
+
+            def ms(d: dict[str, Any] | None, k: str) -> str:
+                return "-" if not d or d.get(k) is None else f"{float(d[k]):.1f}"
+
+            def span(d: dict[str, Any] | None) -> str:
+                return "-" if not d or not d.get("p95_range") else "{:.0f}-{:.0f}".format(*d["p95_range"])
+
+            def pct(e: float | None) -> str:
+                return "-" if e is None else f"{e:+.0f}%"
+
+            flag = "" if c["valid"] and c["error_fraction"] == 0 else "  not comparable: " + "; ".join(c["problems"])
+            lines.append(
+                f"{p['label']:>5} {c['samples']:>6} {c['lane']:>5} {c['rate_per_s']:>7.1f} {c['sent'] or 0:>5} "
+                f"{ms(meas, 'p50'):>9} {ms(pred, 'p50'):>9} {pct(_err(pred, meas, 'p50')):>6} "
+                f"{ms(meas, 'p95'):>9} {ms(pred, 'p95'):>9} {pct(_err(pred, meas, 'p95')):>6} {span(pred):>13} "
+                f"{ms(fc, 'p95'):>12}" + flag
+            )
+        for lane in p["lanes"]:
+            if lane["batches"]:
+                busy = lane.get("busy_fraction")
+                over = busy is not None and busy > OVERLOADED
+                lines.append(
+                    f"      lane {lane['lane']}: {lane['batches']} batches, mean {lane['mean_samples']:.1f} samples, "
+                    f"{lane['served_batch_ms']:.1f} ms served vs {lane['curve_batch_ms']:.1f} ms on the curve"
+                    + ("" if busy is None else f", {busy:.0%} busy")
+                    + (": an overload, its p95 grows with the run's length (a lower --loads level is the check)"
+                       if over else "")
+                )  # fmt: skip
+    e = report.get("served_error_pct")
+    if e:
+        lines.append(
+            f"pred = the simulator given the server's own batch times: |error| median {e['median']:.0f}%, worst "
+            f"{e['worst']:.0f}% over {e['n']} class percentiles; measured p95 inside the simulator's 5-95% range "
+            f"over service-time draws: {e['p95_in_range']}/{e['classes']}; forecast = the profile's curve"
+        )
+    lines += [f"note: {n}" for n in report["notes"]]
+    return "\n".join(lines)

@@ -1,0 +1,94 @@
+"""rightsize validate on a request mix: the served batch times, the lane replay, and a real two-lane server."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rightsize.profile import ServiceCurve
+from rightsize.workflows.validate_mix import Lane, replay_mix, served_table
+
+CURVE = ServiceCurve("cpu", "fp32", (1, 8), (10.0, 24.0), (0.0, 0.0), "measured")  # t(b) = 8 + 2b
+
+
+def test_served_table_keeps_each_sizes_logged_mean_and_scales_the_curve_elsewhere() -> None:
+    log = [(1, 12.0), (1, 12.0), (1, 12.0), (8, 30.0), (8, 36.0), (8, 33.0), (4, 99.0)]  # size 4 seen once
+    t, sigma = served_table(log, CURVE, 8)
+    assert t.shape == sigma.shape == (9,) and sigma[0] == sigma[8] > 0  # size 8 scatters: 30-36 ms
+    keep = math.exp(-0.5 * sigma[0] ** 2)  # lognormal median / mean: the draws keep the logged mean
+    assert t[1] == pytest.approx(12.0 * keep) and t[8] == pytest.approx(33.0 * keep)
+    # Size 4 (seen once) and 2 (never): the curve times the mean served/curve ratio of every batch.
+    ratios = [12 / 10] * 3 + [30 / 24, 36 / 24, 33 / 24, 99 / 16]
+    assert t[4] == pytest.approx(16.0 * np.mean(ratios) * keep) and t[2] == pytest.approx(12.0 * np.mean(ratios) * keep)
+    flat, s0 = served_table([], CURVE, 8)  # nothing logged: the curve itself, no spread
+    assert flat[8] == pytest.approx(24.0) and s0[0] == 0.0
+
+
+def test_each_class_is_replayed_on_its_own_lane() -> None:
+    """Light load, deterministic times: a small request waits max_wait then runs t(1); a large one fills
+    a batch and runs at once. The large class never queues behind the small (its own lane)."""
+    small = Lane("small", (1,), "fp32", CURVE, None)
+    large = Lane("large", (8,), "fp32", CURVE, None)
+    tables = {"small": (np.array([10.0] * 9), np.zeros(9)), "large": (np.array([50.0] * 9), np.zeros(9))}
+    schedules = {1: np.arange(0.0, 10_000.0, 200.0), 8: np.arange(50.0, 10_000.0, 400.0)}
+    out = replay_mix(schedules, [small, large], tables, 8, 5.0, warmup_ms=1000.0, overhead_ms=2.0, draws=3)
+    assert len(out[1]) == len(out[8]) == 3
+    assert np.allclose(out[1][0], 5.0 + 10.0 + 2.0) and len(out[1][0]) == 45  # sent from 1 s on
+    assert np.allclose(out[8][0], 50.0 + 2.0)
+    one = replay_mix(schedules, [Lane("all", (1, 8), "fp32", CURVE, None)], {"all": tables["large"]}, 8, 5.0, 0.0)
+    assert set(one) == {1, 8} and float(np.median(one[1][0])) >= 50.0  # one lane: every request at its speed
+
+
+def test_an_unknown_fleet_choice_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rightsize.cli.app import main
+
+    spec = tmp_path / "w.yaml"
+    spec.write_text("model: simplenet\ntiny: true\n")
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", str(spec), "--fleet", "both", "--no-store"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--fleet" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_a_size_split_is_served_on_two_lanes_and_replayed_per_class(tmp_path: Path) -> None:
+    """mobilenet_v2 at 64 px: 1-image requests on one lane, 8-image requests on the other, both classes sent
+    at once; each class's measured p50 against the simulator given the server's own batch times."""
+    from rightsize.spec import load_spec
+    from rightsize.store import Store
+    from rightsize.workflows.validate_mix import render_mix_report, validate_mix
+
+    spec = tmp_path / "mix.yaml"
+    spec.write_text(
+        "name: mix\nmodel: mobilenet_v2\ninput: {image_size: 64}\nbatch_sizes: [1, 8]\nprecisions: [fp32]\n"
+        "devices: [cpu]\ntiming: {warmup: 1, min_repeats: 3, max_repeats: 8, max_time_s: 1}\n"
+        "targets:\n  online:\n    rate_per_s: 20\n    latency: {percentile: 95, bound_ms: 300}\n"
+        "    request_mix: [{samples: 1, share: 0.75}, {samples: 8, share: 0.25}]\n"
+    )
+    report = validate_mix(
+        load_spec(spec), Store(tmp_path / "s.sqlite"), fleet="split", fractions=(0.5,), duration_s=3.0,
+        warmup_s=0.5, progress=False, min_requests=40,
+    )  # fmt: skip
+    text = render_mix_report(report)
+    assert report["layout"] == "split" and report["crossover_samples"] == 8, text
+    assert [lane["name"] for lane in report["lanes"]] == ["small", "large"]
+    (level,) = report["points"]
+    assert all(lane["batches"] > 0 for lane in level["lanes"]), text
+    by_size = {c["samples"]: c for c in level["classes"]}
+    assert by_size[1]["lane"] == "small" and by_size[8]["lane"] == "large"
+    for c in by_size.values():
+        assert c["measured_ms"] is not None and c["predicted_served_ms"] is not None, text
+        assert c["predicted_ms"] is not None and c["predicted_served_ms"]["p95_range"][0] > 0
+    if not all(c["valid"] for c in by_size.values()):
+        pytest.skip("a generator fell behind: this machine is overloaded\n" + text)
+    # An 8-image request takes longer than a 1-image one, measured and predicted alike.
+    assert by_size[8]["measured_ms"]["p50"] > by_size[1]["measured_ms"]["p50"], text
+    assert by_size[8]["predicted_served_ms"]["p50"] > by_size[1]["predicted_served_ms"]["p50"], text
+    # Half load: the median is set by batch times and the serving overhead, both measured here.
+    for c in by_size.values():
+        err = abs(c["predicted_served_ms"]["p50"] / c["measured_ms"]["p50"] - 1)
+        assert err < 0.5, text
+    assert report["served_error_pct"]["n"] >= 2

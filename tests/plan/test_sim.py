@@ -226,3 +226,25 @@ def test_measured_ratios_in_order_keep_slow_spells_together() -> None:
     p99_order = simulate(curve, config, seed=1, ratios_in_order=True, **kw).latency.p99
     p99_random = simulate(curve, config, seed=1, **kw).latency.p99
     assert p99_order > 1.6 * p99_random  # 185-196 vs 86-94 ms
+
+
+def test_curve_arrays_follow_the_curves_own_rules_for_every_size() -> None:
+    """The vectorised table (a 1,000,000-sample request needs one that long) equals t_ms / cv_at size by size:
+    interpolation, the floor below the smallest size, extrapolation past the largest, one-point curves, ties."""
+    import numpy as np
+
+    from rightsize.plan.sim import curve_arrays, lognormal_sigma, service_tables
+    from rightsize.profile import ServiceCurve
+
+    curves = [
+        ServiceCurve("cpu", "fp32", (1, 8, 32), (10.0, 24.0, 80.0), (0.1, 0.2, 0.3), "measured"),
+        ServiceCurve("cpu", "fp32", (4,), (10.0,), (0.2,), "measured"),
+        ServiceCurve("cpu", "fp32", (2, 4, 16), (10.0, 9.0, 8.0), (0.0, 0.5, 0.1), "measured"),  # 3: a tie
+    ]
+    for c in curves:
+        b = np.arange(1, 200)
+        t, cv = curve_arrays(c, b)
+        assert np.allclose(t, [c.t_ms(x) for x in b]) and np.allclose(cv, [c.cv_at(x) for x in b])
+        tt, ss = service_tables(c, 50, 2)
+        assert np.allclose(tt[1:], [c.t_ms(2 * k) for k in range(1, 51)])
+        assert np.allclose(ss[1:], [lognormal_sigma(c.cv_at(2 * k)) for k in range(1, 51)])

@@ -92,3 +92,23 @@ def test_a_size_split_is_served_on_two_lanes_and_replayed_per_class(tmp_path: Pa
         err = abs(c["predicted_served_ms"]["p50"] / c["measured_ms"]["p50"] - 1)
         assert err < 0.5, text
     assert report["served_error_pct"]["n"] >= 2
+
+
+@pytest.mark.slow
+def test_a_request_far_beyond_the_measured_batches_is_refused_before_serving(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 1,000,000-sample request would make the server's warm-up allocate a million images: one line, exit 2."""
+    from rightsize.cli.app import main
+
+    spec = tmp_path / "huge.yaml"
+    spec.write_text(
+        "name: huge\nmodel: simplenet\ntiny: true\nbatch_sizes: [1, 8]\nprecisions: [fp32]\ndevices: [cpu]\n"
+        "timing: {warmup: 1, min_repeats: 3, max_repeats: 5, max_time_s: 1}\n"
+        "targets:\n  online:\n    rate_per_s: 5\n    latency: {percentile: 95, bound_ms: 100000}\n"
+        "    request_mix: [{samples: 1, share: 0.5}, {samples: 1000000, share: 0.5}]\n"
+    )
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", str(spec), "--store", str(tmp_path / "s.sqlite"), "--no-store", "--json"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "request_mix" in err and "batch_sizes" in err and "Traceback" not in err

@@ -81,19 +81,40 @@ def lognormal_sigma(cv: float) -> float:
 def service_tables(
     service: ServiceCurve | ServiceFn, max_requests: int, request_samples: int, cv: float | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(K+1,)`` time (ms) and lognormal sigma for k = 0..K requests per batch (index 0 unused)."""
+    """``(K+1,)`` time (ms) and lognormal sigma for k = 0..K requests per batch (index 0 unused).
+
+    A curve is evaluated for every k at once (``curve_arrays``): a request mix with a 1,000,000-sample
+    request needs a table that long for every option it plans."""
     t = np.zeros(max_requests + 1)
     s = np.zeros(max_requests + 1)
-    for k in range(1, max_requests + 1):
-        b = k * request_samples
-        if isinstance(service, ServiceCurve):
-            t[k] = service.t_ms(b)
-            s[k] = lognormal_sigma(service.cv_at(b) if cv is None else cv)
-        else:
-            t[k] = service(b)
+    if isinstance(service, ServiceCurve):
+        t[1:], cvs = curve_arrays(service, np.arange(1, max_requests + 1) * request_samples)
+        s[1:] = np.sqrt(np.log1p(np.square(cvs))) if cv is None else lognormal_sigma(cv)
+    else:
+        for k in range(1, max_requests + 1):
+            t[k] = service(k * request_samples)
             s[k] = lognormal_sigma(cv or 0.0)
     t[0], s[0] = t[1], s[1]
     return t, s
+
+
+def curve_arrays(curve: ServiceCurve, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``curve.t_ms`` and ``curve.cv_at`` for many batch sizes at once (same rules: linear between measured
+    sizes, the smallest size's time below it, the extrapolation slope past the largest, the nearest size's cv)."""
+    b = np.asarray(batch, dtype=float)
+    bs = np.asarray(curve.batch_sizes, dtype=float)
+    ts = np.asarray(curve.latency_ms, dtype=float)
+    t = np.interp(b, bs, ts)
+    past = b > bs[-1]
+    if past.any():
+        if len(bs) == 1:
+            t[past] = ts[0] * b[past] / bs[0]
+        else:
+            slope = max((ts[-1] - ts[-2]) / (bs[-1] - bs[-2]), ts[-1] / bs[-1] * 0.5, 0.0)
+            t[past] = ts[-1] + slope * (b[past] - bs[-1])
+    # Nearest measured size (ties to the smaller, as cv_at): midpoints between sizes split the axis.
+    nearest = np.searchsorted((bs[:-1] + bs[1:]) / 2.0, b, side="left")
+    return t, np.asarray(curve.cv, dtype=float)[nearest]
 
 
 def simulate(

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rightsize.errors import RunFailedError, UnsupportedError
+from rightsize.errors import RunFailedError, SpecError, UnsupportedError
 from rightsize.workflows.validate_run import MAX_STRETCH, MIN_REQUESTS, PROBE_LOAD, measure_open_loop
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ __all__ = ["Lane", "render_mix_report", "replay_mix", "served_table", "validate_
 
 DRAWS = 20  # service-time draws per replay: each percentile is their median, its range their 5-95%
 FLEETS = ("plan", "split", "single")
+MAX_EXTRAPOLATION = 4  # largest request served here, in multiples of the largest batch this machine measured
 OVERLOADED = 0.95  # a lane busier than this over a level is past saturation: its queue grows until the end
 
 
@@ -231,6 +232,13 @@ def validate_mix(
                 "from; add fp32 to precisions"
             )
         lanes.append(Lane(name, group, precision, curve, pool))
+    measured_max = max(max(lane.curve.batch_sizes) for lane in lanes)
+    if max(sizes) > MAX_EXTRAPOLATION * measured_max:
+        raise SpecError(
+            "targets.online.request_mix",
+            f"the largest request ({max(sizes)} samples) is over {MAX_EXTRAPOLATION}x the largest batch measured "
+            f"here ({measured_max}); add batch sizes up to it to batch_sizes to validate this mix on this machine",
+        )
     batch_of = [int(p["batching"]["max_batch"]) for p in planned if p and p.get("batching")]
     max_batch = max([*batch_of, 1 << math.ceil(math.log2(max(sizes)))])
     waits = [float(p["batching"]["max_wait_ms"]) for p in planned if p and p.get("batching")]

@@ -124,10 +124,14 @@ def test_warmup_requests_are_sent_but_not_recorded(server: TinyServer) -> None:
         server.reset()
         return run_open_loop(Target.from_url(server.url("/work/0")), cfg)
 
+    before = time.perf_counter()
     r = until_valid(run)
     assert server.requests == 200
     assert r.requests_sent == 100 and r.duration_s == pytest.approx(0.5, rel=0.01)
     assert r.achieved_rate_per_s == pytest.approx(200, rel=0.05)
+    # The schedule's time 0 on perf_counter (one clock for every process on Linux): the run started after
+    # `before` and its last send (1 s of schedule) came before now.
+    assert r.schedule_start_s is not None and before < r.schedule_start_s < time.perf_counter() - 0.9
 
 
 def test_closed_loop_request_budget(server: TinyServer) -> None:

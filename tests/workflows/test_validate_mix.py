@@ -38,6 +38,10 @@ def test_each_class_is_replayed_on_its_own_lane() -> None:
     assert len(out[1]) == len(out[8]) == 3
     assert np.allclose(out[1][0], 5.0 + 10.0 + 2.0) and len(out[1][0]) == 45  # sent from 1 s on
     assert np.allclose(out[8][0], 50.0 + 2.0)
+    # A generator that started 1 s later: its schedule shifted onto the shared clock, its warm-up ending later.
+    later = {1: schedules[1], 8: schedules[8] + 1000.0}
+    shifted = replay_mix(later, [small, large], tables, 8, 5.0, warmup_ms={1: 1000.0, 8: 2000.0}, draws=1)
+    assert len(shifted[8][0]) == len(out[8][0]) and np.allclose(shifted[8][0], 50.0)
     one = replay_mix(schedules, [Lane("all", (1, 8), "fp32", CURVE, None)], {"all": tables["large"]}, 8, 5.0, 0.0)
     assert set(one) == {1, 8} and float(np.median(one[1][0])) >= 50.0  # one lane: every request at its speed
 

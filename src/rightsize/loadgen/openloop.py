@@ -16,7 +16,7 @@ import asyncio
 import collections
 import functools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rightsize.loadgen._http import Pool, _Conn, exception_kind
 from rightsize.loadgen.result import LoadResult, Recorder, client_error_problem, latency_of, unanswered_problem
@@ -210,7 +210,9 @@ async def open_loop(target: Target, config: OpenLoopConfig) -> LoadResult:
     scheduled = sum(1 for t in intended if t >= warm_end)
     send_span_s = max(window_s, engine.last_start - warm_end)
     done_span_s = max(window_s, engine.last_done - warm_end)
-    return _result(target, config, rec, pool, window_s, scheduled, send_span_s, done_span_s)
+    return replace(
+        _result(target, config, rec, pool, window_s, scheduled, send_span_s, done_span_s), schedule_start_s=t0
+    )
 
 
 def _result(

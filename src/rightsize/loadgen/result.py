@@ -192,6 +192,9 @@ class LoadResult:
     connection_wait_ms: Latency | None = None
     latency_hdr: str = ""  # base64 HdrHistogram of latency in µs, mergeable across runs
     requests_answered: int = 0  # got any HTTP answer
+    # Open loop: time.perf_counter() at the schedule's time 0. On Linux that is CLOCK_MONOTONIC, one clock for
+    # every process of the machine, so a server's batch log and other generators' schedules line up with it.
+    schedule_start_s: float | None = None
 
     @property
     def error_count(self) -> int:

@@ -93,14 +93,16 @@ def replay_mix(
     tables: dict[str, tuple[np.ndarray, np.ndarray]],
     max_batch: int,
     max_wait_ms: float,
-    warmup_ms: float,
+    warmup_ms: float | dict[int, float],
     overhead_ms: float | dict[int, float] = 0.0,
     draws: int = DRAWS,
     seed: int = 0,
 ) -> dict[int, list[np.ndarray]]:
     """Simulated latency (ms) of every request sent from ``warmup_ms`` on, per size class, one array per draw.
 
-    ``schedules``: each class's intended send times (ms), as its generator draws them; each lane replays
+    ``schedules``: each class's intended send times (ms) on one clock (each generator's schedule shifted by
+    when it started); ``warmup_ms`` one figure, or per size (a later generator's warm-up ends later); each
+    lane replays
     the merged schedule of its classes with one replica (``run_sized``) and its ``tables[lane.name]``,
     ``draws`` times with different service-time draws, adding ``overhead_ms`` (one figure, or one per size)
     to every latency. On a few hundred requests one draw's p95 varies
@@ -119,10 +121,10 @@ def replay_mix(
         t, sig = tables[lane.name]
         for d in range(draws):
             lat, _, _ = run_sized(arrivals, sizes, 1, max_batch, max_wait_ms, t, sig, np.random.default_rng(seed + d))
-            kept = arrivals >= warmup_ms
             for s in mine:
                 extra = overhead_ms.get(s, 0.0) if isinstance(overhead_ms, dict) else overhead_ms
-                out[s].append(lat[kept & (sizes == s)] + extra)
+                start = warmup_ms.get(s, 0.0) if isinstance(warmup_ms, dict) else warmup_ms
+                out[s].append(lat[(arrivals >= start) & (sizes == s)] + extra)
     return out
 
 
@@ -288,8 +290,11 @@ def validate_mix(
     def busy_of(rows: dict[str, list[tuple[int, float, float]]], lane: str) -> list[tuple[int, float]]:
         return [(n, busy) for n, busy, _ in rows.get(lane, [])]
 
-    def level(url: str, rate: float, level_s: float, offset: int) -> tuple[dict[int, Any], dict[int, np.ndarray]]:
-        """Send every class at its share of ``rate`` at once; (class results, class schedules in ms)."""
+    def level(
+        url: str, rate: float, level_s: float, offset: int
+    ) -> tuple[dict[int, Any], dict[int, np.ndarray], dict[int, float]]:
+        """Send every class at its share of ``rate`` at once; (class results, class schedules in ms on one clock,
+        when each class's warm-up ends on it)."""
         results: dict[int, Any] = {}
         failures: list[str] = []
         seeds = {s: seed + 1000 * offset + i for i, s in enumerate(sizes)}
@@ -320,7 +325,15 @@ def validate_mix(
             )
             for s in sizes
         }
-        return results, schedules
+        # Each generator is its own child process and starts its clock when it is ready: put their schedules on the
+        # one clock they report (perf_counter at schedule time 0), so the replay merges them as the server saw.
+        starts = {s: results[s].get("schedule_start_s") for s in sizes}
+        shift = dict.fromkeys(sizes, 0.0)
+        if all(v is not None for v in starts.values()):
+            first = min(float(v) for v in starts.values())
+            shift = {s: 1000.0 * (float(starts[s]) - first) for s in sizes}
+        schedules = {s: v + shift[s] for s, v in schedules.items()}
+        return results, schedules, {s: shift[s] + 1000.0 * warmup_s for s in sizes}
 
     curve_tables = {lane.name: service_tables(lane.curve, max_batch, 1) for lane in lanes}  # the profile's
     points: list[dict[str, Any]] = []
@@ -329,7 +342,7 @@ def validate_mix(
         # Light-load probe: the serving path's own overhead (HTTP, parsing, hand-offs) per request.
         probe_rate = PROBE_LOAD * capacity
         probe_s = min(max(3.0, 60.0 / probe_rate), MAX_STRETCH * duration_s)
-        m, schedules = level(url, probe_rate, probe_s, 0)
+        m, schedules, warm_end = level(url, probe_rate, probe_s, 0)
         cursor, rows, cpu1, model_ms = lane_batches(url, cursor)
         requests = sum(len(v) for v in schedules.values())
         serving_cpu_ms = max(0.0, (cpu1 - cpu0) * 1000.0 - model_ms * threads) / max(1, requests)
@@ -341,7 +354,7 @@ def validate_mix(
                 "expect large errors; validate a heavier model or larger requests"
             )
         tables = {lane.name: served_table(busy_of(rows, lane.name), lane.curve, max_batch) for lane in lanes}
-        sim = replay_mix(schedules, lanes, tables, max_batch, max_wait, 1000.0 * warmup_s, seed=seed)
+        sim = replay_mix(schedules, lanes, tables, max_batch, max_wait, warm_end, seed=seed)
         # Per class: a 32-image request's body takes far longer to receive and parse than a 1-image one's.
         overhead_ms = {
             s: max(0.0, float(m[s]["latency_ms"]["p50"]) - float(np.median(np.concatenate(sim[s]))))
@@ -370,10 +383,10 @@ def validate_mix(
         for j, f in enumerate(fractions, start=1):
             rate = f * capacity
             level_s = min(max(duration_s, min_requests / (rate * rarest)), MAX_STRETCH * duration_s)
-            m, schedules = level(url, rate, level_s, j)
+            m, schedules, warm_end = level(url, rate, level_s, j)
             cursor, rows, _, _ = lane_batches(url, cursor)
             served = {lane.name: served_table(busy_of(rows, lane.name), lane.curve, max_batch) for lane in lanes}
-            args = (max_batch, max_wait, 1000.0 * warmup_s, overhead_ms)
+            args = (max_batch, max_wait, warm_end, overhead_ms)
             forecast = replay_mix(schedules, lanes, curve_tables, *args, seed=seed + j)
             checked = replay_mix(schedules, lanes, served, *args, seed=seed + j)
             classes = []
@@ -400,8 +413,9 @@ def validate_mix(
                     "curve_batch_ms": None if mean_n is None else lane.curve.t_ms(mean_n),
                     "served_sigma": float(served[lane.name][1][0]), "busy_fraction": busy,
                 })  # fmt: skip
+            offsets = {s: round(warm_end[s] - 1000.0 * warmup_s, 1) for s in sizes}  # generator start, ms
             points.append({"label": f"{f:.0%}", "rate_per_s": rate, "duration_s": level_s, "classes": classes,
-                           "lanes": lane_rows})  # fmt: skip
+                           "lanes": lane_rows, "generator_offsets_ms": offsets})  # fmt: skip
     compared = [c for p in points for c in p["classes"] if c["valid"] and c["error_fraction"] == 0.0]
     errors = [
         abs(e)
@@ -488,7 +502,8 @@ def render_mix_report(report: dict[str, Any]) -> str:
             def pct(e: float | None) -> str:
                 return "-" if e is None else f"{e:+.0f}%"
 
-            flag = "" if c["valid"] and c["error_fraction"] == 0 else "  not comparable: " + "; ".join(c["problems"])
+            why = ([f"{c['error_fraction']:.1%} of requests failed"] if c["error_fraction"] else []) + c["problems"]
+            flag = "" if c["valid"] and c["error_fraction"] == 0 else "  not comparable: " + "; ".join(why)
             lines.append(
                 f"{p['label']:>5} {c['samples']:>6} {c['lane']:>5} {c['rate_per_s']:>7.1f} {c['sent'] or 0:>5} "
                 f"{ms(meas, 'p50'):>9} {ms(pred, 'p50'):>9} {pct(_err(pred, meas, 'p50')):>6} "

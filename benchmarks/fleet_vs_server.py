@@ -11,7 +11,7 @@ one thread each (the 2-core dev VM's two cores). Two open-loop generators send t
 The prediction is ``rightsize.plan.fleet.run_sized``, the simulator `rightsize plan` sizes a split fleet
 with: per lane, the class's arrivals, one replica, the lane's batcher (max batch, no wait), and the batch
 times the server itself measured in this run (``GET /v1/batches``: worker-busy time per batch, by lane
-and samples, read as ``rightsize validate`` reads them for a request mix: ``validate_mix.served_table``),
+and samples, read as ``rightsize validate`` reads them for a request mix: ``mix_replay.served_table``),
 plus the per-request serving overhead from a light-load probe before the run (HTTP, parsing: what the
 worker-busy time leaves out). So this checks the simulator and the size split, not the projection of the
 curve (that is ``validate_accuracy.py``).
@@ -37,7 +37,7 @@ from rightsize.profile import ServiceCurve
 from rightsize.serve import ServerConfig
 from rightsize.serve.config import PoolConfig
 from rightsize.serve.process import running_server_process
-from rightsize.workflows.validate_mix import served_table
+from rightsize.workflows.mix_replay import served_table
 
 
 def probe_overhead_ms(url: str, body: bytes, content_type: str, n: int = 30) -> float:
@@ -56,7 +56,7 @@ def probe_overhead_ms(url: str, body: bytes, content_type: str, n: int = 30) -> 
 
 
 def lane_table(rows: list[list[Any]], max_batch: int) -> tuple[np.ndarray, np.ndarray]:
-    """The product's served-time table (``validate_mix.served_table``) for one lane's logged batches, with a
+    """The product's served-time table (``mix_replay.served_table``) for one lane's logged batches, with a
     curve through the lane's own per-size means standing in for the profile where a size was not run."""
     by_n: dict[int, list[float]] = {}
     for _, n, _, busy, *_ in rows:

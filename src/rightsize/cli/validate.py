@@ -6,6 +6,7 @@ rightsize validate examples/mixed-sizes-api.yaml [--fleet plan|split|single]   (
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,12 +78,7 @@ def validate(
             workload, db, load_catalog_option(catalog), fleet=fleet, fractions=fractions, duration_s=duration,
             warmup_s=warmup_s, progress=not as_json, seed=seed,
         )  # fmt: skip
-        if not no_store:
-            report["artifact_id"] = save_result(report, db.path, kind="validate")
-        if as_json:
-            emit_json(report)
-        else:
-            typer.echo(render_mix_report(report))
+        _store_and_print(report, db, no_store, as_json, render_mix_report)
         if not any(c["measured_ms"] for p in report["points"] for c in p["classes"]):
             raise typer.Exit(1)
         return
@@ -90,16 +86,25 @@ def validate(
         workload, db, load_catalog_option(catalog), fractions=fractions, duration_s=duration, warmup_s=warmup_s,
         progress=not as_json, seed=seed, retime=not no_retime,
     )  # fmt: skip
+    _store_and_print(report, db, no_store, as_json, render_report)
+    if not any(p["measured_ms"] for p in report["points"]):
+        raise typer.Exit(1)
+
+
+def _store_and_print(
+    report: dict[str, Any], db: Any, no_store: bool, as_json: bool, render: Callable[[dict[str, Any]], str]
+) -> None:
+    """Save the report as a ``validate`` artifact (unless ``--no-store``) and print it (text or JSON)."""
+    from rightsize.loadgen.persist import save_result
+
     if not no_store:
         report["artifact_id"] = save_result(report, db.path, kind="validate")
     if as_json:
         emit_json(report)
-    else:
-        typer.echo(render_report(report))
-        if report.get("artifact_id"):
-            err_console.print(f"stored as artifact {report['artifact_id']}")
-    if not any(p["measured_ms"] for p in report["points"]):
-        raise typer.Exit(1)
+        return
+    typer.echo(render(report))
+    if report.get("artifact_id"):
+        err_console.print(f"stored as artifact {report['artifact_id']}")
 
 
 def _validate_generative(workload: Any, spec: Path, fractions: tuple[float, ...] | None, duration: float, size: str,

@@ -184,11 +184,14 @@ def render_points(points: list[ValidationPoint]) -> str:
 @dataclass(frozen=True)
 class Served:
     """What the server's ``GET /v1/batches`` said: the next batch number, the batches (samples, model ms,
-    worker-busy ms) from the number asked for, and the server process's CPU seconds at that moment."""
+    worker-busy ms) from the number asked for, the server process's CPU seconds at that moment, and each
+    batch's pool and the time it was taken off the queue."""
 
     next: int
     batches: list[tuple[int, float, float]]
     cpu_s: float | None
+    pools: tuple[str, ...] = ()  # each batch's pool (lane), in the order of ``batches``
+    taken_ms: tuple[float, ...] = ()  # when each batch was taken off its queue (perf_counter ms)
 
 
 def serving_cpu_ms(before: Served, after: Served, threads: int, request_samples: int) -> float | None:

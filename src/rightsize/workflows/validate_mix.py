@@ -32,7 +32,13 @@ import numpy as np
 
 from rightsize.errors import RunFailedError, SpecError, UnsupportedError
 from rightsize.workflows.mix_replay import Lane, percentiles_over_draws, replay_mix, served_table
-from rightsize.workflows.validate_run import MAX_STRETCH, MIN_REQUESTS, PROBE_LOAD, measure_open_loop
+from rightsize.workflows.validate_run import (
+    MAX_STRETCH,
+    MIN_REQUESTS,
+    PROBE_LOAD,
+    measure_open_loop,
+    served_batches,
+)
 
 if TYPE_CHECKING:
     from rightsize.catalog import Catalog
@@ -180,20 +186,13 @@ def validate_mix(
 
     def lane_batches(url: str, since: int) -> tuple[int, dict[str, list[tuple[int, float, float]]], float, float]:
         """(next batch number, (samples, busy ms, taken ms) per lane, server CPU s now, model ms summed)."""
-        import json
-        import urllib.request
-
-        with urllib.request.urlopen(f"{url}/v1/batches?since={since}", timeout=5) as resp:
-            d = json.loads(resp.read())
-        f = d["fields"]
-        i_p, i_n, i_c, i_b = f.index("pool"), f.index("samples"), f.index("compute_ms"), f.index("busy_ms")
-        i_t = f.index("taken_ms")
+        log = served_batches(url, since)
+        if log is None:
+            raise RunFailedError(f"the server's batch log ({url}/v1/batches) could not be read")
         rows: dict[str, list[tuple[int, float, float]]] = {}
-        for r in d["batches"]:
-            lane = "all" if crossover is None else str(r[i_p])
-            rows.setdefault(lane, []).append((int(r[i_n]), float(r[i_b]), float(r[i_t] or 0.0)))
-        compute = sum(float(r[i_c]) for r in d["batches"])
-        return int(d["next"]), rows, float(d.get("cpu_s") or 0.0), compute
+        for (n, _, busy), pool, taken in zip(log.batches, log.pools, log.taken_ms, strict=True):
+            rows.setdefault("all" if crossover is None else pool, []).append((n, busy, taken))
+        return log.next, rows, log.cpu_s or 0.0, sum(c for _, c, _ in log.batches)
 
     def busy_of(rows: dict[str, list[tuple[int, float, float]]], lane: str) -> list[tuple[int, float]]:
         return [(n, busy) for n, busy, _ in rows.get(lane, [])]

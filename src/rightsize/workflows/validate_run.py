@@ -82,7 +82,11 @@ def served_batches(url: str, since: int, token: str | None = None) -> Served | N
         names = d["fields"]
         i_n, i_c, i_b = names.index("samples"), names.index("compute_ms"), names.index("busy_ms")
         rows = [(int(r[i_n]), float(r[i_c]), float(r[i_b])) for r in d["batches"]]
-        return Served(int(d["next"]), rows, float(d["cpu_s"]) if d.get("cpu_s") is not None else None)
+        i_p, i_t = names.index("pool"), names.index("taken_ms")
+        return Served(
+            int(d["next"]), rows, float(d["cpu_s"]) if d.get("cpu_s") is not None else None,
+            tuple(str(r[i_p]) for r in d["batches"]), tuple(float(r[i_t] or 0.0) for r in d["batches"]),
+        )  # fmt: skip
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -14,6 +14,11 @@ precision and tensor-parallel degree, then the row's own quantity:
 - ``output_tok_per_s`` at concurrency B with I input and O output tokens: a static batch, B prefills then O
   decode steps, B x O / (B x prefill(I) + sum_k decode(B, B x (I + k))); ``_per_gpu`` divides by TP
 
+Engine: rows from an engine release that predates CUDA graphs in that engine (vLLM before PR #1926, merged
+2023-12-17; TGI before PR #1703 made them the default, 2024-04-04; judged by the row's source date) are
+projected with ``engine="eager"``: every step at least the host time of dispatching it (``costs`` module
+docstring). The others replay graphs (TensorRT-LLM, gpt-fast's torch.compile ``reduce-overhead``, later vLLM).
+
 Rows with a precision the catalog has no peak for (FP8) are listed and left out. Rows without lengths use
 128 in / 128 out and are marked ``assumed``. The issue's target (within 25% of public vLLM/TGI figures at
 batch 1 and a loaded batch) is reported over all rows and over the vLLM/TGI rows. Nothing is fitted to
@@ -48,6 +53,18 @@ _ZOO = {"llama-2-7b": "llama-7b", "llama-2-13b": "llama-13b"}
 _DEVICES = {"A100-80GB (330 W power limit)": "A100-80GB", "A100": "A100-80GB", "H100": "H100", "H100-80GB": "H100"}
 _DEFAULT_LEN = 128
 TARGET = 0.25
+# (software prefix, first date its CUDA graphs were on): https://github.com/vllm-project/vllm/pull/1926 (merged
+# 2023-12-17), https://github.com/huggingface/text-generation-inference/pull/1703 (2024-04-04, "Uses cuda graphs
+# by default"); read 2026-11-26.
+_GRAPHS_SINCE = (("vLLM", "2023-12-17"), ("TGI", "2024-04-04"))
+
+
+def engine_of(row: dict[str, str]) -> str:
+    """'eager' when the row's engine release predates CUDA graphs in that engine, else 'graphs'."""
+    for prefix, since in _GRAPHS_SINCE:
+        if row["software"].startswith(prefix) and row["source_date"] < since:
+            return "eager"
+    return "graphs"
 
 
 def shape_of(model: str) -> DecoderShape | None:
@@ -107,13 +124,15 @@ def rows() -> tuple[list[dict[str, Any]], list[str]]:
         numbers = device_numbers(dev, row["precision"])
         if link.get(dev.name):
             numbers = replace(numbers, link_bytes_per_s=link[dev.name] * 1e9)
-        costs = project_step_costs(shape, numbers, row["precision"], tp=tp)
+        engine = engine_of(row)
+        costs = project_step_costs(shape, numbers, row["precision"], tp=tp, engine=engine)
         got, assumed = projected(row, costs, tp)
         pub = float(row["value"])
         # a time (ms/token) and a rate compare the same way: ratio of projected speed to published speed
         ratio = pub / got if row["metric"].startswith("tpot") else got / pub
         out.append({
-            "id": row["id"], "software": row["software"], "device": dev.name, "tp": tp, "metric": row["metric"],
+            "id": row["id"], "software": row["software"], "engine": engine, "device": dev.name, "tp": tp,
+            "metric": row["metric"],
             "published": pub, "projected": round(got, 2), "speed_ratio": round(ratio, 3),
             "error_pct": round(100 * (ratio - 1), 1), "assumed_lengths": assumed, "source": row["source_url"],
         })  # fmt: skip
@@ -138,10 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
-    print(f"{'row':<46} {'metric':<26} {'published':>10} {'projected':>10} {'speed x':>8} {'error':>7}")
+    print(f"{'row':<46} {'engine':<7} {'metric':<26} {'published':>10} {'projected':>10} {'speed x':>8} {'error':>7}")
     for r in rs:
         mark = "  (lengths assumed)" if r["assumed_lengths"] else ""
-        print(f"{r['id']:<46} {r['metric']:<26} {r['published']:>10.1f} {r['projected']:>10.1f} "
+        print(f"{r['id']:<46} {r['engine']:<7} {r['metric']:<26} {r['published']:>10.1f} {r['projected']:>10.1f} "
               f"{r['speed_ratio']:>8.2f} {r['error_pct']:>+6.0f}%{mark}")  # fmt: skip
     for s in skipped:
         print(f"left out: {s}")

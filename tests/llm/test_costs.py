@@ -13,9 +13,11 @@ import rightsize
 from rightsize.catalog import load_catalog
 from rightsize.errors import SpecError
 from rightsize.llm.costs import (
+    EAGER_OPS,
     EFFICIENCIES,
     StepCosts,
     device_numbers,
+    eager_host_floor_ms,
     fit_step_costs,
     project_step_costs,
 )
@@ -142,3 +144,69 @@ def test_quantised_weights_decode_faster() -> None:
     assert int4.decode_ms(1, 500) < 0.4 * fp16.decode_ms(1, 500)
     cpu = project_step_costs(DecoderShape.from_zoo("gpt2"), load_catalog().cpus["intel-skylake"], "fp32", cores=8)
     assert cpu.source.startswith("roofline: intel-skylake") and cpu.decode_ms(1, 100) > 0
+
+
+def _decode_ops(model: str, blocks: int) -> int:
+    """Operators (views left out) one decode step of 2 slots in a run dispatches in our own engine."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from transformers import AutoModelForCausalLM
+
+    from rightsize.estimate.work import classify_op
+    from rightsize.llm.decoder import Decoder, lm_config
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            out = func(*args, **(kwargs or {}))
+            if classify_op(func._overloadpacket.__name__, bool(getattr(func, "is_view", False))) != "host":
+                Count.n += 1
+            return out
+
+    cfg = lm_config(model, "tiny")
+    setattr(cfg, "n_layer" if model == "gpt2" else "num_hidden_layers", blocks)
+    with torch.inference_mode():
+        dec = Decoder(AutoModelForCausalLM.from_config(cfg).eval(), slots=2, max_len=32)
+        for slot in (0, 1):
+            dec.prefill(slot, [1, 2, 3])
+        dec.decode([0, 1], [4, 5])
+        Count.n = 0
+        with Count():
+            dec.decode([0, 1], [6, 7])
+    return Count.n
+
+
+@pytest.mark.parametrize(("model", "kind"), [("llama-1b", "rope"), ("gpt2", "gpt2")])
+def test_eager_op_counts_are_those_of_our_own_engine(model: str, kind: str) -> None:
+    fixed, per_block = EAGER_OPS[kind]
+    two, four = _decode_ops(model, 2), _decode_ops(model, 4)
+    assert (four - two) // 2 == per_block
+    assert two - 2 * per_block == fixed
+
+
+def test_an_eager_engine_floors_every_step_at_its_host_time() -> None:
+    s = DecoderShape.from_zoo("llama-7b")
+    graphs = project_step_costs(s, _row("H100"), "fp16")
+    eager = project_step_costs(s, _row("H100"), "fp16", engine="eager")
+    floor = eager_host_floor_ms(s)
+    fixed, per_block = EAGER_OPS["rope"]
+    assert floor == pytest.approx((fixed + 32 * per_block) * 0.016, rel=0.5)  # ~16 µs per eager op, fitted
+    assert eager.host_floor_ms == floor and "eager" in eager.source and graphs.host_floor_ms == 0.0
+    # An H100 reads 7B weights in ~7 ms: eager, the host (~13 ms) sets the pace at batch 1 and for short prompts ...
+    assert graphs.decode_ms(1, 200) < floor
+    assert eager.decode_ms(1, 200) == pytest.approx(floor)
+    assert eager.prefill_ms(8) == pytest.approx(floor)
+    # ... but not when the GPU is slower than the host: a big batch, a long prompt, a slow GPU.
+    assert eager.decode_ms(512, 512 * 1000) == graphs.decode_ms(512, 512 * 1000) > floor
+    assert eager.prefill_ms(4096) == graphs.prefill_ms(4096)
+    a10g = (project_step_costs(s, _row("A10G"), "fp16", engine=e).decode_ms(1, 200) for e in ("graphs", "eager"))
+    assert len(set(a10g)) == 1
+    # tensor parallel: two more dispatched all-reduces a block, on every rank
+    ops, ops_tp = fixed + 32 * per_block, fixed + 32 * (per_block + 2)
+    assert eager_host_floor_ms(s, tp=2) == pytest.approx(floor * ops_tp / ops)
+    # CPUs: dispatch is already the launch term; no floor
+    cpu = project_step_costs(s, load_catalog().cpus["intel-icelake"], "fp16", engine="eager", cores=16)
+    assert cpu.host_floor_ms == 0.0
+    with pytest.raises(SpecError, match="engine"):
+        project_step_costs(s, _row("H100"), engine="compiled")

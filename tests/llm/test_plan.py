@@ -184,3 +184,17 @@ def test_cpu_instances_of_one_family_and_size_keep_their_own_kv_room(catalog: Ca
                            instances=[small.instance_type, big.instance_type])  # fmt: skip
     kv = {c.instance: c.kv_tokens for c in plan.candidates}
     assert kv[small.instance_type] < kv[big.instance_type]
+
+
+def test_an_eager_engine_plans_no_step_under_its_host_time(catalog: Catalog) -> None:
+    from rightsize.llm.costs import eager_host_floor_ms
+
+    shape = DecoderShape.from_zoo("llama-7b")
+    t = {"rate_per_s": 0.5, "tpot": {"percentile": 50, "bound_ms": 1000}}
+    graphs = plan_generative(shape, _target(**t), catalog, instances=["p5.4xlarge"]).recommendation
+    eager = plan_generative(shape, _target(**t, engine="eager"), catalog, instances=["p5.4xlarge"]).recommendation
+    assert graphs is not None and eager is not None
+    floor = eager_host_floor_ms(shape) * BAND
+    assert graphs.tpot_ms < floor <= eager.tpot_ms  # an H100 reads the weights faster than the host dispatches
+    with pytest.raises(ValueError, match="engine"):
+        _target(engine="compiled")

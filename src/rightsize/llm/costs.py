@@ -11,6 +11,14 @@ Model (ms):
 A fit leaves the floors at zero (plain polynomials). The roofline projection sets them so that the knee
 between the compute and the memory bound is a max, not a sum: prefill is compute-bound above its floor
 (the weights read once), decode is memory-bound above its floor (the GEMMs' FLOPs at large B).
+
+Engines. The roofline is that of an engine that replays a captured CUDA graph per step (vLLM since PR #1926,
+merged 2023-12-17; TGI by default since PR #1703, 2024-04-04; TensorRT-LLM; gpt-fast): a step costs what the
+GPU does. An eager engine (``engine="eager"``: rightsize's own generation server on a GPU, HF ``generate``, vLLM
+and TGI before those PRs) dispatches every operator from Python each step, and the GPU waits on the host when
+the host is slower: every iteration takes at least ``host_floor_ms`` = ops per step x the host time of one
+eagerly dispatched op (``host_us`` of the fitted GPU time model, calibration/projection_fit.json: fitted to
+published eager CNN and encoder results, none of them LLM rows).
 """
 
 from __future__ import annotations
@@ -31,11 +39,14 @@ from rightsize.llm.shape import DecoderShape
 from rightsize.plan.comm import PCIE_GBYTES_PER_S
 
 __all__ = [
+    "EAGER_OPS",
     "EFFICIENCIES",
+    "ENGINES",
     "DeviceNumbers",
     "Efficiencies",
     "StepCosts",
     "device_numbers",
+    "eager_host_floor_ms",
     "fit_step_costs",
     "project_step_costs",
 ]
@@ -56,6 +67,7 @@ class StepCosts:
     d2: float  # ms per context token (KV read)
     prefill_floor: Poly3 = (0.0, 0.0, 0.0)  # (a0, a1, a2): prefill_ms >= a0 + a1·T + a2·T²
     decode_floor: Poly3 = (0.0, 0.0, 0.0)  # (b0, b1, b2): decode_ms >= b0 + b1·B + b2·C
+    host_floor_ms: float = 0.0  # eager engines: no iteration is faster than the host dispatching it
     prefill_residual: float | None = None
     decode_residual: float | None = None
     source: str = ""
@@ -64,12 +76,16 @@ class StepCosts:
         """Prefill of one sequence of ``tokens`` prompt tokens, ms."""
         t = float(tokens)
         a0, a1, a2 = self.prefill_floor
-        return max(self.p0 + t * (self.p1 + t * self.p2), a0 + t * (a1 + t * a2))
+        return max(self.p0 + t * (self.p1 + t * self.p2), a0 + t * (a1 + t * a2), self.host_floor_ms)
 
     def decode_ms(self, seqs: float, context_tokens: float) -> float:
         """One decode step of ``seqs`` sequences whose context lengths sum to ``context_tokens``, ms."""
         b0, b1, b2 = self.decode_floor
-        return max(self.d0 + self.d1 * seqs + self.d2 * context_tokens, b0 + b1 * seqs + b2 * context_tokens)
+        return max(
+            self.d0 + self.d1 * seqs + self.d2 * context_tokens,
+            b0 + b1 * seqs + b2 * context_tokens,
+            self.host_floor_ms,
+        )
 
 
 # --- fitting measured iterations -----------------------------------------------------------------
@@ -157,6 +173,24 @@ EFFICIENCIES: dict[str, Efficiencies] = {
 }  # fmt: skip
 
 
+ENGINES = ("graphs", "eager")
+# Operators one decode step dispatches in rightsize's own engine (rightsize.llm.decoder.Decoder.decode, B slots
+# in a run), (fixed, per block): RoPE + gated-MLP blocks (Llama) and GPT-2 blocks. Counted with a
+# TorchDispatchMode, views left out; tests/llm/test_costs.py re-counts them on 2- and 4-block models.
+EAGER_OPS = {"rope": (9, 25), "gpt2": (11, 12)}
+EAGER_ALLREDUCES_PER_BLOCK = 2  # tensor parallel: one more dispatched op per Megatron all-reduce
+
+
+def eager_host_floor_ms(shape: DecoderShape, tp: int = 1, host_ghz: float = 3.0) -> float:
+    """Host time of one eager decode step of ``shape`` (module docstring), ms."""
+    from rightsize.estimate.projection import load_projection_model
+    from rightsize.estimate.timemodel import CLOCK_REF_GHZ
+
+    fixed, per_block = EAGER_OPS["gpt2" if shape.learned_positions else "rope"]
+    ops = fixed + shape.layers * (per_block + (EAGER_ALLREDUCES_PER_BLOCK if tp > 1 else 0))
+    return ops * load_projection_model().gpu.host_us * 1e-3 * CLOCK_REF_GHZ / host_ghz
+
+
 @dataclass(frozen=True)
 class DeviceNumbers:
     """One device's peaks for one precision, in SI units."""
@@ -240,13 +274,17 @@ def project_step_costs(
     tp: int = 1,
     efficiencies: Efficiencies | None = None,
     cores: int | None = None,
+    engine: str = "graphs",
 ) -> StepCosts:
     """Roofline StepCosts of ``shape`` on ``device`` split over ``tp`` devices (tensor parallel: FLOPs and
     bytes / tp, plus 2 all-reduces per block). Prefill is compute-bound with the weight read as its floor;
     decode is memory-bound (weights + KV) with the GEMMs' FLOPs as its floor; both pay a fixed launch
-    overhead of layers × kernels_per_layer × launch_us per iteration."""
+    overhead of layers × kernels_per_layer × launch_us per iteration. ``engine="eager"`` (GPUs) adds the
+    host floor of an engine without CUDA graphs (module docstring)."""
     if tp < 1:
         raise SpecError("tp", f"must be >= 1, got {tp}")
+    if engine not in ENGINES:
+        raise SpecError("engine", f"must be one of {', '.join(ENGINES)}, got {engine!r}")
     dev = device if isinstance(device, DeviceNumbers) else device_numbers(device, precision, cores)
     eff = efficiencies or EFFICIENCIES[dev.kind]
     ms_per_flop = 1e3 / (dev.peak_flops_per_s * eff.compute * tp)  # ms per FLOP, whole TP group
@@ -268,8 +306,10 @@ def project_step_costs(
     # (4·L·d FLOPs per kv_bytes_per_token read: heads / kv_heads FLOP per byte at fp16, far below any ridge).
     attn_c = max(kv_ms, 4.0 * shape.layers * shape.attn_width * ms_per_flop)
     decode_floor = (fixed, 2.0 * (n_mm + lm_head) * ms_per_flop + ar_token, attn_c)
+    eager = engine == "eager" and dev.kind == "gpu"  # on a CPU the dispatch is the work (launch_us above)
     return StepCosts(
         p0=p0, p1=p1, p2=attn, d0=fixed + weights_ms, d1=kv_ms + ar_token, d2=attn_c,
         prefill_floor=prefill_floor, decode_floor=decode_floor,
-        source=f"roofline: {dev.name} {precision} kv {kv_precision} tp={tp}",
+        host_floor_ms=eager_host_floor_ms(shape, tp) if eager else 0.0,
+        source=f"roofline: {dev.name} {precision} kv {kv_precision} tp={tp}" + (", eager engine" if eager else ""),
     )  # fmt: skip

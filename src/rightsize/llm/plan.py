@@ -10,7 +10,8 @@ For every catalog instance (CPU instances too, so the CPU-vs-GPU answer stays ho
    the KV capacity in tokens is what is left / (KV bytes per token / tp). A CPU replica gets the
    instance's RAM x CPU_RAM_FRACTION. A request whose prompt + output cannot fit is infeasible.
 2. **Step costs.** ``project_step_costs`` (roofline from the catalog: prefill compute-bound, decode
-   memory-bound, launch overhead, tensor-parallel all-reduces), each multiplied by ``BAND`` (its
+   memory-bound, launch overhead, tensor-parallel all-reduces; with ``engine: eager`` no GPU step is faster
+   than the host dispatching it), each multiplied by ``BAND`` (its
    pessimistic edge: the median |error| of benchmarks/llm_decode_vs_published.py) before it is judged.
 3. **Replicas.** The continuous-batching simulator (rightsize.llm.sim, the engine's policy) runs one
    replica at rate / R for the smallest R (doubling, then bisection) whose TTFT and TPOT percentiles meet
@@ -34,7 +35,7 @@ import numpy as np
 from rightsize.catalog.model import Catalog, Instance
 from rightsize.catalog.query import filter_instances
 from rightsize.errors import SpecError
-from rightsize.llm.costs import StepCosts, device_numbers, project_step_costs
+from rightsize.llm.costs import StepCosts, device_numbers, eager_host_floor_ms, project_step_costs
 from rightsize.llm.shape import DecoderShape
 from rightsize.llm.sim import LLMSimConfig, simulate_llm
 from rightsize.memory_budget import GIB, usable_gpu_bytes
@@ -43,8 +44,9 @@ from rightsize.spec.targets import GenerativeTarget, Lengths
 __all__ = ["BAND", "LLMCandidate", "LLMPlan", "plan_generative", "sample_lengths"]
 
 # Pessimistic edge of a projected step time: 1 + the median |error| of the projected decode speed against
-# published serving figures (benchmarks/llm_decode_vs_published.py, 2026-11-25: 24% over 23 rows).
-BAND = 1.24
+# published serving figures (benchmarks/llm_decode_vs_published.py, 2026-11-26: 22.7% over 23 rows, each
+# row projected with the engine it ran: CUDA graphs or eager).
+BAND = 1.23
 CUDA_CONTEXT_BYTES = 500 * 10**6  # as rightsize.estimate.memory.Overheads.context_bytes
 CPU_RAM_FRACTION = 0.85  # as the planner's CPU replica budget (docs/planning.md)
 CPU_RUNTIME_BYTES = 1 * GIB  # interpreter, torch and the server beside the weights
@@ -171,7 +173,7 @@ def _scaled(costs: StepCosts, f: float) -> StepCosts:
 
     return replace(costs, p0=costs.p0 * f, p1=costs.p1 * f, p2=costs.p2 * f, d0=costs.d0 * f, d1=costs.d1 * f,
                    d2=costs.d2 * f, prefill_floor=mul(costs.prefill_floor),
-                   decode_floor=mul(costs.decode_floor))  # fmt: skip
+                   decode_floor=mul(costs.decode_floor), host_floor_ms=costs.host_floor_ms * f)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -253,8 +255,12 @@ def plan_generative(
     per_replica: dict[tuple[Any, ...], tuple[int, _Level, int, str, StepCosts, LLMSimConfig] | str] = {}
     note = (
         f"{precision} weights {weights / GIB:.1f} GiB, KV {kv_token / 1024:.0f} KiB per token ({kv_precision}); "
-        f"step times projected (roofline) and judged at x{BAND:g}"
-    )
+        f"step times projected (roofline) and judged at x{BAND:g}; "
+        + ("GPU steps assume an engine that replays CUDA graphs (vLLM, TGI, TensorRT-LLM); `engine: eager` for one "
+           "that does not (rightsize serve on a GPU)" if target.engine == "graphs" else
+           f"eager engine: no GPU step under {eager_host_floor_ms(shape):.1f} ms of host dispatch (more with "
+           "tensor parallel)")
+    )  # fmt: skip
     plan = LLMPlan([], [], [note], prompts=prompts, outputs=outputs)
     for inst in rows:
         price = inst.price_usd_per_hour(purchase)
@@ -314,7 +320,7 @@ def _replica_result(
             link = catalog.links.get((inst.provider, inst.instance_type))
             if link is not None and link.gpu_gbytes_per_s > 0:
                 numbers = replace(numbers, link_bytes_per_s=link.gpu_gbytes_per_s * 1e9)
-            costs = project_step_costs(shape, numbers, precision, kv_precision, tp=tp)
+            costs = project_step_costs(shape, numbers, precision, kv_precision, tp=tp, engine=target.engine)
         except SpecError as e:  # e.g. no fp16 peak on this GPU: this option is out, not the plan
             return e.problem
     else:

@@ -191,6 +191,7 @@ def _run(
     max_queue = config.max_queue if config.max_queue is not None else n + 1
     d0, d1, d2 = costs.d0, costs.d1, costs.d2
     b0, b1, b2 = costs.decode_floor
+    host = costs.host_floor_ms  # eager engines: no step under the host's dispatch time
     prefill_ms = costs.prefill_ms
     noise: list[float] = []  # lognormal multipliers drawn ahead; noise[pos] is the next iteration's
     pos = 0
@@ -308,7 +309,7 @@ def _run(
             quiet = min(quiet, fits, 1 << 16)
         if quiet >= FAST_MIN_STEPS:
             c = ctx + batch * np.arange(quiet)  # (quiet,) Σ (c + 1) before each step
-            t_ms = np.maximum(d0 + d1 * batch + d2 * c, b0 + b1 * batch + b2 * c)
+            t_ms = np.maximum(np.maximum(d0 + d1 * batch + d2 * c, b0 + b1 * batch + b2 * c), host)
             if sigma > 0:
                 t_ms *= np.array(draw(quiet))
             e = now + np.cumsum(t_ms)  # (quiet,) end of each step
@@ -339,7 +340,7 @@ def _run(
                 if i in running:
                     free -= 1
         batch = len(running)  # >= 1: a lone sequence always finds a free block (too_long filter)
-        ms = max(d0 + d1 * batch + d2 * ctx, b0 + b1 * batch + b2 * ctx)
+        ms = max(d0 + d1 * batch + d2 * ctx, b0 + b1 * batch + b2 * ctx, host)
         if sigma > 0:
             ms *= draw(1)[0]
             pos += 1

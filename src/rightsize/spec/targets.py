@@ -147,6 +147,11 @@ class GenerativeTarget(_Strict):
     budget_usd_per_hour: float | None = Field(None, gt=0, le=1e9)
     max_replicas: int = Field(64, ge=1, le=10_000)
     max_seqs: int = Field(256, ge=1, le=65_536, description="most sequences one replica runs at once")
+    engine: Literal["graphs", "eager"] = Field(
+        "graphs",
+        description="graphs: the serving engine replays CUDA graphs (vLLM, TGI, TensorRT-LLM); eager: it dispatches "
+        "every operator each step (rightsize serve on a GPU, HF generate), so no step beats the host",
+    )
 
     @field_validator("prompt_tokens", "output_tokens", mode="before")
     @classmethod

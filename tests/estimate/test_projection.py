@@ -70,6 +70,12 @@ def test_every_catalog_device_gets_a_banded_curve() -> None:
 def test_cpu_layouts_cover_every_core_once() -> None:
     assert cpu_layouts(4) == [(4, 1), (2, 2), (1, 4)]
     assert (1, 96) in cpu_layouts(96) and (96, 1) in cpu_layouts(96)
+
+
+def test_no_cpu_worker_spans_two_sockets() -> None:
+    assert cpu_layouts(96, socket_cores=48) == [(96, 1), (48, 2), (24, 4), (12, 8), (6, 16), (2, 48)]
+    assert max(t for _, t in cpu_layouts(32, socket_cores=24)) == 16  # 2 sockets of 16 used cores
+    assert cpu_layouts(8, socket_cores=24) == cpu_layouts(8)  # one socket: every layout, all cores included
     curves = project_curves(LOCAL, CAT, MODEL, _work())
     c6i = [c for c in curves if c.instance == "c6i.4xlarge" and c.precision == "fp32"]  # 8 cores
     assert {(c.workers, c.threads) for c in c6i} == {(8, 1), (4, 2), (2, 4), (1, 8)}

@@ -103,10 +103,19 @@ def load_projection_model(directory: str | Path | None = None) -> ProjectionMode
     return ProjectionModel.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
-def cpu_layouts(cores: int) -> list[tuple[int, int]]:
-    """(workers, threads per worker) with workers × threads = cores: 1, 2, 4, 8, 16 threads and all cores."""
-    ts = sorted({t for t in (1, 2, 4, 8, 16) if t <= cores and cores % t == 0} | {cores})
-    return [(cores // t, t) for t in ts]
+def cpu_layouts(cores: int, socket_cores: int | None = None) -> list[tuple[int, int]]:
+    """(workers, threads per worker) with workers × threads = cores: 1, 2, 4, 8, 16 threads and all cores.
+
+    With ``socket_cores`` (the family's cores per socket) no worker spans two sockets: on a 2-socket host one
+    process on every core runs BERT-base 2.3-2.9x slower at 384-512 tokens than two one-socket processes
+    each doing half the work (docs/projection.md, the Cascade Lake rows), a cost the one-socket CPU model
+    does not have. A worker per socket replaces the all-core layout there."""
+    per_socket = cores
+    if socket_cores and cores > socket_cores:
+        sockets = math.ceil(cores / socket_cores)
+        per_socket = cores // sockets if cores % sockets == 0 else socket_cores
+    ts = sorted({t for t in (1, 2, 4, 8, 16) if t <= per_socket and cores % t == 0} | {per_socket})
+    return [(cores // t, t) for t in ts if cores % t == 0]
 
 
 def fallback_work(profile: Profile) -> WorkProfile | None:
@@ -269,7 +278,7 @@ def _project_cpu(
     batches = sorted(set(CPU_BATCHES) | local_b)
     out = []
     # Training runs one process on every core; serving and batch inference try every layout.
-    layouts = [(1, inst.cores)] if profile.mode == "training" else cpu_layouts(inst.cores)
+    layouts = [(1, inst.cores)] if profile.mode == "training" else cpu_layouts(inst.cores, target.cores_per_socket)
     for workers, threads in layouts:
         ts = [k * cpu_time_ms(work, b, target, threads, prec, model.cpu) for b in batches]
         out.append(

@@ -34,7 +34,7 @@ from scipy.optimize import nnls
 
 from rightsize.catalog.model import Accelerator, CpuFamily
 from rightsize.errors import SpecError
-from rightsize.estimate.timemodel import cpu_kernel_peak
+from rightsize.estimate.timemodel import CLOCK_REF_GHZ, cpu_kernel_peak
 from rightsize.llm.shape import DecoderShape
 from rightsize.plan.comm import PCIE_GBYTES_PER_S
 
@@ -183,12 +183,9 @@ EAGER_ALLREDUCES_PER_BLOCK = 2  # tensor parallel: one more dispatched op per Me
 
 def eager_host_floor_ms(shape: DecoderShape, tp: int = 1, host_ghz: float = 3.0) -> float:
     """Host time of one eager decode step of ``shape`` (module docstring), ms."""
-    from rightsize.estimate.projection import load_projection_model
-    from rightsize.estimate.timemodel import CLOCK_REF_GHZ
-
     fixed, per_block = EAGER_OPS["gpt2" if shape.learned_positions else "rope"]
     ops = fixed + shape.layers * (per_block + (EAGER_ALLREDUCES_PER_BLOCK if tp > 1 else 0))
-    return ops * load_projection_model().gpu.host_us * 1e-3 * CLOCK_REF_GHZ / host_ghz
+    return ops * _fitted("gpu", "host_us") * 1e-3 * CLOCK_REF_GHZ / host_ghz
 
 
 @dataclass(frozen=True)
@@ -211,10 +208,11 @@ def _compute_key(kind: str, precision: str) -> str:
 
 
 @functools.cache
-def _core_bw_gbps() -> float:
+def _fitted(device_class: str, name: str) -> float:
+    """One parameter of the shipped projection fit (calibration/projection_fit.json): ``gpu`` or ``cpu``."""
     from rightsize.estimate.projection import load_projection_model
 
-    return float(load_projection_model().cpu.core_bw_gbps)
+    return float(getattr(getattr(load_projection_model(), device_class), name))
 
 
 def device_numbers(
@@ -234,7 +232,7 @@ def device_numbers(
         name, kind, peak = device.name, "cpu", n * cpu_kernel_peak(device, key)  # eager int8: VNNI, not AMX
         # a slice of a socket pulls what its cores can: min(n x per-core bandwidth, socket), as the CPU time
         # model does (rightsize.estimate.timemodel; per-core figure fitted in projection_fit.json)
-        bw = min(n * _core_bw_gbps(), device.memory_bandwidth_gbps) * 1e9
+        bw = min(n * _fitted("cpu", "core_bw_gbps"), device.memory_bandwidth_gbps) * 1e9
     elif "bandwidth_gbps" in device:
         key = _compute_key("gpu", precision)
         name, kind, bw = str(device.get("name", "gpu")), "gpu", float(device["bandwidth_gbps"]) * 1e9

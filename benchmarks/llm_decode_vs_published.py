@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rs, skipped = rows()
     serving = [r for r in rs if r["software"].startswith(("vLLM", "TGI"))]
-    out = {"rows": rs, "skipped": skipped, "all": summary(rs), "vllm_tgi": summary(serving)}
+    by_engine = {e: summary([r for r in rs if r["engine"] == e]) for e in ("graphs", "eager")}
+    out = {"rows": rs, "skipped": skipped, "all": summary(rs), "vllm_tgi": summary(serving), "by_engine": by_engine}
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
@@ -164,7 +165,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['speed_ratio']:>8.2f} {r['error_pct']:>+6.0f}%{mark}")  # fmt: skip
     for s in skipped:
         print(f"left out: {s}")
-    for name, s in (("all rows", out["all"]), ("vLLM/TGI rows", out["vllm_tgi"])):
+    named = [("all rows", out["all"]), ("vLLM/TGI rows", out["vllm_tgi"])]
+    named += [(f"{e} engine rows (rightsize.llm.plan.BANDS)", by_engine[e]) for e in by_engine]
+    for name, s in named:
         if s["n"]:
             verdict = "PASS" if s["worst_abs_error_pct"] <= 100 * TARGET else "FAIL"
             print(f"{name}: n={s['n']} median |error| {s['median_abs_error_pct']:.0f}%, worst "

@@ -12,7 +12,7 @@ import pytest
 from rightsize.catalog import load_catalog
 from rightsize.catalog.model import Catalog
 from rightsize.errors import SpecError
-from rightsize.llm.plan import BAND, plan_generative, sample_lengths
+from rightsize.llm.plan import BANDS, plan_generative, sample_lengths
 from rightsize.llm.shape import DecoderShape
 from rightsize.spec.targets import GenerativeTarget, Lengths
 
@@ -71,7 +71,7 @@ def test_more_load_needs_more_replicas_and_costs_more(catalog: Catalog) -> None:
     hi = plan_generative(shape, _target(rate_per_s=8.0), catalog, instances=["g5.xlarge"]).recommendation
     assert lo is not None and hi is not None
     assert hi.replicas > lo.replicas and hi.usd_per_hour > lo.usd_per_hour
-    assert BAND > 1.0  # judged at the band's slow edge
+    assert min(BANDS.values()) > 1.0  # judged at the band's slow edge
 
 
 def test_lengths_fixed_uniform_and_csv(tmp_path: Path) -> None:
@@ -149,7 +149,7 @@ def test_one_request_alone_is_judged_on_an_idle_replica_whatever_the_rate(catalo
     got = float(re.search(r"TTFT p95 (\d+) ms", reason).group(1))  # type: ignore[union-attr]
     inst = next(i for i in catalog.instances if i.instance_type == "c6i.16xlarge")
     prefill = project_step_costs(shape, catalog.cpus[inst.cpu_family], "fp16", cores=inst.cores).prefill_ms(256)
-    assert got == pytest.approx(BAND * prefill, rel=0.01)  # no queueing behind other requests
+    assert got == pytest.approx(BANDS["cpu"] * prefill, rel=0.01)  # no queueing behind other requests
 
 
 def test_energy_per_million_tokens_is_the_fleets_power_over_the_tokens(catalog: Catalog) -> None:
@@ -194,7 +194,25 @@ def test_an_eager_engine_plans_no_step_under_its_host_time(catalog: Catalog) -> 
     graphs = plan_generative(shape, _target(**t), catalog, instances=["p5.4xlarge"]).recommendation
     eager = plan_generative(shape, _target(**t, engine="eager"), catalog, instances=["p5.4xlarge"]).recommendation
     assert graphs is not None and eager is not None
-    floor = eager_host_floor_ms(shape) * BAND
+    floor = eager_host_floor_ms(shape) * BANDS["eager"]
     assert graphs.tpot_ms < floor <= eager.tpot_ms  # an H100 reads the weights faster than the host dispatches
     with pytest.raises(ValueError, match="engine"):
         _target(engine="compiled")
+
+
+def test_the_bands_are_the_published_decode_error_of_each_engine() -> None:
+    """BANDS = 1 + the median |error| of benchmarks/llm_decode_vs_published.py, per engine and over all rows."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "llm_decode_vs_published.py"
+    spec = importlib.util.spec_from_file_location("llm_decode_under_test", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench
+    spec.loader.exec_module(bench)
+    rows, _ = bench.rows()
+    for engine in ("graphs", "eager"):
+        got = bench.summary([r for r in rows if r["engine"] == engine])["median_abs_error_pct"]
+        assert BANDS[engine] == pytest.approx(1 + got / 100, abs=0.005)
+    assert BANDS["cpu"] == pytest.approx(1 + bench.summary(rows)["median_abs_error_pct"] / 100, abs=0.005)

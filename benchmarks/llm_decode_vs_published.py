@@ -1,4 +1,4 @@
-"""Projected decode speed of 7-8B decoders on GPUs we do not have, against published serving figures.
+"""Projected decode speed of decoders (7-8B; GPT-2 and OPT-1.3B) on GPUs we do not have, against published figures.
 
     .venv/bin/python benchmarks/llm_decode_vs_published.py          # table + verdict (a second, no torch)
     .venv/bin/python benchmarks/llm_decode_vs_published.py --json
@@ -14,10 +14,11 @@ precision and tensor-parallel degree, then the row's own quantity:
 - ``output_tok_per_s`` at concurrency B with I input and O output tokens: a static batch, B prefills then O
   decode steps, B x O / (B x prefill(I) + sum_k decode(B, B x (I + k))); ``_per_gpu`` divides by TP
 
-Engine: rows from an engine release that predates CUDA graphs in that engine (vLLM before PR #1926, merged
-2023-12-17; TGI before PR #1703 made them the default, 2024-04-04; judged by the row's source date) are
-projected with ``engine="eager"``: every step at least the host time of dispatching it (``costs`` module
-docstring). The others replay graphs (TensorRT-LLM, gpt-fast's torch.compile ``reduce-overhead``, later vLLM).
+Engine: rows whose software says ``eager`` (run without CUDA graphs) and rows from an engine release that predates
+CUDA graphs in that engine (vLLM before PR #1926, merged 2023-12-17; TGI before PR #1703 made them the default,
+2024-04-04; judged by the row's source date) are projected with ``engine="eager"``: every step at least the host
+time of dispatching it (``costs`` module docstring). The others replay graphs (TensorRT-LLM, gpt-fast's
+torch.compile ``reduce-overhead``, later vLLM).
 
 Rows with a precision the catalog has no peak for (FP8) are listed and left out. Rows without lengths use
 128 in / 128 out and are marked ``assumed``. The issue's target (within 25% of public vLLM/TGI figures at
@@ -49,8 +50,22 @@ _SHAPES: dict[str, dict[str, int]] = {
                    "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000},
 }  # fmt: skip
 _SHAPES["llama-3.1-8b"] = _SHAPES["llama-3-8b"]
-_ZOO = {"llama-2-7b": "llama-7b", "llama-2-13b": "llama-13b"}
-_DEVICES = {"A100-80GB (330 W power limit)": "A100-80GB", "A100": "A100-80GB", "H100": "H100", "H100-80GB": "H100"}
+# OPT-1.3B (https://huggingface.co/facebook/opt-1.3b/blob/main/config.json, read 2026-11-26: hidden_size 2048,
+# ffn_dim 8192, 24 layers, 32 heads, vocab 50272, 2048 learned positions): GPT-2's block (pre-LN, biases, plain MLP,
+# learned positions), so GPT-2 naming.
+_GPT2_LIKE: dict[str, dict[str, int]] = {
+    "opt-1.3b": {
+        "n_layer": 24,
+        "n_embd": 2048,
+        "n_head": 32,
+        "n_inner": 8192,
+        "vocab_size": 50272,
+        "n_positions": 2048,
+    },
+}
+_ZOO = {"llama-2-7b": "llama-7b", "llama-2-13b": "llama-13b", "gpt2": "gpt2"}
+_DEVICES = {"A100-80GB (330 W power limit)": "A100-80GB", "A100": "A100-80GB", "H100": "H100", "H100-80GB": "H100",
+            "H200": "H200"}  # fmt: skip
 _DEFAULT_LEN = 128
 TARGET = 0.25
 # (software prefix, first date its CUDA graphs were on): https://github.com/vllm-project/vllm/pull/1926 (merged
@@ -60,7 +75,9 @@ _GRAPHS_SINCE = (("vLLM", "2023-12-17"), ("TGI", "2024-04-04"))
 
 
 def engine_of(row: dict[str, str]) -> str:
-    """'eager' when the row's engine release predates CUDA graphs in that engine, else 'graphs'."""
+    """'eager' when the row says so or its engine release predates CUDA graphs in that engine, else 'graphs'."""
+    if "eager" in row["software"]:
+        return "eager"
     for prefix, since in _GRAPHS_SINCE:
         if row["software"].startswith(prefix) and row["source_date"] < since:
             return "eager"
@@ -72,6 +89,8 @@ def shape_of(model: str) -> DecoderShape | None:
         return DecoderShape.from_zoo(_ZOO[model])
     if model in _SHAPES:
         return DecoderShape.from_hf_config({**_SHAPES[model], "model_type": "llama"})
+    if model in _GPT2_LIKE:
+        return DecoderShape.from_hf_config(_GPT2_LIKE[model])
     return None
 
 
@@ -131,7 +150,8 @@ def rows() -> tuple[list[dict[str, Any]], list[str]]:
         # a time (ms/token) and a rate compare the same way: ratio of projected speed to published speed
         ratio = pub / got if row["metric"].startswith("tpot") else got / pub
         out.append({
-            "id": row["id"], "software": row["software"], "engine": engine, "device": dev.name, "tp": tp,
+            "id": row["id"], "model": row["model"], "software": row["software"], "engine": engine, "device": dev.name,
+            "tp": tp,
             "metric": row["metric"],
             "published": pub, "projected": round(got, 2), "speed_ratio": round(ratio, 3),
             "error_pct": round(100 * (ratio - 1), 1), "assumed_lengths": assumed, "source": row["source_url"],
@@ -154,7 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     rs, skipped = rows()
     serving = [r for r in rs if r["software"].startswith(("vLLM", "TGI"))]
     by_engine = {e: summary([r for r in rs if r["engine"] == e]) for e in ("graphs", "eager")}
-    out = {"rows": rs, "skipped": skipped, "all": summary(rs), "vllm_tgi": summary(serving), "by_engine": by_engine}
+    big = [r for r in rs if r["model"] not in _GPT2_LIKE and r["model"] != "gpt2"]  # the issue's 7B target
+    big_serving = [r for r in big if r["software"].startswith(("vLLM", "TGI"))]
+    out = {"rows": rs, "skipped": skipped, "all": summary(rs), "vllm_tgi": summary(serving), "by_engine": by_engine,
+           "7_8b": summary(big), "7_8b_vllm_tgi": summary(big_serving)}  # fmt: skip
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
@@ -165,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['speed_ratio']:>8.2f} {r['error_pct']:>+6.0f}%{mark}")  # fmt: skip
     for s in skipped:
         print(f"left out: {s}")
-    named = [("all rows", out["all"]), ("vLLM/TGI rows", out["vllm_tgi"])]
+    named = [("all rows", out["all"]), ("vLLM/TGI rows", out["vllm_tgi"]), ("7-8B rows", out["7_8b"]),
+             ("7-8B vLLM/TGI rows", out["7_8b_vllm_tgi"])]  # fmt: skip
     named += [(f"{e} engine rows (rightsize.llm.plan.BANDS)", by_engine[e]) for e in by_engine]
     for name, s in named:
         if s["n"]:

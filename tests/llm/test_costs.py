@@ -210,3 +210,27 @@ def test_an_eager_engine_floors_every_step_at_its_host_time() -> None:
     assert cpu.host_floor_ms == 0.0
     with pytest.raises(SpecError, match="engine"):
         project_step_costs(s, _row("H100"), engine="compiled")
+
+
+def test_a_cpu_gemm_over_few_rows_runs_below_peak_as_the_cpu_time_model_says() -> None:
+    """CPU step costs use the fitted CPU GEMM rule (efficiency gemm · I / (I + intensity_half), I = 2 rows / bytes
+    per weight): a decode step's compute line is 2 · params · (B + R_half) at the GEMM rate, so batch 8 costs
+    far more than 8 / 1 of the weight read, and prefill of many tokens runs near the fitted GEMM rate."""
+    from rightsize.estimate.projection import load_projection_model
+
+    fit = load_projection_model().cpu
+    s = DecoderShape.from_zoo("gpt2")
+    fam = load_catalog().cpus["amd-turin"]
+    costs = project_step_costs(s, fam, "fp32", "fp32", cores=1)
+    dev = device_numbers(fam, "fp32", cores=1)
+    r_half = fit.intensity_half * 4 / 2  # fp32 weights: 4 bytes
+    flops_b = 2.0 * (s.block_matmul_params() + s.hidden * s.vocab)
+    for b in (8, 64):
+        gemm_ms = flops_b * (b + r_half) / (dev.peak_flops_per_s * fit.gemm) * 1e3
+        assert costs.decode_ms(b, 0) >= gemm_ms * 0.999
+    rate = dev.peak_flops_per_s * fit.gemm / 1e3  # FLOP per ms
+    lm_head = s.hidden * s.vocab
+    gemm_ms = (2.0 * s.block_matmul_params() * (512 + r_half) + 2.0 * lm_head * (1 + r_half)) / rate
+    assert gemm_ms <= costs.prefill_ms(512) < 1.3 * gemm_ms  # near the fitted GEMM rate, not at half of peak
+    gpu = project_step_costs(s, _row("H100"), "fp16")  # GPUs keep the flat compute efficiency: no R_half
+    assert gpu.decode_floor[0] < 1.0

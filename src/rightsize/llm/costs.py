@@ -35,7 +35,7 @@ from scipy.optimize import nnls
 from rightsize.catalog.model import Accelerator, CpuFamily
 from rightsize.errors import SpecError
 from rightsize.estimate.timemodel import CLOCK_REF_GHZ, cpu_kernel_peak
-from rightsize.llm.shape import DecoderShape
+from rightsize.llm.shape import WEIGHT_BYTES, DecoderShape
 from rightsize.plan.comm import PCIE_GBYTES_PER_S
 
 __all__ = [
@@ -294,16 +294,28 @@ def project_step_costs(
     weights_ms = shape.weight_bytes_read(precision) * ms_per_byte
     kv_ms = shape.kv_bytes_per_token(kv_precision) * ms_per_byte  # ms to write or read one token of KV
     n_mm, lm_head = shape.block_matmul_params(), shape.hidden * shape.vocab
+    # GEMM time of R rows (tokens or sequences) through a weight matrix: 2·params·(R + R_half) at the GEMM rate.
+    # GPUs: the flat compute efficiency, R_half = 0. CPUs: the CPU time model's GEMM rule, fitted to published
+    # CPU results (calibration/projection_fit.json): efficiency gemm · I / (I + intensity_half), I = 2R / bytes per
+    # weight in the compute dtype (FLOP per byte), so a CPU GEMM over few rows runs far below peak
+    # (rightsize.estimate.timemodel).
+    gemm_ms_per_flop, r_half = ms_per_flop, 0.0
+    if dev.kind == "cpu":
+        gemm_ms_per_flop = 1e3 / (dev.peak_flops_per_s * _fitted("cpu", "gemm") * tp)
+        r_half = _fitted("cpu", "intensity_half") * WEIGHT_BYTES[_compute_key("cpu", precision)] / 2.0
     # Prefill of T tokens (shape.prefill_flops): 2·h·V (LM head, last token) + 2·N_mm·T + 2·L·d·T² FLOPs;
     # memory floor: the weights once + T tokens of KV written.
     attn = 2.0 * shape.layers * shape.attn_width * ms_per_flop  # ms per T²
-    p0, p1 = fixed + 2.0 * lm_head * ms_per_flop, 2.0 * n_mm * ms_per_flop + ar_token
+    p0 = fixed + 2.0 * (lm_head * (1.0 + r_half) + n_mm * r_half) * gemm_ms_per_flop
+    p1 = 2.0 * n_mm * gemm_ms_per_flop + ar_token
     prefill_floor = (fixed + weights_ms, kv_ms + ar_token, attn)
     # Decode of B sequences over C context tokens (shape.decode_bytes / decode_flops): memory line
-    # W + kv·(C + B) bytes; compute floor 2·(N_mm + h·V)·B FLOPs, attention memory-bound in both
-    # (4·L·d FLOPs per kv_bytes_per_token read: heads / kv_heads FLOP per byte at fp16, far below any ridge).
+    # W + kv·(C + B) bytes; compute floor 2·(N_mm + h·V)·(B + R_half) FLOPs at the GEMM rate, attention
+    # memory-bound in both (4·L·d FLOPs per kv_bytes_per_token read: heads / kv_heads FLOP per byte at fp16,
+    # far below any ridge).
     attn_c = max(kv_ms, 4.0 * shape.layers * shape.attn_width * ms_per_flop)
-    decode_floor = (fixed, 2.0 * (n_mm + lm_head) * ms_per_flop + ar_token, attn_c)
+    gemm_b = 2.0 * (n_mm + lm_head) * gemm_ms_per_flop
+    decode_floor = (fixed + gemm_b * r_half, gemm_b + ar_token, attn_c)
     eager = engine == "eager" and dev.kind == "gpu"  # on a CPU the dispatch is the work (launch_us above)
     return StepCosts(
         p0=p0, p1=p1, p2=attn, d0=fixed + weights_ms, d1=kv_ms + ar_token, d2=attn_c,

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -32,3 +36,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     return tmp_path / "store.sqlite"
+
+
+def _load_benchmark(name: str) -> ModuleType:
+    """``benchmarks/<name>.py`` as a module (once per session): the benchmarks are scripts, not a package."""
+    key = f"{name}_benchmark_under_test"
+    if key in sys.modules:
+        return sys.modules[key]
+    spec = importlib.util.spec_from_file_location(
+        key, Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[key] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def load_benchmark() -> Callable[[str], ModuleType]:
+    return _load_benchmark

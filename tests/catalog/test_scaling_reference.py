@@ -4,30 +4,14 @@ all-reduce benchmark (benchmarks/comm_scaling.py) computes a modelled efficiency
 from __future__ import annotations
 
 import csv
-import importlib.util
 import io
 import math
 import re
-import sys
+from collections.abc import Callable
 from importlib import resources
-from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _bench() -> ModuleType:
-    name = "comm_scaling_under_test"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / "comm_scaling.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
 
 
 def _raw() -> list[dict[str, str]]:
@@ -35,8 +19,10 @@ def _raw() -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
-def test_every_row_parses_with_an_https_source_a_date_and_a_quoted_note() -> None:
-    bench, raw = _bench(), _raw()
+def test_every_row_parses_with_an_https_source_a_date_and_a_quoted_note(
+    load_benchmark: Callable[[str], ModuleType],
+) -> None:
+    bench, raw = load_benchmark("comm_scaling"), _raw()
     assert len(raw) >= 8
     ids = [r["id"] for r in raw]
     assert len(ids) == len(set(ids))
@@ -52,16 +38,18 @@ def test_every_row_parses_with_an_https_source_a_date_and_a_quoted_note() -> Non
             assert row.network_gbps > 0 and r["network"].strip(), row.id
 
 
-def test_rows_cover_resnet50_and_bert_on_one_node_of_8_and_on_2_to_4_nodes() -> None:
-    rows = _bench().load_rows()
+def test_rows_cover_resnet50_and_bert_on_one_node_of_8_and_on_2_to_4_nodes(
+    load_benchmark: Callable[[str], ModuleType],
+) -> None:
+    rows = load_benchmark("comm_scaling").load_rows()
     for model in ("resnet50", "bert-base"):
         mine = [r for r in rows if r.model == model]
         assert any(r.nodes == 1 and r.gpus_per_node == 8 for r in mine), model
         assert any(2 <= r.nodes <= 4 for r in mine), model
 
 
-def test_the_benchmark_row_function_computes_for_every_row() -> None:
-    bench = _bench()
+def test_the_benchmark_row_function_computes_for_every_row(load_benchmark: Callable[[str], ModuleType]) -> None:
+    bench = load_benchmark("comm_scaling")
     for row in bench.load_rows():
         c = bench.compare_row(row)
         assert c.micro_ms > 0 and c.compute_ms >= c.micro_ms, row.id
@@ -72,8 +60,10 @@ def test_the_benchmark_row_function_computes_for_every_row() -> None:
         assert isinstance(bench.why(c), str)
 
 
-def test_a_row_without_its_own_single_gpu_rate_uses_a_published_single_gpu_row() -> None:
-    bench = _bench()
+def test_a_row_without_its_own_single_gpu_rate_uses_a_published_single_gpu_row(
+    load_benchmark: Callable[[str], ModuleType],
+) -> None:
+    bench = load_benchmark("comm_scaling")
     ref = "lambda-v100-16gb-resnet50-fp32"
     text = (resources.files("rightsize.catalog") / "data" / "reference" / "published.csv").read_text(encoding="utf-8")
     rate = next(float(r["value"]) for r in csv.DictReader(io.StringIO(text)) if r["id"] == ref)
@@ -83,8 +73,8 @@ def test_a_row_without_its_own_single_gpu_rate_uses_a_published_single_gpu_row()
     assert c.micro_ms == pytest.approx(int(raw["per_gpu_batch"]) / rate * 1e3)
 
 
-def test_a_broken_row_is_named() -> None:
-    bench = _bench()
+def test_a_broken_row_is_named(load_benchmark: Callable[[str], ModuleType]) -> None:
+    bench = load_benchmark("comm_scaling")
     raw = dict(_raw()[0], id="broken", gpu1_per_s="", gpu1_ref="")
     with pytest.raises(ValueError, match="broken"):
         bench.parse_row(raw)

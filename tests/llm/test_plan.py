@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -200,17 +202,9 @@ def test_an_eager_engine_plans_no_step_under_its_host_time(catalog: Catalog) -> 
         _target(engine="compiled")
 
 
-def test_the_bands_are_the_published_decode_error_of_each_engine() -> None:
+def test_the_bands_are_the_published_decode_error_of_each_engine(load_benchmark: Callable[[str], ModuleType]) -> None:
     """BANDS = 1 + the median |error| of benchmarks/llm_decode_vs_published.py, per engine and over all rows."""
-    import importlib.util
-    import sys
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "llm_decode_vs_published.py"
-    spec = importlib.util.spec_from_file_location("llm_decode_under_test", path)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("llm_decode_vs_published")
     rows, _ = bench.rows()
     for engine in ("graphs", "eager"):
         got = bench.summary([r for r in rows if r["engine"] == engine])["median_abs_error_pct"]

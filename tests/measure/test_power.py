@@ -3,14 +3,12 @@ reasons a machine has none, and a bench that records the watts its counter saw."
 
 from __future__ import annotations
 
-import importlib.util
 import multiprocessing as mp
 import os
-import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from types import ModuleType
 
 import pytest
 
@@ -123,20 +121,8 @@ def test_bench_records_the_watts_its_counter_saw(ten_watts: None) -> None:
     assert m.extra["energy_j_per_sample"] == pytest.approx(m.extra["power_w"] * per_sample_s, rel=0.01)
 
 
-def _energy_benchmark() -> Any:
-    name = "energy_benchmark_under_test"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[2] / "benchmarks" / "energy.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_energy_benchmark_checks_stored_measured_power_against_the_model(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], load_benchmark: Callable[[str], ModuleType]
 ) -> None:
     from rightsize.catalog import load_catalog
     from rightsize.profile import Environment, Latency, Measurement
@@ -163,7 +149,7 @@ def test_energy_benchmark_checks_stored_measured_power_against_the_model(
             db.add_measurements(run, [m])
         return path
 
-    bench = _energy_benchmark()
+    bench = load_benchmark("energy")
     assert bench.measured_vs_modelled(stored(modelled * 1.1)) == 0
     assert "median |error| 9%" in capsys.readouterr().out
     assert bench.measured_vs_modelled(stored(modelled * 2.0)) == 1  # the model 50% low: the target misses

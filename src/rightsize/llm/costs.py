@@ -27,16 +27,17 @@ import functools
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 from scipy.optimize import nnls
 
 from rightsize.catalog.model import Accelerator, CpuFamily
 from rightsize.errors import SpecError
-from rightsize.estimate.timemodel import CLOCK_REF_GHZ, cpu_kernel_peak
+from rightsize.estimate.timemodel import cpu_kernel_peak
 from rightsize.llm.shape import WEIGHT_BYTES, DecoderShape
 from rightsize.plan.comm import PCIE_GBYTES_PER_S
+from rightsize.spec.targets import ServingEngine
 
 __all__ = [
     "EAGER_OPS",
@@ -173,7 +174,7 @@ EFFICIENCIES: dict[str, Efficiencies] = {
 }  # fmt: skip
 
 
-ENGINES = ("graphs", "eager")
+ENGINES = get_args(ServingEngine)
 # Operators one decode step dispatches in rightsize's own engine (rightsize.llm.decoder.Decoder.decode, B slots
 # in a run), (fixed, per block): RoPE + gated-MLP blocks (Llama) and GPT-2 blocks. Counted with a
 # TorchDispatchMode, views left out; tests/llm/test_costs.py re-counts them on 2- and 4-block models.
@@ -181,11 +182,12 @@ EAGER_OPS = {"rope": (9, 25), "gpt2": (11, 12)}
 EAGER_ALLREDUCES_PER_BLOCK = 2  # tensor parallel: one more dispatched op per Megatron all-reduce
 
 
-def eager_host_floor_ms(shape: DecoderShape, tp: int = 1, host_ghz: float = 3.0) -> float:
-    """Host time of one eager decode step of ``shape`` (module docstring), ms."""
+def eager_host_floor_ms(shape: DecoderShape, tp: int = 1) -> float:
+    """Host time of one eager decode step of ``shape`` (module docstring) on a host at the time model's reference
+    clock (``host_us`` is stated for it), ms."""
     fixed, per_block = EAGER_OPS["gpt2" if shape.learned_positions else "rope"]
     ops = fixed + shape.layers * (per_block + (EAGER_ALLREDUCES_PER_BLOCK if tp > 1 else 0))
-    return ops * _fitted("gpu", "host_us") * 1e-3 * CLOCK_REF_GHZ / host_ghz
+    return ops * _fitted("gpu", "host_us") * 1e-3
 
 
 @dataclass(frozen=True)

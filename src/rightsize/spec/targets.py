@@ -132,6 +132,7 @@ def _lengths(v: object) -> object:
 
 
 WeightPrecision = Literal["fp16", "bf16", "int8", "int4"]
+ServingEngine = Literal["graphs", "eager"]  # rightsize.llm.costs: CUDA-graph replay, or eager dispatch per op
 
 
 class GenerativeTarget(_Strict):
@@ -147,7 +148,7 @@ class GenerativeTarget(_Strict):
     budget_usd_per_hour: float | None = Field(None, gt=0, le=1e9)
     max_replicas: int = Field(64, ge=1, le=10_000)
     max_seqs: int = Field(256, ge=1, le=65_536, description="most sequences one replica runs at once")
-    engine: Literal["graphs", "eager"] = Field(
+    engine: ServingEngine = Field(
         "graphs",
         description="graphs: the serving engine replays CUDA graphs (vLLM, TGI, TensorRT-LLM); eager: it dispatches "
         "every operator each step (rightsize serve on a GPU, HF generate), so no step beats the host",

@@ -114,7 +114,7 @@ def cpu_layouts(cores: int, socket_cores: int | None = None) -> list[tuple[int, 
     if socket_cores and cores > socket_cores:
         sockets = math.ceil(cores / socket_cores)
         per_socket = cores // sockets if cores % sockets == 0 else socket_cores
-    ts = sorted({t for t in (1, 2, 4, 8, 16) if t <= per_socket and cores % t == 0} | {per_socket})
+    ts = sorted({t for t in (1, 2, 4, 8, 16) if t <= per_socket} | {per_socket})
     return [(cores // t, t) for t in ts if cores % t == 0]
 
 

@@ -72,10 +72,17 @@ def _gpus() -> list[dict[str, Any]]:
     return out
 
 
+def nvidia_driver_version(text: str) -> str | None:
+    """The driver version in ``/proc/driver/nvidia/version``'s first line, proprietary ("NVIDIA UNIX x86_64 Kernel
+    Module  580.159.04  ...") or open ("NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  ...")."""
+    m = re.search(r"Kernel Module.*?\s(\d+\.\d+(?:\.\d+)?)\b", text)
+    return m.group(1) if m else None
+
+
 def _nvidia_driver() -> str | None:
     try:
-        return Path("/proc/driver/nvidia/version").read_text().split("Kernel Module")[1].split()[0]
-    except (OSError, IndexError):
+        return nvidia_driver_version(Path("/proc/driver/nvidia/version").read_text())
+    except OSError:
         return None
 
 

@@ -12,6 +12,7 @@ from rightsize.estimate.timemodel import (
     cpu_kernel_peak,
     cpu_time_ms,
     gpu_time_ms,
+    gpu_time_parts_ms,
     same_kernel_path,
 )
 from rightsize.profile import WorkProfile
@@ -114,3 +115,27 @@ def test_small_element_wise_ops_stay_on_one_thread() -> None:
     assert cpu_time_ms(small, 1, icl, 16, "fp32", CP) == pytest.approx(cpu_time_ms(small, 1, icl, 1, "fp32", CP))
     # ... above it the op splits and pulls more bandwidth
     assert cpu_time_ms(big, 1, icl, 16, "fp32", CP) < 0.5 * cpu_time_ms(big, 1, icl, 1, "fp32", CP)
+
+
+def _convnet() -> WorkProfile:
+    """Convolutions only (a ResNet-like batch: compute-bound at large batches)."""
+    ops = (("conv", 50, 80e6, 160e6, 1e5, 2e5), ("memory", 50, 0.0, 0.0, 1e5, 2e5))
+    return WorkProfile("cnn", "inference", {"image_size": 224}, False, ops, 25_000_000, 160)
+
+
+def test_fp32_convolutions_run_on_tf32_tensor_cores_as_pytorch_defaults_do() -> None:
+    # torch.backends.cudnn.allow_tf32 is True by default, cuda.matmul.allow_tf32 False: on an A100 an fp32 conv net
+    # runs at the TF32 rate, an fp32 transformer's matmuls at the fp32 rate.
+    a100 = CAT.accelerators["A100-40GB"]
+    cnn, enc = _convnet(), _encoder()
+    assert gpu_time_ms(cnn, 256, a100, "fp32", GP) == pytest.approx(gpu_time_ms(cnn, 256, a100, "tf32", GP))
+    assert gpu_time_ms(enc, 256, a100, "fp32", GP) > 2 * gpu_time_ms(enc, 256, a100, "tf32", GP)
+
+
+def test_device_and_host_parts_make_the_batch_time() -> None:
+    work, h100 = _encoder(), CAT.accelerators["H100"]
+    for batch in (1, 256):
+        dev, host = gpu_time_parts_ms(work, batch, h100, "fp16", GP)
+        assert max(dev, host) == gpu_time_ms(work, batch, h100, "fp16", GP)
+    dev1, host1 = gpu_time_parts_ms(work, 1, h100, "fp16", GP)
+    assert dev1 < host1  # batch 1: the GPU waits for the host (the energy model's busy share is dev / host)

@@ -38,6 +38,7 @@ __all__ = [
     "cpu_kernel_peak",
     "cpu_time_ms",
     "gpu_time_ms",
+    "gpu_time_parts_ms",
     "precision_bytes",
     "same_kernel_path",
 ]
@@ -137,9 +138,17 @@ def gpu_time_ms(
     work: WorkProfile, batch: float, acc: Accelerator, precision: str, params: GpuParams, host_ghz: float = 3.0
 ) -> float:
     """Median time of one batch (training: one optimizer step) on one GPU, milliseconds."""
+    return max(gpu_time_parts_ms(work, batch, acc, precision, params, host_ghz))
+
+
+def gpu_time_parts_ms(
+    work: WorkProfile, batch: float, acc: Accelerator, precision: str, params: GpuParams, host_ghz: float = 3.0
+) -> tuple[float, float]:
+    """(device, host) milliseconds of one batch on one GPU: the batch takes the larger, and the GPU is busy for
+    the device part only (the share the energy model's utilization stands for)."""
     peak = acc.peak_flops_per_s(precision)
     if peak <= 0:
-        return math.inf
+        return math.inf, math.inf
     size = (peak / 100e12) ** -params.peak_exponent
     bw = acc.bandwidth_gbps * 1e9 * params.eff_memory
     kernel_s = params.kernel_us * 1e-6
@@ -147,11 +156,22 @@ def gpu_time_ms(
     # FP32 math on a dual-issue part (GA10x, Ada) issues at half the datasheet rate: one of its two FP32
     # lanes per partition is shared with INT32 (NVIDIA GA102 whitepaper); tensor-core precisions are unaffected.
     math_peak = peak / 2 if precision == "fp32" and acc.fp32_dual_issue else peak
+    conv_prec, conv_peak, conv_size = precision, math_peak, size
+    if precision == "fp32" and acc.peak_flops_per_s("tf32") > peak:
+        # PyTorch's defaults: torch.backends.cudnn.allow_tf32 = True, cuda.matmul.allow_tf32 = False. An fp32 model
+        # runs its convolutions on TF32 tensor cores (Ampere and later), its matmuls in fp32 (seen on an H100 and
+        # an H200: ResNet-50 batch 256 ran 2.0-2.2x faster than the fp32 rate allows; benchmarks/gpu_vs_device.py).
+        conv_prec, conv_peak = "tf32", acc.peak_flops_per_s("tf32")
+        conv_size = (conv_peak / 100e12) ** -params.peak_exponent
     for cls, n, f, b in work.at(batch):
         if cls == "host":
             continue
         t_mem = b * precision_bytes(precision, cls) / bw
-        t_cmp = f / (math_peak * min(1.0, params.eff(cls, precision) * size)) if f > 0 and cls != "memory" else 0.0
+        t_cmp = 0.0
+        if f > 0 and cls == "conv":
+            t_cmp = f / (conv_peak * min(1.0, params.eff(cls, conv_prec) * conv_size))
+        elif f > 0 and cls != "memory":
+            t_cmp = f / (math_peak * min(1.0, params.eff(cls, precision) * size))
         t_dev += n * (max(t_cmp, t_mem) + kernel_s)
     host_us = params.host_us_training if work.mode == "training" else params.host_us
     n_ops = work.n_ops() + (params.host_conv - 1.0) * work.n_ops("conv")
@@ -164,7 +184,7 @@ def gpu_time_ms(
             t_dev += work.n_params * 6.0 / bw + casts * kernel_s
             n_ops += casts
     t_host = n_ops * host_us * 1e-6 * CLOCK_REF_GHZ / host_ghz
-    return max(t_dev, t_host) * 1e3
+    return t_dev * 1e3, t_host * 1e3
 
 
 # The op classes CPU int8 (dynamic quantization) runs in int8; the rest run fp32.

@@ -1,0 +1,143 @@
+"""The GPU projection against real runs on a GPU this project does not own (benchmarks/gpu/results/*/).
+
+    .venv/bin/python benchmarks/gpu_vs_device.py            # every run under benchmarks/gpu/results/
+
+Each run directory holds what ``benchmarks/gpu/run_on_device.sh`` measured on a lent GPU machine:
+``measurements.json`` (``rightsize bench`` of zoo models, batch 1-256, fp32/fp16/bf16, inference and training,
+with the machine's fingerprint) and ``llm_steps.json`` (our decoder's eager prefill and decode steps).
+
+Nothing here is fitted to these runs: the encoder/CNN rows are projected by the shipped time model
+(``calibration/projection_fit.json``, fitted to published results only) from the model's traced ops, and
+the LLM steps by ``llm.costs`` with ``engine: eager``. Prints per row the ratio projected / measured and,
+per group, the median |error|, the worst factor and the share of rows inside the shipped GPU band.
+
+Measured rows whose timing did not converge (the median's CI wider than the spec's target) are shown
+and counted apart: on a host-bound batch they swing by up to 2x between neighbouring batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "gpu" / "results"
+
+
+def _summary(ratios: list[float], lo: float, hi: float) -> dict[str, float]:
+    errs = [abs(r - 1.0) for r in ratios]
+    worst = max(max(r, 1 / r) for r in ratios)
+    inside = sum(1 for r in ratios if lo <= 1 / r <= hi) / len(ratios)
+    return {"n": len(ratios), "median_abs_error": statistics.median(errs), "worst_factor": worst, "in_band": inside}
+
+
+def encoder_rows(run: Path, models: set[str] | None = None, mode: str | None = None) -> list[dict[str, Any]]:
+    """Projected vs measured for every ok measurement of the run (of ``models`` in ``mode`` when given), ms."""
+    from rightsize.catalog import load_catalog
+    from rightsize.catalog.query import match_accelerator
+    from rightsize.estimate.projection import load_projection_model
+    from rightsize.estimate.reference import json_input, work_key
+    from rightsize.estimate.timemodel import gpu_time_ms
+    from rightsize.estimate.work import trace_works
+    from rightsize.profile import Environment, Measurement
+
+    data = json.loads((run / "measurements.json").read_text(encoding="utf-8"))
+    env = Environment.from_dict(data["env"])
+    ms = [Measurement.from_dict(d) for d in data["measurements"]]
+    ms = [m for m in ms if (models is None or m.model in models) and (mode is None or m.mode == mode)]
+    catalog, model = load_catalog(""), load_projection_model()
+    gpu = env.gpus[0]
+    acc = match_accelerator(gpu.name, catalog.accelerators, gpu.memory_bytes)
+    if acc is None:
+        raise SystemExit(f"{run}: no catalog accelerator for {gpu.name}")
+    works = trace_works({(m.model, m.mode, json_input(m.input)) for m in ms})
+    out = []
+    for m in ms:
+        work = works[work_key(m.model, m.mode, m.input)]
+        projected = gpu_time_ms(work, m.batch_size, acc, m.precision, model.gpu)
+        measured = m.latency_ms.p50
+        out.append({"model": m.model, "mode": m.mode, "precision": m.precision, "batch": m.batch_size,
+                    "device": acc.name, "measured_ms": measured, "projected_ms": projected,
+                    "ratio": projected / measured, "converged": bool(m.extra.get("ci_converged", True))})  # fmt: skip
+    return out
+
+
+def llm_rows(run: Path) -> list[dict[str, Any]]:
+    """Our decoder's eager steps against ``llm.costs`` (engine eager) for the run's GPU."""
+    from rightsize.catalog import load_catalog
+    from rightsize.catalog.query import match_accelerator
+    from rightsize.llm.costs import project_step_costs
+    from rightsize.llm.shape import DecoderShape
+
+    path = run / "llm_steps.json"
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    catalog = load_catalog("")
+    acc = match_accelerator(data["env"]["gpu"], catalog.accelerators)
+    if acc is None:
+        return []
+    out = []
+    for r in data["runs"]:
+        shape = DecoderShape.from_zoo(r["model"])
+        costs = project_step_costs(shape, acc, r["precision"], engine="eager")
+        for p in r["prefill"]:
+            proj = costs.prefill_ms(p["tokens"])
+            out.append({"model": r["model"], "step": f"prefill {p['tokens']}", "measured_ms": p["wall_ms"],
+                        "projected_ms": proj, "ratio": proj / p["wall_ms"]})  # fmt: skip
+        for d in r["decode"]:
+            proj = costs.decode_ms(d["batch"], d["batch"] * (r["context"] + 1))
+            out.append({"model": r["model"], "step": f"decode b={d['batch']}", "measured_ms": d["wall_ms"],
+                        "projected_ms": proj, "ratio": proj / d["wall_ms"]})  # fmt: skip
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="*", type=Path, help="run directories (default: every one under results/)")
+    ap.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    args = ap.parse_args(argv)
+    from rightsize.estimate.projection import load_projection_model
+
+    band = load_projection_model().band("gpu")
+    runs = args.runs or sorted(p for p in RESULTS.iterdir() if (p / "measurements.json").exists())
+    report: dict[str, Any] = {"band": [band.lo, band.hi], "runs": {}}
+    for run in runs:
+        rows, steps = encoder_rows(run), llm_rows(run)
+        groups: dict[str, list[float]] = {}
+        for r in rows:
+            key = f"{r['model']} {r['mode']}" + ("" if r["converged"] else " (not converged)")
+            groups.setdefault(key, []).append(r["ratio"])
+        summary = {k: _summary(v, band.lo, band.hi) for k, v in sorted(groups.items())}
+        conv = [r["ratio"] for r in rows if r["converged"]]
+        summary["all converged"] = _summary(conv, band.lo, band.hi)
+        summary["all"] = _summary([r["ratio"] for r in rows], band.lo, band.hi)
+        if steps:
+            summary["llm eager steps"] = _summary([s["ratio"] for s in steps], band.lo, band.hi)
+        report["runs"][run.name] = {"rows": rows, "llm": steps, "summary": summary}
+        if args.json:
+            continue
+        print(f"== {run.name}: projected / measured (shipped fit, GPU band x{band.lo:.2f}-x{band.hi:.2f})")
+        print(f"{'model':<11}{'mode':<10}{'prec':<6}{'batch':>6}{'measured ms':>13}{'projected ms':>14}{'ratio':>8}")
+        for r in rows:
+            flag = "" if r["converged"] else "  not converged"
+            print(f"{r['model']:<11}{r['mode']:<10}{r['precision']:<6}{r['batch']:>6}{r['measured_ms']:>13.2f}"
+                  f"{r['projected_ms']:>14.2f}{r['ratio']:>8.2f}{flag}")  # fmt: skip
+        for s in steps:
+            print(f"{s['model']:<11}{s['step']:<22}{s['measured_ms']:>13.2f}{s['projected_ms']:>14.2f}"
+                  f"{s['ratio']:>8.2f}")  # fmt: skip
+        print(f"\n{'group':<34}{'n':>4}{'median |err|':>14}{'worst':>8}{'in band':>9}")
+        for k, s in summary.items():
+            print(f"{k:<34}{s['n']:>4}{s['median_abs_error']:>14.1%}{s['worst_factor']:>7.2f}x{s['in_band']:>9.0%}")
+        print()
+    if args.json:
+        print(json.dumps(report, indent=1, default=lambda x: None if isinstance(x, float) and math.isnan(x) else x))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import sys
 from importlib import resources
 from pathlib import Path
@@ -72,10 +73,15 @@ def measured_power_available() -> str | None:
     return None if gpu is not None else f"{why}; {why_gpu}"
 
 
-def modelled_watts(m: Any, env: Any, catalog: Any) -> tuple[float | None, str]:
-    """The power model's watts for what a stored measurement ran: the whole CPU package (RAPL) with its
-    ``threads`` busy and the other vCPUs idle, or the GPU at full use (NVML), by the catalog's power table."""
+def modelled_watts(m: Any, env: Any, catalog: Any, works: dict[str, Any]) -> tuple[float | None, str]:
+    """The power model's watts for what a stored measurement ran, by the planner's rule (plan/energy.py:
+    idle + u x (full - idle)). CPU (RAPL, the whole package): ``threads`` vCPUs busy, the others idle. GPU (NVML):
+    u = the device's busy share of the measured batch time, the time model's device part (the rest is the
+    host dispatching eager ops while the GPU waits) over the measured time."""
     from rightsize.catalog import match_accelerator, match_cpu_family
+    from rightsize.estimate.projection import load_projection_model
+    from rightsize.estimate.reference import work_key
+    from rightsize.estimate.timemodel import gpu_time_parts_ms
 
     table = catalog.power
     if m.device == "cpu":
@@ -85,27 +91,44 @@ def modelled_watts(m: Any, env: Any, catalog: Any) -> tuple[float | None, str]:
         lo, hi, _ = vcpu_watts(table, fam.name)
         busy = min(env.logical_cores, m.threads or env.logical_cores)
         return env.logical_cores * lo + busy * (hi - lo), f"{fam.name}: {busy} of {env.logical_cores} vCPUs busy"
-    acc = match_accelerator(env.gpu_name, catalog.accelerators)
+    gpu = env.gpus[0] if env.gpus else None
+    acc = match_accelerator(gpu.name if gpu else None, catalog.accelerators, gpu.memory_bytes if gpu else None)
     if acc is None:
-        return None, f"no catalog GPU for {env.gpu_name}"
-    _, hi, _ = gpu_watts(table, acc.name, catalog.accelerators)
-    return hi, f"{acc.name} at full use"
+        return None, f"no catalog GPU for {gpu.name if gpu else 'this machine'}"
+    lo, hi, _ = gpu_watts(table, acc.name, catalog.accelerators)
+    work = works.get(work_key(m.model, m.mode, m.input))
+    if work is None:
+        return hi, f"{acc.name} at full use (no trace of {m.model})"
+    t_dev, _ = gpu_time_parts_ms(work, m.batch_size, acc, m.precision, load_projection_model().gpu)
+    u = min(1.0, t_dev / m.latency_ms.p50)
+    return lo + u * (hi - lo), f"{acc.name} {u:.0%} busy"
 
 
 def measured_vs_modelled(store_path: Path) -> int:
     """Every stored measurement that recorded ``power_w`` against the model; exit 1 when the target misses."""
+    from rightsize.estimate.reference import json_input
+    from rightsize.estimate.work import trace_works
+    from rightsize.measure.power import MIN_POWER_WINDOW_S
+    from rightsize.profile import Environment, Measurement
     from rightsize.store import Store
 
     catalog = load_catalog("")
-    with Store(store_path) as db:
-        rows = []
-        for m in db.measurements():
-            if m.status != "ok" or m.extra.get("power_w") is None or m.env_id is None:
-                continue
-            env = db.env(m.env_id)
-            watts, how = modelled_watts(m, env, catalog)
-            if watts:
-                rows.append((m, float(m.extra["power_w"]), watts, how))
+    if store_path.suffix == ".json":  # a calibration run's export (benchmarks/gpu/export.py)
+        data = json.loads(store_path.read_text(encoding="utf-8"))
+        env = Environment.from_dict(data["env"])
+        candidates = [(Measurement.from_dict(d), env) for d in data["measurements"]]
+    else:
+        with Store(store_path) as db:
+            candidates = [(m, db.env(m.env_id)) for m in db.measurements() if m.env_id is not None]
+    # A reading over a window shorter than MIN_POWER_WINDOW_S misreads by a counter step (measure/power.py).
+    stored = [(m, env) for m, env in candidates if m.status == "ok" and (m.extra.get("power_w") or 0) > 0
+              and m.extra.get("power_window_s", MIN_POWER_WINDOW_S) >= MIN_POWER_WINDOW_S]  # fmt: skip
+    works = trace_works({(m.model, m.mode, json_input(m.input)) for m, _ in stored if m.device != "cpu"})
+    rows = []
+    for m, env in stored:
+        watts, how = modelled_watts(m, env, catalog, works)
+        if watts:
+            rows.append((m, float(m.extra["power_w"]), watts, how))
     if not rows:
         print(f"no stored measurement in {store_path} recorded measured power (rightsize bench on a machine with "
               "RAPL or NVML records it): SKIPPED")  # fmt: skip
@@ -129,7 +152,9 @@ def main() -> int:
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--store", type=Path, default=None, help="compare the measured power stored here with the model")
+    ap.add_argument("--store", type=Path, default=None,
+                    help="compare the measured power in this store (or a benchmarks/gpu/results/*/measurements.json) "
+                         "with the model")  # fmt: skip
     args = ap.parse_args()
     best: dict[tuple[str, str, str], dict[str, str]] = {}
     for r in _rows():

@@ -78,7 +78,11 @@ def test_no_counter_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.undo()
     assert power_extra(None, why, 0.01) == {"power_unavailable": why}
     got = power_extra(PowerReading(joules=20.0, seconds=2.0, source="rapl:package-0"), "", 0.005)
-    assert got == {"power_w": 10.0, "energy_j_per_sample": 0.05, "power_source": "rapl:package-0"}
+    assert got == {"power_w": 10.0, "energy_j_per_sample": 0.05, "power_source": "rapl:package-0",
+                   "power_window_s": 2.0}  # fmt: skip
+    # A counter that did not advance measured nothing: not 0 W (seen on an H100 over 30 ms windows)
+    still = power_extra(PowerReading(joules=0.0, seconds=0.03, source="nvml:0"), "", 0.001)
+    assert "power_w" not in still and "did not advance" in still["power_unavailable"]
 
 
 def _tick(energy: str, e0: int, watts: float, t_end: float) -> None:
@@ -119,6 +123,16 @@ def test_bench_records_the_watts_its_counter_saw(ten_watts: None) -> None:
     assert m.latency_ms is not None
     per_sample_s = m.latency_ms.p50 / 1e3 / 4
     assert m.extra["energy_j_per_sample"] == pytest.approx(m.extra["power_w"] * per_sample_s, rel=0.01)
+    assert m.extra["power_window_s"] >= power.MIN_POWER_WINDOW_S  # topped up past the counter's steps
+
+
+def test_a_short_timing_window_is_topped_up_to_the_minimum(ten_watts: None) -> None:
+    from rightsize.measure.scenarios import run_config
+
+    policy = TimingPolicy(warmup=1, min_repeats=3, max_repeats=3, target_ci=0.5, max_time_s=0.05)
+    m = run_config(BenchConfig("simplenet", "inference", "cpu", "fp32", 1, 1, {}, "adamw", True, policy))
+    assert m.latency_ms is not None and m.latency_ms.n == 3  # the timing itself took milliseconds
+    assert power.MIN_POWER_WINDOW_S <= m.extra["power_window_s"] < power.MIN_POWER_WINDOW_S + 0.5
 
 
 def test_energy_benchmark_checks_stored_measured_power_against_the_model(

@@ -25,9 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["POWERCAP_ROOT", "PowerMeter", "PowerReading", "open_power_meter", "power_extra"]
+__all__ = ["MIN_POWER_WINDOW_S", "POWERCAP_ROOT", "PowerMeter", "PowerReading", "open_power_meter", "power_extra"]
 
 POWERCAP_ROOT = Path("/sys/class/powercap")
+
+
+# The shortest window a reading is taken over: RAPL and NVML counters advance in steps, so a short window misreads
+# by a step or more (NVML's total-energy counter read 0 J over 30 ms windows of BERT on an H100, and 70-290 W for
+# the same work over neighbouring 20-300 ms windows: benchmarks/gpu/results/h100-2026-11-26).
+MIN_POWER_WINDOW_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -146,8 +152,11 @@ def power_extra(reading: PowerReading | None, why: str, seconds_per_sample: floa
     """What a Measurement's ``extra`` records: measured watts and joules per sample, or why not."""
     if reading is None or reading.seconds <= 0:
         return {"power_unavailable": why} if why else {}
+    if reading.joules <= 0:  # a counter that did not move measured nothing (not 0 W: the device was powered)
+        return {"power_unavailable": f"the {reading.source} energy counter did not advance in {reading.seconds:.2f} s"}
     return {
         "power_w": round(reading.watts, 2),
         "energy_j_per_sample": round(reading.watts * seconds_per_sample, 6),
         "power_source": reading.source,
+        "power_window_s": round(reading.seconds, 3),
     }

@@ -17,7 +17,7 @@ from rightsize.allocator import keep_freed_memory
 from rightsize.measure.conditions import RunConditions
 from rightsize.measure.config import BenchConfig
 from rightsize.measure.memory import CudaMemoryTracker, RssPeakTracker, SavedTensorTracker, cuda_context_bytes
-from rightsize.measure.power import PowerReading, open_power_meter, power_extra
+from rightsize.measure.power import MIN_POWER_WINDOW_S, PowerReading, open_power_meter, power_extra
 from rightsize.measure.precision import (
     autocast,
     grad_scaler,
@@ -126,6 +126,7 @@ def _inference(cfg: BenchConfig) -> Measurement:
         stats, converged = time_adaptive(
             forward(x), cfg.timing, cuda_timer if cfg.device == "cuda" else cpu_timer, conditions=cond
         )
+        power.top_up(forward(x), cfg.device)
     extra = {"ci_converged": converged, **_conditions(cond, cfg, flops, stats.p50), **power.extra(cfg, stats.p50)}
     return cfg.result(
         "ok", latency_ms=stats, throughput_per_s=cfg.batch_size * 1e3 / stats.p50, flops_per_sample=flops,
@@ -141,12 +142,23 @@ class _PowerWindow:
         self.reading: PowerReading | None = None
 
     def __enter__(self) -> _PowerWindow:
+        self._t0 = time.perf_counter()
         if self.meter is not None:
             try:
                 self.meter.start()
             except OSError as exc:
                 self.meter, self.why = None, f"power counter unreadable: {exc}"
         return self
+
+    def top_up(self, fn: Callable[[], Any], device: str) -> None:
+        """Keep running ``fn`` until the window is MIN_POWER_WINDOW_S long (measure/power.py: energy counters
+        advance in steps; a 30 ms window read 0 J on an H100)."""
+        if self.meter is None:
+            return
+        while time.perf_counter() - self._t0 < MIN_POWER_WINDOW_S:
+            fn()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
 
     def __exit__(self, *exc: object) -> None:
         if self.meter is not None:
@@ -203,6 +215,7 @@ def _training(cfg: BenchConfig) -> Measurement:
         stats, converged = time_adaptive(
             step, policy, cuda_timer if cfg.device == "cuda" else cpu_timer, conditions=cond
         )
+        power.top_up(step, cfg.device)
     extra: dict[str, Any] = {
         "ci_converged": converged,
         **_conditions(cond, cfg, flops, stats.p50),

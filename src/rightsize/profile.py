@@ -246,6 +246,9 @@ class ServiceCurve:
     instance: str | None = None  # instance type this curve was built for, if specific
     threads: int | None = None  # CPU: intra-op threads of one worker (one replica)
     workers: int = 1  # CPU: worker processes per instance (replicas per instance), each on its own cores
+    # GPU projections: the share of each batch's time the device itself works (the rest it waits for the host
+    # to dispatch eager ops); the energy model's utilization is busy time x this share. None: unknown (1).
+    device_share: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.batch_sizes)
@@ -273,6 +276,20 @@ class ServiceCurve:
             return ts[-1] + slope * (batch - bs[-1])
         b0, b1, t0, t1 = bs[i - 1], bs[i], ts[i - 1], ts[i]
         return t0 + (t1 - t0) * (batch - b0) / (b1 - b0)
+
+    def device_share_at(self, batch: float) -> float:
+        """The device's working share of a batch's time at ``batch`` (interpolated; 1.0 when unknown)."""
+        if self.device_share is None:
+            return 1.0
+        bs, sh = self.batch_sizes, self.device_share
+        if batch <= bs[0]:
+            return sh[0]
+        if batch >= bs[-1]:
+            return sh[-1]
+        i = bisect.bisect_left(bs, batch)
+        if bs[i] == batch:
+            return sh[i]
+        return sh[i - 1] + (sh[i] - sh[i - 1]) * (batch - bs[i - 1]) / (bs[i] - bs[i - 1])
 
     def cv_at(self, batch: float) -> float:
         i = min(range(len(self.batch_sizes)), key=lambda k: abs(self.batch_sizes[k] - batch))

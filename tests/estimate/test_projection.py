@@ -124,6 +124,16 @@ def test_gpu_batch_one_has_a_dispatch_floor() -> None:
     assert a100.t_ms(1) >= _work().n_ops() * MODEL.gpu.host_us / 1e3 * 0.99
 
 
+def test_gpu_curves_say_how_much_of_each_batch_the_device_computes() -> None:
+    a100 = _by(project_curves(LOCAL, CAT, MODEL, _work()), "A100-80GB", "fp16")
+    assert a100.device_share is not None and len(a100.device_share) == len(a100.batch_sizes)
+    assert all(0.0 < s <= 1.0 for s in a100.device_share)
+    assert a100.device_share_at(1) < a100.device_share_at(a100.max_batch)  # batch 1 waits on the host
+    assert a100.device_share_at(a100.max_batch) == 1.0
+    cpu = _by(project_curves(LOCAL, CAT, MODEL, _work()), "cpu:c6i.2xlarge", "fp32")
+    assert cpu.device_share is None and cpu.device_share_at(4) == 1.0
+
+
 def test_measured_profile_wins_and_anchors_the_other_gpus() -> None:
     acc = CAT.accelerators["A10G"]
     true_k = 1.3

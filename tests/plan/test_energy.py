@@ -81,3 +81,35 @@ def test_busier_replica_draws_more() -> None:
         return best.energy.watts
 
     assert energy_at(20) > energy_at(2)
+
+
+def test_a_host_bound_gpu_replica_draws_the_watts_of_its_computing_share() -> None:
+    # An eager replica at a small batch is "busy" while the GPU waits for the host: measured on an H100 (NVML),
+    # BERT-base bf16 batch 1 drew 142 W of 714 W (benchmarks/gpu/results/h100-power-2026-11-26).
+    table = CAT.power
+    assert table is not None
+    g4dn = ROWS["g4dn.xlarge"]
+    full, _ = instance_watts(g4dn, 1.0, table, CAT.accelerators)
+    waiting, _ = instance_watts(g4dn, 1.0, table, CAT.accelerators, device_share=0.25)
+    assert full - waiting == pytest.approx(0.75 * 63)  # the T4's 8..71 W at a quarter; the host vCPU stays busy
+
+    workload = Workload.model_validate({
+        "name": "e", "model": "distilbert",
+        "targets": {"online": {"rate_per_s": 10, "latency": {"percentile": 95, "bound_ms": 80}}},
+    })  # fmt: skip
+    cat = small_catalog()
+
+    def gpu_energy(share: float | None) -> tuple[float, float | None, list[str]]:
+        curve = gpu_curve("T4", 4.0, 0.2)
+        if share is not None:
+            curve = dataclasses.replace(curve, device_share=tuple(share for _ in curve.batch_sizes))
+        result = plan(workload, [curve], cat)
+        rec = result.recommendation
+        assert rec is not None and rec.energy is not None
+        return rec.energy.watts, rec.energy.device_share, result.why
+
+    w_full, s_full, _ = gpu_energy(None)
+    w_low, s_low, why = gpu_energy(0.2)
+    assert s_full is None and s_low == pytest.approx(0.2)
+    assert w_low < w_full
+    assert any("the GPU computing 20% of it" in line for line in why)

@@ -40,6 +40,7 @@ from rightsize.estimate.timemodel import (
     cpu_kernel_path,
     cpu_time_ms,
     gpu_time_ms,
+    gpu_time_parts_ms,
     same_kernel_path,
 )
 from rightsize.profile import Environment, Profile, ServiceCurve, WorkProfile, measured_curve
@@ -232,7 +233,8 @@ def _project_gpu(
         return None  # no TF32 tensor cores (pre-Ampere): tf32 runs as fp32, whose curve already exists
     local = {m.batch_size for m in profile.ok()}
     batches = sorted(set(GPU_BATCHES) | local)
-    ts = [gpu_time_ms(work, b, acc, prec, model.gpu) * (k or 1.0) for b in batches]
+    parts = [gpu_time_parts_ms(work, b, acc, prec, model.gpu) for b in batches]
+    ts = [max(p) * (k or 1.0) for p in parts]
     band = model.band("gpu")
     how = f"anchored to this model's CUDA measurements (x{k:.2f})" if k else "from the traced ops"
     return ServiceCurve(
@@ -245,6 +247,7 @@ def _project_gpu(
         band_lo=band.lo,
         band_hi=band.hi,
         source=f"GPU time model {how}; {model.source}; band: {band.source}; {acc.name}: {acc.source}",
+        device_share=tuple(round(dev / max(dev, host), 4) for dev, host in parts),
     )
 
 

@@ -176,7 +176,9 @@ def explain(
     if rec.energy is not None:
         e = rec.energy
         why.append(
-            f"energy {e.kwh:.3g} kWh {e.basis} ({e.watts:.0f} W at {e.utilization:.0%} busy, PUE {e.pue:g}), "
+            f"energy {e.kwh:.3g} kWh {e.basis} ({e.watts:.0f} W at {e.utilization:.0%} busy"
+            + (f", the GPU computing {e.device_share:.0%} of it" if e.device_share is not None else "")
+            + f", PUE {e.pue:g}), "
             f"{e.co2e_kg:.3g} kg CO2e at {e.grid_kg_per_kwh * 1000:.0f} g/kWh ({e.notes[0] if e.notes else 'grid'})"
         )
     other = "gpu" if rec.device_class == "cpu" else "cpu"

@@ -92,7 +92,7 @@ class Option:
             "price_source": inst.source, "band": (self.curve.band_lo, self.curve.band_hi),
             "memory_capacity_bytes": int(self.capacity_bytes), "vcpus": inst.vcpus,
             "workers_per_instance": self.per_instance if not inst.accelerator else 1,
-            "threads_per_worker": self.curve.threads if not inst.accelerator else None,
+            "threads_per_worker": self.curve.threads if not inst.accelerator else None, "curve": self.curve,
         }  # fmt: skip
         return Candidate(**(base | fields))
 

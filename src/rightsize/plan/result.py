@@ -16,10 +16,10 @@ rule) and which price snapshot it used (``price_date``). ``PlanResult.to_dict()`
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from rightsize.profile import Latency
+from rightsize.profile import Latency, ServiceCurve
 
 PlanKind = Literal["online", "batch", "training", "rules", "generative"]
 DeviceClass = Literal["cpu", "gpu"]
@@ -74,6 +74,7 @@ class Energy:
     pue: float
     grid_kg_per_kwh: float
     notes: list[str] = field(default_factory=list)
+    device_share: float | None = None  # online GPU: the share of its busy time the GPU computes (plan/energy.py)
 
 
 @dataclass
@@ -115,13 +116,15 @@ class Candidate:
     threads_per_worker: int | None = None  # CPU: intra-op threads of each worker (`rightsize serve --threads`)
     energy: Energy | None = None  # power, kWh and CO2e (rightsize.plan.energy)
     idle_policy: str | None = None  # online with part-time traffic: scale to zero or k warm (plan.coldstart)
+    curve: ServiceCurve | None = field(default=None, repr=False, compare=False)  # the service curve it was sized on
 
     @property
     def time_hours(self) -> float | None:
         return self.runtime_hours
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = asdict(replace(self, curve=None))
+        d.pop("curve")  # the service curve it was sized on is the profile's and the projection's, not the plan's
         d["batching"] = asdict(self.batching) if self.batching else None
         if self.latency is not None:
             d["latency_ms"] = {

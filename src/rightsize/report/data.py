@@ -187,7 +187,7 @@ def fleet_rows(fleet: Mapping[str, Any] | None) -> tuple[str, list[list[str]]]:
 
 def curve_from_dict(d: Mapping[str, Any]) -> ServiceCurve:
     """A ServiceCurve from its ``dataclasses.asdict`` JSON (lists back to tuples)."""
-    mem = d.get("memory_bytes")
+    mem, share = d.get("memory_bytes"), d.get("device_share")
     return ServiceCurve(
         device=str(d["device"]),
         precision=str(d["precision"]),
@@ -200,6 +200,7 @@ def curve_from_dict(d: Mapping[str, Any]) -> ServiceCurve:
         source=str(d.get("source", "")),
         memory_bytes=tuple(mem) if mem is not None else None,
         instance=d.get("instance"),
+        device_share=tuple(float(x) for x in share) if share is not None else None,
     )
 
 

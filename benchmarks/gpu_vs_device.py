@@ -134,6 +134,22 @@ def main(argv: list[str] | None = None) -> int:
         for k, s in summary.items():
             print(f"{k:<34}{s['n']:>4}{s['median_abs_error']:>14.1%}{s['worst_factor']:>7.2f}x{s['in_band']:>9.0%}")
         print()
+    pooled = [r for run in report["runs"].values() for r in run["rows"]]
+    pooled_llm = [s for run in report["runs"].values() for s in run["llm"]]
+    if pooled:
+        report["summary"] = {
+            "all runs, converged": _summary([r["ratio"] for r in pooled if r["converged"]], band.lo, band.hi),
+            "all runs": _summary([r["ratio"] for r in pooled], band.lo, band.hi),
+        }
+        if pooled_llm:
+            report["summary"]["all runs, llm eager steps"] = _summary(
+                [s["ratio"] for s in pooled_llm], band.lo, band.hi
+            )
+        if not args.json:
+            print(f"== pooled over {len(report['runs'])} runs")
+            print(f"{'group':<34}{'n':>4}{'median |err|':>14}{'worst':>8}{'in band':>9}")
+            for k, s in report["summary"].items():
+                print(f"{k:<34}{s['n']:>4}{s['median_abs_error']:>14.1%}{s['worst_factor']:>7.2f}x{s['in_band']:>9.0%}")
     if args.json:
         print(json.dumps(report, indent=1, default=lambda x: None if isinstance(x, float) and math.isnan(x) else x))
     return 0

@@ -35,6 +35,12 @@ def _summary(ratios: list[float], lo: float, hi: float) -> dict[str, float]:
     return {"n": len(ratios), "median_abs_error": statistics.median(errs), "worst_factor": worst, "in_band": inside}
 
 
+def _print_summary(summary: dict[str, dict[str, float]]) -> None:
+    print(f"{'group':<34}{'n':>4}{'median |err|':>14}{'worst':>8}{'in band':>9}")
+    for k, s in summary.items():
+        print(f"{k:<34}{s['n']:>4}{s['median_abs_error']:>14.1%}{s['worst_factor']:>7.2f}x{s['in_band']:>9.0%}")
+
+
 def encoder_rows(run: Path, models: set[str] | None = None, mode: str | None = None) -> list[dict[str, Any]]:
     """Projected vs measured for every ok measurement of the run (of ``models`` in ``mode`` when given), ms."""
     from rightsize.catalog import load_catalog
@@ -130,9 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         for s in steps:
             print(f"{s['model']:<11}{s['step']:<22}{s['measured_ms']:>13.2f}{s['projected_ms']:>14.2f}"
                   f"{s['ratio']:>8.2f}")  # fmt: skip
-        print(f"\n{'group':<34}{'n':>4}{'median |err|':>14}{'worst':>8}{'in band':>9}")
-        for k, s in summary.items():
-            print(f"{k:<34}{s['n']:>4}{s['median_abs_error']:>14.1%}{s['worst_factor']:>7.2f}x{s['in_band']:>9.0%}")
+        print()
+        _print_summary(summary)
         print()
     pooled = [r for run in report["runs"].values() for r in run["rows"]]
     pooled_llm = [s for run in report["runs"].values() for s in run["llm"]]
@@ -147,9 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         if not args.json:
             print(f"== pooled over {len(report['runs'])} runs")
-            print(f"{'group':<34}{'n':>4}{'median |err|':>14}{'worst':>8}{'in band':>9}")
-            for k, s in report["summary"].items():
-                print(f"{k:<34}{s['n']:>4}{s['median_abs_error']:>14.1%}{s['worst_factor']:>7.2f}x{s['in_band']:>9.0%}")
+            _print_summary(report["summary"])
     if args.json:
         print(json.dumps(report, indent=1, default=lambda x: None if isinstance(x, float) and math.isnan(x) else x))
     return 0

@@ -36,3 +36,15 @@ def test_eager_decode_of_a_7b_model_is_host_bound_at_the_projected_floor(bench: 
         ]
         assert len(steps) == 4
         assert all(0.8 < s["ratio"] < 1.25 for s in steps), steps
+
+
+@pytest.mark.slow  # traces 20 configs (~6 s)
+def test_memory_trace_matches_what_pytorch_allocated_on_the_gpu(load_benchmark: Callable[[str], ModuleType]) -> None:
+    # The FakeTensor trace never sees the run; PyTorch's peak allocated on the H100 is the truth.
+    mem = load_benchmark("gpu_memory_vs_device")
+    rows = [r for r in mem.rows_of([RESULTS / "h100-power-2026-11-26"]) if not r["autocast_inference"]]
+    assert len(rows) == 14  # ResNet-50 / BERT-base: fp32 inference at 3 batches, and 8 training configs
+    s = mem.summary(rows)
+    assert s["tensors vs peak allocated"]["median_abs_error"] < 0.03
+    assert abs(s["tensors vs peak allocated"]["worst"]) < 0.06
+    assert s["total vs reserved + context"]["median_abs_error"] < 0.06

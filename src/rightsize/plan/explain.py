@@ -159,7 +159,7 @@ def explain(
     perf = _perf(rec, kind, percentile)
     source = {
         "measured": "times measured on this very device",
-        "projected": f"times projected from the local measurement ({_band_words(rec.band)})",
+        "projected": f"times projected from the measured profile ({_band_words(rec.band)})",
         "rule": "sized by rules, not measured",
     }[rec.provenance]
     why = [

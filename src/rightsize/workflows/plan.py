@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from rightsize.catalog import Catalog
     from rightsize.plan import MemoryModel, PlanResult
     from rightsize.plan.result import Candidate
-    from rightsize.profile import WorkProfile
+    from rightsize.profile import Profile, WorkProfile
     from rightsize.spec import Workload
     from rightsize.store import Store
 
@@ -262,8 +262,20 @@ def _plan_one(
     workload, notes = with_cpu_serving_precisions(workload)
     profile = ensure_profile(workload, store, progress=progress)
     if not profile.ok():
-        reasons = sorted({m.reason or "failed" for m in profile.measurements})
-        raise RunFailedError(f"no successful measurement of {workload.model} to plan from: {'; '.join(reasons)[:300]}")
+        elsewhere = _measured_elsewhere(workload, store, profile)
+        if elsewhere is None:
+            reasons = sorted({m.reason or "failed" for m in profile.measurements}) or [
+                f"the spec's devices ({', '.join(workload.devices)}) could not be measured on this machine and the "
+                "store holds no measurement of this model, mode and input from another"
+            ]
+            raise RunFailedError(
+                f"no successful measurement of {workload.model} to plan from: {'; '.join(reasons)[:300]}"
+            )
+        notes.append(
+            f"planned from {len(elsewhere.ok())} configs measured on another machine ({_machine(elsewhere)}): "
+            f"none of the spec's devices ({', '.join(workload.devices)}) could be measured here"
+        )
+        profile = elsewhere
     others = [p for p in store.profiles(workload.model, tiny=workload.tiny) if p.env.id != profile.env.id]
     work = work_profile(workload, store)
     projection = load_projection_model()
@@ -288,6 +300,26 @@ def _plan_one(
         result.warnings.append(f"measurements: {quality.summary}; {quality.likely_effect}")
     context = {"profile": profile, "curves": curves, "memory": breakdowns, "prep_s": prep_s, "catalog": catalog}
     return result, context
+
+
+def _measured_elsewhere(workload: Workload, store: Store, here: Profile) -> Profile | None:
+    """The newest stored profile of this model, mode and input taken on another machine, with a successful
+    measurement on one of the spec's devices (a sweep benched on a GPU box, planned on a laptop)."""
+    from rightsize.measure.config import input_of
+    from rightsize.models import workload_model
+
+    inp = input_of(workload, workload_model(workload).kind)
+    found = [
+        p for p in store.profiles(workload.model, tiny=workload.tiny)
+        if p.mode == workload.mode and p.input == inp and p.env.id != here.env.id
+        and any(m.device in workload.devices for m in p.ok())
+    ]  # fmt: skip
+    return found[-1] if found else None
+
+
+def _machine(profile: Profile) -> str:
+    gpus = ", ".join(g.name for g in profile.env.gpus)
+    return f"{profile.env.cpu_model}" + (f" + {gpus}" if gpus else "")
 
 
 def sweep_fn(result: PlanResult, curves: list[Any]) -> Any:

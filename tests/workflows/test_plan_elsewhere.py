@@ -1,0 +1,68 @@
+"""Benched on a GPU box, planned on a laptop: a spec whose devices cannot run here plans from the store's
+measurements taken on another machine, and says so; with none, the error names why (never an empty reason)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rightsize.errors import RunFailedError
+from rightsize.profile import Environment, Latency, Measurement
+from rightsize.spec import Workload
+from rightsize.store import Store
+from rightsize.workflows.plan import plan_spec
+
+SPEC = {
+    "name": "gpu-box", "model": "bert-base", "tiny": True, "input": {"seq_len": 16}, "batch_sizes": [1, 8],
+    "devices": ["cuda"], "precisions": ["fp16"],
+    "targets": {"online": {"rate_per_s": 50, "latency": {"percentile": 95, "bound_ms": 200}}},
+}  # fmt: skip
+
+
+def _gpu_box_store(path: Path) -> None:
+    env = Environment.from_dict({"id": "gpubox000001", "cpu_model": "Intel(R) Xeon(R) Processor", "machine": "x86_64",
+                                 "physical_cores": 16, "logical_cores": 16,
+                                 "gpus": [{"name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85 * 10**9}]})  # fmt: skip
+    with Store(path) as db:
+        env_id = db.save_env(env)
+        run = db.start_run("bench", model="bert-base", env_id=env_id)
+        ms = [
+            Measurement.from_dict(
+                {
+                    "model": "bert-base",
+                    "mode": "inference",
+                    "device": "cuda",
+                    "precision": "fp16",
+                    "batch_size": b,
+                    "threads": None,
+                    "input": {"seq_len": 16},
+                    "status": "ok",
+                    "env_id": env_id,
+                    "tiny": True,
+                    "latency_ms": Latency(t, t * 1.05, t * 1.1, t, 0.01 * t, 20).to_dict(),
+                    "throughput_per_s": b * 1e3 / t,
+                    "flops_per_sample": 2e6,
+                    "param_bytes": 4_000_000,
+                }
+            )
+            for b, t in ((1, 4.0), (8, 4.5))
+        ]
+        db.add_measurements(run, ms)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="here the spec's cuda runs")
+def test_a_spec_measured_on_another_machine_plans_from_its_measurements(tmp_path: Path) -> None:
+    store_path = tmp_path / "s.db"
+    _gpu_box_store(store_path)
+    with Store(store_path) as store:
+        result, context = plan_spec(Workload.model_validate(SPEC), store, progress=False)
+    assert result.recommendation is not None
+    assert context["profile"].env.id == "gpubox000001"
+    assert any("measured on another machine" in w and "H100" in w for w in result.warnings)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="here the spec's cuda runs")
+def test_nothing_measured_anywhere_says_why(tmp_path: Path) -> None:
+    with Store(tmp_path / "empty.db") as store, pytest.raises(RunFailedError, match="could not be measured on this"):
+        plan_spec(Workload.model_validate(SPEC), store, progress=False)

@@ -266,7 +266,8 @@ def _plan_one(
         if elsewhere is None:
             reasons = sorted({m.reason or "failed" for m in profile.measurements}) or [
                 f"the spec's devices ({', '.join(workload.devices)}) could not be measured on this machine and the "
-                "store holds no measurement of this model, mode and input from another"
+                "store holds no measurement of this model, mode and input from another; run `rightsize bench SPEC "
+                "--store FILE` where they exist and plan with the same --store, or add cpu to devices"
             ]
             raise RunFailedError(
                 f"no successful measurement of {workload.model} to plan from: {'; '.join(reasons)[:300]}"

@@ -113,3 +113,25 @@ def test_a_host_bound_gpu_replica_draws_the_watts_of_its_computing_share() -> No
     assert s_full is None and s_low == pytest.approx(0.2)
     assert w_low < w_full
     assert any("the GPU computing 20% of it" in line for line in why)
+
+
+def test_a_training_step_draws_the_watts_of_the_share_its_gpu_computes() -> None:
+    from rightsize.plan.energy import add_energy
+    from rightsize.plan.result import Batching
+
+    cat = small_catalog()
+    by_key = {(i.provider, i.region, i.instance_type): i for i in cat.instances}
+    assert cat.power is not None
+
+    def watts(share: float | None) -> float:
+        curve = gpu_curve("T4", 4.0, 0.2)
+        if share is not None:
+            curve = dataclasses.replace(curve, device_share=tuple(share for _ in curve.batch_sizes))
+        opt = next(o for o in pair_options(cat.instances, [curve], cat.accelerators) if o.device == "T4")
+        c = opt.candidate(batching=Batching(64, 0.0), runtime_hours=2.0, kind_hint="training")
+        add_energy([c], by_key, cat.accelerators, "training", table=cat.power)
+        assert c.energy is not None and c.energy.device_share == share
+        return c.energy.watts
+
+    assert watts(0.6) < watts(None)
+    assert watts(None) - watts(0.6) == pytest.approx(0.4 * (71 - 8), rel=0.01)  # the T4's 8..71 W

@@ -11,8 +11,9 @@ The method and every coefficient are Cloud Carbon Footprint's (catalog/data/powe
 row with its source); families it has no numbers for use a named proxy, GPUs without a row get CCF's
 typical min/max ratio applied to the datasheet TDP. u is the planner's own prediction: an online
 replica's busy fraction, 1 for batch and training (the device works for the whole runtime). s is the share of
-a batch's time the GPU computes (the projected curve's device part over its batch time, at the replica's mean
-batch; online plans only): an eager replica at batch 1-8 mostly waits for the host to dispatch its ops. On an
+a batch's time the GPU computes (the projected curve's device part over its batch time, at an online replica's
+mean batch, or the batch a job or training step runs): an eager replica at batch 1-8 mostly waits for the host
+to dispatch its ops. On an
 H100 (benchmarks/energy.py against 20 NVML readings) u x s took the median error from 83% to 30%.
 """
 
@@ -92,10 +93,13 @@ def add_energy(
         else:
             u = 1.0
         share: float | None = None
-        if kind == "online" and c.curve is not None and c.curve.device_share is not None and c.latency is not None:
-            # A replica busy serving is not a GPU busy computing: at small batches it waits for the host to
+        batch = c.latency.mean_batch if kind == "online" and c.latency is not None else None
+        if kind != "online" and c.batching is not None:  # batch jobs and training: the batch each step runs
+            batch = c.batching.max_batch
+        if c.curve is not None and c.curve.device_share is not None and batch is not None:
+            # A busy replica or worker is not a GPU busy computing: at small batches it waits for the host to
             # dispatch eager ops (H100, 20 NVML readings: median error 83% -> 30% with this share; docs/planning.md).
-            share = c.curve.device_share_at(c.latency.mean_batch)
+            share = c.curve.device_share_at(batch)
         watts, notes = instance_watts(inst, u, table, accelerators, 1.0 if share is None else share)
         watts *= max(1, c.count)
         pue, kg, site = table.site(c.provider, c.region)

@@ -20,14 +20,15 @@ reported apart, not in the summary.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "gpu" / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_vs_device import parse_runs  # a sibling script: one command line for the GPU benchmarks
+
 MIB = 2**20
 OVERHEADS = ("cuda_context", "fragmentation")
 
@@ -79,11 +80,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("runs", nargs="*", type=Path, help="run directories (default: every one under results/)")
-    ap.add_argument("--json", action="store_true", help="machine-readable output on stdout")
-    args = ap.parse_args(argv)
-    runs = args.runs or sorted(p for p in RESULTS.iterdir() if (p / "measurements.json").exists())
+    args, runs = parse_runs(argv, __doc__)
     rows = rows_of(runs)
     same = [r for r in rows if not r["autocast_inference"]]
     groups = {

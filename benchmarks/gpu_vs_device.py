@@ -102,15 +102,20 @@ def llm_rows(run: Path) -> list[dict[str, Any]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_runs(argv: list[str] | None, doc: str | None) -> tuple[argparse.Namespace, list[Path]]:
+    """The GPU benchmarks' command line: run directories (default: every run under results/) and --json."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="*", type=Path, help="run directories (default: every one under results/)")
     ap.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     args = ap.parse_args(argv)
+    return args, args.runs or sorted(p for p in RESULTS.iterdir() if (p / "measurements.json").exists())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, runs = parse_runs(argv, __doc__)
     from rightsize.estimate.projection import load_projection_model
 
     band = load_projection_model().band("gpu")
-    runs = args.runs or sorted(p for p in RESULTS.iterdir() if (p / "measurements.json").exists())
     report: dict[str, Any] = {"band": [band.lo, band.hi], "runs": {}}
     for run in runs:
         rows, steps = encoder_rows(run), llm_rows(run)

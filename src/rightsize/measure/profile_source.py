@@ -40,15 +40,22 @@ def ensure_profile(
 _HARDWARE_KEYS = ("cpu_model", "machine", "physical_cores", "logical_cores", "isa", "ram_bytes")
 
 
+def stored_profiles(workload: Workload, store: Store, inp: dict[str, int]) -> list[Profile]:
+    """Every stored profile of this model, mode and input with a successful measurement, oldest first (any
+    machine: the caller picks)."""
+    return [
+        p
+        for p in store.profiles(workload.model, tiny=workload.tiny)
+        if p.mode == workload.mode and p.input == inp and p.ok()
+    ]
+
+
 def stored_profile(workload: Workload, store: Store, inp: dict[str, int], env: Environment) -> Profile:
     """Without torch nothing can be measured: the newest stored profile of this model, mode and input,
     preferring one taken on this hardware (e.g. by a dev venv on the same machine)."""
     from rightsize.errors import UnsupportedError
 
-    stored = [
-        p for p in store.profiles(workload.model, tiny=workload.tiny) if p.mode == workload.mode and p.input == inp
-    ]
-    stored = [p for p in stored if p.ok()]
+    stored = stored_profiles(workload, store, inp)
     if not stored:
         raise UnsupportedError(
             f"no stored measurement of {workload.model} ({workload.mode}, {inp}) and measuring needs torch here: "

@@ -307,14 +307,15 @@ def _measured_elsewhere(workload: Workload, store: Store, here: Profile) -> Prof
     """The newest stored profile of this model, mode and input taken on another machine, with a successful
     measurement on one of the spec's devices (a sweep benched on a GPU box, planned on a laptop)."""
     from rightsize.measure.config import input_of
+    from rightsize.measure.profile_source import stored_profiles
     from rightsize.models import workload_model
 
     inp = input_of(workload, workload_model(workload).kind)
     found = [
-        p for p in store.profiles(workload.model, tiny=workload.tiny)
-        if p.mode == workload.mode and p.input == inp and p.env.id != here.env.id
-        and any(m.device in workload.devices for m in p.ok())
-    ]  # fmt: skip
+        p
+        for p in stored_profiles(workload, store, inp)
+        if p.env.id != here.env.id and any(m.device in workload.devices for m in p.ok())
+    ]
     return found[-1] if found else None
 
 

@@ -144,3 +144,18 @@ def test_quality_cells() -> None:
         "not converged",
         "contended 50%, not converged (3 tries)",
     ]
+
+
+def test_measured_power_line_names_its_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rightsize.cli import bench
+    from rightsize.profile import Latency, Measurement
+
+    lines: list[str] = []
+    monkeypatch.setattr(bench.out_console, "print", lambda text, *a, **k: lines.append(str(text)))
+    m = Measurement.from_dict({
+        "model": "resnet50", "mode": "inference", "device": "cuda", "precision": "bf16", "batch_size": 64,
+        "threads": None, "input": {}, "status": "ok", "latency_ms": Latency(8, 8, 8, 8, 0).to_dict(),
+        "extra": {"power_w": 428.7, "power_source": "nvml:0", "energy_j_per_sample": 0.055, "power_window_s": 1.004},
+    })  # fmt: skip
+    bench._print_power([m])
+    assert lines and "428.7 W over 1.0 s of runs (nvml:0;" in lines[0]

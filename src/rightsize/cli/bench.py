@@ -127,8 +127,9 @@ def _print_power(measurements: list[Measurement]) -> None:
     ok = [m for m in measurements if m.status == "ok"]
     measured = [m for m in ok if m.extra.get("power_w") is not None]
     for m in measured:
+        window = f"{m.extra['power_window_s']:.1f} s of runs" if m.extra.get("power_window_s") else "the timed runs"
         out_console.print(
-            f"measured power {m.precision} b{m.batch_size}: {m.extra['power_w']:.1f} W over the timed runs "
+            f"measured power {m.precision} b{m.batch_size}: {m.extra['power_w']:.1f} W over {window} "
             f"({m.extra['power_source']}; the whole package or device, other load included), "
             f"{m.extra['energy_j_per_sample']:.3g} J per sample"
         )

@@ -174,6 +174,11 @@ class Environment:
         """The first GPU's name, None without one."""
         return self.gpus[0].name if self.gpus else None
 
+    @property
+    def machine_label(self) -> str:
+        """The CPU model, and the first GPU's name when there is one ("Intel(R) Xeon(R) ... + NVIDIA H200")."""
+        return self.cpu_model + (f" + {self.gpu_name}" if self.gpu_name else "")
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["isa"] = list(self.isa)
@@ -223,6 +228,14 @@ class Profile:
         ]
 
 
+def _between(bs: tuple[int, ...], values: tuple[float, ...], batch: float) -> float:
+    """``values`` (one per batch size ``bs``) at ``batch`` in [bs[0], bs[-1]], linear between the points."""
+    i = bisect.bisect_left(bs, batch)
+    if bs[i] == batch:
+        return values[i]
+    return values[i - 1] + (values[i] - values[i - 1]) * (batch - bs[i - 1]) / (bs[i] - bs[i - 1])
+
+
 @dataclass(frozen=True)
 class ServiceCurve:
     """Batch service time t(b) on one device (per replica) and precision.
@@ -266,30 +279,19 @@ class ServiceCurve:
         bs, ts = self.batch_sizes, self.latency_ms
         if batch <= bs[0]:
             return ts[0]  # a smaller batch is never modelled as faster than the smallest measured
-        i = bisect.bisect_left(bs, batch)
-        if i < len(bs) and bs[i] == batch:
-            return ts[i]
-        if i >= len(bs):
+        if batch > bs[-1]:
             if len(bs) == 1:
                 return ts[0] * batch / bs[0]
             slope = max((ts[-1] - ts[-2]) / (bs[-1] - bs[-2]), ts[-1] / bs[-1] * 0.5, 0.0)
             return ts[-1] + slope * (batch - bs[-1])
-        b0, b1, t0, t1 = bs[i - 1], bs[i], ts[i - 1], ts[i]
-        return t0 + (t1 - t0) * (batch - b0) / (b1 - b0)
+        return _between(bs, ts, batch)
 
     def device_share_at(self, batch: float) -> float:
         """The device's working share of a batch's time at ``batch`` (interpolated; 1.0 when unknown)."""
         if self.device_share is None:
             return 1.0
-        bs, sh = self.batch_sizes, self.device_share
-        if batch <= bs[0]:
-            return sh[0]
-        if batch >= bs[-1]:
-            return sh[-1]
-        i = bisect.bisect_left(bs, batch)
-        if bs[i] == batch:
-            return sh[i]
-        return sh[i - 1] + (sh[i] - sh[i - 1]) * (batch - bs[i - 1]) / (bs[i] - bs[i - 1])
+        bs = self.batch_sizes
+        return _between(bs, self.device_share, min(max(batch, bs[0]), bs[-1]))
 
     def cv_at(self, batch: float) -> float:
         i = min(range(len(self.batch_sizes)), key=lambda k: abs(self.batch_sizes[k] - batch))

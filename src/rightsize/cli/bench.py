@@ -109,9 +109,7 @@ def bench(
     if json_out:
         emit_json([record(m) for m in result.measurements])
     else:
-        title = f"{workload.model} {workload.mode} on {result.env.cpu_model}" + (
-            f" + {result.env.gpu_name}" if result.env.gpu_name else ""
-        )
+        title = f"{workload.model} {workload.mode} on {result.env.machine_label}"
         out_console.print(sweep_table(result.measurements, title))
         _print_epochs(result.measurements)
         _print_power(result.measurements)

@@ -273,7 +273,7 @@ def _plan_one(
                 f"no successful measurement of {workload.model} to plan from: {'; '.join(reasons)[:300]}"
             )
         notes.append(
-            f"planned from {len(elsewhere.ok())} configs measured on another machine ({_machine(elsewhere)}): "
+            f"planned from {len(elsewhere.ok())} configs measured on another machine ({elsewhere.env.machine_label}): "
             f"none of the spec's devices ({', '.join(workload.devices)}) could be measured here"
         )
         profile = elsewhere
@@ -306,22 +306,14 @@ def _plan_one(
 def _measured_elsewhere(workload: Workload, store: Store, here: Profile) -> Profile | None:
     """The newest stored profile of this model, mode and input taken on another machine, with a successful
     measurement on one of the spec's devices (a sweep benched on a GPU box, planned on a laptop)."""
-    from rightsize.measure.config import input_of
     from rightsize.measure.profile_source import stored_profiles
-    from rightsize.models import workload_model
 
-    inp = input_of(workload, workload_model(workload).kind)
     found = [
         p
-        for p in stored_profiles(workload, store, inp)
+        for p in stored_profiles(workload, store, here.input)
         if p.env.id != here.env.id and any(m.device in workload.devices for m in p.ok())
     ]
     return found[-1] if found else None
-
-
-def _machine(profile: Profile) -> str:
-    gpus = ", ".join(g.name for g in profile.env.gpus)
-    return f"{profile.env.cpu_model}" + (f" + {gpus}" if gpus else "")
 
 
 def sweep_fn(result: PlanResult, curves: list[Any]) -> Any:

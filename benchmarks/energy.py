@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import sys
 from importlib import resources
 from pathlib import Path
@@ -73,13 +72,12 @@ def measured_power_available() -> str | None:
     return None if gpu is not None else f"{why}; {why_gpu}"
 
 
-def modelled_watts(m: Any, env: Any, catalog: Any, works: dict[str, Any]) -> tuple[float | None, str]:
+def modelled_watts(m: Any, env: Any, catalog: Any, works: dict[str, Any], gpu_params: Any) -> tuple[float | None, str]:
     """The power model's watts for what a stored measurement ran, by the planner's rule (plan/energy.py:
     idle + u x (full - idle)). CPU (RAPL, the whole package): ``threads`` vCPUs busy, the others idle. GPU (NVML):
     u = the device's busy share of the measured batch time, the time model's device part (the rest is the
     host dispatching eager ops while the GPU waits) over the measured time."""
     from rightsize.catalog import match_accelerator, match_cpu_family
-    from rightsize.estimate.projection import load_projection_model
     from rightsize.estimate.reference import work_key
     from rightsize.estimate.timemodel import gpu_time_parts_ms
 
@@ -99,24 +97,25 @@ def modelled_watts(m: Any, env: Any, catalog: Any, works: dict[str, Any]) -> tup
     work = works.get(work_key(m.model, m.mode, m.input))
     if work is None:
         return hi, f"{acc.name} at full use (no trace of {m.model})"
-    t_dev, _ = gpu_time_parts_ms(work, m.batch_size, acc, m.precision, load_projection_model().gpu)
+    t_dev, _ = gpu_time_parts_ms(work, m.batch_size, acc, m.precision, gpu_params)
     u = min(1.0, t_dev / m.latency_ms.p50)
     return lo + u * (hi - lo), f"{acc.name} {u:.0%} busy"
 
 
 def measured_vs_modelled(store_path: Path) -> int:
     """Every stored measurement that recorded ``power_w`` against the model; exit 1 when the target misses."""
+    from rightsize.estimate.calibration import read_calibration
+    from rightsize.estimate.projection import load_projection_model
     from rightsize.estimate.reference import json_input
     from rightsize.estimate.work import trace_works
     from rightsize.measure.power import MIN_POWER_WINDOW_S
-    from rightsize.profile import Environment, Measurement
     from rightsize.store import Store
 
     catalog = load_catalog("")
+    gpu_params = load_projection_model().gpu
     if store_path.suffix == ".json":  # a calibration run's export (benchmarks/gpu/export.py)
-        data = json.loads(store_path.read_text(encoding="utf-8"))
-        env = Environment.from_dict(data["env"])
-        candidates = [(Measurement.from_dict(d), env) for d in data["measurements"]]
+        run = read_calibration(store_path)
+        candidates = [(m, run.env) for m in run.measurements]
     else:
         with Store(store_path) as db:
             candidates = [(m, db.env(m.env_id)) for m in db.measurements() if m.env_id is not None]
@@ -126,7 +125,7 @@ def measured_vs_modelled(store_path: Path) -> int:
     works = trace_works({(m.model, m.mode, json_input(m.input)) for m, _ in stored if m.device != "cpu"})
     rows = []
     for m, env in stored:
-        watts, how = modelled_watts(m, env, catalog, works)
+        watts, how = modelled_watts(m, env, catalog, works, gpu_params)
         if watts:
             rows.append((m, float(m.extra["power_w"]), watts, how))
     if not rows:

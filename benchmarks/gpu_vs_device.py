@@ -45,16 +45,18 @@ def encoder_rows(run: Path, models: set[str] | None = None, mode: str | None = N
     """Projected vs measured for every ok measurement of the run (of ``models`` in ``mode`` when given), ms."""
     from rightsize.catalog import load_catalog
     from rightsize.catalog.query import match_accelerator
+    from rightsize.estimate.calibration import read_calibration
     from rightsize.estimate.projection import load_projection_model
     from rightsize.estimate.reference import json_input, work_key
     from rightsize.estimate.timemodel import gpu_time_ms
     from rightsize.estimate.work import trace_works
-    from rightsize.profile import Environment, Measurement
 
-    data = json.loads((run / "measurements.json").read_text(encoding="utf-8"))
-    env = Environment.from_dict(data["env"])
-    ms = [Measurement.from_dict(d) for d in data["measurements"]]
-    ms = [m for m in ms if (models is None or m.model in models) and (mode is None or m.mode == mode)]
+    measured = read_calibration(run / "measurements.json")
+    assert measured is not None, run
+    env = measured.env
+    ms = [
+        m for m in measured.measurements if (models is None or m.model in models) and (mode is None or m.mode == mode)
+    ]
     catalog, model = load_catalog(""), load_projection_model()
     gpu = env.gpus[0]
     acc = match_accelerator(gpu.name, catalog.accelerators, gpu.memory_bytes)

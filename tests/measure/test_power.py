@@ -171,3 +171,13 @@ def test_energy_benchmark_checks_stored_measured_power_against_the_model(
     empty = tmp_path / "empty.db"
     Store(empty).close()
     assert bench.measured_vs_modelled(empty) == 0 and "SKIPPED" in capsys.readouterr().out
+
+
+@pytest.mark.slow  # traces ResNet-50 and BERT-base
+def test_energy_benchmark_models_the_h100_run_at_its_device_busy_share(
+    capsys: pytest.CaptureFixture[str], load_benchmark: Callable[[str], ModuleType]
+) -> None:
+    run = Path(__file__).resolve().parents[2] / "benchmarks/gpu/results/h100-power-2026-11-26/measurements.json"
+    assert load_benchmark("energy").measured_vs_modelled(run) == 1  # the 25% target is missed, and said so
+    out = capsys.readouterr().out
+    assert "n=20 median |error| 30%, worst 54%" in out and "H100 11% busy" in out

@@ -18,7 +18,7 @@ from typing import Any
 
 from rightsize.profile import Environment, Measurement
 
-__all__ = ["CalibrationSet", "calibration_dir", "load_calibration"]
+__all__ = ["CalibrationSet", "calibration_dir", "load_calibration", "read_calibration"]
 
 
 @dataclass(frozen=True)
@@ -35,13 +35,17 @@ def calibration_dir() -> Path:
     return Path(str(resources.files("rightsize.catalog") / "data" / "calibration"))
 
 
+def read_calibration(path: Path) -> CalibrationSet | None:
+    """One measurement file (``"measurements"`` and the ``"env"`` that took them); None for another JSON file."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if "measurements" not in data:
+        return None
+    ms = tuple(Measurement.from_dict(d) for d in data["measurements"])
+    meta = {k: v for k, v in data.items() if k not in ("env", "measurements")}
+    return CalibrationSet(str(path), Environment.from_dict(data.get("env")), ms, meta)
+
+
 def load_calibration(directory: Path | None = None) -> list[CalibrationSet]:
     """Every measurement file (``*.json`` with ``"measurements"``) in ``directory``."""
-    sets: list[CalibrationSet] = []
-    for path in sorted((directory or calibration_dir()).glob("*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if "measurements" in data:
-            ms = tuple(Measurement.from_dict(d) for d in data["measurements"])
-            meta = {k: v for k, v in data.items() if k not in ("env", "measurements")}
-            sets.append(CalibrationSet(str(path), Environment.from_dict(data.get("env")), ms, meta))
-    return sets
+    sets = (read_calibration(path) for path in sorted((directory or calibration_dir()).glob("*.json")))
+    return [s for s in sets if s is not None]

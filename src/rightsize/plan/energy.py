@@ -13,8 +13,8 @@ typical min/max ratio applied to the datasheet TDP. u is the planner's own predi
 replica's busy fraction, 1 for batch and training (the device works for the whole runtime). s is the share of
 a batch's time the GPU computes (the projected curve's device part over its batch time, at an online replica's
 mean batch, or the batch a job or training step runs): an eager replica at batch 1-8 mostly waits for the host
-to dispatch its ops. On an
-H100 (benchmarks/energy.py against 20 NVML readings) u x s took the median error from 83% to 30%.
+to dispatch its ops. On an H100 (benchmarks/energy.py against 20 NVML readings) u x s took the median error
+from 83% to 30%.
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ class Energy:
     pue: float
     grid_kg_per_kwh: float
     notes: list[str] = field(default_factory=list)
-    device_share: float | None = None  # online GPU: the share of its busy time the GPU computes (plan/energy.py)
+    device_share: float | None = None  # GPU: the share of its busy time the GPU computes (plan/energy.py)
 
 
 @dataclass

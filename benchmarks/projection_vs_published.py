@@ -7,10 +7,12 @@ Every row of ``catalog/data/reference/published.csv`` (a published figure with i
 is projected by time models fitted WITHOUT that row's source, from this project's local CPU profile of
 the model (its traced ops; for CPU rows also its measured time here). Prints each row's ratio
 projected/published, then per device class: median |error|, worst factor, the share of rows inside the
-band (the band itself is built from these held-out errors), and the median band width (hi/lo).
+band (the band itself is built from these held-out errors, so this share is in-sample by construction), the
+share inside a band built from the OTHER sources' errors only (out-of-source: how a source the band never saw
+fares), and the median band width (hi/lo).
 
-Targets (issue "Projections you can bet on"): median |error| <= 20%, worst <= 2x, >= 90% inside the band,
-median band width <= x1.6. Exit code 1 when a target is missed (``--no-fail`` to only print).
+Targets (issue "Projections you can bet on"): median |error| <= 20%, worst <= 2x, >= 90% inside the band (both
+readings), median band width <= x1.6. Exit code 1 when a target is missed (``--no-fail`` to only print).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-TARGETS = {"median_abs_error": 0.20, "worst_factor": 2.0, "coverage": 0.90, "median_band_width": 1.6}
+# coverage_out_of_source: the same 90% asked of a band built without the row's own source (a new source's view)
+TARGETS = {"median_abs_error": 0.20, "worst_factor": 2.0, "coverage": 0.90, "coverage_out_of_source": 0.90,
+           "median_band_width": 1.6}  # fmt: skip
 
 
 def _measure_here(models: list[str], out_dir: Path) -> None:
@@ -74,7 +78,7 @@ def _check(s: dict[str, float], key: str) -> bool:
     if not s.get("n"):
         return False
     v = s[key]
-    return v >= TARGETS[key] if key == "coverage" else v <= TARGETS[key]
+    return v >= TARGETS[key] if key.startswith("coverage") else v <= TARGETS[key]
 
 
 def _print(ev: Any, summary: dict[str, dict[str, float]], verdict: dict[str, bool]) -> None:
@@ -92,14 +96,20 @@ def _print(ev: Any, summary: dict[str, dict[str, float]], verdict: dict[str, boo
         print(f"{r.id[:34]:<34} {dev[:22]:<22} {r.model[:12]:<12} {r.mode[:5]:<5} {r.precision:<5} {r.batch_size:>4} "
               f"{r.latency_ms:>9.2f}m {h.predicted_ms:>9.2f}m {h.ratio:>6.2f} {inside}")  # fmt: skip
     print()
-    print(f"{'class':<6} {'n':>3} {'median |err|':>13} {'worst':>7} {'in band':>8} {'band width':>11}  band (lo-hi)")
+    print(f"{'class':<6} {'n':>3} {'median |err|':>13} {'worst':>7} {'in band':>8} {'out-of-source':>14} "
+          f"{'band width':>11}  band (lo-hi)")  # fmt: skip
     for dc, s in summary.items():
         if not s.get("n"):
             continue
         b = ev.bands.get(dc)
         band = f"x{b.lo:.2f}-x{b.hi:.2f}" if b else "per class"
+        oos = s["coverage_out_of_source"]
         print(f"{dc:<6} {int(s['n']):>3} {s['median_abs_error']:>12.1%} {s['worst_factor']:>6.2f}x "
-              f"{s['coverage']:>7.0%} {s['median_band_width']:>10.2f}x  {band}")  # fmt: skip
+              f"{s['coverage']:>7.0%} {oos:>13.0%} {s['median_band_width']:>10.2f}x  {band}")  # fmt: skip
+    print(
+        "in band: inside the printed band, which every row's own held-out error helped to set; out-of-source: "
+        "inside a band built from the other sources' errors only (the stricter test: how a new source fares)"
+    )
     by_src: dict[str, list[float]] = {}
     for h in ev.held:
         by_src.setdefault(h.row.source, []).append(abs(h.ratio - 1))
@@ -112,7 +122,7 @@ def _print(ev: Any, summary: dict[str, dict[str, float]], verdict: dict[str, boo
         print(f"not projectable ({len(ev.skipped)}): " + "; ".join(f"{r.id} ({why})" for r, why in ev.skipped))
     print()
     for k, ok in verdict.items():
-        op = ">=" if k == "coverage" else "<="
+        op = ">=" if k.startswith("coverage") else "<="
         got = summary["all"].get(k, float("nan"))
         print(f"{'PASS' if ok else 'FAIL'}  {k}: {got:.3g} (target {op} {TARGETS[k]})")
 

@@ -11,6 +11,7 @@ import pytest
 from rightsize.catalog import load_catalog
 from rightsize.estimate.reference import (
     Anchor,
+    Evaluation,
     Held,
     ReferenceRow,
     bands_from,
@@ -82,6 +83,21 @@ def test_bands_cover_the_held_out_share_they_claim() -> None:
     band = bands_from(held)["gpu"]
     assert band.lo < 1 < band.hi and 0.88 <= band.coverage <= 1.0
     assert band.hi / band.lo == pytest.approx(math.exp(2 * 1.645 * 0.2) * 1.05 / 0.95, rel=0.2)
+
+
+def test_out_of_source_coverage_flags_a_source_unlike_the_others() -> None:
+    """In-sample coverage is ~90% by construction; a source whose errors the others never show is outside a band
+    built without it, and only the out-of-source reading says so."""
+    rng = random.Random(5)
+    rows = [_row(i, f"s{i % 4}", "a", "T4", 1, TRUE, 0.0) for i in range(40)]
+    held = [Held(r, r.latency_ms * math.exp(rng.gauss(0, 0.1))) for r in rows]
+    held += [Held(r, r.latency_ms * 2.5) for r in (_row(100 + i, "odd", "a", "T4", 1, TRUE, 0.0) for i in range(5))]
+    ev = Evaluation(fit=None, held=tuple(held), bands=bands_from(held), skipped=())  # type: ignore[arg-type]
+    s = ev.summary("gpu")
+    assert s["coverage"] >= 0.88
+    assert ev.out_of_source_coverage([h for h in held if h.row.source == "odd"]) == 0.0
+    assert ev.out_of_source_coverage([h for h in held if h.row.source != "odd"]) >= 0.85
+    assert s["coverage_out_of_source"] <= s["coverage"] - 0.05
 
 
 def test_cpu_rows_are_anchored_on_local_measurements() -> None:

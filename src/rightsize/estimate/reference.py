@@ -435,8 +435,20 @@ class Evaluation:
             "median_abs_error": statistics.median(errs),
             "worst_factor": max(worst.ratio, 1.0 / worst.ratio),
             "coverage": inside / len(hs),
+            "coverage_out_of_source": self.out_of_source_coverage(hs),
             "median_band_width": statistics.median(widths) if widths else math.inf,
         }
+
+    def out_of_source_coverage(self, hs: Sequence[Held]) -> float:
+        """Share of ``hs`` inside a band built WITHOUT their own source's errors: the stricter test of a band,
+        since ``coverage`` judges each row by a band its own error helped to set (in-sample by construction)."""
+        inside = 0
+        for src in sorted({h.row.source for h in hs}):
+            bands = bands_from([h for h in self.held if h.row.source != src])
+            for h in hs:
+                b = bands.get(h.row.device_class) if h.row.source == src else None
+                inside += int(b is not None and b.lo <= 1.0 / h.ratio <= b.hi)
+        return inside / len(hs) if hs else 0.0
 
 
 def evaluate(

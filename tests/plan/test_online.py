@@ -98,3 +98,16 @@ def test_spot_only_serving_adds_a_spare_and_skips_instances_without_spot() -> No
     no_spot = replace(cat.instances[0], spot_usd_per_hour=None)
     (c,) = plan_online(pair_options([no_spot], curves[:1], cat.accelerators), _target(10, 80), ["spot"])
     assert not c.feasible and c.reasons[0].startswith("no spot offer")
+
+
+def test_fluid_estimates_give_each_percentile_its_own_value() -> None:
+    """Groups that cannot win are estimated, not simulated; their p50 < p95 < p99 all come from the estimate
+    (a p99 equal to the target's p95 would read as measured)."""
+    cat = small_catalog()
+    curves = [cpu_curve(n, 20.0, 15.0) for n in ("c.2x", "c.4x")] + [gpu_curve("T4", 4.0, 0.2)]
+    cands = plan_online(pair_options(cat.instances, curves, cat.accelerators), _target(10, 80), simulate_groups=1)
+    fluid = [c for c in cands if c.latency is not None and c.latency.method == "fluid approximation"]
+    assert fluid
+    for c in fluid:
+        assert c.latency is not None and c.latency.p50 < c.latency.p95 < c.latency.p99
+        assert c.latency.p_target_ms == pytest.approx(c.latency.p95)

@@ -164,20 +164,23 @@ def _fluid(g: _Group, target: OnlineTarget) -> None:
     Percentile ~ service percentile + mean wait x -ln(1 - q) (an exponential wait tail)."""
     s, bound, q = target.request_samples, target.latency.bound_ms, float(target.latency.percentile)
     lam = target.rate_per_s * s / 1000.0
-    tail = -math.log(1.0 - q / 100.0)
     best: tuple[int, float, Policy, LatencyPrediction] | None = None
     for p in g.policies:
         for r in range(g.r_min[p], target.max_replicas + 1):
             fl = fluid_batching(g.curve.t_ms, lam / r, p.max_batch, p.max_wait_ms)
             if not fl.stable:
                 continue
-            t_b = g.curve.t_ms(fl.batch)
-            pq = _service_pct_ms(g.curve, fl.batch, q) + max(0.0, fl.mean_latency_ms - t_b) * tail
+            wait = max(0.0, fl.mean_latency_ms - g.curve.t_ms(fl.batch))
+
+            def pct(k: float, fl_batch: float = fl.batch, wait: float = wait) -> float:
+                return _service_pct_ms(g.curve, fl_batch, k) + wait * -math.log(1.0 - k / 100.0)
+
+            pq = pct(q)
             if pq <= bound:
                 pred = LatencyPrediction(
-                    p50=t_b,
-                    p95=pq,
-                    p99=pq,
+                    p50=pct(50.0),
+                    p95=pct(95.0),
+                    p99=pct(99.0),
                     mean=fl.mean_latency_ms,
                     utilization=fl.utilization,
                     mean_batch=fl.batch,

@@ -65,6 +65,15 @@ def test_memory_bad_input_exits_2_naming_the_field(rightsize: Run) -> None:
     assert out.stderr.strip() == "error: batch: must be >= 1, got 0"
     out = rightsize("memory", "resnet50", "--precision", "fp9")
     assert out.returncode == 2 and out.stderr.startswith("error: precision: unknown precision 'fp9'")
+    out = rightsize("memory", "resnet50", "--mode", "trian")
+    assert out.returncode == 2 and "Did you mean 'train'?" in out.stderr
+
+
+def test_memory_takes_the_spec_words_for_its_modes(rightsize: Run) -> None:
+    a = rightsize("memory", "resnet50", "--tiny", "--mode", "training", "--batch", "2", "--json")
+    b = rightsize("memory", "resnet50", "--tiny", "--mode", "train", "--batch", "2", "--json")
+    assert a.returncode == 0 and b.returncode == 0, a.stderr
+    assert json.loads(a.stdout)["total_bytes"] == json.loads(b.stdout)["total_bytes"]
 
 
 def test_memory_validate_on_cpu(rightsize: Run) -> None:

@@ -24,7 +24,7 @@ def memory(
     model: str = typer.Argument(
         ..., help="Zoo name (`rightsize models`), hf:CONFIG_DIR, hf:TYPE, model.onnx, model.pt or module:factory."
     ),
-    mode: str = typer.Option("infer", "--mode", help="train | infer."),
+    mode: str = typer.Option("infer", "--mode", help="train | infer (a spec's training | inference also work)."),
     precision: str = typer.Option("fp32", "--precision", help="fp32 | fp16 | bf16 | int8 | int4 (weights)."),
     batch: int = typer.Option(1, "--batch", help="Batch size."),
     seq: int | None = typer.Option(None, "--seq", help="Sequence length (token models)."),
@@ -49,6 +49,7 @@ def memory(
     from rightsize.estimate.memory_tiers import parse_tiers
     from rightsize.models.byo import parse_shape
 
+    mode = {"training": "train", "inference": "infer"}.get(mode, mode)  # the spec's words for the same modes
     kwargs: dict[str, Any] = {
         "mode": mode, "precision": precision, "batch_size": batch, "seq_len": seq, "image_size": image,
         "optimizer": optimizer, "fused": fused, "tiny": tiny, "shape": parse_shape(shape), "vocab": vocab,

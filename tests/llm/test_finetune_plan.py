@@ -35,10 +35,20 @@ def test_hours_and_cost_are_the_flops_over_the_gpus_peak(catalog: Catalog) -> No
     acc = catalog.accelerators[o.accelerator]
     peak = acc.peak_flops_per_s("bf16") or acc.peak_flops_per_s("fp16")
     n = DecoderShape.from_zoo("llama-7b").params()
-    assert o.hours == pytest.approx(10e6 * 4 * n / (o.gpus * peak * 0.5) / 3600)
+    assert o.train_hours == pytest.approx(10e6 * 4 * n / (o.gpus * peak * 0.5) / 3600)
+    assert o.spinup_hours == pytest.approx(515 / 3600)  # provision 25 s + CUDA image 480 s + model load 10 s
+    assert o.hours == pytest.approx(o.train_hours + o.spinup_hours)
     assert o.usd == pytest.approx(o.hours * o.usd_per_hour)
     assert [x.usd for x in opts] == sorted(x.usd for x in opts)
     assert all(x.gib_per_gpu <= x.usable_gib_per_gpu for x in opts)
+
+
+def test_a_short_job_is_not_won_by_a_big_node_that_bills_its_spin_up(catalog: Catalog) -> None:
+    """10M tokens of QLoRA: minutes on 8 x H200, an hour or more on one L4; the node's spin-up is billed too."""
+    opts = plan_finetune("llama-7b", "qlora", tokens=10e6, batch=4, seq_len=2048, catalog=catalog)
+    assert opts[0].gpus == 1
+    big = next(o for o in opts if o.gpus == 8)
+    assert big.train_hours < big.spinup_hours and big.usd > opts[0].usd
 
 
 def test_a_full_fine_tune_too_big_for_one_gpu_plans_zero3_over_a_node(catalog: Catalog) -> None:

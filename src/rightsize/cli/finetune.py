@@ -56,12 +56,14 @@ def finetune(
                       f"{mem.params_trainable:,} trainable parameters)", highlight=False)  # fmt: skip
     parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in mem.breakdown().items() if v >= 0.05 * GIB)
     out_console.print(f"  GiB: {parts}", highlight=False)
-    table = Table(title=f"instances that hold it, {tokens:,.0f} tokens at {mfu:.0%} MFU (assumed: hours are projected)")
-    for col in ("instance", "GPUs", "ZeRO", "GiB/GPU", "usable", "hours", "$/h", "$ total"):
+    up_min = options[0].spinup_hours * 60 if options else 0.0
+    title = f"instances that hold it, {tokens:,.0f} tokens at {mfu:.0%} MFU (assumed: hours are projected)"
+    table = Table(title=f"{title}; $ total bills {up_min:.0f} min of spin-up too")
+    for col in ("instance", "GPUs", "ZeRO", "GiB/GPU", "usable", "train h", "$/h", "$ total"):
         table.add_column(col, justify="left" if col == "instance" else "right")
     for o in options[:top]:
         table.add_row(o.instance, f"{o.gpus} x {o.accelerator}", str(o.zero_stage), f"{o.gib_per_gpu:.1f}",
-                      f"{o.usable_gib_per_gpu:.1f}", f"{o.hours:.2f}", f"{o.usd_per_hour:.2f}",
+                      f"{o.usable_gib_per_gpu:.1f}", f"{o.train_hours:.2f}", f"{o.usd_per_hour:.2f}",
                       f"{o.usd:,.2f}")  # fmt: skip
     out_console.print(table)
     if not options:

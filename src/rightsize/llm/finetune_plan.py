@@ -11,7 +11,10 @@ sharding, how long it takes and what it costs.
    forward, 4N backward for a full fine-tune of N parameters): full 6N; LoRA and QLoRA 4N (the frozen
    weights need the input gradients, 2N, but no weight gradients); +2N with activation checkpointing
    (the forward recomputed). hours = tokens x FLOPs per token / (n x dense bf16 peak x ``mfu``) / 3600.
-3. **Cost.** hours x the instance's price; cheapest first.
+3. **Cost.** (hours + spin-up) x the instance's price; cheapest first. Spin-up is the planner's own
+   (``plan.coldstart.spin_up`` with the spec defaults: provision, a CUDA image pull, model load; docs/sources.md
+   ``cold-start``): billed like the training, it is what makes an 8-GPU node for a 3-minute job cost more
+   than one GPU for an hour.
 
 ``mfu`` (model FLOPs utilisation) defaults to ``DEFAULT_MFU``, an assumption, not a fit: the time is
 labelled projected. QLoRA's dequantisation is not in the FLOPs (it makes QLoRA slower than LoRA: LitGPT's
@@ -31,6 +34,8 @@ from rightsize.errors import SpecError
 from rightsize.llm.finetune import finetune_memory
 from rightsize.llm.shape import DecoderShape
 from rightsize.memory_budget import GIB, usable_gpu_bytes
+from rightsize.plan.coldstart import spin_up
+from rightsize.spec.targets import ColdStart
 
 __all__ = ["DEFAULT_MFU", "FinetuneOption", "flops_per_token", "plan_finetune"]
 
@@ -50,9 +55,11 @@ class FinetuneOption:
     zero_stage: int
     gib_per_gpu: float
     usable_gib_per_gpu: float
-    hours: float
+    hours: float  # billed: training + spin-up
     usd_per_hour: float
     usd: float
+    train_hours: float = 0.0
+    spinup_hours: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,6 +95,7 @@ def plan_finetune(
         raise SpecError("mfu", f"must be in (0, 1], got {mfu:g}")
     shape = DecoderShape.from_zoo(model)
     per_token = flops_per_token(shape, method, gradient_checkpointing)
+    up = spin_up(ColdStart.model_validate({}), gpu=True).total_hours
     out: list[FinetuneOption] = []
     for inst in filter_instances(catalog.instances, providers=providers, device_class="gpu"):
         price = inst.price_usd_per_hour(purchase)
@@ -102,9 +110,9 @@ def plan_finetune(
                                   gradient_checkpointing=gradient_checkpointing, zero_stage=stage, gpus=n)  # fmt: skip
             if mem.total_bytes <= usable:
                 peak = acc.peak_flops_per_s("bf16") or acc.peak_flops_per_s("fp16")  # T4, V100: no bf16
-                hours = tokens * per_token / (n * peak * mfu) / 3600.0
+                train = tokens * per_token / (n * peak * mfu) / 3600.0
                 out.append(FinetuneOption(inst.provider, inst.region, inst.instance_type, acc.name, n, stage,
-                                          round(mem.total_bytes / GIB, 2), round(usable / GIB, 2), hours, price,
-                                          hours * price))  # fmt: skip
+                                          round(mem.total_bytes / GIB, 2), round(usable / GIB, 2), train + up, price,
+                                          (train + up) * price, train, up))  # fmt: skip
                 break
     return sorted(out, key=lambda o: (round(o.usd, 6), o.hours))

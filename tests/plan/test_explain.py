@@ -87,3 +87,13 @@ def test_a_replica_near_full_says_why_it_still_keeps_up_and_what_to_watch() -> N
     full = dataclasses.replace(batched, latency=dataclasses.replace(busy, mean_batch=8.0))
     (w,) = [w for w in _warnings("online", full, 80, 1) if w.startswith("busy")]
     assert "no room for bigger batches" in w
+
+
+def test_with_no_feasible_plan_the_closest_is_the_fastest_not_the_cheapest() -> None:
+    cat = small_catalog()
+    curves = [cpu_curve("c.2x", 20.0, 15.0), cpu_curve("c.4x", 11.0, 8.0)]  # c.4x: faster, dearer
+    target = OnlineTarget(rate_per_s=10, latency=LatencyBound(percentile=95, bound_ms=1))
+    ranked = rank(plan_online(pair_options(cat.instances, curves, cat.accelerators), target), "online")
+    assert not any(c.feasible for c in ranked) and ranked[0].instance == "c.2x"  # ranked by cost
+    why, _, _, _ = explain("online", ranked, 95, 1)
+    assert why[1].startswith("closest:") and "c.4x" in why[1]

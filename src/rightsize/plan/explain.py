@@ -49,6 +49,19 @@ def _width(c: Candidate) -> float:
     return round(hi / lo, 1) if lo > 0 else math.inf
 
 
+def _closest(infeasible: Sequence[Candidate], kind: PlanKind, request_samples: int) -> Candidate | None:
+    """The infeasible candidate nearest to meeting the target: the fastest (online: its predicted latency, else
+    one request's service time at the band's slow edge; jobs: the runtime), the cheaper on a tie."""
+
+    def speed(c: Candidate) -> float:
+        t = _speed(c, kind)
+        if math.isinf(t) and kind == "online" and c.curve is not None:
+            t = c.curve.t_ms(request_samples) * max(1.0, c.band[1])
+        return t
+
+    return min(infeasible, key=lambda c: (speed(c), _cost(c, kind)), default=None)
+
+
 def rank(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
     """Feasible first by cost (then the narrower band, faster, fewer machines); infeasible after, by cost.
 
@@ -151,7 +164,7 @@ def explain(
     if rec is None:
         summary = infeasible_summary(ranked)
         top = ", ".join(f"{k} ({v})" for k, v in sorted(summary.items(), key=lambda kv: -kv[1]))
-        closest = next((c for c in ranked if c.reasons), None)
+        closest = _closest([c for c in ranked if c.reasons], kind, request_samples)
         why = [f"no candidate meets every target; reasons: {top or 'none evaluated'}"]
         if closest:
             why.append(f"closest: {_who(closest)}: {'; '.join(closest.reasons)}")

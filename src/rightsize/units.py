@@ -1,4 +1,4 @@
-"""Parse and format quantities that users type: memory sizes like ``4GiB`` or ``512MB``."""
+"""Parse and format quantities that users type: memory sizes like ``4GiB`` or ``512MB``; durations in hours."""
 
 from __future__ import annotations
 
@@ -34,3 +34,11 @@ def format_bytes(n: float | None) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} TiB"
+
+
+def format_hours(h: float) -> str:
+    """A duration given in hours: minutes below one hour ('2.4 min', '30 min'), else hours ('12.3 h'),
+    three significant digits, so a 3-minute job does not read '0.0 h'."""
+    value, unit = (h * 60.0, "min") if abs(h) < 1 else (h, "h")
+    text = f"{value:,.0f}" if value != 0 and abs(value) >= 100 else f"{value:.3g}"
+    return f"{text} {unit}"

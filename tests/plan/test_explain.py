@@ -97,3 +97,16 @@ def test_with_no_feasible_plan_the_closest_is_the_fastest_not_the_cheapest() -> 
     assert not any(c.feasible for c in ranked) and ranked[0].instance == "c.2x"  # ranked by cost
     why, _, _, _ = explain("online", ranked, 95, 1)
     assert why[1].startswith("closest:") and "c.4x" in why[1]
+
+
+def test_infeasible_reasons_group_by_kind_with_their_numbers_as_ranges() -> None:
+    from rightsize.plan.explain import infeasible_summary
+
+    target = OnlineTarget(rate_per_s=10, latency=LatencyBound(percentile=95, bound_ms=1))
+    opts = pair_options(small_catalog().instances, [cpu_curve("c.2x", 20.0, 15.0)], {})
+    base = rank(plan_online(opts, target), "online")[0]
+    cands = []
+    for n in (73, 200, 1347):
+        cands.append(dataclasses.replace(base, feasible=False, reasons=[f"needs {n} instances > max_instances 64"]))
+    cands.append(dataclasses.replace(base, feasible=False, reasons=["over budget: 3 replicas cost $1.02/h > $1/h"]))
+    assert infeasible_summary(cands) == {"needs 73-1347 instances > max_instances 64": 3, "over budget": 1}

@@ -17,6 +17,7 @@ from rightsize.cli._common import (
     load_catalog_option,
     out_console,
 )
+from rightsize.units import format_hours
 from rightsize.workflows.plan import plan_record, plan_spec, write_plan_report
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ def _point(c: Candidate) -> str:
     if c.latency is not None:
         ms = c.latency.p_target_ms or c.latency.p95
         return f"{c.instance} x{c.replicas or c.count} (${c.cost_usd_per_hour:.2f}/h, {ms:.0f} ms)"
-    return f"{c.instance} x{c.count} (${c.cost_usd_total or 0:,.2f}, {c.runtime_hours or 0:.1f} h)"
+    return f"{c.instance} x{c.count} (${c.cost_usd_total or 0:,.2f}, {format_hours(c.runtime_hours or 0)})"
 
 
 def plan_cmd(

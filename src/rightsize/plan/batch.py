@@ -33,6 +33,7 @@ from rightsize.plan.job_costs import copy_candidate, finish, spot_odds, spot_var
 from rightsize.plan.options import GIB, Option
 from rightsize.plan.result import Batching, Candidate
 from rightsize.spec.targets import BatchTarget, ColdStart
+from rightsize.units import format_hours
 
 __all__ = ["CHECKPOINT_MIN", "InputStage", "best_batch", "plan_batch"]
 
@@ -133,7 +134,9 @@ def _option(
     base.memory_bytes = None if opt.memory is None else int(opt.memory.bytes_at(b))
     avail_h = target.deadline_hours - up.total_hours
     if avail_h <= 0:
-        base.reasons.append(f"spin-up alone ({up.describe()}) exceeds the {target.deadline_hours:g} h deadline")
+        base.reasons.append(
+            f"spin-up alone ({up.describe()}) exceeds the {format_hours(target.deadline_hours)} deadline"
+        )
         return [(base, 0.0)]
     # sized so the slow edge of a projected curve's band still finishes in time (see jobs.finish)
     thr_edge = thr / max(1.0, opt.curve.band_hi)

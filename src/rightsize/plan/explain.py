@@ -10,11 +10,13 @@ alternative of the other device class, flagging the seed article's common mistak
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 from datetime import date
 
 from rightsize.plan.result import Candidate, PlanKind
+from rightsize.units import format_hours
 
 __all__ = ["explain", "infeasible_summary", "pareto", "rank", "target_ms"]
 
@@ -97,9 +99,28 @@ def pareto(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
     return out
 
 
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
 def infeasible_summary(cands: Sequence[Candidate]) -> dict[str, int]:
-    """Reason kind (text before the first colon) -> number of infeasible candidates."""
-    return dict(Counter(c.reasons[0].split(":")[0] for c in cands if not c.feasible and c.reasons))
+    """Reason kind -> number of infeasible candidates, most first. A kind is the reason's text before its first
+    colon with its numbers as ranges over the candidates: "needs 74-1304 instances > max_instances 64", not one
+    kind per instance count."""
+    groups: dict[str, list[list[float]]] = {}
+    for c in cands:
+        if c.feasible or not c.reasons:
+            continue
+        head = c.reasons[0].split(":")[0]
+        groups.setdefault(_NUMBER.sub("#", head), []).append([float(x) for x in _NUMBER.findall(head)])
+    out: dict[str, int] = {}
+    for template, values in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        pieces = template.split("#")
+        text = pieces[0]
+        for vs, piece in zip(zip(*values, strict=True), pieces[1:], strict=True):
+            lo, hi = min(vs), max(vs)
+            text += (f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}") + piece
+        out[text] = len(values)
+    return out
 
 
 def _who(c: Candidate) -> str:
@@ -147,7 +168,7 @@ def _perf(c: Candidate, kind: PlanKind, q: float) -> str:
             odds = f", meets the deadline in {c.spot.p_meet_deadline:.0%} of simulated runs"
         acc = f", gradient accumulation x{c.grad_accumulation}" if c.grad_accumulation > 1 else ""
         size = f", batch {c.batching.max_batch}" if c.batching else ""
-        return f"{c.runtime_hours:.1f} h{size}{acc}{odds}"
+        return f"{format_hours(c.runtime_hours)}{size}{acc}{odds}"
     return ""
 
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 from rightsize.catalog.model import Instance
 from rightsize.plan.result import Candidate, SpotPlan
 from rightsize.plan.spot import daly_interval_hours, daly_wall_hours, simulate_spot
+from rightsize.units import format_hours
 
 __all__ = ["MIN_P_MEET", "copy_candidate", "finish", "spot_odds", "spot_variant"]
 
@@ -31,12 +32,12 @@ def finish(c: Candidate, hours: float, deadline_hours: float | None, budget_usd:
     edge = max(1.0, c.band[1])
     if deadline_hours is not None and hours > deadline_hours:
         c.feasible = False
-        c.reasons.append(f"misses the deadline: {hours:.1f} h > {deadline_hours:g} h")
+        c.reasons.append(f"misses the deadline: {format_hours(hours)} > {format_hours(deadline_hours)}")
     elif deadline_hours is not None and hours * edge > deadline_hours:
         c.feasible = False
         c.reasons.append(
             f"misses the deadline at the pessimistic edge of the projection band (x{edge:.2f}): "
-            f"{hours * edge:.1f} h > {deadline_hours:g} h (median {hours:.1f} h)"
+            f"{format_hours(hours * edge)} > {format_hours(deadline_hours)} (median {format_hours(hours)})"
         )
     elif deadline_hours is not None and edge > 1.0:
         c.notes.append(f"meets the deadline at the pessimistic edge of the projection band (x{edge:.2f})")
@@ -141,7 +142,7 @@ def spot_odds(
         )
         m.notes.append(
             f"mixed: spot until the slack runs out, then on-demand at ${od_price:.2f}/h "
-            f"(expected {mix.expected_spot_hours:.1f} h on spot)"
+            f"(expected {format_hours(mix.expected_spot_hours)} on spot)"
         )
         m.runtime_hours = mix.expected_hours + up_h
         m.cost_usd_total = mix.expected_cost_usd

@@ -10,7 +10,7 @@ import html
 import math
 from typing import Any
 
-from rightsize.units import format_bytes
+from rightsize.units import format_bytes, format_hours
 
 __all__ = ["esc", "finite", "format_bytes", "hours", "md", "ms", "num", "pct", "usd"]
 
@@ -64,11 +64,9 @@ def ms(value: Any) -> str:
 
 
 def hours(value: Any) -> str:
-    """Hours, or minutes below one hour."""
+    """Hours, or minutes below one hour (units.format_hours); '-' for none."""
     f = finite(value)
-    if f is None:
-        return "-"
-    return f"{num(f * 60)} min" if f < 1 else f"{num(f)} h"
+    return "-" if f is None else format_hours(f)
 
 
 def pct(value: Any) -> str:

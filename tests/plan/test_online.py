@@ -111,3 +111,11 @@ def test_fluid_estimates_give_each_percentile_its_own_value() -> None:
     for c in fluid:
         assert c.latency is not None and c.latency.p50 < c.latency.p95 < c.latency.p99
         assert c.latency.p_target_ms == pytest.approx(c.latency.p95)
+    # the CLI table marks them as estimates and says so under the table
+    from rightsize.cli import _common
+    from rightsize.cli.plan import print_plan
+    from rightsize.plan.result import PlanResult
+
+    with _common.out_console.capture() as cap:
+        print_plan(PlanResult("online", "w", "m", {}, None, fluid, []), top=5)
+    assert f"~{fluid[0].latency.p95:.1f}" in cap.get() and "fluid approximation, not simulated" in cap.get()

@@ -17,6 +17,7 @@ from rightsize.cli._common import (
     load_catalog_option,
     out_console,
 )
+from rightsize.plan.online import FLUID_METHOD as FLUID
 from rightsize.units import format_hours
 from rightsize.workflows.plan import plan_record, plan_spec, write_plan_report
 
@@ -49,7 +50,8 @@ def _table(result: PlanResult, top: int) -> Any:
             lat = c.latency
             row.append(f"{c.batching.max_batch}/{c.batching.max_wait_ms:g}" if c.batching else "-")
             if lat is not None:
-                row += [f"{lat.p50:.1f}", f"{lat.p95:.1f}", f"{lat.p99:.1f}", f"{lat.utilization:.0%}"]
+                est = "~" if lat.method == FLUID else ""  # estimated, not simulated (see the note under the table)
+                row += [f"{est}{lat.p50:.1f}", f"{est}{lat.p95:.1f}", f"{est}{lat.p99:.1f}", f"{lat.utilization:.0%}"]
             else:
                 row += ["-"] * 4
             per_m = c.cost_usd_per_1m_requests
@@ -74,6 +76,9 @@ def _table(result: PlanResult, top: int) -> Any:
 def print_plan(result: PlanResult, top: int) -> None:
     """The ranked candidates, the recommendation and why, warnings and the Pareto frontier."""
     out_console.print(_table(result, top))
+    if any(c.latency is not None and c.latency.method == FLUID for c in result.candidates[:top]):
+        out_console.print("[dim]~ estimated by a fluid approximation, not simulated: a candidate that cannot win the "
+                          "plan (the planner simulates the cheapest groups)[/dim]")  # fmt: skip
     rec = result.recommendation
     out_console.print()
     out_console.print("[bold]Recommendation[/bold]" if rec else "[bold red]No feasible plan[/bold red]")

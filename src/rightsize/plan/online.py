@@ -40,7 +40,9 @@ from rightsize.plan.verify import (
 from rightsize.profile import ServiceCurve
 from rightsize.spec.targets import OnlineTarget
 
-__all__ = ["Policy", "plan_online"]
+__all__ = ["FLUID_METHOD", "Policy", "plan_online"]
+
+FLUID_METHOD = "fluid approximation"  # LatencyPrediction.method of a candidate estimated, not simulated
 
 Z = {50.0: 0.0, 90.0: 1.2816, 95.0: 1.6449, 99.0: 2.3263, 99.9: 3.0902}  # standard normal quantiles
 # Replicas above R_min tried, by round: lanes are cheap, rounds are not (each steps through every request).
@@ -184,7 +186,7 @@ def _fluid(g: _Group, target: OnlineTarget) -> None:
                     mean=fl.mean_latency_ms,
                     utilization=fl.utilization,
                     mean_batch=fl.batch,
-                    method="fluid approximation",
+                    method=FLUID_METHOD,
                     p_target_ms=pq,
                 )
                 if best is None or (r, pq) < (best[0], best[1]):

@@ -44,6 +44,7 @@ def test_online_candidate_json() -> None:
     assert d["batching"] == {"max_batch": 8, "max_wait_ms": 5.0}
     assert d["latency_ms"]["p95"] == 45.0 and d["latency_ms"]["band"] == [30.0, 80.0]
     assert d["utilization"] == 0.4 and d["time_to_train_hours"] is None
+    assert d["latency_method"] == "simulation"
 
 
 def test_training_candidate_json_and_non_finite_numbers() -> None:

@@ -137,6 +137,7 @@ class Candidate:
             }
             d["utilization"] = self.latency.utilization
             d["mean_batch"] = self.latency.mean_batch
+            d["latency_method"] = self.latency.method  # a simulation, or "fluid approximation" (estimated)
         else:
             d["latency_ms"] = None
         d.pop("latency", None)

@@ -10,8 +10,10 @@ B x 1000 / decode_ms(B, B x mean context)). Nothing here is measured; the page s
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
+from rightsize import __version__
 from rightsize.llm.plan import LLMCandidate, LLMPlan
 from rightsize.report.fmt import esc, md, num
 from rightsize.report.html import page
@@ -92,17 +94,43 @@ def _headline(plan: LLMPlan, name: str, target: GenerativeTarget) -> str:
             "output tokens.")  # fmt: skip
 
 
-def render_generative_html(plan: LLMPlan, target: GenerativeTarget, name: str) -> str:
+def _stats(rec: LLMCandidate) -> str:
+    """The recommendation card's boxes, as the main report's (report.css ``.stat``)."""
+    boxes = [("cost per hour", f"${rec.usd_per_hour:.2f}"),
+             ("per 1M output tokens", f"${rec.usd_per_m_output_tokens:.2f}"),
+             ("TTFT / TPOT", f"{num(rec.ttft_ms)} / {num(rec.tpot_ms)} ms"),
+             ("layout", f"{rec.instances} x {rec.instance}, tp {rec.tp}, {rec.replicas} replica(s)"),
+             ("energy per 1M output tokens", f"{num(rec.kwh_per_m_output_tokens)} kWh")]  # fmt: skip
+    return '<div class="stats">' + "".join(f"<div class=\"stat\"><span>{esc(k)}</span><b>{esc(v)}</b></div>"
+                                           for k, v in boxes) + "</div>"  # fmt: skip
+
+
+def render_generative_html(
+    plan: LLMPlan, target: GenerativeTarget, name: str, *, generated_at: str | None = None
+) -> str:
+    """The page, laid out as the main report: header, recommendation card, charts, candidates, notes."""
     head = "".join(f"<th>{esc(h)}</th>" for h in _HEAD)
     body_rows = "".join("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in r) + "</tr>" for r in _rows(plan))
     charts = "".join([*rate_charts(plan, target), concurrency_chart(plan)])
     notes = "".join(f"<li>{esc(n)}</li>" for n in plan.notes)
     infeasible = "".join(f"<li>{esc(i)}: {esc(r)}</li>" for i, r in plan.infeasible)
-    headline = esc(_headline(plan, name, target))
-    body = (f"<h1>{esc(name)}: generative serving plan</h1><p class=\"headline\">{headline}</p>"
-            f"<p>Every figure is projected: no GPU was measured for this plan.</p>"
-            f"<table data-table=\"candidates\"><thead><tr>{head}</tr></thead><tbody>{body_rows}</tbody></table>"
-            f"{charts}<h2>Notes</h2><ul>{notes}</ul><h2>Cannot serve it</h2><ul>{infeasible}</ul>")  # fmt: skip
+    when = generated_at or datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    meta = f"generative serving plan · generated {when} · rightsize {__version__}"
+    rec = plan.recommendation
+    if rec is None:
+        card = f'<section class="card none"><p class="headline">{esc(_headline(plan, name, target))}</p></section>'
+    else:
+        card = (f'<section class="card rec"><h2>Recommendation</h2><p class="headline">{esc(rec.instances)} x '
+                f'{esc(rec.instance)} <span class="badge projected">projected</span></p>'
+                f'<p class="sub">{esc(_headline(plan, name, target))}</p>{_stats(rec)}</section>')  # fmt: skip
+    body = (f'<header><h1>{esc(name)}: generative serving plan</h1><p class="sub">{esc(meta)}</p></header><main>'
+            f"{card}<p class=\"note\">Every figure is projected: no GPU was measured for this plan.</p>"
+            f'<section><h2>Evidence</h2><div class="charts">{charts}</div></section>'
+            f'<section><h2>Candidates</h2><div class="scroll"><table data-table="candidates"><thead><tr>{head}</tr>'
+            f"</thead><tbody>{body_rows}</tbody></table></div></section>"
+            f"<section><h2>Notes</h2><ul>{notes}</ul></section>"
+            + (f"<section><h2>Cannot serve it</h2><ul>{infeasible}</ul></section>" if infeasible else "")
+            + "</main>")  # fmt: skip
     return page(f"{name}: generative plan", body)
 
 

@@ -170,3 +170,9 @@ def test_index_lists_generative_plans_apart_from_the_other_plans(tmp_path: Path)
     assert section is not None and f"{rec['instances']} x {rec['instance']}" in section.group(1)
     assert f"tp {rec['tp']}" in section.group(1) and f"{rec['usd_per_m_output_tokens']:.2f}" in section.group(1)
     assert "No plan stored yet" in html  # not counted among the online/batch/training plans
+    # its run page shows the plan itself (it has no measurements or environment to show)
+    with running_dashboard(db) as url:
+        status, page = _get(url + f"/run/{art['run_id']}")
+    assert status == 200 and f"{rec['instances']} x {rec['instance']}" in page
+    table = re.search(r'data-table="generative-candidates".*?</table>', page, re.S)
+    assert table is not None and table.group(0).count("<tr>") == len(art["payload"]["candidates"]) + 1

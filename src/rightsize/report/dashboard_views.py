@@ -181,6 +181,33 @@ def _generative_plans(st: Store) -> str:
     return f"<section><h2>Generative plans</h2>{_table(head, rows, 'generative-plans')}</section>"
 
 
+def _generative_run(st: Store, run_id: str, name: str, created: str) -> str:
+    """A stored generative plan: its recommendation, every candidate with $/1M output tokens, TTFT and TPOT,
+    what cannot serve it and the notes (all projected: the plan measured nothing)."""
+    arts = st.artifacts(kind="generative-plan", run_id=run_id)
+    if not arts:
+        return f'<p class="sub">generative plan · {esc(name)} · {esc(created)}</p><p>No plan was stored.</p>'
+    p = arts[0]["payload"]
+    rec = p.get("recommendation")
+    what = (f"{rec.get('instances')} x {rec.get('instance')} ({rec.get('device')}, tensor parallel {rec.get('tp')}, "
+            f"{rec.get('replicas')} replica(s)) at {usd(rec.get('usd_per_hour'))}/h, "
+            f"{usd(rec.get('usd_per_m_output_tokens'))} per 1M output tokens"
+            if isinstance(rec, Mapping) else "no plan meets the target")  # fmt: skip
+    rows = [[str(c.get("instance")), str(c.get("device")), str(c.get("tp")), str(c.get("replicas")),
+             usd(c.get("usd_per_hour")), num(c.get("ttft_ms")), num(c.get("tpot_ms")),
+             usd(c.get("usd_per_m_output_tokens")), "yes" if c.get("meets") else f"no: {c.get('why') or ''}"]
+            for c in p.get("candidates") or []]  # fmt: skip
+    head = ["instance", "device", "tp", "replicas", "$/h", "TTFT ms", "TPOT ms", "$/1M out tok", "meets"]
+    cannot = "".join(f"<li>{esc(i.get('instance'))}: {esc(i.get('reason'))}</li>" for i in p.get("infeasible") or [])
+    notes = "".join(f"<li>{esc(n)}</li>" for n in p.get("notes") or [])
+    return (f'<p class="sub">generative plan · {esc(name)} · model {esc(p.get("model", "-"))} · {esc(created)}</p>'
+            f'<section class="card rec"><h2>Recommendation</h2><p class="headline">{esc(what)}</p>'
+            '<p class="note">Every figure is projected: no GPU was measured for this plan.</p></section>'
+            f"<section><h2>Candidates</h2>{_table(head, rows, 'generative-candidates')}</section>"
+            + (f"<section><h2>Cannot serve it</h2><ul>{cannot}</ul></section>" if cannot else "")
+            + (f"<section><h2>Notes</h2><ul>{notes}</ul></section>" if notes else ""))  # fmt: skip
+
+
 def _ok(ms: Sequence[Measurement]) -> list[Measurement]:
     return [m for m in ms if m.status == "ok" and m.latency_ms is not None]
 
@@ -206,6 +233,8 @@ def run_page(st: Store, run_id: str) -> str:
         ]
         for m in ms
     ]
+    if run.kind == "generative-plan":  # no measurements, no environment: the stored plan is the page
+        return shell(f"Run {run.id}", "", _generative_run(st, run.id, run.name or "", run.created_at))
     dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in env_rows(env))
     plans = st.artifacts(kind="plan", run_id=run.id)
     plan_links = "".join(f'<li><a href="/report/{esc(a["id"])}">plan {esc(a["id"])}</a></li>' for a in plans)

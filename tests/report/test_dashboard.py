@@ -176,3 +176,35 @@ def test_index_lists_generative_plans_apart_from_the_other_plans(tmp_path: Path)
     assert status == 200 and f"{rec['instances']} x {rec['instance']}" in page
     table = re.search(r'data-table="generative-candidates".*?</table>', page, re.S)
     assert table is not None and table.group(0).count("<tr>") == len(art["payload"]["candidates"]) + 1
+
+
+def test_load_test_and_validation_runs_show_their_results(tmp_path: Path) -> None:
+    from rightsize.store import Store
+
+    st = Store(tmp_path / "s.db")
+    lt = st.start_run("loadtest", name="loadtest")
+    st.save_artifact(lt, "loadtest", {
+        "kind": "loadtest", "url": "http://127.0.0.1:9/v1/predict", "mode": "open", "arrival": "poisson",
+        "offered_rate_per_s": 5.0, "achieved_rate_per_s": 4.9, "requests_sent": 40, "responses_ok": 39,
+        "latency_ms": {"p50": 126.8, "p90": 137.2, "p95": 154.9, "p99": 225.7, "max": 230.0},
+        "send_lag_ms": {"p99": 1.2}, "errors": {"timeout": 1}, "valid": True, "problems": [],
+    })  # fmt: skip
+    st.finish_run(lt)
+    va = st.start_run("validate", name="api", model="distilbert")
+    st.save_artifact(va, "validate", {
+        "kind": "validate", "candidate": {"instance": "c6i.2xlarge", "device": "cpu", "precision": "int8",
+                                          "max_batch": 4, "max_wait_ms": 2.0},
+        "points": [{"label": "planned", "rate_per_s": 10.0, "utilization": 0.12,
+                    "predicted_ms": {"p50": 14.3, "p95": 22.6, "p99": 25.8},
+                    "measured_ms": {"p50": 14.0, "p95": 22.0, "p99": 24.9},
+                    "error_pct": {"p50": -1.9, "p95": -2.8, "p99": -3.4}}],
+    })  # fmt: skip
+    st.finish_run(va)
+    with running_dashboard(tmp_path / "s.db") as url:
+        _, lt_page = _get(url + f"/run/{lt}")
+        _, va_page = _get(url + f"/run/{va}")
+    assert "127 / 137 / 155 / 226 / 230" in lt_page and "timeout: 1" in lt_page
+    assert "<h2>Measurements</h2>" not in lt_page  # nothing measured by the run itself: no empty table
+    table = re.search(r'data-table="validation".*?</table>', va_page, re.S)
+    assert table is not None and "14.3 / 22.6 / 25.8" in table.group(0) and "-2% / -3% / -3%" in table.group(0)
+    assert "c6i.2xlarge (cpu, int8), max batch 4" in va_page

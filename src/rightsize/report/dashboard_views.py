@@ -10,12 +10,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rightsize.catalog import Catalog
 from rightsize.profile import Environment, Measurement
 from rightsize.report.charts import latency_charts
 from rightsize.report.data import ReportData, candidate_label
-from rightsize.report.fmt import esc, finite, format_bytes, num, usd
+from rightsize.report.fmt import esc, finite, format_bytes, num, pct, usd
 from rightsize.report.html import env_rows, page
 from rightsize.report.svg import PALETTE, Axis, Marker, Point, Series, xy_chart
 from rightsize.store import Store
@@ -208,6 +209,57 @@ def _generative_run(st: Store, run_id: str, name: str, created: str) -> str:
             + (f"<section><h2>Notes</h2><ul>{notes}</ul></section>" if notes else ""))  # fmt: skip
 
 
+def _pcts(d: Mapping[str, Any] | None, keys: Sequence[str] = ("p50", "p95", "p99")) -> str:
+    d = d or {}
+    return " / ".join(num(d.get(k)) for k in keys)
+
+
+def _loadtest_sections(st: Store, run_id: str) -> str:
+    """A load test's result: what was offered and achieved, the latency percentiles, errors and validity."""
+    out = ""
+    for a in st.artifacts(kind="loadtest", run_id=run_id):
+        p = a["payload"]
+        lat, lag = p.get("latency_ms"), p.get("send_lag_ms") or {}
+        valid = "yes" if p.get("valid") else "no: " + "; ".join(map(str, p.get("problems") or []))
+        rows = [
+            ("target", str(p.get("url", "-"))),
+            ("load", f"{p.get('mode', '?')} loop, {p.get('arrival') or '-'}"),
+            ("offered / achieved", f"{num(p.get('offered_rate_per_s'))} / {num(p.get('achieved_rate_per_s'))} req/s"),
+            ("sent / ok", f"{p.get('requests_sent', '-')} / {p.get('responses_ok', '-')}"),
+            ("latency p50 / p90 / p95 / p99 / max (ms)", _pcts(lat, ("p50", "p90", "p95", "p99", "max"))),
+            ("send lag p99 (ms)", num(lag.get("p99"))),
+            ("errors", ", ".join(f"{k}: {v}" for k, v in (p.get("errors") or {}).items()) or "none"),
+            ("valid", valid),
+        ]
+        dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows)
+        out += f'<section><h2>Load test {esc(a["id"])}</h2><dl class="kv">{dl}</dl></section>'
+    return out
+
+
+def _validate_sections(st: Store, run_id: str) -> str:
+    """A validation: the plan it served and, per load level, predicted vs measured latency."""
+    out = ""
+    for a in st.artifacts(kind="validate", run_id=run_id):
+        p = a["payload"]
+        cand = p.get("candidate") or {}
+        what = (f"{cand.get('instance', '?')} ({cand.get('device', '?')}, {cand.get('precision', '?')}), "
+                f"max batch {cand.get('max_batch', '?')}, wait {num(cand.get('max_wait_ms'))} ms")  # fmt: skip
+        rows = [[str(pt.get("label", "")), num(pt.get("rate_per_s")), pct(pt.get("utilization")),
+                 _pcts(pt.get("predicted_ms")), _pcts(pt.get("measured_ms")), _errors(pt.get("error_pct"))]
+                for pt in p.get("points") or []]  # fmt: skip
+        head = ["load", "rate/s", "busy", "predicted p50 / p95 / p99 ms", "measured p50 / p95 / p99 ms", "error"]
+        out += (f'<section><h2>Validation {esc(a["id"])}</h2><p class="sub">served {esc(what)}</p>'
+                f"{_table(head, rows, 'validation')}</section>")  # fmt: skip
+    return out
+
+
+def _errors(err: Any) -> str:
+    """Predicted vs measured error per percentile, '+3% / -1% / -5%'."""
+    if not isinstance(err, Mapping):
+        return "-"
+    return " / ".join(f"{v:+.0f}%" if finite(v) is not None else "-" for v in err.values())
+
+
 def _ok(ms: Sequence[Measurement]) -> list[Measurement]:
     return [m for m in ms if m.status == "ok" and m.latency_ms is not None]
 
@@ -235,6 +287,9 @@ def run_page(st: Store, run_id: str) -> str:
     ]
     if run.kind == "generative-plan":  # no measurements, no environment: the stored plan is the page
         return shell(f"Run {run.id}", "", _generative_run(st, run.id, run.name or "", run.created_at))
+    results = _loadtest_sections(st, run.id) + _validate_sections(st, run.id)
+    head = ["model", "mode", "device", "precision", "batch", "status", "p50 ms", "p95 ms", "samples/s", "peak memory",
+            "reason"]  # fmt: skip
     dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in env_rows(env))
     plans = st.artifacts(kind="plan", run_id=run.id)
     plan_links = "".join(f'<li><a href="/report/{esc(a["id"])}">plan {esc(a["id"])}</a></li>' for a in plans)
@@ -243,26 +298,9 @@ def run_page(st: Store, run_id: str) -> str:
         f"{esc(run.created_at)} · "
         f'{esc(run.status)}</p><section class="cols"><div><h3>Environment</h3><dl class="kv">{dl}</dl></div>'
         f"<div><h3>Plans</h3><ul>{plan_links or '<li>none</li>'}</ul></div></section>"
-        f'<section><div class="charts">{"".join(latency_charts(data))}</div></section>'
-        "<section><h2>Measurements</h2>"
-        + _table(
-            [
-                "model",
-                "mode",
-                "device",
-                "precision",
-                "batch",
-                "status",
-                "p50 ms",
-                "p95 ms",
-                "samples/s",
-                "peak memory",
-                "reason",
-            ],
-            rows,
-            "measurements",
-        )
-        + "</section>"
+        + results
+        + (f'<section><div class="charts">{"".join(latency_charts(data))}</div></section>' if ms or not results else "")
+        + (f"<section><h2>Measurements</h2>{_table(head, rows, 'measurements')}</section>" if ms or not results else "")
     )
     return shell(f"Run {run.id}", "", body)
 

@@ -55,3 +55,14 @@ def test_loadtests_exported_with_a_run(tmp_path: Path, capsys: pytest.CaptureFix
     assert rc == 0, err
     rows = list(csv.DictReader((tmp_path / "lt-loadtests.csv").open()))
     assert [r["id"] for r in rows] == [art] and rows[0]["p95_ms"] == "2.0"
+
+
+def test_a_run_that_measured_nothing_shows_what_it_stored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "s.sqlite"
+    with Store(store) as st:
+        run_id = st.start_run("loadtest", name="lt")
+        art = st.save_artifact(run_id, "loadtest", {**LOADTEST, "offered_rate_per_s": 5.0, "achieved_rate_per_s": 4.9})
+    rc, out, err = _run(["results", run_id, "--store", str(store)], capsys)
+    assert rc == 0, err
+    assert "measured nothing itself" in out and f"load test {art}: 4.9/s achieved of 5.0/s offered" in out
+    assert "p99 3.0 ms, valid" in out

@@ -56,7 +56,41 @@ def results(
     if json_out:
         emit_json(records)
     elif export is None:
-        out_console.print(sweep_table(ms, f"run {run_id}" if run_id else f"model {model}"))
+        lines = _stored_results(db, run_id) if run_id and not ms else []
+        if lines:  # a plan, load test or validation measures nothing itself: say what it stored instead
+            out_console.print(f"run {run_id} measured nothing itself; it stored:", highlight=False)
+            for line in lines:
+                out_console.print(f"  {line}", highlight=False)
+        else:
+            out_console.print(sweep_table(ms, f"run {run_id}" if run_id else f"model {model}"))
+
+
+def _stored_results(db: Any, run_id: str) -> list[str]:
+    """One line per result a run stored (plans, generative plans, load tests, validations)."""
+    out: list[str] = []
+    for a in db.artifacts(run_id=run_id):
+        kind, p = a["kind"], a["payload"]
+        if kind == "plan":
+            out.append(f"plan {a['id']}: `rightsize report {a['id']}` writes its report")
+        elif kind == "generative-plan":
+            rec = p.get("recommendation") or {}
+            what = "no plan meets the target"
+            if rec:
+                what = (f"{rec.get('instances')} x {rec.get('instance')} (tp {rec.get('tp')}) at "
+                        f"${rec.get('usd_per_hour', 0):.2f}/h, ${rec.get('usd_per_m_output_tokens', 0):.2f} per 1M "
+                        "output tokens")  # fmt: skip
+            out.append(f"generative plan {a['id']}: {what}")
+        elif kind == "loadtest":
+            lat = p.get("latency_ms") or {}
+            out.append(f"load test {a['id']}: {p.get('achieved_rate_per_s', 0):.1f}/s achieved of "
+                       f"{p.get('offered_rate_per_s', 0):.1f}/s offered, p50 {lat.get('p50', 0):.1f} ms, "
+                       f"p99 {lat.get('p99', 0):.1f} ms, {'valid' if p.get('valid') else 'NOT valid'}")  # fmt: skip
+        elif kind == "validate":
+            for pt in p.get("points") or []:
+                pr, me = pt.get("predicted_ms") or {}, pt.get("measured_ms") or {}
+                out.append(f"validation {a['id']}, {pt.get('label')} load ({pt.get('rate_per_s', 0):.1f}/s): p95 "
+                           f"predicted {pr.get('p95', 0):.1f} ms, measured {me.get('p95', 0):.1f} ms")  # fmt: skip
+    return out
 
 
 def _export(db: Any, records: list[dict[str, object]], path: Path, run_id: str | None, model: str | None) -> str:

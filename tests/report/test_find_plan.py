@@ -40,3 +40,10 @@ def test_unique_prefix_finds_and_ambiguous_prefix_is_refused(tmp_path: Path) -> 
         find_plan(st, "abcd")
     with pytest.raises(NotFoundError):
         find_plan(st, "zzzz")
+
+
+def test_a_generative_plan_id_says_how_to_get_its_report(tmp_path: Path) -> None:
+    st, _ = _store_with_plans(tmp_path, 1)
+    gen = st.save_artifact(None, "generative-plan", {"name": "chat", "model": "llama-7b"})
+    with pytest.raises(SpecError, match=r"is a generative plan: .*--report PATH"):
+        find_plan(st, gen)

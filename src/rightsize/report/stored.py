@@ -37,6 +37,9 @@ def find_plan(store: Store, ref: str | None = None) -> dict[str, Any]:
             f"run {a['run_id']} (artifact {a['id']}, {a['payload'].get('name', '?')})" for a in prefixed[:4]
         )
         raise SpecError("RUN", f"{ref!r} matches {len(prefixed)} plans: {names}; give more characters")
+    if any(ref in (a["id"], a["run_id"]) for a in store.artifacts(kind="generative-plan")):
+        raise SpecError("RUN", f"{ref!r} is a generative plan: its report is written when it is planned, "
+                        "`rightsize plan SPEC --report PATH`; `rightsize results RUN` shows it")  # fmt: skip
     raise NotFoundError(
         f"RUN: no plan with run or artifact id {ref!r} in the store; `rightsize results` lists runs "
         f"(newest plan: run {plans[0]['run_id']})"

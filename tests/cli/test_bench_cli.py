@@ -101,6 +101,9 @@ def test_models_and_env(store_path: Path) -> None:
     assert by_name["bert-base"]["parameters"] == pytest.approx(110e6, rel=0.01)
     env = json.loads(rightsize("env", "--json", store=store_path, check=True).stdout)
     assert env["logical_cores"] >= 1 and "isa" in env
+    assert "catalog_cpu_family" in env and len(env["catalog_gpus"]) == len(env["gpus"])
+    text = rightsize("env", store=store_path, check=True).stdout
+    assert "catalog       CPU family " in text
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,31 @@ def test_context_manager_watches_a_notebook_loop() -> None:
     with rightsize.diagnose.watch():
         pass
     assert torch.utils.data.dataloader._BaseDataLoaderIter.__next__ is before  # patches undone
+
+
+class _SlowSamples(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    def __len__(self) -> int:
+        return 20
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        time.sleep(0.005)  # a slow decode
+        return torch.randn(8), i % 2
+
+
+def test_setup_before_the_loop_does_not_dilute_a_starving_loader() -> None:
+    """The share is of the loop's time (first batch to last step), not of everything inside the watch."""
+    model = nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with rightsize.diagnose.watch() as w:
+        time.sleep(0.6)  # the script's setup: imports, building the model, reading an index
+        for x, y in DataLoader(_SlowSamples(), batch_size=4):
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+    f = w.facts
+    assert f.wall_s > 0.6 > f.loop_s > 0.09  # 5 batches x 4 samples x 5 ms of waiting
+    assert f.data_wait_fraction > 0.6  # of the wall time it would read about 0.15, under the 20% threshold
+    assert any(x.check == "input pipeline" and x.severity == "problem" for x in w.findings)
 
 
 def test_rules_on_gpu_facts() -> None:

@@ -39,6 +39,7 @@ class LoopFacts:
     """What the probe saw; ``rightsize.diagnose.rules.diagnose`` turns it into findings."""
 
     wall_s: float = 0.0
+    loop_s: float = 0.0  # from the first batch asked for to the last batch or optimizer step (0: no loop seen)
     data_wait_s: float = 0.0
     batches: int = 0
     steps: int = 0  # optimizer steps (0 for inference loops)
@@ -57,7 +58,10 @@ class LoopFacts:
 
     @property
     def data_wait_fraction(self) -> float:
-        return self.data_wait_s / self.wall_s if self.wall_s > 0 else 0.0
+        """Share of the loop's time spent waiting for batches: the loop's, not the process's, so a script's setup
+        (imports, building the model, reading a dataset index) does not dilute a starving loader."""
+        span = self.loop_s if self.loop_s > 0 else self.wall_s
+        return self.data_wait_s / span if span > 0 else 0.0
 
     @property
     def cpu_cores_busy(self) -> float:
@@ -85,6 +89,8 @@ class LoopProbe:
         self._sampler: threading.Thread | None = None
         self._t0 = 0.0
         self._cpu0 = 0.0
+        self._loop_t0: float | None = None  # the first batch asked for
+        self._loop_t1 = 0.0  # the last batch returned or optimizer step taken
         self._seen_loaders: set[tuple[int, int, bool, int | None]] = set()
 
     # --- patching ------------------------------------------------------------------------------
@@ -103,10 +109,13 @@ class LoopProbe:
 
         def timed_next(it: Any) -> Any:
             t = time.perf_counter()
+            if probe._loop_t0 is None:
+                probe._loop_t0 = t
             try:
                 batch = original_next(it)
             finally:
-                facts.data_wait_s += time.perf_counter() - t  # the end-of-epoch StopIteration waits too
+                probe._loop_t1 = time.perf_counter()
+                facts.data_wait_s += probe._loop_t1 - t  # the end-of-epoch StopIteration waits too
             facts.batches += 1
             probe._note_loader(it)
             return batch
@@ -116,6 +125,7 @@ class LoopProbe:
 
         def counted_step(opt: Any, args: Any, kwargs: Any) -> None:  # every optimizer, every step
             facts.steps += 1
+            probe._loop_t1 = time.perf_counter()
 
         self._hooks.append(register_optimizer_step_post_hook(counted_step))
         autocast_cls = torch.amp.autocast_mode.autocast
@@ -181,6 +191,8 @@ class LoopProbe:
             self._sampler.join(timeout=1.0)
         facts = self._facts
         facts.wall_s = time.perf_counter() - self._t0
+        if self._loop_t0 is not None:
+            facts.loop_s = max(0.0, self._loop_t1 - self._loop_t0)
         facts.cpu_s = _cpu_seconds() - self._cpu0
         facts.peak_rss_bytes = max(facts.peak_rss_bytes, int(psutil.Process().memory_info().rss))
         if facts.device == "cuda":

@@ -3,7 +3,7 @@
     findings = diagnose(facts)   # [Finding(check, severity, evidence, fix)], worst first
 
 Thresholds (each a judgement call, stated where it is used):
-- input pipeline starving: the loop waits on its DataLoader > 20% of the wall time;
+- input pipeline starving: the loop waits on its DataLoader > 20% of its time (first batch to last step);
 - CPU underused: a compute loop keeps < 50% of the cores busy (and is not starving);
 - memory headroom: peak < 30% of the GPU (room for a larger batch or a smaller GPU), or > 90% of
   the GPU or RAM (one bigger batch or input from out-of-memory);
@@ -51,7 +51,8 @@ def diagnose(f: LoopFacts) -> list[Finding]:
         out.append(Finding(
             "input pipeline", "problem",
             f"the loop waited on its DataLoader {f.data_wait_fraction:.0%} of the time "
-            f"({f.data_wait_s:.2f} s of {f.wall_s:.2f} s, {f.batches} batches; num_workers={workers})",
+            f"({f.data_wait_s:.2f} s of the loop's {f.loop_s or f.wall_s:.2f} s, {f.batches} batches; "
+            f"num_workers={workers})",
             f"load data in parallel: DataLoader(num_workers={suggest}, persistent_workers=True"
             + (", pin_memory=True" if f.device == "cuda" else "") + ", prefetch_factor=4); decode and augment "
             "ahead of time or on the GPU; a faster disk or cached dataset; until then a bigger instance will not help",

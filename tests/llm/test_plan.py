@@ -67,6 +67,13 @@ def test_a_bound_no_replica_count_can_meet_is_infeasible_with_the_reason(catalog
     assert any("one request alone" in why for _, why in plan.infeasible)
 
 
+def test_a_request_longer_than_a_learned_position_table_is_refused(catalog: Catalog) -> None:
+    gpt2 = DecoderShape.from_zoo("gpt2")  # 1024 learned positions
+    with pytest.raises(SpecError, match=r"targets.generative.prompt_tokens: .* 1100 tokens .* holds 1024"):
+        plan_generative(gpt2, _target(prompt_tokens=1000, output_tokens=100), catalog, providers=["aws"])
+    assert plan_generative(gpt2, _target(prompt_tokens=900, output_tokens=100), catalog, providers=["aws"]).candidates
+
+
 def test_more_load_needs_more_replicas_and_costs_more(catalog: Catalog) -> None:
     shape = DecoderShape.from_zoo("llama-7b")
     lo = plan_generative(shape, _target(rate_per_s=1.0), catalog, instances=["g5.xlarge"]).recommendation

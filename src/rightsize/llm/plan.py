@@ -248,6 +248,10 @@ def plan_generative(
     prompts = sample_lengths(target.prompt_tokens, SIM_REQUESTS, rng, base_dir)
     outputs = sample_lengths(target.output_tokens, SIM_REQUESTS, rng, base_dir)
     longest = int((prompts + outputs).max())
+    if shape.learned_positions and longest > shape.learned_positions:  # GPT-2's wpe: no position past its table
+        raise SpecError("targets.generative.prompt_tokens", f"a request here holds up to {longest} tokens (prompt + "
+                        f"output), but the model's learned position table holds {shape.learned_positions}. To fix: "
+                        "shorter prompts or outputs, or a model with a longer context")  # fmt: skip
     precision = target.weight_precision
     weights = shape.weight_bytes(precision)
     kv_token = shape.kv_bytes_per_token(kv_precision)

@@ -95,6 +95,9 @@ def test_lengths_fixed_uniform_and_csv(tmp_path: Path) -> None:
         sample_lengths(Lengths(csv="lens.csv", column="nope"), 3, rng, base_dir=tmp_path)
     with pytest.raises(SpecError, match="csv"):
         sample_lengths(Lengths(csv="missing.csv"), 3, rng, base_dir=tmp_path)
+    field = "targets.generative.prompt_tokens"  # errors name the spec field the CSV came from
+    with pytest.raises(SpecError, match=rf"^{field}\.csv: cannot read"):
+        sample_lengths(Lengths(csv="missing.csv"), 3, rng, base_dir=tmp_path, field=field)
 
 
 def test_the_generative_target_validates_lengths_and_one_goal() -> None:

@@ -124,13 +124,17 @@ def _validate_generative(workload: Any, spec: Path, fractions: tuple[float, ...]
     room = max_positions(lm_config(model, size))
     base = spec.resolve().parent
 
-    def lengths(which: Any, cap: int) -> Any:
-        return lambda n, rng: np.minimum(sample_lengths(which, n, rng, base), cap)
+    def lengths(which: Any, cap: int, name: str) -> Any:
+        field = f"targets.generative.{name}"
+        return lambda n, rng: np.minimum(sample_lengths(which, n, rng, base, field), cap)
 
     out_cap = min(512, room // 4)
     say = None if as_json else (lambda msg: err_console.print(msg))
-    report = validate_generative(model, size, prompts=lengths(g.prompt_tokens, room - out_cap),
-                                 outputs=lengths(g.output_tokens, out_cap), fractions=fractions or LEVELS,
+    prompts, outputs = (
+        lengths(g.prompt_tokens, room - out_cap, "prompt_tokens"),
+        lengths(g.output_tokens, out_cap, "output_tokens"),
+    )
+    report = validate_generative(model, size, prompts=prompts, outputs=outputs, fractions=fractions or LEVELS,
                                  duration_s=duration, seed=seed, progress=say)  # fmt: skip
     report |= {"kind": "validate-generative", "spec": workload.name, "stand_in": model != workload.model,
                "forecast": summarise([report], "forecast"), "served": summarise([report], "served")}  # fmt: skip

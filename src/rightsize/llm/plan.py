@@ -131,41 +131,44 @@ class LLMPlan:
         }
 
 
-def sample_lengths(spec: Lengths, n: int, rng: np.random.Generator, base_dir: Path | None = None) -> np.ndarray:
-    """``(n,)`` token counts from a spec's lengths: fixed, uniform [lo, hi], or resampled from a CSV column."""
+def sample_lengths(
+    spec: Lengths, n: int, rng: np.random.Generator, base_dir: Path | None = None, field: str = "lengths"
+) -> np.ndarray:
+    """``(n,)`` token counts from a spec's lengths: fixed, uniform [lo, hi], or resampled from a CSV column
+    (an unreadable one raises SpecError naming ``field``.csv / ``field``.column)."""
     if spec.fixed is not None:
         return np.full(n, spec.fixed, dtype=np.int64)
     if spec.uniform is not None:
         return rng.integers(spec.uniform[0], spec.uniform[1] + 1, size=n, dtype=np.int64)
     assert spec.csv is not None
     path = Path(spec.csv) if base_dir is None or Path(spec.csv).is_absolute() else base_dir / spec.csv
-    values = _csv_column(path, spec.column)
+    values = _csv_column(path, spec.column, field)
     return rng.choice(values, size=n, replace=True)
 
 
-def _csv_column(path: Path, column: str | None) -> np.ndarray:
+def _csv_column(path: Path, column: str | None, field: str = "lengths") -> np.ndarray:
     import csv
 
     try:
         rows = list(csv.reader(path.read_text().splitlines()))
     except OSError as e:
         raise SpecError(
-            "csv", f"cannot read {path}: {e.strerror}. To fix: give a readable CSV of token counts."
+            f"{field}.csv", f"cannot read {path}: {e.strerror}. To fix: give a readable CSV of token counts."
         ) from None
     if not rows:
-        raise SpecError("csv", f"{path} is empty. To fix: one token count per row.")
+        raise SpecError(f"{field}.csv", f"{path} is empty. To fix: one token count per row.")
     col, body = 0, rows
     if not rows[0] or not rows[0][0].strip().isdigit():  # a header row
         header = [h.strip() for h in rows[0]]
         if column is not None and column not in header:
-            raise SpecError("column", f"{column!r} is not a column of {path} (columns: {', '.join(header)})")
+            raise SpecError(f"{field}.column", f"{column!r} is not a column of {path} (columns: {', '.join(header)})")
         col, body = (header.index(column) if column is not None else 0), rows[1:]
     try:
         values = np.array([int(float(r[col])) for r in body if r and len(r) > col and r[col].strip()], dtype=np.int64)
     except ValueError:
-        raise SpecError("csv", f"{path} column {col + 1} holds a value that is not a token count") from None
+        raise SpecError(f"{field}.csv", f"{path} column {col + 1} holds a value that is not a token count") from None
     if values.size == 0 or values.min() < 1:
-        raise SpecError("csv", f"{path}: token counts must be >= 1 and there must be at least one")
+        raise SpecError(f"{field}.csv", f"{path}: token counts must be >= 1 and there must be at least one")
     return values
 
 
@@ -245,8 +248,8 @@ def plan_generative(
 ) -> LLMPlan:
     """Plan ``target`` for a decoder of ``shape`` over ``catalog`` (module docstring)."""
     rng = np.random.default_rng(seed)
-    prompts = sample_lengths(target.prompt_tokens, SIM_REQUESTS, rng, base_dir)
-    outputs = sample_lengths(target.output_tokens, SIM_REQUESTS, rng, base_dir)
+    prompts = sample_lengths(target.prompt_tokens, SIM_REQUESTS, rng, base_dir, "targets.generative.prompt_tokens")
+    outputs = sample_lengths(target.output_tokens, SIM_REQUESTS, rng, base_dir, "targets.generative.output_tokens")
     longest = int((prompts + outputs).max())
     if shape.learned_positions and longest > shape.learned_positions:  # GPT-2's wpe: no position past its table
         raise SpecError("targets.generative.prompt_tokens", f"a request here holds up to {longest} tokens (prompt + "

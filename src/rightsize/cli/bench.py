@@ -106,6 +106,17 @@ def bench(
         err_console.print(f"[yellow]measurement quality:[/yellow] {quality.summary}. {quality.likely_effect}")
     if result.reused:
         err_console.print(f"reused {result.reused} stored result(s) from {db.path} (use --fresh to measure again)")
+    if not result.measurements and not result.interrupted:  # every config skipped: say so, not an empty table
+        if json_out:
+            emit_json([])
+        devices = ", ".join(workload.devices)
+        err_console.print(
+            f"error: nothing measured: the spec's devices ({devices}) and precisions leave no config this machine can "
+            "run (see the notes above). To fix: add a device it has (devices: [cpu]), or run the spec where those "
+            "devices are",
+            markup=False,
+        )
+        raise typer.Exit(1)
     if json_out:
         emit_json([record(m) for m in result.measurements])
     else:

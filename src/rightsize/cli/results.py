@@ -73,13 +73,9 @@ def _stored_results(db: Any, run_id: str) -> list[str]:
         if kind == "plan":
             out.append(f"plan {a['id']}: `rightsize report {a['id']}` writes its report")
         elif kind == "generative-plan":
-            rec = p.get("recommendation") or {}
-            what = "no plan meets the target"
-            if rec:
-                what = (f"{rec.get('instances')} x {rec.get('instance')} (tp {rec.get('tp')}) at "
-                        f"${rec.get('usd_per_hour', 0):.2f}/h, ${rec.get('usd_per_m_output_tokens', 0):.2f} per 1M "
-                        "output tokens")  # fmt: skip
-            out.append(f"generative plan {a['id']}: {what}")
+            from rightsize.report.generative import recommendation_words
+
+            out.append(f"generative plan {a['id']}: {recommendation_words(p.get('recommendation'))}")
         elif kind == "loadtest":
             lat = p.get("latency_ms") or {}
             out.append(f"load test {a['id']}: {p.get('achieved_rate_per_s', 0):.1f}/s achieved of "

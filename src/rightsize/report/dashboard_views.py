@@ -17,6 +17,7 @@ from rightsize.profile import Environment, Measurement
 from rightsize.report.charts import latency_charts
 from rightsize.report.data import ReportData, candidate_label
 from rightsize.report.fmt import esc, finite, format_bytes, num, pct, usd
+from rightsize.report.generative import recommendation_words
 from rightsize.report.html import env_rows, page
 from rightsize.report.svg import PALETTE, Axis, Marker, Point, Series, xy_chart
 from rightsize.store import Store
@@ -189,11 +190,7 @@ def _generative_run(st: Store, run_id: str, name: str, created: str) -> str:
     if not arts:
         return f'<p class="sub">generative plan · {esc(name)} · {esc(created)}</p><p>No plan was stored.</p>'
     p = arts[0]["payload"]
-    rec = p.get("recommendation")
-    what = (f"{rec.get('instances')} x {rec.get('instance')} ({rec.get('device')}, tensor parallel {rec.get('tp')}, "
-            f"{rec.get('replicas')} replica(s)) at {usd(rec.get('usd_per_hour'))}/h, "
-            f"{usd(rec.get('usd_per_m_output_tokens'))} per 1M output tokens"
-            if isinstance(rec, Mapping) else "no plan meets the target")  # fmt: skip
+    what = recommendation_words(p.get("recommendation"))
     rows = [[str(c.get("instance")), str(c.get("device")), str(c.get("tp")), str(c.get("replicas")),
              usd(c.get("usd_per_hour")), num(c.get("ttft_ms")), num(c.get("tpot_ms")),
              usd(c.get("usd_per_m_output_tokens")), "yes" if c.get("meets") else f"no: {c.get('why') or ''}"]
@@ -266,6 +263,8 @@ def _ok(ms: Sequence[Measurement]) -> list[Measurement]:
 
 def run_page(st: Store, run_id: str) -> str:
     run = st.run(run_id)
+    if run.kind == "generative-plan":  # no measurements, no environment: the stored plan is the page
+        return shell(f"Run {run.id}", "", _generative_run(st, run.id, run.name or "", run.created_at))
     env = st.env(run.env_id) if run.env_id else None
     ms = st.measurements(run_id=run.id)
     data = ReportData(plan={}, measurements=_ok(ms), env=env)
@@ -285,8 +284,6 @@ def run_page(st: Store, run_id: str) -> str:
         ]
         for m in ms
     ]
-    if run.kind == "generative-plan":  # no measurements, no environment: the stored plan is the page
-        return shell(f"Run {run.id}", "", _generative_run(st, run.id, run.name or "", run.created_at))
     results = _loadtest_sections(st, run.id) + _validate_sections(st, run.id)
     head = ["model", "mode", "device", "precision", "batch", "status", "p50 ms", "p95 ms", "samples/s", "peak memory",
             "reason"]  # fmt: skip

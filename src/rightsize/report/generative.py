@@ -10,20 +10,31 @@ B x 1000 / decode_ms(B, B x mean context)). Nothing here is measured; the page s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from rightsize import __version__
 from rightsize.llm.plan import LLMCandidate, LLMPlan
-from rightsize.report.fmt import esc, md, num
+from rightsize.report.fmt import esc, md, num, usd
 from rightsize.report.html import page
 from rightsize.report.svg import PALETTE, REF_COLORS, Axis, Point, Ref, Series, xy_chart
 from rightsize.spec.targets import GenerativeTarget
 
-__all__ = ["render_generative_html", "render_generative_markdown", "write_generative_report"]
+__all__ = ["recommendation_words", "render_generative_html", "render_generative_markdown", "write_generative_report"]
 
 RATE_FACTORS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 CHART_CANDIDATES = 4
+
+
+def recommendation_words(rec: Mapping[str, Any] | None) -> str:
+    """A stored generative plan's recommendation (its ``--json`` / artifact dict) in one line."""
+    if not isinstance(rec, Mapping):
+        return "no plan meets the target"
+    return (f"{rec.get('instances')} x {rec.get('instance')} ({rec.get('device')}, tensor parallel {rec.get('tp')}, "
+            f"{rec.get('replicas')} replica(s)) at {usd(rec.get('usd_per_hour'))}/h, "
+            f"{usd(rec.get('usd_per_m_output_tokens'))} per 1M output tokens")  # fmt: skip
 
 
 def _shown(plan: LLMPlan) -> list[LLMCandidate]:

@@ -17,7 +17,6 @@ from rightsize.profile import Environment, Measurement
 from rightsize.report.charts import latency_charts
 from rightsize.report.data import ReportData, candidate_label
 from rightsize.report.fmt import esc, finite, format_bytes, num, pct, usd
-from rightsize.report.generative import recommendation_words
 from rightsize.report.html import env_rows, page
 from rightsize.report.svg import PALETTE, Axis, Marker, Point, Series, xy_chart
 from rightsize.store import Store
@@ -189,6 +188,8 @@ def _generative_run(st: Store, run_id: str, name: str, created: str) -> str:
     arts = st.artifacts(kind="generative-plan", run_id=run_id)
     if not arts:
         return f'<p class="sub">generative plan · {esc(name)} · {esc(created)}</p><p>No plan was stored.</p>'
+    from rightsize.report.generative import recommendation_words  # llm.plan: only for this page
+
     p = arts[0]["payload"]
     what = recommendation_words(p.get("recommendation"))
     rows = [[str(c.get("instance")), str(c.get("device")), str(c.get("tp")), str(c.get("replicas")),

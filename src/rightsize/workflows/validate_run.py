@@ -67,8 +67,11 @@ def measure_open_loop(
     return result
 
 
-def served_batches(url: str, since: int, token: str | None = None) -> Served | None:
-    """The server's batch log from batch ``since`` on (``Served``), or None when it cannot be read."""
+def served_batches(url: str, since: int, token: str | None = None, attempts: int = 3) -> Served | None:
+    """The server's batch log from batch ``since`` on (``Served``), or None when it cannot be read. A read that
+    times out or is refused is tried again (``attempts`` in all, 0.5 s then 1 s apart): on a busy 2-core machine
+    a server still warming its model up can miss one 5 s deadline."""
+    import time
     import urllib.request
 
     from rightsize.loadgen.validation import Served
@@ -76,9 +79,17 @@ def served_batches(url: str, since: int, token: str | None = None) -> Served | N
     req = urllib.request.Request(
         f"{url}/v1/batches?since={since}", headers={"Authorization": f"Bearer {token}"} if token else {}
     )
+    for attempt in range(max(1, attempts)):
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                body = resp.read()
+            break
+        except OSError:
+            if attempt + 1 >= attempts:
+                return None
+            time.sleep(0.5 * (attempt + 1))
     try:
-        with urllib.request.urlopen(req, timeout=5) as resp:
-            d = json.loads(resp.read())
+        d = json.loads(body)
         names = d["fields"]
         i_n, i_c, i_b = names.index("samples"), names.index("compute_ms"), names.index("busy_ms")
         rows = [(int(r[i_n]), float(r[i_c]), float(r[i_b])) for r in d["batches"]]

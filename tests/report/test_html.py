@@ -147,3 +147,15 @@ def test_visual_defects_fixed(tmp_path: Path, plan_online: PlanResult) -> None:
     card = re.search(r'<section class="card alt">(.*?)</section>', html2, re.S)
     assert card is not None and "not feasible: t(1) alone exceeds the SLO" in card.group(1)
     assert "<b>-</b>" not in card.group(1)
+
+
+def test_estimated_latencies_are_marked_in_the_candidates_table(tmp_path: Path, plan_online: PlanResult) -> None:
+    from rightsize.plan.online import FLUID_METHOD
+
+    c = plan_online.candidates[-1]
+    assert c.latency is not None
+    estimated = replace(c, latency=replace(c.latency, method=FLUID_METHOD))
+    html = _online_html(tmp_path, replace(plan_online, candidates=[*plan_online.candidates[:-1], estimated]))
+    table = re.search(r'data-table="candidates".*?</table>', html, re.S)
+    assert table is not None and f"~{c.latency.p95:.3g}" in table.group(0).replace(",", "")
+    assert "not simulated" in html

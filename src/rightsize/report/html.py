@@ -12,6 +12,7 @@ from importlib import resources
 from typing import Any
 
 from rightsize import __version__
+from rightsize.plan.online import FLUID_METHOD
 from rightsize.profile import Environment
 from rightsize.report.charts import all_charts
 from rightsize.report.data import FLEET_HEAD, ReportData, candidate_key, fleet_rows
@@ -176,11 +177,12 @@ def candidates_table(data: ReportData, rows: int = TABLE_ROWS) -> str:
             str(c.get("purchase", "")),
         ]
         if kind == "online":
+            est = "~" if c.get("latency_method") == FLUID_METHOD else ""  # estimated, not simulated
             cells += [
                 _batching(c),
-                num(lat.get("p50")),
-                num(lat.get("p95")),
-                num(lat.get("p99")),
+                est + num(lat.get("p50")),
+                est + num(lat.get("p95")),
+                est + num(lat.get("p99")),
                 pct(c.get("utilization")),
                 usd(c.get("cost_usd_per_hour")),
                 usd(c.get("cost_usd_per_1m_requests")),
@@ -210,7 +212,8 @@ def candidates_table(data: ReportData, rows: int = TABLE_ROWS) -> str:
     ths = "".join(f"<th>{esc(h)}</th>" for h in head)
     return (
         f'<section><h2>Ranked candidates</h2><p class="sub">Top {len(cands)} of {esc(n)}: feasible by cost, '
-        f'then infeasible by how close they came.</p><div class="scroll"><table class="cands" data-table="candidates">'
+        "then infeasible by cost. ~: latency estimated by a fluid approximation, not simulated.</p>"
+        f'<div class="scroll"><table class="cands" data-table="candidates">'
         f"<thead><tr>{ths}</tr></thead><tbody>{''.join(body)}</tbody></table></div></section>"
     )
 

@@ -94,6 +94,27 @@ def test_setup_before_the_loop_does_not_dilute_a_starving_loader() -> None:
     assert any(x.check == "input pipeline" and x.severity == "problem" for x in w.findings)
 
 
+def test_cores_busy_is_measured_over_the_loop_too() -> None:
+    """Idle setup, then a loop that keeps a core busy: the loop's cores-busy reads ~1, the whole watch's far less."""
+    x = torch.randn(256, 256)
+    loader = DataLoader(TensorDataset(torch.randn(40, 8)), batch_size=4)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with rightsize.diagnose.watch() as w:
+            time.sleep(0.6)  # setup that waits (downloading, reading an index)
+            for _ in range(3):
+                for (_b,) in loader:
+                    t = time.perf_counter()
+                    while time.perf_counter() - t < 0.02:
+                        _ = x @ x  # compute on the one core
+    finally:
+        torch.set_num_threads(threads)
+    f = w.facts
+    assert f.loop_s > 0.5 and f.cpu_cores_busy > 0.6  # one core, most of the loop
+    assert f.cpu_s / f.wall_s < 0.75 * f.cpu_cores_busy  # what the whole watch would have said
+
+
 def test_rules_on_gpu_facts() -> None:
     facts = LoopFacts(wall_s=10, data_wait_s=0.5, batches=100, steps=100, cpu_s=10, logical_cores=8,
                       device="cuda", cuda_peak_bytes=int(0.95 * 16 * 2**30), cuda_total_bytes=16 * 2**30,

@@ -18,6 +18,7 @@ What is measured, with no change to the user's code:
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -44,6 +45,7 @@ class LoopFacts:
     batches: int = 0
     steps: int = 0  # optimizer steps (0 for inference loops)
     cpu_s: float = 0.0  # process user + system CPU time (children included)
+    loop_cpu_s: float = 0.0  # of it, spent inside the loop window (loop_s), from the sampler's readings
     logical_cores: int = 1
     torch_threads: int | None = None
     peak_rss_bytes: int = 0
@@ -65,6 +67,9 @@ class LoopFacts:
 
     @property
     def cpu_cores_busy(self) -> float:
+        """Cores kept busy on average: over the loop window when one was seen (setup does not dilute it)."""
+        if self.loop_s > 0 and self.loop_cpu_s > 0:
+            return self.loop_cpu_s / self.loop_s
         return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -91,6 +96,7 @@ class LoopProbe:
         self._cpu0 = 0.0
         self._loop_t0: float | None = None  # the first batch asked for
         self._loop_t1 = 0.0  # the last batch returned or optimizer step taken
+        self._cpu_readings: list[tuple[float, float]] = []  # (perf_counter, process CPU s), one per sample
         self._seen_loaders: set[tuple[int, int, bool, int | None]] = set()
 
     # --- patching ------------------------------------------------------------------------------
@@ -181,6 +187,7 @@ class LoopProbe:
         while not self._stop.wait(self.sample_s):
             try:
                 rss = proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))
+                self._cpu_readings.append((time.perf_counter(), _cpu_seconds()))
             except psutil.Error:
                 continue
             self._facts.peak_rss_bytes = max(self._facts.peak_rss_bytes, int(rss))
@@ -190,10 +197,13 @@ class LoopProbe:
         if self._sampler is not None:
             self._sampler.join(timeout=1.0)
         facts = self._facts
-        facts.wall_s = time.perf_counter() - self._t0
+        t_exit, cpu_exit = time.perf_counter(), _cpu_seconds()
+        facts.wall_s = t_exit - self._t0
+        facts.cpu_s = cpu_exit - self._cpu0
         if self._loop_t0 is not None:
             facts.loop_s = max(0.0, self._loop_t1 - self._loop_t0)
-        facts.cpu_s = _cpu_seconds() - self._cpu0
+            readings = [(self._t0, self._cpu0), *self._cpu_readings, (t_exit, cpu_exit)]
+            facts.loop_cpu_s = max(0.0, _cpu_at(readings, self._loop_t1) - _cpu_at(readings, self._loop_t0))
         facts.peak_rss_bytes = max(facts.peak_rss_bytes, int(psutil.Process().memory_info().rss))
         if facts.device == "cuda":
             import torch
@@ -208,6 +218,19 @@ class LoopProbe:
 
     def facts(self) -> LoopFacts:
         return self._facts
+
+
+def _cpu_at(readings: list[tuple[float, float]], t: float) -> float:
+    """Process CPU seconds at time ``t``, linear between the sampler's readings (time-ordered)."""
+    import bisect
+
+    i = bisect.bisect_left(readings, (t, -math.inf))
+    if i <= 0:
+        return readings[0][1]
+    if i >= len(readings):
+        return readings[-1][1]
+    (t0, c0), (t1, c1) = readings[i - 1], readings[i]
+    return c0 + (c1 - c0) * (t - t0) / (t1 - t0) if t1 > t0 else c1
 
 
 def _cpu_seconds() -> float:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 
 from rightsize.cli._common import JSON_OPTION, emit_json, out_console
+
+if TYPE_CHECKING:
+    from rightsize.profile import Environment
 from rightsize.units import format_bytes
 
 
@@ -33,7 +36,7 @@ def env(json_out: bool = JSON_OPTION) -> None:
     out_console.print(f"catalog       {matched}", highlight=False)
 
 
-def _catalog_match(fp: Any) -> tuple[str | None, list[str | None]]:
+def _catalog_match(fp: Environment) -> tuple[str | None, list[str | None]]:
     """The shipped catalog's CPU family for this machine (the one its measurements anchor CPU projections on) and
     the catalog accelerator of each GPU."""
     from rightsize.catalog import load_catalog, match_cpu_family

@@ -18,6 +18,7 @@ What is measured, with no change to the user's code:
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import threading
@@ -222,8 +223,6 @@ class LoopProbe:
 
 def _cpu_at(readings: list[tuple[float, float]], t: float) -> float:
     """Process CPU seconds at time ``t``, linear between the sampler's readings (time-ordered)."""
-    import bisect
-
     i = bisect.bisect_left(readings, (t, -math.inf))
     if i <= 0:
         return readings[0][1]

@@ -184,7 +184,7 @@ def explain(
     rec = feas[0] if feas else None
     if rec is None:
         summary = infeasible_summary(ranked)
-        top = ", ".join(f"{k} ({v})" for k, v in sorted(summary.items(), key=lambda kv: -kv[1]))
+        top = ", ".join(f"{k} ({v})" for k, v in summary.items())  # most first already
         closest = _closest([c for c in ranked if c.reasons], kind, request_samples)
         why = [f"no candidate meets every target; reasons: {top or 'none evaluated'}"]
         if closest:

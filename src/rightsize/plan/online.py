@@ -160,6 +160,12 @@ def _simulate(groups: Sequence[_Group], target: OnlineTarget, n: int, rng: np.ra
             g.best = (p, r, pred)
 
 
+def _fluid_pct_ms(curve: ServiceCurve, batch: float, wait_ms: float, q: float) -> float:
+    """The q-th percentile latency of the fluid estimate: the service time's percentile at the mean batch plus the
+    mean wait x -ln(1 - q) (an exponential wait tail)."""
+    return _service_pct_ms(curve, batch, q) + wait_ms * -math.log(1.0 - q / 100.0)
+
+
 def _fluid(g: _Group, target: OnlineTarget) -> None:
     """Fluid estimate for a group that cannot win: replicas until the approximate percentile meets the bound.
 
@@ -173,16 +179,12 @@ def _fluid(g: _Group, target: OnlineTarget) -> None:
             if not fl.stable:
                 continue
             wait = max(0.0, fl.mean_latency_ms - g.curve.t_ms(fl.batch))
-
-            def pct(k: float, fl_batch: float = fl.batch, wait: float = wait) -> float:
-                return _service_pct_ms(g.curve, fl_batch, k) + wait * -math.log(1.0 - k / 100.0)
-
-            pq = pct(q)
+            pq = _fluid_pct_ms(g.curve, fl.batch, wait, q)
             if pq <= bound:
                 pred = LatencyPrediction(
-                    p50=pct(50.0),
-                    p95=pct(95.0),
-                    p99=pct(99.0),
+                    p50=_fluid_pct_ms(g.curve, fl.batch, wait, 50.0),
+                    p95=_fluid_pct_ms(g.curve, fl.batch, wait, 95.0),
+                    p99=_fluid_pct_ms(g.curve, fl.batch, wait, 99.0),
                     mean=fl.mean_latency_ms,
                     utilization=fl.utilization,
                     mean_batch=fl.batch,

@@ -88,6 +88,22 @@ def test_eager_int8_runs_vnni_not_amx_and_only_on_linear_layers() -> None:
     assert cpu_time_ms(_encoder(), 1, icl, 4, "int8", CP) < cpu_time_ms(_encoder(), 1, icl, 4, "fp32", CP)
 
 
+def test_static_int8_runs_convolutions_int8_and_on_amx_where_onednn_has_it() -> None:
+    spr, icl, turin = CAT.cpus["intel-sapphire-rapids"], CAT.cpus["intel-icelake"], CAT.cpus["amd-turin"]
+    conv = WorkProfile(
+        "cnn", "inference", {"image_size": 224}, False, (("conv", 50, 2e8, 4e8, 2e6, 4e6),), 25_000_000, 160
+    )
+    fp32, static = (cpu_time_ms(conv, 8, icl, 4, p, CP, int8_convs=True) for p in ("fp32", "int8"))
+    assert static < 0.6 * fp32  # VNNI: 4 int8 multiply-adds per fp32 lane (dynamic: no faster, above)
+    # oneDNN's int8 convolution uses AMX tiles (x86 engine, should_use_onednn_quant); FBGEMM's Linear does not
+    assert cpu_kernel_peak(spr, "int8", conv=True) == spr.peak_flops_per_s("int8", 1)
+    assert cpu_kernel_peak(spr, "int8", conv=True) > 4 * cpu_kernel_peak(spr, "int8")
+    assert cpu_kernel_path(spr, "int8", conv=True) == "AMX int8 convolutions"
+    # a VNNI machine's static-int8 measurement anchors an Ice Lake, not a Sapphire Rapids (fp32 does, wider band)
+    assert same_kernel_path(turin, icl, "int8", conv=True) and not same_kernel_path(turin, spr, "int8", conv=True)
+    assert cpu_time_ms(conv, 8, spr, 4, "int8", CP, int8_convs=True) < cpu_time_ms(conv, 8, spr, 4, "int8", CP)
+
+
 def test_training_costs_more_than_inference() -> None:
     inf = _encoder()
     train = WorkProfile("enc", "training", inf.input, False, inf.ops, inf.n_params, inf.param_tensors)

@@ -33,7 +33,7 @@ from typing import Any
 
 from rightsize.catalog import Accelerator, Catalog, CpuFamily, Instance, filter_instances, match_cpu_family
 from rightsize.catalog.query import match_accelerator
-from rightsize.estimate.reference import Anchor, Band, anchor_factor, probed_core_gflops, work_key
+from rightsize.estimate.reference import Anchor, Band, anchor_factor, int8_convs, probed_core_gflops, work_key
 from rightsize.estimate.timemodel import (
     CpuParams,
     GpuParams,
@@ -266,7 +266,8 @@ def _project_cpu(
 ) -> list[ServiceCurve]:
     cpu = tuple(profile.ok("cpu"))
     anchor = Anchor(local, cpu, {work_key(profile.model, profile.mode, profile.input): work}, probed_core_gflops(cpu))
-    same_path = same_kernel_path(local, target, prec)
+    convs = int8_convs(cpu)
+    same_path = same_kernel_path(local, target, prec, convs)
     found = anchor_factor(anchor, profile.mode, prec if same_path else "fp32", model.cpu)
     if found is None:
         return []
@@ -276,14 +277,15 @@ def _project_cpu(
     note = ""
     if anchored_on != prec:
         lo, hi = lo / ISA_EXTRAPOLATION_WIDENING, hi * ISA_EXTRAPOLATION_WIDENING
-        note = f"{prec} extrapolated from fp32 ({target.name} {cpu_kernel_path(target, prec)}; not measured here); "
+        path = cpu_kernel_path(target, prec, convs)
+        note = f"{prec} extrapolated from fp32 ({target.name} {path}; not measured here); "
     local_b = {m.batch_size for m in profile.ok("cpu", anchored_on)}
     batches = sorted(set(CPU_BATCHES) | local_b)
     out = []
     # Training runs one process on every core; serving and batch inference try every layout.
     layouts = [(1, inst.cores)] if profile.mode == "training" else cpu_layouts(inst.cores, target.cores_per_socket)
     for workers, threads in layouts:
-        ts = [k * cpu_time_ms(work, b, target, threads, prec, model.cpu) for b in batches]
+        ts = [k * cpu_time_ms(work, b, target, threads, prec, model.cpu, convs) for b in batches]
         out.append(
             ServiceCurve(
                 device=f"cpu:{inst.instance_type}",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -210,12 +210,19 @@ def anchor_factor(anchor: Anchor, mode: str, precision: str, params: CpuParams) 
             w = anchor.works.get(work_key(m.model, m.mode, m.input))
             if w is None:
                 continue
-            t = cpu_time_ms(w, m.batch_size, anchor.effective_family, m.threads or 1, prec, params)
+            static = m.extra.get("int8_scheme") == "static"
+            t = cpu_time_ms(w, m.batch_size, anchor.effective_family, m.threads or 1, prec, params, static)
             if 0 < t < math.inf:
                 ks.append(math.log(m.latency_ms.p50 / t))
         if ks:
             return math.exp(statistics.fmean(ks)), prec, len(ks)
     return None
+
+
+def int8_convs(measurements: Iterable[Measurement]) -> bool:
+    """True when this machine's int8 measurements of a model quantized its convolutions too (static
+    quantization, ``measure.precision``): the int8 scheme a projection of that model assumes."""
+    return any(m.precision == "int8" and m.extra.get("int8_scheme") == "static" for m in measurements)
 
 
 def predict_row(
@@ -241,7 +248,8 @@ def predict_row(
     if fam is None or anchor is None:
         return None
     # The same rule as the planner's projection: a precision on another ISA path is anchored on fp32.
-    same = same_kernel_path(anchor.family, fam, row.precision)
+    convs = int8_convs(anchor.measurements)
+    same = same_kernel_path(anchor.family, fam, row.precision, convs)
     k = anchor_factor(anchor, row.mode, row.precision if same else "fp32", cpu)
     if k is None:
         return None
@@ -249,7 +257,7 @@ def predict_row(
         fam = replace(fam, memory_bandwidth_gbps=fam.memory_bandwidth_gbps / row.instances)
     if row.clock_ghz:
         fam = replace(fam, sustained_ghz=row.clock_ghz)
-    t = cpu_time_ms(work, row.batch_size, fam, row.cpu_threads, row.precision, cpu)
+    t = cpu_time_ms(work, row.batch_size, fam, row.cpu_threads, row.precision, cpu, convs)
     return k[0] * t if t < math.inf else None
 
 

@@ -187,63 +187,80 @@ def gpu_time_parts_ms(
     return t_dev * 1e3, t_host * 1e3
 
 
-# The op classes CPU int8 (dynamic quantization) runs in int8; the rest run fp32.
-DYNAMIC_INT8_CLASSES = frozenset({"gemm"})
+# The op classes CPU int8 runs in int8: Linear layers always (dynamic or static quantization); convolutions
+# when the model was quantized statically (``int8_convs``: measure.precision quantizes a model with
+# convolutions statically when FX can trace it); attention and element-wise ops stay fp32.
+INT8_CLASSES = frozenset({"gemm"})
+STATIC_INT8_CLASSES = frozenset({"gemm", "conv"})
 
 # VNNI's vpdpbusd does 4 int8 multiply-adds per 32-bit lane: 4x the fp32 FMA rate of the same width.
 VNNI_OVER_FP32 = 4.0
 
 
-def cpu_kernel_peak(family: CpuFamily, precision: str) -> float:
+def cpu_kernel_peak(family: CpuFamily, precision: str, conv: bool = False) -> float:
     """Per-core peak (FLOP/s; int8: op/s) of the kernel path eager PyTorch takes for ``precision``.
 
-    The catalog lists each family's best ISA path; eager int8 is dynamic quantization, whose Linear runs
-    FBGEMM, and FBGEMM has AVX2 and AVX-512 VNNI kernels but no AMX ones: on an AMX part (Sapphire
-    Rapids) int8 runs at the VNNI rate, not the AMX tile rate. bf16 goes through oneDNN, which uses AMX.
+    The catalog lists each family's best ISA path. An int8 Linear runs FBGEMM, which has AVX2 and AVX-512
+    VNNI kernels but no AMX ones: on an AMX part (Sapphire Rapids) it runs at the VNNI rate, not the AMX
+    tile rate. A statically quantized int8 convolution (``conv``) on a VNNI core runs oneDNN (PyTorch's
+    x86 engine, ``should_use_onednn_quant``), which does use AMX; so does bf16.
     """
     peak = family.peak_flops_per_s(precision, 1)
-    if precision == "int8" and "amx_int8" in family.isa and "avx512_vnni" in family.isa:
+    if precision == "int8" and not conv and "amx_int8" in family.isa and "avx512_vnni" in family.isa:
         peak = min(peak, VNNI_OVER_FP32 * family.peak_flops_per_s("fp32", 1))
     return peak
 
 
-def cpu_kernel_path(family: CpuFamily, precision: str) -> str:
-    """The ISA path eager PyTorch runs ``precision`` on (see ``cpu_kernel_peak``)."""
+def cpu_kernel_path(family: CpuFamily, precision: str, conv: bool = False) -> str:
+    """The ISA path eager PyTorch runs ``precision`` on (see ``cpu_kernel_peak``); ``conv``: the path of a
+    model whose convolutions are quantized too."""
     isa = set(family.isa)
     if precision in ("bf16", "fp16"):
         return "AMX" if "amx_bf16" in isa else "AVX-512 BF16" if "avx512_bf16" in isa else "fp32 path"
     if precision == "int8":
+        if conv and "amx_int8" in isa and "avx512_vnni" in isa:
+            return "AMX int8 convolutions"
         return "VNNI" if "avx512_vnni" in isa else "AVX2 int8"
     return "fp32"
 
 
-def same_kernel_path(local: CpuFamily, target: CpuFamily, precision: str) -> bool:
+def same_kernel_path(local: CpuFamily, target: CpuFamily, precision: str, conv: bool = False) -> bool:
     """True when eager PyTorch runs ``precision`` on the same ISA path on both CPUs (VNNI int8 on both,
     AMX bf16 on both): then a local measurement of ``precision`` anchors the target, else fp32 does."""
-    return cpu_kernel_path(local, precision) == cpu_kernel_path(target, precision)
+    return cpu_kernel_path(local, precision, conv) == cpu_kernel_path(target, precision, conv)
 
 
-def wide_vector_share(family: CpuFamily, precision: str, params: CpuParams) -> float:
+def wide_vector_share(family: CpuFamily, precision: str, params: CpuParams, conv: bool = False) -> float:
     """The realised share of a 512-bit-FMA core's peak (1.0 for AVX2 cores, for AMD cores, whose fp32
     peak is counted at the AVX2 rate MKL runs there, and for AMX paths, whose peaks count no doubled
     FMA width)."""
     if family.flop_per_cycle_per_core.get("fp32", 0.0) < 64:
         return 1.0
-    if cpu_kernel_path(family, precision) == "AMX":
+    if cpu_kernel_path(family, precision, conv).startswith("AMX"):
         return 1.0
     return (1.0 + params.wide_vector) / 2.0
 
 
 def cpu_time_ms(
-    work: WorkProfile, batch: float, family: CpuFamily, threads: int, precision: str, params: CpuParams
+    work: WorkProfile,
+    batch: float,
+    family: CpuFamily,
+    threads: int,
+    precision: str,
+    params: CpuParams,
+    int8_convs: bool = False,
 ) -> float:
     """Median time of one batch on ``threads`` physical cores of ``family``, milliseconds (model only;
-    projection.py anchors it to this machine's measurement)."""
+    projection.py anchors it to this machine's measurement). ``int8_convs``: int8 quantized the
+    convolutions too (static quantization), not only the Linear layers."""
     n = max(1, threads)
-    core_peak = cpu_kernel_peak(family, precision) * wide_vector_share(family, precision, params)
-    if core_peak <= 0:
+
+    def core_peak(prec: str, conv: bool) -> float:
+        return cpu_kernel_peak(family, prec, conv) * wide_vector_share(family, prec, params, conv)
+
+    if core_peak(precision, False) <= 0:
         return math.inf
-    fp32_peak = cpu_kernel_peak(family, "fp32") * wide_vector_share(family, "fp32", params)
+    int8_classes = STATIC_INT8_CLASSES if int8_convs else INT8_CLASSES
     bw = min(n * params.core_bw_gbps, family.memory_bandwidth_gbps) * 1e9 * params.eff_memory
     clock = CLOCK_REF_GHZ / max(family.sustained_ghz, 0.5)
     per_op_s = params.op_us * 1e-6 * clock
@@ -261,15 +278,13 @@ def cpu_time_ms(
             sync_used = params.sync_us * 1e-6 * (used - 1) ** params.sync_exponent * clock
             t += k * (b * precision_bytes(precision, cls) / bw_used + per_op_s + sync_used)
             continue
-        # int8 on a CPU is dynamic quantization: Linear layers (gemm) only; convolutions and attention
-        # stay fp32 (torch.ao.quantization.quantize_dynamic quantizes nn.Linear / recurrent layers).
-        op_prec = "fp32" if precision == "int8" and cls not in DYNAMIC_INT8_CLASSES else precision
+        op_prec = "fp32" if precision == "int8" and cls not in int8_classes else precision
         t_mem = b * precision_bytes(op_prec, cls) / bw
         t_cmp = 0.0
         if f > 0:
             intensity = f / max(b, 1.0)
             eff = params.eff(cls, op_prec) * intensity / (intensity + params.intensity_half)
-            t_cmp = f / (n * (core_peak if op_prec == precision else fp32_peak) * eff)
+            t_cmp = f / (n * core_peak(op_prec, cls == "conv") * eff)
         t += k * (max(t_cmp, t_mem) + per_op_s + sync_s)
     if work.mode == "training":
         opt_bytes, opt_kernels = _optimizer_ops(work)

@@ -21,6 +21,7 @@ from rightsize.measure.power import MIN_POWER_WINDOW_S, PowerReading, open_power
 from rightsize.measure.precision import (
     autocast,
     grad_scaler,
+    int8_scheme,
     make_optimizer,
     prepare_inference,
     tensor_bytes,
@@ -106,9 +107,10 @@ def _inference(cfg: BenchConfig) -> Measurement:
     model = entry.build(cfg.tiny)
     param_bytes, buffer_bytes = tensor_bytes(model.parameters()), tensor_bytes(model.buffers())
     param_bytes = param_bytes or 4 * int(getattr(model.inner, "initializer_count", 0))  # an ONNX graph's weights
-    model = prepare_inference(model, cfg.precision).to(cfg.device)
     x, _ = _inputs(entry, cfg, cfg.batch_size)
     x1, _ = _inputs(entry, cfg, 1)
+    model = prepare_inference(model, cfg.precision, x1).to(cfg.device)
+    scheme = int8_scheme(model)
 
     def forward(inp: torch.Tensor) -> Callable[[], Any]:
         def call() -> Any:
@@ -128,6 +130,8 @@ def _inference(cfg: BenchConfig) -> Measurement:
         )
         power.top_up(forward(x), cfg.device)
     extra = {"ci_converged": converged, **_conditions(cond, cfg, flops, stats.p50), **power.extra(cfg, stats.p50)}
+    if scheme:
+        extra["int8_scheme"] = scheme  # static: convolutions quantized too; dynamic: Linear layers only
     return cfg.result(
         "ok", latency_ms=stats, throughput_per_s=cfg.batch_size * 1e3 / stats.p50, flops_per_sample=flops,
         param_bytes=param_bytes, buffer_bytes=buffer_bytes, extra=extra,

@@ -70,8 +70,16 @@ def load_model(config: ServerConfig) -> LoadedModel:
         return LoadedModel(config.model, spec, None, False)
     from rightsize.measure.precision import prepare_inference
 
-    module = prepare_inference(_entry(config).build(config.tiny), config.precision)
+    entry = _entry(config)
+    module = prepare_inference(entry.build(config.tiny), config.precision, _calibration_batch(entry, config))
     return LoadedModel(config.model, spec, module, lm)
+
+
+def _calibration_batch(entry: Any, config: ServerConfig) -> Any:
+    """A sample batch of one: what static int8 quantization calibrates on (None unless int8)."""
+    if config.precision != "int8":
+        return None
+    return entry.example_input(1, seq_len=config.seq_len, image_size=config.image_size, tiny=config.tiny)
 
 
 def _to_numpy(out: Any) -> np.ndarray:
@@ -125,7 +133,7 @@ def gpu_runs(pool: PoolConfig, model: LoadedModel, precision: str) -> tuple[list
     if not torch.cuda.is_available():
         raise UnsupportedError(f"pool {pool.name!r} wants {pool.device}, but CUDA is not available here")
     if precision == "int8" and pool.predict is None:
-        raise UnsupportedError("--precision int8 is CPU-only here (dynamic quantisation); use bf16 on the GPU")
+        raise UnsupportedError("--precision int8 is CPU-only here (PyTorch's quantized kernels); use bf16 on the GPU")
     device = torch.device(pool.device)
     predict = _predict_fn(pool, model, device)
     bf16 = precision == "bf16" and pool.predict is None

@@ -144,8 +144,9 @@ def work_profile(workload: Workload, store: Store) -> WorkProfile | None:
 
 
 def with_cpu_serving_precisions(workload: Workload) -> tuple[Workload, list[str]]:
-    """An online plan on CPU always tries dynamic int8 for models with Linear layers (encoders, decoders,
-    MLPs): it is the CPU's usual serving precision, and it must be measured here to be planned well."""
+    """An online plan on CPU always tries int8 for zoo models: it is the CPU's usual serving precision, and it
+    must be measured here to be planned well. A convolution net is quantized statically (its convolutions
+    run int8), any other model dynamically (its Linear layers); ``measure.precision`` says which ran."""
     notes: list[str] = []
     online = workload.targets is not None and workload.targets.online is not None
     if not online or "cpu" not in workload.devices or "int8" in workload.precisions or workload.mode != "inference":
@@ -156,9 +157,8 @@ def with_cpu_serving_precisions(workload: Workload) -> tuple[Workload, list[str]
         family = get_entry(workload.model).family
     except Exception:  # a user model: leave the precisions as given
         return workload, notes
-    if family == "cnn":
-        return workload, notes  # dynamic quantization covers Linear layers only: a CNN gains nothing
-    notes.append("int8 (dynamic quantization) added to the CPU precisions: CPU serving plans always try it")
+    how = "static quantization: convolutions too" if family == "cnn" else "dynamic quantization of Linear layers"
+    notes.append(f"int8 ({how}) added to the CPU precisions: CPU serving plans always try it")
     return workload.model_copy(update={"precisions": [*workload.precisions, "int8"]}), notes
 
 

@@ -171,3 +171,17 @@ def test_measured_power_line_names_its_window(monkeypatch: pytest.MonkeyPatch) -
     })  # fmt: skip
     bench._print_power([m])
     assert lines and "428.7 W over 1.0 s of runs (nvml:0;" in lines[0]
+
+
+@pytest.mark.slow
+def test_int8_of_a_conv_net_is_static_and_bench_says_so(tmp_path: Path, store_path: Path) -> None:
+    spec = _spec(tmp_path, model="resnet50", batch_sizes=[2], precisions=["int8"])
+    shown = rightsize("bench", str(spec), store=store_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "int8 here = static quantization: convolutions and Linear layers int8" in shown.stdout
+    [record] = json.loads(rightsize("bench", str(spec), "--json", store=store_path).stdout)
+    assert record["extra"]["int8_scheme"] == "static" and record["status"] == "ok"
+    text = _spec(tmp_path, model="distilbert", batch_sizes=[2], precisions=["int8"])
+    assert (
+        "int8 here = dynamic quantization: Linear layers int8" in rightsize("bench", str(text), store=store_path).stdout
+    )

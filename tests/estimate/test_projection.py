@@ -162,3 +162,22 @@ def test_fallback_work_from_measured_flops() -> None:
     assert w is not None and w.flops(2) == pytest.approx(2 * 2.2e10)
     curves = project_curves(LOCAL, CAT, MODEL)  # no trace: still every device, from the coarse profile
     assert any(c.device == "H100" for c in curves)
+
+
+def test_static_int8_of_a_conv_net_projects_int8_convolutions_and_says_so() -> None:
+    conv = WorkProfile("bert-base", "inference", {"seq_len": 128}, False,
+                       (("conv", 50, 2e8, 4e8, 2e6, 4e6), ("host", 50, 0, 0, 0, 0)), 25_000_000, 160)  # fmt: skip
+    fp32 = [_m(b, TRUE_K * cpu_time_ms(conv, b, ICL, 2, "fp32", MODEL.cpu)) for b in (1, 8)]
+
+    def local(scheme: str) -> Profile:
+        int8 = [_m(b, TRUE_K * cpu_time_ms(conv, b, ICL, 2, "int8", MODEL.cpu, scheme == "static"), prec="int8",
+                   extra={"int8_scheme": scheme}) for b in (1, 8)]  # fmt: skip
+        return _local(fp32 + int8)
+
+    static, dynamic = (project_curves(local(s), CAT, MODEL, conv) for s in ("static", "dynamic"))
+    s, d = _by(static, "cpu:c6i.2xlarge", "int8", 4), _by(dynamic, "cpu:c6i.2xlarge", "int8", 4)  # Ice Lake
+    assert s.t_ms(8) < 0.6 * d.t_ms(8)  # the convolutions run int8 (VNNI) only under static quantization
+    assert "int8 = static quantization (convolutions too)" in s.source and "dynamic" in d.source
+    assert "extrapolated" not in s.source  # a VNNI machine's static int8 anchors a VNNI target directly
+    spr = _by(static, "cpu:c7i.2xlarge", "int8", 4)  # Sapphire Rapids: oneDNN runs int8 convolutions on AMX
+    assert "extrapolated from fp32" in spr.source and "AMX int8 convolutions" in spr.source

@@ -124,6 +124,7 @@ def bench(
         out_console.print(sweep_table(result.measurements, title))
         _print_epochs(result.measurements)
         _print_power(result.measurements)
+        _print_int8(result.measurements)
     if result.interrupted:
         err_console.print("interrupted: finished results are stored")
         raise typer.Exit(130)
@@ -145,6 +146,19 @@ def _print_power(measurements: list[Measurement]) -> None:
     why = next((m.extra["power_unavailable"] for m in ok if m.extra.get("power_unavailable")), None)
     if not measured and why:
         err_console.print(f"note: power not measured: {why}; plans use modelled watts")
+
+
+INT8_SCHEMES = {
+    "static": "static quantization: convolutions and Linear layers int8, calibrated on one synthetic batch",
+    "dynamic": "dynamic quantization: Linear layers int8, the rest fp32",
+}
+
+
+def _print_int8(measurements: list[Measurement]) -> None:
+    """Which int8 ran: a conv net FX cannot trace gets dynamic quantization, which barely changes its speed."""
+    schemes = sorted({str(m.extra["int8_scheme"]) for m in measurements if m.extra.get("int8_scheme")})
+    for scheme in schemes:
+        out_console.print(f"int8 here = {INT8_SCHEMES.get(scheme, scheme)}")
 
 
 def _print_epochs(measurements: list[Measurement]) -> None:

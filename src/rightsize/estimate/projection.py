@@ -279,6 +279,8 @@ def _project_cpu(
         lo, hi = lo / ISA_EXTRAPOLATION_WIDENING, hi * ISA_EXTRAPOLATION_WIDENING
         path = cpu_kernel_path(target, prec, convs)
         note = f"{prec} extrapolated from fp32 ({target.name} {path}; not measured here); "
+    if prec == "int8":
+        note += "int8 = static quantization (convolutions too); " if convs else "int8 = dynamic quantization; "
     local_b = {m.batch_size for m in profile.ok("cpu", anchored_on)}
     batches = sorted(set(CPU_BATCHES) | local_b)
     out = []

@@ -110,3 +110,21 @@ def test_infeasible_reasons_group_by_kind_with_their_numbers_as_ranges() -> None
         cands.append(dataclasses.replace(base, feasible=False, reasons=[f"needs {n} instances > max_instances 64"]))
     cands.append(dataclasses.replace(base, feasible=False, reasons=["over budget: 3 replicas cost $1.02/h > $1/h"]))
     assert infeasible_summary(cands) == {"needs 73-1347 instances > max_instances 64": 3, "over budget": 1}
+
+
+def test_a_job_won_on_a_wide_band_says_the_slow_edge_would_flip_it() -> None:
+    cat = small_catalog()
+    target = OnlineTarget(rate_per_s=10, latency=LatencyBound(percentile=95, bound_ms=80))
+    base = rank(plan_online(pair_options(cat.instances, [cpu_curve("c.4x", 11.0, 8.0)], cat.accelerators), target),
+                "online")[0]  # fmt: skip
+    cpu = dataclasses.replace(base, provenance="projected", band=(0.53, 2.59), cost_usd_total=0.22, runtime_hours=0.6)
+    gpu = dataclasses.replace(base, device_class="gpu", instance="g.x", provenance="projected", band=(0.6, 1.6),
+                              cost_usd_total=0.29, runtime_hours=0.7)  # fmt: skip
+    _, _, alt, warnings = explain("batch", [cpu, gpu])
+    assert alt is gpu
+    [line] = [w for w in warnings if "rests on the projection" in w]
+    assert "slow edge of its band (x2.59)" in line and "cost about $0.57" in line and "($0.29)" in line
+    assert "1.55 h" in line  # 0.6 h x 2.59
+    narrow = dataclasses.replace(cpu, band=(0.8, 1.2))  # 0.22 x 1.2 < 0.29: the answer holds across the band
+    assert not any("rests on the projection" in w for w in explain("batch", [narrow, gpu])[3])
+    assert not any("rests on the projection" in w for w in explain("online", [cpu, gpu])[3])  # sized at the edge

@@ -239,6 +239,9 @@ def explain(
             common = reasons.most_common(1)[0][0] if reasons else "not feasible"
             why_not.append(f"no {other.upper()} plan is feasible; e.g. {_who(alt)}: {common}")
     warnings = _warnings(kind, rec, bound_ms, request_samples)
+    fragile = _fragile_choice(kind, rec, alt)
+    if fragile:
+        warnings.append(fragile)
     if is_unverified(rec.price_source):
         verified = next((c for c in feas if not is_unverified(c.price_source)), None)
         line = f"the recommended {rec.instance}'s price is unverified ({rec.price_source}): re-check it"
@@ -330,6 +333,24 @@ def _warnings(kind: PlanKind, rec: Candidate, bound_ms: float | None, request_sa
             f"{rec.spot.checkpoint_interval_min:.0f} min (Young/Daly)"
         )
     return out
+
+
+def _fragile_choice(kind: PlanKind, rec: Candidate, alt: Candidate | None) -> str | None:
+    """A job whose bill grows with its run time (batch, training) won on a projection whose band reaches past
+    the other device class's cost: at the band's slow edge the answer would flip, so say so (an online plan is
+    already sized at the slow edge)."""
+    if kind not in ("batch", "training") or alt is None or not alt.feasible or rec.provenance != "projected":
+        return None
+    hi = rec.band[1]
+    cost, other = _cost(rec, kind), _cost(alt, kind)
+    if hi <= 1.0 or not math.isfinite(cost * other) or cost * hi <= other:
+        return None
+    return (
+        f"the choice over {alt.device_class.upper()} rests on the projection: at the slow edge of its band (x{hi:.2f}) "
+        f"{rec.instance} would run for about {format_hours((rec.runtime_hours or 0.0) * hi)} and cost about "
+        f"${cost * hi:,.2f}, more than {_who(alt)} (${other:,.2f}); time the model on a {rec.instance} "
+        "(`rightsize bench` there) before committing"
+    )
 
 
 def _band_words(band: tuple[float, float]) -> str:

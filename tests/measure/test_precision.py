@@ -47,3 +47,22 @@ def test_a_model_fx_cannot_trace_falls_back_to_dynamic() -> None:
     assert int8_scheme(q) == "dynamic"
     with torch.inference_mode():
         assert q(entry.example_input(2, tiny=True)).shape[0] == 2
+
+
+def test_a_quantized_graph_that_cannot_run_falls_back_to_dynamic(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.ao.quantization.quantize_fx as qfx
+
+    class Broken(torch.nn.Module):  # converted, with a quantized convolution, but it cannot run
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = torch.ao.nn.quantized.Conv2d(3, 3, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("quantized::conv2d: unsupported input")
+
+    monkeypatch.setattr(qfx, "convert_fx", lambda prepared: Broken())
+    entry = get_entry("resnet50")
+    q = prepare_inference(entry.build(tiny=True).eval(), "int8", entry.example_input(1, tiny=True))
+    assert int8_scheme(q) == "dynamic"  # not a model that fails in the timed runs
+    with torch.inference_mode():
+        assert q(entry.example_input(2, tiny=True)).shape[0] == 2

@@ -126,6 +126,8 @@ def _static_int8(model: nn.Module, example: torch.Tensor) -> nn.Module | None:
                     for _ in range(2):  # calibration: the observers record activation ranges
                         prepared(example)
                 quantized = convert_fx(prepared)
+                with torch.inference_mode():
+                    quantized(example)  # an op the quantized graph cannot run fails here, not in the timed runs
         except Exception as e:  # a trace error: leave the submodule that raised it in float and retry
             culprit = _failing_module(e, attempt)
             if culprit is None or culprit in float_classes:

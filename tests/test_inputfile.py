@@ -121,6 +121,7 @@ values = st.recursive(
     max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(doc=st.dictionaries(st.sampled_from(FIELDS), values, max_size=8))
+@pytest.mark.slow  # seconds: make test runs it, make test-fast skips it
 def test_fuzzed_structures_validate_or_name_a_field(doc: dict[str, object]) -> None:
     text = yaml.safe_dump(doc)
     try:

@@ -51,6 +51,7 @@ def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, 
     return acc, inst, store
 
 
+@pytest.mark.slow  # seconds: make test runs it, make test-fast skips it
 def test_memory_tiers_come_from_the_users_catalog(
     files: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:

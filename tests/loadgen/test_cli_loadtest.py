@@ -47,6 +47,7 @@ def test_closed_loop_is_labelled(server: TinyServer, capsys: pytest.CaptureFixtu
     assert "closed-loop" in out and "coordinated-omission-affected" in out and "VALID" in out
 
 
+@pytest.mark.slow  # seconds: make test runs it, make test-fast skips it
 def test_knee_search_json(server: TinyServer, capsys: pytest.CaptureFixture[str]) -> None:
     args = [server.url("/work/1"), "--find-knee", "--slo-p95", "2000", "--start-rate", "40", "--duration", "0.4"]
     rc, out, _ = run_cli([*args, "--max-steps", "2", "--max-lag-ms", "1000", "--no-store", "--json"], capsys)

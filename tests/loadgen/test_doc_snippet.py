@@ -48,6 +48,7 @@ def test_from_url_reads_the_servers_input(tiny_server: str) -> None:
     assert body.count("[") == 3 and body.count("0") == 32  # 2 samples x 16 token ids, int zeros
 
 
+@pytest.mark.slow  # seconds: make test runs it, make test-fast skips it
 def test_unanswered_requests_make_a_run_invalid() -> None:
     """A server that accepts connections and never replies: the run says how many were answered."""
     import socket

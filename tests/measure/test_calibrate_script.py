@@ -6,9 +6,12 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # several seconds: make test runs it, make test-fast skips it
 def test_calibrate_cpu_writes_measurements_with_the_environment(tmp_path: Path) -> None:
     sys.path.insert(0, str(ROOT / "scripts"))
     try:

@@ -15,6 +15,7 @@ def _quantized_convs(model: torch.nn.Module) -> int:
     return sum("Conv" in type(m).__name__ and ".quantized" in type(m).__module__ for m in model.modules())
 
 
+@pytest.mark.slow  # several seconds: make test runs it, make test-fast skips it
 def test_a_convolution_net_is_quantized_statically_and_still_answers() -> None:
     entry = get_entry("resnet50")
     torch.manual_seed(0)

@@ -65,6 +65,7 @@ def test_training_sweep_and_epochs(store_path: Path) -> None:
     assert losses[-1] < losses[0]  # it really trains on the fixed synthetic set
 
 
+@pytest.mark.slow  # seconds: make test runs it, make test-fast skips it
 def test_memory_limit_fails_only_the_big_config() -> None:
     # simplenet at batch 1 needs a few MB; at batch 1M the input alone is 4 GB.
     w = parse_spec({"model": "simplenet", "batch_sizes": [1, 1_000_000], "timing": FAST})

@@ -218,6 +218,7 @@ def test_each_format_through_bench_and_memory_cli(files: dict[str, Path], tmp_pa
         assert est["param_count"] > 0 and weights, fmt
 
 
+@pytest.mark.slow  # several seconds: make test runs it, make test-fast skips it
 def test_ort_prefix_exports_a_zoo_model_once_and_matches_pytorch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

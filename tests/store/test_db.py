@@ -149,6 +149,7 @@ def test_unknown_fields_in_a_stored_row_are_ignored(store_path: Path) -> None:
         assert len(s.profiles()) == 1
 
 
+@pytest.mark.slow  # seconds: make test runs it, make test-fast skips it
 def test_sweeps_on_one_store_take_turns(store_path: Path) -> None:
     import time
 

@@ -144,12 +144,14 @@ def work_profile(workload: Workload, store: Store) -> WorkProfile | None:
 
 
 def with_cpu_serving_precisions(workload: Workload) -> tuple[Workload, list[str]]:
-    """An online plan on CPU always tries int8 for zoo models: it is the CPU's usual serving precision, and it
-    must be measured here to be planned well. A convolution net is quantized statically (its convolutions
-    run int8), any other model dynamically (its Linear layers); ``measure.precision`` says which ran."""
+    """An online or batch inference plan on CPU always tries int8 for zoo models: it is the CPU's usual
+    inference precision, and it must be measured here to be planned well. A convolution net is quantized
+    statically (its convolutions run int8), any other model dynamically (its Linear layers);
+    ``measure.precision`` says which ran."""
     notes: list[str] = []
-    online = workload.targets is not None and workload.targets.online is not None
-    if not online or "cpu" not in workload.devices or "int8" in workload.precisions or workload.mode != "inference":
+    targets = workload.targets
+    inference = targets is not None and (targets.online is not None or targets.batch is not None)
+    if not inference or "cpu" not in workload.devices or "int8" in workload.precisions or workload.mode != "inference":
         return workload, notes
     try:
         from rightsize.models.zoo import get_entry
@@ -158,7 +160,7 @@ def with_cpu_serving_precisions(workload: Workload) -> tuple[Workload, list[str]
     except Exception:  # a user model: leave the precisions as given
         return workload, notes
     how = "static quantization: convolutions too" if family == "cnn" else "dynamic quantization of Linear layers"
-    notes.append(f"int8 ({how}) added to the CPU precisions: CPU serving plans always try it")
+    notes.append(f"int8 ({how}) added to the CPU precisions: CPU inference plans always try it")
     return workload.model_copy(update={"precisions": [*workload.precisions, "int8"]}), notes
 
 

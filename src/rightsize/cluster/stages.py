@@ -103,7 +103,7 @@ class Predictor:
         if self.spec.device == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("device cuda requested but this worker has no CUDA device")
         entry = resolve_model(self.spec.model, list(self.spec.user_shape) if self.spec.user_shape else None)
-        sample = entry.example_input(1, tiny=self.spec.tiny) if self.spec.precision == "int8" else None
+        sample = entry.example_input(1, tiny=self.spec.tiny)  # what static int8 calibrates on
         self.model = prepare_inference(entry.build(self.spec.tiny), self.spec.precision, sample).to(self.spec.device)
         self.autocast = lambda: autocast(self.spec.device, self.spec.precision)
         self.torch = torch

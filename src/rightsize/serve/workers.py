@@ -71,15 +71,9 @@ def load_model(config: ServerConfig) -> LoadedModel:
     from rightsize.measure.precision import prepare_inference
 
     entry = _entry(config)
-    module = prepare_inference(entry.build(config.tiny), config.precision, _calibration_batch(entry, config))
+    sample = entry.example_input(1, seq_len=config.seq_len, image_size=config.image_size, tiny=config.tiny)
+    module = prepare_inference(entry.build(config.tiny), config.precision, sample)  # sample: static int8 calibrates
     return LoadedModel(config.model, spec, module, lm)
-
-
-def _calibration_batch(entry: Any, config: ServerConfig) -> Any:
-    """A sample batch of one: what static int8 quantization calibrates on (None unless int8)."""
-    if config.precision != "int8":
-        return None
-    return entry.example_input(1, seq_len=config.seq_len, image_size=config.image_size, tiny=config.tiny)
 
 
 def _to_numpy(out: Any) -> np.ndarray:

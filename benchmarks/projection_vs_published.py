@@ -13,6 +13,10 @@ fares), and the median band width (hi/lo).
 
 Targets (issue "Projections you can bet on"): median |error| <= 20%, worst <= 2x, >= 90% inside the band (both
 readings), median band width <= x1.6. Exit code 1 when a target is missed (``--no-fail`` to only print).
+
+Then the rows of ``published_checks.csv`` (published results on GPUs the product never plans: timm's own
+benchmarks on GeForce RTX 3090/4090) are projected by the fit on ALL the reference rows, the shipped model,
+which never saw them; they are printed apart and count toward no target: a check of how far the model carries.
 """
 
 from __future__ import annotations
@@ -57,8 +61,10 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tempfile.mkdtemp(prefix="rightsize-anchors-"))
         _measure_here(sorted({r.model for r in rows if r.device_class == "cpu"}), tmp)
         calibration = tmp
-    ev, rows, inputs = run_reference_evaluation(load_catalog(""), args.reference, calibration)
+    catalog = load_catalog("")
+    ev, rows, inputs = run_reference_evaluation(catalog, args.reference, calibration)
     summary = {dc: ev.summary(dc) for dc in ("gpu", "cpu")} | {"all": ev.summary()}
+    checks = _checks(ev, catalog)
     verdict = {k: _check(summary["all"], k) for k in TARGETS}
     if args.json:
         out: dict[str, Any] = {
@@ -67,11 +73,66 @@ def main(argv: list[str] | None = None) -> int:
             "rows": [{"id": h.row.id, "source": h.row.source, "published_ms": h.row.latency_ms,
                       "projected_ms": h.predicted_ms, "ratio": h.ratio} for h in ev.held],
             "skipped": [{"id": r.id, "why": why} for r, why in ev.skipped],
+            "checks": {"rows": checks, "summary": _check_summary(checks, ev)},
         }  # fmt: skip
         print(json.dumps(out, indent=1))
     else:
         _print(ev, summary, verdict)
+        _print_checks(checks, ev)
     return 0 if args.no_fail or all(verdict.values()) else 1
+
+
+def _checks(ev: Any, catalog: Any) -> list[dict[str, Any]]:
+    """Every row of published_checks.csv projected by the fit on all reference rows (never fitted to them)."""
+    from rightsize.estimate.reference import (
+        checks_path,
+        load_reference,
+        needed_works,
+        predict_row,
+        with_check_devices,
+    )
+    from rightsize.estimate.work import trace_works
+
+    catalog = with_check_devices(catalog)
+    rows = load_reference(checks_path())
+    works = trace_works(needed_works(rows, []))
+    out = []
+    for r in rows:
+        t = predict_row(r, works, {}, catalog, ev.fit.gpu, ev.fit.cpu)
+        if t is not None:
+            out.append({"id": r.id, "source": r.source, "device": r.device, "model": r.model, "mode": r.mode,
+                        "batch": r.batch_size, "published_ms": r.latency_ms, "projected_ms": t,
+                        "ratio": t / r.latency_ms, "device_class": r.device_class})  # fmt: skip
+    return out
+
+
+def _check_summary(checks: list[dict[str, Any]], ev: Any) -> dict[str, float]:
+    if not checks:
+        return {"n": 0}
+    ratios = [c["ratio"] for c in checks]
+    errs = sorted(abs(x - 1.0) for x in ratios)
+    inside = 0
+    for c in checks:
+        b = ev.bands.get(c["device_class"])
+        inside += b is not None and b.lo <= 1.0 / c["ratio"] <= b.hi
+    return {"n": len(checks), "median_abs_error": errs[len(errs) // 2] if len(errs) % 2 else
+            (errs[len(errs) // 2 - 1] + errs[len(errs) // 2]) / 2,
+            "worst_factor": max(max(ratios), 1.0 / min(ratios)), "in_band": inside / len(checks)}  # fmt: skip
+
+
+def _print_checks(checks: list[dict[str, Any]], ev: Any) -> None:
+    if not checks:
+        return
+    print()
+    print("checks, never fitted (published_checks.csv: GPUs the product does not plan), projected by the shipped fit:")
+    for c in checks:
+        b = ev.bands.get(c["device_class"])
+        inside = "in" if b is not None and b.lo <= 1.0 / c["ratio"] <= b.hi else "OUT"
+        print(f"{c['id'][:34]:<34} {c['device'][:22]:<22} {c['model'][:12]:<12} {c['mode'][:5]:<5} {c['batch']:>5} "
+              f"{c['published_ms']:>9.2f}m {c['projected_ms']:>9.2f}m {c['ratio']:>6.2f} {inside}")  # fmt: skip
+    s = _check_summary(checks, ev)
+    print(f"checks: n={s['n']} median |err| {s['median_abs_error']:.1%}, worst {s['worst_factor']:.2f}x, inside the "
+          f"shipped band {s['in_band']:.0%} (no target: a check of how far the model carries)")  # fmt: skip
 
 
 def _check(s: dict[str, float], key: str) -> bool:

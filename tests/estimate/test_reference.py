@@ -134,6 +134,25 @@ def test_shipped_reference_set_is_complete_and_cited() -> None:
     assert not any("nvidia/deeplearningexamples" in r.source_url.lower() or "ngc.nvidia" in r.source_url for r in rows)
 
 
+def test_check_rows_are_cited_kept_out_of_the_fit_and_projectable() -> None:
+    from rightsize.estimate.reference import checks_path, needed_works, predict_row, with_check_devices
+    from rightsize.estimate.work import trace_works
+
+    checks, fitted = load_reference(checks_path()), load_reference()
+    cat = with_check_devices(CAT)
+    assert len(checks) >= 10
+    assert not {r.id for r in checks} & {r.id for r in fitted}
+    assert not {r.source for r in checks} & {r.source for r in fitted}  # no source is both fitted and a check
+    for r in checks:
+        assert r.source_url.startswith("http") and r.published and r.value > 0, r.id
+        assert r.device in cat.accelerators and r.device not in CAT.accelerators, r.id  # a card the planner never sees
+    # the shipped fit projects them (a finite time for every row), one model of each family at least
+    row = next(r for r in checks if r.model == "resnet50" and r.mode == "inference")
+    works = trace_works(needed_works([row], []))
+    t = predict_row(row, works, {}, cat, GpuParams(), CpuParams())
+    assert t is not None and 0 < t < math.inf
+
+
 def test_processes_side_by_side_share_the_socket() -> None:
     row = ReferenceRow("c2", "s", "a", "inference", 1, {"seq_len": 128}, "fp32", "cpu", "intel-icelake", 1, 4, 4,
                        "PyTorch", "throughput_per_s", 200.0, "https://example.org", "2024", instances=10)  # fmt: skip

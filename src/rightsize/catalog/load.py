@@ -241,6 +241,14 @@ def _instance(r: _Row, accelerators: dict[str, Accelerator], cpus: dict[str, Cpu
     )
 
 
+def read_accelerators(path: Path) -> dict[str, Accelerator]:
+    """Accelerators of a CSV with accelerators.csv's columns (e.g. reference/check_accelerators.csv: cards that
+    only the projection benchmark's checks need, kept out of the planner's catalog)."""
+    accs = [_accelerator(r) for r in read_table(path, path.read_text(encoding="utf-8"), ACCELERATOR_COLUMNS)]
+    _unique(accs, lambda a: a.name, str(path))
+    return {a.name: a for a in accs}
+
+
 def _data_text(name: str) -> tuple[Path, str]:
     ref = resources.files("rightsize.catalog") / "data" / name
     return Path(str(ref)), ref.read_text(encoding="utf-8")

@@ -70,6 +70,22 @@ def reference_path() -> Path:
     return Path(str(resources.files("rightsize.catalog") / "data" / "reference" / "published.csv"))
 
 
+def checks_path() -> Path:
+    """Published results kept OUT of the fit (same columns as published.csv): GPUs the product never plans
+    (desktop GeForce cards, no cloud instance), read only by benchmarks/projection_vs_published.py as a check of
+    how far the fitted model carries beyond the cards it was fitted on."""
+    return reference_path().with_name("published_checks.csv")
+
+
+def with_check_devices(catalog: Catalog) -> Catalog:
+    """``catalog`` plus the cards only the checks run on (reference/check_accelerators.csv, each with its
+    datasheet source), which the planner's catalog leaves out: no instance carries them."""
+    from rightsize.catalog.load import read_accelerators
+
+    extra = read_accelerators(reference_path().with_name("check_accelerators.csv"))
+    return replace(catalog, accelerators={**catalog.accelerators, **extra})
+
+
 @dataclass(frozen=True)
 class ReferenceRow:
     id: str

@@ -81,6 +81,24 @@ def _source(url: str) -> str:
     return "LitGPT" if "litgpt" in url else "torchtune" if "torchtune" in url else url
 
 
+# Misses whose cause was read in the sources of the software that produced the figure (printed under the table;
+# nothing is fitted to them, and they stay in the verdict).
+KNOWN_CAUSES = {
+    "torchtune-llama2-7b-qlora-r8": (
+        "a load-time spike of the quantizer of that day, not the training step. torchtune built each LoRALinear's "
+        "bf16 weight on the GPU and quantized it there with torchao v0.1 (torchtune/modules/peft/lora.py at "
+        "0914d5c), whose NF4 quantizer compares every element with the 16 NF4 levels at once: two "
+        "[numel, 16] bf16 tensors (value - nf4, then .abs()), ~66 bytes per element, 3.0 GB for one 4096x11008 "
+        "MLP weight (https://github.com/pytorch/ao/blob/v0.1/torchao/dtypes/nf4tensor.py, quantize_tensor_nearest). "
+        "The table's own 'model init' column already reads 9.13 GB. torchao PR #196 (2024-05-01, 'perform in "
+        "chunks') quantizes 1M elements at a time to avoid 'a large memory spike'; rightsize counts no load-time "
+        "spike: with today's chunked quantizer it is ~66 MB (1M elements x 66 bytes). Counting the old "
+        "spike would give ~7.0 GB, still -25%: the rest is "
+        "the allocator keeping the freed spike blocks reserved"
+    ),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", action="store_true")
@@ -113,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: n={s['n']} median |error| {s['median_abs_error_pct']:.1f}%, "
                   f"worst {s['worst_abs_error_pct']:.1f}%, "
                   f"within {TARGET_ABS_ERROR:.0%}: {s['within_target']}/{s['n']}")  # fmt: skip
+    misses = [r for r in target_rows if abs(r["error_pct"]) > 100 * TARGET_ABS_ERROR and r["id"] in KNOWN_CAUSES]
+    if misses:
+        print("target rows that miss, and why (read in the sources; still counted):")
+        for r in misses:
+            print(f"  {r['id']} ({r['error_pct']:+.0f}%): {KNOWN_CAUSES[r['id']]}")
     print(f"target {out['target']}: {'PASS' if passed else 'FAIL'}")
     return 0
 

@@ -66,6 +66,8 @@ def test_a_validator_that_names_the_value_is_not_followed_by_a_second_got() -> N
 def test_load_spec_file_errors(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match="not found"):
         load_spec(tmp_path / "nope.yaml")
+    with pytest.raises(NotFoundError, match="is not a regular file"):  # a directory where the spec should be
+        load_spec(tmp_path)
     bad = tmp_path / "bad.yaml"
     bad.write_text("model: [unclosed\n")
     with pytest.raises(SpecError, match="not valid YAML at line"):

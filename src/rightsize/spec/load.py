@@ -58,5 +58,6 @@ def load_spec(path: str | Path) -> Workload:
     """Read and validate a YAML workload spec."""
     p = Path(path)
     if not p.is_file():
-        raise NotFoundError(f"spec file {str(p)!r} not found; pass the path to a YAML spec such as examples/quick.yaml")
+        what = "is not a regular file" if p.exists() else "not found"  # a directory, /dev/null, a pipe
+        raise NotFoundError(f"spec file {str(p)!r} {what}; pass the path to a YAML spec such as examples/quick.yaml")
     return parse_spec(load_yaml(read_user_text(p, "spec"), p.name), p.name)

@@ -134,6 +134,7 @@ def test_shipped_reference_set_is_complete_and_cited() -> None:
     assert not any("nvidia/deeplearningexamples" in r.source_url.lower() or "ngc.nvidia" in r.source_url for r in rows)
 
 
+@pytest.mark.slow  # traces ResNet-50 (~3 s)
 def test_check_rows_are_cited_kept_out_of_the_fit_and_projectable() -> None:
     from rightsize.estimate.reference import checks_path, needed_works, predict_row, with_check_devices
     from rightsize.estimate.work import trace_works

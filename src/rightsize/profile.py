@@ -262,6 +262,9 @@ class ServiceCurve:
     # GPU projections: the share of each batch's time the device itself works (the rest it waits for the host
     # to dispatch eager ops); the energy model's utilization is busy time x this share. None: unknown (1).
     device_share: tuple[float, ...] | None = None
+    # GPU projections: the share of the device's own time spent in compute-bound kernels (the rest streams memory,
+    # which draws less power; plan/energy.py). None: unknown (the energy model then counts it all as compute).
+    compute_share: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.batch_sizes)
@@ -292,6 +295,13 @@ class ServiceCurve:
             return 1.0
         bs = self.batch_sizes
         return _between(bs, self.device_share, min(max(batch, bs[0]), bs[-1]))
+
+    def compute_share_at(self, batch: float) -> float:
+        """The compute-bound share of the device's time at ``batch`` (interpolated; 1.0 when unknown)."""
+        if self.compute_share is None:
+            return 1.0
+        bs = self.batch_sizes
+        return _between(bs, self.compute_share, min(max(batch, bs[0]), bs[-1]))
 
     def cv_at(self, batch: float) -> float:
         i = min(range(len(self.batch_sizes)), key=lambda k: abs(self.batch_sizes[k] - batch))

@@ -39,6 +39,7 @@ from rightsize.estimate.timemodel import (
     GpuParams,
     cpu_kernel_path,
     cpu_time_ms,
+    gpu_compute_share,
     gpu_time_ms,
     gpu_time_parts_ms,
     same_kernel_path,
@@ -248,6 +249,7 @@ def _project_gpu(
         band_hi=band.hi,
         source=f"GPU time model {how}; {model.source}; band: {band.source}; {acc.name}: {acc.source}",
         device_share=tuple(round(dev / max(dev, host), 4) for dev, host in parts),
+        compute_share=tuple(round(gpu_compute_share(work, b, acc, prec, model.gpu), 4) for b in batches),
     )
 
 

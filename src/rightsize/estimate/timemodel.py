@@ -37,6 +37,7 @@ __all__ = [
     "cpu_kernel_path",
     "cpu_kernel_peak",
     "cpu_time_ms",
+    "gpu_compute_share",
     "gpu_time_ms",
     "gpu_time_parts_ms",
     "precision_bytes",
@@ -146,13 +147,28 @@ def gpu_time_parts_ms(
 ) -> tuple[float, float]:
     """(device, host) milliseconds of one batch on one GPU: the batch takes the larger, and the GPU is busy for
     the device part only (the share the energy model's utilization stands for)."""
+    device, host, _ = _gpu_time_split_ms(work, batch, acc, precision, params, host_ghz)
+    return device, host
+
+
+def gpu_compute_share(work: WorkProfile, batch: float, acc: Accelerator, precision: str, params: GpuParams) -> float:
+    """Share of the device time of one batch spent in compute-bound kernels (the roofline's FLOP term the larger);
+    the rest streams memory. The energy model draws less power for memory-bound time (plan/energy.py)."""
+    device, _, compute = _gpu_time_split_ms(work, batch, acc, precision, params)
+    return compute / device if 0 < device < math.inf else 0.0
+
+
+def _gpu_time_split_ms(
+    work: WorkProfile, batch: float, acc: Accelerator, precision: str, params: GpuParams, host_ghz: float = 3.0
+) -> tuple[float, float, float]:
+    """(device, host, compute-bound part of device) milliseconds of one batch on one GPU (module docstring)."""
     peak = acc.peak_flops_per_s(precision)
     if peak <= 0:
-        return math.inf, math.inf
+        return math.inf, math.inf, 0.0
     size = (peak / 100e12) ** -params.peak_exponent
     bw = acc.bandwidth_gbps * 1e9 * params.eff_memory
     kernel_s = params.kernel_us * 1e-6
-    t_dev = 0.0
+    t_dev = t_compute = 0.0
     # FP32 math on a dual-issue part (GA10x, Ada) issues at half the datasheet rate: one of its two FP32
     # lanes per partition is shared with INT32 (NVIDIA GA102 whitepaper); tensor-core precisions are unaffected.
     math_peak = peak / 2 if precision == "fp32" and acc.fp32_dual_issue else peak
@@ -173,6 +189,8 @@ def gpu_time_parts_ms(
         elif f > 0 and cls != "memory":
             t_cmp = f / (math_peak * min(1.0, params.eff(cls, precision) * size))
         t_dev += n * (max(t_cmp, t_mem) + kernel_s)
+        if t_cmp > t_mem:
+            t_compute += n * t_cmp
     host_us = params.host_us_training if work.mode == "training" else params.host_us
     n_ops = work.n_ops() + (params.host_conv - 1.0) * work.n_ops("conv")
     if work.mode == "training":
@@ -184,7 +202,7 @@ def gpu_time_parts_ms(
             t_dev += work.n_params * 6.0 / bw + casts * kernel_s
             n_ops += casts
     t_host = n_ops * host_us * 1e-6 * CLOCK_REF_GHZ / host_ghz
-    return t_dev * 1e3, t_host * 1e3
+    return t_dev * 1e3, t_host * 1e3, t_compute * 1e3
 
 
 # The op classes CPU int8 runs in int8: Linear layers always (dynamic or static quantization); convolutions

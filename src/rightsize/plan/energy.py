@@ -1,7 +1,7 @@
 """Energy and CO2e of a candidate: watts from the catalog's power table at the plan's utilization.
 
     watts(instance) = CPU: vCPUs x (min + u (max - min))          per-vCPU watts by CPU family
-                      GPU: n x (min + u s (max - min)) + host CPU   per-device watts; host: idle vCPUs + one busy
+                      GPU: n x (min + u s d (max - min)) + host CPU per-device watts; host: idle vCPUs + one busy
                                                                     vCPU per GPU while the replica serves
                       + RAM GiB x 0.392 W                           memory
     kWh per hour    = count x watts / 1000 x PUE                    the cloud's power usage effectiveness
@@ -14,7 +14,10 @@ replica's busy fraction, 1 for batch and training (the device works for the whol
 a batch's time the GPU computes (the projected curve's device part over its batch time, at an online replica's
 mean batch, or the batch a job or training step runs): an eager replica at batch 1-8 mostly waits for the host
 to dispatch its ops. On an H100 (benchmarks/energy.py against 20 NVML readings) u x s took the median error
-from 83% to 30%.
+from 83% to 30%. d = m + (1 - m) c is the draw of that device time: c is the share of it in compute-bound kernels
+(the roofline's FLOP term the larger, ``timemodel.gpu_compute_share``), and kernels that stream memory draw m of the
+dynamic range (MEMORY_BOUND_DRAW): at a full device an eager ResNet-50 (c 0.2-0.4) drew 429-556 W on an H100 where
+BERT-base in fp32 (c 0.9) drew 647-689 W.
 """
 
 from __future__ import annotations
@@ -26,6 +29,12 @@ from rightsize.plan.result import Candidate, Energy
 # max about 1.02 x the datasheet TDP; used for GPUs power.csv has no row for (named in the note).
 GPU_IDLE_FRACTION = 0.115
 GPU_MAX_OVER_TDP = 1.02
+# m: the share of a GPU's dynamic power range that memory-bound kernels draw. Fitted (median error) to the 20 NVML
+# readings of benchmarks/gpu/results/h100-power-2026-11-26 (ResNet-50 and BERT-base, fp32 and bf16, batch 1-256, each
+# over >= 1 s of runs): median error 30% -> 8%, worst 54% -> 25%, in-sample. Held out by model: fitted on ResNet-50
+# (m 0.48) BERT-base comes out at median 11%, worst 24%; fitted on BERT-base, whose kernels are mostly compute-bound
+# and barely constrain m (0.80), ResNet-50 at 20% / 35%. One GPU, two models: a first figure (docs/planning.md).
+MEMORY_BOUND_DRAW = 0.54
 
 
 def vcpu_watts(table: PowerTable, family: str | None) -> tuple[float, float, bool]:
@@ -53,9 +62,11 @@ def instance_watts(
     table: PowerTable,
     accelerators: dict[str, Accelerator],
     device_share: float = 1.0,
+    compute_share: float = 1.0,
 ) -> tuple[float, list[str]]:
     """Power draw of one instance at ``utilization`` (0..1) of its compute, and notes on proxies used. A GPU
-    computes for ``device_share`` of its busy time (the rest it waits on the host, whose feeding vCPU is busy)."""
+    computes for ``device_share`` of its busy time (the rest it waits on the host, whose feeding vCPU is busy), and
+    ``compute_share`` of that in compute-bound kernels (the rest draws MEMORY_BOUND_DRAW of the range)."""
     u = min(1.0, max(0.0, utilization))
     notes: list[str] = []
     cpu_min, cpu_max, proxied = vcpu_watts(table, inst.cpu_family)
@@ -69,8 +80,15 @@ def instance_watts(
         notes.append(f"{inst.accelerator}: {GPU_IDLE_FRACTION:.1%}-{GPU_MAX_OVER_TDP:.0%} of its {tdp:g} W TDP")
     n = inst.accelerator_count
     busy_host = min(n, inst.vcpus) * u * (cpu_max - cpu_min)  # one host vCPU feeds each working GPU
-    u_gpu = u * min(1.0, max(0.0, device_share))
+    u_gpu = u * min(1.0, max(0.0, device_share)) * gpu_draw(compute_share)
     return n * (g_min + u_gpu * (g_max - g_min)) + inst.vcpus * cpu_min + busy_host + memory, notes
+
+
+def gpu_draw(compute_share: float, memory_draw: float = MEMORY_BOUND_DRAW) -> float:
+    """Share of a working GPU's dynamic power range it draws when ``compute_share`` of its time is compute-bound
+    (``memory_draw``: what memory-bound time draws; benchmarks/energy.py re-fits it held out)."""
+    c = min(1.0, max(0.0, compute_share))
+    return memory_draw + (1.0 - memory_draw) * c
 
 
 def add_energy(
@@ -93,6 +111,7 @@ def add_energy(
         else:
             u = 1.0
         share: float | None = None
+        compute: float | None = None
         batch = c.latency.mean_batch if kind == "online" and c.latency is not None else None
         if kind != "online" and c.batching is not None:  # batch jobs and training: the batch each step runs
             batch = c.batching.max_batch
@@ -100,7 +119,11 @@ def add_energy(
             # A busy replica or worker is not a GPU busy computing: at small batches it waits for the host to
             # dispatch eager ops (H100, 20 NVML readings: median error 83% -> 30% with this share; docs/planning.md).
             share = c.curve.device_share_at(batch)
-        watts, notes = instance_watts(inst, u, table, accelerators, 1.0 if share is None else share)
+        if c.curve is not None and c.curve.compute_share is not None and batch is not None:
+            compute = c.curve.compute_share_at(batch)  # memory-bound kernels draw less (module docstring)
+        watts, notes = instance_watts(
+            inst, u, table, accelerators, 1.0 if share is None else share, 1.0 if compute is None else compute
+        )
         watts *= max(1, c.count)
         pue, kg, site = table.site(c.provider, c.region)
         kwh_per_hour = watts / 1000.0 * pue
@@ -114,4 +137,5 @@ def add_energy(
             watts=round(watts, 1), utilization=round(u, 3), kwh_per_hour=round(kwh_per_hour, 4), basis=basis,
             kwh=round(kwh, 4), co2e_kg=round(kwh * kg, 4), pue=pue, grid_kg_per_kwh=kg,
             notes=[site, *notes], device_share=None if share is None else round(share, 3),
+            compute_share=None if compute is None else round(compute, 3),
         )  # fmt: skip

@@ -187,7 +187,7 @@ def fleet_rows(fleet: Mapping[str, Any] | None) -> tuple[str, list[list[str]]]:
 
 def curve_from_dict(d: Mapping[str, Any]) -> ServiceCurve:
     """A ServiceCurve from its ``dataclasses.asdict`` JSON (lists back to tuples)."""
-    mem, share = d.get("memory_bytes"), d.get("device_share")
+    mem, share, compute = d.get("memory_bytes"), d.get("device_share"), d.get("compute_share")
     return ServiceCurve(
         device=str(d["device"]),
         precision=str(d["precision"]),
@@ -201,6 +201,7 @@ def curve_from_dict(d: Mapping[str, Any]) -> ServiceCurve:
         memory_bytes=tuple(mem) if mem is not None else None,
         instance=d.get("instance"),
         device_share=tuple(float(x) for x in share) if share is not None else None,
+        compute_share=tuple(float(x) for x in compute) if compute is not None else None,
     )
 
 

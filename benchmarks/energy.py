@@ -4,10 +4,11 @@
 
 For every (model, mode, device) in the reference set (catalog/data/reference/published.csv, each row with
 its source) the best published throughput is turned into energy with rightsize's power model
-(catalog/data/power.csv: Cloud Carbon Footprint's per-device and per-vCPU watts at full use; a GPU
-without a row uses 11.5%-102% of its datasheet TDP):
+(catalog/data/power.csv: Cloud Carbon Footprint's per-device and per-vCPU watts; a GPU without a row uses
+11.5%-102% of its datasheet TDP; a GPU draws idle + d x (max - idle) with d its device share of the batch time x
+the draw of its compute-bound share, the planner's rule in plan/energy.py):
 
-    J per sample  = device watts at full use / published samples per second
+    J per sample  = device watts, busy back to back / published samples per second
     kWh per job   = J per sample x job size / 3.6e6   (inference: 1M requests; training: one ImageNet-1k
                     epoch of 1,281,167 images for ResNet-50, 1M sequences for BERT)
 
@@ -40,8 +41,9 @@ def _rows() -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
-def device_watts(row: dict[str, str]) -> tuple[float, str]:
-    """Modelled watts of the device(s) a published row ran on, at full use."""
+def device_watts(row: dict[str, str], draw: float = 1.0) -> tuple[float, str]:
+    """Modelled watts of the device(s) a published row ran on, busy the whole time; a GPU draws ``draw`` of its
+    dynamic range (the planner's rule: device share x the draw of its compute-bound share, plan/energy.py)."""
     catalog = load_catalog("")
     table = catalog.power
     assert table is not None  # the shipped catalog always carries it
@@ -50,10 +52,30 @@ def device_watts(row: dict[str, str]) -> tuple[float, str]:
         threads = int(row["threads"] or row["cores"] or 1)
         return threads * hi, f"{threads} vCPU x {hi:g} W"
     gpus = int(row["gpus"] or 1)
-    _, hi, tdp = gpu_watts(table, row["device"], catalog.accelerators)
+    lo, hi, tdp = gpu_watts(table, row["device"], catalog.accelerators)
+    watts = gpus * (lo + draw * (hi - lo))
     if tdp is None:
-        return gpus * hi, f"{gpus} x {hi:g} W (CCF)"
-    return gpus * hi, f"{gpus} x {hi:g} W (TDP proxy, idle {GPU_IDLE_FRACTION:.1%})"
+        return watts, f"{gpus} x {lo:g}..{hi:g} W (CCF) at {draw:.0%}"
+    return watts, f"{gpus} x {lo:g}..{hi:g} W (TDP proxy, idle {GPU_IDLE_FRACTION:.1%}) at {draw:.0%}"
+
+
+def gpu_row_draw(row: dict[str, str], works: dict[str, Any]) -> float:
+    """The share of its dynamic power range a GPU draws running a published row's batches back to back: the
+    device's share of the batch time x the draw of its compute-bound share (1.0 without a trace)."""
+    from rightsize.estimate.projection import load_projection_model
+    from rightsize.estimate.reference import load_reference, work_key
+    from rightsize.estimate.timemodel import gpu_compute_share, gpu_time_parts_ms
+    from rightsize.plan.energy import gpu_draw
+
+    ref = next((r for r in load_reference() if r.id == row["id"]), None)
+    acc = load_catalog("").accelerators.get(row["device"])
+    work = works.get(work_key(ref.model, ref.mode, ref.input)) if ref is not None else None
+    if ref is None or acc is None or work is None:
+        return 1.0
+    gp = load_projection_model().gpu
+    dev, host = gpu_time_parts_ms(work, ref.batch_size, acc, ref.precision, gp)
+    share = dev / max(dev, host) if dev > 0 else 1.0
+    return share * gpu_draw(gpu_compute_share(work, ref.batch_size, acc, ref.precision, gp))
 
 
 def samples_per_s(row: dict[str, str]) -> float:
@@ -210,13 +232,19 @@ def main() -> int:
         key = (r["model"], r["mode"], r["device"])
         if key not in best or rate > samples_per_s(best[key]):
             best[key] = r
+    from rightsize.estimate.reference import load_reference, needed_works
+    from rightsize.estimate.work import trace_works
+
+    gpu_ids = {r["id"] for r in best.values() if r["device_class"] == "gpu"}
+    works = trace_works(needed_works([r for r in load_reference() if r.id in gpu_ids], []))
     head = f"{'model':<13}{'mode':<10}{'device':<15}{'prec':<6}{'batch':>6}{'samples/s':>11}{'watts':>8}"
     head += f"{'J/sample':>10}{'kWh/job':>10}  job / source"
     print(head)
     print("-" * len(head))
     n = 0
     for (model, mode, device), r in sorted(best.items()):
-        watts, _ = device_watts(r)
+        draw = gpu_row_draw(r, works) if r["device_class"] == "gpu" else 1.0
+        watts, _ = device_watts(r, draw)
         rate = samples_per_s(r)
         joules = watts / rate
         size = JOB[mode].get(model, 1_000_000)

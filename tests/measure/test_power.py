@@ -180,4 +180,6 @@ def test_energy_benchmark_models_the_h100_run_at_its_device_busy_share(
     run = Path(__file__).resolve().parents[2] / "benchmarks/gpu/results/h100-power-2026-11-26/measurements.json"
     assert load_benchmark("energy").measured_vs_modelled(run) == 1  # the 25% target is missed, and said so
     out = capsys.readouterr().out
-    assert "n=20 median |error| 30%, worst 54%" in out and "H100 11% busy" in out
+    # in-sample (MEMORY_BOUND_DRAW was fitted to these readings), then held out by model, where the target is read
+    assert "n=20 median |error| 8%, worst 25% (in-sample" in out and "H100 11% busy" in out
+    assert "held out by model: n=20 median |error| 17%, worst 35% (target <= 25%: FAIL)" in out

@@ -59,20 +59,17 @@ def device_watts(row: dict[str, str], draw: float = 1.0) -> tuple[float, str]:
     return watts, f"{gpus} x {lo:g}..{hi:g} W (TDP proxy, idle {GPU_IDLE_FRACTION:.1%}) at {draw:.0%}"
 
 
-def gpu_row_draw(row: dict[str, str], works: dict[str, Any]) -> float:
+def gpu_row_draw(ref: Any, works: dict[str, Any], catalog: Any, gp: Any) -> float:
     """The share of its dynamic power range a GPU draws running a published row's batches back to back: the
     device's share of the batch time x the draw of its compute-bound share (1.0 without a trace)."""
-    from rightsize.estimate.projection import load_projection_model
-    from rightsize.estimate.reference import load_reference, work_key
+    from rightsize.estimate.reference import work_key
     from rightsize.estimate.timemodel import gpu_compute_share, gpu_time_parts_ms
     from rightsize.plan.energy import gpu_draw
 
-    ref = next((r for r in load_reference() if r.id == row["id"]), None)
-    acc = load_catalog("").accelerators.get(row["device"])
-    work = works.get(work_key(ref.model, ref.mode, ref.input)) if ref is not None else None
-    if ref is None or acc is None or work is None:
+    acc = catalog.accelerators.get(ref.device)
+    work = works.get(work_key(ref.model, ref.mode, ref.input))
+    if acc is None or work is None:
         return 1.0
-    gp = load_projection_model().gpu
     dev, host = gpu_time_parts_ms(work, ref.batch_size, acc, ref.precision, gp)
     share = dev / max(dev, host) if dev > 0 else 1.0
     return share * gpu_draw(gpu_compute_share(work, ref.batch_size, acc, ref.precision, gp))
@@ -232,18 +229,21 @@ def main() -> int:
         key = (r["model"], r["mode"], r["device"])
         if key not in best or rate > samples_per_s(best[key]):
             best[key] = r
+    from rightsize.estimate.projection import load_projection_model
     from rightsize.estimate.reference import load_reference, needed_works
     from rightsize.estimate.work import trace_works
 
+    catalog, gp = load_catalog(""), load_projection_model().gpu
     gpu_ids = {r["id"] for r in best.values() if r["device_class"] == "gpu"}
-    works = trace_works(needed_works([r for r in load_reference() if r.id in gpu_ids], []))
+    refs = {r.id: r for r in load_reference() if r.id in gpu_ids}
+    works = trace_works(needed_works(list(refs.values()), []))
     head = f"{'model':<13}{'mode':<10}{'device':<15}{'prec':<6}{'batch':>6}{'samples/s':>11}{'watts':>8}"
     head += f"{'J/sample':>10}{'kWh/job':>10}  job / source"
     print(head)
     print("-" * len(head))
     n = 0
     for (model, mode, device), r in sorted(best.items()):
-        draw = gpu_row_draw(r, works) if r["device_class"] == "gpu" else 1.0
+        draw = gpu_row_draw(refs[r["id"]], works, catalog, gp) if r["id"] in refs else 1.0
         watts, _ = device_watts(r, draw)
         rate = samples_per_s(r)
         joules = watts / rate

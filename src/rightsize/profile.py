@@ -291,17 +291,17 @@ class ServiceCurve:
 
     def device_share_at(self, batch: float) -> float:
         """The device's working share of a batch's time at ``batch`` (interpolated; 1.0 when unknown)."""
-        if self.device_share is None:
-            return 1.0
-        bs = self.batch_sizes
-        return _between(bs, self.device_share, min(max(batch, bs[0]), bs[-1]))
+        return self._share_at(self.device_share, batch)
 
     def compute_share_at(self, batch: float) -> float:
         """The compute-bound share of the device's time at ``batch`` (interpolated; 1.0 when unknown)."""
-        if self.compute_share is None:
+        return self._share_at(self.compute_share, batch)
+
+    def _share_at(self, shares: tuple[float, ...] | None, batch: float) -> float:
+        if shares is None:
             return 1.0
         bs = self.batch_sizes
-        return _between(bs, self.compute_share, min(max(batch, bs[0]), bs[-1]))
+        return _between(bs, shares, min(max(batch, bs[0]), bs[-1]))
 
     def cv_at(self, batch: float) -> float:
         i = min(range(len(self.batch_sizes)), key=lambda k: abs(self.batch_sizes[k] - batch))

@@ -31,9 +31,9 @@ GPU_IDLE_FRACTION = 0.115
 GPU_MAX_OVER_TDP = 1.02
 # m: the share of a GPU's dynamic power range that memory-bound kernels draw. Fitted (median error) to the 20 NVML
 # readings of benchmarks/gpu/results/h100-power-2026-11-26 (ResNet-50 and BERT-base, fp32 and bf16, batch 1-256, each
-# over >= 1 s of runs): median error 30% -> 8%, worst 54% -> 25%, in-sample. Held out by model: fitted on ResNet-50
-# (m 0.48) BERT-base comes out at median 11%, worst 24%; fitted on BERT-base, whose kernels are mostly compute-bound
-# and barely constrain m (0.80), ResNet-50 at 20% / 35%. One GPU, two models: a first figure (docs/planning.md).
+# over >= 1 s of runs): median error 30% -> 8%, worst 54% -> 25%, in-sample. Held out by model (benchmarks/energy.py):
+# fitted on ResNet-50 (m 0.48) BERT-base comes out at median 13%, worst 24%; fitted on BERT-base, whose kernels are
+# mostly compute-bound and barely constrain m (0.80), ResNet-50 at 23% / 35%. One GPU, two models: a first figure.
 MEMORY_BOUND_DRAW = 0.54
 
 

@@ -39,9 +39,8 @@ from rightsize.estimate.timemodel import (
     GpuParams,
     cpu_kernel_path,
     cpu_time_ms,
-    gpu_compute_share,
     gpu_time_ms,
-    gpu_time_parts_ms,
+    gpu_time_split_ms,
     same_kernel_path,
 )
 from rightsize.profile import Environment, Profile, ServiceCurve, WorkProfile, measured_curve
@@ -234,8 +233,8 @@ def _project_gpu(
         return None  # no TF32 tensor cores (pre-Ampere): tf32 runs as fp32, whose curve already exists
     local = {m.batch_size for m in profile.ok()}
     batches = sorted(set(GPU_BATCHES) | local)
-    parts = [gpu_time_parts_ms(work, b, acc, prec, model.gpu) for b in batches]
-    ts = [max(p) * (k or 1.0) for p in parts]
+    parts = [gpu_time_split_ms(work, b, acc, prec, model.gpu) for b in batches]  # (device, host, compute-bound)
+    ts = [max(dev, host) * (k or 1.0) for dev, host, _ in parts]
     band = model.band("gpu")
     how = f"anchored to this model's CUDA measurements (x{k:.2f})" if k else "from the traced ops"
     return ServiceCurve(
@@ -248,8 +247,8 @@ def _project_gpu(
         band_lo=band.lo,
         band_hi=band.hi,
         source=f"GPU time model {how}; {model.source}; band: {band.source}; {acc.name}: {acc.source}",
-        device_share=tuple(round(dev / max(dev, host), 4) for dev, host in parts),
-        compute_share=tuple(round(gpu_compute_share(work, b, acc, prec, model.gpu), 4) for b in batches),
+        device_share=tuple(round(dev / max(dev, host), 4) for dev, host, _ in parts),
+        compute_share=tuple(round(comp / dev if 0 < dev < math.inf else 0.0, 4) for dev, _, comp in parts),
     )
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "gpu_compute_share",
     "gpu_time_ms",
     "gpu_time_parts_ms",
+    "gpu_time_split_ms",
     "precision_bytes",
     "same_kernel_path",
 ]
@@ -147,21 +148,22 @@ def gpu_time_parts_ms(
 ) -> tuple[float, float]:
     """(device, host) milliseconds of one batch on one GPU: the batch takes the larger, and the GPU is busy for
     the device part only (the share the energy model's utilization stands for)."""
-    device, host, _ = _gpu_time_split_ms(work, batch, acc, precision, params, host_ghz)
+    device, host, _ = gpu_time_split_ms(work, batch, acc, precision, params, host_ghz)
     return device, host
 
 
 def gpu_compute_share(work: WorkProfile, batch: float, acc: Accelerator, precision: str, params: GpuParams) -> float:
     """Share of the device time of one batch spent in compute-bound kernels (the roofline's FLOP term the larger);
     the rest streams memory. The energy model draws less power for memory-bound time (plan/energy.py)."""
-    device, _, compute = _gpu_time_split_ms(work, batch, acc, precision, params)
+    device, _, compute = gpu_time_split_ms(work, batch, acc, precision, params)
     return compute / device if 0 < device < math.inf else 0.0
 
 
-def _gpu_time_split_ms(
+def gpu_time_split_ms(
     work: WorkProfile, batch: float, acc: Accelerator, precision: str, params: GpuParams, host_ghz: float = 3.0
 ) -> tuple[float, float, float]:
-    """(device, host, compute-bound part of device) milliseconds of one batch on one GPU (module docstring)."""
+    """(device, host, compute-bound part of device) milliseconds of one batch on one GPU (module docstring):
+    ``gpu_time_parts_ms`` and ``gpu_compute_share`` in one pass."""
     peak = acc.peak_flops_per_s(precision)
     if peak <= 0:
         return math.inf, math.inf, 0.0
@@ -273,10 +275,10 @@ def cpu_time_ms(
     convolutions too (static quantization), not only the Linear layers."""
     n = max(1, threads)
 
-    def core_peak(prec: str, conv: bool) -> float:
-        return cpu_kernel_peak(family, prec, conv) * wide_vector_share(family, prec, params, conv)
-
-    if core_peak(precision, False) <= 0:
+    # the realised per-core peak of each (precision, conv) kernel path an op can take, computed once per call
+    core_peak = {(p, c): cpu_kernel_peak(family, p, c) * wide_vector_share(family, p, params, c)
+                 for p in {precision, "fp32"} for c in (False, True)}  # fmt: skip
+    if core_peak[(precision, False)] <= 0:
         return math.inf
     int8_classes = STATIC_INT8_CLASSES if int8_convs else INT8_CLASSES
     bw = min(n * params.core_bw_gbps, family.memory_bandwidth_gbps) * 1e9 * params.eff_memory
@@ -302,7 +304,7 @@ def cpu_time_ms(
         if f > 0:
             intensity = f / max(b, 1.0)
             eff = params.eff(cls, op_prec) * intensity / (intensity + params.intensity_half)
-            t_cmp = f / (n * core_peak(op_prec, cls == "conv") * eff)
+            t_cmp = f / (n * core_peak[(op_prec, cls == "conv")] * eff)
         t += k * (max(t_cmp, t_mem) + per_op_s + sync_s)
     if work.mode == "training":
         opt_bytes, opt_kernels = _optimizer_ops(work)

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from rightsize.catalog import load_catalog
-from rightsize.catalog.model import Catalog
+from rightsize.catalog.model import Catalog, Instance
 from rightsize.errors import SpecError
-from rightsize.llm.plan import BANDS, plan_generative, sample_lengths
+from rightsize.llm.plan import BANDS, LLMCandidate, plan_generative, sample_lengths
 from rightsize.llm.shape import DecoderShape
 from rightsize.spec.targets import GenerativeTarget, Lengths
 
@@ -175,11 +175,43 @@ def test_energy_per_million_tokens_is_the_fleets_power_over_the_tokens(catalog: 
                     (c.provider, c.region, c.instance))  # fmt: skip
         assert 0 < c.busy <= 1
         watts, _ = instance_watts(inst, c.busy * c.replicas * c.tp / (max(1, inst.accelerator_count) * c.instances),
-                                  catalog.power, catalog.accelerators)  # fmt: skip
+                                  catalog.power, catalog.accelerators, c.device_share, c.compute_share)  # fmt: skip
         pue, kg, _ = catalog.power.site(inst.provider, inst.region)
         kwh = watts * c.instances / 1000 * pue / (c.output_tokens_per_s * 3600) * 1e6
         assert c.kwh_per_m_output_tokens == pytest.approx(kwh, rel=1e-3)
         assert c.co2e_kg_per_m_output_tokens == pytest.approx(kwh * kg, rel=1e-3)
+
+
+def test_a_gpu_decoding_draws_as_memory_bound_and_an_eager_one_waits_on_its_host(catalog: Catalog) -> None:
+    # decode at a small batch is memory-bound: most of the GPU's work is not compute-bound, so it draws less than
+    # the same busy time of GEMMs would; an eager 7B engine on an H100 is host-bound, so the GPU works part time
+    shape = DecoderShape.from_zoo("llama-7b")
+    got = {}
+    for engine in ("graphs", "eager"):
+        t = _target(rate_per_s=0.5, engine=engine)
+        (c,) = plan_generative(shape, t, catalog, instances=["p5.4xlarge"]).candidates
+        got[engine] = c
+        assert 0.0 <= c.compute_share < 0.5  # prefill only; decode at this batch reads weights
+        assert c.watts is not None
+    assert got["graphs"].device_share == pytest.approx(1.0)
+    assert got["eager"].device_share < 0.9  # the H100 reads 7B of weights faster than the host dispatches a step
+    inst = next(i for i in catalog.instances if i.instance_type == "p5.4xlarge")
+    assert catalog.power is not None
+    c = got["graphs"]
+    at_max, _ = instance_watts_of(inst, c, catalog, compute_share=1.0)
+    assert c.watts < at_max  # memory-bound decode draws less than compute-bound work would
+
+
+def instance_watts_of(
+    inst: Instance, c: LLMCandidate, catalog: Catalog, compute_share: float
+) -> tuple[float, list[str]]:
+    from rightsize.plan.energy import instance_watts
+
+    assert catalog.power is not None
+    used = c.replicas * c.tp / (max(1, inst.accelerator_count) * c.instances)
+    watts, notes = instance_watts(inst, c.busy * used, catalog.power, catalog.accelerators, c.device_share,
+                                  compute_share)  # fmt: skip
+    return watts * c.instances, notes
 
 
 def test_cpu_instances_of_one_family_and_size_keep_their_own_kv_room(catalog: Catalog) -> None:

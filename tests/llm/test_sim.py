@@ -215,3 +215,24 @@ def test_ten_thousand_requests_are_fast() -> None:
     elapsed = time.perf_counter() - t0
     assert res.n_recorded == 9000 and res.iterations > 500_000
     assert elapsed < 5.0  # ~0.45 s on the 2-core dev box (1.0 s without the fast path); catches a regression
+
+
+def test_the_simulator_splits_busy_time_into_device_and_compute_bound_work() -> None:
+    # a roofline replica (floors set): long prompts and one token each are prefill, compute-bound; short prompts
+    # with long outputs are decode, memory-bound; an eager host floor above the GPU's step leaves the GPU idle part
+    from rightsize.catalog import load_catalog
+    from rightsize.llm.costs import project_step_costs
+    from rightsize.llm.shape import DecoderShape
+
+    h100, shape = load_catalog().accelerators["H100"], DecoderShape.from_zoo("llama-7b")
+    graphs = project_step_costs(shape, h100, "fp16")
+    eager = project_step_costs(shape, h100, "fp16", engine="eager")
+    kw = {"arrivals_ms": [0.0] * 8, "warmup": 0.0}
+    pre = simulate_llm(graphs, LLMSimConfig(), prompt_tokens=2048, output_tokens=1, **kw)  # type: ignore[arg-type]
+    dec = simulate_llm(graphs, LLMSimConfig(), prompt_tokens=16, output_tokens=256, **kw)  # type: ignore[arg-type]
+    host = simulate_llm(eager, LLMSimConfig(), prompt_tokens=16, output_tokens=256, **kw)  # type: ignore[arg-type]
+    assert pre.compute_share > 0.95 and pre.device_share == pytest.approx(1.0)
+    assert dec.compute_share < 0.05 and dec.device_share == pytest.approx(1.0)
+    step, device, _ = eager.decode_split(8, 8 * 150)
+    assert device < step  # host-bound
+    assert host.device_share == pytest.approx(device / step, rel=0.1)

@@ -88,6 +88,27 @@ class StepCosts:
             self.host_floor_ms,
         )
 
+    def prefill_split(self, tokens: float) -> tuple[float, float, float]:
+        """(step, device, compute-bound) ms of a prefill of ``tokens``: the device works max(FLOP polynomial,
+        memory floor) of the step (the rest it waits on an eager host), compute-bound when the FLOPs win. A fit
+        (zero floors) counts its whole prefill compute-bound."""
+        t = float(tokens)
+        a0, a1, a2 = self.prefill_floor
+        flops, memory = self.p0 + t * (self.p1 + t * self.p2), a0 + t * (a1 + t * a2)
+        device = max(flops, memory)
+        return max(device, self.host_floor_ms), device, flops if flops >= memory else 0.0
+
+    def decode_split(self, seqs: float, context_tokens: float) -> tuple[float, float, float]:
+        """(step, device, compute-bound) ms of a decode step (as ``prefill_split``). The GEMMs are compute-bound when
+        their FLOP floor beats the weight read (large batches); the attention's KV read, the context term of both
+        lines, stays memory-bound. A fit (zero floors) counts its decode memory-bound."""
+        b0, b1, b2 = self.decode_floor
+        c = float(context_tokens)
+        device = max(self.d0 + self.d1 * seqs + self.d2 * c, b0 + b1 * seqs + b2 * c)
+        gemm_flops, weights = b0 + b1 * seqs, self.d0 + self.d1 * seqs
+        compute = min(gemm_flops, device) if gemm_flops > weights else 0.0
+        return max(device, self.host_floor_ms), device, compute
+
 
 # --- fitting measured iterations -----------------------------------------------------------------
 

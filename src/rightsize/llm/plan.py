@@ -79,6 +79,8 @@ class LLMCandidate:
     why: str = ""
     step_source: str = ""
     busy: float = 0.0  # a replica's simulated busy fraction at the target rate
+    device_share: float = 1.0  # of its busy time, the share the GPU works (the rest it waits on an eager host)
+    compute_share: float = 0.0  # of the GPU's work, the compute-bound share (prefill; decode at large batches)
     # energy (rightsize.plan.energy: Cloud Carbon Footprint's watts at this utilization, x the cloud's PUE)
     watts: float | None = None
     kwh_per_m_output_tokens: float | None = None
@@ -187,6 +189,8 @@ class _Level:
     ttft_ms: float
     tpot_ms: float
     busy: float = 0.0
+    device_share: float = 1.0
+    compute_share: float = 0.0
 
 
 def _level(costs: StepCosts, cfg: LLMSimConfig, rate: float, prompts: np.ndarray, outputs: np.ndarray,
@@ -204,7 +208,8 @@ def _level(costs: StepCosts, cfg: LLMSimConfig, rate: float, prompts: np.ndarray
     tpots = res.tpot[served]
     tpots = tpots[np.isfinite(tpots)]
     tpot = float(np.percentile(tpots, target.tpot.percentile)) if tpots.size else 0.0
-    return _Level(ttft <= target.ttft.bound_ms and tpot <= target.tpot.bound_ms, ttft, tpot, res.busy_fraction)
+    return _Level(ttft <= target.ttft.bound_ms and tpot <= target.tpot.bound_ms, ttft, tpot, res.busy_fraction,
+                  res.device_share, res.compute_share)  # fmt: skip
 
 
 def _replicas(costs: StepCosts, cfg: LLMSimConfig, prompts: np.ndarray, outputs: np.ndarray,
@@ -369,18 +374,21 @@ def _candidate(inst: Instance, tp: int, price: float, got: tuple[int, _Level, in
         replicas=replicas, instances=n_inst, usd_per_hour=cost, kv_tokens=kv_tokens, ttft_ms=level.ttft_ms,
         tpot_ms=level.tpot_ms, output_tokens_per_s=tokens_s, usd_per_m_output_tokens=cost / (tokens_s * 3600) * 1e6,
         meets=True, over_budget=over, why="over budget" if over else "", step_source=source, busy=level.busy,
+        device_share=round(level.device_share, 4), compute_share=round(level.compute_share, 4),
     )  # fmt: skip
 
 
 def _with_energy(c: LLMCandidate, inst: Instance, catalog: Catalog) -> LLMCandidate:
-    """Watts of the fleet at its utilization (the replicas' busy fraction over every device it pays for) and
-    energy and CO2e per 1M output tokens (rightsize.plan.energy, the other plans' method)."""
+    """Watts of the fleet at its utilization (the replicas' busy fraction over every device it pays for), the GPU
+    drawing by the share of that time it works and the compute-bound share of its work (decode is mostly
+    memory-bound), and energy and CO2e per 1M output tokens (rightsize.plan.energy, the other plans' method)."""
     from rightsize.plan.energy import instance_watts
 
     assert catalog.power is not None
     devices = max(1, inst.accelerator_count) * c.instances
     used = (c.replicas * c.tp if inst.accelerator else c.replicas) / devices
-    watts, _ = instance_watts(inst, c.busy * used, catalog.power, catalog.accelerators)
+    watts, _ = instance_watts(inst, c.busy * used, catalog.power, catalog.accelerators, c.device_share,
+                              c.compute_share)  # fmt: skip
     watts *= c.instances
     pue, kg, _ = catalog.power.site(inst.provider, inst.region)
     kwh = watts / 1000.0 * pue / (c.output_tokens_per_s * 3600.0) * 1e6

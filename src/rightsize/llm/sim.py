@@ -73,6 +73,8 @@ class LLMSimResult:
     throughput_rps: float  # requests finished per second in the window
     mean_running: float  # time-average of running sequences in the window (idle time counts as 0)
     busy_fraction: float  # share of the window spent in iterations
+    device_share: float  # share of the iterations' time the device works (the rest it waits on an eager host)
+    compute_share: float  # share of the device's work that is compute-bound (the rest memory-bound)
     preemptions: int
     rejected: int  # beyond max_queue
     too_long: int  # could never fit in kv_tokens
@@ -167,6 +169,8 @@ class _State:
     preemptions: int = 0
     iterations: int = 0
     busy_ms: float = 0.0  # iteration time inside the window
+    device_ms: float = 0.0  # of which the device works (the rest it waits on an eager host)
+    compute_ms: float = 0.0  # of which compute-bound (StepCosts.prefill_split / decode_split)
     running_ms: float = 0.0  # ∫ running count dt inside the window
     tokens: int = 0  # output tokens of iterations ending inside the window
     finished: int = 0  # requests finished inside the window
@@ -192,7 +196,7 @@ def _run(
     d0, d1, d2 = costs.d0, costs.d1, costs.d2
     b0, b1, b2 = costs.decode_floor
     host = costs.host_floor_ms  # eager engines: no step under the host's dispatch time
-    prefill_ms = costs.prefill_ms
+    prefill_split = costs.prefill_split
     noise: list[float] = []  # lognormal multipliers drawn ahead; noise[pos] is the next iteration's
     pos = 0
     # A running sequence i was (re)admitted before decode step adm[i] with pre[i] tokens prefilled and gen[i]
@@ -221,12 +225,15 @@ def _run(
             pos = 0
         return noise[pos : pos + k]
 
-    def tick(ms: float, tokens: int, finished: int) -> float:
-        """The end of an iteration of ``ms`` starting now; its share of the window is accounted."""
+    def tick(ms: float, tokens: int, finished: int, device: float = 1.0, compute: float = 0.0) -> float:
+        """The end of an iteration of ``ms`` starting now (``device`` and ``compute``: the shares of it the device
+        works and works compute-bound); its share of the window is accounted."""
         t1 = now + ms
         inside = min(t1, window_to) - max(now, window_from)
         if inside > 0:
             st.busy_ms += inside
+            st.device_ms += inside * device
+            st.compute_ms += inside * compute
             st.running_ms += inside * len(running)
         if window_from < t1 <= window_to:
             st.tokens += tokens
@@ -268,12 +275,15 @@ def _run(
             if sigma > 0:
                 scale = draw(1)[0]
                 pos += 1
-            t, emitted, done = now, [], 0
+            t, emitted, done, dev_ms, comp_ms = now, [], 0, 0.0, 0.0
             for i in admitted:
-                t += prefill_ms(prompt[i] + gen[i]) * scale
+                ms, dev, comp = prefill_split(prompt[i] + gen[i])
+                t += ms * scale
+                dev_ms, comp_ms = dev_ms + dev * scale, comp_ms + comp * scale
                 emitted.append(t)
                 done += gen[i] + 1 == out[i]
-            end = tick(t - now, len(admitted), done)
+            span = max(t - now, 1e-12)
+            end = tick(t - now, len(admitted), done, dev_ms / span, comp_ms / span)
             for i, t in zip(admitted, emitted, strict=True):
                 pre[i], adm[i] = prompt[i] + gen[i], step
                 if gen[i] == 0:
@@ -309,14 +319,22 @@ def _run(
             quiet = min(quiet, fits, 1 << 16)
         if quiet >= FAST_MIN_STEPS:
             c = ctx + batch * np.arange(quiet)  # (quiet,) Σ (c + 1) before each step
-            t_ms = np.maximum(np.maximum(d0 + d1 * batch + d2 * c, b0 + b1 * batch + b2 * c), host)
+            device = np.maximum(d0 + d1 * batch + d2 * c, b0 + b1 * batch + b2 * c)
+            t_ms = np.maximum(device, host)
+            guard = np.maximum(t_ms, 1e-12)
+            gemm = b0 + b1 * batch  # compute-bound GEMMs when they beat the weight read (StepCosts.decode_split)
+            dev_share = device / guard
+            comp_share = np.minimum(gemm, device) / guard if gemm > d0 + d1 * batch else np.zeros_like(device)
             if sigma > 0:
                 t_ms *= np.array(draw(quiet))
             e = now + np.cumsum(t_ms)  # (quiet,) end of each step
             k = quiet if nxt >= n else 1 + int(np.searchsorted(e[: quiet - 1], arrival[nxt]))  # start < arrival
             e, s = e[:k], np.concatenate(([now], e[: k - 1]))
-            inside = float(np.clip(np.minimum(e, window_to) - np.maximum(s, window_from), 0.0, None).sum())
+            each = np.clip(np.minimum(e, window_to) - np.maximum(s, window_from), 0.0, None)  # (k,) in the window
+            inside = float(each.sum())
             st.busy_ms += inside
+            st.device_ms += float(each @ dev_share[:k])
+            st.compute_ms += float(each @ comp_share[:k])
             st.running_ms += inside * batch
             st.tokens += batch * int(np.count_nonzero((e > window_from) & (e <= window_to)))
             st.iterations += k
@@ -340,13 +358,14 @@ def _run(
                 if i in running:
                     free -= 1
         batch = len(running)  # >= 1: a lone sequence always finds a free block (too_long filter)
-        ms = max(d0 + d1 * batch + d2 * ctx, b0 + b1 * batch + b2 * ctx, host)
+        ms, dev, comp = costs.decode_split(batch, ctx)
+        dev, comp = (dev / ms, comp / ms) if ms > 0 else (1.0, 0.0)
         if sigma > 0:
             ms *= draw(1)[0]
             pos += 1
         # Valid entries only, once each (a re-admitted sequence can be listed twice under one step).
         done_now = dict.fromkeys(i for i in ends.pop(step, ()) if i in running and adm[i] + out[i] - gen[i] - 1 == step)
-        now = tick(ms, batch, len(done_now))
+        now = tick(ms, batch, len(done_now), dev, comp)
         step += 1
         ctx += batch
         for i in fresh:
@@ -387,6 +406,8 @@ def _result(
         throughput_rps=st.finished / span * 1e3,
         mean_running=st.running_ms / span,
         busy_fraction=min(1.0, st.busy_ms / span),
+        device_share=st.device_ms / st.busy_ms if st.busy_ms > 0 else 1.0,
+        compute_share=st.compute_ms / st.device_ms if st.device_ms > 0 else 0.0,
         preemptions=st.preemptions,
         rejected=st.rejected,
         too_long=st.too_long,

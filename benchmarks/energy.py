@@ -12,6 +12,12 @@ the draw of its compute-bound share, the planner's rule in plan/energy.py):
     kWh per job   = J per sample x job size / 3.6e6   (inference: 1M requests; training: one ImageNet-1k
                     epoch of 1,281,167 images for ResNet-50, 1M sequences for BERT)
 
+Then an outside check of the GPU rule on LLM serving, never fitted: ML.ENERGY v3's Zeus (NVML) readings of vLLM
+serving Llama-3.1-8B on 1 H100 and 70B on 4 at 8-1024 sequences (src/rightsize/llm/data/llm_power_references.csv),
+against the planner's rule at steady state (every GPU busy; the compute-bound share of each request's prefill and
+decode steps, StepCosts.prefill_split / decode_split), at 128 and at 2048 prompt tokens since the prompt lengths
+are not published; no target.
+
 Device watts only (no host, no PUE; the planner adds both). ``--store FILE`` compares the power that
 ``rightsize bench`` measured (RAPL package counters, NVML; ``measure/power.py``) with the model's watts for
 the same machine (issue target: within 25%); without measurements it prints SKIPPED with the reason.
@@ -215,6 +221,74 @@ def _held_out_by_model(
     return held
 
 
+# Prompt lengths the ML.ENERGY rows do not publish: the modelled power is printed at both ends of this range.
+LLM_PROMPT_RANGE = (128, 2048)
+
+
+def llm_power_rows() -> list[dict[str, str]]:
+    """The LLM serving power readings (src/rightsize/llm/data/llm_power_references.csv: ML.ENERGY v3, Zeus/NVML)."""
+    text = (resources.files("rightsize.llm") / "data" / "llm_power_references.csv").read_text()
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def llm_modelled_watts(row: dict[str, str], prompt_tokens: int) -> tuple[float, float]:
+    """(watts of the row's GPUs, compute-bound share) by the planner's rule for an LLM replica at steady state:
+    every GPU busy, working the share of each request's time its prefill and its 1/B of O decode steps keep the
+    device working (StepCosts.prefill_split / decode_split), drawing by the compute-bound share of that work."""
+    from rightsize.llm.costs import project_step_costs
+    from rightsize.plan.energy import gpu_draw
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from llm_decode_vs_published import gpu_numbers, shape_of
+
+    catalog = load_catalog("")
+    acc = catalog.accelerators[row["device"]]
+    shape = shape_of(row["model"])
+    assert shape is not None
+    tp, gpus = int(row["tensor_parallel"]), int(row["gpus"])
+    costs = project_step_costs(shape, gpu_numbers(catalog, acc, row["precision"]), row["precision"], tp=tp)
+    b, o = float(row["avg_batch_size"]), float(row["avg_output_len"])
+    p_step, p_dev, p_comp = costs.prefill_split(prompt_tokens)
+    d_step, d_dev, d_comp = costs.decode_split(b, b * (prompt_tokens + o / 2))
+    step = p_step + o * d_step / b  # one request's share of the replica's time
+    device = (p_dev + o * d_dev / b) / step
+    compute = (p_comp + o * d_comp / b) / (p_dev + o * d_dev / b)
+    lo, hi, _ = gpu_watts(catalog.power, acc.name, catalog.accelerators)  # type: ignore[arg-type]
+    return gpus * (lo + device * gpu_draw(compute) * (hi - lo)), compute
+
+
+def llm_power_check() -> None:
+    """Modelled vs measured GPU power of LLM serving (ML.ENERGY v3 rows): an outside check of MEMORY_BOUND_DRAW,
+    which was fitted to CNN and encoder readings only. Printed at both ends of LLM_PROMPT_RANGE; no target (the
+    prompt lengths are not published)."""
+    rows = llm_power_rows()
+    lo_n, hi_n = LLM_PROMPT_RANGE
+    print()
+    print(f"LLM serving power, measured (ML.ENERGY v3, Zeus) vs modelled at {lo_n} and {hi_n} prompt tokens "
+          "(prompt lengths not published):")  # fmt: skip
+    print(f"{'row':<38}{'batch':>7}{'measured W':>12}{'model W':>9}{'err':>6}{'compute':>9}{'model W':>9}{'err':>6}"
+          f"{'compute':>9}")  # fmt: skip
+    errs: dict[int, list[float]] = {lo_n: [], hi_n: []}
+    inside = 0
+    for r in rows:
+        measured = float(r["avg_power_watts"])
+        cells = []
+        got = []
+        for n in LLM_PROMPT_RANGE:
+            w, c = llm_modelled_watts(r, n)
+            errs[n].append(w / measured - 1.0)
+            got.append(w)
+            cells.append(f"{w:>9.0f}{w / measured - 1.0:>+6.0%}{c:>9.0%}")
+        inside += min(got) <= measured <= max(got)
+        print(f"{r['id']:<38}{float(r['avg_batch_size']):>7.0f}{measured:>12.0f}" + "".join(cells))
+    for n in LLM_PROMPT_RANGE:
+        e = sorted(abs(x) for x in errs[n])
+        signed = statistics.median(errs[n])
+        print(f"at {n} prompt tokens: n={len(e)} median |error| {statistics.median(e):.0%} (signed {signed:+.0%}), "
+              f"worst {e[-1]:.0%}")  # fmt: skip
+    print(f"measured inside the modelled range: {inside}/{len(rows)}")
+
+
 def main() -> int:
     import argparse
 
@@ -255,6 +329,7 @@ def main() -> int:
         n += 1
     print()
     print(f"{n} (model, mode, device) rows")
+    llm_power_check()
     if args.store is not None:
         return measured_vs_modelled(args.store) if n else 1
     why = measured_power_available()

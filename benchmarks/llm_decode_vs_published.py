@@ -37,7 +37,8 @@ from importlib import resources
 from typing import Any
 
 from rightsize.catalog import load_catalog
-from rightsize.llm.costs import StepCosts, device_numbers, project_step_costs
+from rightsize.catalog.model import Accelerator, Catalog
+from rightsize.llm.costs import DeviceNumbers, StepCosts, device_numbers, project_step_costs
 from rightsize.llm.shape import DecoderShape
 
 # Shapes of the published models not in the zoo, from their config.json on the Hugging Face Hub:
@@ -129,16 +130,21 @@ def projected(row: dict[str, str], costs: StepCosts, tp: int) -> tuple[float, bo
     return (tps / tp if metric.endswith("per_gpu") else tps), assumed
 
 
+def gpu_numbers(catalog: Catalog, dev: Accelerator, precision: str) -> DeviceNumbers:
+    """``device_numbers`` of ``dev`` with its GPU-to-GPU link: the fastest among the catalog's instances that carry
+    it (NVLink on the 8-GPU SXM instances; PCIe, the adapter's default, when none says)."""
+    numbers = device_numbers(dev, precision)
+    links = [lk.gpu_gbytes_per_s for (provider, itype), lk in catalog.links.items()
+             if any(i.instance_type == itype and i.provider == provider and i.accelerator == dev.name
+                    for i in catalog.instances)]  # fmt: skip
+    if links and max(links) > 0:
+        numbers = replace(numbers, link_bytes_per_s=max(links) * 1e9)
+    return numbers
+
+
 def rows() -> tuple[list[dict[str, Any]], list[str]]:
     catalog = load_catalog()
     accel = catalog.accelerators
-    # GPU-to-GPU link of a device: the fastest among the catalog's instances that carry it (NVLink on the
-    # 8-GPU SXM instances; 0 = PCIe, the adapter's default)
-    link: dict[str, float] = {}
-    for inst in catalog.instances:
-        lk = catalog.links.get((inst.provider, inst.instance_type))
-        if inst.accelerator and lk is not None:
-            link[inst.accelerator] = max(link.get(inst.accelerator, 0.0), lk.gpu_gbytes_per_s)
     text = resources.files("rightsize.llm").joinpath("data/llm_references.csv").read_text()
     out: list[dict[str, Any]] = []
     skipped: list[str] = []
@@ -151,9 +157,7 @@ def rows() -> tuple[list[dict[str, Any]], list[str]]:
                            "precision peak in the catalog)")  # fmt: skip
             continue
         tp = _int(row["tensor_parallel"]) or 1
-        numbers = device_numbers(dev, row["precision"])
-        if link.get(dev.name):
-            numbers = replace(numbers, link_bytes_per_s=link[dev.name] * 1e9)
+        numbers = gpu_numbers(catalog, dev, row["precision"])
         engine = engine_of(row)
         costs = project_step_costs(shape, numbers, row["precision"], tp=tp, engine=engine)
         got, assumed = projected(row, costs, tp)
@@ -188,12 +192,7 @@ def context_range_rows() -> list[dict[str, Any]]:
         shape, dev = shape_of(row["model"]), catalog.accelerators[row["device"]]
         assert shape is not None
         tp = int(row["tensor_parallel"])
-        numbers = device_numbers(dev, row["precision"])
-        links = [catalog.links[k].gpu_gbytes_per_s for k in catalog.links
-                 if any(i.instance_type == k[1] and i.accelerator == dev.name for i in catalog.instances)]  # fmt: skip
-        if links and max(links) > 0:
-            numbers = replace(numbers, link_bytes_per_s=max(links) * 1e9)
-        costs = project_step_costs(shape, numbers, row["precision"], tp=tp)
+        costs = project_step_costs(shape, gpu_numbers(catalog, dev, row["precision"]), row["precision"], tp=tp)
         b, o = round(float(row["avg_batch_size"])), float(row["avg_output_len"])
         lo, hi = (costs.decode_ms(b, b * (n + o / 2)) for n in CONTEXT_RANGE)
         pub = float(row["median_itl_ms"])

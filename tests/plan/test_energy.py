@@ -199,3 +199,29 @@ def test_power_model_against_the_h100_readings() -> None:
         errs.append(abs(w / m.extra["power_w"] - 1.0))
     assert len(errs) == 20
     assert statistics.median(errs) < 0.12 and max(errs) < 0.30  # before the compute-bound share: 30% and 54%
+
+
+def test_llm_serving_power_against_the_ml_energy_readings() -> None:
+    # An outside check never fitted: ML.ENERGY v3's Zeus readings of vLLM serving Llama-3.1-8B (1 x H100) and 70B
+    # (4 x H100) at 8..1024 sequences. Prompt lengths are not published; at 2048 prompt tokens the planner's rule
+    # stays within 25% of every reading (measured 2026-11-26: median 13%, worst 20%), and memory-bound decode at a
+    # small batch draws well under the GPU's maximum, as measured.
+    import statistics
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "benchmarks"))
+    import energy as bench  # benchmarks/energy.py
+
+    rows = bench.llm_power_rows()
+    assert len(rows) == 23
+    errs = [abs(bench.llm_modelled_watts(r, 2048)[0] / float(r["avg_power_watts"]) - 1.0) for r in rows]
+    assert statistics.median(errs) < 0.2 and max(errs) < 0.25
+    # at 128 prompt tokens (less compute-bound prefill) it reads low: median 18%, worst 38% (memory-bound decode at
+    # 32-192 sequences draws more than MEMORY_BOUND_DRAW says)
+    errs = [abs(bench.llm_modelled_watts(r, 128)[0] / float(r["avg_power_watts"]) - 1.0) for r in rows]
+    assert statistics.median(errs) < 0.25 and max(errs) < 0.45
+    small = next(r for r in rows if r["id"] == "mlenergy-v3-llama31-8b-h100-tp1-s8")
+    watts, compute = bench.llm_modelled_watts(small, 128)
+    assert compute < 0.05 and watts < 0.7 * 714  # decode reads weights; measured 486 W of a 714 W maximum

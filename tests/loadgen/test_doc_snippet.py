@@ -25,9 +25,13 @@ def test_the_documented_snippet_gets_valid_answers(tiny_server: str, capsys: pyt
     assert code, "the snippet is gone from docs/loadtesting.md"
     snippet = code.group(1).replace("http://127.0.0.1:8000", tiny_server)
     snippet = re.sub(r"rate_per_s=\d+, duration_s=\d+", "rate_per_s=40, duration_s=1.5", snippet)  # bounded here
-    scope: dict[str, object] = {}
-    exec(compile(snippet, str(DOC), "exec"), scope)  # the user's copy-paste, with our URL and a short run
-    result = scope["result"]
+    for _ in range(3):  # a busy machine can make the sender fall behind; the run is then rightly invalid
+        scope: dict[str, object] = {}
+        exec(compile(snippet, str(DOC), "exec"), scope)  # the user's copy-paste, with our URL and a short run
+        result = scope["result"]
+        lagged = all("generator fell behind" in p for p in result.problems)  # type: ignore[attr-defined]
+        if result.valid or not lagged:  # type: ignore[attr-defined]
+            break
     assert result.valid, result.problems  # type: ignore[attr-defined]
     assert result.responses_ok > 20 and result.error_count == 0  # type: ignore[attr-defined]
     assert "VALID" in capsys.readouterr().out

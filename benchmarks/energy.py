@@ -13,7 +13,8 @@ the draw of its compute-bound share, the planner's rule in plan/energy.py):
                     epoch of 1,281,167 images for ResNet-50, 1M sequences for BERT)
 
 Then an outside check of the GPU rule on LLM serving, never fitted: ML.ENERGY v3's Zeus (NVML) readings of vLLM
-serving Llama-3.1-8B on 1 H100 and 70B on 4 at 8-1024 sequences (src/rightsize/llm/data/llm_power_references.csv),
+serving Llama-3.1-8B on 1 H100 and 70B on 4 at 8-1024 sequences, and on B200s (a check device: datasheet TDP proxy,
+no CCF row; src/rightsize/llm/data/llm_power_references.csv),
 against the planner's rule at steady state (every GPU busy; the compute-bound share of each request's prefill and
 decode steps, StepCosts.prefill_split / decode_split), at 128 and at 2048 prompt tokens since the prompt lengths
 are not published; no target.
@@ -240,8 +241,9 @@ def llm_modelled_watts(row: dict[str, str], prompt_tokens: int) -> tuple[float, 
 
     sys.path.insert(0, str(Path(__file__).parent))
     from llm_decode_vs_published import gpu_numbers, shape_of
+    from rightsize.estimate.reference import with_check_devices
 
-    catalog = load_catalog("")
+    catalog = with_check_devices(load_catalog(""))  # the B200 rows: a check device (TDP proxy, no CCF row)
     acc = catalog.accelerators[row["device"]]
     shape = shape_of(row["model"])
     assert shape is not None
@@ -269,7 +271,7 @@ def llm_power_check() -> None:
     print(f"{'row':<38}{'batch':>7}{'measured W':>12}{'model W':>9}{'err':>6}{'compute':>9}{'model W':>9}{'err':>6}"
           f"{'compute':>9}")  # fmt: skip
     errs: dict[int, list[float]] = {lo_n: [], hi_n: []}
-    inside = 0
+    inside: list[bool] = []
     for r in rows:
         measured = float(r["avg_power_watts"])
         cells = []
@@ -279,14 +281,16 @@ def llm_power_check() -> None:
             errs[n].append(w / measured - 1.0)
             got.append(w)
             cells.append(f"{w:>9.0f}{w / measured - 1.0:>+6.0%}{c:>9.0%}")
-        inside += min(got) <= measured <= max(got)
+        inside.append(min(got) <= measured <= max(got))
         print(f"{r['id']:<38}{float(r['avg_batch_size']):>7.0f}{measured:>12.0f}" + "".join(cells))
-    for n in LLM_PROMPT_RANGE:
-        e = sorted(abs(x) for x in errs[n])
-        signed = statistics.median(errs[n])
-        print(f"at {n} prompt tokens: n={len(e)} median |error| {statistics.median(e):.0%} (signed {signed:+.0%}), "
-              f"worst {e[-1]:.0%}")  # fmt: skip
-    print(f"measured inside the modelled range: {inside}/{len(rows)}")
+    for device in sorted({r["device"] for r in rows}, key=lambda d: d != "H100"):
+        idx = [i for i, r in enumerate(rows) if r["device"] == device]
+        for n in LLM_PROMPT_RANGE:
+            e = sorted(abs(errs[n][i]) for i in idx)
+            signed = statistics.median(errs[n][i] for i in idx)
+            print(f"{device} at {n} prompt tokens: n={len(e)} median |error| {statistics.median(e):.0%} (signed "
+                  f"{signed:+.0%}), worst {e[-1]:.0%}")  # fmt: skip
+        print(f"{device}: measured inside the modelled range: {sum(inside[i] for i in idx)}/{len(idx)}")
 
 
 def main() -> int:

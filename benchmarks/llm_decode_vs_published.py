@@ -130,13 +130,19 @@ def projected(row: dict[str, str], costs: StepCosts, tp: int) -> tuple[float, bo
     return (tps / tp if metric.endswith("per_gpu") else tps), assumed
 
 
+# GPU-to-GPU link (GB/s each way) of check devices, which no catalog instance carries: NVLink 5, 1.8 TB/s per GPU
+# (docs/sources.md `nvidia-b200-specs`), 900 each way, as interconnect.csv states p5's 900 GB/s NVLink 4 as 450.
+_CHECK_LINKS = {"B200": 900.0}
+
+
 def gpu_numbers(catalog: Catalog, dev: Accelerator, precision: str) -> DeviceNumbers:
     """``device_numbers`` of ``dev`` with its GPU-to-GPU link: the fastest among the catalog's instances that carry
-    it (NVLink on the 8-GPU SXM instances; PCIe, the adapter's default, when none says)."""
+    it (NVLink on the 8-GPU SXM instances), a check device's own (_CHECK_LINKS); else PCIe, the adapter's default."""
     numbers = device_numbers(dev, precision)
     links = [lk.gpu_gbytes_per_s for (provider, itype), lk in catalog.links.items()
              if any(i.instance_type == itype and i.provider == provider and i.accelerator == dev.name
                     for i in catalog.instances)]  # fmt: skip
+    links += [_CHECK_LINKS[dev.name]] if dev.name in _CHECK_LINKS else []
     if links and max(links) > 0:
         numbers = replace(numbers, link_bytes_per_s=max(links) * 1e9)
     return numbers
@@ -185,7 +191,11 @@ CONTEXT_ROBUST = 1.25
 def context_range_rows() -> list[dict[str, Any]]:
     """Each ML.ENERGY configuration: its projected median step at both ends of CONTEXT_RANGE, whether the rule
     scores it, and whether the published median inter-token latency lies inside the range."""
+    from rightsize.estimate.reference import with_check_devices
+
     catalog = load_catalog()
+    planned = set(catalog.accelerators)
+    catalog = with_check_devices(catalog)  # the B200: a check device, no planner instance carries it
     text = resources.files("rightsize.llm").joinpath("data/llm_power_references.csv").read_text()
     out = []
     for row in csv.DictReader(text.splitlines()):
@@ -196,9 +206,18 @@ def context_range_rows() -> list[dict[str, Any]]:
         b, o = round(float(row["avg_batch_size"])), float(row["avg_output_len"])
         lo, hi = (costs.decode_ms(b, b * (n + o / 2)) for n in CONTEXT_RANGE)
         pub = float(row["median_itl_ms"])
-        out.append({"id": row["id"], "batch": b, "published": pub, "lo": lo, "hi": hi,
-                    "scored": hi / lo <= CONTEXT_ROBUST, "inside": lo <= pub <= hi})  # fmt: skip
+        out.append({"id": row["id"], "device": dev.name, "check": dev.name not in planned, "batch": b,
+                    "published": pub, "lo": lo, "hi": hi, "scored": hi / lo <= CONTEXT_ROBUST,
+                    "inside": lo <= pub <= hi})  # fmt: skip
     return out
+
+
+def _print_ranges(rows: list[dict[str, Any]]) -> None:
+    for c in rows:
+        print(f"  {c['id']:<42} batch {c['batch']:>4}  published {c['published']:7.1f} ms, projected "
+              f"{c['lo']:6.1f}-{c['hi']:6.1f} ms: {'inside' if c['inside'] else 'OUTSIDE'}")  # fmt: skip
+    if rows:
+        print(f"  published inside the projected range: {sum(c['inside'] for c in rows)}/{len(rows)}")
 
 
 def summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -234,13 +253,20 @@ def main(argv: list[str] | None = None) -> int:
     named = [("all rows", out["all"]), ("vLLM/TGI rows", out["vllm_tgi"]), ("7-8B rows", out["7_8b"]),
              ("7-8B vLLM/TGI rows", out["7_8b_vllm_tgi"])]  # fmt: skip
     named += [(f"{e} engine rows (rightsize.llm.plan.BANDS)", by_engine[e]) for e in by_engine]
-    rest = [c for c in out["context_range"] if not c["scored"]]
+    ctx = out["context_range"]
+    rest = [c for c in ctx if not c["scored"] and not c["check"]]
     print(f"ML.ENERGY v3 configurations whose projected step moves by more than x{CONTEXT_ROBUST:g} between "
           f"{CONTEXT_RANGE[0]} and {CONTEXT_RANGE[1]} prompt tokens (lengths not published; not scored):")  # fmt: skip
-    for c in rest:
-        print(f"  {c['id']:<42} batch {c['batch']:>4}  published {c['published']:7.1f} ms, projected "
-              f"{c['lo']:6.1f}-{c['hi']:6.1f} ms: {'inside' if c['inside'] else 'OUTSIDE'}")  # fmt: skip
-    print(f"  published inside the projected range: {sum(c['inside'] for c in rest)}/{len(rest)}")
+    _print_ranges(rest)
+    checks = [c for c in ctx if c["check"]]
+    if checks:
+        print("checks on a GPU the planner does not carry (B200; never fitted, no target), the same rule:")
+        for c in checks:
+            if c["scored"]:
+                step = (c["lo"] + c["hi"]) / 2
+                print(f"  {c['id']:<42} batch {c['batch']:>4}  published {c['published']:7.1f} ms, projected "
+                      f"{step:6.1f} ms: speed x{c['published'] / step:.2f}")  # fmt: skip
+        _print_ranges([c for c in checks if not c["scored"]])
     for name, s in named:
         if s["n"]:
             verdict = "PASS" if s["worst_abs_error_pct"] <= 100 * TARGET else "FAIL"

@@ -98,16 +98,21 @@ class StepCosts:
         device = max(flops, memory)
         return max(device, self.host_floor_ms), device, flops if flops >= memory else 0.0
 
-    def decode_split(self, seqs: float, context_tokens: float) -> tuple[float, float, float]:
+    def decode_split(self, seqs: float, context_tokens: Any) -> tuple[Any, Any, Any]:
         """(step, device, compute-bound) ms of a decode step (as ``prefill_split``). The GEMMs are compute-bound when
         their FLOP floor beats the weight read (large batches); the attention's KV read, the context term of both
-        lines, stays memory-bound. A fit (zero floors) counts its decode memory-bound."""
+        lines, stays memory-bound. A fit (zero floors) counts its decode memory-bound. ``context_tokens`` may be an
+        array (steps of one batch): the three come back as arrays."""
         b0, b1, b2 = self.decode_floor
-        c = float(context_tokens)
-        device = max(self.d0 + self.d1 * seqs + self.d2 * c, b0 + b1 * seqs + b2 * c)
         gemm_flops, weights = b0 + b1 * seqs, self.d0 + self.d1 * seqs
-        compute = min(gemm_flops, device) if gemm_flops > weights else 0.0
-        return max(device, self.host_floor_ms), device, compute
+        if np.ndim(context_tokens) == 0:  # one step: plain floats (the simulator's hot path)
+            c = float(context_tokens)
+            dev = max(weights + self.d2 * c, gemm_flops + b2 * c)
+            return max(dev, self.host_floor_ms), dev, min(gemm_flops, dev) if gemm_flops > weights else 0.0
+        cs = np.asarray(context_tokens, dtype=np.float64)
+        device = np.maximum(weights + self.d2 * cs, gemm_flops + b2 * cs)
+        compute = np.minimum(gemm_flops, device) if gemm_flops > weights else np.zeros_like(device)
+        return np.maximum(device, self.host_floor_ms), device, compute
 
 
 # --- fitting measured iterations -----------------------------------------------------------------

@@ -193,10 +193,7 @@ def _run(
     st = _State(first=[math.nan] * n, finish=[math.nan] * n, preempted=[0] * n)
     blocks_total, max_seqs = config.kv_tokens // BLOCK_TOKENS, config.max_seqs
     max_queue = config.max_queue if config.max_queue is not None else n + 1
-    d0, d1, d2 = costs.d0, costs.d1, costs.d2
-    b0, b1, b2 = costs.decode_floor
-    host = costs.host_floor_ms  # eager engines: no step under the host's dispatch time
-    prefill_split = costs.prefill_split
+    prefill_split, decode_split = costs.prefill_split, costs.decode_split
     noise: list[float] = []  # lognormal multipliers drawn ahead; noise[pos] is the next iteration's
     pos = 0
     # A running sequence i was (re)admitted before decode step adm[i] with pre[i] tokens prefilled and gen[i]
@@ -319,12 +316,9 @@ def _run(
             quiet = min(quiet, fits, 1 << 16)
         if quiet >= FAST_MIN_STEPS:
             c = ctx + batch * np.arange(quiet)  # (quiet,) Σ (c + 1) before each step
-            device = np.maximum(d0 + d1 * batch + d2 * c, b0 + b1 * batch + b2 * c)
-            t_ms = np.maximum(device, host)
+            t_ms, device, compute = decode_split(batch, c)
             guard = np.maximum(t_ms, 1e-12)
-            gemm = b0 + b1 * batch  # compute-bound GEMMs when they beat the weight read (StepCosts.decode_split)
-            dev_share = device / guard
-            comp_share = np.minimum(gemm, device) / guard if gemm > d0 + d1 * batch else np.zeros_like(device)
+            dev_share, comp_share = device / guard, compute / guard
             if sigma > 0:
                 t_ms *= np.array(draw(quiet))
             e = now + np.cumsum(t_ms)  # (quiet,) end of each step
@@ -358,7 +352,7 @@ def _run(
                 if i in running:
                     free -= 1
         batch = len(running)  # >= 1: a lone sequence always finds a free block (too_long filter)
-        ms, dev, comp = costs.decode_split(batch, ctx)
+        ms, dev, comp = decode_split(batch, ctx)
         dev, comp = (dev / ms, comp / ms) if ms > 0 else (1.0, 0.0)
         if sigma > 0:
             ms *= draw(1)[0]

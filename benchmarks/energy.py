@@ -193,7 +193,37 @@ def measured_vs_modelled(store_path: Path) -> int:
     ok = all_held[-1] <= 0.25
     print(f"held out by model: n={len(all_held)} median |error| {all_held[len(all_held) // 2]:.0%}, worst "
           f"{all_held[-1]:.0%} (target <= 25%: {'PASS' if ok else 'FAIL'})")  # fmt: skip
+    lo_m, hi_m = outside_memory_draw()
+    print(f"MEMORY_BOUND_DRAW from outside readings only (ML.ENERGY decode at <= {OUTSIDE_MAX_BATCH} sequences, "
+          f"prompts {LLM_PROMPT_RANGE[0]}-{LLM_PROMPT_RANGE[1]}): {lo_m:.2f}-{hi_m:.2f} "
+          f"(shipped {MEMORY_BOUND_DRAW:g}); these readings with it:")  # fmt: skip
+    for label, draw in (("low end", lo_m), ("midpoint", (lo_m + hi_m) / 2), ("high end", hi_m)):
+        out = sorted(abs(w / float(m.extra["power_w"]) - 1.0) for m, env in gpu_rows
+                     if (w := modelled_watts(m, env, catalog, works, gpu_params, memory_draw=draw)[0]))  # fmt: skip
+        print(f"  {label} {draw:.2f}: n={len(out)} median |error| {out[len(out) // 2]:.1%}, worst {out[-1]:.1%}")
     return 0 if ok else 1
+
+
+OUTSIDE_MAX_BATCH = 16  # decode-bound whatever the prompt lengths: the cleanest memory-bound readings
+
+
+def outside_memory_draw() -> tuple[float, float]:
+    """The range of MEMORY_BOUND_DRAW the ML.ENERGY H100 readings at <= OUTSIDE_MAX_BATCH sequences imply, at both
+    ends of LLM_PROMPT_RANGE: each reading's draw d = (W / gpus - idle) / (device share x range), and m = (d - c) /
+    (1 - c) with c its compute-bound share (planner's rule, solved for m)."""
+    from rightsize.estimate.reference import with_check_devices
+
+    catalog = with_check_devices(load_catalog(""))
+    ms = []
+    for r in llm_power_rows():
+        if r["device"] != "H100" or float(r["avg_batch_size"]) > OUTSIDE_MAX_BATCH:
+            continue
+        lo, hi, _ = gpu_watts(catalog.power, r["device"], catalog.accelerators)  # type: ignore[arg-type]
+        for n in LLM_PROMPT_RANGE:
+            device, compute = llm_shares(r, n)
+            d = (float(r["avg_power_watts"]) / int(r["gpus"]) - lo) / (device * (hi - lo))
+            ms.append((d - compute) / (1.0 - compute))
+    return min(ms), max(ms)
 
 
 def _held_out_by_model(
@@ -232,31 +262,40 @@ def llm_power_rows() -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
-def llm_modelled_watts(row: dict[str, str], prompt_tokens: int) -> tuple[float, float]:
-    """(watts of the row's GPUs, compute-bound share) by the planner's rule for an LLM replica at steady state:
-    every GPU busy, working the share of each request's time its prefill and its 1/B of O decode steps keep the
-    device working (StepCosts.prefill_split / decode_split), drawing by the compute-bound share of that work."""
+def llm_shares(row: dict[str, str], prompt_tokens: int) -> tuple[float, float]:
+    """(device share, compute-bound share) of an LLM replica at steady state by the planner's rule: every GPU busy,
+    working the share of each request's time its prefill and its 1/B of O decode steps keep the device working
+    (StepCosts.prefill_split / decode_split), compute-bound by the split's rule."""
+    from rightsize.estimate.reference import with_check_devices
     from rightsize.llm.costs import project_step_costs
-    from rightsize.plan.energy import gpu_draw
 
     sys.path.insert(0, str(Path(__file__).parent))
     from llm_decode_vs_published import gpu_numbers, shape_of
-    from rightsize.estimate.reference import with_check_devices
 
-    catalog = with_check_devices(load_catalog(""))  # the B200 rows: a check device (TDP proxy, no CCF row)
+    catalog = with_check_devices(load_catalog(""))  # the B200 rows: a check device
     acc = catalog.accelerators[row["device"]]
     shape = shape_of(row["model"])
     assert shape is not None
-    tp, gpus = int(row["tensor_parallel"]), int(row["gpus"])
-    costs = project_step_costs(shape, gpu_numbers(catalog, acc, row["precision"]), row["precision"], tp=tp)
+    costs = project_step_costs(shape, gpu_numbers(catalog, acc, row["precision"]), row["precision"],
+                               tp=int(row["tensor_parallel"]))  # fmt: skip
     b, o = float(row["avg_batch_size"]), float(row["avg_output_len"])
     p_step, p_dev, p_comp = costs.prefill_split(prompt_tokens)
     d_step, d_dev, d_comp = costs.decode_split(b, b * (prompt_tokens + o / 2))
     step = p_step + o * d_step / b  # one request's share of the replica's time
-    device = (p_dev + o * d_dev / b) / step
-    compute = (p_comp + o * d_comp / b) / (p_dev + o * d_dev / b)
-    lo, hi, _ = gpu_watts(catalog.power, acc.name, catalog.accelerators)  # type: ignore[arg-type]
-    return gpus * (lo + device * gpu_draw(compute) * (hi - lo)), compute
+    device = p_dev + o * d_dev / b
+    return device / step, (p_comp + o * d_comp / b) / device
+
+
+def llm_modelled_watts(row: dict[str, str], prompt_tokens: int) -> tuple[float, float]:
+    """(watts of the row's GPUs, compute-bound share) by the planner's rule (``llm_shares``; TDP proxy for a GPU
+    without a CCF row, as the B200)."""
+    from rightsize.estimate.reference import with_check_devices
+    from rightsize.plan.energy import gpu_draw
+
+    catalog = with_check_devices(load_catalog(""))
+    device, compute = llm_shares(row, prompt_tokens)
+    lo, hi, _ = gpu_watts(catalog.power, row["device"], catalog.accelerators)  # type: ignore[arg-type]
+    return int(row["gpus"]) * (lo + device * gpu_draw(compute) * (hi - lo)), compute
 
 
 def llm_power_check() -> None:

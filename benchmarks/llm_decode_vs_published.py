@@ -61,6 +61,16 @@ _SHAPES["llama-3.1-70b"] = {
     "num_key_value_heads": 8,
     "vocab_size": 128256,
 }
+# Qwen3 dense (https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json, .../Qwen3-14B/..., .../Qwen3-32B/...,
+# read 2026-11-26): a Llama block with per-head q/k norms; head_dim 128 (32B: 64 heads x 128 = 8192 > hidden 5120).
+_SHAPES |= {
+    "qwen3-8b": {"hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
+                 "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936},
+    "qwen3-14b": {"hidden_size": 5120, "intermediate_size": 17408, "num_hidden_layers": 40, "num_attention_heads": 40,
+                  "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936},
+    "qwen3-32b": {"hidden_size": 5120, "intermediate_size": 25600, "num_hidden_layers": 64, "num_attention_heads": 64,
+                  "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936},
+}  # fmt: skip
 # OPT-1.3B (https://huggingface.co/facebook/opt-1.3b/blob/main/config.json, read 2026-11-26: hidden_size 2048,
 # ffn_dim 8192, 24 layers, 32 heads, vocab 50272, 2048 learned positions): GPT-2's block (pre-LN, biases, plain MLP,
 # learned positions), so GPT-2 naming.
@@ -74,7 +84,7 @@ _GPT2_LIKE: dict[str, dict[str, int]] = {
         "n_positions": 2048,
     },
 }
-_SEVEN_EIGHT_B = ("llama-2-7b", "llama-3-8b", "llama-3.1-8b", "mistral-7b")  # the issue's "7B model" rows
+_SEVEN_EIGHT_B = ("llama-2-7b", "llama-3-8b", "llama-3.1-8b", "mistral-7b", "qwen3-8b")  # the issue's "7B model" rows
 _ZOO = {"llama-2-7b": "llama-7b", "llama-2-13b": "llama-13b", "gpt2": "gpt2"}
 _DEVICES = {"A100-80GB (330 W power limit)": "A100-80GB", "A100": "A100-80GB", "H100": "H100", "H100-80GB": "H100",
             "H200": "H200"}  # fmt: skip

@@ -262,10 +262,10 @@ def test_the_ml_energy_rows_scored_are_those_the_context_rule_picks(
     # llm_references.csv are exactly the ones it picks; the others lie inside their projected range.
     bench = load_benchmark("llm_decode_vs_published")
     ctx = [c for c in bench.context_range_rows() if not c["check"]]  # the B200 checks are printed apart
-    assert len(ctx) == 23
+    assert len(ctx) == 53  # H100: Llama-3.1-8B / 70B and Qwen3-8B / 14B / 32B
     picked = {(c["id"].split("-s")[0], c["batch"]) for c in ctx if c["scored"]}
     rows, _ = bench.rows()
     scored = {(r["id"].rsplit("-b", 1)[0], int(r["id"].rsplit("-b", 1)[1])) for r in rows
               if r["id"].startswith("mlenergy-")}  # fmt: skip
-    assert picked == scored and len(scored) == 6
+    assert picked == scored and len(scored) == 16
     assert all(c["inside"] for c in ctx if not c["scored"])

@@ -184,5 +184,5 @@ def test_energy_benchmark_models_the_h100_run_at_its_device_busy_share(
     assert "n=20 median |error| 8%, worst 25% (in-sample" in out and "H100 11% busy" in out
     assert "held out by model: n=20 median |error| 17%, worst 35% (target <= 25%: FAIL)" in out
     # and with the memory-bound draw taken from outside readings only (ML.ENERGY LLM decode), never from these
-    assert "from outside readings only" in out and "0.44-0.68 (shipped 0.54)" in out
-    assert "midpoint 0.56: n=20 median |error| 8.7%, worst 25.0%" in out
+    assert "from outside readings only" in out and "0.44-0.77 (shipped 0.54)" in out
+    assert "midpoint 0.60: n=20 median |error| 9.2%, worst 25.7%" in out

@@ -28,6 +28,7 @@ Exit 0 unless the table is empty or the comparison misses.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 import statistics
@@ -211,9 +212,7 @@ def outside_memory_draw() -> tuple[float, float]:
     """The range of MEMORY_BOUND_DRAW the ML.ENERGY H100 readings at <= OUTSIDE_MAX_BATCH sequences imply, at both
     ends of LLM_PROMPT_RANGE: each reading's draw d = (W / gpus - idle) / (device share x range), and m = (d - c) /
     (1 - c) with c its compute-bound share (planner's rule, solved for m)."""
-    from rightsize.estimate.reference import with_check_devices
-
-    catalog = with_check_devices(load_catalog(""))
+    catalog = _with_checks()
     ms = []
     for r in llm_power_rows():
         if r["device"] != "H100" or float(r["avg_batch_size"]) > OUTSIDE_MAX_BATCH:
@@ -252,6 +251,14 @@ def _held_out_by_model(
     return held
 
 
+@functools.cache
+def _with_checks() -> Any:
+    """The shipped catalog plus the check devices (the B200: TDP proxy, no CCF row), loaded once."""
+    from rightsize.estimate.reference import with_check_devices
+
+    return with_check_devices(load_catalog(""))
+
+
 # Prompt lengths the ML.ENERGY rows do not publish: the modelled power is printed at both ends of this range.
 LLM_PROMPT_RANGE = (128, 2048)
 
@@ -266,13 +273,12 @@ def llm_shares(row: dict[str, str], prompt_tokens: int) -> tuple[float, float]:
     """(device share, compute-bound share) of an LLM replica at steady state by the planner's rule: every GPU busy,
     working the share of each request's time its prefill and its 1/B of O decode steps keep the device working
     (StepCosts.prefill_split / decode_split), compute-bound by the split's rule."""
-    from rightsize.estimate.reference import with_check_devices
     from rightsize.llm.costs import project_step_costs
 
     sys.path.insert(0, str(Path(__file__).parent))
     from llm_decode_vs_published import gpu_numbers, shape_of
 
-    catalog = with_check_devices(load_catalog(""))  # the B200 rows: a check device
+    catalog = _with_checks()
     acc = catalog.accelerators[row["device"]]
     shape = shape_of(row["model"])
     assert shape is not None
@@ -289,10 +295,9 @@ def llm_shares(row: dict[str, str], prompt_tokens: int) -> tuple[float, float]:
 def llm_modelled_watts(row: dict[str, str], prompt_tokens: int) -> tuple[float, float]:
     """(watts of the row's GPUs, compute-bound share) by the planner's rule (``llm_shares``; TDP proxy for a GPU
     without a CCF row, as the B200)."""
-    from rightsize.estimate.reference import with_check_devices
     from rightsize.plan.energy import gpu_draw
 
-    catalog = with_check_devices(load_catalog(""))
+    catalog = _with_checks()
     device, compute = llm_shares(row, prompt_tokens)
     lo, hi, _ = gpu_watts(catalog.power, row["device"], catalog.accelerators)  # type: ignore[arg-type]
     return int(row["gpus"]) * (lo + device * gpu_draw(compute) * (hi - lo)), compute

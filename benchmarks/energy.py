@@ -71,16 +71,16 @@ def gpu_row_draw(ref: Any, works: dict[str, Any], catalog: Any, gp: Any) -> floa
     """The share of its dynamic power range a GPU draws running a published row's batches back to back: the
     device's share of the batch time x the draw of its compute-bound share (1.0 without a trace)."""
     from rightsize.estimate.reference import work_key
-    from rightsize.estimate.timemodel import gpu_compute_share, gpu_time_parts_ms
+    from rightsize.estimate.timemodel import gpu_time_split_ms
     from rightsize.plan.energy import gpu_draw
 
     acc = catalog.accelerators.get(ref.device)
     work = works.get(work_key(ref.model, ref.mode, ref.input))
     if acc is None or work is None:
         return 1.0
-    dev, host = gpu_time_parts_ms(work, ref.batch_size, acc, ref.precision, gp)
+    dev, host, comp = gpu_time_split_ms(work, ref.batch_size, acc, ref.precision, gp)
     share = dev / max(dev, host) if dev > 0 else 1.0
-    return share * gpu_draw(gpu_compute_share(work, ref.batch_size, acc, ref.precision, gp))
+    return share * gpu_draw(comp / dev if 0 < dev < math.inf else 0.0)
 
 
 def samples_per_s(row: dict[str, str]) -> float:
@@ -108,10 +108,7 @@ def modelled_watts(
     idle + u x (full - idle)). CPU (RAPL, the whole package): ``threads`` vCPUs busy, the others idle. GPU (NVML):
     u = the device's busy share of the measured batch time, the time model's device part (the rest is the
     host dispatching eager ops while the GPU waits) over the measured time."""
-    from rightsize.catalog import match_accelerator, match_cpu_family
-    from rightsize.estimate.reference import work_key
-    from rightsize.estimate.timemodel import gpu_compute_share, gpu_time_parts_ms
-    from rightsize.plan.energy import gpu_draw
+    from rightsize.catalog import match_cpu_family
 
     table = catalog.power
     if m.device == "cpu":
@@ -121,19 +118,40 @@ def modelled_watts(
         lo, hi, _ = vcpu_watts(table, fam.name)
         busy = min(env.logical_cores, m.threads or env.logical_cores)
         return env.logical_cores * lo + busy * (hi - lo), f"{fam.name}: {busy} of {env.logical_cores} vCPUs busy"
+    terms, how = gpu_terms(m, env, catalog, works, gpu_params)
+    return (None, how) if terms is None else (gpu_terms_watts(terms, memory_draw), how)
+
+
+GpuTerms = tuple[float, float, float, float]  # (idle W, full W, device busy share, compute-bound share)
+
+
+def gpu_terms(m: Any, env: Any, catalog: Any, works: dict[str, Any], gpu_params: Any) -> tuple[GpuTerms | None, str]:
+    """What the GPU rule needs of a stored GPU measurement, from one pass of the time model, and how it was read
+    (None and why when no catalog GPU matches; full use when the model has no trace)."""
+    from rightsize.catalog import match_accelerator
+    from rightsize.estimate.reference import work_key
+    from rightsize.estimate.timemodel import gpu_time_split_ms
+
     gpu = env.gpus[0] if env.gpus else None
     acc = match_accelerator(gpu.name if gpu else None, catalog.accelerators, gpu.memory_bytes if gpu else None)
     if acc is None:
         return None, f"no catalog GPU for {gpu.name if gpu else 'this machine'}"
-    lo, hi, _ = gpu_watts(table, acc.name, catalog.accelerators)
+    lo, hi, _ = gpu_watts(catalog.power, acc.name, catalog.accelerators)
     work = works.get(work_key(m.model, m.mode, m.input))
     if work is None:
-        return hi, f"{acc.name} at full use (no trace of {m.model})"
-    t_dev, _ = gpu_time_parts_ms(work, m.batch_size, acc, m.precision, gpu_params)
-    u = min(1.0, t_dev / m.latency_ms.p50)
-    c = gpu_compute_share(work, m.batch_size, acc, m.precision, gpu_params)
+        return (lo, hi, 1.0, 1.0), f"{acc.name} at full use (no trace of {m.model})"
+    t_dev, _, t_comp = gpu_time_split_ms(work, m.batch_size, acc, m.precision, gpu_params)
+    u, c = min(1.0, t_dev / m.latency_ms.p50), t_comp / t_dev if 0 < t_dev < math.inf else 0.0
+    return (lo, hi, u, c), f"{acc.name} {u:.0%} busy, {c:.0%} of it compute-bound"
+
+
+def gpu_terms_watts(terms: GpuTerms, memory_draw: float | None = None) -> float:
+    """idle + u x draw(c) x (full - idle), with the shipped MEMORY_BOUND_DRAW unless ``memory_draw`` is given."""
+    from rightsize.plan.energy import gpu_draw
+
+    lo, hi, u, c = terms
     draw = gpu_draw(c) if memory_draw is None else gpu_draw(c, memory_draw)
-    return lo + u * draw * (hi - lo), f"{acc.name} {u:.0%} busy, {c:.0%} of it compute-bound"
+    return lo + u * draw * (hi - lo)
 
 
 def measured_vs_modelled(store_path: Path) -> int:
@@ -198,9 +216,9 @@ def measured_vs_modelled(store_path: Path) -> int:
     print(f"MEMORY_BOUND_DRAW from outside readings only (ML.ENERGY decode at <= {OUTSIDE_MAX_BATCH} sequences, "
           f"prompts {LLM_PROMPT_RANGE[0]}-{LLM_PROMPT_RANGE[1]}): {lo_m:.2f}-{hi_m:.2f} "
           f"(shipped {MEMORY_BOUND_DRAW:g}); these readings with it:")  # fmt: skip
+    terms = [(m, t) for m, env in gpu_rows if (t := gpu_terms(m, env, catalog, works, gpu_params)[0]) is not None]
     for label, draw in (("low end", lo_m), ("midpoint", (lo_m + hi_m) / 2), ("high end", hi_m)):
-        out = sorted(abs(w / float(m.extra["power_w"]) - 1.0) for m, env in gpu_rows
-                     if (w := modelled_watts(m, env, catalog, works, gpu_params, memory_draw=draw)[0]))  # fmt: skip
+        out = sorted(abs(gpu_terms_watts(t, draw) / float(m.extra["power_w"]) - 1.0) for m, t in terms)
         print(f"  {label} {draw:.2f}: n={len(out)} median |error| {out[len(out) // 2]:.1%}, worst {out[-1]:.1%}")
     return 0 if ok else 1
 
@@ -234,11 +252,13 @@ def _held_out_by_model(
     if len(models) < 2:
         return {}
 
+    terms = {id(m): gpu_terms(m, env, catalog, works, gpu_params)[0] for m, env in rows}  # one time-model pass each
+
     def errors(subset: list[tuple[Any, Any]], draw: float) -> list[float]:
         out = []
-        for m, env in subset:
-            w, _ = modelled_watts(m, env, catalog, works, gpu_params, memory_draw=draw)
-            if w:
+        for m, _ in subset:
+            t = terms[id(m)]
+            if t is not None and (w := gpu_terms_watts(t, draw)):
                 out.append(abs(w / float(m.extra["power_w"]) - 1.0))
         return out
 

@@ -37,7 +37,6 @@ __all__ = [
     "cpu_kernel_path",
     "cpu_kernel_peak",
     "cpu_time_ms",
-    "gpu_compute_share",
     "gpu_time_ms",
     "gpu_time_parts_ms",
     "gpu_time_split_ms",
@@ -152,18 +151,12 @@ def gpu_time_parts_ms(
     return device, host
 
 
-def gpu_compute_share(work: WorkProfile, batch: float, acc: Accelerator, precision: str, params: GpuParams) -> float:
-    """Share of the device time of one batch spent in compute-bound kernels (the roofline's FLOP term the larger);
-    the rest streams memory. The energy model draws less power for memory-bound time (plan/energy.py)."""
-    device, _, compute = gpu_time_split_ms(work, batch, acc, precision, params)
-    return compute / device if 0 < device < math.inf else 0.0
-
-
 def gpu_time_split_ms(
     work: WorkProfile, batch: float, acc: Accelerator, precision: str, params: GpuParams, host_ghz: float = 3.0
 ) -> tuple[float, float, float]:
-    """(device, host, compute-bound part of device) milliseconds of one batch on one GPU (module docstring):
-    ``gpu_time_parts_ms`` and ``gpu_compute_share`` in one pass."""
+    """(device, host, compute-bound part of device) milliseconds of one batch on one GPU (module docstring). The
+    compute-bound part (kernels whose FLOP term is the larger) draws more power than the memory-bound rest
+    (plan/energy.py)."""
     peak = acc.peak_flops_per_s(precision)
     if peak <= 0:
         return math.inf, math.inf, 0.0

@@ -15,7 +15,7 @@ a batch's time the GPU computes (the projected curve's device part over its batc
 mean batch, or the batch a job or training step runs): an eager replica at batch 1-8 mostly waits for the host
 to dispatch its ops. On an H100 (benchmarks/energy.py against 20 NVML readings) u x s took the median error
 from 83% to 30%. d = m + (1 - m) c is the draw of that device time: c is the share of it in compute-bound kernels
-(the roofline's FLOP term the larger, ``timemodel.gpu_compute_share``), and kernels that stream memory draw m of the
+(the roofline's FLOP term the larger, ``timemodel.gpu_time_split_ms``), and kernels that stream memory draw m of the
 dynamic range (MEMORY_BOUND_DRAW): at a full device an eager ResNet-50 (c 0.2-0.4) drew 429-556 W on an H100 where
 BERT-base in fp32 (c 0.9) drew 647-689 W.
 """

@@ -75,18 +75,11 @@ class StepCosts:
 
     def prefill_ms(self, tokens: float) -> float:
         """Prefill of one sequence of ``tokens`` prompt tokens, ms."""
-        t = float(tokens)
-        a0, a1, a2 = self.prefill_floor
-        return max(self.p0 + t * (self.p1 + t * self.p2), a0 + t * (a1 + t * a2), self.host_floor_ms)
+        return float(self.prefill_split(tokens)[0])
 
     def decode_ms(self, seqs: float, context_tokens: float) -> float:
         """One decode step of ``seqs`` sequences whose context lengths sum to ``context_tokens``, ms."""
-        b0, b1, b2 = self.decode_floor
-        return max(
-            self.d0 + self.d1 * seqs + self.d2 * context_tokens,
-            b0 + b1 * seqs + b2 * context_tokens,
-            self.host_floor_ms,
-        )
+        return float(self.decode_split(seqs, context_tokens)[0])
 
     def prefill_split(self, tokens: float) -> tuple[float, float, float]:
         """(step, device, compute-bound) ms of a prefill of ``tokens``: the device works max(FLOP polynomial,

@@ -6,16 +6,16 @@ For every (model, mode, device) in the reference set (catalog/data/reference/pub
 its source) the best published throughput is turned into energy with rightsize's power model
 (catalog/data/power.csv: Cloud Carbon Footprint's per-device and per-vCPU watts; a GPU without a row uses
 11.5%-102% of its datasheet TDP; a GPU draws idle + d x (max - idle) with d its device share of the batch time x
-the draw of its compute-bound share, the planner's rule in plan/energy.py):
+the draw of its math share, the planner's rule in plan/energy.py):
 
     J per sample  = device watts, busy back to back / published samples per second
     kWh per job   = J per sample x job size / 3.6e6   (inference: 1M requests; training: one ImageNet-1k
                     epoch of 1,281,167 images for ResNet-50, 1M sequences for BERT)
 
 Then an outside check of the GPU rule on LLM serving, never fitted: ML.ENERGY v3's Zeus (NVML) readings of vLLM
-serving Llama-3.1-8B on 1 H100 and 70B on 4 at 8-1024 sequences, and on B200s (a check device: datasheet TDP proxy,
-no CCF row; src/rightsize/llm/data/llm_power_references.csv),
-against the planner's rule at steady state (every GPU busy; the compute-bound share of each request's prefill and
+serving Llama-3.1-8B and 70B and Qwen3-8B, 14B and 32B on 1-4 H100s at 8-1024 sequences, and on B200s (a check
+device: datasheet TDP proxy, no CCF row; src/rightsize/llm/data/llm_power_references.csv),
+against the planner's rule at steady state (every GPU busy; the math share of each request's prefill and
 decode steps, StepCosts.prefill_split / decode_split), at 128 and at 2048 prompt tokens since the prompt lengths
 are not published; no target.
 
@@ -51,7 +51,7 @@ def _rows() -> list[dict[str, str]]:
 
 def device_watts(row: dict[str, str], draw: float = 1.0) -> tuple[float, str]:
     """Modelled watts of the device(s) a published row ran on, busy the whole time; a GPU draws ``draw`` of its
-    dynamic range (the planner's rule: device share x the draw of its compute-bound share, plan/energy.py)."""
+    dynamic range (the planner's rule: device share x the draw of its math share, plan/energy.py)."""
     catalog = load_catalog("")
     table = catalog.power
     assert table is not None  # the shipped catalog always carries it
@@ -69,7 +69,7 @@ def device_watts(row: dict[str, str], draw: float = 1.0) -> tuple[float, str]:
 
 def gpu_row_draw(ref: Any, works: dict[str, Any], catalog: Any, gp: Any) -> float:
     """The share of its dynamic power range a GPU draws running a published row's batches back to back: the
-    device's share of the batch time x the draw of its compute-bound share (1.0 without a trace)."""
+    device's share of the batch time x the draw of its math share (1.0 without a trace)."""
     from rightsize.estimate.reference import work_key
     from rightsize.estimate.timemodel import gpu_time_split_ms
     from rightsize.plan.energy import gpu_draw
@@ -122,7 +122,7 @@ def modelled_watts(
     return (None, how) if terms is None else (gpu_terms_watts(terms, memory_draw), how)
 
 
-GpuTerms = tuple[float, float, float, float]  # (idle W, full W, device busy share, compute-bound share)
+GpuTerms = tuple[float, float, float, float]  # (idle W, full W, device busy share, math share)
 
 
 def gpu_terms(m: Any, env: Any, catalog: Any, works: dict[str, Any], gpu_params: Any) -> tuple[GpuTerms | None, str]:
@@ -142,7 +142,7 @@ def gpu_terms(m: Any, env: Any, catalog: Any, works: dict[str, Any], gpu_params:
         return (lo, hi, 1.0, 1.0), f"{acc.name} at full use (no trace of {m.model})"
     t_dev, _, t_comp = gpu_time_split_ms(work, m.batch_size, acc, m.precision, gpu_params)
     u, c = min(1.0, t_dev / m.latency_ms.p50), t_comp / t_dev if 0 < t_dev < math.inf else 0.0
-    return (lo, hi, u, c), f"{acc.name} {u:.0%} busy, {c:.0%} of it compute-bound"
+    return (lo, hi, u, c), f"{acc.name} {u:.0%} busy, math units {c:.0%} of it"
 
 
 def gpu_terms_watts(terms: GpuTerms, memory_draw: float | None = None) -> float:
@@ -229,7 +229,7 @@ OUTSIDE_MAX_BATCH = 16  # decode-bound whatever the prompt lengths: the cleanest
 def outside_memory_draw() -> tuple[float, float]:
     """The range of MEMORY_BOUND_DRAW the ML.ENERGY H100 readings at <= OUTSIDE_MAX_BATCH sequences imply, at both
     ends of LLM_PROMPT_RANGE: each reading's draw d = (W / gpus - idle) / (device share x range), and m = (d - c) /
-    (1 - c) with c its compute-bound share (planner's rule, solved for m)."""
+    (1 - c) with c its math share (planner's rule, solved for m)."""
     catalog = _with_checks()
     ms = []
     for r in llm_power_rows():
@@ -290,9 +290,9 @@ def llm_power_rows() -> list[dict[str, str]]:
 
 
 def llm_shares(row: dict[str, str], prompt_tokens: int) -> tuple[float, float]:
-    """(device share, compute-bound share) of an LLM replica at steady state by the planner's rule: every GPU busy,
+    """(device share, math share) of an LLM replica at steady state by the planner's rule: every GPU busy,
     working the share of each request's time its prefill and its 1/B of O decode steps keep the device working
-    (StepCosts.prefill_split / decode_split), compute-bound by the split's rule."""
+    (StepCosts.prefill_split / decode_split), the math units working by the split's rule."""
     from rightsize.llm.costs import project_step_costs
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -313,7 +313,7 @@ def llm_shares(row: dict[str, str], prompt_tokens: int) -> tuple[float, float]:
 
 
 def llm_modelled_watts(row: dict[str, str], prompt_tokens: int) -> tuple[float, float]:
-    """(watts of the row's GPUs, compute-bound share) by the planner's rule (``llm_shares``; TDP proxy for a GPU
+    """(watts of the row's GPUs, math share) by the planner's rule (``llm_shares``; TDP proxy for a GPU
     without a CCF row, as the B200)."""
     from rightsize.plan.energy import gpu_draw
 
@@ -332,8 +332,8 @@ def llm_power_check() -> None:
     print()
     print(f"LLM serving power, measured (ML.ENERGY v3, Zeus) vs modelled at {lo_n} and {hi_n} prompt tokens "
           "(prompt lengths not published):")  # fmt: skip
-    print(f"{'row':<38}{'batch':>7}{'measured W':>12}{'model W':>9}{'err':>6}{'compute':>9}{'model W':>9}{'err':>6}"
-          f"{'compute':>9}")  # fmt: skip
+    print(f"{'row':<38}{'batch':>7}{'measured W':>12}{'model W':>9}{'err':>6}{'math':>9}{'model W':>9}{'err':>6}"
+          f"{'math':>9}")  # fmt: skip
     errs: dict[int, list[float]] = {lo_n: [], hi_n: []}
     inside: list[bool] = []
     for r in rows:

@@ -262,8 +262,9 @@ class ServiceCurve:
     # GPU projections: the share of each batch's time the device itself works (the rest it waits for the host
     # to dispatch eager ops); the energy model's utilization is busy time x this share. None: unknown (1).
     device_share: tuple[float, ...] | None = None
-    # GPU projections: the share of the device's own time spent in compute-bound kernels (the rest streams memory,
-    # which draws less power; plan/energy.py). None: unknown (the energy model then counts it all as compute).
+    # GPU projections: the share of the device's own time its math units work (each kernel's FLOPs at the attainable
+    # rate: all of a compute-bound kernel, part of one that streams memory, which draws less power; plan/energy.py).
+    # None: unknown (the energy model then counts it all as math).
     compute_share: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
@@ -294,7 +295,7 @@ class ServiceCurve:
         return self._share_at(self.device_share, batch)
 
     def compute_share_at(self, batch: float) -> float:
-        """The compute-bound share of the device's time at ``batch`` (interpolated; 1.0 when unknown)."""
+        """The share of the device's time its math units work at ``batch`` (interpolated; 1.0 when unknown)."""
         return self._share_at(self.compute_share, batch)
 
     def _share_at(self, shares: tuple[float, ...] | None, batch: float) -> float:

@@ -24,9 +24,9 @@ def test_a_generative_plan_says_its_energy_and_what_the_gpus_do(
     assert (done.value.code or 0) == 0
     assert "recommendation: " in out and "kWh/1M" in out
     line = next(ln for ln in out.splitlines() if ln.startswith("energy: "))
-    m = re.search(r"draws (\d+) W, its replicas (\d+)% busy, the GPUs working (\d+)% of it, (\d+)% of that "
-                  r"compute-bound: ([\d.]+) kWh", line)  # fmt: skip
+    m = re.search(r"draws (\d+) W, its replicas (\d+)% busy, the GPUs working (\d+)% of it, their math "
+                  r"units (\d+)% of that: ([\d.]+) kWh", line)  # fmt: skip
     assert m, line
     compute = int(m.group(4))
-    assert 0 <= compute < 60  # decode reads weights: most of a chat replica's GPU time is memory-bound
+    assert 0 <= compute < 60  # decode streams weights: a chat replica's math units idle most of the GPU's time
     assert float(m.group(5)) > 0

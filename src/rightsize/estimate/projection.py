@@ -233,7 +233,7 @@ def _project_gpu(
         return None  # no TF32 tensor cores (pre-Ampere): tf32 runs as fp32, whose curve already exists
     local = {m.batch_size for m in profile.ok()}
     batches = sorted(set(GPU_BATCHES) | local)
-    parts = [gpu_time_split_ms(work, b, acc, prec, model.gpu) for b in batches]  # (device, host, compute-bound)
+    parts = [gpu_time_split_ms(work, b, acc, prec, model.gpu) for b in batches]  # (device, host, math)
     ts = [max(dev, host) * (k or 1.0) for dev, host, _ in parts]
     band = model.band("gpu")
     how = f"anchored to this model's CUDA measurements (x{k:.2f})" if k else "from the traced ops"

@@ -154,8 +154,9 @@ def gpu_time_parts_ms(
 def gpu_time_split_ms(
     work: WorkProfile, batch: float, acc: Accelerator, precision: str, params: GpuParams, host_ghz: float = 3.0
 ) -> tuple[float, float, float]:
-    """(device, host, compute-bound part of device) milliseconds of one batch on one GPU (module docstring). The
-    compute-bound part (kernels whose FLOP term is the larger) draws more power than the memory-bound rest
+    """(device, host, math part of device) milliseconds of one batch on one GPU (module docstring). The math part is
+    the time each kernel's FLOPs take at the attainable rate: all of a compute-bound kernel (its FLOP term the
+    larger), the FLOP term's share of a memory-bound one. Math draws more power than streaming memory does
     (plan/energy.py)."""
     peak = acc.peak_flops_per_s(precision)
     if peak <= 0:
@@ -184,8 +185,7 @@ def gpu_time_split_ms(
         elif f > 0 and cls != "memory":
             t_cmp = f / (math_peak * min(1.0, params.eff(cls, precision) * size))
         t_dev += n * (max(t_cmp, t_mem) + kernel_s)
-        if t_cmp > t_mem:
-            t_compute += n * t_cmp
+        t_compute += n * t_cmp
     host_us = params.host_us_training if work.mode == "training" else params.host_us
     n_ops = work.n_ops() + (params.host_conv - 1.0) * work.n_ops("conv")
     if work.mode == "training":

@@ -69,6 +69,7 @@ class StepCosts:
     prefill_floor: Poly3 = (0.0, 0.0, 0.0)  # (a0, a1, a2): prefill_ms >= a0 + a1·T + a2·T²
     decode_floor: Poly3 = (0.0, 0.0, 0.0)  # (b0, b1, b2): decode_ms >= b0 + b1·B + b2·C
     host_floor_ms: float = 0.0  # eager engines: no iteration is faster than the host dispatching it
+    ar_ms: float = 0.0  # of p1, d1 and the decode floor's b1: all-reduce ms per token or sequence (link, not math)
     prefill_residual: float | None = None
     decode_residual: float | None = None
     source: str = ""
@@ -82,30 +83,31 @@ class StepCosts:
         return float(self.decode_split(seqs, context_tokens)[0])
 
     def prefill_split(self, tokens: float) -> tuple[float, float, float]:
-        """(step, device, compute-bound) ms of a prefill of ``tokens``: the device works max(FLOP polynomial,
-        memory floor) of the step (the rest it waits on an eager host), compute-bound when the FLOPs win. A fit
-        (zero floors) counts its whole prefill compute-bound."""
+        """(step, device, arithmetic) ms of a prefill of ``tokens``: the device works max(FLOP polynomial, memory
+        floor) of the step (the rest it waits on an eager host), and its math units work the FLOP terms that grow
+        with the prompt (not the fixed launches, not the all-reduces) of that: all of it when compute-bound, less
+        under a memory floor. A fit (zero floors) counts its per-token terms as arithmetic."""
         t = float(tokens)
         a0, a1, a2 = self.prefill_floor
         flops, memory = self.p0 + t * (self.p1 + t * self.p2), a0 + t * (a1 + t * a2)
         device = max(flops, memory)
-        return max(device, self.host_floor_ms), device, flops if flops >= memory else 0.0
+        return max(device, self.host_floor_ms), device, min(t * (self.p1 - self.ar_ms + t * self.p2), device)
 
     def decode_split(self, seqs: float, context_tokens: Any) -> tuple[Any, Any, Any]:
-        """(step, device, compute-bound) ms of a decode step (as ``prefill_split``). The GEMMs are compute-bound when
-        their FLOP floor beats the weight read (large batches); the attention's KV read, the context term of both
-        lines, stays memory-bound. A fit (zero floors) counts its decode memory-bound. ``context_tokens`` may be an
-        array (steps of one batch): the three come back as arrays."""
+        """(step, device, arithmetic) ms of a decode step (as ``prefill_split``). The GEMMs' math is the FLOP floor's
+        per-sequence term: a small share of a memory-bound step at a small batch, all of it once their FLOPs beat
+        the weight read; the attention (the context term) streams KV and is counted as memory. A fit (zero floors)
+        counts no decode arithmetic. ``context_tokens`` may be an array (steps of one batch): the three come back
+        as arrays."""
         b0, b1, b2 = self.decode_floor
-        gemm_flops, weights = b0 + b1 * seqs, self.d0 + self.d1 * seqs
+        gemm_flops, weights, math_ms = b0 + b1 * seqs, self.d0 + self.d1 * seqs, (b1 - self.ar_ms) * seqs
         if np.ndim(context_tokens) == 0:  # one step: plain floats (the simulator's hot path)
             c = float(context_tokens)
             dev = max(weights + self.d2 * c, gemm_flops + b2 * c)
-            return max(dev, self.host_floor_ms), dev, min(gemm_flops, dev) if gemm_flops > weights else 0.0
+            return max(dev, self.host_floor_ms), dev, max(0.0, min(math_ms, dev))
         cs = np.asarray(context_tokens, dtype=np.float64)
         device = np.maximum(weights + self.d2 * cs, gemm_flops + b2 * cs)
-        compute = np.minimum(gemm_flops, device) if gemm_flops > weights else np.zeros_like(device)
-        return np.maximum(device, self.host_floor_ms), device, compute
+        return np.maximum(device, self.host_floor_ms), device, np.clip(math_ms, 0.0, device)
 
 
 # --- fitting measured iterations -----------------------------------------------------------------
@@ -341,6 +343,6 @@ def project_step_costs(
     return StepCosts(
         p0=p0, p1=p1, p2=attn, d0=fixed + weights_ms, d1=kv_ms + ar_token, d2=attn_c,
         prefill_floor=prefill_floor, decode_floor=decode_floor,
-        host_floor_ms=eager_host_floor_ms(shape, tp) if eager else 0.0,
+        host_floor_ms=eager_host_floor_ms(shape, tp) if eager else 0.0, ar_ms=ar_token,
         source=f"roofline: {dev.name} {precision} kv {kv_precision} tp={tp}" + (", eager engine" if eager else ""),
     )  # fmt: skip

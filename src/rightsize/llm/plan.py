@@ -80,7 +80,7 @@ class LLMCandidate:
     step_source: str = ""
     busy: float = 0.0  # a replica's simulated busy fraction at the target rate
     device_share: float = 1.0  # of its busy time, the share the GPU works (the rest it waits on an eager host)
-    compute_share: float = 0.0  # of the GPU's work, the compute-bound share (prefill; decode at large batches)
+    compute_share: float = 0.0  # of the GPU's work, the share its math units do (prefill; decode GEMMs)
     # energy (rightsize.plan.energy: Cloud Carbon Footprint's watts at this utilization, x the cloud's PUE)
     watts: float | None = None
     kwh_per_m_output_tokens: float | None = None
@@ -180,7 +180,8 @@ def _scaled(costs: StepCosts, f: float) -> StepCosts:
 
     return replace(costs, p0=costs.p0 * f, p1=costs.p1 * f, p2=costs.p2 * f, d0=costs.d0 * f, d1=costs.d1 * f,
                    d2=costs.d2 * f, prefill_floor=mul(costs.prefill_floor),
-                   decode_floor=mul(costs.decode_floor), host_floor_ms=costs.host_floor_ms * f)  # fmt: skip
+                   decode_floor=mul(costs.decode_floor), host_floor_ms=costs.host_floor_ms * f,
+                   ar_ms=costs.ar_ms * f)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -380,8 +381,9 @@ def _candidate(inst: Instance, tp: int, price: float, got: tuple[int, _Level, in
 
 def _with_energy(c: LLMCandidate, inst: Instance, catalog: Catalog) -> LLMCandidate:
     """Watts of the fleet at its utilization (the replicas' busy fraction over every device it pays for), the GPU
-    drawing by the share of that time it works and the compute-bound share of its work (decode is mostly
-    memory-bound), and energy and CO2e per 1M output tokens (rightsize.plan.energy, the other plans' method)."""
+    drawing by the share of that time it works and the share of its work its math units do (decode at a small
+    batch mostly streams memory), and energy and CO2e per 1M output tokens (rightsize.plan.energy, the other plans'
+    method)."""
     from rightsize.plan.energy import instance_watts
 
     assert catalog.power is not None

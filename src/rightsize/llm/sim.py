@@ -74,7 +74,7 @@ class LLMSimResult:
     mean_running: float  # time-average of running sequences in the window (idle time counts as 0)
     busy_fraction: float  # share of the window spent in iterations
     device_share: float  # share of the iterations' time the device works (the rest it waits on an eager host)
-    compute_share: float  # share of the device's work that is compute-bound (the rest memory-bound)
+    compute_share: float  # share of the device's work its math units do (StepCosts.prefill_split / decode_split)
     preemptions: int
     rejected: int  # beyond max_queue
     too_long: int  # could never fit in kv_tokens
@@ -170,7 +170,7 @@ class _State:
     iterations: int = 0
     busy_ms: float = 0.0  # iteration time inside the window
     device_ms: float = 0.0  # of which the device works (the rest it waits on an eager host)
-    compute_ms: float = 0.0  # of which compute-bound (StepCosts.prefill_split / decode_split)
+    compute_ms: float = 0.0  # of which the math units work (StepCosts.prefill_split / decode_split)
     running_ms: float = 0.0  # ∫ running count dt inside the window
     tokens: int = 0  # output tokens of iterations ending inside the window
     finished: int = 0  # requests finished inside the window
@@ -224,7 +224,7 @@ def _run(
 
     def tick(ms: float, tokens: int, finished: int, device: float = 1.0, compute: float = 0.0) -> float:
         """The end of an iteration of ``ms`` starting now (``device`` and ``compute``: the shares of it the device
-        works and works compute-bound); its share of the window is accounted."""
+        works and its math units work); its share of the window is accounted."""
         t1 = now + ms
         inside = min(t1, window_to) - max(now, window_from)
         if inside > 0:

@@ -14,10 +14,15 @@ replica's busy fraction, 1 for batch and training (the device works for the whol
 a batch's time the GPU computes (the projected curve's device part over its batch time, at an online replica's
 mean batch, or the batch a job or training step runs): an eager replica at batch 1-8 mostly waits for the host
 to dispatch its ops. On an H100 (benchmarks/energy.py against 20 NVML readings) u x s took the median error
-from 83% to 30%. d = m + (1 - m) c is the draw of that device time: c is the share of it in compute-bound kernels
-(the roofline's FLOP term the larger, ``timemodel.gpu_time_split_ms``), and kernels that stream memory draw m of the
-dynamic range (MEMORY_BOUND_DRAW): at a full device an eager ResNet-50 (c 0.2-0.4) drew 429-556 W on an H100 where
-BERT-base in fp32 (c 0.9) drew 647-689 W.
+from 83% to 30%. d = m + (1 - m) c is the draw of that device time: c is the share of it the math units work (each
+kernel's FLOPs at the attainable rate: all of a compute-bound kernel, the FLOP term's share of one that streams
+memory; ``timemodel.gpu_time_split_ms``, ``StepCosts.prefill_split`` / ``decode_split``), and time spent only
+streaming memory draws m of the dynamic range (MEMORY_BOUND_DRAW): at a full device an eager ResNet-50 (c 0.3-0.4)
+drew 429-556 W on an H100 where BERT-base in fp32 (c 0.9) drew 647-689 W. The draw is continuous at the roofline's
+ridge: a kernel just short of compute-bound draws almost what a compute-bound one does (an earlier rule counted only
+compute-bound kernels, so an LLM decode step drew m up to the ridge and 1 past it; against the 53 ML.ENERGY H100
+serving readings, never fitted, median error at 128 / 2048 prompt tokens 17% / 9% -> 12% / 6%, worst 38% / 20% ->
+29% / 22%; docs/planning.md).
 """
 
 from __future__ import annotations
@@ -29,12 +34,14 @@ from rightsize.plan.result import Candidate, Energy
 # max about 1.02 x the datasheet TDP; used for GPUs power.csv has no row for (named in the note).
 GPU_IDLE_FRACTION = 0.115
 GPU_MAX_OVER_TDP = 1.02
-# m: the share of a GPU's dynamic power range that memory-bound kernels draw. Fitted (median error) to the 20 NVML
-# readings of benchmarks/gpu/results/h100-power-2026-11-26 (ResNet-50 and BERT-base, fp32 and bf16, batch 1-256, each
-# over >= 1 s of runs): median error 30% -> 8%, worst 54% -> 25%, in-sample. Held out by model (benchmarks/energy.py):
-# fitted on ResNet-50 (m 0.48) BERT-base comes out at median 13%, worst 24%; fitted on BERT-base, whose kernels are
-# mostly compute-bound and barely constrain m (0.80), ResNet-50 at 23% / 35%. One GPU, two models: a first figure.
-MEMORY_BOUND_DRAW = 0.54
+# m: the share of a GPU's dynamic power range that time spent only streaming memory draws. Fitted (median error) to
+# the 20 NVML readings of benchmarks/gpu/results/h100-power-2026-11-26 (ResNet-50 and BERT-base, fp32 and bf16, batch
+# 1-256, each over >= 1 s of runs): median error 30% -> 8%, worst 54% -> 24%, in-sample. Held out by model
+# (benchmarks/energy.py): fitted on ResNet-50 (m 0.45) BERT-base comes out at median 13%, worst 23%; fitted on
+# BERT-base, whose kernels are mostly compute-bound and barely constrain m (0.80), ResNet-50 at 24% / 36%. Solved
+# from outside readings only (ML.ENERGY H100 decode at 8-16 sequences): m 0.45-0.75; these 20 readings at 0.45 come
+# out at 8% / 23%. One GPU, two models, one outside source: a first figure.
+MEMORY_BOUND_DRAW = 0.47
 
 
 def vcpu_watts(table: PowerTable, family: str | None) -> tuple[float, float, bool]:
@@ -66,7 +73,7 @@ def instance_watts(
 ) -> tuple[float, list[str]]:
     """Power draw of one instance at ``utilization`` (0..1) of its compute, and notes on proxies used. A GPU
     computes for ``device_share`` of its busy time (the rest it waits on the host, whose feeding vCPU is busy), and
-    ``compute_share`` of that in compute-bound kernels (the rest draws MEMORY_BOUND_DRAW of the range)."""
+    its math units ``compute_share`` of that (time only streaming memory draws MEMORY_BOUND_DRAW of the range)."""
     u = min(1.0, max(0.0, utilization))
     notes: list[str] = []
     cpu_min, cpu_max, proxied = vcpu_watts(table, inst.cpu_family)
@@ -85,8 +92,8 @@ def instance_watts(
 
 
 def gpu_draw(compute_share: float, memory_draw: float = MEMORY_BOUND_DRAW) -> float:
-    """Share of a working GPU's dynamic power range it draws when ``compute_share`` of its time is compute-bound
-    (``memory_draw``: what memory-bound time draws; benchmarks/energy.py re-fits it held out)."""
+    """Share of a working GPU's dynamic power range it draws when its math units work ``compute_share`` of its time
+    (``memory_draw``: what time spent only streaming memory draws; benchmarks/energy.py re-fits it held out)."""
     c = min(1.0, max(0.0, compute_share))
     return memory_draw + (1.0 - memory_draw) * c
 

@@ -212,7 +212,7 @@ def explain(
         why.append(
             f"energy {e.kwh:.3g} kWh {e.basis} ({e.watts:.0f} W at {e.utilization:.0%} busy"
             + (f", the GPU computing {e.device_share:.0%} of it" if e.device_share is not None else "")
-            + (f", {e.compute_share:.0%} of that compute-bound" if e.compute_share is not None else "")
+            + (f", its math units {e.compute_share:.0%} of that" if e.compute_share is not None else "")
             + f", PUE {e.pue:g}), "
             f"{e.co2e_kg:.3g} kg CO2e at {e.grid_kg_per_kwh * 1000:.0f} g/kWh ({e.notes[0] if e.notes else 'grid'})"
         )

@@ -75,7 +75,7 @@ class Energy:
     grid_kg_per_kwh: float
     notes: list[str] = field(default_factory=list)
     device_share: float | None = None  # GPU: the share of its busy time the GPU computes (plan/energy.py)
-    compute_share: float | None = None  # GPU: the share of that device time in compute-bound kernels
+    compute_share: float | None = None  # GPU: the share of that device time its math units work
 
 
 @dataclass

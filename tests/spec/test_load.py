@@ -63,6 +63,24 @@ def test_a_validator_that_names_the_value_is_not_followed_by_a_second_got() -> N
     assert str(e.value).count("got") == 1 and "got [500, 10]" in str(e.value)
 
 
+@pytest.mark.parametrize("value", [2.5, "abc", True, None, [1, 2]])
+def test_a_token_length_that_is_not_a_count_names_the_forms_it_takes(value: object) -> None:
+    gen = {"rate_per_s": 3, "prompt_tokens": value, "ttft": {"bound_ms": 500}, "tpot": {"bound_ms": 50}}
+    with pytest.raises(SpecError, match=r"^targets.generative.prompt_tokens: give a whole number of tokens .*csv"):
+        parse_spec(_spec(model="llama-7b", targets={"generative": gen}))
+
+
+def test_a_token_count_written_as_a_float_or_in_e_notation_is_a_count() -> None:
+    for value, n in ((512.0, 512), ("1e3", 1000), (64, 64)):  # YAML reads 1e3 (no dot) as a string
+        gen = {"rate_per_s": 3, "output_tokens": value, "ttft": {"bound_ms": 500}, "tpot": {"bound_ms": 50}}
+        w = parse_spec(_spec(model="llama-7b", targets={"generative": gen}))
+        assert w.targets is not None and w.targets.generative is not None
+        assert w.targets.generative.output_tokens.fixed == n
+    gen = {"rate_per_s": 3, "output_tokens": "1e12", "ttft": {"bound_ms": 500}, "tpot": {"bound_ms": 50}}
+    with pytest.raises(SpecError, match=r"output_tokens.fixed: .*less than or equal to 1000000"):
+        parse_spec(_spec(model="llama-7b", targets={"generative": gen}))
+
+
 def test_load_spec_file_errors(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match="not found"):
         load_spec(tmp_path / "nope.yaml")

@@ -5,6 +5,7 @@ Defaults cite their source in ``docs/planning.md``; every field can be overridde
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -128,7 +129,20 @@ class Lengths(_Strict):
 
 
 def _lengths(v: object) -> object:
-    return {"fixed": v} if isinstance(v, int) and not isinstance(v, bool) else v
+    """A bare count is ``{fixed: n}``; a mapping (or Lengths) is checked by Lengths; anything else is named."""
+    if isinstance(v, (dict, Lengths)):
+        return v
+    n: float | None = None
+    if isinstance(v, int) and not isinstance(v, bool):
+        n = v
+    elif isinstance(v, float) or (isinstance(v, str) and v.strip()):
+        try:
+            n = float(v)  # YAML reads 1e6 (no dot) as a string
+        except ValueError:
+            n = None
+    if n is not None and math.isfinite(n) and float(n).is_integer():
+        return {"fixed": int(n)}
+    raise ValueError("give a whole number of tokens (e.g. 512), {uniform: [lo, hi]} or {csv: FILE}")
 
 
 WeightPrecision = Literal["fp16", "bf16", "int8", "int4"]

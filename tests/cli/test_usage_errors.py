@@ -51,3 +51,7 @@ def test_results_never_creates_a_store_and_unknown_providers_are_named(
     assert code == 2 and "does not exist" in err and not missing.parent.exists()
     code, err = _run(["catalog", "--provider", "oracle"], capsys)
     assert code == 2 and "known: aws, azure, gcp" in err
+    code, err = _run(["finetune", "llama-7b", "--tokens", "1e6", "--provider", "aws2"], capsys)
+    assert code == 2 and "known: aws, azure, gcp" in err and "Did you mean 'aws'" in err
+    code, err = _run(["finetune", "llama-7b", "--tokens", "1e6", "--rank", "1000000"], capsys)
+    assert code == 2 and err.startswith("error: lora_rank: must be <= the model's hidden size 4096")

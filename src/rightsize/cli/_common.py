@@ -45,6 +45,20 @@ def load_catalog_option(path: Path | None) -> Catalog:
     return load_catalog("" if path is None or str(path) in ("", ".") else path)
 
 
+def check_providers(providers: list[str] | None, catalog: Catalog) -> None:
+    """Refuse a ``--provider`` the catalog has no instance of, naming the known ones (and the closest)."""
+    from rightsize.errors import NotFoundError, did_you_mean
+
+    known = sorted({i.provider for i in catalog.instances})
+    for p in providers or []:
+        if p.lower() not in known:
+            hint = did_you_mean(p.lower(), known)
+            raise NotFoundError(
+                f"--provider: no instances of provider {p!r} in the catalog (known: {', '.join(known)}).{hint} "
+                "Add rows with --catalog FILE"
+            )
+
+
 def emit_json(obj: Any) -> None:
     sys.stdout.write(to_json(obj) + "\n")
     sys.stdout.flush()

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import typer
 
-from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, emit_json, load_catalog_option, out_console
+from rightsize.cli._common import (
+    CATALOG_OPTION,
+    JSON_OPTION,
+    check_providers,
+    emit_json,
+    load_catalog_option,
+    out_console,
+)
 from rightsize.errors import SpecError
 
 
@@ -23,19 +30,11 @@ def catalog(
     if ctx.invoked_subcommand is not None:
         return
     from rightsize.catalog import filter_instances, interruptions_per_hour
-    from rightsize.errors import NotFoundError, did_you_mean
 
     if gpu and cpu:
         raise SpecError("--gpu/--cpu", "pick one of --gpu and --cpu, or neither for both")
     cat = load_catalog_option(catalog_file)
-    known = sorted({i.provider for i in cat.instances})
-    for p in provider or []:
-        if p.lower() not in known:
-            hint = did_you_mean(p.lower(), known)
-            raise NotFoundError(
-                f"--provider: no instances of provider {p!r} in the catalog (known: {', '.join(known)}).{hint} "
-                "Add rows with --catalog FILE"
-            )
+    check_providers(provider, cat)
     rows = filter_instances(
         cat.instances,
         providers=provider or None,

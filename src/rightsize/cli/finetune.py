@@ -10,7 +10,14 @@ from pathlib import Path
 
 import typer
 
-from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, emit_json, load_catalog_option, out_console
+from rightsize.cli._common import (
+    CATALOG_OPTION,
+    JSON_OPTION,
+    check_providers,
+    emit_json,
+    load_catalog_option,
+    out_console,
+)
 from rightsize.inputfile import check_finite
 
 GIB = 2**30
@@ -44,6 +51,7 @@ def finetune(
     mem = finetune_memory(model, method, batch=batch, seq_len=seq, precision=precision, lora_rank=rank,
                           lora_targets=lora_targets, gradient_checkpointing=checkpointing)  # fmt: skip
     cat = load_catalog_option(catalog)
+    check_providers(provider, cat)
     options = plan_finetune(model, method, tokens=tokens, batch=batch, seq_len=seq, catalog=cat, precision=precision,
                             lora_rank=rank, lora_targets=lora_targets, gradient_checkpointing=checkpointing, mfu=mfu,
                             providers=provider or None)  # fmt: skip

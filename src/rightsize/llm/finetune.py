@@ -339,6 +339,9 @@ def finetune_memory(
     if method == "qlora" and precision.startswith("fp32"):
         raise SpecError("precision", "QLoRA computes in 16 bits; use bf16 or fp16 (the NF4 base is dequantised to it)")
     dims = _dims(shape)
+    if method != "full" and lora_rank > dims.hidden:  # an adapter of rank r adds r·(in + out): past the width, waste
+        raise SpecError("lora_rank", f"must be <= the model's hidden size {dims.hidden} (LoRA ranks are 4-256), "
+                        f"got {lora_rank}")  # fmt: skip
     w_b, g_b, master_b, state_b = _STATE_BYTES[precision]
     n_states, state_override = _OPTIMIZER_STATES[optimizer]
     opt_per_param = master_b + n_states * (state_override or state_b)

@@ -296,6 +296,23 @@ def test_bad_input_names_the_field(kwargs: dict[str, object], field: str) -> Non
     assert err.value.field == field and str(err.value).startswith(f"{field}:")
 
 
+@pytest.mark.slow
+def test_a_sequence_past_the_position_table_is_one_line_naming_seq(capfd: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SpecError) as err:  # BERT's token-type buffer holds 512 positions (fake tensors: ~3 s)
+        estimate_memory("bert-base", seq_len=513, tiers=[GpuTier(64, ("test",))])
+    assert err.value.field == "seq" and "bert-base cannot run 513 tokens" in str(err.value)
+    assert "Traceback" not in capfd.readouterr().err  # FakeTensorMode's own traceback log is held back
+
+
+def test_tier_sizes_must_be_finite_and_positive() -> None:
+    from rightsize.estimate.memory_tiers import parse_tiers
+
+    assert [t.memory_gib for t in parse_tiers("24, 8")] == [8.0, 24.0]
+    for bad in ("nan", "inf", "8,-1", "x", ""):
+        with pytest.raises(SpecError, match=r"^tiers:"):
+            parse_tiers(bad)
+
+
 def test_unknown_model_suggests_a_name() -> None:
     with pytest.raises(NotFoundError, match=r"model 'llama-7' .*Did you mean"):
         estimate_memory("llama-7", tiny=True)

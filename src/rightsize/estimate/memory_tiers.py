@@ -6,6 +6,7 @@ from ``FALLBACK_GPU_TIERS``, the one place this package names GPU memory sizes. 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -94,7 +95,7 @@ def parse_tiers(text: str) -> list[GpuTier]:
         sizes = [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
         sizes = []
-    if not sizes or any(size <= 0 for size in sizes):
+    if not sizes or any(not math.isfinite(size) or size <= 0 for size in sizes):
         raise SpecError("tiers", f"expected 'builtin' or positive GiB sizes such as '8,16,24', got {text!r}")
     return [GpuTier(size, (f"{size:g} GiB GPU",)) for size in sorted(set(sizes))]
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -293,6 +294,10 @@ def trace_memory(
     parameters and, with ``amp``, runs the forward under autocast(``compute``).
     """
     t0 = time.perf_counter()
+    # FakeTensorMode logs the traceback of an op it cannot run before raising; the error below says it in one line.
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    quiet = _DropErrors()
+    fake_log.addFilter(quiet)  # a filter: torch re-applies its own log levels when it sets its logging up
     try:
         stats, result = _trace(entry, mode, batch_size, seq_len, image_size, compute, amp, target, tiny, fake=True)
         notes: tuple[str, ...] = ()
@@ -300,14 +305,38 @@ def trace_memory(
         from rightsize.models.zoo import ZOO
 
         if entry.name in ZOO:
-            raise
+            raise _refused(entry, seq_len, image_size, exc) from None
         # A user's model FakeTensorMode cannot run (TorchScript storages, data-dependent branches, another
         # engine): run it for real on this CPU instead; it is the user's own model, so it fits here.
-        stats, result = _trace(entry, mode, batch_size, seq_len, image_size, compute, amp, "cpu", tiny, fake=False)
+        try:
+            stats, result = _trace(entry, mode, batch_size, seq_len, image_size, compute, amp, "cpu", tiny, fake=False)
+        except (RuntimeError, ValueError, IndexError) as real:
+            raise _refused(entry, seq_len, image_size, real) from None
         notes = (f"traced with real tensors on this CPU (FakeTensorMode could not run it: {type(exc).__name__})",)
+    finally:
+        fake_log.removeFilter(quiet)
     if target == "cuda":
         notes += ("fused attention assumed (FlashAttention / memory-efficient SDPA)",)
     return stats, TraceResult(**result, elapsed_s=time.perf_counter() - t0, notes=notes)
+
+
+class _DropErrors(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno < logging.ERROR
+
+
+def _refused(entry: ZooEntry, seq_len: int | None, image_size: int | None, exc: Exception) -> Exception:
+    """The one-line error for a model that cannot run the requested input (a sequence past its position table, an
+    image too small for its strides); anything else is a bug and keeps its traceback."""
+    if not isinstance(exc, (RuntimeError, ValueError, IndexError)):
+        return exc
+    from rightsize.errors import SpecError
+
+    field, what = ("seq", f"{seq_len} tokens") if seq_len else ("image", f"{image_size} px") if image_size else (
+        "input", "this input")  # fmt: skip
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return SpecError(field, f"{entry.name} cannot run {what} ({type(exc).__name__}: {first}); use a size it takes "
+                     "(token models: at most their position table, e.g. 512 for BERT)")  # fmt: skip
 
 
 def _trace(

@@ -262,8 +262,8 @@ def _hf_config(ref: str) -> Any:
     if name in CONFIG_MAPPING:
         return CONFIG_MAPPING[name]()
     raise NotFoundError(
-        f"model: {ref!r} is neither a directory holding config.json nor a transformers model type"
-        f"{did_you_mean(name, CONFIG_MAPPING.keys())}. rightsize never downloads: fetch a hub model's config once "
+        f"model: {ref!r} is neither a directory holding config.json nor a transformers model type."
+        f"{did_you_mean(name, CONFIG_MAPPING.keys())} rightsize never downloads: fetch a hub model's config once "
         f"(`huggingface-cli download {name} config.json --local-dir DIR`) and pass hf:DIR, or pass a type like hf:bert"
     )
 

@@ -26,6 +26,12 @@ publishes no prompt lengths: its configurations are scored only where the projec
 llm_references.csv); the others are checked for lying inside the projected range. B200 rows (a check device, not in
 the planner's catalog) are printed apart.
 
+ML.ENERGY v2 (src/rightsize/llm/data/llm_legacy_engine_references.csv: vLLM 0.5.4, from before vLLM 0.6 moved the
+host's work off the GPU's path) is a check of what the planner's ``graphs`` engine leaves out, never scored: its
+published step (average batch / output tokens per second) against the projected GPU step at that batch (the decode
+step plus the share of a prefill each step carries, at LEGACY_PROMPTS tokens: ShareGPT first turns, ~56 words),
+and the host time per running sequence that would close the gap.
+
 Rows with a precision the catalog has no peak for (FP8) are listed and left out. Rows without lengths use
 128 in / 128 out and are marked ``assumed``. The issue's target (within 25% of public vLLM/TGI figures at
 batch 1 and a loaded batch) is reported over all rows and over the vLLM/TGI rows. Nothing is fitted to
@@ -236,6 +242,50 @@ def _print_ranges(rows: list[dict[str, Any]]) -> None:
         print(f"  published inside the projected range: {sum(c['inside'] for c in rows)}/{len(rows)}")
 
 
+# ML.ENERGY v2's prompts: 500 ShareGPT first turns filtered to <= 800 tokens, ~350 characters (~56 words) on average
+# (benchmark/llm_text_generation/chat/sharegpt/ShareGPT_V3_filtered_500.json in the repository the rows cite),
+# plus the chat template: the projection is printed at both ends of this range.
+LEGACY_PROMPTS = (64, 256)
+
+
+def legacy_engine_rows() -> list[dict[str, Any]]:
+    """Each ML.ENERGY v2 configuration (vLLM 0.5.4): published step, projected GPU step range, and the host time per
+    running sequence per step (published minus projected, over the batch) at the range's midpoint."""
+    catalog = load_catalog()
+    text = resources.files("rightsize.llm").joinpath("data/llm_legacy_engine_references.csv").read_text()
+    out = []
+    for row in csv.DictReader(text.splitlines()):
+        shape, dev = shape_of(row["model"]), catalog.accelerators[row["device"]]
+        assert shape is not None
+        tp = int(row["tensor_parallel"])
+        costs = project_step_costs(shape, gpu_numbers(catalog, dev, row["precision"]), row["precision"], tp=tp)
+        b, o = float(row["avg_batch_size"]), float(row["avg_output_len"])
+        lo, hi = (costs.decode_ms(b, b * (p + o / 2)) + b / o * costs.prefill_ms(p) for p in LEGACY_PROMPTS)
+        pub = 1000.0 * b / float(row["output_tokens_per_s"])
+        out.append({"id": row["id"], "model": row["model"], "device": dev.name, "tp": tp, "batch": round(b),
+                    "published": pub, "lo": lo, "hi": hi, "slower": pub / ((lo + hi) / 2),
+                    "host_us_per_seq": 1000.0 * (pub - (lo + hi) / 2) / b})  # fmt: skip
+    return out
+
+
+def _print_legacy(rows: list[dict[str, Any]]) -> None:
+    print("checks of what the graphs engine leaves out: ML.ENERGY v2, vLLM 0.5.4 (before vLLM 0.6 took the host's work "
+          "off the GPU's path; never scored):")  # fmt: skip
+    for c in rows:
+        print(f"  {c['id']:<38} batch {c['batch']:>4}  published {c['published']:6.1f} ms, projected GPU step "
+              f"{c['lo']:5.1f}-{c['hi']:5.1f} ms: x{c['slower']:.1f} slower, {c['host_us_per_seq']:4.0f} us of host "
+              "per running sequence")  # fmt: skip
+    groups: dict[str, list[float]] = {}
+    for c in rows:
+        what = "7-8B, one GPU" if c["tp"] == 1 else f"{c['model']}, tp {c['tp']}"
+        groups.setdefault(f"{c['device']} {what}", []).append(c["host_us_per_seq"])
+    for key, us in groups.items():
+        print(
+            f"  {key}: host per running sequence per step median {statistics.median(us):.0f} us "
+            f"({min(us):.0f}-{max(us):.0f}), n={len(us)}"
+        )
+
+
 def summary(rs: list[dict[str, Any]]) -> dict[str, Any]:
     errs = [abs(r["error_pct"]) for r in rs]
     if not errs:
@@ -255,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     big_serving = [r for r in big if r["software"].startswith(("vLLM", "TGI"))]
     out = {"rows": rs, "skipped": skipped, "all": summary(rs), "vllm_tgi": summary(serving), "by_engine": by_engine,
            "7_8b": summary(big), "7_8b_vllm_tgi": summary(big_serving),
-           "context_range": context_range_rows()}  # fmt: skip
+           "context_range": context_range_rows(), "legacy_engine": legacy_engine_rows()}  # fmt: skip
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
@@ -283,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {c['id']:<42} batch {c['batch']:>4}  published {c['published']:7.1f} ms, projected "
                       f"{step:6.1f} ms: speed x{c['published'] / step:.2f}")  # fmt: skip
         _print_ranges([c for c in checks if not c["scored"]])
+    _print_legacy(out["legacy_engine"])
     for name, s in named:
         if s["n"]:
             verdict = "PASS" if s["worst_abs_error_pct"] <= 100 * TARGET else "FAIL"

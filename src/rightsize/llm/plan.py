@@ -272,8 +272,8 @@ def plan_generative(
         f"{precision} weights {weights / GIB:.1f} GiB, KV {kv_token / 1024:.0f} KiB per token ({kv_precision}); "
         f"step times projected (roofline) and judged at x{BANDS[target.engine]:g} on GPUs, x{BANDS['cpu']:g} on "
         "CPUs; "
-        + ("GPU steps assume an engine that replays CUDA graphs (vLLM, TGI, TensorRT-LLM); `engine: eager` for one "
-           "that does not (rightsize serve on a GPU)" if target.engine == "graphs" else
+        + ("GPU steps assume an engine that replays CUDA graphs (vLLM >= 0.6, TGI, TensorRT-LLM); `engine: eager` "
+           "for one that does not (rightsize serve on a GPU)" if target.engine == "graphs" else
            f"eager engine: no GPU step under {eager_host_floor_ms(shape):.1f} ms of host dispatch (more with "
            "tensor parallel)")
     )  # fmt: skip

@@ -164,8 +164,8 @@ class GenerativeTarget(_Strict):
     max_seqs: int = Field(256, ge=1, le=65_536, description="most sequences one replica runs at once")
     engine: ServingEngine = Field(
         "graphs",
-        description="graphs: the serving engine replays CUDA graphs (vLLM, TGI, TensorRT-LLM); eager: it dispatches "
-        "every operator each step (rightsize serve on a GPU, HF generate), so no step beats the host",
+        description="graphs: the serving engine replays CUDA graphs (vLLM >= 0.6, TGI, TensorRT-LLM); eager: it "
+        "dispatches every operator each step (rightsize serve on a GPU, HF generate), so no step beats the host",
     )
 
     @field_validator("prompt_tokens", "output_tokens", mode="before")

@@ -44,6 +44,7 @@ import argparse
 import csv
 import json
 import statistics
+from collections.abc import Iterator
 from dataclasses import replace
 from importlib import resources
 from typing import Any
@@ -218,13 +219,8 @@ def context_range_rows() -> list[dict[str, Any]]:
     catalog = load_catalog()
     planned = set(catalog.accelerators)
     catalog = with_check_devices(catalog)  # the B200: a check device, no planner instance carries it
-    text = resources.files("rightsize.llm").joinpath("data/llm_power_references.csv").read_text()
     out = []
-    for row in csv.DictReader(text.splitlines()):
-        shape, dev = shape_of(row["model"]), catalog.accelerators[row["device"]]
-        assert shape is not None
-        tp = int(row["tensor_parallel"])
-        costs = project_step_costs(shape, gpu_numbers(catalog, dev, row["precision"]), row["precision"], tp=tp)
+    for row, dev, costs in _projected_configs("llm_power_references.csv", catalog):
         b, o = round(float(row["avg_batch_size"])), float(row["avg_output_len"])
         lo, hi = (costs.decode_ms(b, b * (n + o / 2)) for n in CONTEXT_RANGE)
         pub = float(row["median_itl_ms"])
@@ -232,6 +228,16 @@ def context_range_rows() -> list[dict[str, Any]]:
                     "published": pub, "lo": lo, "hi": hi, "scored": hi / lo <= CONTEXT_ROBUST,
                     "inside": lo <= pub <= hi})  # fmt: skip
     return out
+
+
+def _projected_configs(data_file: str, catalog: Catalog) -> Iterator[tuple[dict[str, str], Accelerator, StepCosts]]:
+    """Each ML.ENERGY configuration of ``llm/data/<data_file>``, its device and its projected step costs."""
+    text = resources.files("rightsize.llm").joinpath(f"data/{data_file}").read_text()
+    for row in csv.DictReader(text.splitlines()):
+        shape, dev = shape_of(row["model"]), catalog.accelerators[row["device"]]
+        assert shape is not None
+        tp = int(row["tensor_parallel"])
+        yield row, dev, project_step_costs(shape, gpu_numbers(catalog, dev, row["precision"]), row["precision"], tp=tp)
 
 
 def _print_ranges(rows: list[dict[str, Any]]) -> None:
@@ -251,18 +257,13 @@ LEGACY_PROMPTS = (64, 256)
 def legacy_engine_rows() -> list[dict[str, Any]]:
     """Each ML.ENERGY v2 configuration (vLLM 0.5.4): published step, projected GPU step range, and the host time per
     running sequence per step (published minus projected, over the batch) at the range's midpoint."""
-    catalog = load_catalog()
-    text = resources.files("rightsize.llm").joinpath("data/llm_legacy_engine_references.csv").read_text()
     out = []
-    for row in csv.DictReader(text.splitlines()):
-        shape, dev = shape_of(row["model"]), catalog.accelerators[row["device"]]
-        assert shape is not None
-        tp = int(row["tensor_parallel"])
-        costs = project_step_costs(shape, gpu_numbers(catalog, dev, row["precision"]), row["precision"], tp=tp)
+    for row, dev, costs in _projected_configs("llm_legacy_engine_references.csv", load_catalog()):
         b, o = float(row["avg_batch_size"]), float(row["avg_output_len"])
         lo, hi = (costs.decode_ms(b, b * (p + o / 2)) + b / o * costs.prefill_ms(p) for p in LEGACY_PROMPTS)
         pub = 1000.0 * b / float(row["output_tokens_per_s"])
-        out.append({"id": row["id"], "model": row["model"], "device": dev.name, "tp": tp, "batch": round(b),
+        out.append({"id": row["id"], "model": row["model"], "device": dev.name, "tp": int(row["tensor_parallel"]),
+                    "batch": round(b),
                     "published": pub, "lo": lo, "hi": hi, "slower": pub / ((lo + hi) / 2),
                     "host_us_per_seq": 1000.0 * (pub - (lo + hi) / 2) / b})  # fmt: skip
     return out

@@ -34,8 +34,9 @@ and the host time per running sequence that would close the gap.
 
 Rows with a precision the catalog has no peak for (FP8) are listed and left out. Rows without lengths use
 128 in / 128 out and are marked ``assumed``. The issue's target (within 25% of public vLLM/TGI figures at
-batch 1 and a loaded batch) is reported over all rows and over the vLLM/TGI rows. Nothing is fitted to
-these rows: the efficiency constants are the module's defaults.
+batch 1 and a loaded batch) is reported over all rows, over the vLLM/TGI rows, and over those that ran the engine
+the planner models (CUDA graphs; vLLM 0.6 or later, ``models_engine``). Nothing is fitted to these rows: the
+efficiency constants are the module's defaults.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 import statistics
 from collections.abc import Iterator
 from dataclasses import replace
@@ -117,6 +119,25 @@ def engine_of(row: dict[str, str]) -> str:
         if row["software"].startswith(prefix) and row["source_date"] < since:
             return "eager"
     return "graphs"
+
+
+# vLLM 0.6.0 (https://github.com/vllm-project/vllm/releases/tag/v0.6.0, 2024-09-04) moved its scheduling, sampling
+# and streaming off the GPU's path; before it they ran between steps (the ML.ENERGY v2 check below: ~0.4 ms per
+# running sequence per step). The graphs engine the planner models is the later kind.
+_HOST_OVERLAP_SINCE = ("vLLM", "2024-09-04")
+_VLLM_MINOR = re.compile(r"vLLM v?0\.(\d+)")
+
+
+def models_engine(row: dict[str, str]) -> bool:
+    """Whether the row ran an engine of the kind the planner models: CUDA graphs, and for vLLM 0.6 or later (by the
+    version the row names, else its source date)."""
+    if engine_of(row) != "graphs":
+        return False
+    prefix, since = _HOST_OVERLAP_SINCE
+    if not row["software"].startswith(prefix):
+        return True
+    minor = _VLLM_MINOR.match(row["software"])
+    return int(minor.group(1)) >= 6 if minor else row["source_date"] >= since
 
 
 def shape_of(model: str) -> DecoderShape | None:
@@ -195,7 +216,7 @@ def rows() -> tuple[list[dict[str, Any]], list[str]]:
         ratio = pub / got if row["metric"].startswith("tpot") else got / pub
         out.append({
             "id": row["id"], "model": row["model"], "software": row["software"], "engine": engine, "device": dev.name,
-            "tp": tp,
+            "tp": tp, "models_engine": models_engine(row),
             "metric": row["metric"],
             "published": pub, "projected": round(got, 2), "speed_ratio": round(ratio, 3),
             "error_pct": round(100 * (ratio - 1), 1), "assumed_lengths": assumed, "source": row["source_url"],
@@ -304,8 +325,10 @@ def main(argv: list[str] | None = None) -> int:
     by_engine = {e: summary([r for r in rs if r["engine"] == e]) for e in ("graphs", "eager")}
     big = [r for r in rs if r["model"] in _SEVEN_EIGHT_B]  # the issue's 7B target
     big_serving = [r for r in big if r["software"].startswith(("vLLM", "TGI"))]
+    big_modelled = [r for r in big_serving if r["models_engine"]]
     out = {"rows": rs, "skipped": skipped, "all": summary(rs), "vllm_tgi": summary(serving), "by_engine": by_engine,
            "7_8b": summary(big), "7_8b_vllm_tgi": summary(big_serving),
+           "7_8b_vllm_tgi_modelled_engine": summary(big_modelled),
            "context_range": context_range_rows(), "legacy_engine": legacy_engine_rows()}  # fmt: skip
     if args.json:
         print(json.dumps(out, indent=2))
@@ -318,7 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     for s in skipped:
         print(f"left out: {s}")
     named = [("all rows", out["all"]), ("vLLM/TGI rows", out["vllm_tgi"]), ("7-8B rows", out["7_8b"]),
-             ("7-8B vLLM/TGI rows", out["7_8b_vllm_tgi"])]  # fmt: skip
+             ("7-8B vLLM/TGI rows", out["7_8b_vllm_tgi"]),
+             ("7-8B vLLM/TGI rows on the engine the planner models (graphs, vLLM >= 0.6)",
+              out["7_8b_vllm_tgi_modelled_engine"])]  # fmt: skip
     named += [(f"{e} engine rows (rightsize.llm.plan.BANDS)", by_engine[e]) for e in by_engine]
     ctx = out["context_range"]
     rest = [c for c in ctx if not c["scored"] and not c["check"]]

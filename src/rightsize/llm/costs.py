@@ -91,7 +91,7 @@ class StepCosts:
         a0, a1, a2 = self.prefill_floor
         flops, memory = self.p0 + t * (self.p1 + t * self.p2), a0 + t * (a1 + t * a2)
         device = max(flops, memory)
-        return max(device, self.host_floor_ms), device, min(t * (self.p1 - self.ar_ms + t * self.p2), device)
+        return max(device, self.host_floor_ms), device, max(0.0, min(t * (self.p1 - self.ar_ms + t * self.p2), device))
 
     def decode_split(self, seqs: float, context_tokens: Any) -> tuple[Any, Any, Any]:
         """(step, device, arithmetic) ms of a decode step (as ``prefill_split``). The GEMMs' math is the FLOP floor's

@@ -31,6 +31,8 @@ def test_html_and_markdown_reports_carry_the_curves_and_the_cost_per_token(tmp_p
         assert fig is not None, chart
         assert fig.group(0).count('class="pt"') >= shown  # at least one point per candidate
     assert html.count("<tr>") == len(plan.candidates) + 1 and f"{rec.usd_per_m_output_tokens:.2f}" in html
+    assert rec.watts is not None and f"{rec.watts:.0f} W at {rec.busy:.0%} busy" in html  # the power box
+    assert f"math units {rec.compute_share:.0%} of that" in html
     md = md_path.read_text()
     assert "Recommended:" in md and md.count("TTFT / TPOT vs rate") == shown
     # the sweep is the simulator over the same replicas: TTFT rises with the rate

@@ -47,7 +47,10 @@ def test_bench_json_contract_and_reuse(tmp_path: Path, store_path: Path) -> None
         assert r["status"] == "ok"
         assert r["latency_ms"]["p95"] >= r["latency_ms"]["p50"] > 0
     second = rightsize("bench", str(spec), "--json", store=store_path)
-    assert "reused 6 stored result(s)" in second.stderr
+    # an uncontended stored result is reused; one timed while the machine was busy is measured again (sweep.py)
+    clean = sum(not r["extra"]["contended"] for r in records)
+    assert clean >= 1, "every config contended: the machine is too busy to test reuse"
+    assert f"reused {clean} stored result(s)" in second.stderr
     assert json.loads(second.stdout) == records
 
     listed = rightsize("results", "--json", store=store_path)

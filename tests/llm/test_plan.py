@@ -47,7 +47,11 @@ def test_a_1b_int8_model_at_a_low_rate_compares_a_cpu_with_a_gpu_plan(catalog: C
     cpu, gpu = plan.best("cpu"), plan.best("gpu")
     assert cpu is not None and gpu is not None
     assert cpu.ttft_ms > gpu.ttft_ms  # a CPU prefill is compute-bound: far slower than a GPU's
-    assert plan.to_dict()["best_cpu"]["instance"] == cpu.instance
+    out = plan.to_dict()
+    assert out["best_cpu"]["instance"] == cpu.instance
+    # --json: a CPU's energy goes by its utilization alone, so it reports no GPU device or math share
+    assert out["best_cpu"]["device_share"] is None and out["best_cpu"]["compute_share"] is None
+    assert 0 < out["best_gpu"]["device_share"] <= 1 and 0 <= out["best_gpu"]["compute_share"] <= 1
 
 
 def test_cost_per_million_output_tokens_is_the_hourly_cost_over_the_tokens_served(catalog: Catalog) -> None:

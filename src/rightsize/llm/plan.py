@@ -87,7 +87,10 @@ class LLMCandidate:
     co2e_kg_per_m_output_tokens: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.device_class != "gpu":  # a CPU draws by its utilization alone: no device or math share to report
+            d["device_share"] = d["compute_share"] = None
+        return d
 
 
 @dataclass

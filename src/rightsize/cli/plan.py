@@ -212,8 +212,7 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
                           f"tensor parallel {rec.tp}, {rec.replicas} replica(s)) at ${rec.usd_per_hour:.2f}/h, "
                           f"${rec.usd_per_m_output_tokens:.2f} per 1M output tokens", highlight=False)  # fmt: skip
         if rec.watts is not None and rec.kwh_per_m_output_tokens is not None:
-            gpu = (f", the GPUs working {rec.device_share:.0%} of it, their math units {rec.compute_share:.0%} of that"
-                   if rec.device_class == "gpu" else "")  # fmt: skip
+            gpu = f", {rec.gpu_work()}" if rec.gpu_work() else ""
             out_console.print(f"energy: the fleet draws {rec.watts:.0f} W, its replicas {rec.busy:.0%} busy{gpu}: "
                               f"{rec.kwh_per_m_output_tokens:.3f} kWh, {rec.co2e_kg_per_m_output_tokens or 0:.3f} kg "
                               "CO2e per 1M output tokens", highlight=False)  # fmt: skip

@@ -86,6 +86,12 @@ class LLMCandidate:
     kwh_per_m_output_tokens: float | None = None
     co2e_kg_per_m_output_tokens: float | None = None
 
+    def gpu_work(self) -> str:
+        """What the GPUs do of the fleet's busy time, in words ("" for a CPU candidate): the CLI and the report."""
+        if self.device_class != "gpu":
+            return ""
+        return f"the GPUs working {self.device_share:.0%} of it, their math units {self.compute_share:.0%} of that"
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         if self.device_class != "gpu":  # a CPU draws by its utilization alone: no device or math share to report

@@ -113,8 +113,7 @@ def _stats(rec: LLMCandidate) -> str:
              ("layout", f"{rec.instances} x {rec.instance}, tp {rec.tp}, {rec.replicas} replica(s)"),
              ("energy per 1M output tokens", f"{num(rec.kwh_per_m_output_tokens)} kWh")]  # fmt: skip
     if rec.watts is not None:  # what the fleet draws, and for GPUs what the GPUs do (the CLI's energy line)
-        gpu = (f"; GPUs working {rec.device_share:.0%} of it, math units {rec.compute_share:.0%} of that"
-               if rec.device_class == "gpu" else "")  # fmt: skip
+        gpu = f"; {rec.gpu_work()}" if rec.gpu_work() else ""
         boxes.append(("power", f"{rec.watts:.0f} W at {rec.busy:.0%} busy{gpu}"))
     return '<div class="stats">' + "".join(f"<div class=\"stat\"><span>{esc(k)}</span><b>{esc(v)}</b></div>"
                                            for k, v in boxes) + "</div>"  # fmt: skip

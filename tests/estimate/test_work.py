@@ -52,3 +52,38 @@ def test_classify_op() -> None:
     assert classify_op("_scaled_dot_product_flash_attention", False) == "attention"
     assert classify_op("add", False) == "memory"
     assert classify_op("view", True) == "host"
+
+
+
+def test_normalisations_in_training_read_their_input_twice() -> None:
+    """Batch norm in training needs the batch's statistics before it writes an output: a stats pass reads x, the
+    normalise pass reads x again and writes y (3 activations, not the 2 of its inputs + outputs); its backward
+    reads dy and x in a reduce pass and again in the element pass (5, not 3). In eval mode it is one pass."""
+    from rightsize.estimate.work import _OpRecorder, second_pass_bytes
+
+    def nb(t: object) -> float:
+        return float(t.numel() * t.element_size()) if isinstance(t, torch.Tensor) else 0.0
+
+    x = torch.randn(4, 8, 16, 16, requires_grad=True)
+    act, w = nb(x), torch.ones(8)
+    assert second_pass_bytes("native_batch_norm", (x, w, w, w, w, True, 0.1, 1e-5), nb) == act
+    assert second_pass_bytes("native_batch_norm", (x, w, w, w, w, False, 0.1, 1e-5), nb) == 0.0
+    bwd_args = (x, x, w, w, w, w, w, True, 1e-5, [True, True, True])
+    assert second_pass_bytes("native_batch_norm_backward", bwd_args, nb) == 2 * act
+    ln_args = (x, x, [16], w, w, w, w, [True, True, True])
+    assert second_pass_bytes("native_layer_norm_backward", ln_args, nb) == 2 * act
+    assert second_pass_bytes("native_layer_norm_backward", (*ln_args[:-1], [True, False, False]), nb) == 0.0
+    assert second_pass_bytes("add", (x, x), nb) == 0.0
+
+    bn = torch.nn.BatchNorm2d(8)
+    rec = _OpRecorder()
+    with rec.mode():
+        bn.train()
+        (bn(x) * torch.randn_like(x)).sum().backward()  # a dense dy (sum's is a broadcast scalar)
+    ratios = sorted(b / act for c, _, b in rec.ops if c == "memory")
+    assert any(3.0 <= r < 3.1 for r in ratios) and 5.0 <= ratios[-1] < 5.1  # forward, backward
+    rec = _OpRecorder()
+    with torch.no_grad(), rec.mode():
+        bn.eval()
+        bn(x)
+    assert max(b / act for c, _, b in rec.ops if c == "memory") < 2.1

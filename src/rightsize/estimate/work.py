@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from rightsize.models.zoo import ZooEntry
 
-__all__ = ["classify_op", "trace_work", "trace_works"]
+__all__ = ["classify_op", "second_pass_bytes", "trace_work", "trace_works"]
 
 _GEMM = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm"}
 _CONV = {"convolution", "_convolution", "convolution_backward", "cudnn_convolution", "convolution_overrideable",
@@ -64,6 +64,33 @@ def _attention_flops(name: str, args: tuple[Any, ...]) -> float:
         n *= int(x)
     f = 4.0 * n * int(lq) * int(s) * int(d)
     return f * 2.5 if name.endswith("_backward") else f
+
+
+# Normalisations that need a statistic of the whole batch (or row) before they can write one output element
+# read their input again in a second pass: the trace's "inputs + outputs" counts one. PyTorch's CUDA batch norm
+# in training runs batch_norm_stats (reads x) then batch_norm_elemt (reads x, writes y); its backward runs
+# batch_norm_backward_reduce (reads dy, x) then batch_norm_backward_elemt (reads dy, x, writes dx); layer norm's
+# backward computes dx in one kernel and the weight and bias gradients in another that reads dy and x again
+# (github.com/pytorch/pytorch, aten/src/ATen/native/cuda/Normalization.cu and layer_norm_kernel.cu, read
+# 2026-11-26). On a GPU a channel of a training batch is megabytes: the second read comes from DRAM.
+_BN_FORWARD = {"native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
+               "cudnn_batch_norm"}  # fmt: skip
+_BN_BACKWARD = {"native_batch_norm_backward", "cudnn_batch_norm_backward"}
+
+
+def second_pass_bytes(name: str, args: tuple[Any, ...], nbytes: Any) -> float:
+    """Bytes a normalisation reads again in its second pass (0 for every other op, and for batch norm in eval
+    mode, which uses its running statistics and needs one pass)."""
+    if name in _BN_FORWARD:
+        training = next((a for a in args[3:] if isinstance(a, bool)), False)
+        return float(nbytes(args[0])) if training else 0.0
+    if name in _BN_BACKWARD:
+        training = next((a for a in args[3:] if isinstance(a, bool)), True)
+        return float(nbytes(args[0]) + nbytes(args[1])) if training else 0.0
+    if name == "native_layer_norm_backward":
+        mask = args[-1]
+        return float(nbytes(args[0]) + nbytes(args[1])) if (mask[1] or mask[2]) else 0.0
+    return 0.0
 
 
 def _conv_backward_flops(args: tuple[Any, ...]) -> float:
@@ -122,6 +149,7 @@ class _OpRecorder:
                 elif packet in flop_registry:
                     flops = float(flop_registry[packet](*args, **kwargs, out_val=out))
                 moved = 0.0 if cls == "host" else nbytes(args) + nbytes(kwargs) + nbytes(out)
+                moved += second_pass_bytes(name, tuple(args), nbytes)
                 rec.ops.append((cls, flops, moved))
                 return out
 

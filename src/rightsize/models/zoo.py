@@ -10,7 +10,7 @@ architecture but shrink widths and depths so unit tests run in seconds.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from rightsize.errors import NotFoundError, did_you_mean
@@ -165,12 +165,23 @@ def _simplenet(tiny: bool) -> nn.Module:
     return nn.Sequential(nn.Linear(f, h1), nn.ReLU(), nn.Linear(h1, h2), nn.ReLU(), nn.Linear(h2, 2))
 
 
-def _mobilenet_v2(tiny: bool) -> nn.Module:
+def _mobilenet_v2(tiny: bool, tf_padding: bool = True) -> nn.Module:
     from transformers import MobileNetV2Config, MobileNetV2ForImageClassification
 
     kw: dict[str, Any] = {"num_labels": 10 if tiny else 1000, "depth_multiplier": 0.35 if tiny else 1.0}
-    cfg = MobileNetV2Config(image_size=32 if tiny else 224, **kw)
+    cfg = MobileNetV2Config(image_size=32 if tiny else 224, tf_padding=tf_padding, **kw)
     return MobileNetV2ForImageClassification(cfg)
+
+
+def _mobilenet_v2_torchvision(tiny: bool) -> nn.Module:
+    """Hugging Face's MobileNetV2 pads explicitly before each convolution (TensorFlow's "SAME": 52 ``pad`` copies
+    at batch 1); torchvision's and timm's, the layout published benchmarks ran, pad inside the convolution."""
+    return _mobilenet_v2(tiny, tf_padding=False)
+
+
+# Layouts of a zoo model that published results ran, traced as "name@layout" by the projection's reference set
+# (estimate/reference.py): the work the publication's model did, not the zoo's.
+LAYOUTS: dict[tuple[str, str], Callable[[bool], Any]] = {("mobilenet_v2", "torchvision"): _mobilenet_v2_torchvision}
 
 
 def _resnet(depths: list[int]) -> Callable[[bool], nn.Module]:
@@ -299,7 +310,11 @@ ZOO: dict[str, ZooEntry] = {
 
 
 def get_entry(name: str) -> ZooEntry:
-    """The zoo entry for ``name``; a NotFoundError with a suggestion otherwise."""
+    """The zoo entry for ``name`` ("name@layout": that model in a layout of ``LAYOUTS``); a NotFoundError with a
+    suggestion otherwise."""
+    base, _, layout = name.partition("@")
+    if layout and (base, layout) in LAYOUTS and base in ZOO:
+        return replace(ZOO[base], name=name, builder=LAYOUTS[(base, layout)])
     try:
         return ZOO[name]
     except KeyError:

@@ -128,7 +128,7 @@ def _print_checks(checks: list[dict[str, Any]], ev: Any) -> None:
     for c in checks:
         b = ev.bands.get(c["device_class"])
         inside = "in" if b is not None and b.lo <= 1.0 / c["ratio"] <= b.hi else "OUT"
-        print(f"{c['id'][:34]:<34} {c['device'][:22]:<22} {c['model'][:12]:<12} {c['mode'][:5]:<5} {c['batch']:>5} "
+        print(f"{c['id'][:34]:<34} {c['device'][:22]:<22} {c['model'][:24]:<24} {c['mode'][:5]:<5} {c['batch']:>5} "
               f"{c['published_ms']:>9.2f}m {c['projected_ms']:>9.2f}m {c['ratio']:>6.2f} {inside}")  # fmt: skip
     s = _check_summary(checks, ev)
     print(f"checks: n={s['n']} median |err| {s['median_abs_error']:.1%}, worst {s['worst_factor']:.2f}x, inside the "
@@ -144,7 +144,7 @@ def _check(s: dict[str, float], key: str) -> bool:
 
 def _print(ev: Any, summary: dict[str, dict[str, float]], verdict: dict[str, bool]) -> None:
     head = (
-        f"{'row':<34} {'device':<22} {'model':<12} {'mode':<5} {'prec':<5} {'b':>4} "
+        f"{'row':<34} {'device':<22} {'model':<24} {'mode':<5} {'prec':<5} {'b':>4} "
         f"{'published':>10} {'projected':>10} {'ratio':>6} band"
     )
     print(head)
@@ -154,7 +154,7 @@ def _print(ev: Any, summary: dict[str, dict[str, float]], verdict: dict[str, boo
         b = ev.bands.get(r.device_class)
         inside = "in" if b is not None and b.lo <= 1.0 / h.ratio <= b.hi else "OUT"
         dev = r.device + (f" {r.cpu_threads}c" if r.device_class == "cpu" else "")
-        print(f"{r.id[:34]:<34} {dev[:22]:<22} {r.model[:12]:<12} {r.mode[:5]:<5} {r.precision:<5} {r.batch_size:>4} "
+        print(f"{r.id[:34]:<34} {dev[:22]:<22} {r.model[:24]:<24} {r.mode[:5]:<5} {r.precision:<5} {r.batch_size:>4} "
               f"{r.latency_ms:>9.2f}m {h.predicted_ms:>9.2f}m {h.ratio:>6.2f} {inside}")  # fmt: skip
     print()
     print(f"{'class':<6} {'n':>3} {'median |err|':>13} {'worst':>7} {'in band':>8} {'out-of-source':>14} "

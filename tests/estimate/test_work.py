@@ -54,7 +54,6 @@ def test_classify_op() -> None:
     assert classify_op("view", True) == "host"
 
 
-
 def test_normalisations_in_training_read_their_input_twice() -> None:
     """Batch norm in training needs the batch's statistics before it writes an output: a stats pass reads x, the
     normalise pass reads x again and writes y (3 activations, not the 2 of its inputs + outputs); its backward

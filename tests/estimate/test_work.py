@@ -92,11 +92,14 @@ def test_published_layout_of_mobilenet_pads_inside_its_convolutions() -> None:
     """Published MobileNetV2 results ran torchvision's layout (padding inside each convolution); the zoo's is
     Hugging Face's, with an explicit pad copy before each: the reference set traces "mobilenet_v2@torchvision"."""
     from rightsize.errors import NotFoundError
+    from rightsize.models.zoo import layout_entry
 
     zoo = trace_work(get_entry("mobilenet_v2"), mode="inference", image_size=64, tiny=True)
-    tv = trace_work(get_entry("mobilenet_v2@torchvision"), mode="inference", image_size=64, tiny=True)
+    tv = trace_work(layout_entry("mobilenet_v2@torchvision"), mode="inference", image_size=64, tiny=True)
     assert tv.model == "mobilenet_v2@torchvision"
     assert tv.n_ops() < zoo.n_ops() and tv.n_ops("conv") == zoo.n_ops("conv")
     assert tv.flops(2) == pytest.approx(zoo.flops(2), rel=0.02)
     with pytest.raises(NotFoundError):
-        get_entry("mobilenet_v2@keras")
+        layout_entry("mobilenet_v2@keras")
+    with pytest.raises(NotFoundError):  # not a model users pick: the zoo's own lookup does not know it
+        get_entry("mobilenet_v2@torchvision")

@@ -281,13 +281,13 @@ def trace_works(keys: Iterable[tuple[str, str, str]]) -> dict[str, WorkProfile]:
     """Traces for (model, mode, "seq_len=128") keys, by ``reference.work_key``; unknown models are skipped."""
     from rightsize.errors import RightsizeError
     from rightsize.estimate.reference import parse_input, work_key
-    from rightsize.models.zoo import get_entry
+    from rightsize.models.zoo import layout_entry
 
     out: dict[str, WorkProfile] = {}
     for model, mode, inp_text in sorted(keys):
         inp = parse_input(inp_text)
         try:
-            entry = get_entry(model)
+            entry = layout_entry(model)
         except RightsizeError:
             continue
         out[work_key(model, mode, inp)] = trace_work(

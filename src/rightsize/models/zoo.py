@@ -309,12 +309,17 @@ ZOO: dict[str, ZooEntry] = {
 }  # fmt: skip
 
 
-def get_entry(name: str) -> ZooEntry:
-    """The zoo entry for ``name`` ("name@layout": that model in a layout of ``LAYOUTS``); a NotFoundError with a
-    suggestion otherwise."""
+def layout_entry(name: str) -> ZooEntry:
+    """``get_entry``, and "name@layout" for a zoo model in a layout of ``LAYOUTS`` (the projection's reference set
+    traces the model a publication ran; not a model users pick)."""
     base, _, layout = name.partition("@")
     if layout and (base, layout) in LAYOUTS and base in ZOO:
         return replace(ZOO[base], name=name, builder=LAYOUTS[(base, layout)])
+    return get_entry(name)
+
+
+def get_entry(name: str) -> ZooEntry:
+    """The zoo entry for ``name``; a NotFoundError with a suggestion otherwise."""
     try:
         return ZOO[name]
     except KeyError:

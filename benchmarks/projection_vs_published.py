@@ -15,8 +15,10 @@ Targets (issue "Projections you can bet on"): median |error| <= 20%, worst <= 2x
 readings), median band width <= x1.6. Exit code 1 when a target is missed (``--no-fail`` to only print).
 
 Then the rows of ``published_checks.csv`` (published results on GPUs the product never plans: timm's own
-benchmarks on GeForce RTX 3090/4090) are projected by the fit on ALL the reference rows, the shipped model,
-which never saw them; they are printed apart and count toward no target: a check of how far the model carries.
+benchmarks on GeForce RTX 3090/4090; and a 2021 eager run on a DGX A100 with PyTorch 1.7 / cuDNN 8.0.4, a stack
+older than the reference set's, docs/reference-set.md) are projected by the fit on ALL the reference rows, the
+shipped model, which never saw them; they are printed apart, per source, and count toward no target: a check of
+how far the model carries.
 """
 
 from __future__ import annotations
@@ -124,12 +126,19 @@ def _print_checks(checks: list[dict[str, Any]], ev: Any) -> None:
     if not checks:
         return
     print()
-    print("checks, never fitted (published_checks.csv: GPUs the product does not plan), projected by the shipped fit:")
+    print(
+        "checks, never fitted (published_checks.csv: GPUs the product does not plan, and a stack older than the "
+        "reference set's), projected by the shipped fit:"
+    )
     for c in checks:
         b = ev.bands.get(c["device_class"])
         inside = "in" if b is not None and b.lo <= 1.0 / c["ratio"] <= b.hi else "OUT"
         print(f"{c['id'][:34]:<34} {c['device'][:22]:<22} {c['model'][:24]:<24} {c['mode'][:5]:<5} {c['batch']:>5} "
               f"{c['published_ms']:>9.2f}m {c['projected_ms']:>9.2f}m {c['ratio']:>6.2f} {inside}")  # fmt: skip
+    for src in sorted({c["source"] for c in checks}):
+        s = _check_summary([c for c in checks if c["source"] == src], ev)
+        print(f"checks {src}: n={s['n']} median |err| {s['median_abs_error']:.1%}, worst {s['worst_factor']:.2f}x, "
+              f"inside the shipped band {s['in_band']:.0%}")  # fmt: skip
     s = _check_summary(checks, ev)
     print(f"checks: n={s['n']} median |err| {s['median_abs_error']:.1%}, worst {s['worst_factor']:.2f}x, inside the "
           f"shipped band {s['in_band']:.0%} (no target: a check of how far the model carries)")  # fmt: skip

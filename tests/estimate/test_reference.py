@@ -144,9 +144,12 @@ def test_check_rows_are_cited_kept_out_of_the_fit_and_projectable() -> None:
     assert len(checks) >= 10
     assert not {r.id for r in checks} & {r.id for r in fitted}
     assert not {r.source for r in checks} & {r.source for r in fitted}  # no source is both fitted and a check
+    older_stacks = {"ryujaehun-gpu-benchmark-2021"}  # a planned card on a 2021 stack (docs/reference-set.md)
     for r in checks:
         assert r.source_url.startswith("http") and r.published and r.value > 0, r.id
-        assert r.device in cat.accelerators and r.device not in CAT.accelerators, r.id  # a card the planner never sees
+        assert r.device in cat.accelerators, r.id
+        assert r.device not in CAT.accelerators or r.source in older_stacks, r.id  # else a card the planner never sees
+    assert {r.source for r in checks} >= older_stacks
     # the shipped fit projects them (a finite time for every row), one model of each family at least
     row = next(r for r in checks if r.model == "resnet50" and r.mode == "inference")
     works = trace_works(needed_works([row], []))

@@ -279,7 +279,7 @@ def plan_generative(
     per_replica: dict[tuple[Any, ...], tuple[int, _Level, int, str, StepCosts, LLMSimConfig] | str] = {}
     note = (
         f"{precision} weights {weights / GIB:.1f} GiB, KV {kv_token / 1024:.0f} KiB per token ({kv_precision}); "
-        f"step times projected (roofline) and judged at x{BANDS[target.engine]:g} on GPUs, x{BANDS['cpu']:g} on "
+        f"step times projected (roofline) and judged at x{BANDS[target.engine]:.2f} on GPUs, x{BANDS['cpu']:.2f} on "
         "CPUs; "
         + ("GPU steps assume an engine that replays CUDA graphs (vLLM >= 0.6, TGI, TensorRT-LLM); `engine: eager` "
            "for one that does not (rightsize serve on a GPU)" if target.engine == "graphs" else

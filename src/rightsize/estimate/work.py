@@ -72,7 +72,9 @@ def _attention_flops(name: str, args: tuple[Any, ...]) -> float:
 # batch_norm_backward_reduce (reads dy, x) then batch_norm_backward_elemt (reads dy, x, writes dx); layer norm's
 # backward computes dx in one kernel and the weight and bias gradients in another that reads dy and x again
 # (github.com/pytorch/pytorch, aten/src/ATen/native/cuda/Normalization.cu and layer_norm_kernel.cu, read
-# 2026-11-26). On a GPU a channel of a training batch is megabytes: the second read comes from DRAM.
+# 2026-11-26). On a GPU a channel of a training batch is megabytes: the second read comes from DRAM. The CPU time
+# model reads the same trace: its batch norm makes the same two passes over a channel, but its layer norm backward
+# works row by row (a 768-float row stays in L1), so there the LN term over-counts, ~2% of a BERT step's bytes.
 _BN_FORWARD = {"native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit_functional",
                "cudnn_batch_norm"}  # fmt: skip
 _BN_BACKWARD = {"native_batch_norm_backward", "cudnn_batch_norm_backward"}

@@ -6,10 +6,13 @@ Each run directory holds what ``benchmarks/gpu/run_on_device.sh`` measured on a 
 ``measurements.json`` (``rightsize bench`` of zoo models, batch 1-256, fp32/fp16/bf16, inference and training,
 with the machine's fingerprint) and ``llm_steps.json`` (our decoder's eager prefill and decode steps).
 
-Nothing here is fitted to these runs: the encoder/CNN rows are projected by the shipped time model
+Nothing is fitted to these runs: the encoder/CNN rows are projected by the shipped time model
 (``calibration/projection_fit.json``, fitted to published results only) from the model's traced ops, and
 the LLM steps by ``llm.costs`` with ``engine: eager``. Prints per row the ratio projected / measured and,
-per group, the median |error|, the worst factor and the share of rows inside the shipped GPU band.
+per group, the median |error|, the worst factor and the share of rows inside the shipped GPU band. The converged
+encoder/CNN timings' error is part of that band (``--write-reference`` writes them to
+``catalog/data/reference/device_runs.csv``; estimate/reference.py ``evaluate``), so "in band" here is in-sample for
+the band; ``benchmarks/projection_vs_published.py`` prints each run against a band built without it.
 
 Measured rows whose timing did not converge (the median's CI wider than the spec's target) are shown
 and counted apart: on a host-bound batch they swing by up to 2x between neighbouring batches.
@@ -74,6 +77,56 @@ def encoder_rows(run: Path, models: set[str] | None = None, mode: str | None = N
     return out
 
 
+REFERENCE_COLUMNS = ("id", "source", "model", "mode", "batch_size", "seq_len", "image_size", "precision",
+                     "device_class", "device", "gpus", "cores", "threads", "software", "metric", "value", "source_url",
+                     "source_title", "published", "notes", "instances", "clock_ghz")  # fmt: skip
+
+
+def reference_rows(run: Path) -> list[dict[str, Any]]:
+    """The run's converged encoder/CNN timings as rows of ``device_runs.csv`` (published.csv's columns): the real
+    runs whose error under the fit joins the GPU band (estimate/reference.py ``evaluate``)."""
+    from rightsize.catalog import load_catalog
+    from rightsize.catalog.query import match_accelerator
+    from rightsize.estimate.calibration import read_calibration
+
+    measured = read_calibration(run / "measurements.json")
+    assert measured is not None, run
+    env = measured.env
+    gpu = env.gpus[0]
+    acc = match_accelerator(gpu.name, load_catalog("").accelerators, gpu.memory_bytes)
+    if acc is None:
+        raise SystemExit(f"{run}: no catalog accelerator for {gpu.name}")
+    software = f"rightsize bench, PyTorch {env.torch} eager, CUDA {gpu.cuda}, driver {gpu.driver}"
+    out = []
+    for m in measured.measurements:
+        if m.status != "ok" or m.device != "cuda" or not m.latency_ms or not m.extra.get("ci_converged", True):
+            continue
+        inp = "-".join(f"{k[0]}{v}" for k, v in sorted(m.input.items()))
+        out.append({
+            "id": f"{run.name}-{m.model}-{m.mode[:5]}-{m.precision}-{inp}-b{m.batch_size}", "source": run.name,
+            "model": m.model, "mode": m.mode, "batch_size": m.batch_size, "seq_len": m.input.get("seq_len", ""),
+            "image_size": m.input.get("image_size", ""), "precision": m.precision, "device_class": "gpu",
+            "device": acc.name, "gpus": 1, "cores": "", "threads": "", "software": software, "metric": "latency_ms",
+            "value": round(m.latency_ms.p50, 4), "source_url": f"benchmarks/gpu/results/{run.name}/measurements.json",
+            "source_title": f"rightsize bench on a lent {gpu.name} ({env.cpu_model} host, {env.logical_cores} vCPUs)",
+            "published": run.name[-10:], "notes": f"median of {m.latency_ms.n} timed batches, timing converged",
+            "instances": "", "clock_ghz": "",
+        })  # fmt: skip
+    return out
+
+
+def write_reference(runs: list[Path], path: Path) -> int:
+    """Write ``device_runs.csv`` from ``runs``; the number of rows."""
+    import csv
+
+    rows = [r for run in runs for r in reference_rows(run)]
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=REFERENCE_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    return len(rows)
+
+
 def llm_rows(run: Path) -> list[dict[str, Any]]:
     """Our decoder's eager steps against ``llm.costs`` (engine eager) for the run's GPU."""
     from rightsize.catalog import load_catalog
@@ -104,18 +157,30 @@ def llm_rows(run: Path) -> list[dict[str, Any]]:
     return out
 
 
-def parse_runs(argv: list[str] | None, doc: str | None) -> tuple[argparse.Namespace, list[Path]]:
-    """The GPU benchmarks' command line: run directories (default: every run under results/) and --json."""
+def parse_runs(
+    argv: list[str] | None, doc: str | None, write_reference: bool = False
+) -> tuple[argparse.Namespace, list[Path]]:
+    """The GPU benchmarks' command line: run directories (default: every run under results/) and --json (and
+    --write-reference, this script's)."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="*", type=Path, help="run directories (default: every one under results/)")
     ap.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    if write_reference:
+        what = "write the runs' converged timings to catalog/data/reference/device_runs.csv and stop"
+        ap.add_argument("--write-reference", action="store_true", help=what)
     args = ap.parse_args(argv)
     return args, args.runs or sorted(p for p in RESULTS.iterdir() if (p / "measurements.json").exists())
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, runs = parse_runs(argv, __doc__)
+    args, runs = parse_runs(argv, __doc__, write_reference=True)
     from rightsize.estimate.projection import load_projection_model
+    from rightsize.estimate.reference import device_runs_path
+
+    if args.write_reference:
+        n = write_reference(runs, device_runs_path())
+        print(f"wrote {device_runs_path()}: {n} converged timings from {len(runs)} runs")
+        return 0
 
     band = load_projection_model().band("gpu")
     report: dict[str, Any] = {"band": [band.lo, band.hi], "runs": {}}

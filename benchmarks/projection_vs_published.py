@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -35,6 +36,42 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 # coverage_out_of_source: the same 90% asked of a band built without the row's own source (a new source's view)
 TARGETS = {"median_abs_error": 0.20, "worst_factor": 2.0, "coverage": 0.90, "coverage_out_of_source": 0.90,
            "median_band_width": 1.6}  # fmt: skip
+
+
+def _runs_summary(ev: Any) -> dict[str, dict[str, float]]:
+    """Per real GPU run (device_runs.csv) and over all: median |error| and worst factor of the fit, the share inside
+    the shipped band (which their own errors helped to set) and inside a band built without that run."""
+    from rightsize.estimate.reference import bands_from
+
+    out: dict[str, dict[str, float]] = {}
+    groups = {src: [h for h in ev.runs if h.row.source == src] for src in sorted({h.row.source for h in ev.runs})}
+    held_in = 0
+    for src, hs in [*groups.items(), ("all runs", list(ev.runs))]:
+        if not hs:
+            continue
+        inside = sum(1 for h in hs if (b := ev.bands.get(h.row.device_class)) and b.lo <= 1 / h.ratio <= b.hi)
+        if src != "all runs":
+            other = bands_from([*ev.held, *(h for h in ev.runs if h.row.source != src)])
+            held = sum(1 for h in hs if (b := other.get(h.row.device_class)) and b.lo <= 1 / h.ratio <= b.hi)
+            held_in += held
+        else:
+            held = held_in
+        out[src] = {"n": len(hs), "median_abs_error": statistics.median(abs(h.ratio - 1) for h in hs),
+                    "worst_factor": max(max(h.ratio, 1 / h.ratio) for h in hs), "in_band": inside / len(hs),
+                    "in_band_without_it": held / len(hs)}  # fmt: skip
+    return out
+
+
+def _print_runs(runs: dict[str, dict[str, float]]) -> None:
+    if not runs:
+        return
+    print()
+    print("real GPU runs (device_runs.csv: rightsize bench on lent H100/H200 machines), projected by the fit on every")
+    print("published row (never fitted to them); their errors join the GPU band:")
+    for src, s in runs.items():
+        print(f"  {src:<24} n={int(s['n']):>3} median |err| {s['median_abs_error']:.1%}, "
+              f"worst {s['worst_factor']:.2f}x, inside the band {s['in_band']:.0%}, "
+              f"inside a band built without that run {s['in_band_without_it']:.0%}")  # fmt: skip
 
 
 def _measure_here(models: list[str], out_dir: Path) -> None:
@@ -76,10 +113,12 @@ def main(argv: list[str] | None = None) -> int:
                       "projected_ms": h.predicted_ms, "ratio": h.ratio} for h in ev.held],
             "skipped": [{"id": r.id, "why": why} for r, why in ev.skipped],
             "checks": {"rows": checks, "summary": _check_summary(checks, ev)},
+            "runs": _runs_summary(ev),
         }  # fmt: skip
         print(json.dumps(out, indent=1))
     else:
         _print(ev, summary, verdict)
+        _print_runs(_runs_summary(ev))
         _print_checks(checks, ev)
     return 0 if args.no_fail or all(verdict.values()) else 1
 

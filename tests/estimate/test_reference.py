@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import replace
+from types import ModuleType
 
 import pytest
 
@@ -170,3 +172,34 @@ def test_processes_side_by_side_share_the_socket() -> None:
     assert alone is not None and shared is not None and slow_clock is not None
     assert shared >= alone  # a tenth of the socket's bandwidth each
     assert slow_clock > shared  # a named SKU's lower all-core clock
+
+
+def test_device_runs_are_the_converged_gpu_timings_of_the_stored_runs(
+    load_benchmark: Callable[[str], ModuleType],
+) -> None:
+    """device_runs.csv is written from benchmarks/gpu/results (real runs, never fitted) and nothing else: the rows
+    whose error joins the GPU band trace back to a stored measurement."""
+    from rightsize.estimate.reference import device_runs_path
+
+    bench = load_benchmark("gpu_vs_device")
+    runs = sorted(p for p in bench.RESULTS.iterdir() if (p / "measurements.json").exists())
+    want = [r for run in runs for r in bench.reference_rows(run)]
+    got = load_reference(device_runs_path(), run=True)
+    assert len(got) >= 100 and [r.id for r in got] == [w["id"] for w in want]
+    for r, w in zip(got, want, strict=True):
+        assert r.value == pytest.approx(w["value"]) and r.run and r.device_class == "gpu", r.id
+        assert r.device in CAT.accelerators and r.source_url.startswith("benchmarks/gpu/results/"), r.id
+    assert not {r.source for r in got} & {r.source for r in load_reference()}  # not a published source
+
+
+def test_real_runs_join_the_band_but_not_the_fit() -> None:
+    from rightsize.estimate.reference import Held, bands_from
+
+    pub = [ReferenceRow(f"p{i}", "s", "a", "inference", 1, {}, "fp32", "gpu", "A10", 1, None, None, "", "latency_ms",
+                        10.0, "https://example.org", "2024") for i in range(20)]  # fmt: skip
+    run = [replace(r, id=f"r{i}", source="run", run=True) for i, r in enumerate(pub)]
+    held = [Held(r, 10.0) for r in pub]  # exact
+    ran = [Held(r, 10.0 / 1.8) for r in run]  # the runs took 1.8x the projection
+    alone, both = bands_from(held)["gpu"], bands_from([*held, *ran])["gpu"]
+    assert alone.hi < 1.1 < 1.8 < both.hi  # the runs' error widens the band
+    assert "20 published GPU results and the error over 20 real GPU runs" in both.source

@@ -21,6 +21,7 @@ from rightsize.estimate.reference import (
     Evaluation,
     ReferenceRow,
     anchors_from,
+    device_runs_path,
     evaluate,
     load_reference,
     needed_works,
@@ -58,15 +59,17 @@ def run_reference_evaluation(
     from rightsize.estimate.work import trace_works
 
     rows = list(rows) if rows is not None else load_reference(reference)
+    runs = load_reference(device_runs_path(), run=True) if device_runs_path().exists() else []
     sets = load_calibration(calibration)
     ms = [m for s in sets for m in s.measurements]
-    works = trace_works(needed_works(rows, ms))
+    works = trace_works(needed_works([*rows, *runs], ms))
     anchors = local_anchors(sets, catalog, works)
-    ev = evaluate(rows, works, anchors, catalog)
+    ev = evaluate(rows, works, anchors, catalog, runs)
     path = Path(reference or reference_path())
     inputs = {
         "reference_file": path.name,
         "reference_sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16],
+        "device_runs_file": device_runs_path().name if runs else None,
         "calibration_files": [Path(s.path).name for s in sets],
         "anchor_models": sorted(anchors),
         "traced": sorted(works),
@@ -89,5 +92,10 @@ def fit_payload(ev: Evaluation, inputs: dict[str, Any]) -> dict[str, Any]:
             "sources": n_src,
             "summary": {dc: ev.summary(dc) for dc in ("gpu", "cpu")} | {"all": ev.summary()},
             "rows": [{"id": h.row.id, "ratio": round(h.ratio, 4)} for h in ev.held],
+        },
+        "device_runs": {  # real GPU runs, predicted by the fit on every row (never fitted to them); in the bands
+            "n": len(ev.runs),
+            "runs": sorted({h.row.source for h in ev.runs}),
+            "rows": [{"id": h.row.id, "ratio": round(h.ratio, 4)} for h in ev.runs],
         },
     }

@@ -9,7 +9,8 @@ GPU rows are predicted from the model's traced ops alone (``timemodel.gpu_time_m
 the traced ops anchored to this machine's own measurement of the model (``anchor_factor``). The fit
 minimises squared log error, each source weighted equally (1/√rows), and is pulled gently towards the
 priors in timemodel so a parameter no remaining source constrains stays sane. The error of the
-leave-one-source-out predictions is what the projection's band is made of (``bands_from``).
+leave-one-source-out predictions is what the projection's band is made of (``bands_from``), together with the
+error of the fit on real GPU runs of ``rightsize bench`` (``device_runs.csv``: never fitted, only measured against).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "anchor_factor",
     "anchors_from",
     "bands_from",
+    "device_runs_path",
     "evaluate",
     "fit_params",
     "json_input",
@@ -77,6 +79,13 @@ def checks_path() -> Path:
     return reference_path().with_name("published_checks.csv")
 
 
+def device_runs_path() -> Path:
+    """Real GPU runs of ``rightsize bench`` on lent machines (same columns as published.csv; written from
+    benchmarks/gpu/results by ``benchmarks/gpu_vs_device.py --write-reference``): never fitted, their error under the
+    fit joins the published rows' held-out error in the GPU band (``evaluate``)."""
+    return reference_path().with_name("device_runs.csv")
+
+
 def with_check_devices(catalog: Catalog) -> Catalog:
     """``catalog`` plus the cards only the checks run on (reference/check_accelerators.csv, each with its
     datasheet source), which the planner's catalog leaves out: no instance carries them."""
@@ -108,6 +117,7 @@ class ReferenceRow:
     notes: str = ""
     instances: int = 1  # CPU: processes running side by side on the socket, each on ``cores`` cores
     clock_ghz: float | None = None  # CPU: the named SKU's all-core clock when it differs from its family's
+    run: bool = False  # a real run of ``rightsize bench`` (device_runs.csv), not a published figure
 
     @property
     def latency_ms(self) -> float:
@@ -127,8 +137,9 @@ def _int(v: str | None) -> int | None:
     return int(float(v)) if v else None
 
 
-def load_reference(path: str | Path | None = None) -> list[ReferenceRow]:
-    """Every row of the published-results CSV (see docs/reference-set.md for the columns)."""
+def load_reference(path: str | Path | None = None, run: bool = False) -> list[ReferenceRow]:
+    """Every row of the published-results CSV (see docs/reference-set.md for the columns); ``run``: the file holds
+    real runs of ``rightsize bench`` (device_runs.csv)."""
     rows = []
     with open(path or reference_path(), encoding="utf-8", newline="") as f:
         for r in csv.DictReader(f):
@@ -155,6 +166,7 @@ def load_reference(path: str | Path | None = None) -> list[ReferenceRow]:
                     notes=r.get("notes", ""),
                     instances=_int(r.get("instances")) or 1,
                     clock_ghz=float(r["clock_ghz"]) if (r.get("clock_ghz") or "").strip() else None,
+                    run=run,
                 )
             )
     return rows
@@ -397,7 +409,10 @@ def bands_from(held: Sequence[Held], coverage: float = 0.9, floor: float = 0.05)
         lo, hi = min(lo_q, 1.0) * (1 - floor), max(hi_q, 1.0) * (1 + floor)
         inside = sum(1 for q in qs if lo <= q <= hi) / n
         mae = statistics.median(abs(h.ratio - 1.0) for h in held if h.row.device_class == dc)
-        src = f"leave-one-source-out error over {n} published {dc.upper()} results"
+        runs = sum(1 for h in held if h.row.device_class == dc and h.row.run)
+        src = f"leave-one-source-out error over {n - runs} published {dc.upper()} results"
+        if runs:
+            src += f" and the error over {runs} real {dc.upper()} runs (never fitted)"
         out[dc] = Band(lo, hi, inside, n, mae, src)
     return out
 
@@ -440,6 +455,7 @@ class Evaluation:
     held: tuple[Held, ...]
     bands: dict[str, Band]
     skipped: tuple[tuple[ReferenceRow, str], ...]  # rows that could not be projected, and why
+    runs: tuple[Held, ...] = ()  # real GPU runs predicted by the fit on every row (never fitted): in the bands
 
     def summary(self, device_class: str | None = None) -> dict[str, float]:
         hs = [h for h in self.held if device_class is None or h.row.device_class == device_class]
@@ -468,7 +484,7 @@ class Evaluation:
         since ``coverage`` judges each row by a band its own error helped to set (in-sample by construction)."""
         inside = 0
         for src in sorted({h.row.source for h in hs}):
-            bands = bands_from([h for h in self.held if h.row.source != src])
+            bands = bands_from([h for h in (*self.held, *self.runs) if h.row.source != src])
             for h in hs:
                 b = bands.get(h.row.device_class) if h.row.source == src else None
                 inside += int(b is not None and b.lo <= 1.0 / h.ratio <= b.hi)
@@ -476,9 +492,14 @@ class Evaluation:
 
 
 def evaluate(
-    rows: Sequence[ReferenceRow], works: Mapping[str, WorkProfile], anchors: Mapping[str, Anchor], catalog: Catalog
+    rows: Sequence[ReferenceRow],
+    works: Mapping[str, WorkProfile],
+    anchors: Mapping[str, Anchor],
+    catalog: Catalog,
+    runs: Sequence[ReferenceRow] = (),
 ) -> Evaluation:
-    """Fit on all rows, predict each source from a fit without it, and derive the bands."""
+    """Fit on all rows, predict each source from a fit without it, predict the real ``runs`` by the fit on all rows
+    (never fitted to them), and derive the bands from both errors."""
     gp, cp = GpuParams(), CpuParams()
     skipped = []
     for r in rows:
@@ -488,4 +509,10 @@ def evaluate(
                 else "no local measurement of this model to anchor the CPU model")  # fmt: skip
             skipped.append((r, why))
     held = leave_one_source_out(rows, works, anchors, catalog)
-    return Evaluation(fit_params(rows, works, anchors, catalog), tuple(held), bands_from(held), tuple(skipped))
+    fit = fit_params(rows, works, anchors, catalog)
+    ran = []
+    for r in runs:
+        t = predict_row(r, works, anchors, catalog, fit.gpu, fit.cpu)
+        if t is not None:
+            ran.append(Held(r, t))
+    return Evaluation(fit, tuple(held), bands_from([*held, *ran]), tuple(skipped), tuple(ran))

@@ -11,7 +11,7 @@ Nothing is fitted to these runs: the encoder/CNN rows are projected by the shipp
 the LLM steps by ``llm.costs`` with ``engine: eager``. Prints per row the ratio projected / measured and,
 per group, the median |error|, the worst factor and the share of rows inside the shipped GPU band. The converged
 encoder/CNN timings' error is part of that band (``--write-reference`` writes them to
-``catalog/data/reference/device_runs.csv``; estimate/reference.py ``evaluate``), so "in band" here is in-sample for
+``catalog/data/reference/device_runs.csv``; estimate/bands.py ``evaluate``), so "in band" here is in-sample for
 the band; ``benchmarks/projection_vs_published.py`` prints each run against a band built without it.
 
 Measured rows whose timing did not converge (the median's CI wider than the spec's target) are shown
@@ -44,27 +44,33 @@ def _print_summary(summary: dict[str, dict[str, float]]) -> None:
         print(f"{k:<34}{s['n']:>4}{s['median_abs_error']:>14.1%}{s['worst_factor']:>7.2f}x{s['in_band']:>9.0%}")
 
 
-def encoder_rows(run: Path, models: set[str] | None = None, mode: str | None = None) -> list[dict[str, Any]]:
-    """Projected vs measured for every ok measurement of the run (of ``models`` in ``mode`` when given), ms."""
+def _read_run(run: Path) -> tuple[Any, Any]:
+    """(the run's CalibrationSet, the catalog accelerator its GPU matches)."""
     from rightsize.catalog import load_catalog
     from rightsize.catalog.query import match_accelerator
     from rightsize.estimate.calibration import read_calibration
+
+    measured = read_calibration(run / "measurements.json")
+    assert measured is not None, run
+    gpu = measured.env.gpus[0]
+    acc = match_accelerator(gpu.name, load_catalog("").accelerators, gpu.memory_bytes)
+    if acc is None:
+        raise SystemExit(f"{run}: no catalog accelerator for {gpu.name}")
+    return measured, acc
+
+
+def encoder_rows(run: Path, models: set[str] | None = None, mode: str | None = None) -> list[dict[str, Any]]:
+    """Projected vs measured for every ok measurement of the run (of ``models`` in ``mode`` when given), ms."""
     from rightsize.estimate.projection import load_projection_model
     from rightsize.estimate.reference import json_input, work_key
     from rightsize.estimate.timemodel import gpu_time_ms
     from rightsize.estimate.work import trace_works
 
-    measured = read_calibration(run / "measurements.json")
-    assert measured is not None, run
-    env = measured.env
+    measured, acc = _read_run(run)
     ms = [
         m for m in measured.measurements if (models is None or m.model in models) and (mode is None or m.mode == mode)
     ]
-    catalog, model = load_catalog(""), load_projection_model()
-    gpu = env.gpus[0]
-    acc = match_accelerator(gpu.name, catalog.accelerators, gpu.memory_bytes)
-    if acc is None:
-        raise SystemExit(f"{run}: no catalog accelerator for {gpu.name}")
+    model = load_projection_model()
     works = trace_works({(m.model, m.mode, json_input(m.input)) for m in ms})
     out = []
     for m in ms:
@@ -84,18 +90,10 @@ REFERENCE_COLUMNS = ("id", "source", "model", "mode", "batch_size", "seq_len", "
 
 def reference_rows(run: Path) -> list[dict[str, Any]]:
     """The run's converged encoder/CNN timings as rows of ``device_runs.csv`` (published.csv's columns): the real
-    runs whose error under the fit joins the GPU band (estimate/reference.py ``evaluate``)."""
-    from rightsize.catalog import load_catalog
-    from rightsize.catalog.query import match_accelerator
-    from rightsize.estimate.calibration import read_calibration
-
-    measured = read_calibration(run / "measurements.json")
-    assert measured is not None, run
+    runs whose error under the fit joins the GPU band (estimate/bands.py ``evaluate``)."""
+    measured, acc = _read_run(run)
     env = measured.env
     gpu = env.gpus[0]
-    acc = match_accelerator(gpu.name, load_catalog("").accelerators, gpu.memory_bytes)
-    if acc is None:
-        raise SystemExit(f"{run}: no catalog accelerator for {gpu.name}")
     software = f"rightsize bench, PyTorch {env.torch} eager, CUDA {gpu.cuda}, driver {gpu.driver}"
     out = []
     for m in measured.measurements:

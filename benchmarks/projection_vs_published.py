@@ -41,7 +41,7 @@ TARGETS = {"median_abs_error": 0.20, "worst_factor": 2.0, "coverage": 0.90, "cov
 def _runs_summary(ev: Any) -> dict[str, dict[str, float]]:
     """Per real GPU run (device_runs.csv) and over all: median |error| and worst factor of the fit, the share inside
     the shipped band (which their own errors helped to set) and inside a band built without that run."""
-    from rightsize.estimate.reference import bands_from
+    from rightsize.estimate.bands import bands_from
 
     out: dict[str, dict[str, float]] = {}
     groups = {src: [h for h in ev.runs if h.row.source == src] for src in sorted({h.row.source for h in ev.runs})}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rightsize.catalog import load_catalog
+from rightsize.estimate.bands import Band
 from rightsize.estimate.projection import ProjectionModel, cpu_layouts, fallback_work, project_curves
-from rightsize.estimate.reference import Band
 from rightsize.estimate.timemodel import CpuParams, GpuParams, cpu_time_ms, gpu_time_ms
 from rightsize.profile import Latency, Measurement, Profile, ServiceCurve, WorkProfile
 

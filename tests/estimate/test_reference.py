@@ -11,13 +11,10 @@ from types import ModuleType
 import pytest
 
 from rightsize.catalog import load_catalog
+from rightsize.estimate.bands import Evaluation, Held, bands_from, evaluate
 from rightsize.estimate.reference import (
     Anchor,
-    Evaluation,
-    Held,
     ReferenceRow,
-    bands_from,
-    evaluate,
     fit_params,
     load_reference,
     predict_row,
@@ -193,8 +190,6 @@ def test_device_runs_are_the_converged_gpu_timings_of_the_stored_runs(
 
 
 def test_real_runs_join_the_band_but_not_the_fit() -> None:
-    from rightsize.estimate.reference import Held, bands_from
-
     pub = [ReferenceRow(f"p{i}", "s", "a", "inference", 1, {}, "fp32", "gpu", "A10", 1, None, None, "", "latency_ms",
                         10.0, "https://example.org", "2024") for i in range(20)]  # fmt: skip
     run = [replace(r, id=f"r{i}", source="run", run=True) for i, r in enumerate(pub)]

@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from rightsize.catalog import Catalog, match_cpu_family
+from rightsize.estimate.bands import Evaluation, evaluate
 from rightsize.estimate.calibration import CalibrationSet, load_calibration
 from rightsize.estimate.reference import (
     Anchor,
-    Evaluation,
     ReferenceRow,
     anchors_from,
     device_runs_path,
-    evaluate,
     load_reference,
     needed_works,
     reference_path,

@@ -33,7 +33,8 @@ from typing import Any
 
 from rightsize.catalog import Accelerator, Catalog, CpuFamily, Instance, filter_instances, match_cpu_family
 from rightsize.catalog.query import match_accelerator
-from rightsize.estimate.reference import Anchor, Band, anchor_factor, int8_convs, probed_core_gflops, work_key
+from rightsize.estimate.bands import Band
+from rightsize.estimate.reference import Anchor, anchor_factor, int8_convs, probed_core_gflops, work_key
 from rightsize.estimate.timemodel import (
     CpuParams,
     GpuParams,

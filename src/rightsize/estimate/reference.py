@@ -2,15 +2,15 @@
 
     rows = load_reference(path)                                   # catalog/data/reference/published.csv
     fit = fit_params(rows, works, anchors, catalog)               # GpuParams + CpuParams over all rows
-    held = leave_one_source_out(rows, works, anchors, catalog)    # each source predicted by the others' fit
+    # estimate/bands.py: each source predicted by the others' fit, and the bands that error makes
 
 Each row is one published figure (model, batch, precision, device, software, value, source URL, date).
 GPU rows are predicted from the model's traced ops alone (``timemodel.gpu_time_ms``); CPU rows from
 the traced ops anchored to this machine's own measurement of the model (``anchor_factor``). The fit
 minimises squared log error, each source weighted equally (1/√rows), and is pulled gently towards the
 priors in timemodel so a parameter no remaining source constrains stays sane. The error of the
-leave-one-source-out predictions is what the projection's band is made of (``bands_from``), together with the
-error of the fit on real GPU runs of ``rightsize bench`` (``device_runs.csv``: never fitted, only measured against).
+leave-one-source-out predictions is what the projection's band is made of (``estimate/bands.py``), together with
+the error of the fit on real GPU runs of ``rightsize bench`` (``device_runs.csv``: never fitted, only measured against).
 """
 
 from __future__ import annotations
@@ -26,24 +26,17 @@ from typing import Any
 
 from rightsize.catalog.model import Catalog, CpuFamily
 from rightsize.estimate.timemodel import CpuParams, GpuParams, cpu_time_ms, gpu_time_ms, same_kernel_path
-from rightsize.measure.timing import percentile
 from rightsize.profile import Measurement, WorkProfile
 
 __all__ = [
     "Anchor",
-    "Band",
-    "Evaluation",
     "Fit",
-    "Held",
     "ReferenceRow",
     "anchor_factor",
     "anchors_from",
-    "bands_from",
     "device_runs_path",
-    "evaluate",
     "fit_params",
     "json_input",
-    "leave_one_source_out",
     "load_reference",
     "needed_works",
     "parse_input",
@@ -82,7 +75,7 @@ def checks_path() -> Path:
 def device_runs_path() -> Path:
     """Real GPU runs of ``rightsize bench`` on lent machines (same columns as published.csv; written from
     benchmarks/gpu/results by ``benchmarks/gpu_vs_device.py --write-reference``): never fitted, their error under the
-    fit joins the published rows' held-out error in the GPU band (``evaluate``)."""
+    fit joins the published rows' held-out error in the GPU band (``bands.evaluate``)."""
     return reference_path().with_name("device_runs.csv")
 
 
@@ -349,74 +342,6 @@ def fit_params(
     return Fit(gpu, cpu, len(use), tuple(sorted({r.source for r in use})))
 
 
-@dataclass(frozen=True)
-class Held:
-    """One reference row predicted by a fit that never saw its source."""
-
-    row: ReferenceRow
-    predicted_ms: float
-
-    @property
-    def ratio(self) -> float:
-        """predicted / published time (> 1: we project it slower than published)."""
-        return self.predicted_ms / self.row.latency_ms
-
-
-def leave_one_source_out(
-    rows: Sequence[ReferenceRow], works: Mapping[str, WorkProfile], anchors: Mapping[str, Anchor], catalog: Catalog
-) -> list[Held]:
-    out = []
-    for src in sorted({r.source for r in rows}):
-        fit = fit_params(rows, works, anchors, catalog, exclude_source=src)
-        for r in rows:
-            if r.source == src:
-                t = predict_row(r, works, anchors, catalog, fit.gpu, fit.cpu)
-                if t is not None:
-                    out.append(Held(r, t))
-    return out
-
-
-@dataclass(frozen=True)
-class Band:
-    """Multipliers on a projected time that bound the truth: truth ∈ [t × lo, t × hi] for ``coverage``
-    of the held-out published rows of this device class."""
-
-    lo: float
-    hi: float
-    coverage: float
-    n: int
-    median_abs_error: float
-    source: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"lo": self.lo, "hi": self.hi, "coverage": self.coverage, "n": self.n,
-                "median_abs_error": self.median_abs_error, "source": self.source}  # fmt: skip
-
-
-def bands_from(held: Sequence[Held], coverage: float = 0.9, floor: float = 0.05) -> dict[str, Band]:
-    """Per device class, the narrowest band around 1 holding ``coverage`` of truth/prediction ratios.
-
-    truth / pred = 1 / ratio; lo and hi are the (1 − c)/2 and (1 + c)/2 empirical quantiles of it,
-    widened by ``floor`` (measurement noise of the published figure itself)."""
-    out: dict[str, Band] = {}
-    for dc in sorted({h.row.device_class for h in held}):
-        qs = sorted(1.0 / h.ratio for h in held if h.row.device_class == dc)
-        n = len(qs)
-        if n == 0:
-            continue
-        lo_q = percentile(qs, (1 - coverage) / 2 * 100)
-        hi_q = percentile(qs, (1 + coverage) / 2 * 100)
-        lo, hi = min(lo_q, 1.0) * (1 - floor), max(hi_q, 1.0) * (1 + floor)
-        inside = sum(1 for q in qs if lo <= q <= hi) / n
-        mae = statistics.median(abs(h.ratio - 1.0) for h in held if h.row.device_class == dc)
-        runs = sum(1 for h in held if h.row.device_class == dc and h.row.run)
-        src = f"leave-one-source-out error over {n - runs} published {dc.upper()} results"
-        if runs:
-            src += f" and the error over {runs} real {dc.upper()} runs (never fitted)"
-        out[dc] = Band(lo, hi, inside, n, mae, src)
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # Putting it together (the fit script and the accuracy benchmark share this)
 
@@ -445,74 +370,3 @@ def json_input(inp: Mapping[str, int]) -> str:
 
 def parse_input(text: str) -> dict[str, int]:
     return {k: int(v) for k, v in (p.split("=") for p in text.split(",") if p)}
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """The fit on every row, the held-out predictions, and the bands they imply."""
-
-    fit: Fit
-    held: tuple[Held, ...]
-    bands: dict[str, Band]
-    skipped: tuple[tuple[ReferenceRow, str], ...]  # rows that could not be projected, and why
-    runs: tuple[Held, ...] = ()  # real GPU runs predicted by the fit on every row (never fitted): in the bands
-
-    def summary(self, device_class: str | None = None) -> dict[str, float]:
-        hs = [h for h in self.held if device_class is None or h.row.device_class == device_class]
-        if not hs:
-            return {"n": 0}
-        errs = [abs(h.ratio - 1.0) for h in hs]
-        worst = max(hs, key=lambda h: max(h.ratio, 1.0 / h.ratio))
-        inside, widths = 0, []
-        for h in hs:
-            b = self.bands.get(h.row.device_class)
-            if b is None:
-                continue
-            widths.append(b.hi / b.lo)
-            inside += int(b.lo <= 1.0 / h.ratio <= b.hi)
-        return {
-            "n": len(hs),
-            "median_abs_error": statistics.median(errs),
-            "worst_factor": max(worst.ratio, 1.0 / worst.ratio),
-            "coverage": inside / len(hs),
-            "coverage_out_of_source": self.out_of_source_coverage(hs),
-            "median_band_width": statistics.median(widths) if widths else math.inf,
-        }
-
-    def out_of_source_coverage(self, hs: Sequence[Held]) -> float:
-        """Share of ``hs`` inside a band built WITHOUT their own source's errors: the stricter test of a band,
-        since ``coverage`` judges each row by a band its own error helped to set (in-sample by construction)."""
-        inside = 0
-        for src in sorted({h.row.source for h in hs}):
-            bands = bands_from([h for h in (*self.held, *self.runs) if h.row.source != src])
-            for h in hs:
-                b = bands.get(h.row.device_class) if h.row.source == src else None
-                inside += int(b is not None and b.lo <= 1.0 / h.ratio <= b.hi)
-        return inside / len(hs) if hs else 0.0
-
-
-def evaluate(
-    rows: Sequence[ReferenceRow],
-    works: Mapping[str, WorkProfile],
-    anchors: Mapping[str, Anchor],
-    catalog: Catalog,
-    runs: Sequence[ReferenceRow] = (),
-) -> Evaluation:
-    """Fit on all rows, predict each source from a fit without it, predict the real ``runs`` by the fit on all rows
-    (never fitted to them), and derive the bands from both errors."""
-    gp, cp = GpuParams(), CpuParams()
-    skipped = []
-    for r in rows:
-        if predict_row(r, works, anchors, catalog, gp, cp) is None:
-            why = "no trace" if work_key(r.model, r.mode, r.input) not in works else (
-                "device not in the catalog" if r.device not in catalog.accelerators and r.device not in catalog.cpus
-                else "no local measurement of this model to anchor the CPU model")  # fmt: skip
-            skipped.append((r, why))
-    held = leave_one_source_out(rows, works, anchors, catalog)
-    fit = fit_params(rows, works, anchors, catalog)
-    ran = []
-    for r in runs:
-        t = predict_row(r, works, anchors, catalog, fit.gpu, fit.cpu)
-        if t is not None:
-            ran.append(Held(r, t))
-    return Evaluation(fit, tuple(held), bands_from([*held, *ran]), tuple(skipped), tuple(ran))

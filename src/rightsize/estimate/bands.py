@@ -1,0 +1,171 @@
+"""The projection's error and its bands: each source of the reference set predicted by a fit that never saw it.
+
+    ev = evaluate(rows, works, anchors, catalog, runs)   # the fit, held-out predictions, real runs, bands
+    ev.bands["gpu"]                                      # truth / projection within [lo, hi] for 90% of them
+
+``leave_one_source_out`` predicts every published source from the fit on the others; real GPU runs
+(``device_runs.csv``) are predicted by the fit on every row, never fitted to. ``bands_from`` turns both errors into
+one band per device class, which the planner judges "meets the SLO" at.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rightsize.catalog.model import Catalog
+from rightsize.estimate.reference import (
+    Anchor,
+    Fit,
+    ReferenceRow,
+    fit_params,
+    predict_row,
+    work_key,
+)
+from rightsize.estimate.timemodel import CpuParams, GpuParams
+from rightsize.measure.timing import percentile
+from rightsize.profile import WorkProfile
+
+__all__ = ["Band", "Evaluation", "Held", "bands_from", "evaluate", "leave_one_source_out"]
+
+
+@dataclass(frozen=True)
+class Held:
+    """One reference row predicted by a fit that never saw its source."""
+
+    row: ReferenceRow
+    predicted_ms: float
+
+    @property
+    def ratio(self) -> float:
+        """predicted / published time (> 1: we project it slower than published)."""
+        return self.predicted_ms / self.row.latency_ms
+
+
+def leave_one_source_out(
+    rows: Sequence[ReferenceRow], works: Mapping[str, WorkProfile], anchors: Mapping[str, Anchor], catalog: Catalog
+) -> list[Held]:
+    out = []
+    for src in sorted({r.source for r in rows}):
+        fit = fit_params(rows, works, anchors, catalog, exclude_source=src)
+        for r in rows:
+            if r.source == src:
+                t = predict_row(r, works, anchors, catalog, fit.gpu, fit.cpu)
+                if t is not None:
+                    out.append(Held(r, t))
+    return out
+
+
+@dataclass(frozen=True)
+class Band:
+    """Multipliers on a projected time that bound the truth: truth ∈ [t × lo, t × hi] for ``coverage``
+    of the held-out published rows of this device class."""
+
+    lo: float
+    hi: float
+    coverage: float
+    n: int
+    median_abs_error: float
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lo": self.lo, "hi": self.hi, "coverage": self.coverage, "n": self.n,
+                "median_abs_error": self.median_abs_error, "source": self.source}  # fmt: skip
+
+
+def bands_from(held: Sequence[Held], coverage: float = 0.9, floor: float = 0.05) -> dict[str, Band]:
+    """Per device class, the narrowest band around 1 holding ``coverage`` of truth/prediction ratios.
+
+    truth / pred = 1 / ratio; lo and hi are the (1 − c)/2 and (1 + c)/2 empirical quantiles of it,
+    widened by ``floor`` (measurement noise of the published figure itself)."""
+    out: dict[str, Band] = {}
+    for dc in sorted({h.row.device_class for h in held}):
+        qs = sorted(1.0 / h.ratio for h in held if h.row.device_class == dc)
+        n = len(qs)
+        if n == 0:
+            continue
+        lo_q = percentile(qs, (1 - coverage) / 2 * 100)
+        hi_q = percentile(qs, (1 + coverage) / 2 * 100)
+        lo, hi = min(lo_q, 1.0) * (1 - floor), max(hi_q, 1.0) * (1 + floor)
+        inside = sum(1 for q in qs if lo <= q <= hi) / n
+        mae = statistics.median(abs(h.ratio - 1.0) for h in held if h.row.device_class == dc)
+        runs = sum(1 for h in held if h.row.device_class == dc and h.row.run)
+        src = f"leave-one-source-out error over {n - runs} published {dc.upper()} results"
+        if runs:
+            src += f" and the error over {runs} real {dc.upper()} runs (never fitted)"
+        out[dc] = Band(lo, hi, inside, n, mae, src)
+    return out
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The fit on every row, the held-out predictions, and the bands they imply."""
+
+    fit: Fit
+    held: tuple[Held, ...]
+    bands: dict[str, Band]
+    skipped: tuple[tuple[ReferenceRow, str], ...]  # rows that could not be projected, and why
+    runs: tuple[Held, ...] = ()  # real GPU runs predicted by the fit on every row (never fitted): in the bands
+
+    def summary(self, device_class: str | None = None) -> dict[str, float]:
+        hs = [h for h in self.held if device_class is None or h.row.device_class == device_class]
+        if not hs:
+            return {"n": 0}
+        errs = [abs(h.ratio - 1.0) for h in hs]
+        worst = max(hs, key=lambda h: max(h.ratio, 1.0 / h.ratio))
+        inside, widths = 0, []
+        for h in hs:
+            b = self.bands.get(h.row.device_class)
+            if b is None:
+                continue
+            widths.append(b.hi / b.lo)
+            inside += int(b.lo <= 1.0 / h.ratio <= b.hi)
+        return {
+            "n": len(hs),
+            "median_abs_error": statistics.median(errs),
+            "worst_factor": max(worst.ratio, 1.0 / worst.ratio),
+            "coverage": inside / len(hs),
+            "coverage_out_of_source": self.out_of_source_coverage(hs),
+            "median_band_width": statistics.median(widths) if widths else math.inf,
+        }
+
+    def out_of_source_coverage(self, hs: Sequence[Held]) -> float:
+        """Share of ``hs`` inside a band built WITHOUT their own source's errors: the stricter test of a band,
+        since ``coverage`` judges each row by a band its own error helped to set (in-sample by construction)."""
+        inside = 0
+        for src in sorted({h.row.source for h in hs}):
+            bands = bands_from([h for h in (*self.held, *self.runs) if h.row.source != src])
+            for h in hs:
+                b = bands.get(h.row.device_class) if h.row.source == src else None
+                inside += int(b is not None and b.lo <= 1.0 / h.ratio <= b.hi)
+        return inside / len(hs) if hs else 0.0
+
+
+def evaluate(
+    rows: Sequence[ReferenceRow],
+    works: Mapping[str, WorkProfile],
+    anchors: Mapping[str, Anchor],
+    catalog: Catalog,
+    runs: Sequence[ReferenceRow] = (),
+) -> Evaluation:
+    """Fit on all rows, predict each source from a fit without it, predict the real ``runs`` by the fit on all rows
+    (never fitted to them), and derive the bands from both errors."""
+    gp, cp = GpuParams(), CpuParams()
+    skipped = []
+    for r in rows:
+        if predict_row(r, works, anchors, catalog, gp, cp) is None:
+            why = "no trace" if work_key(r.model, r.mode, r.input) not in works else (
+                "device not in the catalog" if r.device not in catalog.accelerators and r.device not in catalog.cpus
+                else "no local measurement of this model to anchor the CPU model")  # fmt: skip
+            skipped.append((r, why))
+    held = leave_one_source_out(rows, works, anchors, catalog)
+    fit = fit_params(rows, works, anchors, catalog)
+    ran = []
+    for r in runs:
+        t = predict_row(r, works, anchors, catalog, fit.gpu, fit.cpu)
+        if t is not None:
+            ran.append(Held(r, t))
+    return Evaluation(fit, tuple(held), bands_from([*held, *ran]), tuple(skipped), tuple(ran))

@@ -74,7 +74,7 @@ class _SlowSamples(torch.utils.data.Dataset):  # type: ignore[type-arg]
         return 20
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        time.sleep(0.005)  # a slow decode
+        time.sleep(0.015)  # a slow decode
         return torch.randn(8), i % 2
 
 
@@ -82,15 +82,18 @@ def test_setup_before_the_loop_does_not_dilute_a_starving_loader() -> None:
     """The share is of the loop's time (first batch to last step), not of everything inside the watch."""
     model = nn.Linear(8, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    nn.functional.cross_entropy(model(torch.randn(4, 8)), torch.zeros(4, dtype=torch.long)).backward()
+    opt.step()  # autograd's and the optimiser's first-call set-up, outside the watch (CI read it as compute)
+    opt.zero_grad()
     with rightsize.diagnose.watch() as w:
-        time.sleep(0.6)  # the script's setup: imports, building the model, reading an index
+        time.sleep(1.0)  # the script's setup: imports, building the model, reading an index
         for x, y in DataLoader(_SlowSamples(), batch_size=4):
             nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
             opt.zero_grad()
     f = w.facts
-    assert f.wall_s > 0.6 > f.loop_s > 0.09  # 5 batches x 4 samples x 5 ms of waiting
-    assert f.data_wait_fraction > 0.6  # of the wall time it would read about 0.15, under the 20% threshold
+    assert f.wall_s > 1.0 > f.loop_s > 0.29  # 5 batches x 4 samples x 15 ms of waiting
+    assert f.data_wait_fraction > 0.6  # of the wall time it would read about 0.25, near the 20% threshold
     assert any(x.check == "input pipeline" and x.severity == "problem" for x in w.findings)
 
 
@@ -111,7 +114,7 @@ def test_cores_busy_is_measured_over_the_loop_too() -> None:
     finally:
         torch.set_num_threads(threads)
     f = w.facts
-    assert f.loop_s > 0.5 and f.cpu_cores_busy > 0.6  # one core, most of the loop
+    assert f.loop_s > 0.5 and f.cpu_cores_busy > 0.4  # one core, most of the loop (half of it on a machine run 2x over)
     assert f.cpu_s / f.wall_s < 0.75 * f.cpu_cores_busy  # what the whole watch would have said
 
 

@@ -31,10 +31,12 @@ from typing import Any
 RESULTS = Path(__file__).resolve().parent / "gpu" / "results"
 
 
-def _summary(ratios: list[float], lo: float, hi: float) -> dict[str, float]:
+def _summary(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Median |error|, worst factor and the share inside each row's band (``band``: its regime's, estimate/bands.py)."""
+    ratios = [r["ratio"] for r in rows]
     errs = [abs(r - 1.0) for r in ratios]
     worst = max(max(r, 1 / r) for r in ratios)
-    inside = sum(1 for r in ratios if lo <= 1 / r <= hi) / len(ratios)
+    inside = sum(1 for r in rows if r["band"][0] <= 1 / r["ratio"] <= r["band"][1]) / len(rows)
     return {"n": len(ratios), "median_abs_error": statistics.median(errs), "worst_factor": worst, "in_band": inside}
 
 
@@ -63,7 +65,7 @@ def encoder_rows(run: Path, models: set[str] | None = None, mode: str | None = N
     """Projected vs measured for every ok measurement of the run (of ``models`` in ``mode`` when given), ms."""
     from rightsize.estimate.projection import load_projection_model
     from rightsize.estimate.reference import json_input, work_key
-    from rightsize.estimate.timemodel import gpu_time_ms
+    from rightsize.estimate.timemodel import gpu_time_split_ms, regime_of
     from rightsize.estimate.work import trace_works
 
     measured, acc = _read_run(run)
@@ -75,11 +77,14 @@ def encoder_rows(run: Path, models: set[str] | None = None, mode: str | None = N
     out = []
     for m in ms:
         work = works[work_key(m.model, m.mode, m.input)]
-        projected = gpu_time_ms(work, m.batch_size, acc, m.precision, model.gpu)
+        device, host, _ = gpu_time_split_ms(work, m.batch_size, acc, m.precision, model.gpu)
+        projected, regime = max(device, host), regime_of(device, host)
+        band = model.band("gpu", regime)
         measured = m.latency_ms.p50
         out.append({"model": m.model, "mode": m.mode, "precision": m.precision, "batch": m.batch_size,
                     "device": acc.name, "measured_ms": measured, "projected_ms": projected,
-                    "ratio": projected / measured, "converged": bool(m.extra.get("ci_converged", True))})  # fmt: skip
+                    "ratio": projected / measured, "converged": bool(m.extra.get("ci_converged", True)),
+                    "regime": regime, "band": (band.lo, band.hi)})  # fmt: skip
     return out
 
 
@@ -180,29 +185,34 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {device_runs_path()}: {n} converged timings from {len(runs)} runs")
         return 0
 
-    band = load_projection_model().band("gpu")
-    report: dict[str, Any] = {"band": [band.lo, band.hi], "runs": {}}
+    model = load_projection_model()
+    band = model.band("gpu")  # the LLM steps' (no regime split for them)
+    bands = {k: (model.band("gpu", k).lo, model.band("gpu", k).hi) for k in ("host", "device")}
+    report: dict[str, Any] = {"band": [band.lo, band.hi], "bands": bands, "runs": {}}
     for run in runs:
         rows, steps = encoder_rows(run), llm_rows(run)
-        groups: dict[str, list[float]] = {}
+        for s in steps:
+            s["band"] = (band.lo, band.hi)
+        groups: dict[str, list[dict[str, Any]]] = {}
         for r in rows:
             key = f"{r['model']} {r['mode']}" + ("" if r["converged"] else " (not converged)")
-            groups.setdefault(key, []).append(r["ratio"])
-        summary = {k: _summary(v, band.lo, band.hi) for k, v in sorted(groups.items())}
-        conv = [r["ratio"] for r in rows if r["converged"]]
-        summary["all converged"] = _summary(conv, band.lo, band.hi)
-        summary["all"] = _summary([r["ratio"] for r in rows], band.lo, band.hi)
+            groups.setdefault(key, []).append(r)
+        summary = {k: _summary(v) for k, v in sorted(groups.items())}
+        summary["all converged"] = _summary([r for r in rows if r["converged"]])
+        summary["all"] = _summary(rows)
         if steps:
-            summary["llm eager steps"] = _summary([s["ratio"] for s in steps], band.lo, band.hi)
+            summary["llm eager steps"] = _summary(steps)
         report["runs"][run.name] = {"rows": rows, "llm": steps, "summary": summary}
         if args.json:
             continue
-        print(f"== {run.name}: projected / measured (shipped fit, GPU band x{band.lo:.2f}-x{band.hi:.2f})")
-        print(f"{'model':<11}{'mode':<10}{'prec':<6}{'batch':>6}{'measured ms':>13}{'projected ms':>14}{'ratio':>8}")
+        ranges = ", ".join(f"{k}-bound x{lo:.2f}-x{hi:.2f}" for k, (lo, hi) in bands.items())
+        print(f"== {run.name}: projected / measured (shipped fit; GPU band by regime: {ranges})")
+        print(f"{'model':<11}{'mode':<10}{'prec':<6}{'batch':>6}{'measured ms':>13}{'projected ms':>14}{'ratio':>8}"
+              "  regime")  # fmt: skip
         for r in rows:
             flag = "" if r["converged"] else "  not converged"
             print(f"{r['model']:<11}{r['mode']:<10}{r['precision']:<6}{r['batch']:>6}{r['measured_ms']:>13.2f}"
-                  f"{r['projected_ms']:>14.2f}{r['ratio']:>8.2f}{flag}")  # fmt: skip
+                  f"{r['projected_ms']:>14.2f}{r['ratio']:>8.2f}  {r['regime']}{flag}")  # fmt: skip
         for s in steps:
             print(f"{s['model']:<11}{s['step']:<22}{s['measured_ms']:>13.2f}{s['projected_ms']:>14.2f}"
                   f"{s['ratio']:>8.2f}")  # fmt: skip
@@ -213,13 +223,16 @@ def main(argv: list[str] | None = None) -> int:
     pooled_llm = [s for run in report["runs"].values() for s in run["llm"]]
     if pooled:
         report["summary"] = {
-            "all runs, converged": _summary([r["ratio"] for r in pooled if r["converged"]], band.lo, band.hi),
-            "all runs": _summary([r["ratio"] for r in pooled], band.lo, band.hi),
+            "all runs, converged": _summary([r for r in pooled if r["converged"]]),
+            "all runs": _summary(pooled),
+            **{
+                f"all runs, converged, {k}-bound": _summary([r for r in pooled if r["converged"] and r["regime"] == k])
+                for k in bands
+                if any(r["converged"] and r["regime"] == k for r in pooled)
+            },
         }
         if pooled_llm:
-            report["summary"]["all runs, llm eager steps"] = _summary(
-                [s["ratio"] for s in pooled_llm], band.lo, band.hi
-            )
+            report["summary"]["all runs, llm eager steps"] = _summary(pooled_llm)
         if not args.json:
             print(f"== pooled over {len(report['runs'])} runs")
             _print_summary(report["summary"])

@@ -41,7 +41,7 @@ TARGETS = {"median_abs_error": 0.20, "worst_factor": 2.0, "coverage": 0.90, "cov
 def _runs_summary(ev: Any) -> dict[str, dict[str, float]]:
     """Per real GPU run (device_runs.csv) and over all: median |error| and worst factor of the fit, the share inside
     the shipped band (which their own errors helped to set) and inside a band built without that run."""
-    from rightsize.estimate.bands import bands_from
+    from rightsize.estimate.bands import band_for, bands_from
 
     out: dict[str, dict[str, float]] = {}
     groups = {src: [h for h in ev.runs if h.row.source == src] for src in sorted({h.row.source for h in ev.runs})}
@@ -49,10 +49,14 @@ def _runs_summary(ev: Any) -> dict[str, dict[str, float]]:
     for src, hs in [*groups.items(), ("all runs", list(ev.runs))]:
         if not hs:
             continue
-        inside = sum(1 for h in hs if (b := ev.bands.get(h.row.device_class)) and b.lo <= 1 / h.ratio <= b.hi)
+        inside = sum(
+            1 for h in hs if (b := band_for(ev.bands, h.row.device_class, h.regime)) and b.lo <= 1 / h.ratio <= b.hi
+        )
         if src != "all runs":
             other = bands_from([*ev.held, *(h for h in ev.runs if h.row.source != src)])
-            held = sum(1 for h in hs if (b := other.get(h.row.device_class)) and b.lo <= 1 / h.ratio <= b.hi)
+            held = sum(
+                1 for h in hs if (b := band_for(other, h.row.device_class, h.regime)) and b.lo <= 1 / h.ratio <= b.hi
+            )
             held_in += held
         else:
             held = held_in
@@ -110,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             "summary": summary, "targets": TARGETS, "met": verdict, "inputs": inputs,
             "bands": {k: b.to_dict() for k, b in ev.bands.items()},
             "rows": [{"id": h.row.id, "source": h.row.source, "published_ms": h.row.latency_ms,
-                      "projected_ms": h.predicted_ms, "ratio": h.ratio} for h in ev.held],
+                      "projected_ms": h.predicted_ms, "ratio": h.ratio, "regime": h.regime} for h in ev.held],
             "skipped": [{"id": r.id, "why": why} for r, why in ev.skipped],
             "checks": {"rows": checks, "summary": _check_summary(checks, ev)},
             "runs": _runs_summary(ev),
@@ -130,6 +134,7 @@ def _checks(ev: Any, catalog: Any) -> list[dict[str, Any]]:
         load_reference,
         needed_works,
         predict_row,
+        row_regime,
         with_check_devices,
     )
     from rightsize.estimate.work import trace_works
@@ -143,18 +148,21 @@ def _checks(ev: Any, catalog: Any) -> list[dict[str, Any]]:
         if t is not None:
             out.append({"id": r.id, "source": r.source, "device": r.device, "model": r.model, "mode": r.mode,
                         "batch": r.batch_size, "published_ms": r.latency_ms, "projected_ms": t,
-                        "ratio": t / r.latency_ms, "device_class": r.device_class})  # fmt: skip
+                        "ratio": t / r.latency_ms, "device_class": r.device_class,
+                        "regime": row_regime(r, works, catalog, ev.fit.gpu)})  # fmt: skip
     return out
 
 
 def _check_summary(checks: list[dict[str, Any]], ev: Any) -> dict[str, float]:
+    from rightsize.estimate.bands import band_for
+
     if not checks:
         return {"n": 0}
     ratios = [c["ratio"] for c in checks]
     errs = sorted(abs(x - 1.0) for x in ratios)
     inside = 0
     for c in checks:
-        b = ev.bands.get(c["device_class"])
+        b = band_for(ev.bands, c["device_class"], c["regime"])
         inside += b is not None and b.lo <= 1.0 / c["ratio"] <= b.hi
     return {"n": len(checks), "median_abs_error": errs[len(errs) // 2] if len(errs) % 2 else
             (errs[len(errs) // 2 - 1] + errs[len(errs) // 2]) / 2,
@@ -162,6 +170,8 @@ def _check_summary(checks: list[dict[str, Any]], ev: Any) -> dict[str, float]:
 
 
 def _print_checks(checks: list[dict[str, Any]], ev: Any) -> None:
+    from rightsize.estimate.bands import band_for
+
     if not checks:
         return
     print()
@@ -170,7 +180,7 @@ def _print_checks(checks: list[dict[str, Any]], ev: Any) -> None:
         "reference set's), projected by the shipped fit:"
     )
     for c in checks:
-        b = ev.bands.get(c["device_class"])
+        b = band_for(ev.bands, c["device_class"], c["regime"])
         inside = "in" if b is not None and b.lo <= 1.0 / c["ratio"] <= b.hi else "OUT"
         print(f"{c['id'][:34]:<34} {c['device'][:22]:<22} {c['model'][:24]:<24} {c['mode'][:5]:<5} {c['batch']:>5} "
               f"{c['published_ms']:>9.2f}m {c['projected_ms']:>9.2f}m {c['ratio']:>6.2f} {inside}")  # fmt: skip
@@ -191,19 +201,21 @@ def _check(s: dict[str, float], key: str) -> bool:
 
 
 def _print(ev: Any, summary: dict[str, dict[str, float]], verdict: dict[str, bool]) -> None:
+    from rightsize.estimate.bands import band_for
+
     head = (
         f"{'row':<34} {'device':<22} {'model':<24} {'mode':<5} {'prec':<5} {'b':>4} "
-        f"{'published':>10} {'projected':>10} {'ratio':>6} band"
+        f"{'published':>10} {'projected':>10} {'ratio':>6} band {'(regime)'}"
     )
     print(head)
     print("-" * len(head))
     for h in sorted(ev.held, key=lambda h: (h.row.device_class, h.row.device, h.row.model, h.row.batch_size)):
         r = h.row
-        b = ev.bands.get(r.device_class)
+        b = band_for(ev.bands, r.device_class, h.regime)
         inside = "in" if b is not None and b.lo <= 1.0 / h.ratio <= b.hi else "OUT"
         dev = r.device + (f" {r.cpu_threads}c" if r.device_class == "cpu" else "")
         print(f"{r.id[:34]:<34} {dev[:22]:<22} {r.model[:24]:<24} {r.mode[:5]:<5} {r.precision:<5} {r.batch_size:>4} "
-              f"{r.latency_ms:>9.2f}m {h.predicted_ms:>9.2f}m {h.ratio:>6.2f} {inside}")  # fmt: skip
+              f"{r.latency_ms:>9.2f}m {h.predicted_ms:>9.2f}m {h.ratio:>6.2f} {inside:<4} {h.regime}")  # fmt: skip
     print()
     print(f"{'class':<6} {'n':>3} {'median |err|':>13} {'worst':>7} {'in band':>8} {'out-of-source':>14} "
           f"{'band width':>11}  band (lo-hi)")  # fmt: skip
@@ -211,13 +223,22 @@ def _print(ev: Any, summary: dict[str, dict[str, float]], verdict: dict[str, boo
         if not s.get("n"):
             continue
         b = ev.bands.get(dc)
-        band = f"x{b.lo:.2f}-x{b.hi:.2f}" if b else "per class"
+        by_regime = any(k.startswith(f"{dc}:") for k in ev.bands)
+        band = (
+            f"x{b.lo:.2f}-x{b.hi:.2f}" + (" (over both regimes; by regime below)" if by_regime else "")
+            if b
+            else "per class"
+        )
         oos = s["coverage_out_of_source"]
         print(f"{dc:<6} {int(s['n']):>3} {s['median_abs_error']:>12.1%} {s['worst_factor']:>6.2f}x "
               f"{s['coverage']:>7.0%} {oos:>13.0%} {s['median_band_width']:>10.2f}x  {band}")  # fmt: skip
+    for key in sorted(k for k in ev.bands if ":" in k):
+        b = ev.bands[key]
+        print(f"  {key:<11} band x{b.lo:.2f}-x{b.hi:.2f} (width {b.hi / b.lo:.2f}x) from {b.n} rows: {b.source}")
     print(
-        "in band: inside the printed band, which every row's own held-out error helped to set; out-of-source: "
-        "inside a band built from the other sources' errors only (the stricter test: how a new source fares)"
+        "in band: inside the printed band (a GPU row: its regime's, host- or device-bound), which every row's own "
+        "held-out error helped to set; out-of-source: inside a band built from the other sources' errors only (the "
+        "stricter test: how a new source fares)"
     )
     by_src: dict[str, list[float]] = {}
     for h in ev.held:

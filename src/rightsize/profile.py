@@ -266,11 +266,19 @@ class ServiceCurve:
     # rate: all of a compute-bound kernel, part of one that streams memory, which draws less power; plan/energy.py).
     # None: unknown (the energy model then counts it all as math).
     compute_share: tuple[float, ...] | None = None
+    # Projections whose band differs from batch to batch (GPU: a host-bound small batch errs wider than a
+    # device-bound large one, estimate/bands.py): the band at each batch size. band_lo / band_hi then hold the
+    # widest of them (the smallest lo, the largest hi). None: one band for every batch size.
+    band_los: tuple[float, ...] | None = None
+    band_his: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.batch_sizes)
         if n == 0 or len(self.latency_ms) != n or len(self.cv) != n:
             raise ValueError("batch_sizes, latency_ms and cv must be non-empty and of equal length")
+        bands = (self.band_los, self.band_his)
+        if any((b is None) != (bands[0] is None) or (b is not None and len(b) != n) for b in bands):
+            raise ValueError("band_los and band_his must both be given, one per batch size, or neither")
         if list(self.batch_sizes) != sorted(set(self.batch_sizes)):
             raise ValueError("batch_sizes must be strictly increasing")
 
@@ -303,6 +311,33 @@ class ServiceCurve:
             return 1.0
         bs = self.batch_sizes
         return _between(bs, shares, min(max(batch, bs[0]), bs[-1]))
+
+    def band_at(self, batch: float) -> tuple[float, float]:
+        """(lo, hi) multipliers on the median time at ``batch`` (interpolated between batch sizes)."""
+        if self.band_los is None or self.band_his is None:
+            return self.band_lo, self.band_hi
+        return self._share_at(self.band_los, batch), self._share_at(self.band_his, batch)
+
+    def at_band_edge(self, edge: str, **changes: Any) -> ServiceCurve:
+        """A copy at one edge of its band (``"lo"`` or ``"hi"``): every time x that batch size's multiplier, the
+        band re-centred on the new times (at "hi" it then runs from lo/hi to 1)."""
+        los = self.band_los or tuple(self.band_lo for _ in self.batch_sizes)
+        his = self.band_his or tuple(self.band_hi for _ in self.batch_sizes)
+        factors = los if edge == "lo" else his
+        new_los = tuple(lo / f for lo, f in zip(los, factors, strict=True))
+        new_his = tuple(hi / f for hi, f in zip(his, factors, strict=True))
+        d = asdict(self)
+        d.update(
+            latency_ms=tuple(t * f for t, f in zip(self.latency_ms, factors, strict=True)),
+            batch_sizes=tuple(self.batch_sizes),
+            cv=tuple(self.cv),
+            band_lo=min(new_los),
+            band_hi=max(new_his),
+            band_los=new_los if self.band_los is not None else None,
+            band_his=new_his if self.band_his is not None else None,
+        )
+        d.update(changes)
+        return ServiceCurve(**d)
 
     def cv_at(self, batch: float) -> float:
         i = min(range(len(self.batch_sizes)), key=lambda k: abs(self.batch_sizes[k] - batch))

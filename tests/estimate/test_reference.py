@@ -11,7 +11,7 @@ from types import ModuleType
 import pytest
 
 from rightsize.catalog import load_catalog
-from rightsize.estimate.bands import Evaluation, Held, bands_from, evaluate
+from rightsize.estimate.bands import Evaluation, Held, band_for, bands_from, evaluate
 from rightsize.estimate.reference import (
     Anchor,
     ReferenceRow,
@@ -198,3 +198,40 @@ def test_real_runs_join_the_band_but_not_the_fit() -> None:
     alone, both = bands_from(held)["gpu"], bands_from([*held, *ran])["gpu"]
     assert alone.hi < 1.1 < 1.8 < both.hi  # the runs' error widens the band
     assert "20 published GPU results and the error over 20 real GPU runs" in both.source
+
+
+def test_each_gpu_regime_gets_its_own_band_when_it_has_the_rows() -> None:
+    """Host-bound rows err wider than device-bound ones: each regime its own band, the class's band over both; a
+    regime with too few rows falls back to the class's band."""
+    rng = random.Random(7)
+    rows = [_row(i, f"s{i % 5}", "a", "T4", 1, TRUE, 0.0) for i in range(60)]
+    held = [Held(r, r.latency_ms * math.exp(rng.gauss(0, 0.3 if i % 2 else 0.05)), "host" if i % 2 else "device")
+            for i, r in enumerate(rows)]  # fmt: skip
+    bands = bands_from(held)
+    host, device, both = bands["gpu:host"], bands["gpu:device"], bands["gpu"]
+    assert device.hi / device.lo < 1.4 < 2.0 < host.hi / host.lo  # 5% vs 30% noise
+    assert device.hi / device.lo < both.hi / both.lo < host.hi / host.lo
+    assert "30 published device-bound GPU results" in device.source
+    assert band_for(bands, "gpu", "device") is device and band_for(bands, "gpu") is both
+    few = bands_from([*held[:20], *(replace(h, regime="") for h in held[20:])])  # 10 rows per regime left tagged
+    assert set(few) == {"gpu", "gpu:device", "gpu:host"}
+    fewer = bands_from([*held[:18], *(replace(h, regime="") for h in held[18:])])  # 9 per regime: no regime band
+    assert set(fewer) == {"gpu"} and band_for(fewer, "gpu", "host") is fewer["gpu"]
+
+
+def test_shipped_gpu_bands_are_narrower_where_the_gpu_sets_the_time() -> None:
+    """The shipped fit's device-bound GPU band is narrower than the host-bound one, and a projected GPU batch is
+    tagged by the regime its own time split puts it in (ResNet-50 on an A100: batch 1 host-bound, 256 not)."""
+    from rightsize.estimate.projection import load_projection_model
+    from rightsize.estimate.timemodel import gpu_time_split_ms, regime_of
+    from rightsize.estimate.work import trace_works
+
+    model = load_projection_model()
+    host, device = model.band("gpu", "host"), model.band("gpu", "device")
+    assert device.hi / device.lo < host.hi / host.lo and device.hi < model.band("gpu").hi
+    assert device.n >= 40 and host.n >= 40
+    work = trace_works({("resnet50", "inference", "image_size=224")})
+    w = next(iter(work.values()))
+    acc = CAT.accelerators["A100-80GB"]
+    regimes = [regime_of(*gpu_time_split_ms(w, b, acc, "fp16", model.gpu)[:2]) for b in (1, 256)]
+    assert regimes == ["host", "device"]

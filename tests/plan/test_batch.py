@@ -75,6 +75,14 @@ def test_a_projected_curve_must_meet_the_deadline_at_its_band_edge() -> None:
 
     assert fewest(measured) == 7  # 5M / (100/s x 2 h)
     assert fewest(projected) == math.ceil(5_000_000 / (100 / 1.5 * 2 * 3600))  # sized for 1.5x slower: 11
+    # A band by batch size (GPU: host-bound small batches err wider): the batch the plan runs sets the edge.
+    bs = measured.batch_sizes
+    batching = replace(projected, latency_ms=tuple(10.0 + b for b in bs))  # batch 32 runs fastest per sample
+    by_batch = replace(batching, band_los=(0.6,) * (len(bs) - 1) + (0.8,), band_his=(1.5,) * (len(bs) - 1) + (1.2,))
+    assert by_batch.band_at(32) == (0.8, 1.2) and by_batch.band_at(1) == (0.6, 1.5)
+    per_s = batching.throughput_per_s(32)
+    assert fewest(batching) == math.ceil(5_000_000 / (per_s / 1.5 * 2 * 3600))  # one band for all: 1.5x
+    assert fewest(by_batch) == math.ceil(5_000_000 / (per_s / 1.2 * 2 * 3600))  # batch 32's own band: 1.2x
 
 
 def test_the_input_stage_shares_cpu_cores_and_can_starve_a_gpu() -> None:

@@ -119,3 +119,27 @@ def test_fluid_estimates_give_each_percentile_its_own_value() -> None:
     with _common.out_console.capture() as cap:
         print_plan(PlanResult("online", "w", "m", {}, None, fluid, []), top=5)
     assert f"~{fluid[0].latency.p95:.1f}" in cap.get() and "fluid approximation, not simulated" in cap.get()
+
+
+def test_a_band_by_batch_size_sizes_each_batch_at_its_own_edge() -> None:
+    """GPU projections carry a wider band where the host sets the time (small batches) than where the GPU does:
+    the pessimistic edge scales each batch size by its own multiplier, and the band re-centres on it."""
+    from dataclasses import replace
+
+    from rightsize.plan.online import at_pessimistic_edge
+
+    cat = small_catalog()
+    curve = gpu_curve("T4", 5.0, 0.5)
+    n = len(curve.batch_sizes)
+    banded = replace(curve, band_lo=0.6, band_hi=1.6, band_los=(0.6,) * 2 + (0.7,) * (n - 2),
+                     band_his=(1.6,) * 2 + (1.3,) * (n - 2))  # fmt: skip
+    opt = next(o for o in pair_options(cat.instances, [banded], cat.accelerators) if o.device == "T4")
+    edge = at_pessimistic_edge(opt).curve
+    for b, t, t0 in zip(curve.batch_sizes, edge.latency_ms, curve.latency_ms, strict=True):
+        assert t == pytest.approx(t0 * (1.6 if b <= 2 else 1.3))
+    assert edge.band_at(1) == pytest.approx((0.6 / 1.6, 1.0)) and edge.band_at(32) == pytest.approx((0.7 / 1.3, 1.0))
+    assert edge.band_hi == 1.0 and "x1.30-x1.60 by batch size" in edge.source
+    low = banded.at_band_edge("lo")
+    assert low.latency_ms[-1] == pytest.approx(curve.latency_ms[-1] * 0.7) and low.band_at(32)[0] == 1.0
+    with pytest.raises(ValueError, match="band_los and band_his"):
+        replace(curve, band_los=(0.5,) * n)

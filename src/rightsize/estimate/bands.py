@@ -5,7 +5,11 @@
 
 ``leave_one_source_out`` predicts every published source from the fit on the others; real GPU runs
 (``device_runs.csv``) are predicted by the fit on every row, never fitted to. ``bands_from`` turns both errors into
-one band per device class, which the planner judges "meets the SLO" at.
+one band per device class, which the planner judges "meets the SLO" at, and for GPUs one per regime
+(``timemodel.regime_of``): a batch whose projected time is the host's (the GPU waits for eager dispatch) errs about
+half as widely again as one whose time is the GPU's kernels (host speed, Python and driver versions vary from machine
+to machine; the kernels' arithmetic and bytes do not), so each projected batch carries the band of its own regime
+(``band_for``).
 """
 
 from __future__ import annotations
@@ -23,13 +27,34 @@ from rightsize.estimate.reference import (
     ReferenceRow,
     fit_params,
     predict_row,
+    row_regime,
     work_key,
 )
-from rightsize.estimate.timemodel import CpuParams, GpuParams
+from rightsize.estimate.timemodel import DEVICE_BOUND, HOST_BOUND, CpuParams, GpuParams, regime_of
 from rightsize.measure.timing import percentile
 from rightsize.profile import WorkProfile
 
-__all__ = ["Band", "Evaluation", "Held", "bands_from", "evaluate", "leave_one_source_out"]
+__all__ = [
+    "DEVICE_BOUND",
+    "HOST_BOUND",
+    "Band",
+    "Evaluation",
+    "Held",
+    "band_for",
+    "band_key",
+    "bands_from",
+    "evaluate",
+    "leave_one_source_out",
+    "regime_of",
+]
+
+# A regime's own band only with this many rows behind it; fewer fall back to the device class's band.
+MIN_REGIME_ROWS = 10
+
+
+def band_key(device_class: str, regime: str = "") -> str:
+    """The key of a band in ``bands_from``'s mapping: ``"gpu"`` for the class, ``"gpu:host"`` for one regime."""
+    return f"{device_class}:{regime}" if regime else device_class
 
 
 @dataclass(frozen=True)
@@ -38,6 +63,7 @@ class Held:
 
     row: ReferenceRow
     predicted_ms: float
+    regime: str = ""  # GPU rows: HOST_BOUND or DEVICE_BOUND at the predicting fit (regime_of); CPU rows: ""
 
     @property
     def ratio(self) -> float:
@@ -55,7 +81,7 @@ def leave_one_source_out(
             if r.source == src:
                 t = predict_row(r, works, anchors, catalog, fit.gpu, fit.cpu)
                 if t is not None:
-                    out.append(Held(r, t))
+                    out.append(Held(r, t, row_regime(r, works, catalog, fit.gpu)))
     return out
 
 
@@ -77,27 +103,41 @@ class Band:
 
 
 def bands_from(held: Sequence[Held], coverage: float = 0.9, floor: float = 0.05) -> dict[str, Band]:
-    """Per device class, the narrowest band around 1 holding ``coverage`` of truth/prediction ratios.
+    """Per device class, and per regime within it (``band_key``), the narrowest band around 1 holding ``coverage``
+    of truth/prediction ratios. A regime with fewer than ``MIN_REGIME_ROWS`` rows gets no band of its own.
 
     truth / pred = 1 / ratio; lo and hi are the (1 − c)/2 and (1 + c)/2 empirical quantiles of it,
     widened by ``floor`` (measurement noise of the published figure itself)."""
+    groups: dict[str, list[Held]] = {}
+    for h in held:
+        groups.setdefault(band_key(h.row.device_class), []).append(h)
+        if h.regime:
+            groups.setdefault(band_key(h.row.device_class, h.regime), []).append(h)
     out: dict[str, Band] = {}
-    for dc in sorted({h.row.device_class for h in held}):
-        qs = sorted(1.0 / h.ratio for h in held if h.row.device_class == dc)
-        n = len(qs)
-        if n == 0:
+    for key in sorted(groups):
+        hs = groups[key]
+        if ":" in key and len(hs) < MIN_REGIME_ROWS:
             continue
+        qs = sorted(1.0 / h.ratio for h in hs)
+        n = len(qs)
         lo_q = percentile(qs, (1 - coverage) / 2 * 100)
         hi_q = percentile(qs, (1 + coverage) / 2 * 100)
         lo, hi = min(lo_q, 1.0) * (1 - floor), max(hi_q, 1.0) * (1 + floor)
         inside = sum(1 for q in qs if lo <= q <= hi) / n
-        mae = statistics.median(abs(h.ratio - 1.0) for h in held if h.row.device_class == dc)
-        runs = sum(1 for h in held if h.row.device_class == dc and h.row.run)
-        src = f"leave-one-source-out error over {n - runs} published {dc.upper()} results"
+        mae = statistics.median(abs(h.ratio - 1.0) for h in hs)
+        runs = sum(1 for h in hs if h.row.run)
+        dc, _, regime = key.partition(":")
+        what = f"{regime}-bound {dc.upper()}" if regime else dc.upper()
+        src = f"leave-one-source-out error over {n - runs} published {what} results"
         if runs:
-            src += f" and the error over {runs} real {dc.upper()} runs (never fitted)"
-        out[dc] = Band(lo, hi, inside, n, mae, src)
+            src += f" and the error over {runs} real {what} runs (never fitted)"
+        out[key] = Band(lo, hi, inside, n, mae, src)
     return out
+
+
+def band_for(bands: Mapping[str, Band], device_class: str, regime: str = "") -> Band | None:
+    """The band a projection in ``regime`` of ``device_class`` carries: its regime's, else its class's."""
+    return bands.get(band_key(device_class, regime)) or bands.get(band_key(device_class))
 
 
 @dataclass(frozen=True)
@@ -118,7 +158,7 @@ class Evaluation:
         worst = max(hs, key=lambda h: max(h.ratio, 1.0 / h.ratio))
         inside, widths = 0, []
         for h in hs:
-            b = self.bands.get(h.row.device_class)
+            b = band_for(self.bands, h.row.device_class, h.regime)
             if b is None:
                 continue
             widths.append(b.hi / b.lo)
@@ -139,7 +179,7 @@ class Evaluation:
         for src in sorted({h.row.source for h in hs}):
             bands = bands_from([h for h in (*self.held, *self.runs) if h.row.source != src])
             for h in hs:
-                b = bands.get(h.row.device_class) if h.row.source == src else None
+                b = band_for(bands, h.row.device_class, h.regime) if h.row.source == src else None
                 inside += int(b is not None and b.lo <= 1.0 / h.ratio <= b.hi)
         return inside / len(hs) if hs else 0.0
 
@@ -167,5 +207,5 @@ def evaluate(
     for r in runs:
         t = predict_row(r, works, anchors, catalog, fit.gpu, fit.cpu)
         if t is not None:
-            ran.append(Held(r, t))
+            ran.append(Held(r, t, row_regime(r, works, catalog, fit.gpu)))
     return Evaluation(fit, tuple(held), bands_from([*held, *ran]), tuple(skipped), tuple(ran))

@@ -33,7 +33,7 @@ from typing import Any
 
 from rightsize.catalog import Accelerator, Catalog, CpuFamily, Instance, filter_instances, match_cpu_family
 from rightsize.catalog.query import match_accelerator
-from rightsize.estimate.bands import Band
+from rightsize.estimate.bands import Band, band_for
 from rightsize.estimate.reference import Anchor, anchor_factor, int8_convs, probed_core_gflops, work_key
 from rightsize.estimate.timemodel import (
     CpuParams,
@@ -42,6 +42,7 @@ from rightsize.estimate.timemodel import (
     cpu_time_ms,
     gpu_time_ms,
     gpu_time_split_ms,
+    regime_of,
     same_kernel_path,
 )
 from rightsize.profile import Environment, Profile, ServiceCurve, WorkProfile, measured_curve
@@ -75,8 +76,11 @@ class ProjectionModel:
     source: str
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def band(self, device_class: str) -> Band:
-        return self.bands.get(device_class) or Band(0.5, 2.0, 0.0, 0, 0.0, "no reference error measured: prior")
+    def band(self, device_class: str, regime: str = "") -> Band:
+        """The band of a projection in ``regime`` (GPU: timemodel.regime_of) of ``device_class``: the regime's own,
+        else the class's, else a wide prior."""
+        found = band_for(self.bands, device_class, regime)
+        return found or Band(0.5, 2.0, 0.0, 0, 0.0, "no reference error measured: prior")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -236,8 +240,9 @@ def _project_gpu(
     batches = sorted(set(GPU_BATCHES) | local)
     parts = [gpu_time_split_ms(work, b, acc, prec, model.gpu) for b in batches]  # (device, host, math)
     ts = [max(dev, host) * (k or 1.0) for dev, host, _ in parts]
-    band = model.band("gpu")
+    bands = [model.band("gpu", regime_of(dev, host)) for dev, host, _ in parts]  # each batch its regime's band
     how = f"anchored to this model's CUDA measurements (x{k:.2f})" if k else "from the traced ops"
+    why = "; ".join(dict.fromkeys(b.source for b in bands))
     return ServiceCurve(
         device=acc.name,
         precision=prec,
@@ -245,9 +250,11 @@ def _project_gpu(
         latency_ms=tuple(ts),
         cv=tuple(0.03 for _ in batches),
         provenance="projected",
-        band_lo=band.lo,
-        band_hi=band.hi,
-        source=f"GPU time model {how}; {model.source}; band: {band.source}; {acc.name}: {acc.source}",
+        band_lo=min(b.lo for b in bands),
+        band_hi=max(b.hi for b in bands),
+        band_los=tuple(b.lo for b in bands),
+        band_his=tuple(b.hi for b in bands),
+        source=f"GPU time model {how}; {model.source}; band: {why}; {acc.name}: {acc.source}",
         device_share=tuple(round(dev / max(dev, host), 4) for dev, host, _ in parts),
         compute_share=tuple(round(comp / dev if 0 < dev < math.inf else 0.0, 4) for dev, _, comp in parts),
     )

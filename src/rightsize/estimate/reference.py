@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from rightsize.catalog.model import Catalog, CpuFamily
-from rightsize.estimate.timemodel import CpuParams, GpuParams, cpu_time_ms, gpu_time_ms, same_kernel_path
+from rightsize.estimate.timemodel import (
+    CpuParams,
+    GpuParams,
+    cpu_time_ms,
+    gpu_time_ms,
+    gpu_time_split_ms,
+    regime_of,
+    same_kernel_path,
+)
 from rightsize.profile import Measurement, WorkProfile
 
 __all__ = [
@@ -43,6 +51,7 @@ __all__ = [
     "predict_row",
     "probed_core_gflops",
     "reference_path",
+    "row_regime",
     "work_key",
 ]
 
@@ -280,6 +289,16 @@ def predict_row(
         fam = replace(fam, sustained_ghz=row.clock_ghz)
     t = cpu_time_ms(work, row.batch_size, fam, row.cpu_threads, row.precision, cpu, convs)
     return k[0] * t if t < math.inf else None
+
+
+def row_regime(row: ReferenceRow, works: Mapping[str, WorkProfile], catalog: Catalog, gpu: GpuParams) -> str:
+    """A GPU row's regime under ``gpu`` (``timemodel.regime_of``); "" for CPU rows or when it cannot be projected."""
+    work = works.get(work_key(row.model, row.mode, row.input))
+    acc = catalog.accelerators.get(row.device)
+    if row.device_class != "gpu" or work is None or acc is None:
+        return ""
+    device, host, _ = gpu_time_split_ms(work, row.batch_size, acc, row.precision, gpu)
+    return regime_of(device, host)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -135,6 +135,15 @@ def _optimizer_ops(work: WorkProfile) -> tuple[float, int]:
     return 28.0 * work.n_params, 12 * max(1, math.ceil(work.param_tensors / 100))
 
 
+HOST_BOUND, DEVICE_BOUND = "host", "device"
+
+
+def regime_of(device_ms: float, host_ms: float) -> str:
+    """A projected GPU batch's regime: host-bound when dispatching its eager ops takes the host at least as long
+    as the GPU's kernels take (the batch then takes the host's time), else device-bound."""
+    return HOST_BOUND if host_ms >= device_ms else DEVICE_BOUND
+
+
 def gpu_time_ms(
     work: WorkProfile, batch: float, acc: Accelerator, precision: str, params: GpuParams, host_ghz: float = 3.0
 ) -> float:

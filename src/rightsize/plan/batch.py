@@ -127,6 +127,7 @@ def _option(
         )
         return [(base, 0.0)]
     thr = opt.per_instance * opt.curve.throughput_per_s(b)  # samples/s per instance
+    base.band = opt.curve.band_at(b)  # a projected curve's band at the batch size it runs
     if input_stage is not None:
         thr, bound = input_stage.bound(inst, cpus or {}, thr)
         base.notes.append(bound)
@@ -139,7 +140,7 @@ def _option(
         )
         return [(base, 0.0)]
     # sized so the slow edge of a projected curve's band still finishes in time (see jobs.finish)
-    thr_edge = thr / max(1.0, opt.curve.band_hi)
+    thr_edge = thr / max(1.0, base.band[1])
     n_min = max(1, math.ceil(target.items / (thr_edge * avail_h * 3600.0) - 1e-9))
     counts = [n for n in dict.fromkeys((n_min, 2 * n_min, 4 * n_min)) if n <= target.max_instances] or [n_min]
     out: list[tuple[Candidate, float]] = []

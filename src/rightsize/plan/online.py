@@ -217,15 +217,16 @@ def _candidate(opt: Option, target: OnlineTarget, buy: str) -> Candidate:
 
 
 def at_pessimistic_edge(opt: Option) -> Option:
-    """A projected curve is sized at the slow edge of its band: every time x ``band_hi`` (the band then
-    runs from band_lo / band_hi to 1 around it). A measured curve (band 1) is unchanged. So "meets the
+    """A projected curve is sized at the slow edge of its band: every time x its batch size's ``band_hi`` (the
+    band then runs from lo / hi to 1 around it). A measured curve (band 1) is unchanged. So "meets the
     SLO" holds for ~95% of the published results the band was measured on, not just for the median."""
     c = opt.curve
     if c.provenance != "projected" or c.band_hi <= 1.0:
         return opt
-    note = f"sized at the pessimistic edge of the projection band (x{c.band_hi:.2f})"
-    edge = c.scaled(c.band_hi, band_lo=c.band_lo / c.band_hi, band_hi=1.0, source=f"{note}; {c.source}")
-    return replace(opt, curve=edge)
+    his = sorted(set(c.band_his or (c.band_hi,)))
+    x = f"x{his[0]:.2f}" if len(his) == 1 else f"x{his[0]:.2f}-x{his[-1]:.2f} by batch size"
+    note = f"sized at the pessimistic edge of the projection band ({x})"
+    return replace(opt, curve=c.at_band_edge("hi", source=f"{note}; {c.source}"))
 
 
 def plan_online(

@@ -161,6 +161,7 @@ def _option(
             scaling = f"scaling efficiency {eff:.2f} ({'per-doubling model' if workers > 1 else 'one worker'})"
         compute_h = steps * step_ms / 3.6e6
         base.batching = Batching(micro, 0.0)
+        base.band = curve.band_at(micro)  # a projected curve's band at the micro-batch it runs
         base.grad_accumulation = accum
         base.memory_bytes = None if opt.memory is None else int(opt.memory.bytes_at(micro))
         base.throughput_per_s = target.batch_size * 1000.0 / step_ms

@@ -65,7 +65,7 @@ def apply_plan(
 
 
 def simulate_policy(
-    curve: ServiceCurve, policy: Policy, replicas: int, target: OnlineTarget, n: int, seed: int, scale: float = 1.0
+    curve: ServiceCurve, policy: Policy, replicas: int, target: OnlineTarget, n: int, seed: int
 ) -> LatencyPrediction:
     q = float(target.latency.percentile)
     cfg = SimConfig(
@@ -79,7 +79,7 @@ def simulate_policy(
         burst_s=target.burst_s,
         balancer=target.balancer,
     )
-    res = simulate(curve.scaled(scale) if scale != 1.0 else curve, cfg, n_requests=n, seed=seed, percentiles=(q,))
+    res = simulate(curve, cfg, n_requests=n, seed=seed, percentiles=(q,))
     how = (
         f"simulation ({target.balancer}, {res.n_requests} requests)"
         if replicas > 1
@@ -148,8 +148,8 @@ def _verify_one(
         done[key] = (r, pred)
     r, pred = done[key]
     if band and pred.band_ms is None and (opt.curve.band_lo != 1.0 or opt.curve.band_hi != 1.0):
-        lo = simulate_policy(opt.curve, pol, r, target, n // 2, seed + 2, opt.curve.band_lo)
-        hi = simulate_policy(opt.curve, pol, r, target, n // 2, seed + 2, opt.curve.band_hi)
+        lo = simulate_policy(opt.curve.at_band_edge("lo"), pol, r, target, n // 2, seed + 2)
+        hi = simulate_policy(opt.curve.at_band_edge("hi"), pol, r, target, n // 2, seed + 2)
         pred = replace(pred, band_ms=(lo.p_target_ms or lo.p95, hi.p_target_ms or hi.p95))
         done[key] = (r, pred)
     apply_plan(c, opt, pol, r, pred, target, buy)

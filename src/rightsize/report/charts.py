@@ -95,10 +95,11 @@ def latency_charts(data: ReportData) -> list[str]:
         tag = cv.provenance
         label = f"{dev} {cv.precision} {tag}"
         bs, ts = cv.batch_sizes, cv.latency_ms
-        band = [(b, t * cv.band_lo, t * cv.band_hi) for b, t in zip(bs, ts, strict=True)] if tag == "projected" else []
+        edges = [cv.band_at(b) for b in bs]
+        band = [(b, t * lo, t * hi) for b, t, (lo, hi) in zip(bs, ts, edges, strict=True)] if tag == "projected" else []
         pts = [
-            Point(b, t, f"{label} b{b}: {num(t)} ms (band {num(t * cv.band_lo)}–{num(t * cv.band_hi)})")
-            for b, t in zip(bs, ts, strict=True)
+            Point(b, t, f"{label} b{b}: {num(t)} ms (band {num(t * lo)}–{num(t * hi)})")
+            for b, t, (lo, hi) in zip(bs, ts, edges, strict=True)
         ]
         proj = tag == "projected"
         lat.append(Series(f"{label} (median)", pts, c, dashed=proj, hollow=proj, band=band))

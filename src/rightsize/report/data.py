@@ -188,6 +188,7 @@ def fleet_rows(fleet: Mapping[str, Any] | None) -> tuple[str, list[list[str]]]:
 def curve_from_dict(d: Mapping[str, Any]) -> ServiceCurve:
     """A ServiceCurve from its ``dataclasses.asdict`` JSON (lists back to tuples)."""
     mem, share, compute = d.get("memory_bytes"), d.get("device_share"), d.get("compute_share")
+    los, his = d.get("band_los"), d.get("band_his")
     return ServiceCurve(
         device=str(d["device"]),
         precision=str(d["precision"]),
@@ -202,6 +203,8 @@ def curve_from_dict(d: Mapping[str, Any]) -> ServiceCurve:
         instance=d.get("instance"),
         device_share=tuple(float(x) for x in share) if share is not None else None,
         compute_share=tuple(float(x) for x in compute) if compute is not None else None,
+        band_los=tuple(float(x) for x in los) if los is not None and his is not None else None,
+        band_his=tuple(float(x) for x in his) if los is not None and his is not None else None,
     )
 
 

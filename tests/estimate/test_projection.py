@@ -98,6 +98,15 @@ def test_contended_local_points_do_not_anchor() -> None:
     mixed = _local([*slow, *(m for m in LOCAL.measurements if m.threads == 1)])
     c = _by(project_curves(mixed, CAT, MODEL, _work()), "cpu:c6i.2xlarge", "fp32", 4)
     assert "x1.70" in c.source  # the 10x-slow contended points were left out
+    assert "busy" not in c.source
+
+
+def test_only_contended_local_points_still_anchor_and_say_so() -> None:
+    """Every local point timed while the machine was busy: projected from them (slow, by their own k), and the
+    curve's source says so, rather than no CPU curve at all (plan would stop with 'no service curve')."""
+    busy = _local([_m(b, 2 * _truth_local(b, 2), extra={"contended": True}) for b in (1, 8)])
+    c = _by(project_curves(busy, CAT, MODEL, _work()), "cpu:c6i.2xlarge", "fp32", 4)
+    assert "x3.40" in c.source and "timed while this machine was busy" in c.source  # 2 x the true k of 1.70
 
 
 def test_isa_path_missing_here_is_extrapolated_with_a_wider_band() -> None:

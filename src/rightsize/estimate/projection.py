@@ -34,7 +34,14 @@ from typing import Any
 from rightsize.catalog import Accelerator, Catalog, CpuFamily, Instance, filter_instances, match_cpu_family
 from rightsize.catalog.query import match_accelerator
 from rightsize.estimate.bands import Band, band_for
-from rightsize.estimate.reference import Anchor, anchor_factor, int8_convs, probed_core_gflops, work_key
+from rightsize.estimate.reference import (
+    Anchor,
+    anchor_factor,
+    contended_anchor,
+    int8_convs,
+    probed_core_gflops,
+    work_key,
+)
 from rightsize.estimate.timemodel import (
     CpuParams,
     GpuParams,
@@ -277,13 +284,16 @@ def _project_cpu(
     anchor = Anchor(local, cpu, {work_key(profile.model, profile.mode, profile.input): work}, probed_core_gflops(cpu))
     convs = int8_convs(cpu)
     same_path = same_kernel_path(local, target, prec, convs)
-    found = anchor_factor(anchor, profile.mode, prec if same_path else "fp32", model.cpu)
+    found = anchor_factor(anchor, profile.mode, prec if same_path else "fp32", model.cpu, allow_contended=True)
     if found is None:
         return []
     k, anchored_on, n_points = found
     band = model.band("cpu")
     lo, hi = band.lo, band.hi
     note = ""
+    if contended_anchor(anchor, profile.mode, prec if same_path else "fp32"):
+        note = ("anchored on measurements timed while this machine was busy (every local point contended: the "
+                "projection reads slow; `rightsize bench --fresh` on a quiet machine); ")  # fmt: skip
     if anchored_on != prec:
         lo, hi = lo / ISA_EXTRAPOLATION_WIDENING, hi * ISA_EXTRAPOLATION_WIDENING
         path = cpu_kernel_path(target, prec, convs)

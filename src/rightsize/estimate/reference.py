@@ -42,6 +42,7 @@ __all__ = [
     "ReferenceRow",
     "anchor_factor",
     "anchors_from",
+    "contended_anchor",
     "device_runs_path",
     "fit_params",
     "json_input",
@@ -227,26 +228,42 @@ def probed_core_gflops(measurements: Sequence[Measurement]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def anchor_factor(anchor: Anchor, mode: str, precision: str, params: CpuParams) -> tuple[float, str, int] | None:
+def anchor_factor(
+    anchor: Anchor, mode: str, precision: str, params: CpuParams, allow_contended: bool = False
+) -> tuple[float, str, int] | None:
     """(k, precision used, points): measured / modelled time on this machine, geometric mean over the
-    uncontended local points of ``precision`` (else fp32). The target is projected as k × model(target)."""
-    for prec in (precision, "fp32"):
-        ks = []
-        for m in anchor.measurements:
-            if m.status != "ok" or m.device != "cpu" or m.mode != mode or m.precision != prec or not m.latency_ms:
-                continue
-            if m.extra.get("contended"):
-                continue
-            w = anchor.works.get(work_key(m.model, m.mode, m.input))
-            if w is None:
-                continue
-            static = m.extra.get("int8_scheme") == "static"
-            t = cpu_time_ms(w, m.batch_size, anchor.effective_family, m.threads or 1, prec, params, static)
-            if 0 < t < math.inf:
-                ks.append(math.log(m.latency_ms.p50 / t))
-        if ks:
-            return math.exp(statistics.fmean(ks)), prec, len(ks)
+    uncontended local points of ``precision`` (else fp32). The target is projected as k × model(target).
+
+    ``allow_contended``: when no uncontended point exists, anchor on the contended ones (timed while the machine
+    was busy, so k reads high: the projection errs slow); the caller says so (``contended_anchor``)."""
+    passes = (False, True) if allow_contended else (False,)
+    for contended in passes:
+        for prec in (precision, "fp32"):
+            ks = []
+            for m in anchor.measurements:
+                if m.status != "ok" or m.device != "cpu" or m.mode != mode or m.precision != prec or not m.latency_ms:
+                    continue
+                if bool(m.extra.get("contended")) != contended:
+                    continue
+                w = anchor.works.get(work_key(m.model, m.mode, m.input))
+                if w is None:
+                    continue
+                static = m.extra.get("int8_scheme") == "static"
+                t = cpu_time_ms(w, m.batch_size, anchor.effective_family, m.threads or 1, prec, params, static)
+                if 0 < t < math.inf:
+                    ks.append(math.log(m.latency_ms.p50 / t))
+            if ks:
+                return math.exp(statistics.fmean(ks)), prec, len(ks)
     return None
+
+
+def contended_anchor(anchor: Anchor, mode: str, precision: str) -> bool:
+    """True when every ok local CPU point of ``mode`` at ``precision`` and fp32 was timed while the machine was busy
+    (``anchor_factor`` then anchors on them only with ``allow_contended``)."""
+    precisions = (precision, "fp32")
+    ok = [m for m in anchor.measurements
+          if m.status == "ok" and m.device == "cpu" and m.mode == mode and m.precision in precisions]  # fmt: skip
+    return bool(ok) and all(m.extra.get("contended") for m in ok)
 
 
 def int8_convs(measurements: Iterable[Measurement]) -> bool:

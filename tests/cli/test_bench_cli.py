@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -47,15 +48,22 @@ def test_bench_json_contract_and_reuse(tmp_path: Path, store_path: Path) -> None
         assert r["status"] == "ok"
         assert r["latency_ms"]["p95"] >= r["latency_ms"]["p50"] > 0
     second = rightsize("bench", str(spec), "--json", store=store_path)
-    # an uncontended stored result is reused; one timed while the machine was busy is measured again (sweep.py)
-    clean = sum(not r["extra"]["contended"] for r in records)
-    assert clean >= 1, "every config contended: the machine is too busy to test reuse"
-    assert f"reused {clean} stored result(s)" in second.stderr
-    assert json.loads(second.stdout) == records
+    # An uncontended stored result is reused; one timed while the machine was busy is measured again, and kept
+    # ("measured again while still busy; kept the stored result") only if the new timing is no better (sweep.py).
+    calm = [r for r in records if not r["extra"]["contended"]]
+    found = re.search(r"reused (\d+) stored result\(s\)", second.stderr)
+    assert found is not None, second.stderr
+    assert len(calm) <= int(found.group(1)) <= len(records)
+    again = json.loads(second.stdout)
+    assert all(r in again for r in calm)
+    if len(calm) == len(records):
+        assert again == records
 
     listed = rightsize("results", "--json", store=store_path)
-    [run] = json.loads(listed.stdout)
-    assert run["n_measurements"] == 6 and run["kind"] == "bench"
+    runs = json.loads(listed.stdout)  # a second run only if the second bench measured again (a busy machine)
+    assert len(runs) == 1 or len(calm) < len(records)
+    run = next(r for r in runs if r["n_measurements"] == 6)
+    assert run["kind"] == "bench"
     out = tmp_path / "export.csv"
     rightsize("results", run["id"], "--export", str(out), store=store_path, check=True)
     assert len(out.read_text().splitlines()) == 7

@@ -81,8 +81,10 @@ def test_cli_bench_on_ray_stores_the_records_an_in_process_run_reuses(
     assert "instance_type" not in records[0]["extra"]  # no node_types: any node, the machine's own fingerprint
     with Store(db) as store:
         local = run_sweep(parse_spec(json.loads(spec.read_text())), store)
-    assert local.reused == 1 and local.run_id is None  # same key and env id as the in-process sweep
-    assert local.measurements[0].throughput_per_s == pytest.approx(records[0]["throughput_per_s"])
+    # same key and env id as the in-process sweep: reused (unless timed while the machine was busy: measured again)
+    assert local.reused == 1 or records[0]["extra"].get("contended")
+    if local.run_id is None:  # nothing measured: the stored record itself
+        assert local.measurements[0].throughput_per_s == pytest.approx(records[0]["throughput_per_s"])
 
 
 def test_killed_worker_is_retried_then_recorded_failed_keeping_finished(

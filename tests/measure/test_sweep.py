@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from rightsize.measure.config import BenchConfig, expand
+from rightsize.measure.quality import is_contended
 from rightsize.measure.runner import classify_failure, run_isolated
 from rightsize.measure.sweep import run_sweep
 from rightsize.measure.timing import TimingPolicy
@@ -45,8 +46,14 @@ def test_sweep_measures_stores_and_reuses(store_path: Path) -> None:
         # FLOPs per sample do not depend on the batch (same math per sample).
         assert fp32[4].flops_per_sample == pytest.approx(fp32[1].flops_per_sample, rel=0.01)
         second = run_sweep(w, store)
-        assert second.reused == 4 and second.run_id is None
-        assert [m.latency_ms for m in second.measurements] == [m.latency_ms for m in first.measurements]
+        # An uncontended stored result is reused; one timed while the machine was busy is measured again and kept
+        # only if the new one is no better (sweep.py): on a loaded machine (CI) fewer than 4 are reused.
+        calm = [not is_contended(m) for m in first.measurements]
+        assert sum(calm) <= second.reused <= 4
+        for was_calm, a, b in zip(calm, first.measurements, second.measurements, strict=True):
+            assert not was_calm or a.latency_ms == b.latency_ms
+        if all(calm):
+            assert second.reused == 4 and second.run_id is None
         fresh = run_sweep(w, store, fresh=True)
         assert fresh.reused == 0
 
@@ -97,7 +104,8 @@ def test_epoch_runs_and_failures_are_reused(store_path: Path) -> None:
         first = run_sweep(train, store, epochs=2)
         assert [m.status for m in first.measurements] == ["ok"] and first.measurements[0].extra["epochs"] == 2
         again = run_sweep(train, store, epochs=2)
-        assert again.reused == 1  # failed before: the epochs key never matched
+        # failed before: the epochs key never matched (a result timed while the machine was busy is measured again)
+        assert again.reused == 1 or is_contended(first.measurements[0])
         other = run_sweep(train, store, epochs=3)
         assert other.reused == 0  # a different epoch count is a different config
         broken = _workload(precisions=["fp32"], batch_sizes=[1], devices=["cpu"], threads=[None])

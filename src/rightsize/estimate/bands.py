@@ -30,13 +30,11 @@ from rightsize.estimate.reference import (
     row_regime,
     work_key,
 )
-from rightsize.estimate.timemodel import DEVICE_BOUND, HOST_BOUND, CpuParams, GpuParams, regime_of
+from rightsize.estimate.timemodel import CpuParams, GpuParams
 from rightsize.measure.timing import percentile
 from rightsize.profile import WorkProfile
 
 __all__ = [
-    "DEVICE_BOUND",
-    "HOST_BOUND",
     "Band",
     "Evaluation",
     "Held",
@@ -45,7 +43,6 @@ __all__ = [
     "bands_from",
     "evaluate",
     "leave_one_source_out",
-    "regime_of",
 ]
 
 # A regime's own band only with this many rows behind it; fewer fall back to the device class's band.
@@ -78,11 +75,22 @@ def leave_one_source_out(
     for src in sorted({r.source for r in rows}):
         fit = fit_params(rows, works, anchors, catalog, exclude_source=src)
         for r in rows:
-            if r.source == src:
-                t = predict_row(r, works, anchors, catalog, fit.gpu, fit.cpu)
-                if t is not None:
-                    out.append(Held(r, t, row_regime(r, works, catalog, fit.gpu)))
+            if r.source == src and (h := _held(r, works, anchors, catalog, fit.gpu, fit.cpu)) is not None:
+                out.append(h)
     return out
+
+
+def _held(
+    row: ReferenceRow,
+    works: Mapping[str, WorkProfile],
+    anchors: Mapping[str, Anchor],
+    catalog: Catalog,
+    gpu: GpuParams,
+    cpu: CpuParams,
+) -> Held | None:
+    """``row`` predicted by the fit (``gpu``, ``cpu``) with its regime, or None when it cannot be projected."""
+    t = predict_row(row, works, anchors, catalog, gpu, cpu)
+    return None if t is None else Held(row, t, row_regime(row, works, catalog, gpu))
 
 
 @dataclass(frozen=True)
@@ -203,9 +211,5 @@ def evaluate(
             skipped.append((r, why))
     held = leave_one_source_out(rows, works, anchors, catalog)
     fit = fit_params(rows, works, anchors, catalog)
-    ran = []
-    for r in runs:
-        t = predict_row(r, works, anchors, catalog, fit.gpu, fit.cpu)
-        if t is not None:
-            ran.append(Held(r, t, row_regime(r, works, catalog, fit.gpu)))
+    ran = [h for r in runs if (h := _held(r, works, anchors, catalog, fit.gpu, fit.cpu)) is not None]
     return Evaluation(fit, tuple(held), bands_from([*held, *ran]), tuple(skipped), tuple(ran))

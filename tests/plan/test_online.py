@@ -139,6 +139,9 @@ def test_a_band_by_batch_size_sizes_each_batch_at_its_own_edge() -> None:
         assert t == pytest.approx(t0 * (1.6 if b <= 2 else 1.3))
     assert edge.band_at(1) == pytest.approx((0.6 / 1.6, 1.0)) and edge.band_at(32) == pytest.approx((0.7 / 1.3, 1.0))
     assert edge.band_hi == 1.0 and "x1.30-x1.60 by batch size" in edge.source
+    (gpu,) = [c for c in plan_online([opt], _target(400, 60)) if c.feasible]  # busy enough to batch
+    assert gpu.batching is not None and gpu.batching.max_batch > 2
+    assert gpu.band == pytest.approx((0.7 / 1.3, 1.0))  # the band of the batch size it runs at, not the widest
     low = banded.at_band_edge("lo")
     assert low.latency_ms[-1] == pytest.approx(curve.latency_ms[-1] * 0.7) and low.band_at(32)[0] == 1.0
     with pytest.raises(ValueError, match="band_los and band_his"):

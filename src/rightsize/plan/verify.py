@@ -52,6 +52,7 @@ def apply_plan(
 ) -> None:
     instances = math.ceil(replicas / opt.per_instance)
     c.batching = Batching(policy.max_batch, policy.max_wait_ms)
+    c.band = opt.curve.band_at(policy.max_batch)  # a GPU curve's band differs by batch size: the one it runs at
     c.latency = pred
     c.count = instances
     c.replicas = replicas

@@ -37,7 +37,6 @@ from rightsize.estimate.bands import Band, band_for
 from rightsize.estimate.reference import (
     Anchor,
     anchor_factor,
-    contended_anchor,
     int8_convs,
     probed_core_gflops,
     work_key,
@@ -287,11 +286,11 @@ def _project_cpu(
     found = anchor_factor(anchor, profile.mode, prec if same_path else "fp32", model.cpu, allow_contended=True)
     if found is None:
         return []
-    k, anchored_on, n_points = found
+    k, anchored_on, n_points, contended = found
     band = model.band("cpu")
     lo, hi = band.lo, band.hi
     note = ""
-    if contended_anchor(anchor, profile.mode, prec if same_path else "fp32"):
+    if contended:
         note = ("anchored on measurements timed while this machine was busy (every local point contended: the "
                 "projection reads slow; `rightsize bench --fresh` on a quiet machine); ")  # fmt: skip
     if anchored_on != prec:

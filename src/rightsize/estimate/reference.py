@@ -42,7 +42,6 @@ __all__ = [
     "ReferenceRow",
     "anchor_factor",
     "anchors_from",
-    "contended_anchor",
     "device_runs_path",
     "fit_params",
     "json_input",
@@ -230,12 +229,12 @@ def probed_core_gflops(measurements: Sequence[Measurement]) -> float | None:
 
 def anchor_factor(
     anchor: Anchor, mode: str, precision: str, params: CpuParams, allow_contended: bool = False
-) -> tuple[float, str, int] | None:
-    """(k, precision used, points): measured / modelled time on this machine, geometric mean over the
+) -> tuple[float, str, int, bool] | None:
+    """(k, precision used, points, contended): measured / modelled time on this machine, geometric mean over the
     uncontended local points of ``precision`` (else fp32). The target is projected as k × model(target).
 
     ``allow_contended``: when no uncontended point exists, anchor on the contended ones (timed while the machine
-    was busy, so k reads high: the projection errs slow); the caller says so (``contended_anchor``)."""
+    was busy, so k reads high: the projection errs slow); ``contended`` is then True and the caller says so."""
     passes = (False, True) if allow_contended else (False,)
     for contended in passes:
         for prec in (precision, "fp32"):
@@ -253,17 +252,8 @@ def anchor_factor(
                 if 0 < t < math.inf:
                     ks.append(math.log(m.latency_ms.p50 / t))
             if ks:
-                return math.exp(statistics.fmean(ks)), prec, len(ks)
+                return math.exp(statistics.fmean(ks)), prec, len(ks), contended
     return None
-
-
-def contended_anchor(anchor: Anchor, mode: str, precision: str) -> bool:
-    """True when every ok local CPU point of ``mode`` at ``precision`` and fp32 was timed while the machine was busy
-    (``anchor_factor`` then anchors on them only with ``allow_contended``)."""
-    precisions = (precision, "fp32")
-    ok = [m for m in anchor.measurements
-          if m.status == "ok" and m.device == "cpu" and m.mode == mode and m.precision in precisions]  # fmt: skip
-    return bool(ok) and all(m.extra.get("contended") for m in ok)
 
 
 def int8_convs(measurements: Iterable[Measurement]) -> bool:

@@ -63,6 +63,32 @@ def test_a_validator_that_names_the_value_is_not_followed_by_a_second_got() -> N
     assert str(e.value).count("got") == 1 and "got [500, 10]" in str(e.value)
 
 
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"batch_sizes": [1, True]}, "batch_sizes[1]: must be a number (not a boolean), got true"),
+        ({"timing": {"max_time_s": True}}, "timing.max_time_s: must be a number (not a boolean), got true"),
+        (
+            {"targets": {"online": {"rate_per_s": True, "latency": {"bound_ms": 80}}}},
+            "targets.online.rate_per_s: must be a number (not a boolean), got true",
+        ),
+        (
+            {"targets": {"online": {"rate_per_s": 5, "latency": {"percentile": False, "bound_ms": 80}}}},
+            "targets.online.latency.percentile: must be a number (not a boolean), got false",
+        ),
+    ],
+)
+def test_a_boolean_is_never_read_as_a_number(over: dict[str, object], message: str) -> None:
+    # pydantic alone reads `rate_per_s: true` as 1 req/s and `percentile: false` as p0: a plan from a typo
+    with pytest.raises(SpecError) as exc:
+        parse_spec(_spec(**over))
+    assert str(exc.value) == message
+
+
+def test_a_boolean_field_still_takes_a_boolean() -> None:
+    assert parse_spec(_spec(tiny=True)).tiny is True
+
+
 @pytest.mark.parametrize("value", [2.5, "abc", True, None, [1, 2]])
 def test_a_token_length_that_is_not_a_count_names_the_forms_it_takes(value: object) -> None:
     gen = {"rate_per_s": 3, "prompt_tokens": value, "ttft": {"bound_ms": 500}, "tpot": {"bound_ms": 50}}

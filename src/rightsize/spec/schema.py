@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from rightsize.spec.targets import Targets
+from rightsize.spec.targets import SpecModel, Targets
 
 Mode = Literal["inference", "training"]
 Device = Literal["cpu", "cuda"]
@@ -22,11 +22,7 @@ DEVICES: tuple[str, ...] = ("cpu", "cuda")
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "int8")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # every number finite
-
-
-class InputSpec(_Strict):
+class InputSpec(SpecModel):
     """Input shape. Text models read ``seq_len``, vision models ``image_size``; the rest is ignored."""
 
     seq_len: int = Field(128, ge=1, le=1_000_000, description="tokens per sample (text models)")
@@ -61,7 +57,7 @@ class InputSpec(_Strict):
         return v
 
 
-class TimingSpec(_Strict):
+class TimingSpec(SpecModel):
     """Adaptive repetition: stop when the median's 95% CI is within ±target_ci, or at max_time_s."""
 
     warmup: int = Field(3, ge=0, le=1000, description="untimed calls before timing")
@@ -77,7 +73,7 @@ class TimingSpec(_Strict):
         return self
 
 
-class Workload(_Strict):
+class Workload(SpecModel):
     """One workload: the model and how to sweep it, plus optional planning targets."""
 
     name: str = Field("workload", min_length=1, max_length=200)

@@ -6,9 +6,9 @@ Defaults cite their source in ``docs/planning.md``; every field can be overridde
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 PurchaseOption = Literal["on_demand", "spot"]
 Arrival = Literal["poisson", "bursty", "constant"]
@@ -19,23 +19,46 @@ WorkloadKind = Literal["deep_learning", "classic_ml", "etl"]
 _BOTH: tuple[PurchaseOption, ...] = ("on_demand", "spot")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # every number finite
+def _numeric(annotation: Any) -> bool:
+    """Whether a field's type takes numbers (int, float, optional or in a list/tuple), not booleans."""
+    if annotation in (int, float):
+        return True
+    return any(_numeric(a) for a in get_args(annotation) if a is not type(None))
 
 
-class LatencyBound(_Strict):
+class SpecModel(BaseModel):
+    """Base of every spec model: unknown fields are errors, numbers are finite, and a number is never a boolean
+    (pydantic would read ``rate_per_s: true`` as 1 and ``percentile: true`` as p1, and plan from it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if field is None or not _numeric(field.annotation):
+            return value
+        items = value if isinstance(value, list | tuple) else [value]
+        for i, item in enumerate(items):
+            if isinstance(item, bool):
+                where = f"[{i}] " if items is value else ""
+                raise ValueError(f"{where}must be a number (not a boolean), got {str(item).lower()}")
+        return value
+
+
+class LatencyBound(SpecModel):
     percentile: float = Field(95, gt=0, lt=100, description="e.g. 95 for p95")
     bound_ms: float = Field(..., gt=0, le=86_400_000, description="latency bound at that percentile, milliseconds")
 
 
-class RequestClass(_Strict):
+class RequestClass(SpecModel):
     """One size of request in a mix: ``share`` of all requests carry ``samples`` samples each."""
 
     samples: int = Field(..., ge=1, le=1_000_000, description="samples per request of this class")
     share: float = Field(..., gt=0, le=1, description="fraction of all requests")
 
 
-class OnlineTarget(_Strict):
+class OnlineTarget(SpecModel):
     """Online inference: serve ``rate_per_s`` requests within a latency percentile bound."""
 
     rate_per_s: float = Field(..., gt=0, le=10_000_000, description="peak request rate")
@@ -77,7 +100,7 @@ class OnlineTarget(_Strict):
         return sorted((c.samples, c.share) for c in self.request_mix)
 
 
-class BatchTarget(_Strict):
+class BatchTarget(SpecModel):
     """Offline batch inference: process ``items`` before ``deadline_hours``."""
 
     items: int = Field(..., ge=1, le=10**13)
@@ -86,7 +109,7 @@ class BatchTarget(_Strict):
     max_instances: int = Field(64, ge=1, le=10_000)
 
 
-class TrainingTarget(_Strict):
+class TrainingTarget(SpecModel):
     """Training: ``epochs`` over ``dataset_size`` samples (or ``steps``) before ``deadline_hours``."""
 
     dataset_size: int | None = Field(None, ge=1, le=10**13, description="samples per epoch")
@@ -109,7 +132,7 @@ class TrainingTarget(_Strict):
         return self
 
 
-class Lengths(_Strict):
+class Lengths(SpecModel):
     """Token counts per request: ``fixed``, ``uniform: [lo, hi]`` (inclusive) or ``csv`` (a file with one count per
     row, in ``column`` or the first column), resolved relative to the spec file's folder by the loader."""
 
@@ -149,7 +172,7 @@ WeightPrecision = Literal["fp16", "bf16", "int8", "int4"]
 ServingEngine = Literal["graphs", "eager"]  # rightsize.llm.costs: CUDA-graph replay, or eager dispatch per op
 
 
-class GenerativeTarget(_Strict):
+class GenerativeTarget(SpecModel):
     """Generative (decoder) serving: ``rate_per_s`` requests of prompt + output tokens, SLOs on time to first
     token (TTFT) and time per output token (TPOT). Lengths: an int, ``{uniform: [lo, hi]}`` or ``{csv: file}``."""
 
@@ -174,7 +197,7 @@ class GenerativeTarget(_Strict):
         return _lengths(v)
 
 
-class ColdStart(_Strict):
+class ColdStart(SpecModel):
     """Scale-from-zero costs; defaults from docs/sources.md `cold-start` (VM boot ~25 s, large images 8-15 min)."""
 
     scale_from_zero: bool = False
@@ -188,7 +211,7 @@ class ColdStart(_Strict):
     resumes_per_day: float = Field(1.0, ge=0, le=1440, description="online: times a day traffic resumes after idle")
 
 
-class Targets(_Strict):
+class Targets(SpecModel):
     """At most one of ``online``, ``batch``, ``training``, ``generative``; plus purchase and catalog filters."""
 
     kind: WorkloadKind = "deep_learning"

@@ -177,6 +177,10 @@ def gpu_time_split_ms(
     # FP32 math on a dual-issue part (GA10x, Ada) issues at half the datasheet rate: one of its two FP32
     # lanes per partition is shared with INT32 (NVIDIA GA102 whitepaper); tensor-core precisions are unaffected.
     math_peak = peak / 2 if precision == "fp32" and acc.fp32_dual_issue else peak
+    # The efficiency fall with peak is a tensor-core effect (their rate outgrew the operand paths that feed them):
+    # an FP32 matmul on the CUDA cores is not scaled by it. (FP32 convolutions keep it: cuDNN's Winograd and FFT
+    # algorithms do fewer multiplies than the direct FLOP count on the smaller CUDA-core parts.)
+    math_size = 1.0 if precision == "fp32" else size
     conv_prec, conv_peak, conv_size = precision, math_peak, size
     if precision == "fp32" and acc.peak_flops_per_s("tf32") > peak:
         # PyTorch's defaults: torch.backends.cudnn.allow_tf32 = True, cuda.matmul.allow_tf32 = False. An fp32 model
@@ -192,7 +196,7 @@ def gpu_time_split_ms(
         if f > 0 and cls == "conv":
             t_cmp = f / (conv_peak * min(1.0, params.eff(cls, conv_prec) * conv_size))
         elif f > 0 and cls != "memory":
-            t_cmp = f / (math_peak * min(1.0, params.eff(cls, precision) * size))
+            t_cmp = f / (math_peak * min(1.0, params.eff(cls, precision) * math_size))
         t_dev += n * (max(t_cmp, t_mem) + kernel_s)
         t_compute += n * t_cmp
     host_us = params.host_us_training if work.mode == "training" else params.host_us

@@ -69,6 +69,7 @@ def test_memory_bad_input_exits_2_naming_the_field(rightsize: Run) -> None:
     assert out.returncode == 2 and "Did you mean 'train'?" in out.stderr
 
 
+@pytest.mark.slow  # > 1.9 s: make test runs it, make test-fast skips it
 def test_memory_takes_the_spec_words_for_its_modes(rightsize: Run) -> None:
     a = rightsize("memory", "resnet50", "--tiny", "--mode", "training", "--batch", "2", "--json")
     b = rightsize("memory", "resnet50", "--tiny", "--mode", "train", "--batch", "2", "--json")

@@ -43,6 +43,7 @@ def test_bad_invocations_exit_2_without_a_traceback(
     assert code == 2 and says in err and "Traceback" not in err
 
 
+@pytest.mark.slow  # > 1.9 s: make test runs it, make test-fast skips it
 def test_results_never_creates_a_store_and_unknown_providers_are_named(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -120,6 +120,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # > 1.9 s: make test runs it, make test-fast skips it
 def test_a_cpu_convolution_holds_its_layout_copy_as_the_trace_says() -> None:
     """Outside truth for the conv scratch rule: a real conv's peak RSS above its output, in a fresh
     process, is at least max(input, output) (oneDNN's reorder buffers, one at a time) and at most their

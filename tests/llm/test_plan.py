@@ -138,6 +138,7 @@ def test_a_non_decoder_model_with_a_generative_target_is_a_spec_error() -> None:
         decoder_shape("resnet50")
 
 
+@pytest.mark.slow  # > 1.9 s: make test runs it, make test-fast skips it
 def test_generative_planning_imports_no_torch() -> None:
     import subprocess
     import sys

@@ -92,6 +92,7 @@ def test_an_invalid_run_exits_1(server: TinyServer, capsys: pytest.CaptureFixtur
     assert rc == 1 and "INVALID: generator fell behind" in out
 
 
+@pytest.mark.slow  # > 1.9 s: make test runs it, make test-fast skips it
 def test_binary_bodies_are_served(capsys: pytest.CaptureFixture[str]) -> None:
     """``--encoding binary`` sends the server's tensor format; every request is answered 200."""
     from rightsize.serve import ServerConfig, running_server

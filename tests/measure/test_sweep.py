@@ -82,6 +82,7 @@ def test_memory_limit_fails_only_the_big_config() -> None:
     assert big.status == "failed" and big.reason is not None and big.reason.startswith("out of memory")
 
 
+@pytest.mark.slow  # > 1.9 s: make test runs it, make test-fast skips it
 def test_crash_becomes_failed_result() -> None:
     cfg = BenchConfig("nonexistent_pkg_xyz:factory", "inference", "cpu", "fp32", 1, None, {}, "adamw", False,
                       TimingPolicy(), user_shape=(4,))  # fmt: skip

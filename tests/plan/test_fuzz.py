@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from plan_fixtures import cpu_curve, gpu_curve, small_catalog
@@ -64,6 +65,7 @@ MEMORY = {"fp32": MemoryModel(3e8, 2e6), "fp16": MemoryModel(1.5e8, 1e6)}
 @settings(
     max_examples=100, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
 )
+@pytest.mark.slow  # > 1.9 s: make test runs it, make test-fast skips it
 @given(t=targets)
 def test_accepted_specs_plan_and_serialise(t: dict[str, Any]) -> None:
     training_mode = "training" in t

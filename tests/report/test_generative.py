@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from rightsize.catalog import load_catalog
 from rightsize.llm.plan import plan_generative
 from rightsize.llm.shape import DecoderShape
@@ -17,6 +19,7 @@ TARGET = GenerativeTarget.model_validate({
 })  # fmt: skip
 
 
+@pytest.mark.slow  # > 1.9 s: make test runs it, make test-fast skips it
 def test_html_and_markdown_reports_carry_the_curves_and_the_cost_per_token(tmp_path: Path) -> None:
     plan = plan_generative(DecoderShape.from_zoo("llama-7b"), TARGET, load_catalog(), providers=["aws"])
     rec = plan.recommendation

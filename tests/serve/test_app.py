@@ -207,6 +207,7 @@ def test_hybrid_spills_from_a_backed_up_pool() -> None:
         assert big.headers["x-pool"] == "large"  # 8 samples: 32 ms on small vs 14 ms on large
 
 
+@pytest.mark.slow  # > 1.9 s: make test runs it, make test-fast skips it
 def test_full_queue_answers_503_with_retry_after() -> None:
     model = SlowModel(1.0)  # long enough for the polling below on a busy machine
     with running_server(slow_config(model, queue_size=1)) as url:

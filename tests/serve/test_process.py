@@ -23,6 +23,7 @@ def test_cli_server_in_a_child_process() -> None:
         assert bad.status_code == 422
 
 
+@pytest.mark.slow  # > 1.9 s: make test runs it, make test-fast skips it
 def test_bad_model_fails_fast_with_the_cli_message() -> None:
     with pytest.raises(RunFailedError, match="not in the zoo"), running_server_process(ServerConfig(model="nosuch")):
         pass

@@ -34,6 +34,13 @@ def test_an_unknown_option_exits_2_for_every_command(command: str, capsys: pytes
         (["serve", "simplenet", "--slo-ms", "inf"], "--slo-ms"),
         (["serve", "simplenet", "--max-queue-batches", "nan"], "--max-queue-batches"),
         (["dashboard", "--port", "70000"], "--port"),
+        # numbers past any real use: these crashed deep inside torch, numpy or the allocator (or ran for ever)
+        (["memory", "distilbert", "--batch", "99999999999999999999"], "--batch"),
+        (["serve", "distilbert", "--seq", "99999999999999999999"], "--seq"),
+        (["serve", "distilbert", "--workers", "99999999999999999999"], "--workers"),
+        (["pipeline", "examples/batch-embedding.yaml", "--items", "99999999999999999999"], "--items"),
+        (["validate", "examples/sentiment-api.yaml", "--seed", "-1"], "--seed"),
+        (["loadtest", "http://127.0.0.1:9/", "--rate", "5", "--seed", "-1"], "--seed"),
     ],
 )
 def test_bad_invocations_exit_2_without_a_traceback(

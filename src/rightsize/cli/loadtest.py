@@ -80,29 +80,35 @@ def loadtest(
     url: str = typer.Argument(..., help="http://host:port[/path]; without a path, POST /v1/predict."),
     rate: float | None = typer.Option(None, "--rate", help="Open loop: requests per second (recommended)."),
     concurrency: int | None = typer.Option(
-        None, "--concurrency", min=1, help="Closed loop: concurrent users (tail latency under-reported)."
+        None, "--concurrency", min=1, max=100_000, help="Closed loop: concurrent users (tail latency under-reported)."
     ),
     duration: float | None = typer.Option(None, "--duration", help="Seconds of load (default 10, or 5 per knee step)."),
-    requests: int | None = typer.Option(None, "--requests", min=1, help="Stop after this many requests."),
+    requests: int | None = typer.Option(None, "--requests", min=1, max=10**12, help="Stop after this many requests."),
     arrival: str = typer.Option("poisson", "--arrival", help="Open loop arrivals: poisson | constant."),
-    connections: int = typer.Option(128, "--connections", min=1, help="Open loop: max keep-alive connections."),
+    connections: int = typer.Option(
+        128, "--connections", min=1, max=100_000, help="Open loop: max keep-alive connections."
+    ),
     timeout_s: float = typer.Option(10.0, "--timeout-s", help="Per-request timeout, seconds."),
     slo_ms: float | None = typer.Option(None, "--slo-ms", help="Goodput counts successes within this latency."),
     warmup_s: float = typer.Option(0.0, "--warmup-s", min=0.0, help="Seconds sent but not recorded at the start."),
     max_lag_ms: float = typer.Option(10.0, "--max-lag-ms", help="Open loop: invalid when p99 send lag exceeds this."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the Poisson schedule."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the Poisson schedule."),
     find_knee: bool = typer.Option(False, "--find-knee", help="Search the highest rate meeting --slo-p95."),
     slo_p95: float | None = typer.Option(None, "--slo-p95", help="Knee search: p95 latency bound, ms."),
     start_rate: float = typer.Option(10.0, "--start-rate", help="Knee search: first rate tried, per second."),
     tolerance: float = typer.Option(0.05, "--tolerance", help="Knee search: stop when the bracket is this narrow."),
-    max_steps: int = typer.Option(16, "--max-steps", min=1, help="Knee search: most runs."),
+    max_steps: int = typer.Option(16, "--max-steps", min=1, max=1000, help="Knee search: most runs."),
     confirm: int = typer.Option(
-        0, "--confirm", min=0, help="Knee search: re-run a failing rate up to N times; any pass counts (noisy hosts)."
+        0,
+        "--confirm",
+        min=0,
+        max=100,
+        help="Knee search: re-run a failing rate up to N times; any pass counts (noisy hosts).",
     ),
     method: str | None = typer.Option(None, "--method", help="HTTP method (default POST with a body, else GET)."),
     body: Path | None = typer.Option(None, "--body", help="Request body from FILE."),
     json_body: str | None = typer.Option(None, "--json-body", help="Request body as JSON text."),
-    samples: int = typer.Option(1, "--samples", min=1, help="Samples per request in the default body."),
+    samples: int = typer.Option(1, "--samples", min=1, max=1_000_000, help="Samples per request in the default body."),
     encoding: str = typer.Option(
         "auto", "--encoding", help="Default body: json | binary (tensor) | auto (binary for large samples: images)."
     ),

@@ -20,7 +20,9 @@ from rightsize.cli._common import (
 
 def pipeline(
     spec: Path = typer.Argument(..., help="Workload spec (YAML): the model, input shape, batch sizes, targets.batch."),
-    items: int = typer.Option(10_000, "--items", min=1, help="Synthetic items to process (ignored with --input)."),
+    items: int = typer.Option(
+        10_000, "--items", min=1, max=100_000_000, help="Synthetic items to process (ignored with --input)."
+    ),
     input_file: Path | None = typer.Option(
         None, "--input", help="Your items: .parquet or .jsonl with 'text' or 'features'."
     ),
@@ -28,16 +30,16 @@ def pipeline(
         None, "--output", help="Write id,label,score to .parquet or .jsonl (default: temp)."
     ),
     ray: str | None = typer.Option(None, "--ray", help="Run on Ray Data: 'auto' or a cluster address."),
-    workers: int | None = typer.Option(None, "--workers", min=1, help="Local processes or Ray actors."),
+    workers: int | None = typer.Option(None, "--workers", min=1, max=1024, help="Local processes or Ray actors."),
     batch_size: int | None = typer.Option(
-        None, "--batch-size", min=1, help="Micro-batch per model call (default: spec max)."
+        None, "--batch-size", min=1, max=1_000_000, help="Micro-batch per model call (default: spec max)."
     ),
     device: str | None = typer.Option(None, "--device", help="cpu (CPU workers/actors) or cuda (GPU actors)."),
     precision: str | None = typer.Option(None, "--precision", help="fp32, bf16, fp16 (cuda) or int8 (cpu)."),
     full_items: int | None = typer.Option(
-        None, "--full-items", min=1, help="Full job size to project (default: targets)."
+        None, "--full-items", min=1, max=10**15, help="Full job size to project (default: targets)."
     ),
-    top: int = typer.Option(10, "--top", min=1, help="Rows of the full job's plan table to print."),
+    top: int = typer.Option(10, "--top", min=1, max=10_000, help="Rows of the full job's plan table to print."),
     json_out: bool = JSON_OPTION,
     store: Path | None = STORE_OPTION,
     catalog: Path | None = CATALOG_OPTION,

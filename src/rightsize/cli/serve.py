@@ -16,28 +16,40 @@ def serve_command(
         ..., help="Zoo name (`rightsize models`), hf:CONFIG_DIR, hf:TYPE, model.onnx, model.pt or module:factory."
     ),
     tiny: bool = typer.Option(False, "--tiny", help="Serve the tiny variant (tests, demos)."),
-    seq: int | None = typer.Option(None, "--seq", min=1, help="Sequence length of token models."),
-    image: int | None = typer.Option(None, "--image", min=8, help="Image size of vision models."),
+    seq: int | None = typer.Option(None, "--seq", min=1, max=1_000_000, help="Sequence length of token models."),
+    image: int | None = typer.Option(None, "--image", min=8, max=8192, help="Image size of vision models."),
     shape: str | None = typer.Option(None, "--shape", help="Per-sample shape of a user model, e.g. 3,224,224."),
     vocab: int | None = typer.Option(
-        None, "--vocab", min=2, help="A user model takes int64 token ids below this (factory / TorchScript)."
+        None,
+        "--vocab",
+        min=2,
+        max=10_000_000,
+        help="A user model takes int64 token ids below this (factory / TorchScript).",
     ),
     precision: str = typer.Option("fp32", "--precision", help="fp32 | bf16 | int8 (int8: CPU dynamic quantisation)."),
-    max_batch: int = typer.Option(8, "--max-batch", min=1, help="Most samples per batch (and per request)."),
+    max_batch: int = typer.Option(
+        8, "--max-batch", min=1, max=65_536, help="Most samples per batch (and per request)."
+    ),
     max_wait_ms: float = typer.Option(
         2.0, "--max-wait-ms", min=0.0, help="A partial batch waits until the oldest request's arrival + this."
     ),
-    workers: int | None = typer.Option(None, "--workers", min=1, help="CPU workers (default: min(2, cores))."),
-    threads: int | None = typer.Option(None, "--threads", min=1, help="Intra-op threads per CPU worker."),
+    workers: int | None = typer.Option(
+        None, "--workers", min=1, max=1024, help="CPU workers (default: min(2, cores))."
+    ),
+    threads: int | None = typer.Option(None, "--threads", min=1, max=4096, help="Intra-op threads per CPU worker."),
     router: str | None = typer.Option(None, "--router", help="cpu | gpu | size | hybrid (default: hybrid with CUDA)."),
-    crossover: int | None = typer.Option(None, "--crossover", min=1, help="size router: CPU below this batch size."),
+    crossover: int | None = typer.Option(
+        None, "--crossover", min=1, max=65_536, help="size router: CPU below this batch size."
+    ),
     lane: list[str] | None = typer.Option(
         None,
         "--lane",
         help="A CPU pool NAME=WORKERSxTHREADS[:PRECISION]; repeat it, the first takes the smallest requests (e.g. "
         "--lane small=1x1 --lane large=1x1:int8 --router size --crossover 32: a size split with no GPU).",
     ),
-    queue_size: int = typer.Option(256, "--queue-size", min=1, help="Samples waiting per pool before 503."),
+    queue_size: int = typer.Option(
+        256, "--queue-size", min=1, max=10_000_000, help="Samples waiting per pool before 503."
+    ),
     slo_ms: float | None = typer.Option(None, "--slo-ms", help="Latency SLO: refuse (503) what would miss it."),
     max_queue_batches: float = typer.Option(
         2.0,
@@ -52,9 +64,15 @@ def serve_command(
         False, "--generate", help="Serve token generation (continuous batching, streamed) for gpt2 or llama-1b."
     ),
     size: str | None = typer.Option(None, "--size", help="--generate: tiny | small | full (default small)."),
-    max_seqs: int | None = typer.Option(None, "--max-seqs", min=1, help="--generate: most sequences at once (16)."),
+    max_seqs: int | None = typer.Option(
+        None, "--max-seqs", min=1, max=65_536, help="--generate: most sequences at once (16)."
+    ),
     kv_tokens: int | None = typer.Option(
-        None, "--kv-tokens", min=16, help="--generate: KV cache capacity in tokens over all sequences (8192)."
+        None,
+        "--kv-tokens",
+        min=16,
+        max=1_000_000_000,
+        help="--generate: KV cache capacity in tokens over all sequences (8192).",
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:

@@ -25,7 +25,7 @@ def validate(
     ),
     warmup_s: float = typer.Option(1.0, "--warmup-s", min=0.0, help="Seconds sent but not recorded per level."),
     loads: str = typer.Option("0.5,0.8", "--loads", help="Load levels as fractions of local capacity."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the arrivals and the simulation."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the arrivals and the simulation."),
     no_retime: bool = typer.Option(
         False, "--no-retime", help="Skip re-timing the served configuration just before serving."
     ),

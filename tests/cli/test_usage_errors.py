@@ -41,6 +41,8 @@ def test_an_unknown_option_exits_2_for_every_command(command: str, capsys: pytes
         (["pipeline", "examples/batch-embedding.yaml", "--items", "99999999999999999999"], "--items"),
         (["validate", "examples/sentiment-api.yaml", "--seed", "-1"], "--seed"),
         (["loadtest", "http://127.0.0.1:9/", "--rate", "5", "--seed", "-1"], "--seed"),
+        (["plan", "examples/quick.yaml", "--seed", "-1"], "--seed"),
+        (["results", "--limit", "99999999999999999999"], "--limit"),
     ],
 )
 def test_bad_invocations_exit_2_without_a_traceback(

@@ -75,7 +75,9 @@ def bench(
     memory_limit: str | None = typer.Option(
         None, "--memory-limit", help="Per-config memory cap, e.g. 4GiB (RLIMIT_AS)."
     ),
-    epochs: int | None = typer.Option(None, "--epochs", min=1, help="Training: run N short epochs on synthetic data."),
+    epochs: int | None = typer.Option(
+        None, "--epochs", min=1, max=10_000, help="Training: run N short epochs on synthetic data."
+    ),
     store: Path | None = STORE_OPTION,
     ray: str | None = typer.Option(None, "--ray", help="Run on a Ray cluster: 'auto' or an address."),
 ) -> None:

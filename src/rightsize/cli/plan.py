@@ -141,7 +141,7 @@ def plan_cmd(
     catalog: Path | None = CATALOG_OPTION,
     report: Path | None = typer.Option(None, "--report", help="Also write a report: PATH.html or PATH.md."),
     top: int = typer.Option(10, "--top", min=1, help="Candidates to show (and to put in --json)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed of the simulations."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Random seed of the simulations."),
 ) -> None:
     """Recommend the cheapest CPU or GPU setup that meets the spec's SLO or deadline."""
     from rightsize.spec import load_spec

@@ -17,7 +17,7 @@ def results(
     run: str | None = typer.Argument(None, help="Run id (or a 4+ character prefix) to show its measurements."),
     json_out: bool = JSON_OPTION,
     model: str | None = typer.Option(None, "--model", help="Only this model's measurements."),
-    limit: int = typer.Option(20, "--limit", min=1, help="How many runs to list."),
+    limit: int = typer.Option(20, "--limit", min=1, max=1_000_000_000, help="How many runs to list."),
     export: Path | None = typer.Option(
         None,
         "--export",

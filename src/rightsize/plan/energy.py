@@ -40,7 +40,7 @@ GPU_MAX_OVER_TDP = 1.02
 # 0.553 (llm/data/llm_power_references.csv, each row with its source URL and date; benchmarks/energy.py
 # outside_memory_draw). Never fitted to our own readings: against the 20 NVML readings of
 # benchmarks/gpu/results/h100-power-2026-11-26 (ResNet-50 and BERT-base, fp32 and bf16, batch 1-256, each over >= 1 s
-# of runs) it comes out at median 7%, worst 24% (the 25% target, held out). Until 2026-11-26 (tenth session)
+# of runs) it comes out at median 8%, worst 24% (the 25% target, held out). Until 2026-11-26 (tenth session)
 # m was fitted to those 20 readings instead (0.56), where each model judged by an m fitted on the other alone came
 # out at 16% / 39%.
 MEMORY_BOUND_DRAW = 0.55

@@ -211,7 +211,7 @@ def measured_vs_modelled(store_path: Path) -> int:
     for label, draw in (("low end", lo_m), ("high end", hi_m)):
         out = sorted(abs(gpu_terms_watts(t, draw) / float(m.extra["power_w"]) - 1.0) for m, t in terms)
         print(f"  {label} {draw:.2f}: n={len(out)} median |error| {out[len(out) // 2]:.1%}, worst {out[-1]:.1%}")
-    held = _held_out_by_model(gpu_rows, catalog, works, gpu_params)
+    held = _held_out_by_model(terms)
     if held:  # for comparison: m fitted to our own readings instead, each model judged by the others' fit
         all_held: list[float] = []
         for model, (m_fit, errs) in held.items():
@@ -245,32 +245,23 @@ def outside_memory_draw() -> tuple[float, float, float]:
     return min(ms), statistics.median(ms), max(ms)
 
 
-def _held_out_by_model(
-    rows: list[tuple[Any, Any]], catalog: Any, works: dict[str, Any], gpu_params: Any
-) -> dict[str, tuple[float, list[float]]]:
-    """{model: (memory draw fitted on the other models' readings, that model's |errors|)}: a grid search of
-    MEMORY_BOUND_DRAW (0.20-1.00) for the smallest median error (how the shipped value was chosen before it came from
-    outside readings)."""
-    models = sorted({m.model for m, _ in rows})
+def _held_out_by_model(terms: list[tuple[Any, GpuTerms]]) -> dict[str, tuple[float, list[float]]]:
+    """{model: (memory draw fitted on the other models' readings, that model's |errors|)} from (measurement, its
+    ``gpu_terms``) pairs: a grid search of MEMORY_BOUND_DRAW (0.20-1.00) for the smallest median error (how the
+    shipped value was chosen before it came from outside readings)."""
+    models = sorted({m.model for m, _ in terms})
     if len(models) < 2:
         return {}
 
-    terms = {id(m): gpu_terms(m, env, catalog, works, gpu_params)[0] for m, env in rows}  # one time-model pass each
-
-    def errors(subset: list[tuple[Any, Any]], draw: float) -> list[float]:
-        out = []
-        for m, _ in subset:
-            t = terms[id(m)]
-            if t is not None and (w := gpu_terms_watts(t, draw)):
-                out.append(abs(w / float(m.extra["power_w"]) - 1.0))
-        return out
+    def errors(subset: list[tuple[Any, GpuTerms]], draw: float) -> list[float]:
+        return [abs(w / float(m.extra["power_w"]) - 1.0) for m, t in subset if (w := gpu_terms_watts(t, draw))]
 
     held = {}
     grid = [i / 100 for i in range(20, 101)]
     for model in models:
-        fit = [r for r in rows if r[0].model != model]
+        fit = [r for r in terms if r[0].model != model]
         best = min(grid, key=lambda d: statistics.median(errors(fit, d) or [math.inf]))
-        held[model] = (best, errors([r for r in rows if r[0].model == model], best))
+        held[model] = (best, errors([r for r in terms if r[0].model == model], best))
     return held
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "SpecError",
     "UnsupportedError",
     "did_you_mean",
+    "input_refused",
 ]
 
 
@@ -58,3 +59,15 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     """Return ``" Did you mean 'x'?"`` for the closest choice, or ``""``."""
     close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
     return f" Did you mean '{close[0]}'?" if close else ""
+
+
+def input_refused(model: str, seq_len: int | None, image_size: int | None, exc: BaseException) -> BaseException:
+    """The one-line error for a model that cannot run the requested input (a sequence past its position table, an
+    image too small for its strides); anything else is a bug and keeps its traceback."""
+    if not isinstance(exc, (RuntimeError, ValueError, IndexError)):
+        return exc
+    field, what = ("seq", f"{seq_len} tokens") if seq_len else ("image", f"{image_size} px") if image_size else (
+        "input", "this input")  # fmt: skip
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return SpecError(field, f"{model} cannot run {what} ({type(exc).__name__}: {first}); use a size it takes "
+                     "(token models: at most their position table, e.g. 512 for BERT)")  # fmt: skip

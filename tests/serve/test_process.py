@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import httpx
 import pytest
 
@@ -27,6 +30,17 @@ def test_cli_server_in_a_child_process() -> None:
 def test_bad_model_fails_fast_with_the_cli_message() -> None:
     with pytest.raises(RunFailedError, match="not in the zoo"), running_server_process(ServerConfig(model="nosuch")):
         pass
+
+
+@pytest.mark.slow  # builds the full DistilBERT (~3 s)
+def test_a_sequence_past_the_position_table_is_bad_input_in_one_line() -> None:
+    # DistilBERT holds 512 positions: --seq 600 is the user's input to fix. Before: exit 1 after uvicorn's traceback.
+    cmd = [sys.executable, "-m", "rightsize", "serve", "distilbert", "--seq", "600", "--port", "0"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    errors = [line for line in run.stderr.splitlines() if line.startswith(("error", "ERROR"))]
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert errors == [errors[0]] and errors[0].startswith("error: seq: distilbert cannot run 600 tokens")
+    assert "position table" in errors[0]
 
 
 @pytest.mark.slow

@@ -325,18 +325,11 @@ class _DropErrors(logging.Filter):
         return record.levelno < logging.ERROR
 
 
-def _refused(entry: ZooEntry, seq_len: int | None, image_size: int | None, exc: Exception) -> Exception:
-    """The one-line error for a model that cannot run the requested input (a sequence past its position table, an
-    image too small for its strides); anything else is a bug and keeps its traceback."""
-    if not isinstance(exc, (RuntimeError, ValueError, IndexError)):
-        return exc
-    from rightsize.errors import SpecError
+def _refused(entry: ZooEntry, seq_len: int | None, image_size: int | None, exc: Exception) -> BaseException:
+    """The one-line error for a model that cannot run the requested input (``errors.input_refused``)."""
+    from rightsize.errors import input_refused
 
-    field, what = ("seq", f"{seq_len} tokens") if seq_len else ("image", f"{image_size} px") if image_size else (
-        "input", "this input")  # fmt: skip
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-    return SpecError(field, f"{entry.name} cannot run {what} ({type(exc).__name__}: {first}); use a size it takes "
-                     "(token models: at most their position table, e.g. 512 for BERT)")  # fmt: skip
+    return input_refused(entry.name, seq_len, image_size, exc)
 
 
 def _trace(

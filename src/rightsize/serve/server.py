@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import socket
 import threading
 import time
@@ -72,7 +73,7 @@ def uvicorn_config(
     guarded = protocol_class(read_timeout_s, max_connections)
     if guarded is not None:
         fast["http"] = guarded  # type: ignore[assignment]
-    return uvicorn.Config(
+    config = uvicorn.Config(
         HostCheck(app, allowed_hosts(host)),
         host=host,
         port=port,
@@ -83,6 +84,30 @@ def uvicorn_config(
         backlog=4096,
         **fast,  # type: ignore[arg-type]
     )
+    error_log = logging.getLogger("uvicorn.error")  # configured by uvicorn.Config above
+    if not any(isinstance(f, _UserErrorAtStartup) for f in error_log.filters):
+        error_log.addFilter(_UserErrorAtStartup())
+    return config
+
+
+class _UserErrorAtStartup(logging.Filter):
+    """Drops what uvicorn logs when the app's startup raised one of rightsize's user-facing errors (the traceback, then
+    "Application startup failed"): the CLI prints that error as one line (``raise_start_error``). A bug's traceback
+    is kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropped = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if text.startswith("Traceback (most recent call last)"):
+            self.dropped = text.rstrip().splitlines()[-1].startswith("rightsize.errors.")
+            return not self.dropped
+        if self.dropped and text.startswith("Application startup failed"):
+            self.dropped = False
+            return False
+        return True
 
 
 def raise_start_error(exc: BaseException | None, what: str = "server") -> None:

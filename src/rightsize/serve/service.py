@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from rightsize.allocator import keep_freed_memory
+from rightsize.errors import input_refused
 from rightsize.serve.batcher import Batch, Batcher, Pending, QueueFull, ShuttingDown
 from rightsize.serve.config import (
     PoolConfig,
@@ -77,8 +78,14 @@ class Service:
                     )
                 )
             if cfg.warmup:
-                for b in self.batchers:
-                    await b.warmup(lambda n: example_batch(self.spec, n))
+                try:
+                    for b in self.batchers:
+                        await b.warmup(lambda n: example_batch(self.spec, n))
+                except (RuntimeError, ValueError, IndexError) as exc:
+                    if cfg.seq_len is None and cfg.image_size is None:
+                        raise
+                    # the input size the user asked for is one the model cannot run: bad input (exit 2), as in `memory`
+                    raise input_refused(cfg.model, cfg.seq_len, cfg.image_size, exc) from None
         except BaseException as exc:
             self.start_error = exc
             raise

@@ -80,6 +80,20 @@ def serve_command(
 
     With --generate, serve token generation instead (POST /v1/generate, see rightsize.llm.server)."""
     if generate:
+        # options of the prediction server, set away from their defaults: refused, not silently dropped (a --token
+        # the generation server ignored would leave it open)
+        predict_only = (("--seq", seq, None), ("--image", image, None), ("--shape", shape, None),
+                        ("--vocab", vocab, None), ("--precision", precision, "fp32"), ("--max-batch", max_batch, 8),
+                        ("--max-wait-ms", max_wait_ms, 2.0), ("--workers", workers, None), ("--router", router, None),
+                        ("--crossover", crossover, None), ("--lane", lane or None, None),
+                        ("--queue-size", queue_size, 256), ("--slo-ms", slo_ms, None),
+                        ("--max-queue-batches", max_queue_batches, 2.0), ("--token", token or None, None))  # fmt: skip
+        for flag, value, default in predict_only:
+            if value != default:
+                why = (" (it has no bearer-token check: keep it on 127.0.0.1 or behind a proxy that checks one; "
+                       "unset RIGHTSIZE_TOKEN if the token came from there)")  # fmt: skip
+                raise SpecError(flag, "only applies to a prediction server, not to --generate; drop it"
+                                + (why if flag == "--token" else ""))  # fmt: skip
         _serve_generate(model, "tiny" if tiny else size or "small", max_seqs, kv_tokens, threads, host, port,
                         log_level, as_json)  # fmt: skip
         return

@@ -77,6 +77,7 @@ def test_memory_takes_the_spec_words_for_its_modes(rightsize: Run) -> None:
     assert json.loads(a.stdout)["total_bytes"] == json.loads(b.stdout)["total_bytes"]
 
 
+@pytest.mark.slow  # > 1.6 s: make test runs it, make test-fast skips it
 def test_memory_validate_on_cpu(rightsize: Run) -> None:
     out = rightsize("memory", "resnet50", "--tiny", "--mode", "train", "--batch", "4", "--device", "cpu",
                     "--validate", "--json")  # fmt: skip

@@ -13,6 +13,7 @@ from rightsize.cli.app import main
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
+@pytest.mark.slow  # > 1.6 s: make test runs it, make test-fast skips it
 def test_a_generative_plan_says_its_energy_and_what_the_gpus_do(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -32,6 +32,7 @@ def test_traced_flops_match_a_real_forward(name: str, inp: dict[str, int]) -> No
     assert work.n_kernels > 10 and work.n_ops() > work.n_kernels  # views are dispatched but launch nothing
 
 
+@pytest.mark.slow  # > 1.6 s: make test runs it, make test-fast skips it
 def test_training_trace_has_backward_and_costs_about_three_forwards() -> None:
     entry = get_entry("resnet50")  # full size, fake tensors: costs no memory
     inf = trace_work(entry, mode="inference", image_size=64)

@@ -50,6 +50,7 @@ def test_report_by_run_prefix_to_markdown(
     assert md.startswith("# rightsize: text-classification-api") and "AMD EPYC 9B14 (test A)" in md
 
 
+@pytest.mark.slow  # > 1.6 s: make test runs it, make test-fast skips it
 def test_report_errors_exit_2_and_never_create_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "none.sqlite"
     rc, _, err = _run(["report", "-o", str(tmp_path / "r.html"), "--store", str(missing)], capsys)

@@ -191,6 +191,7 @@ def test_shutdown_drains_every_queued_request() -> None:
     assert time.monotonic() - t0 < 3.0  # drained at once, not after the window
 
 
+@pytest.mark.slow  # > 1.6 s: make test runs it, make test-fast skips it
 def test_hybrid_spills_from_a_backed_up_pool() -> None:
     small, large = SlowModel(0.0, 0.004), SlowModel(0.01, 0.0005)  # t = 4n ms vs 10 + 0.5n ms: crossover ~2.9
     pools = (PoolConfig("small", predict=small, threads=1), PoolConfig("large", predict=large, threads=1))

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from rightsize.errors import input_refused
 from rightsize.measure.memory import LiveTensorTracker, SavedTensorTracker
 
 if TYPE_CHECKING:
@@ -305,13 +306,13 @@ def trace_memory(
         from rightsize.models.zoo import ZOO
 
         if entry.name in ZOO:
-            raise _refused(entry, seq_len, image_size, exc) from None
+            raise input_refused(entry.name, seq_len, image_size, exc) from None
         # A user's model FakeTensorMode cannot run (TorchScript storages, data-dependent branches, another
         # engine): run it for real on this CPU instead; it is the user's own model, so it fits here.
         try:
             stats, result = _trace(entry, mode, batch_size, seq_len, image_size, compute, amp, "cpu", tiny, fake=False)
         except (RuntimeError, ValueError, IndexError) as real:
-            raise _refused(entry, seq_len, image_size, real) from None
+            raise input_refused(entry.name, seq_len, image_size, real) from None
         notes = (f"traced with real tensors on this CPU (FakeTensorMode could not run it: {type(exc).__name__})",)
     finally:
         fake_log.removeFilter(quiet)
@@ -323,13 +324,6 @@ def trace_memory(
 class _DropErrors(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return record.levelno < logging.ERROR
-
-
-def _refused(entry: ZooEntry, seq_len: int | None, image_size: int | None, exc: Exception) -> BaseException:
-    """The one-line error for a model that cannot run the requested input (``errors.input_refused``)."""
-    from rightsize.errors import input_refused
-
-    return input_refused(entry.name, seq_len, image_size, exc)
 
 
 def _trace(

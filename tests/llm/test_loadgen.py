@@ -6,6 +6,7 @@ import math
 import socket
 
 import numpy as np
+import pytest
 
 from rightsize.llm.engine import EngineConfig
 from rightsize.llm.loadgen import run_generation_load
@@ -35,3 +36,32 @@ def test_a_refused_connection_is_counted_not_raised() -> None:
     s = res.summary()
     assert s["answered"] == 0 and s["statuses"] == {"0": 2} and not s["valid"]
     assert all("Error" in r.error for r in res.results)
+
+
+def test_a_token_server_answers_only_the_bearer_of_its_token(capsys: pytest.CaptureFixture[str]) -> None:
+    import httpx
+
+    from rightsize.cli.app import main
+    from rightsize.errors import SpecError
+
+    cfg = EngineConfig(model="gpt2", size="tiny", max_seqs=2, kv_tokens=1024)
+    with running_generate_server(cfg, token="s3cret") as url:
+        without = run_generation_load(url, [0.0], [8], [3]).summary()
+        wrong = run_generation_load(url, [0.0], [8], [3], token="guess").summary()
+        right = run_generation_load(url, [0.0, 0.05], [8, 8], [3, 3], token="s3cret")
+        metrics = httpx.get(f"{url}/metrics")
+        iterations = httpx.get(f"{url}/v1/iterations")
+        authed = httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer s3cret"})
+        info = httpx.get(f"{url}/v1/info")
+        with pytest.raises(SystemExit) as exc:  # the CLI without the token: refused, and says what to do
+            main(["loadtest", url, "--generate", "--rate", "20", "--requests", "1", "--no-store"])
+    assert without["statuses"] == {"401": 1} and wrong["statuses"] == {"401": 1}
+    assert right.summary()["statuses"] == {"200": 2} and [r.tokens for r in right.results] == [3, 3]
+    assert metrics.status_code == iterations.status_code == 401 and metrics.headers["www-authenticate"] == "Bearer"
+    assert authed.status_code == 200 and 'rightsize_llm_requests_total{code="401"} 2' in authed.text
+    assert info.status_code == 200  # settings stay open, as the prediction server's /v1/info
+    assert exc.value.code == 1 and "answered 401: the server wants its bearer token; give it with --token" in (
+        capsys.readouterr().err
+    )
+    with pytest.raises(SpecError, match="one line"):
+        run_generation_load(url, [0.0], [8], [3], token="a\r\nX-Injected: 1")

@@ -170,7 +170,7 @@ def loadtest(
         if rate is None or find_knee:
             raise SpecError("--rate", "--generate runs open loop: give --rate R (and no --find-knee)")
         _generate_load(url, rate, duration, requests, seed, prompt_tokens, output_tokens, timeout_s, warmup_s,
-                       store=None if no_store else store, save=not no_store, as_json=as_json)  # fmt: skip
+                       store=None if no_store else store, save=not no_store, as_json=as_json, token=token)  # fmt: skip
         return
 
     target = build_target(
@@ -243,6 +243,7 @@ def loadtest(
         payload = {"kind": "loadtest", "event_loop": loop_name, **result.to_dict()}
         text = result.render()
         failed = not result.valid
+        _hint_unauthorized(result.status_counts, token)
 
     artifact_id = None if no_store else store_payload(payload, store)
     payload["artifact_id"] = artifact_id
@@ -269,7 +270,7 @@ def _token_range(flag: str, text: str) -> tuple[int, int]:
 
 def _generate_load(
     url: str, rate: float, duration: float | None, requests: int | None, seed: int, prompt: str, output: str,
-    timeout_s: float, warmup_s: float, *, store: Path | None, save: bool, as_json: bool,
+    timeout_s: float, warmup_s: float, *, store: Path | None, save: bool, as_json: bool, token: str | None = None,
 ) -> None:  # fmt: skip
     """``--generate``: a fixed Poisson schedule of generation requests, TTFT/TPOT each (rightsize.llm.loadgen)."""
     from urllib.parse import urlsplit
@@ -288,11 +289,12 @@ def _generate_load(
     rng = np.random.default_rng(seed + 1)
     prompts, outputs = rng.integers(p_lo, p_hi + 1, offsets.size), rng.integers(o_lo, o_hi + 1, offsets.size)
     err_console.print(f"generation load on {url}: {rate:g}/s poisson, {offsets.size} requests")
-    result = run_generation_load(url, offsets, prompts, outputs, timeout_s=timeout_s, seed=seed)
+    result = run_generation_load(url, offsets, prompts, outputs, timeout_s=timeout_s, seed=seed, token=token)
     summary = result.summary(record_from_s=warmup_s)
     payload = {"kind": "loadtest-generate", "url": url, "rate_per_s": rate, "prompt_tokens": [p_lo, p_hi],
                "output_tokens": [o_lo, o_hi], **summary}  # fmt: skip
     payload["artifact_id"] = store_payload(payload, store) if save else None
+    _hint_unauthorized(summary["statuses"], token)
     if as_json:
         emit_json(payload)
     else:
@@ -308,6 +310,13 @@ def _generate_load(
         typer.echo("\n".join(lines))
     if not summary["valid"]:
         raise typer.Exit(1)
+
+
+def _hint_unauthorized(statuses: dict[str, int], token: str | None) -> None:
+    """One line on stderr when the server refused requests for their bearer token (HTTP 401)."""
+    if statuses.get("401"):
+        fix = "check the token you gave" if token else "give it with --token (or RIGHTSIZE_TOKEN)"
+        err_console.print(f"{statuses['401']} requests answered 401: the server wants its bearer token; {fix}")
 
 
 def register(app: typer.Typer) -> None:

@@ -80,22 +80,19 @@ def serve_command(
 
     With --generate, serve token generation instead (POST /v1/generate, see rightsize.llm.server)."""
     if generate:
-        # options of the prediction server, set away from their defaults: refused, not silently dropped (a --token
-        # the generation server ignored would leave it open)
+        # options of the prediction server, set away from their defaults: refused, not silently dropped
         predict_only = (("--seq", seq, None), ("--image", image, None), ("--shape", shape, None),
                         ("--vocab", vocab, None), ("--precision", precision, "fp32"), ("--max-batch", max_batch, 8),
                         ("--max-wait-ms", max_wait_ms, 2.0), ("--workers", workers, None), ("--router", router, None),
                         ("--crossover", crossover, None), ("--lane", lane or None, None),
                         ("--queue-size", queue_size, 256), ("--slo-ms", slo_ms, None),
-                        ("--max-queue-batches", max_queue_batches, 2.0), ("--token", token or None, None))  # fmt: skip
+                        ("--max-queue-batches", max_queue_batches, 2.0))  # fmt: skip
         for flag, value, default in predict_only:
             if value != default:
-                why = (" (it has no bearer-token check: keep it on 127.0.0.1 or behind a proxy that checks one; "
-                       "unset RIGHTSIZE_TOKEN if the token came from there)")  # fmt: skip
-                raise SpecError(flag, "only applies to a prediction server, not to --generate; drop it"
-                                + (why if flag == "--token" else ""))  # fmt: skip
+                raise SpecError(flag, "only applies to a prediction server, not to --generate; drop it")
+        _warn_open(host, token)
         _serve_generate(model, "tiny" if tiny else size or "small", max_seqs, kv_tokens, threads, host, port,
-                        log_level, as_json)  # fmt: skip
+                        log_level, as_json, token)  # fmt: skip
         return
     for flag, value in (("--size", size), ("--max-seqs", max_seqs), ("--kv-tokens", kv_tokens)):
         if value is not None:
@@ -134,8 +131,7 @@ def serve_command(
         token=token,
         log_level=log_level,
     )
-    if host not in ("127.0.0.1", "localhost", "::1") and token is None:
-        err_console.print(f"warning: serving on {host} without --token; anyone who can reach it can use it")
+    _warn_open(host, token)
     err_console.print(f"rightsize serve: loading {model}{' (tiny)' if tiny else ''} …")
 
     def on_ready(service: Any) -> None:
@@ -155,6 +151,11 @@ def serve_command(
     serve(config, on_ready)
 
 
+def _warn_open(host: str, token: str | None) -> None:
+    if host not in ("127.0.0.1", "localhost", "::1") and not token:
+        err_console.print(f"warning: serving on {host} without --token; anyone who can reach it can use it")
+
+
 def _serve_generate(
     model: str,
     size: str,
@@ -165,8 +166,10 @@ def _serve_generate(
     port: int,
     log_level: str,
     as_json: bool,
+    token: str | None,
 ) -> None:
-    """``rightsize serve MODEL --generate``: the continuous-batching generation server."""
+    """``rightsize serve MODEL --generate``: the continuous-batching generation server (``token``: the bearer token
+    requests need)."""
     from rightsize.llm.engine import EngineConfig
 
     given = {"max_seqs": max_seqs, "kv_tokens": kv_tokens, "threads": threads}
@@ -189,7 +192,7 @@ def _serve_generate(
 
     from rightsize.llm.server import serve_generate
 
-    serve_generate(cfg, host, port, on_ready, log_level)
+    serve_generate(cfg, host, port, on_ready, log_level, token or None)
 
 
 def register(app: typer.Typer) -> None:

@@ -28,6 +28,8 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from rightsize.errors import SpecError
+
 __all__ = ["GenLoadResult", "GenResult", "run_generation_load"]
 
 MAX_SEND_LAG_MS = 10.0  # p99 send lag beyond this: the generator, not the server, shaped the arrivals
@@ -87,7 +89,9 @@ def _pct(values: Sequence[float]) -> dict[str, float]:
     return {f"p{q:g}": float(np.percentile(v, q)) for q in (50, 90, 95, 99)} | {"mean": float(v.mean())}
 
 
-async def _one(host: str, port: int, path: str, body: bytes, intended: float, t0: float, timeout_s: float) -> GenResult:
+async def _one(
+    host: str, port: int, path: str, body: bytes, intended: float, t0: float, timeout_s: float, auth: str = ""
+) -> GenResult:
     delay = t0 + intended - time.perf_counter()
     if delay > 0:
         await asyncio.sleep(delay)
@@ -97,7 +101,7 @@ async def _one(host: str, port: int, path: str, body: bytes, intended: float, t0
     try:
         async with asyncio.timeout(timeout_s):
             reader, writer = await asyncio.open_connection(host, port)
-            head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+            head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n{auth}"
                     f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()  # fmt: skip
             writer.write(head + body)
             await writer.drain()
@@ -130,9 +134,14 @@ def run_generation_load(
     *,
     timeout_s: float = 300.0,
     seed: int = 0,
+    token: str | None = None,
 ) -> GenLoadResult:
     """Send request i at ``offsets_s[i]`` with ``prompts[i]`` random prompt tokens (the server draws them,
-    seeded per request) and ``outputs[i]`` new tokens; wait for every reply (bounded by ``timeout_s`` each)."""
+    seeded per request) and ``outputs[i]`` new tokens; wait for every reply (bounded by ``timeout_s`` each).
+    ``token``: sent as ``Authorization: Bearer`` (a server started with ``--token``)."""
+    if token and any(c in token for c in "\r\n"):
+        raise SpecError("--token", "must be one line (no line breaks)")
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     path = (parts.path.rstrip("/") or "") + "/v1/generate"
@@ -141,7 +150,7 @@ def run_generation_load(
 
     async def main() -> GenLoadResult:
         t0 = time.perf_counter() + 0.05
-        tasks = [asyncio.create_task(_one(host, port, path, b, float(t), t0, timeout_s))
+        tasks = [asyncio.create_task(_one(host, port, path, b, float(t), t0, timeout_s, auth))
                  for b, t in zip(bodies, offsets_s, strict=True)]  # fmt: skip
         results = list(await asyncio.gather(*tasks))
         return GenLoadResult(results, time.perf_counter() - t0)

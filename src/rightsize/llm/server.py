@@ -14,6 +14,9 @@
     GET  /healthz /readyz /metrics (Prometheus: TTFT, TPOT and queue histograms, tokens, requests by code,
                         preemptions, running and waiting)
 
+With a bearer token (``serve --generate --token T``) POST /v1/generate, /v1/iterations and /metrics answer 401
+without ``Authorization: Bearer T``; /v1/info, /healthz and /readyz stay open (as the prediction server's do).
+
 How a request flows:
 1. The raw ASGI handler (below FastAPI's routing, as ``serve.endpoint`` does for /v1/predict) reads and
    checks the body, then ``Engine.submit`` queues it; the engine's callbacks run on the engine thread
@@ -33,13 +36,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import uvicorn
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.routing import Route
 
 from rightsize import __version__
 from rightsize.llm.engine import Engine, EngineConfig, EngineStopped, GenStats, PromptTooLong, QueueFull
 from rightsize.llm.protocol import Reject, event, final_event, parse_request
+from rightsize.serve.endpoint import bearer_ok
 from rightsize.serve.metrics import Histogram
 from rightsize.serve.server import bind_socket, raise_start_error, run_blocking, run_in_thread, url_of, uvicorn_config
 from rightsize.wire import dumps
@@ -55,6 +59,8 @@ MAX_BODY_BYTES = 1 << 20  # a 512-token prompt is ~4 KB of JSON
 CLIENT_GONE = 499  # counted, never sent
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)  # s
 _JSON = [(b"content-type", b"application/json")]
+_UNAUTHORIZED = {"detail": "missing or wrong bearer token"}
+_CHALLENGE = (b"www-authenticate", b"Bearer")
 
 
 class GenerateService:
@@ -123,8 +129,9 @@ class GenerateService:
 class GenerateEndpoint:
     """The ASGI handler of POST /v1/generate."""
 
-    def __init__(self, svc: GenerateService) -> None:
+    def __init__(self, svc: GenerateService, token: str | None = None) -> None:
         self.svc = svc
+        self.token = token.encode() if token else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         status = CLIENT_GONE
@@ -142,6 +149,9 @@ class GenerateEndpoint:
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> tuple[int, GenStats | None]:
         svc, engine = self.svc, self.svc.engine
+        if not bearer_ok(self.token, dict(scope["headers"]).get(b"authorization")):
+            await self._reply(send, 401, _UNAUTHORIZED, [_CHALLENGE])
+            return 401, None
         try:
             body = await _read_body(receive)
             svc.requests += 1
@@ -248,8 +258,9 @@ async def _read_body(receive: Receive) -> bytes:
 # --- the app and uvicorn -------------------------------------------------------------------------------
 
 
-def create_generate_app(svc: GenerateService) -> FastAPI:
-    """The FastAPI app: the engine starts with the app (lifespan) and stops with it."""
+def create_generate_app(svc: GenerateService, token: str | None = None) -> FastAPI:
+    """The FastAPI app: the engine starts with the app (lifespan) and stops with it. ``token``: the bearer token
+    POST /v1/generate, /v1/iterations and /metrics require (None: none)."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -262,17 +273,25 @@ def create_generate_app(svc: GenerateService) -> FastAPI:
     cfg = svc.engine.cfg
     app = FastAPI(title="rightsize serve --generate", version=__version__, lifespan=lifespan,
                   description=f"Continuous-batching generation server for {cfg.model!r} ({cfg.size}).")  # fmt: skip
-    app.router.routes.append(Route(PATH, GenerateEndpoint(svc), methods=["POST"], include_in_schema=False))
+    endpoint = GenerateEndpoint(svc, token)
+    app.router.routes.append(Route(PATH, endpoint, methods=["POST"], include_in_schema=False))
 
-    def json_reply(obj: Any, status: int = 200) -> Response:
-        return Response(dumps(obj), status, media_type="application/json")
+    def json_reply(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+        return Response(dumps(obj), status, headers, media_type="application/json")
+
+    def refused(request: Request) -> Response | None:
+        if bearer_ok(endpoint.token, request.headers.get("authorization", "").encode("latin-1")):
+            return None
+        return json_reply(_UNAUTHORIZED, 401, {"www-authenticate": "Bearer"})
 
     @app.get("/v1/info", summary="Engine settings")
     async def info() -> Response:
         return json_reply(svc.info())
 
     @app.get("/v1/iterations", summary="The engine's iterations one by one, from number `since`")
-    async def iterations(since: int = 0) -> Response:
+    async def iterations(request: Request, since: int = 0) -> Response:
+        if (denied := refused(request)) is not None:
+            return denied
         if since < 0:
             return json_reply({"detail": "since: must be >= 0 (the 'next' of a previous reply)"}, 422)
         nxt, records = svc.engine.iterations(since)
@@ -288,16 +307,16 @@ def create_generate_app(svc: GenerateService) -> FastAPI:
         return json_reply({"ready": ok}, 200 if ok else 503)
 
     @app.get("/metrics", summary="Prometheus metrics")
-    async def metrics() -> Response:
-        return Response(svc.render_metrics(), media_type="text/plain; version=0.0.4")
+    async def metrics(request: Request) -> Response:
+        return refused(request) or Response(svc.render_metrics(), media_type="text/plain; version=0.0.4")
 
     return app
 
 
 def _build(cfg: EngineConfig, host: str, port: int, on_ready: Callable[[dict[str, Any]], None] | None,
-           log_level: str) -> tuple[uvicorn.Server, GenerateService]:  # fmt: skip
+           log_level: str, token: str | None) -> tuple[uvicorn.Server, GenerateService]:  # fmt: skip
     svc = GenerateService(cfg, on_ready)
-    config = uvicorn_config(create_generate_app(svc), host, port, log_level,
+    config = uvicorn_config(create_generate_app(svc, token), host, port, log_level,
                             read_timeout_s=10.0, max_connections=1024, graceful_s=5)  # fmt: skip
     return uvicorn.Server(config), svc
 
@@ -312,9 +331,11 @@ def serve_generate(
     port: int = 8000,
     on_ready: Callable[[dict[str, Any]], None] | None = None,
     log_level: str = "warning",
+    token: str | None = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM; ``on_ready(info)`` once the engine is warm. RightsizeError on a failed start."""
-    server, svc = _build(cfg, host, port, on_ready, log_level)
+    """Serve until SIGINT/SIGTERM; ``on_ready(info)`` once the engine is warm. RightsizeError on a failed start.
+    ``token``: the bearer token requests need (module docstring)."""
+    server, svc = _build(cfg, host, port, on_ready, log_level, token)
     sock = bind_socket(host, port)
     svc.base_url = url_of(host, sock)
     run_blocking(server, sock, _check(svc))
@@ -322,10 +343,10 @@ def serve_generate(
 
 @contextlib.contextmanager
 def running_generate_server(
-    cfg: EngineConfig, host: str = "127.0.0.1", start_timeout_s: float = 120.0
+    cfg: EngineConfig, host: str = "127.0.0.1", start_timeout_s: float = 120.0, token: str | None = None
 ) -> Iterator[str]:
     """Serve ``cfg`` in a background thread on a free port; yields the base URL; stops on exit."""
-    server, svc = _build(cfg, host, 0, None, "warning")
+    server, svc = _build(cfg, host, 0, None, "warning", token)
     sock = bind_socket(host, 0)
     svc.base_url = url_of(host, sock)
     with run_in_thread(server, sock, _check(svc), start_timeout_s=start_timeout_s, join_s=30,

@@ -62,6 +62,15 @@ async def _read_body(receive: Receive, declared: bytes | None, limit: int) -> by
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
+def bearer_ok(expected: bytes | None, authorization: bytes | None) -> bool:
+    """Whether an ``Authorization`` header value carries the bearer token ``expected`` (None: no token needed),
+    compared in constant time. Both servers (/v1/predict and /v1/generate) check requests with it."""
+    if expected is None:
+        return True
+    got = (authorization or b"").strip()
+    return got[:7].lower() == b"bearer " and hmac.compare_digest(got[7:].strip(), expected)
+
+
 async def _client_gone(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
@@ -76,10 +85,7 @@ class PredictEndpoint:
         self.limit = max_body_bytes
 
     def authorized(self, authorization: bytes | None) -> bool:
-        if self.token is None:
-            return True
-        got = (authorization or b"").strip()
-        return got[:7].lower() == b"bearer " and hmac.compare_digest(got[7:].strip(), self.token)
+        return bearer_ok(self.token, authorization)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = time.perf_counter()

@@ -44,6 +44,9 @@ def test_an_unknown_option_exits_2_for_every_command(command: str, capsys: pytes
         (["plan", "examples/quick.yaml", "--seed", "-1"], "--seed"),
         (["results", "--limit", "99999999999999999999"], "--limit"),
         (["serve", "gpt2", "--generate", "--size", "tiny", "--seq", "64"], "--seq: only applies to a prediction"),
+        # a zoo model's input is --seq / --image: --shape and --vocab were ignored without a word
+        (["memory", "resnet50", "--shape", "3,64,64"], "--shape: sets a user model's input; 'resnet50' takes --seq"),
+        (["serve", "distilbert", "--vocab", "100"], "--vocab: sets a user model's input"),
     ],
 )
 def test_bad_invocations_exit_2_without_a_traceback(

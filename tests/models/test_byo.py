@@ -17,7 +17,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from rightsize.errors import NotFoundError, SpecError, UnsupportedError
 from rightsize.measure.precision import prepare_inference
 from rightsize.models import resolve_model
-from rightsize.models.byo import parse_shape
+from rightsize.models.byo import parse_shape, user_input_options
 from rightsize.models.onnx_engine import onnx_activation_bytes, onnx_flops, onnx_input
 
 pytest.importorskip("onnxruntime")
@@ -183,6 +183,15 @@ def test_parse_shape() -> None:
         parse_shape("3,a")
     with pytest.raises(SpecError, match="--shape"):
         parse_shape("0,3")
+
+
+def test_user_input_options_are_refused_where_they_would_be_ignored() -> None:
+    assert user_input_options("mymodels:make", "3x8", 50) == ([3, 8], 50)
+    assert user_input_options("resnet50", None, None) == (None, None)
+    with pytest.raises(SpecError, match="--shape: sets a user model's input; 'resnet50' takes --seq or --image"):
+        user_input_options("resnet50", "3,64,64", None)
+    with pytest.raises(SpecError, match="--vocab"):
+        user_input_options("hf:some/dir", None, 100)
 
 
 @pytest.mark.slow

@@ -51,12 +51,13 @@ def memory(
     """Estimate peak memory without allocating it (FakeTensor trace) and pick the smallest GPU tier."""
     from rightsize.estimate.memory_estimate import estimate_memory
     from rightsize.estimate.memory_tiers import parse_tiers
-    from rightsize.models.byo import parse_shape
+    from rightsize.models.byo import user_input_options
 
     mode = {"training": "train", "inference": "infer"}.get(mode, mode)  # the spec's words for the same modes
+    dims, vocab = user_input_options(model, shape, vocab)
     kwargs: dict[str, Any] = {
         "mode": mode, "precision": precision, "batch_size": batch, "seq_len": seq, "image_size": image,
-        "optimizer": optimizer, "fused": fused, "tiny": tiny, "shape": parse_shape(shape), "vocab": vocab,
+        "optimizer": optimizer, "fused": fused, "tiny": tiny, "shape": dims, "vocab": vocab,
     }  # fmt: skip
     cat = load_catalog_option(catalog_file)
     tier_list = parse_tiers(tiers) if tiers is not None else None

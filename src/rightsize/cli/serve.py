@@ -97,7 +97,7 @@ def serve_command(
     for flag, value in (("--size", size), ("--max-seqs", max_seqs), ("--kv-tokens", kv_tokens)):
         if value is not None:
             raise SpecError(flag, "only applies to a generation server; add --generate (or drop the option)")
-    from rightsize.models.byo import parse_shape
+    from rightsize.models.byo import user_input_options
     from rightsize.serve.config import ServerConfig, cpu_cores, parse_lanes
 
     pools = parse_lanes(lane, cpu_cores()) if lane else None
@@ -105,7 +105,7 @@ def serve_command(
         raise SpecError("--lane", "gives each lane's workers and threads; drop --workers / --threads")
     if pools is not None and len(pools) == 1:
         raise SpecError("--lane", "needs two or more lanes (one pool is --workers / --threads)")
-    dims = parse_shape(shape)
+    dims, vocab = user_input_options(model, shape, vocab)
     sample_shape = tuple(dims) if dims else None
     config = ServerConfig(
         model=model,

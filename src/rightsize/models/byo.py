@@ -75,6 +75,17 @@ def parse_shape(text: str | None, option: str = "--shape") -> list[int] | None:
     return dims
 
 
+def user_input_options(ref: str, shape: str | None, vocab: int | None) -> tuple[list[int] | None, int | None]:
+    """``--shape`` and ``--vocab`` parsed for model ``ref``; a SpecError naming the option when ``ref`` is a zoo
+    model or a Hugging Face config (their input is set by ``--seq`` / ``--image``), which would ignore them."""
+    dims = parse_shape(shape)
+    ignored = not is_user_ref(ref) or ref.startswith("hf:") or _config_dir(ref) is not None
+    for option, value in (("--shape", dims), ("--vocab", vocab)):
+        if value is not None and ignored:
+            raise SpecError(option, f"sets a user model's input; {ref!r} takes --seq or --image instead: drop it")
+    return dims, vocab
+
+
 ORT_PREFIX = "ort:"  # the same model on ONNX Runtime: the CPU engine the planner compares with PyTorch eager
 OV_PREFIX = "ov:"  # the same model on OpenVINO (exported to ONNX, compiled for the CPU)
 ENGINE_PREFIX = {"onnxruntime": ORT_PREFIX, "openvino": OV_PREFIX}

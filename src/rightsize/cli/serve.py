@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 from typing import Any
 
@@ -81,22 +82,16 @@ def serve_command(
     With --generate, serve token generation instead (POST /v1/generate, see rightsize.llm.server)."""
     if generate:
         # options of the prediction server, set away from their defaults: refused, not silently dropped
-        predict_only = (("--seq", seq, None), ("--image", image, None), ("--shape", shape, None),
-                        ("--vocab", vocab, None), ("--precision", precision, "fp32"), ("--max-batch", max_batch, 8),
-                        ("--max-wait-ms", max_wait_ms, 2.0), ("--workers", workers, None), ("--router", router, None),
-                        ("--crossover", crossover, None), ("--lane", lane or None, None),
-                        ("--queue-size", queue_size, 256), ("--slo-ms", slo_ms, None),
-                        ("--max-queue-batches", max_queue_batches, 2.0))  # fmt: skip
-        for flag, value, default in predict_only:
-            if value != default:
-                raise SpecError(flag, "only applies to a prediction server, not to --generate; drop it")
+        _refuse_set("only applies to a prediction server, not to --generate; drop it", seq=seq, image=image,
+                    shape=shape, vocab=vocab, precision=precision, max_batch=max_batch, max_wait_ms=max_wait_ms,
+                    workers=workers, router=router, crossover=crossover, lane=lane or None, queue_size=queue_size,
+                    slo_ms=slo_ms, max_queue_batches=max_queue_batches)  # fmt: skip
         _warn_open(host, token)
         _serve_generate(model, "tiny" if tiny else size or "small", max_seqs, kv_tokens, threads, host, port,
                         log_level, as_json, token)  # fmt: skip
         return
-    for flag, value in (("--size", size), ("--max-seqs", max_seqs), ("--kv-tokens", kv_tokens)):
-        if value is not None:
-            raise SpecError(flag, "only applies to a generation server; add --generate (or drop the option)")
+    _refuse_set("only applies to a generation server; add --generate (or drop the option)", size=size,
+                max_seqs=max_seqs, kv_tokens=kv_tokens)  # fmt: skip
     from rightsize.models.byo import user_input_options
     from rightsize.serve.config import ServerConfig, cpu_cores, parse_lanes
 
@@ -149,6 +144,16 @@ def serve_command(
     from rightsize.serve.server import serve
 
     serve(config, on_ready)
+
+
+def _refuse_set(problem: str, **values: Any) -> None:
+    """A SpecError naming the first of ``values`` (serve_command's parameters by name) set away from its default
+    (read from serve_command's own signature, so the two cannot drift apart)."""
+    params = inspect.signature(serve_command).parameters
+    for name, value in values.items():
+        option = params[name].default  # a typer OptionInfo
+        if value is not None and value != option.default:
+            raise SpecError(option.param_decls[0], problem)
 
 
 def _warn_open(host: str, token: str | None) -> None:

@@ -44,6 +44,14 @@ def test_an_unknown_option_exits_2_for_every_command(command: str, capsys: pytes
         (["plan", "examples/quick.yaml", "--seed", "-1"], "--seed"),
         (["results", "--limit", "99999999999999999999"], "--limit"),
         (["serve", "gpt2", "--generate", "--size", "tiny", "--seq", "64"], "--seq: only applies to a prediction"),
+        # an output path that cannot be written: refused before the work (export, a pipeline run, a plan)
+        (["results", "--export", "/proc/nope/x.csv"], "--export: cannot write '/proc/nope/x.csv'"),
+        (
+            ["pipeline", "examples/batch-embedding.yaml", "--items", "4", "--output", "/proc/nope/x.jsonl"],
+            "--output: cannot write",
+        ),
+        (["plan", "examples/sentiment-api.yaml", "--report", "/proc/nope/r.html"], "--report: cannot write"),
+        (["report", "-o", "/proc/nope/r.html"], "--output: cannot write"),
         # a zoo model's input is --seq / --image: --shape and --vocab were ignored without a word
         (["memory", "resnet50", "--shape", "3,64,64"], "--shape: sets a user model's input; 'resnet50' takes --seq"),
         (["serve", "distilbert", "--vocab", "100"], "--vocab: sets a user model's input"),
@@ -69,3 +77,18 @@ def test_results_never_creates_a_store_and_unknown_providers_are_named(
     assert code == 2 and "known: aws, azure, gcp" in err and "Did you mean 'aws'" in err
     code, err = _run(["finetune", "llama-7b", "--tokens", "1e6", "--rank", "1000000"], capsys)
     assert code == 2 and err.startswith("error: lora_rank: must be <= the model's hidden size 4096")
+
+
+def test_check_writable_leaves_no_probe_and_keeps_an_existing_file(tmp_path: Path) -> None:
+    from rightsize.cli._common import check_writable
+    from rightsize.errors import SpecError
+
+    new = tmp_path / "made" / "out.csv"
+    check_writable(new, "--export")
+    assert new.parent.is_dir() and not new.exists()  # the folder is made, the probe file is gone
+    old = tmp_path / "old.csv"
+    old.write_text("kept")
+    check_writable(old, "--export")
+    assert old.read_text() == "kept"
+    with pytest.raises(SpecError, match=r"--export: cannot write .* \(is a directory\)"):
+        check_writable(tmp_path, "--export")

@@ -59,6 +59,24 @@ def check_providers(providers: list[str] | None, catalog: Catalog) -> None:
             )
 
 
+def check_writable(path: Path, option: str) -> None:
+    """Refuse (exit 2, naming ``option``) an output ``path`` that cannot be written, before the work that ends in
+    writing it: its folder is made when missing and the file opened for appending (a probe left nowhere)."""
+    from rightsize.errors import SpecError
+
+    existed = path.exists()
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "is a directory")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a"):
+            pass
+    except OSError as exc:
+        raise SpecError(option, f"cannot write {str(path)!r} ({exc.strerror or exc}); pass a writable path") from None
+    if not existed:
+        path.unlink(missing_ok=True)
+
+
 def emit_json(obj: Any) -> None:
     sys.stdout.write(to_json(obj) + "\n")
     sys.stdout.flush()

@@ -10,6 +10,7 @@ from rightsize.cli._common import (
     CATALOG_OPTION,
     JSON_OPTION,
     check_providers,
+    check_writable,
     emit_json,
     load_catalog_option,
     out_console,
@@ -117,6 +118,7 @@ def catalog_import(
         raise SpecError("--date", f"must look like 2026-11 or 2026-11-24, got {date!r}")
     if output.exists() and not force:
         raise SpecError("--output", f"{output} exists; pass --force to replace it or choose another file")
+    check_writable(output, "--output")
     if date is None:
         newest = max(p.stat().st_mtime for p in find_tables(path).values())
         date = dt.date.fromtimestamp(newest).strftime("%Y-%m")

@@ -11,6 +11,7 @@ from rightsize.cli._common import (
     CATALOG_OPTION,
     JSON_OPTION,
     STORE_OPTION,
+    check_writable,
     emit_json,
     err_console,
     load_catalog_option,
@@ -51,6 +52,8 @@ def pipeline(
     from rightsize.workflows.pipeline import run_and_project
 
     workload = load_spec(spec)
+    if output is not None:
+        check_writable(output, "--output")
     cat = load_catalog_option(catalog)
     with Store(store) as db:
         result = run_and_project(

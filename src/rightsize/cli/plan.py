@@ -12,6 +12,7 @@ from rightsize.cli._common import (
     CATALOG_OPTION,
     JSON_OPTION,
     STORE_OPTION,
+    check_writable,
     emit_json,
     err_console,
     load_catalog_option,
@@ -154,6 +155,8 @@ def plan_cmd(
         raise SpecError(
             "targets", f"{spec.name} has no targets; add online, batch, training or generative (see examples/)"
         )
+    if report is not None:
+        check_writable(report, "--report")
     db = Store(store)
     if workload.targets.generative is not None:
         _plan_generative(workload, spec, db, load_catalog_option(catalog), json_out, top, seed, report)

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import typer
 
-from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, emit_json, err_console, load_catalog_option
+from rightsize.cli._common import (
+    CATALOG_OPTION,
+    JSON_OPTION,
+    STORE_OPTION,
+    check_writable,
+    emit_json,
+    err_console,
+    load_catalog_option,
+)
 
 
 def report(
@@ -27,6 +35,7 @@ def report(
 
     if output.suffix.lower() not in SUFFIXES:
         raise SpecError("--output", f"must end in .html or .md, got {output.name!r}")
+    check_writable(output, "--output")
     path = store if store is not None else default_store_path()
     if not Path(path).is_file():
         raise NotFoundError(

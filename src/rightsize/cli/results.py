@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from rightsize.cli._common import JSON_OPTION, STORE_OPTION, emit_json, err_console, out_console
+from rightsize.cli._common import JSON_OPTION, STORE_OPTION, check_writable, emit_json, err_console, out_console
 from rightsize.errors import SpecError
 
 
@@ -31,6 +31,8 @@ def results(
 
     if export is not None and export.suffix not in (".csv", ".json"):
         raise SpecError("--export", f"must end in .csv or .json, got {export.name!r}")
+    if export is not None:
+        check_writable(export, "--export")
     db = Store(store, read_only=True)  # reading never creates a store (a missing path: exit 2)
     if run is None and model is None and export is None:
         runs = db.runs(limit=limit)

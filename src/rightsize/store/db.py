@@ -105,9 +105,8 @@ class Store:
         try:
             if read_only:
                 if not self.path.is_file():
-                    raise NotFoundError(
-                        f"--store: {str(self.path)!r} does not exist; run `rightsize bench` or `plan` first"
-                    )
+                    what = "is a directory, not a store file" if self.path.is_dir() else "does not exist"
+                    raise NotFoundError(f"--store: {str(self.path)!r} {what}; run `rightsize bench` or `plan` first")
                 self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

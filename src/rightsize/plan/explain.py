@@ -320,7 +320,8 @@ def _warnings(kind: PlanKind, rec: Candidate, bound_ms: float | None, request_sa
             )
     if rec.provenance == "projected":
         out.append(
-            f"projected, not measured on {rec.device} ({_band_words(rec.band)}); "
+            f"projected, not measured on {rec.instance if rec.device == 'cpu' else rec.device} "
+            f"({_band_words(rec.band)}); "
             "check with `rightsize validate` before committing"
         )
     if kind == "online" and rec.latency and rec.latency.band_ms and bound_ms and rec.latency.band_ms[1] > bound_ms:

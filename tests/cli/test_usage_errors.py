@@ -52,6 +52,8 @@ def test_an_unknown_option_exits_2_for_every_command(command: str, capsys: pytes
         ),
         (["plan", "examples/sentiment-api.yaml", "--report", "/proc/nope/r.html"], "--report: cannot write"),
         (["report", "-o", "/proc/nope/r.html"], "--output: cannot write"),
+        # a token with a line break would end the Authorization header and inject another
+        (["loadtest", "http://127.0.0.1:9/", "--rate", "5", "--token", "a\r\nX-Injected: 1"], "--token: must be one"),
         # a zoo model's input is --seq / --image: --shape and --vocab were ignored without a word
         (["memory", "resnet50", "--shape", "3,64,64"], "--shape: sets a user model's input; 'resnet50' takes --seq"),
         (["serve", "distilbert", "--vocab", "100"], "--vocab: sets a user model's input"),

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from rightsize.errors import SpecError
+from rightsize.loadgen.target import bearer_header
 
 __all__ = ["GenLoadResult", "GenResult", "run_generation_load"]
 
@@ -139,9 +139,8 @@ def run_generation_load(
     """Send request i at ``offsets_s[i]`` with ``prompts[i]`` random prompt tokens (the server draws them,
     seeded per request) and ``outputs[i]`` new tokens; wait for every reply (bounded by ``timeout_s`` each).
     ``token``: sent as ``Authorization: Bearer`` (a server started with ``--token``)."""
-    if token and any(c in token for c in "\r\n"):
-        raise SpecError("--token", "must be one line (no line breaks)")
-    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    header = bearer_header(token)
+    auth = f"{header[0]}: {header[1]}\r\n" if header else ""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     path = (parts.path.rstrip("/") or "") + "/v1/generate"

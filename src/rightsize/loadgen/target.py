@@ -97,6 +97,16 @@ def payload_for_server(info: dict[str, Any] | None, samples: int = 1, encoding: 
     return default_body(shape, samples, dtype), "application/json"
 
 
+def bearer_header(token: str | None) -> tuple[str, str] | None:
+    """The ``Authorization`` header that carries ``token`` (None without one); a SpecError naming ``--token`` when
+    it holds a line break (it would end the header and start another)."""
+    if not token:
+        return None
+    if "\r" in token or "\n" in token:
+        raise SpecError("--token", "must be one line (no line breaks)")
+    return ("Authorization", f"Bearer {token}")
+
+
 def parse_header(text: str) -> tuple[str, str]:
     """``"X-Key: value"`` -> ``("X-Key", "value")``; raises SpecError naming ``--header``."""
     name, sep, value = text.partition(":")
@@ -137,6 +147,7 @@ class Target:
         """Parse ``http://host[:port][/path]``; a missing path means ``DEFAULT_PATH``. Without ``body``, a POST to
         ``DEFAULT_PATH`` asks the server's ``/v1/info`` for its sample shape and sends ``samples`` zero samples
         of it (a rightsize server); other servers get a small default JSON body."""
+        auth = bearer_header(token)
         parts = urlsplit(url if "://" in url else f"http://{url}")
         if parts.scheme != "http":
             raise SpecError("URL", f"only http:// is supported (plain HTTP/1.1), got {parts.scheme}://")
@@ -157,8 +168,8 @@ class Target:
             body = b""
         hdrs = list(headers)
         names = {k.lower() for k, _ in hdrs}
-        if token:
-            hdrs.append(("Authorization", f"Bearer {token}"))
+        if auth is not None:
+            hdrs.append(auth)
         if body and "content-type" not in names:
             hdrs.append(("Content-Type", content_type))
         return cls(

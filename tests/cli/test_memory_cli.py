@@ -87,6 +87,7 @@ def test_memory_validate_on_cpu(rightsize: Run) -> None:
     assert rows["weights (params + buffers)"]["error_pct"] == 0
 
 
+@pytest.mark.slow  # > 1.9 s: make test runs it, make test-fast skips it
 def test_memory_llama_1b_fp16_fits_an_8gb_tier_of_the_builtin_list(rightsize: Run) -> None:
     out = rightsize("memory", "llama-1b", "--mode", "infer", "--precision", "fp16", "--tiers", "builtin", "--json")
     assert out.returncode == 0, out.stderr

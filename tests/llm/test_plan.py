@@ -41,6 +41,7 @@ def test_a_70b_fp16_model_plans_tensor_parallel_over_one_instances_gpus(catalog:
     assert plan.best("cpu") is None and any("leave KV room" in why for _, why in plan.infeasible)
 
 
+@pytest.mark.slow  # > 1.9 s: make test runs it, make test-fast skips it
 def test_a_1b_int8_model_at_a_low_rate_compares_a_cpu_with_a_gpu_plan(catalog: Catalog) -> None:
     t = _target(rate_per_s=0.2, weight_precision="int8", tpot={"percentile": 50, "bound_ms": 150})
     plan = plan_generative(DecoderShape.from_zoo("llama-1b"), t, catalog, providers=["aws"])
@@ -54,6 +55,7 @@ def test_a_1b_int8_model_at_a_low_rate_compares_a_cpu_with_a_gpu_plan(catalog: C
     assert 0 < out["best_gpu"]["device_share"] <= 1 and 0 <= out["best_gpu"]["compute_share"] <= 1
 
 
+@pytest.mark.slow  # > 1.9 s: make test runs it, make test-fast skips it
 def test_cost_per_million_output_tokens_is_the_hourly_cost_over_the_tokens_served(catalog: Catalog) -> None:
     t = _target(rate_per_s=3.0, output_tokens=100)
     plan = plan_generative(DecoderShape.from_zoo("llama-7b"), t, catalog, providers=["aws"])

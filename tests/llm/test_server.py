@@ -141,6 +141,9 @@ def test_metrics_info_health(url: str) -> None:
         (["serve", "resnet50", "--generate"], "use gpt2 or llama-1b"),
         (["serve", "gpt2", "--generate", "--size", "huge"], "--size"),
         (["serve", "gpt2", "--size", "tiny"], "add --generate"),
+        (["serve", "gpt2", "--max-new-tokens", "5"], "--max-new-tokens: only applies to a generation server"),
+        # the engine's own check, under the flags the user typed
+        (["serve", "gpt2", "--generate", "--size", "tiny", "--max-prompt-tokens", "9000"], "--kv-tokens: 8192 cannot"),
     ],
 )
 def test_cli_generate_errors_exit_2(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:

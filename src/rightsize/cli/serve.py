@@ -48,8 +48,12 @@ def serve_command(
         help="A CPU pool NAME=WORKERSxTHREADS[:PRECISION]; repeat it, the first takes the smallest requests (e.g. "
         "--lane small=1x1 --lane large=1x1:int8 --router size --crossover 32: a size split with no GPU).",
     ),
-    queue_size: int = typer.Option(
-        256, "--queue-size", min=1, max=10_000_000, help="Samples waiting per pool before 503."
+    queue_size: int | None = typer.Option(
+        None,
+        "--queue-size",
+        min=1,
+        max=10_000_000,
+        help="Samples waiting per pool before 503 (256); --generate: requests waiting before 503 (64).",
     ),
     slo_ms: float | None = typer.Option(None, "--slo-ms", help="Latency SLO: refuse (503) what would miss it."),
     max_queue_batches: float = typer.Option(
@@ -75,6 +79,12 @@ def serve_command(
         max=1_000_000_000,
         help="--generate: KV cache capacity in tokens over all sequences (8192).",
     ),
+    max_prompt_tokens: int | None = typer.Option(
+        None, "--max-prompt-tokens", min=1, max=1_000_000, help="--generate: longest prompt accepted (512; 413 above)."
+    ),
+    max_new_tokens: int | None = typer.Option(
+        None, "--max-new-tokens", min=1, max=1_000_000, help="--generate: most tokens one request may ask for (512)."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Serve MODEL over HTTP with micro-batching; Ctrl-C drains the queue and stops.
@@ -84,14 +94,18 @@ def serve_command(
         # options of the prediction server, set away from their defaults: refused, not silently dropped
         _refuse_set("only applies to a prediction server, not to --generate; drop it", seq=seq, image=image,
                     shape=shape, vocab=vocab, precision=precision, max_batch=max_batch, max_wait_ms=max_wait_ms,
-                    workers=workers, router=router, crossover=crossover, lane=lane or None, queue_size=queue_size,
+                    workers=workers, router=router, crossover=crossover, lane=lane or None,
                     slo_ms=slo_ms, max_queue_batches=max_queue_batches)  # fmt: skip
         _warn_open(host, token)
-        _serve_generate(model, "tiny" if tiny else size or "small", max_seqs, kv_tokens, threads, host, port,
+        limits = {"max_seqs": max_seqs, "kv_tokens": kv_tokens, "max_queue": queue_size,
+                  "max_prompt_tokens": max_prompt_tokens, "max_new_tokens": max_new_tokens,
+                  "threads": threads}  # fmt: skip
+        _serve_generate(model, "tiny" if tiny else size or "small", limits, host, port,
                         log_level, as_json, token)  # fmt: skip
         return
     _refuse_set("only applies to a generation server; add --generate (or drop the option)", size=size,
-                max_seqs=max_seqs, kv_tokens=kv_tokens)  # fmt: skip
+                max_seqs=max_seqs, kv_tokens=kv_tokens, max_prompt_tokens=max_prompt_tokens,
+                max_new_tokens=max_new_tokens)  # fmt: skip
     from rightsize.models.byo import user_input_options
     from rightsize.serve.config import ServerConfig, cpu_cores, parse_lanes
 
@@ -118,7 +132,7 @@ def serve_command(
         router=router,  # type: ignore[arg-type]
         crossover_batch=crossover,
         pools=pools,
-        queue_size=max(queue_size, max_batch),
+        queue_size=max(queue_size or ServerConfig.queue_size, max_batch),
         slo_ms=slo_ms,
         max_queue_batches=max_queue_batches,
         host=host,
@@ -156,6 +170,9 @@ def _refuse_set(problem: str, **values: Any) -> None:
             raise SpecError(option.param_decls[0], problem)
 
 
+_FLAGS = {"max_queue": "--queue-size"}  # EngineConfig fields whose flag is not their name
+
+
 def _warn_open(host: str, token: str | None) -> None:
     if host not in ("127.0.0.1", "localhost", "::1") and not token:
         err_console.print(f"warning: serving on {host} without --token; anyone who can reach it can use it")
@@ -164,24 +181,21 @@ def _warn_open(host: str, token: str | None) -> None:
 def _serve_generate(
     model: str,
     size: str,
-    max_seqs: int | None,
-    kv_tokens: int | None,
-    threads: int | None,
+    limits: dict[str, int | None],
     host: str,
     port: int,
     log_level: str,
     as_json: bool,
     token: str | None,
 ) -> None:
-    """``rightsize serve MODEL --generate``: the continuous-batching generation server (``token``: the bearer token
-    requests need)."""
+    """``rightsize serve MODEL --generate``: the continuous-batching generation server (``limits``: EngineConfig
+    fields the user set; ``token``: the bearer token requests need)."""
     from rightsize.llm.engine import EngineConfig
 
-    given = {"max_seqs": max_seqs, "kv_tokens": kv_tokens, "threads": threads}
     try:
-        cfg = EngineConfig(model=model, size=size, **{k: v for k, v in given.items() if v is not None})
+        cfg = EngineConfig(model=model, size=size, **{k: v for k, v in limits.items() if v is not None})
     except SpecError as exc:  # name the flag the user typed
-        flag = exc.field if exc.field == "model" else "--" + exc.field.replace("_", "-")
+        flag = exc.field if exc.field == "model" else _FLAGS.get(exc.field, "--" + exc.field.replace("_", "-"))
         raise SpecError(flag, exc.problem) from None
     err_console.print(f"rightsize serve --generate: loading {model} ({size}) …")
 

@@ -38,6 +38,7 @@ def test_plan_picks_an_engine_and_names_the_other(tmp_path: Path, monkeypatch: p
     chosen = next(e for e, v in engines.items() if v["model"] == result.model)
     assert engines[chosen]["cost"] <= min(c for c in (e["cost"] for e in engines.values()) if c is not None)
     assert any(line.startswith("engine: ") for line in result.why)
+    assert result.to_dict()["engine"] == chosen  # --json names the engine, not only the model ref's prefix
     for other in set(ENGINES) - {chosen}:
         assert any(line.startswith(f"engine {NAMES[other]}") for line in result.why)
     if chosen != "torch":  # measured on a CPU engine: no GPU candidate

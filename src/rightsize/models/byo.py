@@ -101,6 +101,7 @@ def engine_ref(ref: str, engine: str) -> str:
 
 
 def engine_of(ref: str) -> str:
+    """The engine a model ref runs on (``engine_ref``'s inverse): "onnxruntime", "openvino" or "torch"."""
     if ref.startswith(OV_PREFIX):
         return "openvino"
     return "onnxruntime" if ref.startswith(ORT_PREFIX) or ref.endswith(".onnx") else "torch"

@@ -19,6 +19,7 @@ import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from rightsize.models.byo import engine_of
 from rightsize.profile import Latency, ServiceCurve
 
 PlanKind = Literal["online", "batch", "training", "rules", "generative"]
@@ -182,6 +183,7 @@ class PlanResult:
                 "kind": self.kind,
                 "workload": self.workload,
                 "model": self.model,
+                "engine": engine_of(self.model),  # what the model ref runs on: torch, onnxruntime or openvino
                 "target": self.target,
                 "feasible": self.feasible,
                 "recommendation": self.recommendation.to_dict() if self.recommendation else None,

@@ -52,6 +52,7 @@ def test_an_unknown_option_exits_2_for_every_command(command: str, capsys: pytes
         ),
         (["plan", "examples/sentiment-api.yaml", "--report", "/proc/nope/r.html"], "--report: cannot write"),
         (["report", "-o", "/proc/nope/r.html"], "--output: cannot write"),
+        (["results", "--store", "/tmp"], "--store: '/tmp' is a directory, not a store file"),
         # a token with a line break would end the Authorization header and inject another
         (["loadtest", "http://127.0.0.1:9/", "--rate", "5", "--token", "a\r\nX-Injected: 1"], "--token: must be one"),
         # a zoo model's input is --seq / --image: --shape and --vocab were ignored without a word

@@ -153,3 +153,18 @@ def test_cli_generate_errors_exit_2(argv: list[str], says: str, capsys: pytest.C
         main(argv)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_cli_generate_limits_reach_the_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rightsize.llm.server as server
+    from rightsize.cli.app import main
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(server, "serve_generate", lambda cfg, *a, **k: seen.update(cfg=cfg, token=a[-1]))
+    with pytest.raises(SystemExit) as exc:
+        main(["serve", "gpt2", "--generate", "--size", "tiny", "--queue-size", "3", "--max-prompt-tokens", "32",
+              "--max-new-tokens", "8", "--max-seqs", "2", "--token", "t0k"])  # fmt: skip
+    assert exc.value.code == 0
+    cfg = seen["cfg"]
+    assert isinstance(cfg, EngineConfig) and seen["token"] == "t0k"
+    assert (cfg.max_queue, cfg.max_prompt_tokens, cfg.max_new_tokens, cfg.max_seqs) == (3, 32, 8, 2)

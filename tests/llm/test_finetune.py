@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import csv
+import json
 import re
 import subprocess
 import sys
 from importlib import resources
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -170,3 +172,21 @@ def test_reference_memory_rows_run_through_the_estimator() -> None:
             gpus=int(r["gpus"]), zero_stage=int(r["zero_stage"] or 0),
         )  # fmt: skip
         assert 0.3 < m.allocated_bytes / 1e9 / float(r["value"]) < 3.0, r["id"]  # same order of magnitude
+
+
+def test_gpt2_and_an_hf_config_resolve_like_the_serving_plans(tmp_path: Path) -> None:
+    """finetune takes every decoder reference the generative planner takes (llm.shape.decoder_shape)."""
+    full = finetune_memory("gpt2", "full", batch=1, seq_len=1024)
+    assert full.params_trainable == 124_439_808  # GPT-2 small, HF GPT2LMHeadModel: biases and wpe included
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000, "hidden_act": "silu",
+    }))  # fmt: skip
+    lora = finetune_memory(f"hf:{tmp_path}", "lora", batch=1, seq_len=512, lora_rank=16, lora_targets="all-linear")
+    # PEFT all-linear r=16 on Mistral-7B: 32 x 16 x (q 4096+4096, k 4096+1024, v 4096+1024, o 4096+4096,
+    # gate 4096+14336, up 4096+14336, down 14336+4096) = 41,943,040
+    assert lora.params_trainable == 41_943_040
+    with pytest.raises(SpecError, match="resnet50 is a cnn, not a decoder"):
+        finetune_memory("resnet50", "lora", batch=1, seq_len=128)
+    with pytest.raises(NotFoundError, match="Did you mean 'llama-7b'"):
+        finetune_memory("llama-8b", "lora", batch=1, seq_len=128)

@@ -24,7 +24,9 @@ GIB = 2**30
 
 
 def finetune(
-    model: str = typer.Argument(..., help="Zoo decoder: llama-1b, llama-7b, llama-13b, llama-70b."),
+    model: str = typer.Argument(
+        ..., help="Zoo decoder (gpt2, llama-1b, llama-7b, llama-13b, llama-70b) or hf:DIR with a decoder's config.json."
+    ),
     method: str = typer.Option("lora", "--method", help="full | lora | qlora."),
     tokens: float = typer.Option(..., "--tokens", help="Tokens to train on (epochs x dataset tokens), e.g. 50e6."),
     batch: int = typer.Option(4, "--batch", min=1, max=1_000_000, help="Micro-batch per GPU, sequences."),
@@ -44,15 +46,17 @@ def finetune(
 
     from rightsize.llm.finetune import finetune_memory
     from rightsize.llm.finetune_plan import plan_finetune
+    from rightsize.llm.shape import decoder_shape
 
     check_finite("--tokens", tokens, 0.0, 1e15, True)
     check_finite("--mfu", mfu, 0.0, 1.0, True)
     lora_targets = "all-linear" if targets == "all-linear" else tuple(t.strip() for t in targets.split(",") if t)
-    mem = finetune_memory(model, method, batch=batch, seq_len=seq, precision=precision, lora_rank=rank,
+    shape = decoder_shape(model)  # one resolution for the memory and the time
+    mem = finetune_memory(shape, method, batch=batch, seq_len=seq, precision=precision, lora_rank=rank,
                           lora_targets=lora_targets, gradient_checkpointing=checkpointing)  # fmt: skip
     cat = load_catalog_option(catalog)
     check_providers(provider, cat)
-    options = plan_finetune(model, method, tokens=tokens, batch=batch, seq_len=seq, catalog=cat, precision=precision,
+    options = plan_finetune(shape, method, tokens=tokens, batch=batch, seq_len=seq, catalog=cat, precision=precision,
                             lora_rank=rank, lora_targets=lora_targets, gradient_checkpointing=checkpointing, mfu=mfu,
                             providers=provider or None)  # fmt: skip
     if json_out:

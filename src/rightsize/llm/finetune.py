@@ -51,11 +51,12 @@ CUDA context (the last two from ``estimate.memory.OVERHEADS``: defaults, not fit
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from rightsize.errors import NotFoundError, SpecError, did_you_mean
+from rightsize.errors import SpecError, did_you_mean
 from rightsize.estimate.memory import OVERHEADS, Overheads
+from rightsize.llm.shape import DecoderShape, decoder_shape
 
 __all__ = [
     "LINEARS",
@@ -107,6 +108,7 @@ class _Dims:
     vocab: int
     tied: bool = False
     gated: bool = True
+    extra: int = 0  # parameters besides the block linears, embeddings, LM head and norm weights (biases, wpe)
 
     @property
     def kv_dim(self) -> int:
@@ -122,8 +124,8 @@ class _Dims:
         return self.layers * sum(i * o for i, o in self.linear_shapes().values())
 
     def other_params(self) -> int:
-        """Embeddings, LM head (unless tied) and RMSNorm weights: never quantised."""
-        return self.vocab * self.hidden * (1 if self.tied else 2) + (2 * self.layers + 1) * self.hidden
+        """Embeddings, LM head (unless tied), norm weights and ``extra``: never quantised."""
+        return self.vocab * self.hidden * (1 if self.tied else 2) + (2 * self.layers + 1) * self.hidden + self.extra
 
 
 _KEYS = {
@@ -136,17 +138,21 @@ _KEYS = {
 }
 
 
-def _dims(shape: str | Mapping[str, Any] | Any) -> _Dims:
-    """The decoder's dimensions from a zoo name, a mapping or an HF config object."""
+def _dims(shape: str | DecoderShape | Mapping[str, Any] | Any) -> _Dims:
+    """The decoder's dimensions from a decoder reference (``llm.shape.decoder_shape``: a zoo name or hf:DIR), a
+    DecoderShape, a mapping or an HF config object."""
     if isinstance(shape, str):
-        from rightsize.models.zoo import _LLAMA_SHAPES  # shapes only; importing the zoo loads no torch
-
-        if shape not in _LLAMA_SHAPES:
-            raise NotFoundError(
-                f"no decoder shape {shape!r}.{did_you_mean(shape, _LLAMA_SHAPES)} Known: {', '.join(_LLAMA_SHAPES)}; "
-                "or pass an HF config or a dict with layers, hidden, heads, kv_heads, intermediate, vocab."
-            )
-        return _dims(_LLAMA_SHAPES[shape] | {"tie_word_embeddings": shape == "llama-1b"})
+        shape = decoder_shape(shape)
+    if isinstance(shape, DecoderShape):
+        s = shape
+        if s.heads * s.head_dim != s.hidden:
+            raise SpecError("shape", f"head_dim {s.head_dim} x heads {s.heads} != hidden {s.hidden}: not modelled "
+                            "by the fine-tune memory arithmetic (it assumes head_dim = hidden / heads)")  # fmt: skip
+        dims = _Dims(s.layers, s.hidden, s.heads, s.kv_heads, s.intermediate, s.vocab, tied=s.tied_embeddings,
+                     gated=s.gated_mlp)  # fmt: skip
+        # what the block linears and the embeddings / norms above leave out: GPT-2's biases, LayerNorm biases and
+        # learned position table (0 for a Llama shape); frozen, never quantised
+        return replace(dims, extra=s.params() - dims.block_linear_params() - dims.other_params())
     get = shape.get if isinstance(shape, Mapping) else lambda k, d=None: getattr(shape, k, d)
     vals: dict[str, int] = {}
     for field, keys in _KEYS.items():

@@ -32,7 +32,7 @@ from rightsize.catalog.model import Catalog
 from rightsize.catalog.query import filter_instances
 from rightsize.errors import SpecError
 from rightsize.llm.finetune import finetune_memory
-from rightsize.llm.shape import DecoderShape
+from rightsize.llm.shape import DecoderShape, decoder_shape
 from rightsize.memory_budget import GIB, usable_gpu_bytes
 from rightsize.plan.coldstart import spin_up
 from rightsize.spec.targets import ColdStart
@@ -73,7 +73,7 @@ def flops_per_token(shape: DecoderShape, method: str, gradient_checkpointing: bo
 
 
 def plan_finetune(
-    model: str,
+    model: str | DecoderShape,
     method: str,
     *,
     tokens: float,
@@ -93,7 +93,7 @@ def plan_finetune(
         raise SpecError("tokens", f"must be > 0 (tokens to train on, epochs x dataset tokens), got {tokens:g}")
     if not 0 < mfu <= 1:
         raise SpecError("mfu", f"must be in (0, 1], got {mfu:g}")
-    shape = DecoderShape.from_zoo(model)
+    shape = model if isinstance(model, DecoderShape) else decoder_shape(model)
     per_token = flops_per_token(shape, method, gradient_checkpointing)
     up = spin_up(ColdStart.model_validate({}), gpu=True).total_hours
     out: list[FinetuneOption] = []
@@ -105,7 +105,7 @@ def plan_finetune(
         n = inst.accelerator_count
         usable = usable_gpu_bytes(acc.memory_gib * GIB)
         for stage in (0, 3) if n > 1 else (0,):
-            mem = finetune_memory(model, method, batch=batch, seq_len=seq_len, precision=precision,
+            mem = finetune_memory(shape, method, batch=batch, seq_len=seq_len, precision=precision,
                                   lora_rank=lora_rank, lora_targets=lora_targets,
                                   gradient_checkpointing=gradient_checkpointing, zero_stage=stage, gpus=n)  # fmt: skip
             if mem.total_bytes <= usable:

@@ -20,15 +20,17 @@ Pure functions of the shape: nothing here imports torch or transformers. Convent
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
 
-__all__ = ["INT4_GROUP_SIZE", "KV_BYTES", "WEIGHT_BYTES", "DecoderShape"]
+__all__ = ["INT4_GROUP_SIZE", "KV_BYTES", "WEIGHT_BYTES", "DecoderShape", "decoder_shape"]
 
 # Bytes per stored element. Quantised weights (int8, int4) are the blocks' matmul weights only; embeddings,
 # LM head, norms and biases stay fp16 (GPTQ / AWQ / LLM.int8() keep them so). Same rule as
@@ -223,3 +225,31 @@ class DecoderShape:
         per sequence (``context_tokens`` = Σ context lengths over the batch)."""
         kv = self.kv_bytes_per_token(kv_precision)
         return float(self.weight_bytes_read(precision) + kv * (context_tokens + batch))
+
+
+def decoder_shape(model: str, tiny: bool = False, base_dir: Path | None = None) -> DecoderShape:
+    """A zoo decoder by name (``gpt2``, ``llama-7b``, ...), or ``hf:DIR`` holding a decoder's config.json (no
+    weights, no transformers; a relative DIR is read from ``base_dir`` when given): the one resolver of a decoder
+    reference, for serving plans (``targets.generative``) and fine-tune plans alike."""
+    if model.startswith("hf:"):
+        path = Path(model[3:])
+        path = path if path.is_absolute() or base_dir is None else base_dir / path
+        cfg = path / "config.json" if path.is_dir() else path
+        try:
+            data = json.loads(cfg.read_text())
+        except (OSError, ValueError) as e:
+            raise SpecError("model", f"cannot read a decoder config from {cfg}: {e}. To fix: point hf: at a "
+                            "directory holding config.json") from None  # fmt: skip
+        return DecoderShape.from_hf_config(data)
+    from rightsize.models.zoo import ZOO
+
+    entry = ZOO.get(model)
+    if entry is None:
+        decoders = [name for name, e in ZOO.items() if e.family == "decoder"]
+        raise NotFoundError(f"model {model!r} is not a zoo decoder.{did_you_mean(model, decoders)} Use one of "
+                            f"{', '.join(decoders)}, or hf:DIR with a decoder's config.json")  # fmt: skip
+    if entry.family != "decoder":
+        raise SpecError("model", f"{model} is a {entry.family}, not a decoder: token generation and decoder "
+                        "fine-tunes need one. To fix: use gpt2, llama-1b, llama-7b, llama-13b, llama-70b or "
+                        "hf:DIR with a decoder's config.json")  # fmt: skip
+    return DecoderShape.from_zoo(model, tiny=tiny)

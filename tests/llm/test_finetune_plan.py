@@ -56,9 +56,10 @@ def test_a_full_fine_tune_too_big_for_one_gpu_plans_zero3_over_a_node(catalog: C
     opts = plan_finetune("llama-13b", "full", tokens=1e6, batch=1, seq_len=2048, catalog=catalog,
                          precision="amp_bf16")  # fmt: skip
     assert opts and all(o.zero_stage == 3 and o.gpus >= 4 for o in opts)
-    # 70B: 1.1 TB of states does not fit one 8-GPU node (multi-node sharding is not planned): nothing
-    assert plan_finetune("llama-70b", "full", tokens=1e6, batch=1, seq_len=2048, catalog=catalog,
-                         precision="amp_bf16") == []  # fmt: skip
+    # 70B: 1.1 TB of states does not fit one 8-GPU node: ZeRO-3 across nodes, every option
+    big = plan_finetune("llama-70b", "full", tokens=1e6, batch=1, seq_len=2048, catalog=catalog,
+                        precision="amp_bf16")  # fmt: skip
+    assert big and all(o.nodes >= 2 and o.zero_stage == 3 and 0 < o.network_share < 1 for o in big)
     qlora = plan_finetune("llama-70b", "qlora", tokens=1e6, batch=1, seq_len=2048, catalog=catalog)
     assert any(o.gpus == 1 and o.gib_per_gpu > 35 for o in qlora)  # 4-bit weights (~35 GiB) on one 80 GB GPU
 
@@ -81,3 +82,33 @@ def test_finetune_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["finetune", "llama-7b", "--method", "lorra", "--tokens", "5e6"])
     assert exc.value.code == 2 and "method" in capsys.readouterr().err
+
+
+def test_a_full_70b_fine_tune_shards_across_nodes_when_no_node_holds_it(catalog: Catalog) -> None:
+    opts = plan_finetune("llama-70b", "full", tokens=1e8, batch=4, seq_len=2048, catalog=catalog,
+                         providers=["aws"])  # fmt: skip
+    by_type = {o.instance: o for o in opts}
+    single = by_type["p5e.48xlarge"]  # 8 x H200 (141 GB) hold it with ZeRO-3 in one node
+    assert (single.nodes, single.zero_stage, single.network_share) == (1, 3, 0.0)
+    h100 = by_type["p5.48xlarge"]  # 8 x H100 (80 GB) do not: the fewest nodes that do, ZeRO-3 over all 16 GPUs
+    assert (h100.nodes, h100.gpus, h100.zero_stage) == (2, 8, 3) and h100.gib_per_gpu <= h100.usable_gib_per_gpu
+    a100 = by_type["p4d.24xlarge"]  # 40 GB A100s need 4 nodes
+    assert a100.nodes == 4 and a100.gib_per_gpu <= a100.usable_gib_per_gpu
+    # the network's share: ZeRO-3's 3 x (k-1)/k x 2N bytes per step at 80% of the node's link, against the step
+    n, link = DecoderShape.from_zoo("llama-70b").params(), catalog.links[("aws", "p5.48xlarge")].network_gbps
+    peak = catalog.accelerators["H100"].peak_flops_per_s("bf16")
+    step_s = 4 * 2048 * 16 * 8 * n / (16 * peak * 0.35)
+    net_s = 3 * 0.5 * 2 * n / (link / 8 * 1e9 * 0.8)
+    assert h100.network_share == pytest.approx(net_s / (step_s + net_s), abs=1e-4)
+    assert 0 < h100.network_share < a100.network_share < 0.5  # 4 nodes on a slower link lose more
+    assert h100.usd_per_hour == pytest.approx(2 * catalog_price(catalog, "p5.48xlarge"))
+    assert h100.usd == pytest.approx(h100.hours * h100.usd_per_hour)
+    assert h100.train_hours == pytest.approx(1e8 * 8 * n / (16 * peak * 0.35) / 3600 / (1 - h100.network_share),
+                                             rel=1e-3)  # fmt: skip
+
+
+def catalog_price(catalog: Catalog, instance_type: str) -> float:
+    inst = next(i for i in catalog.instances if i.instance_type == instance_type and i.provider == "aws")
+    price = inst.price_usd_per_hour("on_demand")
+    assert price is not None
+    return price

@@ -74,10 +74,16 @@ def finetune(
     for col in ("instance", "GPUs", "ZeRO", "GiB/GPU", "usable", "train h", "$/h", "$ total"):
         table.add_column(col, justify="left" if col == "instance" else "right")
     for o in options[:top]:
-        table.add_row(o.instance, f"{o.gpus} x {o.accelerator}", str(o.zero_stage), f"{o.gib_per_gpu:.1f}",
+        nodes = f"{o.nodes} nodes x " if o.nodes > 1 else ""
+        table.add_row(o.instance, f"{nodes}{o.gpus} x {o.accelerator}", str(o.zero_stage), f"{o.gib_per_gpu:.1f}",
                       f"{o.usable_gib_per_gpu:.1f}", f"{o.train_hours:.2f}", f"{o.usd_per_hour:.2f}",
                       f"{o.usd:,.2f}")  # fmt: skip
     out_console.print(table)
+    if any(o.nodes > 1 for o in options[:top]):
+        shares = sorted(o.network_share for o in options[:top] if o.nodes > 1)
+        out_console.print("  across nodes (no single node holds it): ZeRO-3 moves 3 x the 16-bit weights per step over "
+                          f"each node's network: {shares[0]:.0%}-{shares[-1]:.0%} of the training time (projected)",
+                          highlight=False)  # fmt: skip
     if not options:
         out_console.print(
             "[bold red]no catalog GPU instance holds it[/bold red]: try qlora, a smaller --batch or --seq"

@@ -6,12 +6,19 @@ sharding, how long it takes and what it costs.
 
 1. **Fit.** Per GPU instance (n GPUs of one kind): ``finetune_memory`` per GPU with ZeRO stage 0 (each GPU
    holds the whole model: data parallel), else stage 3 (FSDP: weights, gradients and optimizer states
-   sharded over the n GPUs), against the usable memory of one GPU (``memory_budget``).
+   sharded over the n GPUs), against the usable memory of one GPU (``memory_budget``). When no single node
+   holds it, ZeRO-3 over k = 2, 4 or 8 such nodes (the fewest that hold it; multi-GPU instances with a
+   network figure in catalog/data/interconnect.csv only).
 2. **Time.** FLOPs per trained token (Kaplan et al. 2020, https://arxiv.org/abs/2001.08361, §2.1: 2N
    forward, 4N backward for a full fine-tune of N parameters): full 6N; LoRA and QLoRA 4N (the frozen
    weights need the input gradients, 2N, but no weight gradients); +2N with activation checkpointing
    (the forward recomputed). hours = tokens x FLOPs per token / (n x dense bf16 peak x ``mfu``) / 3600.
-3. **Cost.** (hours + spin-up) x the instance's price; cheapest first. Spin-up is the planner's own
+   Across k nodes each step also moves ZeRO-3's traffic over each node's network link: the 16-bit weights
+   gathered twice (forward, and backward) and the gradients reduce-scattered, 3 x (k - 1) / k x 2 bytes x N
+   (Rajbhandari et al. 2020, https://arxiv.org/abs/1910.02054, §7, communication analysis: 3Ψ, 1.5x data
+   parallelism's all-reduce) at ``plan.comm.LINK_EFFICIENCY`` of the link, none of it hidden (the rule
+   ``plan.comm`` states for inter-node traffic); a step is B x S x k x n tokens.
+3. **Cost.** (hours + spin-up) x the instance's price x nodes; cheapest first. Spin-up is the planner's own
    (``plan.coldstart.spin_up`` with the spec defaults: provision, a CUDA image pull, model load; docs/sources.md
    ``cold-start``): billed like the training, it is what makes an 8-GPU node for a 3-minute job cost more
    than one GPU for an hour.
@@ -35,9 +42,12 @@ from rightsize.llm.finetune import finetune_memory
 from rightsize.llm.shape import DecoderShape, decoder_shape
 from rightsize.memory_budget import GIB, usable_gpu_bytes
 from rightsize.plan.coldstart import spin_up
+from rightsize.plan.comm import LINK_EFFICIENCY
 from rightsize.spec.targets import ColdStart
 
-__all__ = ["DEFAULT_MFU", "FinetuneOption", "flops_per_token", "plan_finetune"]
+__all__ = ["DEFAULT_MFU", "MULTI_NODES", "FinetuneOption", "flops_per_token", "plan_finetune"]
+
+MULTI_NODES = (2, 4, 8)  # node counts tried, fewest first, when one node does not hold the fine-tune
 
 # Model FLOPs utilisation of a fine-tuning run: assumed (PaLM reports 46% MFU for pre-training at scale,
 # Chowdhery et al. 2022, https://arxiv.org/abs/2204.02311, Table 3; single-node fine-tuning with eager
@@ -60,6 +70,8 @@ class FinetuneOption:
     usd: float
     train_hours: float = 0.0
     spinup_hours: float = 0.0
+    nodes: int = 1  # instances, ZeRO-3 across them when > 1 (``gpus`` is per node)
+    network_share: float = 0.0  # of the training hours, the share the network's ZeRO-3 traffic takes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,15 +116,27 @@ def plan_finetune(
             continue
         n = inst.accelerator_count
         usable = usable_gpu_bytes(acc.memory_gib * GIB)
-        for stage in (0, 3) if n > 1 else (0,):
+        peak = acc.peak_flops_per_s("bf16") or acc.peak_flops_per_s("fp16")  # T4, V100: no bf16
+        links = catalog.links.get((inst.provider, inst.instance_type))
+        network = links.network_gbps / 8.0 * 1e9 * LINK_EFFICIENCY if links is not None else 0.0  # bytes/s
+        layouts = [(1, 0), *([(1, 3)] if n > 1 else []), *((k, 3) for k in MULTI_NODES if n > 1 and network > 0)]
+        for nodes, stage in layouts:
+            gpus = nodes * n
             mem = finetune_memory(shape, method, batch=batch, seq_len=seq_len, precision=precision,
-                                  lora_rank=lora_rank, lora_targets=lora_targets,
-                                  gradient_checkpointing=gradient_checkpointing, zero_stage=stage, gpus=n)  # fmt: skip
-            if mem.total_bytes <= usable:
-                peak = acc.peak_flops_per_s("bf16") or acc.peak_flops_per_s("fp16")  # T4, V100: no bf16
-                train = tokens * per_token / (n * peak * mfu) / 3600.0
-                out.append(FinetuneOption(inst.provider, inst.region, inst.instance_type, acc.name, n, stage,
-                                          round(mem.total_bytes / GIB, 2), round(usable / GIB, 2), train + up, price,
-                                          (train + up) * price, train, up))  # fmt: skip
-                break
+                                  lora_rank=lora_rank, lora_targets=lora_targets, zero_stage=stage, gpus=gpus,
+                                  gradient_checkpointing=gradient_checkpointing)  # fmt: skip
+            if mem.total_bytes > usable:
+                continue
+            compute = tokens * per_token / (gpus * peak * mfu) / 3600.0
+            share = 0.0
+            if nodes > 1:  # ZeRO-3 traffic over each node's link per step, against the step's compute
+                step_s = batch * seq_len * gpus * per_token / (gpus * peak * mfu)
+                net_s = 3.0 * (nodes - 1) / nodes * 2.0 * shape.params() / network
+                share = net_s / (step_s + net_s)
+            train = compute / (1.0 - share)
+            out.append(FinetuneOption(inst.provider, inst.region, inst.instance_type, acc.name, n, stage,
+                                      round(mem.total_bytes / GIB, 2), round(usable / GIB, 2), train + up,
+                                      price * nodes, (train + up) * price * nodes, train, up, nodes,
+                                      round(share, 4)))  # fmt: skip
+            break
     return sorted(out, key=lambda o: (round(o.usd, 6), o.hours))

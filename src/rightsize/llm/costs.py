@@ -73,6 +73,10 @@ class StepCosts:
     prefill_residual: float | None = None
     decode_residual: float | None = None
     source: str = ""
+    # A fit only: ms added to a decode step of B = 1, 2, ... sequences (index B - 1), the measured steps' median
+    # departure from the line at that B (``fit_step_costs``). A CPU engine's GEMMs over 1 row and over 2-3 rows take
+    # different BLAS paths: on a 2-vCPU VM a small GPT-2's step went 4.7 ms at B = 1, 8.2 at B = 2, 9.2 at B = 8.
+    decode_by_seqs: tuple[float, ...] = ()
 
     def prefill_ms(self, tokens: float) -> float:
         """Prefill of one sequence of ``tokens`` prompt tokens, ms."""
@@ -101,6 +105,8 @@ class StepCosts:
         as arrays."""
         b0, b1, b2 = self.decode_floor
         gemm_flops, weights, math_ms = b0 + b1 * seqs, self.d0 + self.d1 * seqs, (b1 - self.ar_ms) * seqs
+        if self.decode_by_seqs and 0 < (k := round(float(seqs))) <= len(self.decode_by_seqs):
+            weights += self.decode_by_seqs[k - 1]
         if np.ndim(context_tokens) == 0:  # one step: plain floats (the simulator's hot path)
             c = float(context_tokens)
             dev = max(weights + self.d2 * c, gemm_flops + b2 * c)
@@ -123,6 +129,9 @@ def _nnls_relative(rows: np.ndarray, ms: np.ndarray) -> tuple[np.ndarray, float]
     coef, _ = nnls(rows * scale[:, None], np.ones_like(ms))
     rel = np.abs(rows @ coef - ms) * scale
     return coef, float(np.median(rel))
+
+
+BY_SEQS_MIN = 5  # decode steps at one batch size needed for its own correction (StepCosts.decode_by_seqs)
 
 
 def fit_step_costs(records: Iterable[Any]) -> StepCosts:
@@ -159,10 +168,18 @@ def fit_step_costs(records: Iterable[Any]) -> StepCosts:
     p, p_res = _nnls_relative(np.stack([s, t, t * t / s], axis=1), use[:, 2])
     d_arr = np.array(dec, dtype=np.float64)  # (m, 3): seqs, context tokens, ms
     d_rows = np.stack([np.ones(len(d_arr)), d_arr[:, 0], d_arr[:, 1]], axis=1)
-    d, d_res = _nnls_relative(d_rows, d_arr[:, 2])
+    d, _ = _nnls_relative(d_rows, d_arr[:, 2])
+    # per batch size, the measured steps' median departure from the line (StepCosts.decode_by_seqs); a size with
+    # fewer than BY_SEQS_MIN steps keeps the line
+    line = d_rows @ d
+    sizes = d_arr[:, 0].astype(int)
+    by_seqs = [float(np.median((d_arr[:, 2] - line)[sizes == b])) if (sizes == b).sum() >= BY_SEQS_MIN else 0.0
+               for b in range(1, int(sizes.max()) + 1)]  # fmt: skip
+    fitted = line + np.array([by_seqs[b - 1] for b in sizes])
+    d_res = float(np.median(np.abs(fitted - d_arr[:, 2]) / np.maximum(d_arr[:, 2], 1e-9)))
     return StepCosts(
         p0=float(p[0]), p1=float(p[1]), p2=float(p[2]), d0=float(d[0]), d1=float(d[1]), d2=float(d[2]),
-        prefill_residual=p_res, decode_residual=d_res,
+        prefill_residual=p_res, decode_residual=d_res, decode_by_seqs=tuple(by_seqs),
         source=f"fit: {len(use)} prefill + {len(dec)} decode iterations",
     )  # fmt: skip
 

@@ -190,7 +190,7 @@ def _scaled(costs: StepCosts, f: float) -> StepCosts:
     return replace(costs, p0=costs.p0 * f, p1=costs.p1 * f, p2=costs.p2 * f, d0=costs.d0 * f, d1=costs.d1 * f,
                    d2=costs.d2 * f, prefill_floor=mul(costs.prefill_floor),
                    decode_floor=mul(costs.decode_floor), host_floor_ms=costs.host_floor_ms * f,
-                   ar_ms=costs.ar_ms * f)  # fmt: skip
+                   ar_ms=costs.ar_ms * f, decode_by_seqs=tuple(x * f for x in costs.decode_by_seqs))  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ class _SlowSamples(torch.utils.data.Dataset):  # type: ignore[type-arg]
         return torch.randn(8), i % 2
 
 
+@pytest.mark.slow  # > 1.3 s: make test runs it, make test-fast skips it
 def test_setup_before_the_loop_does_not_dilute_a_starving_loader() -> None:
     """The share is of the loop's time (first batch to last step), not of everything inside the watch."""
     model = nn.Linear(8, 2)

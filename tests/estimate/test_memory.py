@@ -238,6 +238,7 @@ def test_tier_choice_keeps_headroom() -> None:
 # --- acceptance: big models without real memory ----------------------------------------------------
 
 
+@pytest.mark.slow  # > 1.3 s: make test runs it, make test-fast skips it
 def test_llama_7b_fp16_inference_fits_a_24gb_tier_without_allocating_weights() -> None:
     with RssPeakTracker(interval_s=0.005) as rss:
         est = estimate_memory("llama-7b", mode="infer", precision="fp16", batch_size=1, seq_len=2048)

@@ -89,6 +89,7 @@ def test_normalisations_in_training_read_their_input_twice() -> None:
     assert max(b / act for c, _, b in rec.ops if c == "memory") < 2.1
 
 
+@pytest.mark.slow  # > 1.3 s: make test runs it, make test-fast skips it
 def test_published_layout_of_mobilenet_pads_inside_its_convolutions() -> None:
     """Published MobileNetV2 results ran torchvision's layout (padding inside each convolution); the zoo's is
     Hugging Face's, with an explicit pad copy before each: the reference set traces "mobilenet_v2@torchvision"."""

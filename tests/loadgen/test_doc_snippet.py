@@ -20,6 +20,7 @@ def tiny_server() -> str:  # type: ignore[misc]
         yield url
 
 
+@pytest.mark.slow  # > 1.3 s: make test runs it, make test-fast skips it
 def test_the_documented_snippet_gets_valid_answers(tiny_server: str, capsys: pytest.CaptureFixture[str]) -> None:
     code = re.search(r"```python\n(from rightsize.loadgen import.*?)```", DOC.read_text(), re.S)
     assert code, "the snippet is gone from docs/loadtesting.md"

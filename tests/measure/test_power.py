@@ -126,6 +126,7 @@ def test_bench_records_the_watts_its_counter_saw(ten_watts: None) -> None:
     assert m.extra["power_window_s"] >= power.MIN_POWER_WINDOW_S  # topped up past the counter's steps
 
 
+@pytest.mark.slow  # > 1.3 s: make test runs it, make test-fast skips it
 def test_a_short_timing_window_is_topped_up_to_the_minimum(ten_watts: None) -> None:
     from rightsize.measure.scenarios import run_config
 

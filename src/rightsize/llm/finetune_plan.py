@@ -130,7 +130,7 @@ def plan_finetune(
             compute = tokens * per_token / (gpus * peak * mfu) / 3600.0
             share = 0.0
             if nodes > 1:  # ZeRO-3 traffic over each node's link per step, against the step's compute
-                step_s = batch * seq_len * gpus * per_token / (gpus * peak * mfu)
+                step_s = batch * seq_len * per_token / (peak * mfu)  # each GPU's B x S tokens at its own rate
                 net_s = 3.0 * (nodes - 1) / nodes * 2.0 * shape.params() / network
                 share = net_s / (step_s + net_s)
             train = compute / (1.0 - share)

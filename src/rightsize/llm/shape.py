@@ -244,12 +244,12 @@ def decoder_shape(model: str, tiny: bool = False, base_dir: Path | None = None) 
     from rightsize.models.zoo import ZOO
 
     entry = ZOO.get(model)
+    decoders = [name for name, e in ZOO.items() if e.family == "decoder"]
     if entry is None:
-        decoders = [name for name, e in ZOO.items() if e.family == "decoder"]
         raise NotFoundError(f"model {model!r} is not a zoo decoder.{did_you_mean(model, decoders)} Use one of "
                             f"{', '.join(decoders)}, or hf:DIR with a decoder's config.json")  # fmt: skip
     if entry.family != "decoder":
         raise SpecError("model", f"{model} is a {entry.family}, not a decoder: token generation and decoder "
-                        "fine-tunes need one. To fix: use gpt2, llama-1b, llama-7b, llama-13b, llama-70b or "
-                        "hf:DIR with a decoder's config.json")  # fmt: skip
+                        f"fine-tunes need one. To fix: use {', '.join(decoders)} or hf:DIR with a decoder's "
+                        "config.json")  # fmt: skip
     return DecoderShape.from_zoo(model, tiny=tiny)

@@ -46,8 +46,7 @@ def report(
         data = stored_report_data(db, record, load_catalog_option(catalog))
     markdown = output.suffix.lower() in (".md", ".markdown")
     text = render_markdown(data) if markdown else render_html(data)
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
+    try:  # check_writable above made the folder; a write can still fail (disk full, removed since)
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise SpecError("--output", f"cannot write {str(output)!r} ({exc.strerror}); pass a writable path") from None

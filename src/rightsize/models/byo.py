@@ -79,10 +79,9 @@ def user_input_options(ref: str, shape: str | None, vocab: int | None) -> tuple[
     """``--shape`` and ``--vocab`` parsed for model ``ref``; a SpecError naming the option when ``ref`` is a zoo
     model or a Hugging Face config (their input is set by ``--seq`` / ``--image``), which would ignore them."""
     dims = parse_shape(shape)
-    ignored = not is_user_ref(ref) or ref.startswith("hf:") or _config_dir(ref) is not None
-    for option, value in (("--shape", dims), ("--vocab", vocab)):
-        if value is not None and ignored:
-            raise SpecError(option, f"sets a user model's input; {ref!r} takes --seq or --image instead: drop it")
+    given = [option for option, value in (("--shape", dims), ("--vocab", vocab)) if value is not None]
+    if given and (ref.startswith("hf:") or _config_dir(ref) is not None or not is_user_ref(ref)):
+        raise SpecError(given[0], f"sets a user model's input; {ref!r} takes --seq or --image instead: drop it")
     return dims, vocab
 
 

@@ -153,7 +153,7 @@ def _option(
         compute_ms = accum * curve.t_ms(micro)
         if grads and links is not None and workers > 1:  # the all-reduce from gradient bytes and links
             ar = all_reduce(grads, per_node, nodes, links, compute_ms)
-            step_ms = compute_ms + ar.exposed_ms
+            step_ms = compute_ms + ar.lost_ms
             scaling = ar.describe(compute_ms)
         else:
             eff = scale.efficiency(per_node, nodes, curve.precision)

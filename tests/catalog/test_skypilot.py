@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -86,3 +88,31 @@ def test_import_refuses_to_overwrite_and_bad_input_exits_2(
     assert rc == 2 and "no <cloud>/vms.csv" in err
     rc, stdout, err = _run(["catalog", "import", str(skypilot), "-o", str(out), "--force"], capsys)
     assert rc == 0 and "re-priced 3 catalog rows" in stdout and "median on-demand change" in stdout
+
+
+def test_import_refuses_odd_outputs_dates_and_tables(
+    skypilot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)  # a FIFO (or /dev/null) would be replaced by the atomic rename, or hang a plain write
+    rc, _, err = _run(["catalog", "import", str(skypilot), "-o", str(fifo), "--force"], capsys)
+    assert rc == 2 and "not a regular file" in err and stat.S_ISFIFO(fifo.stat().st_mode)
+    rc, _, err = _run(
+        ["catalog", "import", str(skypilot), "-o", str(tmp_path / "d.csv"), "--date", "2026-02-30"], capsys
+    )
+    assert rc == 2 and "--date: must be a date" in err and not (tmp_path / "d.csv").exists()
+    real = tmp_path / "real.csv"
+    real.write_text("old\n")
+    link = tmp_path / "link.csv"
+    link.symlink_to(real)
+    rc, _, err = _run(["catalog", "import", str(skypilot), "-o", str(link), "--force", "--date", "2026-11"], capsys)
+    assert rc == 0 and link.is_symlink() and real.read_text().startswith("provider,")  # the file it names is replaced
+    odd = tmp_path / "odd"
+    (odd / "aws" / "vms.csv").mkdir(parents=True)  # a folder named vms.csv is not a table
+    rc, _, err = _run(["catalog", "import", str(odd), "-o", str(tmp_path / "o.csv")], capsys)
+    assert rc == 2 and "no <cloud>/vms.csv" in err and "Traceback" not in err
+    wide = tmp_path / "wide" / "aws"
+    wide.mkdir(parents=True)
+    (wide / "vms.csv").write_text("InstanceType,Price,Region\n" + '"' + "x" * 200_000 + '",1,us-east-1\n')
+    rc, _, err = _run(["catalog", "import", str(tmp_path / "wide"), "-o", str(tmp_path / "w.csv")], capsys)
+    assert rc == 2 and "is not a readable CSV" in err and "line" in err

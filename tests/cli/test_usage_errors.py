@@ -30,6 +30,9 @@ def test_an_unknown_option_exits_2_for_every_command(command: str, capsys: pytes
         (["plan", "examples/quick.yaml", "--top", "0"], "--top"),
         (["plan", "examples/quick.yaml", "--top", "nan"], "--top"),
         (["loadtest", "http://127.0.0.1:9/", "--rate", "nan"], "--rate"),
+        (["loadtest", "http://127.0.0.1:99999", "--rate", "2"], "URL: cannot read"),
+        (["loadtest", "http://127.0.0.1:99999", "--generate", "--rate", "2"], "URL: cannot read"),
+        (["loadtest", "http://[::1", "--generate", "--rate", "2"], "Invalid IPv6 URL"),
         (["loadtest", "http://127.0.0.1:9/", "--rate", "5", "--warmup-s", "-1"], "--warmup-s"),
         (["serve", "simplenet", "--slo-ms", "inf"], "--slo-ms"),
         (["serve", "simplenet", "--max-queue-batches", "nan"], "--max-queue-batches"),
@@ -95,3 +98,69 @@ def test_check_writable_leaves_no_probe_and_keeps_an_existing_file(tmp_path: Pat
     assert old.read_text() == "kept"
     with pytest.raises(SpecError, match=r"--export: cannot write .* \(is a directory\)"):
         check_writable(tmp_path, "--export")
+
+
+def test_check_writable_refuses_the_store_a_fifo_and_a_name_too_long(tmp_path: Path) -> None:
+    import os
+
+    from rightsize.cli._common import check_writable
+    from rightsize.errors import SpecError
+
+    store = tmp_path / "st.json"  # a store may have any name: a report or export onto it would destroy it
+    store.write_bytes(b"SQLite format 3\x00")
+    for path in (store, tmp_path / "." / "st.json", Path(f"{store}-wal")):
+        with pytest.raises(SpecError, match=r"it is the results store"):
+            check_writable(path, "--output", store)
+    fifo = tmp_path / "out.html"
+    os.mkfifo(fifo)  # writing it would block for ever
+    with pytest.raises(SpecError, match=r"--output: cannot write .* \(is not a regular file\)"):
+        check_writable(fifo, "--output", store)
+    with pytest.raises(SpecError, match=r"--output: cannot write '.{40,80}' \(File name too long\)"):
+        check_writable(tmp_path / ("x" * 300 + ".html"), "--output", store)
+    check_writable(tmp_path / "fine.html", "--output", store)
+
+
+@pytest.mark.slow  # a real store and three commands
+def test_an_export_or_import_onto_the_store_exits_2_and_keeps_every_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rightsize.store import Store
+
+    store = tmp_path / "runs.json"  # named like an export: the mistake this guards against
+    with Store(store) as db:
+        db.finish_run(db.start_run("bench", name="kept", model="simplenet"))
+    before = store.read_bytes()
+    code, err = _run(["results", "--store", str(store), "--export", str(store)], capsys)
+    assert code == 2 and "it is the results store" in err and "Traceback" not in err
+    monkeypatch.setenv("RIGHTSIZE_STORE", str(store))  # catalog import has no --store: the default one is kept
+    code, err = _run(["catalog", "import", str(tmp_path), "-o", str(store), "--force"], capsys)
+    assert code == 2 and "it is the results store" in err
+    assert store.read_bytes() == before
+    with Store(store, read_only=True) as db:
+        assert [r.name for r in db.runs()] == ["kept"]
+    export = tmp_path / "e.csv"
+    (tmp_path / "e-plans.csv").mkdir()  # the plans file beside it cannot be written: refused before any file is
+    code, err = _run(["results", "--store", str(store), "--export", str(export)], capsys)
+    assert code == 2 and "e-plans.csv" in err and not export.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--targets", ",,,"], "--targets: names no layer"),
+        (["--method", "full", "--rank", "8"], "--rank: applies to --method lora or qlora only"),
+        (["--tokens", "1e-300"], "--tokens: must be a finite number >= 1"),
+        (["--mfu", "1e-300"], "--mfu: must be a finite number >= 0.01"),
+    ],
+)
+def test_finetune_refuses_values_that_plan_nothing(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["finetune", "llama-1b", "--tokens", "1e6"]
+    code, err = _run(base + argv, capsys)
+    assert code == 2 and says in err and "Traceback" not in err
+
+
+def test_finetune_refuses_a_sequence_past_gpt2s_position_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _run(["finetune", "gpt2", "--tokens", "1e6", "--seq", "100000"], capsys)
+    assert code == 2 and "learned position table holds 1024" in err

@@ -112,3 +112,13 @@ def catalog_price(catalog: Catalog, instance_type: str) -> float:
     price = inst.price_usd_per_hour("on_demand")
     assert price is not None
     return price
+
+
+def test_a_gpu_without_a_16_bit_peak_is_left_out_not_divided_by(catalog: Catalog) -> None:
+    # the P4 (8 GiB) holds GPT-2's LoRA at batch 1 x 1 token, but the catalog gives it no fp16/bf16 peak:
+    # this divided by zero before 2026-11-27
+    p4 = catalog.accelerators["P4"]
+    assert not (p4.peak_flops_per_s("bf16") or p4.peak_flops_per_s("fp16"))
+    options = plan_finetune("gpt2", "lora", tokens=1e6, batch=1, seq_len=1, catalog=catalog)
+    assert options and all(o.accelerator != "P4" for o in options)
+    assert all(o.hours > 0 and o.usd > 0 for o in options)

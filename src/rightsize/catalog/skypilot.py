@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
 import statistics
+import tempfile
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -63,7 +65,7 @@ def find_tables(root: Path) -> dict[str, Path]:
     found: dict[str, tuple[int, Path]] = {}
     for path in root.rglob("vms.csv"):
         cloud = path.parent.name.lower()
-        if cloud not in CLOUDS:
+        if cloud not in CLOUDS or not path.is_file():  # a folder or FIFO named vms.csv is not a table
             continue
         m = re.search(r"/v(\d+)/", path.as_posix())
         version = int(m.group(1)) if m else 0
@@ -80,10 +82,14 @@ def _rows(path: Path) -> Iterable[dict[str, str]]:
         raise SpecError(str(path), f"is {size / 2**20:.0f} MiB; a SkyPilot vms.csv is tens of MiB at most")
     text = path.read_bytes().decode("utf-8", errors="replace")
     reader = csv.DictReader(io.StringIO(text, newline=""))
-    need = {"InstanceType", "Price", "Region"}
-    if not need <= set(reader.fieldnames or []):
-        raise SpecError(f"{path} line 1", f"needs columns {', '.join(sorted(need))} (a SkyPilot vms.csv)")
-    yield from reader
+    try:
+        need = {"InstanceType", "Price", "Region"}
+        if not need <= set(reader.fieldnames or []):
+            raise SpecError(f"{path} line 1", f"needs columns {', '.join(sorted(need))} (a SkyPilot vms.csv)")
+        yield from reader
+    except csv.Error as exc:  # a cell past csv's field limit, a NUL byte, ...
+        where = f"{path} line {reader.line_num}"
+        raise SpecError(where, f"is not a readable CSV ({exc}); pass SkyPilot's own vms.csv") from None
 
 
 def _price(text: str | None) -> float | None:
@@ -164,6 +170,13 @@ def write_rows(rows: list[dict[str, str]], out: Path) -> None:
     writer = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(buf.getvalue(), encoding="utf-8")
-    tmp.replace(out)
+    target = out.resolve()  # through a symlink: replace the file it names, not the link
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(buf.getvalue())
+        os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        why = exc.strerror or str(exc)
+        raise SpecError("--output", f"cannot write {str(out)!r} ({why}); pass a writable path") from None

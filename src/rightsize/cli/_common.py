@@ -59,22 +59,46 @@ def check_providers(providers: list[str] | None, catalog: Catalog) -> None:
             )
 
 
-def check_writable(path: Path, option: str) -> None:
+def check_writable(path: Path, option: str, store: Path | None = None) -> None:
     """Refuse (exit 2, naming ``option``) an output ``path`` that cannot be written, before the work that ends in
-    writing it: its folder is made when missing and the file opened for appending (a probe left nowhere)."""
-    from rightsize.errors import SpecError
+    writing it: its folder is made when missing and the file opened for appending (a probe left nowhere).
 
-    existed = path.exists()
+    Also refused: anything but a regular file where one exists (a FIFO would hang the write, a device would be
+    replaced by an atomic rename), and the results store itself or its SQLite side files (``store``, default
+    ``$RIGHTSIZE_STORE`` or the user cache's): writing a report over the store would destroy every stored run."""
+    from rightsize.errors import SpecError
+    from rightsize.inputfile import short
+    from rightsize.store.db import default_store_path
+
+    def refuse(why: str) -> SpecError:
+        return SpecError(option, f"cannot write {short(str(path))} ({why}); pass a writable path")
+
     try:
+        existed = path.exists()
         if path.is_dir():
-            raise IsADirectoryError(21, "is a directory")
+            raise refuse("is a directory")
+        if existed and not path.is_file():
+            raise refuse("is not a regular file")
+        db = store if store is not None else default_store_path()
+        if any(_same_file(path, Path(f"{db}{tail}")) for tail in ("", "-wal", "-shm", "-journal")):
+            raise refuse(f"it is the results store {short(str(db))}; every stored run would be lost")
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a"):
             pass
     except OSError as exc:
-        raise SpecError(option, f"cannot write {str(path)!r} ({exc.strerror or exc}); pass a writable path") from None
+        raise refuse(exc.strerror or str(exc)) from None
     if not existed:
         path.unlink(missing_ok=True)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file (through links and relative paths), existing or not."""
+    try:
+        if a.exists() and b.exists():
+            return a.samefile(b)
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):
+        return False
 
 
 def emit_json(obj: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import typer
@@ -16,6 +17,7 @@ from rightsize.cli._common import (
     out_console,
 )
 from rightsize.errors import SpecError
+from rightsize.inputfile import short
 
 
 def catalog(
@@ -98,6 +100,20 @@ def catalog(
     out_console.print("Sources per row: `rightsize catalog --json`. Override or add rows with --catalog FILE.")
 
 
+def _is_date(text: str) -> bool:
+    """YYYY-MM or YYYY-MM-DD naming a real month or day (2026-02-30 is not one)."""
+    import datetime as dt
+
+    for fmt, pattern in (("%Y-%m", r"\d{4}-\d{2}"), ("%Y-%m-%d", r"\d{4}-\d{2}-\d{2}")):
+        if re.fullmatch(pattern, text):
+            try:
+                dt.datetime.strptime(text, fmt)
+            except ValueError:
+                return False
+            return True
+    return False
+
+
 def catalog_import(
     path: Path = typer.Argument(..., help="A skypilot-catalog checkout (or any folder holding <cloud>/vms.csv)."),
     output: Path = typer.Option(Path("skypilot-prices.csv"), "--output", "-o", help="User catalog CSV to write."),
@@ -110,12 +126,11 @@ def catalog_import(
 ) -> None:
     """Re-price the catalog's instances from SkyPilot's vms.csv tables; use the result with --catalog OUTPUT."""
     import datetime as dt
-    import re
 
     from rightsize.catalog.skypilot import find_tables, import_skypilot, write_rows
 
-    if date is not None and not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])(-\d{2})?", date):
-        raise SpecError("--date", f"must look like 2026-11 or 2026-11-24, got {date!r}")
+    if date is not None and not _is_date(date):
+        raise SpecError("--date", f"must be a date like 2026-11 or 2026-11-24, got {short(date)}")
     if output.exists() and not force:
         raise SpecError("--output", f"{output} exists; pass --force to replace it or choose another file")
     check_writable(output, "--output")

@@ -18,9 +18,11 @@ from rightsize.cli._common import (
     load_catalog_option,
     out_console,
 )
-from rightsize.inputfile import check_finite
+from rightsize.errors import SpecError
+from rightsize.inputfile import check_finite, short
 
 GIB = 2**30
+MIN_MFU = 0.01  # below 1% of peak no fine-tune runs; a smaller --mfu is a typo (1e-3 for 0.3?)
 
 
 def finetune(
@@ -32,10 +34,12 @@ def finetune(
     batch: int = typer.Option(4, "--batch", min=1, max=1_000_000, help="Micro-batch per GPU, sequences."),
     seq: int = typer.Option(2048, "--seq", min=1, max=10_000_000, help="Sequence length, tokens."),
     precision: str = typer.Option("bf16", "--precision", help="bf16 | fp16 (pure) | amp_bf16 | amp_fp16 | fp32."),
-    rank: int = typer.Option(16, "--rank", min=1, help="LoRA rank."),
-    targets: str = typer.Option("q,k,v,o", "--targets", help="LoRA targets: q,k,v,o,gate,up,down or all-linear."),
+    rank: int | None = typer.Option(None, "--rank", min=1, help="LoRA rank (lora, qlora; default 16)."),
+    targets: str | None = typer.Option(
+        None, "--targets", help="LoRA targets: q,k,v,o,gate,up,down or all-linear (lora, qlora; default q,k,v,o)."
+    ),
     checkpointing: bool = typer.Option(True, "--checkpointing/--no-checkpointing", help="Activation checkpointing."),
-    mfu: float = typer.Option(0.35, "--mfu", help="Model FLOPs utilisation assumed for the time (0-1]."),
+    mfu: float = typer.Option(0.35, "--mfu", help="Model FLOPs utilisation assumed for the time, 0.01-1."),
     provider: list[str] = typer.Option([], "--provider", help="Only these providers (repeatable)."),
     top: int = typer.Option(8, "--top", min=1, max=10_000, help="Options to show."),
     catalog: Path | None = CATALOG_OPTION,
@@ -48,10 +52,22 @@ def finetune(
     from rightsize.llm.finetune_plan import plan_finetune
     from rightsize.llm.shape import decoder_shape
 
-    check_finite("--tokens", tokens, 0.0, 1e15, True)
-    check_finite("--mfu", mfu, 0.0, 1.0, True)
-    lora_targets = "all-linear" if targets == "all-linear" else tuple(t.strip() for t in targets.split(",") if t)
+    check_finite("--tokens", tokens, 1.0, 1e15, low_open=False)
+    check_finite("--mfu", mfu, MIN_MFU, 1.0, low_open=False)
+    if method == "full" and (rank is not None or targets is not None):
+        raise SpecError("--rank" if rank is not None else "--targets", "applies to --method lora or qlora only; "
+                        "a full fine-tune trains every weight. To fix: drop it, or pass --method lora")  # fmt: skip
+    rank = 16 if rank is None else rank
+    targets = "q,k,v,o" if targets is None else targets
+    lora_targets = (
+        "all-linear" if targets == "all-linear" else tuple(t.strip() for t in targets.split(",") if t.strip())
+    )
+    if not lora_targets:
+        raise SpecError("--targets", f"names no layer (got {short(targets)}); pass q,k,v,o,gate,up,down or all-linear")
     shape = decoder_shape(model)  # one resolution for the memory and the time
+    if shape.learned_positions and seq > shape.learned_positions:  # GPT-2's wpe: no position past its table
+        raise SpecError("--seq", f"{seq} tokens, but {model}'s learned position table holds {shape.learned_positions}. "
+                        f"To fix: --seq {shape.learned_positions} or less")  # fmt: skip
     mem = finetune_memory(shape, method, batch=batch, seq_len=seq, precision=precision, lora_rank=rank,
                           lora_targets=lora_targets, gradient_checkpointing=checkpointing)  # fmt: skip
     cat = load_catalog_option(catalog)

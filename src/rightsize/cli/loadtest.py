@@ -273,18 +273,17 @@ def _generate_load(
     timeout_s: float, warmup_s: float, *, store: Path | None, save: bool, as_json: bool, token: str | None = None,
 ) -> None:  # fmt: skip
     """``--generate``: a fixed Poisson schedule of generation requests, TTFT/TPOT each (rightsize.llm.loadgen)."""
-    from urllib.parse import urlsplit
-
     import numpy as np
 
     from rightsize.llm.loadgen import run_generation_load
     from rightsize.loadgen.schedule import arrival_offsets_s
+    from rightsize.loadgen.target import split_http_url
 
     (p_lo, p_hi), (o_lo, o_hi) = _token_range("--prompt-tokens", prompt), _token_range("--output-tokens", output)
-    parts = urlsplit(url)
-    if parts.scheme != "http" or not parts.hostname:
-        raise SpecError("URL", f"must be http://host:port of a generation server, got {url!r}")
-    check_reachable(parts.hostname, parts.port or 80)
+    parts, port = split_http_url(url, "http://127.0.0.1:8000 (a generation server: rightsize serve MODEL --generate)")
+    assert parts.hostname is not None  # split_http_url refuses a URL without one
+    url = parts.geturl()  # "host:port" alone read as http://host:port
+    check_reachable(parts.hostname, port)
     offsets = arrival_offsets_s(rate, duration_s=duration, requests=requests, seed=seed)
     rng = np.random.default_rng(seed + 1)
     prompts, outputs = rng.integers(p_lo, p_hi + 1, offsets.size), rng.integers(o_lo, o_hi + 1, offsets.size)

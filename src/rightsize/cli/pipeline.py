@@ -53,7 +53,7 @@ def pipeline(
 
     workload = load_spec(spec)
     if output is not None:
-        check_writable(output, "--output")
+        check_writable(output, "--output", store)
     cat = load_catalog_option(catalog)
     with Store(store) as db:
         result = run_and_project(

@@ -18,6 +18,8 @@ from rightsize.cli._common import (
     load_catalog_option,
     out_console,
 )
+from rightsize.errors import SpecError
+from rightsize.inputfile import short
 from rightsize.plan.online import FLUID_METHOD as FLUID
 from rightsize.units import format_hours
 from rightsize.workflows.plan import plan_record, plan_spec, write_plan_report
@@ -150,13 +152,15 @@ def plan_cmd(
 
     workload = load_spec(spec)
     if workload.targets is None:
-        from rightsize.errors import SpecError
-
         raise SpecError(
             "targets", f"{spec.name} has no targets; add online, batch, training or generative (see examples/)"
         )
     if report is not None:
-        check_writable(report, "--report")
+        from rightsize.report import SUFFIXES
+
+        if report.suffix.lower() not in SUFFIXES:  # before the work, for every kind of plan
+            raise SpecError("--report", f"must end in .html or .md, got {short(report.name)}")
+        check_writable(report, "--report", store)
     db = Store(store)
     if workload.targets.generative is not None:
         _plan_generative(workload, spec, db, load_catalog_option(catalog), json_out, top, seed, report)

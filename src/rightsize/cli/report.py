@@ -35,7 +35,7 @@ def report(
 
     if output.suffix.lower() not in SUFFIXES:
         raise SpecError("--output", f"must end in .html or .md, got {output.name!r}")
-    check_writable(output, "--output")
+    check_writable(output, "--output", store)
     path = store if store is not None else default_store_path()
     if not Path(path).is_file():
         raise NotFoundError(

@@ -32,7 +32,10 @@ def results(
     if export is not None and export.suffix not in (".csv", ".json"):
         raise SpecError("--export", f"must end in .csv or .json, got {export.name!r}")
     if export is not None:
-        check_writable(export, "--export")
+        check_writable(export, "--export", store)
+        if export.suffix == ".csv":  # plans and load tests go beside it (_export)
+            for tail in ("plans", "loadtests"):
+                check_writable(export.with_name(f"{export.stem}-{tail}.csv"), "--export", store)
     db = Store(store, read_only=True)  # reading never creates a store (a missing path: exit 2)
     if run is None and model is None and export is None:
         runs = db.runs(limit=limit)

@@ -117,6 +117,8 @@ def plan_finetune(
         n = inst.accelerator_count
         usable = usable_gpu_bytes(acc.memory_gib * GIB)
         peak = acc.peak_flops_per_s("bf16") or acc.peak_flops_per_s("fp16")  # T4, V100: no bf16
+        if not peak:  # no 16-bit peak in the catalog (P4): no projected speed for a 16-bit fine-tune
+            continue
         links = catalog.links.get((inst.provider, inst.instance_type))
         network = links.network_gbps / 8.0 * 1e9 * LINK_EFFICIENCY if links is not None else 0.0  # bytes/s
         layouts = [(1, 0), *([(1, 3)] if n > 1 else []), *((k, 3) for k in MULTI_NODES if n > 1 and network > 0)]

@@ -11,9 +11,10 @@ import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from rightsize.errors import SpecError
+from rightsize.inputfile import short
 
 __all__ = [
     "DEFAULT_PATH",
@@ -47,6 +48,21 @@ def default_body(sample_shape: tuple[int, ...] = (4,), samples: int = 1, dtype: 
         return [nest(shape[1:]) for _ in range(shape[0])]
 
     return json.dumps({"inputs": [nest(sample_shape) for _ in range(samples)]}, separators=(",", ":")).encode()
+
+
+def split_http_url(url: str, example: str) -> tuple[SplitResult, int]:
+    """``url`` (``host:port`` alone means http://) split, and its port; SpecError naming URL for anything but
+    http://host[:port][/path] with a port in 1-65535 (``example`` shows the user a good one)."""
+    try:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        port = parts.port or 80
+    except ValueError as exc:  # "http://[::1", "http://h:99999"
+        raise SpecError("URL", f"cannot read {short(url)} ({exc}); expected e.g. {example}") from None
+    if parts.scheme != "http":
+        raise SpecError("URL", f"only http:// is supported (plain HTTP/1.1), got {short(parts.scheme)}://")
+    if not parts.hostname:
+        raise SpecError("URL", f"no host in {short(url)}; expected e.g. {example}")
+    return parts, port
 
 
 def server_info(url: str, token: str | None = None, timeout_s: float = 5.0) -> dict[str, Any] | None:
@@ -148,15 +164,7 @@ class Target:
         ``DEFAULT_PATH`` asks the server's ``/v1/info`` for its sample shape and sends ``samples`` zero samples
         of it (a rightsize server); other servers get a small default JSON body."""
         auth = bearer_header(token)
-        parts = urlsplit(url if "://" in url else f"http://{url}")
-        if parts.scheme != "http":
-            raise SpecError("URL", f"only http:// is supported (plain HTTP/1.1), got {parts.scheme}://")
-        if not parts.hostname:
-            raise SpecError("URL", f"no host in {url!r}; expected e.g. http://127.0.0.1:8000/v1/predict")
-        try:
-            port = parts.port or 80
-        except ValueError as exc:
-            raise SpecError("URL", f"bad port in {url!r}") from exc
+        parts, port = split_http_url(url, "http://127.0.0.1:8000/v1/predict")
         path = parts.path or ""
         if path in ("", "/"):
             path = DEFAULT_PATH

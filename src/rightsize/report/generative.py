@@ -162,6 +162,7 @@ def render_generative_markdown(plan: LLMPlan, target: GenerativeTarget, name: st
 
 
 def write_generative_report(plan: LLMPlan, target: GenerativeTarget, name: str, path: Path) -> None:
-    """HTML, or Markdown when ``path`` ends in .md."""
-    text = (render_generative_markdown if path.suffix.lower() == ".md" else render_generative_html)(plan, target, name)
+    """HTML, or Markdown when ``path`` ends in .md or .markdown."""
+    markdown = path.suffix.lower() in (".md", ".markdown")
+    text = (render_generative_markdown if markdown else render_generative_html)(plan, target, name)
     path.write_text(text, encoding="utf-8")

@@ -176,7 +176,7 @@ class GenerativeTarget(SpecModel):
     """Generative (decoder) serving: ``rate_per_s`` requests of prompt + output tokens, SLOs on time to first
     token (TTFT) and time per output token (TPOT). Lengths: an int, ``{uniform: [lo, hi]}`` or ``{csv: file}``."""
 
-    rate_per_s: float = Field(..., gt=0, le=1_000_000, description="request rate")
+    rate_per_s: float = Field(..., ge=1e-6, le=1_000_000, description="request rate (>= 1e-6: one request in 12 days)")
     prompt_tokens: Lengths = Field(default_factory=lambda: Lengths(fixed=512))
     output_tokens: Lengths = Field(default_factory=lambda: Lengths(fixed=128))
     ttft: LatencyBound = Field(..., description="time to first token bound, e.g. {percentile: 95, bound_ms: 1000}")

@@ -48,3 +48,17 @@ def test_the_planner_uses_the_catalogs_grid(tmp_path: Path) -> None:
     rec = plan(workload, [cpu_curve("c.2x", 20.0, 15.0)], cat).recommendation
     assert rec is not None and rec.energy is not None
     assert (rec.energy.pue, rec.energy.grid_kg_per_kwh) == (1.0, 0.01)
+
+
+def test_a_catalog_path_that_is_a_folder_or_fifo_is_named_as_such(tmp_path: Path) -> None:
+    import os
+
+    from rightsize.errors import NotFoundError
+
+    fifo = tmp_path / "rows.csv"
+    os.mkfifo(fifo)  # reading it would block for ever
+    for path in (tmp_path, fifo):
+        with pytest.raises(SpecError, match="is not a regular file"):
+            load_catalog(path)
+    with pytest.raises(NotFoundError, match="does not exist"):
+        load_catalog(tmp_path / "missing.csv")

@@ -38,6 +38,13 @@ def test_online_defaults() -> None:
         ({"training": {"epochs": 3}}, "targets.training"),
         ({}, "targets"),
         ({"purchase": ["reserved"], "kind": "etl"}, "targets.purchase[0]"),
+        # an empty filter would leave no instance, and was blamed on targets.instances
+        ({"providers": [], "kind": "etl"}, "targets.providers"),
+        ({"instances": [], "kind": "etl"}, "targets.instances"),
+        (
+            {"generative": {"rate_per_s": 1e-300, "ttft": {"bound_ms": 1}, "tpot": {"bound_ms": 1}}},
+            "targets.generative.rate_per_s",
+        ),
     ],
 )
 def test_invalid_targets_name_the_field(targets: dict, field: str) -> None:  # type: ignore[type-arg]

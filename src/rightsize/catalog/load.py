@@ -317,9 +317,10 @@ def _links(text: str) -> dict[tuple[str, str], Links]:
 
 def _merge_user(base: Catalog, path: Path) -> Catalog:
     """Apply a user CSV to ``base``: same key replaces, new key adds."""
-    if not path.is_file():
-        raise NotFoundError(f"catalog file {path} does not exist; pass an existing CSV to --catalog or {ENV_VAR}")
-    text = read_user_text(path, "catalog CSV")
+    if not path.exists():
+        raise NotFoundError(f"catalog file {short(str(path))} does not exist; pass an existing CSV to --catalog or "
+                            f"{ENV_VAR}")  # fmt: skip
+    text = read_user_text(path, "catalog CSV")  # a folder or FIFO: "is not a regular file"
     header = next(csv.reader(io.StringIO(text, newline="")), [])
     columns = {h.strip() for h in header}
     mtime = dt.date.fromtimestamp(path.stat().st_mtime).isoformat()

@@ -225,9 +225,10 @@ class Targets(SpecModel):
     interruptions_per_hour: float | None = Field(
         None, ge=0, le=60, description="override the catalog's spot interruption rate"
     )
-    providers: list[str] | None = None
-    regions: list[str] | None = None
-    instances: list[str] | None = Field(None, description="only consider these instance types")
+    # an empty list would filter out every instance: leave the key out to consider them all
+    providers: list[str] | None = Field(None, min_length=1, max_length=64)
+    regions: list[str] | None = Field(None, min_length=1, max_length=256)
+    instances: list[str] | None = Field(None, min_length=1, max_length=4096, description="only these instance types")
     cold_start: ColdStart = ColdStart()
 
     @model_validator(mode="after")

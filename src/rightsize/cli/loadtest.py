@@ -280,10 +280,10 @@ def _generate_load(
     from rightsize.loadgen.target import split_http_url
 
     (p_lo, p_hi), (o_lo, o_hi) = _token_range("--prompt-tokens", prompt), _token_range("--output-tokens", output)
-    parts, port = split_http_url(url, "http://127.0.0.1:8000 (a generation server: rightsize serve MODEL --generate)")
-    assert parts.hostname is not None  # split_http_url refuses a URL without one
+    example = "http://127.0.0.1:8000 (a generation server: rightsize serve MODEL --generate)"
+    parts, host, port = split_http_url(url, example)
     url = parts.geturl()  # "host:port" alone read as http://host:port
-    check_reachable(parts.hostname, port)
+    check_reachable(host, port)
     offsets = arrival_offsets_s(rate, duration_s=duration, requests=requests, seed=seed)
     rng = np.random.default_rng(seed + 1)
     prompts, outputs = rng.integers(p_lo, p_hi + 1, offsets.size), rng.integers(o_lo, o_hi + 1, offsets.size)

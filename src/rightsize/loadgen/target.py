@@ -50,8 +50,8 @@ def default_body(sample_shape: tuple[int, ...] = (4,), samples: int = 1, dtype: 
     return json.dumps({"inputs": [nest(sample_shape) for _ in range(samples)]}, separators=(",", ":")).encode()
 
 
-def split_http_url(url: str, example: str) -> tuple[SplitResult, int]:
-    """``url`` (``host:port`` alone means http://) split, and its port; SpecError naming URL for anything but
+def split_http_url(url: str, example: str) -> tuple[SplitResult, str, int]:
+    """``url`` (``host:port`` alone means http://) split, its host and its port; SpecError naming URL for anything but
     http://host[:port][/path] with a port in 1-65535 (``example`` shows the user a good one)."""
     try:
         parts = urlsplit(url if "://" in url else f"http://{url}")
@@ -62,7 +62,7 @@ def split_http_url(url: str, example: str) -> tuple[SplitResult, int]:
         raise SpecError("URL", f"only http:// is supported (plain HTTP/1.1), got {short(parts.scheme)}://")
     if not parts.hostname:
         raise SpecError("URL", f"no host in {short(url)}; expected e.g. {example}")
-    return parts, port
+    return parts, parts.hostname, port
 
 
 def server_info(url: str, token: str | None = None, timeout_s: float = 5.0) -> dict[str, Any] | None:
@@ -164,7 +164,7 @@ class Target:
         ``DEFAULT_PATH`` asks the server's ``/v1/info`` for its sample shape and sends ``samples`` zero samples
         of it (a rightsize server); other servers get a small default JSON body."""
         auth = bearer_header(token)
-        parts, port = split_http_url(url, "http://127.0.0.1:8000/v1/predict")
+        parts, host, port = split_http_url(url, "http://127.0.0.1:8000/v1/predict")
         path = parts.path or ""
         if path in ("", "/"):
             path = DEFAULT_PATH
@@ -181,7 +181,7 @@ class Target:
         if body and "content-type" not in names:
             hdrs.append(("Content-Type", content_type))
         return cls(
-            host=parts.hostname,
+            host=host,
             port=port,
             path=path,
             method=(method or ("POST" if body else "GET")).upper(),

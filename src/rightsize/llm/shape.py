@@ -25,12 +25,21 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
+from rightsize.inputfile import read_user_text, short
 
-__all__ = ["INT4_GROUP_SIZE", "KV_BYTES", "WEIGHT_BYTES", "DecoderShape", "decoder_shape"]
+__all__ = [
+    "HF_CONFIG_CAPS",
+    "INT4_GROUP_SIZE",
+    "KV_BYTES",
+    "WEIGHT_BYTES",
+    "DecoderShape",
+    "check_hf_config",
+    "decoder_shape",
+    "hf_dim",
+]
 
 # Bytes per stored element. Quantised weights (int8, int4) are the blocks' matmul weights only; embeddings,
 # LM head, norms and biases stay fp16 (GPTQ / AWQ / LLM.int8() keep them so). Same rule as
@@ -51,6 +60,74 @@ _LLAMA_TINY = {
     "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
     "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
 }  # fmt: skip
+
+
+# The largest value each dimension of a transformers config may take (each must also be a whole number >= 1). Far
+# past any published model (Llama-3.1-405B: 126 layers, hidden 16384, 128 heads, FFN 53248, vocab 128256; Llama-4
+# Scout: 10M positions), small enough that every product here stays a finite float.
+HF_CONFIG_CAPS: dict[str, int] = {
+    "n_layer": 10_000, "num_hidden_layers": 10_000,
+    "n_embd": 1_000_000, "hidden_size": 1_000_000,
+    "n_head": 10_000, "num_attention_heads": 10_000, "num_key_value_heads": 10_000,
+    "head_dim": 100_000,
+    "n_inner": 10_000_000, "intermediate_size": 10_000_000,
+    "vocab_size": 10_000_000,
+    "n_positions": 100_000_000, "max_position_embeddings": 100_000_000,
+    "image_size": 100_000,
+}  # fmt: skip
+# Keys some transformers configs hold per stage or per layer (SegFormer's heads, Gemma-3n's FFN widths, LXMERT's
+# layers, image_size as [height, width]): a list or mapping of numbers there is checked number by number.
+_PER_STAGE_KEYS = ("num_hidden_layers", "num_attention_heads", "intermediate_size", "image_size")
+
+
+def hf_dim(value: Any, key: str, source: str = "config") -> int:
+    """``value`` of config ``key`` as an int in [1, HF_CONFIG_CAPS[key]] (a float such as 2048.0 counts; a bool,
+    string, list, NaN or infinity does not); SpecError naming ``source: key`` otherwise."""
+    cap = HF_CONFIG_CAPS[key]
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():  # False for NaN and the infinities
+        number = int(value)
+    if number is None or not 1 <= number <= cap:
+        raise SpecError(f"{source}: {key}", f"must be a whole number from 1 to {cap:,}, got {short(value)}; "
+                        f"set the model's real {key}")  # fmt: skip
+    return number
+
+
+def _check_heads(source: str, keys: tuple[str, str, str], hidden: int, heads: int, kv_heads: int) -> None:
+    """Heads at most the width, key/value heads at most the heads and dividing them (GQA groups)."""
+    hidden_key, heads_key, kv_key = keys
+    if heads > hidden:
+        raise SpecError(f"{source}: {heads_key}", f"is {heads}, more than {hidden_key} ({hidden}); each head needs "
+                        f"at least one of the {hidden_key} channels: use fewer heads")  # fmt: skip
+    if kv_heads > heads or heads % kv_heads:
+        raise SpecError(f"{source}: {kv_key}", f"is {kv_heads}; grouped-query attention needs a divisor of "
+                        f"{heads_key} ({heads}): use e.g. {heads} (MHA) or 1 (MQA)")  # fmt: skip
+
+
+def check_hf_config(data: Mapping[str, Any], source: str = "config.json") -> dict[str, int]:
+    """Check the common dimension keys of a config.json mapping that are present (see HF_CONFIG_CAPS): each must
+    be a whole number in range (per-stage keys, ``_PER_STAGE_KEYS``, may hold a list or mapping of them) and the
+    heads must fit the width (``_check_heads``). SpecError naming ``source: key`` otherwise. Returns the single
+    numbers as ints (2048.0 -> 2048: transformers >= 5 refuses a float where it types an int)."""
+    ints: dict[str, int] = {}
+    for key in HF_CONFIG_CAPS:
+        value = data.get(key)
+        if value is None:  # absent or null: the config class's default
+            continue
+        items = list(value.values()) if isinstance(value, Mapping) else value if isinstance(value, list) else None
+        if items is None or key not in _PER_STAGE_KEYS:
+            ints[key] = hf_dim(value, key, source)
+            continue
+        for item in items:
+            if not isinstance(item, (list, Mapping)):  # deeper nesting: left to the config class
+                hf_dim(item, key, source)
+    for keys in (("n_embd", "n_head", "n_head"), ("hidden_size", "num_attention_heads", "num_key_value_heads")):
+        hidden, heads = ints.get(keys[0]), ints.get(keys[1])
+        if hidden is not None and heads is not None:
+            _check_heads(source, keys, hidden, heads, ints.get(keys[2], heads))
+    return ints
 
 
 def _check(table: Mapping[str, float], key: str, what: str) -> float:
@@ -79,36 +156,54 @@ class DecoderShape:
     # --- construction ----------------------------------------------------------------------------
 
     @classmethod
-    def from_hf_config(cls, config: Any) -> DecoderShape:
+    def from_hf_config(cls, config: Any, source: str = "config") -> DecoderShape:
         """From a transformers config (GPT2Config, LlamaConfig, or any object / mapping with the same
-        attribute names: GPT-2's ``n_layer, n_embd, n_head`` or Llama's ``num_hidden_layers, ...``)."""
-        cfg = SimpleNamespace(**config) if isinstance(config, Mapping) else config
+        attribute names: GPT-2's ``n_layer, n_embd, n_head`` or Llama's ``num_hidden_layers, ...``). Every
+        dimension is checked (``hf_dim``, ``_check_heads``); errors name ``source: key``."""
 
-        def get(name: str, default: Any = None) -> Any:
-            value = getattr(cfg, name, default)
-            return default if value is None else value
+        def get(name: str) -> Any:
+            return config.get(name) if isinstance(config, Mapping) else getattr(config, name, None)
 
+        def dim(name: str, default: int | None = None) -> int:
+            value = get(name)
+            if value is not None:
+                return hf_dim(value, name, source)
+            if default is None:
+                raise SpecError(f"{source}: {name}", f"is missing or null; a decoder config needs it: add the "
+                                f"model's real {name}")  # fmt: skip
+            return default
+
+        tied = get("tie_word_embeddings")
+        if tied is not None and not isinstance(tied, bool):
+            raise SpecError(f"{source}: tie_word_embeddings", f"must be true or false, got {short(tied)}")
         if get("n_layer") is not None:  # GPT-2 naming
-            hidden, heads = int(get("n_embd")), int(get("n_head"))
+            layers, hidden, heads = dim("n_layer"), dim("n_embd"), dim("n_head")
+            _check_heads(source, ("n_embd", "n_head", "n_head"), hidden, heads, heads)
+            if hidden % heads:
+                raise SpecError(f"{source}: n_head", f"is {heads}, which does not divide n_embd ({hidden}); GPT-2 "
+                                "splits n_embd evenly across the heads: use a divisor of it")  # fmt: skip
             return cls(
-                layers=int(get("n_layer")), hidden=hidden, heads=heads, kv_heads=heads, head_dim=hidden // heads,
-                intermediate=int(get("n_inner", 4 * hidden)), vocab=int(get("vocab_size")),
-                tied_embeddings=bool(get("tie_word_embeddings", True)), gated_mlp=False, bias=True,
-                learned_positions=int(get("n_positions", 0)),
+                layers=layers, hidden=hidden, heads=heads, kv_heads=heads, head_dim=hidden // heads,
+                intermediate=dim("n_inner", 4 * hidden), vocab=dim("vocab_size"),
+                tied_embeddings=True if tied is None else tied, gated_mlp=False, bias=True,
+                learned_positions=0 if get("n_positions") is None else dim("n_positions"),
             )  # fmt: skip
         if get("num_hidden_layers") is not None:  # Llama naming (Mistral, Qwen2, ... share it)
-            hidden, heads = int(get("hidden_size")), int(get("num_attention_heads"))
+            layers, hidden, heads = dim("num_hidden_layers"), dim("hidden_size"), dim("num_attention_heads")
+            kv_heads = dim("num_key_value_heads", heads)
+            _check_heads(source, ("hidden_size", "num_attention_heads", "num_key_value_heads"), hidden, heads, kv_heads)
+            model_type = get("model_type")
             return cls(
-                layers=int(get("num_hidden_layers")), hidden=hidden, heads=heads,
-                kv_heads=int(get("num_key_value_heads", heads)), head_dim=int(get("head_dim", hidden // heads)),
-                intermediate=int(get("intermediate_size")), vocab=int(get("vocab_size")),
-                tied_embeddings=bool(get("tie_word_embeddings", False)),
-                gated_mlp=get("model_type", "llama") not in _PLAIN_MLP_TYPES,
+                layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=dim("head_dim", hidden // heads),
+                intermediate=dim("intermediate_size"), vocab=dim("vocab_size"),
+                tied_embeddings=False if tied is None else tied,
+                gated_mlp=not (isinstance(model_type, str) and model_type in _PLAIN_MLP_TYPES),
             )  # fmt: skip
         raise SpecError(
-            "config",
+            source,
             f"{type(config).__name__} has neither GPT-2 (n_layer, n_embd, n_head) nor Llama (num_hidden_layers, "
-            "hidden_size, num_attention_heads) attribute names. To fix: build a DecoderShape(...) by hand.",
+            "hidden_size, num_attention_heads) attribute names. To fix: give a decoder's transformers config "
+            "(config.json), or build a DecoderShape(...) by hand.",
         )
 
     @classmethod
@@ -232,15 +327,7 @@ def decoder_shape(model: str, tiny: bool = False, base_dir: Path | None = None) 
     weights, no transformers; a relative DIR is read from ``base_dir`` when given): the one resolver of a decoder
     reference, for serving plans (``targets.generative``) and fine-tune plans alike."""
     if model.startswith("hf:"):
-        path = Path(model[3:])
-        path = path if path.is_absolute() or base_dir is None else base_dir / path
-        cfg = path / "config.json" if path.is_dir() else path
-        try:
-            data = json.loads(cfg.read_text())
-        except (OSError, ValueError) as e:
-            raise SpecError("model", f"cannot read a decoder config from {cfg}: {e}. To fix: point hf: at a "
-                            "directory holding config.json") from None  # fmt: skip
-        return DecoderShape.from_hf_config(data)
+        return DecoderShape.from_hf_config(_read_hf_config(model[3:], base_dir), source="config.json")
     from rightsize.models.zoo import ZOO
 
     entry = ZOO.get(model)
@@ -253,3 +340,25 @@ def decoder_shape(model: str, tiny: bool = False, base_dir: Path | None = None) 
                         f"fine-tunes need one. To fix: use {', '.join(decoders)} or hf:DIR with a decoder's "
                         "config.json")  # fmt: skip
     return DecoderShape.from_zoo(model, tiny=tiny)
+
+
+def _read_hf_config(ref: str, base_dir: Path | None) -> Any:
+    """The parsed config.json of ``hf:ref`` (DIR/config.json or the file itself), read through the user-file
+    boundary (regular file, size cap, UTF-8): a FIFO, a huge file or JSON nested too deep is a SpecError."""
+    path = Path(ref)
+    path = path if path.is_absolute() or base_dir is None else base_dir / path
+    cfg = path / "config.json" if path.is_dir() else path
+    fix = "To fix: point hf: at a directory holding a decoder's transformers config.json"
+    try:
+        text = read_user_text(cfg, "config.json")
+    except NotFoundError:
+        raise SpecError("model", f"no decoder config at {short(str(cfg))}. {fix}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(
+            "model", f"{short(str(cfg))} is not valid JSON ({exc.msg} at line {exc.lineno}). {fix}"
+        ) from None
+    except (ValueError, RecursionError) as exc:  # a number of thousands of digits; nesting past the recursion limit
+        what = "nests too deeply" if isinstance(exc, RecursionError) else "holds a number too long"
+        raise SpecError("model", f"{short(str(cfg))} {what} to read as a config. {fix}") from None

@@ -142,7 +142,7 @@ def resolve_user(ref: str, shape: list[int] | None = None, vocab: int | None = N
 def _config_dir(ref: str) -> Path | None:
     path = Path(ref[3:] if ref.startswith("hf:") else ref)
     try:
-        return path if path.is_dir() and (path / "config.json").is_file() else None
+        return path if path.is_dir() and (path / "config.json").exists() else None  # a FIFO: read_user_text refuses
     except OSError:
         return None
 
@@ -250,25 +250,31 @@ def _existing_file(ref: str) -> Path:
 def _hf_config(ref: str) -> Any:
     from transformers import CONFIG_MAPPING, AutoConfig
 
-    from rightsize.inputfile import read_user_text
+    from rightsize.inputfile import read_user_text, short
+    from rightsize.llm.shape import check_hf_config
 
     directory = _config_dir(ref)
     if directory is not None:
         field = f"{directory / 'config.json'}"
         try:
-            data = json.loads(read_user_text(directory / "config.json", field))
+            data = json.loads(read_user_text(directory / "config.json", "transformers config.json"))
         except json.JSONDecodeError as exc:
             raise SpecError(field, f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        except ValueError:  # an integer of thousands of digits
+            raise SpecError(field, "holds a number too long to read; give each value its real size") from None
+        except RecursionError:
+            raise SpecError(field, "nests too deeply to read; a transformers config.json is a flat mapping") from None
         if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
             raise SpecError(field, 'needs a "model_type" (e.g. "bert"), as every transformers config.json has')
         model_type = data.pop("model_type")
         if model_type not in CONFIG_MAPPING:
-            raise SpecError(f"{field}: model_type", f"{model_type!r} is not known to this transformers version"
+            raise SpecError(f"{field}: model_type", f"{short(model_type)} is not known to this transformers version"
                             f"{did_you_mean(model_type, CONFIG_MAPPING.keys())}")  # fmt: skip
+        data.update(check_hf_config(data, field))  # the common dimensions: whole numbers in range, heads that fit
         try:
             return AutoConfig.for_model(model_type, **data)
-        except (TypeError, ValueError) as exc:
-            raise SpecError(field, f"transformers refused it: {str(exc)[:160]}") from None
+        except _config_errors() as exc:
+            raise SpecError(field, f"transformers refused it ({_first_line(exc)}); fix that value") from None
     name = ref[3:] if ref.startswith("hf:") else ref
     if name in CONFIG_MAPPING:
         return CONFIG_MAPPING[name]()
@@ -277,6 +283,25 @@ def _hf_config(ref: str) -> Any:
         f"{did_you_mean(name, CONFIG_MAPPING.keys())} rightsize never downloads: fetch a hub model's config once "
         f"(`huggingface-cli download {name} config.json --local-dir DIR`) and pass hf:DIR, or pass a type like hf:bert"
     )
+
+
+def _config_errors() -> tuple[type[Exception], ...]:
+    """What constructing a transformers config or model raises on a value it cannot take (0 heads:
+    ZeroDivisionError; a string for a size: TypeError; a null where transformers >= 5 types an int: huggingface_hub's
+    StrictDataclassError)."""
+    errors: tuple[type[Exception], ...] = (TypeError, ValueError, ArithmeticError, RecursionError, AttributeError,
+                                           KeyError, IndexError)  # fmt: skip
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:  # huggingface_hub < 1.0: no strict dataclasses
+        return errors
+    return (*errors, StrictDataclassError)
+
+
+def _first_line(exc: BaseException) -> str:
+    """``Type: message`` of an exception on one line, at most 160 characters: a one-line error's detail."""
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:160]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _hf_entry(ref: str) -> UserEntry:
@@ -300,15 +325,25 @@ def _hf_entry(ref: str) -> UserEntry:
             "causal LMs from configs. Wrap other heads in a package.module:factory"
         )
     image = getattr(cfg, "image_size", 224)
+    image = image[0] if isinstance(image, (list, tuple)) and image else image  # [height, width]
     max_pos = getattr(cfg, "max_position_embeddings", None) or 512
+    source = f"{directory / 'config.json'}" if (directory := _config_dir(ref)) is not None else ref
+    errors: tuple[type[Exception], ...] = (*_config_errors(), RuntimeError)
 
     def build(tiny: bool) -> nn.Module:
-        return factory.from_config(cfg)
+        import torch
+
+        try:
+            return factory.from_config(cfg)
+        except torch.OutOfMemoryError:
+            raise
+        except errors as exc:  # a value the model cannot be built with
+            raise SpecError(source, f"cannot build the model ({_first_line(exc)}); fix the config") from None
 
     return UserEntry(
         ref, family, kind, f"{cfg.__class__.__name__} from {ref}", build, hf=True, lm=lm, fmt="hf",
         classes=int(getattr(cfg, "num_labels", 2)), vocab_size=int(getattr(cfg, "vocab_size", 0) or DEFAULT_VOCAB),
-        default_seq_len=min(128, int(max_pos)), default_image_size=int(image if isinstance(image, int) else image[0]),
+        default_seq_len=min(128, int(max_pos)), default_image_size=image if isinstance(image, int) else 224,
     )  # fmt: skip
 
 

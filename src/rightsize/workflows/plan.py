@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from rightsize.store import Store
 
 MEMORY_CACHE_KIND = "memory_model"
-_MEMORY_CACHE_VERSION = 3  # 2: the whole estimate (context, workspace, fragmentation), one budget; 3: CPU conv scratch
+# 2: the whole estimate (context, workspace, fragmentation), one budget; 3: CPU conv scratch; 4: per-sample bytes from
+# batches 64 and 512 (training's peak at batches 1 and 8 is the optimizer step: the slope read 0)
+_MEMORY_CACHE_VERSION = 4
 WORK_CACHE_KIND = "work_profile"
 _WORK_CACHE_VERSION = 1
 
@@ -71,6 +73,19 @@ def memory_models(
     return models, {p: v.get("breakdown", {}) for p, v in cached.items() if p in want}
 
 
+# Batches the plan's memory line is fitted at: batch 1 for the fixed part, two large batches for the slope (in training
+# the peak at small batches is the optimizer step, flat in the batch); the second set for a model that fails large.
+MEMORY_FIT_BATCHES = ((1, 64, 512), (1, 8))
+
+
+def fit_memory_line(points: list[tuple[int, int]]) -> tuple[float, float]:
+    """(fixed, per-sample) bytes of a line bounding the peaks ``[(batch, bytes), ...]`` (batch 1 first): the slope from
+    the two largest batches, the intercept high enough to cover batch 1 too (the optimizer step's flat peak)."""
+    (b0, t0), (b1, t1), (b2, t2) = points[0], points[-2], points[-1]
+    per_sample = max(0.0, (t2 - t1) / (b2 - b1))
+    return max(t0 - per_sample * b0, t2 - per_sample * b2), per_sample
+
+
 def _estimate(
     workload: Workload, store: Store, mode: str, key: str, precisions: list[str]
 ) -> dict[str, dict[str, Any]]:
@@ -90,20 +105,25 @@ def _estimate(
         shape["image_size"] = workload.input.image_size
     out: dict[str, dict[str, Any]] = {}
     for prec in precisions:
-        try:
-            est = [
-                estimate_memory(workload.model, mode=mode, precision=prec, batch_size=b, optimizer=workload.optimizer,
-                                device="cuda", advise=False, tiny=workload.tiny, **shape)
-                for b in (1, 8)
-            ]  # fmt: skip
-        except Exception:  # a user's model that cannot be traced here is planned without a memory model
+        est = []
+        for batches in MEMORY_FIT_BATCHES:
+            try:
+                est = [
+                    estimate_memory(workload.model, mode=mode, precision=prec, batch_size=b,
+                                    optimizer=workload.optimizer, device="cuda", advise=False, tiny=workload.tiny,
+                                    **shape)
+                    for b in batches
+                ]  # fmt: skip
+                break
+            except Exception:  # a user model fixed to small batches: the next, smaller points
+                continue
+        if not est:  # a user's model that cannot be traced here is planned without a memory model
             continue
-        totals = [e.total_bytes for e in est]
-        per_sample = max(0.0, (totals[1] - totals[0]) / 7.0)
+        fixed, per_sample = fit_memory_line([(e.batch_size, e.total_bytes) for e in est])
         payload = {
             "key": key,
             "precision": prec,
-            "fixed_bytes": totals[0] - per_sample,
+            "fixed_bytes": fixed,
             "per_sample_bytes": per_sample,
             "breakdown": est[0].breakdown,
             "model": workload.model,

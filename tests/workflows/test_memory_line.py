@@ -1,0 +1,36 @@
+"""The plan's memory line (fixed + per-sample bytes) grows with the batch in training too, as `memory` does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rightsize.spec import parse_spec
+from rightsize.store import Store
+from rightsize.workflows.plan import fit_memory_line, memory_models
+
+GIB = 2**30
+
+
+def test_the_line_takes_its_slope_from_large_batches_and_covers_batch_1() -> None:
+    # BERT-base AdamW fp16 training at seq 64 (estimate_memory, 2026-11-27): the optimizer step is the peak at
+    # batches 1 and 8 (3.02 GiB both), activations at 64 and 512; a slope from 1 and 8 read 0 bytes per sample
+    t1, t64, t512 = int(3.0175 * GIB), int(4.1024 * GIB), int(16.8506 * GIB)
+    fixed, per_sample = fit_memory_line([(1, t1), (64, t64), (512, t512)])
+    assert per_sample == pytest.approx((t512 - t64) / 448)
+    assert fixed + per_sample >= t1  # batch 1 covered
+    assert t512 <= fixed + 512 * per_sample <= 1.05 * t512  # a bound: the optimizer step's flat part kept
+    assert fit_memory_line([(1, 100), (8, 100)]) == (100.0, 0.0)
+
+
+@pytest.mark.slow  # traces BERT-mini's memory at three batches and three precisions (~10 s)
+def test_a_training_plan_knows_a_big_batch_needs_more_memory(tmp_path: Path) -> None:
+    spec = parse_spec({"name": "t", "model": "bert-base", "mode": "training", "tiny": True,
+                       "input": {"seq_len": 64}, "precisions": ["fp32"],
+                       "targets": {"training": {"dataset_size": 1000, "epochs": 1, "batch_size": 32}}})  # fmt: skip
+    with Store(tmp_path / "s.sqlite") as db:
+        models, _ = memory_models(spec, db, {"fp32"})
+    m = models["fp32"]
+    assert m.per_sample_bytes > 0  # was 0: every micro-batch "fit"
+    assert m.bytes_at(4096) > m.bytes_at(1) + 4000 * m.per_sample_bytes * 0.99

@@ -22,6 +22,13 @@ from rightsize.errors import SpecError
 from rightsize.inputfile import check_finite, short
 
 GIB = 2**30
+# What each --precision keeps in memory: "bf16" is pure (as `memory --precision bf16` is not: that one is AMP)
+PRECISION_WORDS = {
+    "bf16": "pure bf16 (no fp32 master weights; amp_bf16 keeps them)",
+    "fp16": "pure fp16 (no fp32 master weights; amp_fp16 keeps them)",
+    "amp_bf16": "amp_bf16 (fp32 master weights and Adam states)",
+    "amp_fp16": "amp_fp16 (fp32 master weights and Adam states)",
+}
 MIN_MFU = 0.01  # below 1% of peak no fine-tune runs; a smaller --mfu is a typo (1e-3 for 0.3?)
 
 
@@ -79,9 +86,10 @@ def finetune(
         emit_json({"model": model, "method": method, "tokens": tokens, "mfu_assumed": mfu,
                    "memory_one_gpu": mem.to_dict(), "options": [o.to_dict() for o in options[:top]]})  # fmt: skip
         return
-    out_console.print(f"[bold]{model} {method} fine-tune[/bold], batch {batch} x seq {seq}, {precision}: "
-                      f"{mem.total_gib:.1f} GiB on one GPU (peak during {mem.peak_phase.replace('_', ' ')}; "
-                      f"{mem.params_trainable:,} trainable parameters)", highlight=False)  # fmt: skip
+    out_console.print(f"[bold]{model} {method} fine-tune[/bold], batch {batch} x seq {seq}, "
+                      f"{PRECISION_WORDS.get(precision, precision)}: {mem.total_gib:.1f} GiB unsharded on one GPU "
+                      f"(peak during {mem.peak_phase.replace('_', ' ')}; {mem.params_trainable:,} trainable "
+                      "parameters)", highlight=False)  # fmt: skip
     parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in mem.breakdown().items() if v >= 0.05 * GIB)
     out_console.print(f"  GiB: {parts}", highlight=False)
     up_min = options[0].spinup_hours * 60 if options else 0.0
@@ -100,6 +108,8 @@ def finetune(
         out_console.print("  across nodes (no single node holds it): ZeRO-3 moves 3 x the 16-bit weights per step over "
                           f"each node's network: {shares[0]:.0%}-{shares[-1]:.0%} of the training time (projected)",
                           highlight=False)  # fmt: skip
+    if precision in ("bf16", "amp_bf16"):
+        out_console.print("  GPUs without bf16 (T4, V100) are left out; --precision fp16 plans them", highlight=False)
     if not options:
         out_console.print(
             "[bold red]no catalog GPU instance holds it[/bold red]: try qlora, a smaller --batch or --seq"

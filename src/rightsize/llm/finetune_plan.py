@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rightsize.catalog.model import Catalog
+from rightsize.catalog.model import Accelerator, Catalog
 from rightsize.catalog.query import filter_instances
 from rightsize.errors import SpecError
 from rightsize.llm.finetune import finetune_memory
@@ -84,6 +84,12 @@ def flops_per_token(shape: DecoderShape, method: str, gradient_checkpointing: bo
     return base + (2.0 * n if gradient_checkpointing else 0.0)
 
 
+def _peak(acc: Accelerator, precision: str) -> float:
+    """The dense peak a fine-tune in ``precision`` runs at on ``acc`` (0: it cannot: bf16 on a GPU without bf16)."""
+    base = {"amp_bf16": "bf16", "amp_fp16": "fp16"}.get(precision, precision)
+    return acc.peak_flops_per_s(base)
+
+
 def plan_finetune(
     model: str | DecoderShape,
     method: str,
@@ -116,8 +122,8 @@ def plan_finetune(
             continue
         n = inst.accelerator_count
         usable = usable_gpu_bytes(acc.memory_gib * GIB)
-        peak = acc.peak_flops_per_s("bf16") or acc.peak_flops_per_s("fp16")  # T4, V100: no bf16
-        if not peak:  # no 16-bit peak in the catalog (P4): no projected speed for a 16-bit fine-tune
+        peak = _peak(acc, precision)
+        if not peak:  # bf16 on a GPU without it (T4, V100), or no 16-bit peak in the catalog (P4)
             continue
         links = catalog.links.get((inst.provider, inst.instance_type))
         network = links.network_gbps / 8.0 * 1e9 * LINK_EFFICIENCY if links is not None else 0.0  # bytes/s

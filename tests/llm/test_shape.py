@@ -93,3 +93,20 @@ def test_errors_say_what_to_change() -> None:
         DecoderShape.from_hf_config({"d_model": 512})
     with pytest.raises(SpecError, match="reserve_fraction"):
         DecoderShape.from_zoo("gpt2").max_concurrent_tokens(1e9, reserve_fraction=1.0)
+
+
+def test_a_request_past_a_llamas_trained_context_is_refused() -> None:
+    # Llama 2 was trained for 4k positions; a 100k-token prompt planned 58 x p5e.48xlarge before 2026-11-27
+    assert DecoderShape.from_zoo("llama-7b").max_context == 4096
+    assert DecoderShape.from_zoo("llama-1b").max_context == 131_072  # Llama 3.2
+    assert DecoderShape.from_hf_config({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+                                        "intermediate_size": 128, "vocab_size": 100}).max_context == 0  # fmt: skip
+    from rightsize.catalog import load_catalog
+    from rightsize.errors import SpecError
+    from rightsize.llm.plan import plan_generative
+    from rightsize.spec.targets import GenerativeTarget
+
+    target = GenerativeTarget.model_validate({"rate_per_s": 1, "prompt_tokens": 100_000, "output_tokens": 100,
+                                              "ttft": {"bound_ms": 5000}, "tpot": {"bound_ms": 100}})  # fmt: skip
+    with pytest.raises(SpecError, match="trained for 4096"):
+        plan_generative(DecoderShape.from_zoo("llama-7b"), target, load_catalog())

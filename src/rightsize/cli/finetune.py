@@ -72,9 +72,12 @@ def finetune(
     if not lora_targets:
         raise SpecError("--targets", f"names no layer (got {short(targets)}); pass q,k,v,o,gate,up,down or all-linear")
     shape = decoder_shape(model)  # one resolution for the memory and the time
+    if shape.max_context and seq > shape.max_context:  # RoPE: positions past training
+        raise SpecError("--seq", f"{seq} tokens, but {short(model)} was trained for {shape.max_context} "
+                        f"(max_position_embeddings). To fix: --seq {shape.max_context} or less")  # fmt: skip
     if shape.learned_positions and seq > shape.learned_positions:  # GPT-2's wpe: no position past its table
-        raise SpecError("--seq", f"{seq} tokens, but {model}'s learned position table holds {shape.learned_positions}. "
-                        f"To fix: --seq {shape.learned_positions} or less")  # fmt: skip
+        raise SpecError("--seq", f"{seq} tokens, but {short(model)}'s learned position table holds "
+                        f"{shape.learned_positions}. To fix: --seq {shape.learned_positions} or less")  # fmt: skip
     mem = finetune_memory(shape, method, batch=batch, seq_len=seq, precision=precision, lora_rank=rank,
                           lora_targets=lora_targets, gradient_checkpointing=checkpointing)  # fmt: skip
     cat = load_catalog_option(catalog)

@@ -331,6 +331,11 @@ def plan_generative(
         raise SpecError("targets.generative.prompt_tokens", f"a request here holds up to {longest} tokens (prompt + "
                         f"output), but the model's learned position table holds {shape.learned_positions}. To fix: "
                         "shorter prompts or outputs, or a model with a longer context")  # fmt: skip
+    if shape.max_context and longest > shape.max_context:  # RoPE: positions past training are not a plan
+        raise SpecError("targets.generative.prompt_tokens", f"a request here holds up to {longest} tokens (prompt + "
+                        f"output), but the model was trained for {shape.max_context} (max_position_embeddings). "
+                        "To fix: shorter prompts or outputs, or a longer-context model (hf:DIR with its "
+                        "config.json)")  # fmt: skip
     precision = target.weight_precision
     weights = shape.weight_bytes(precision)
     kv_token = shape.kv_bytes_per_token(kv_precision)

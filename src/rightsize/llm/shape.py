@@ -152,6 +152,7 @@ class DecoderShape:
     gated_mlp: bool  # SwiGLU (gate, up, down) rather than (up, down)
     bias: bool = False
     learned_positions: int = 0
+    max_context: int = 0  # RoPE models: the positions trained for (max_position_embeddings); 0: not known
 
     # --- construction ----------------------------------------------------------------------------
 
@@ -198,6 +199,7 @@ class DecoderShape:
                 intermediate=dim("intermediate_size"), vocab=dim("vocab_size"),
                 tied_embeddings=False if tied is None else tied,
                 gated_mlp=not (isinstance(model_type, str) and model_type in _PLAIN_MLP_TYPES),
+                max_context=dim("max_position_embeddings", 0),
             )  # fmt: skip
         raise SpecError(
             source,
@@ -209,13 +211,15 @@ class DecoderShape:
     @classmethod
     def from_zoo(cls, name: str, tiny: bool = False) -> DecoderShape:
         """The shape of a zoo decoder (``gpt2``, ``llama-1b``, ``llama-7b``, ``llama-13b``), without transformers."""
-        from rightsize.models.zoo import _LLAMA_SHAPES
+        from rightsize.models.zoo import _LLAMA_CONTEXT, _LLAMA_SHAPES
 
         if name == "gpt2":
             return cls.from_hf_config(_GPT2_TINY if tiny else _GPT2)
         if name in _LLAMA_SHAPES:
             shape = _LLAMA_TINY if tiny else _LLAMA_SHAPES[name]
-            return cls.from_hf_config({**shape, "tie_word_embeddings": name == "llama-1b"})  # as zoo.llama_config
+            context = 4096 if tiny else _LLAMA_CONTEXT[name]
+            return cls.from_hf_config({**shape, "tie_word_embeddings": name == "llama-1b",  # as zoo.llama_config
+                                       "max_position_embeddings": context})  # fmt: skip
         choices = ["gpt2", *_LLAMA_SHAPES]
         raise NotFoundError(f"zoo model {name!r} is not a decoder with a known shape.{did_you_mean(name, choices)}")
 

@@ -269,6 +269,12 @@ _LLAMA_SHAPES: dict[str, dict[str, int]] = {
 }  # fmt: skip
 
 
+# Context each was trained for: Llama 2, 4k (Touvron et al. 2023, https://arxiv.org/abs/2307.09288, Table 1); Llama 3.2
+# 1B, 128k (Meta's model card, 2024-09-25, https://github.com/meta-llama/llama-models/blob/main/models/llama3_2/MODEL_CARD.md).
+# The tiny variant: 4096.
+_LLAMA_CONTEXT = {"llama-1b": 131_072, "llama-7b": 4096, "llama-13b": 4096, "llama-70b": 4096}
+
+
 def llama_config(name: str, tiny: bool = False) -> Any:
     from transformers import LlamaConfig
 
@@ -278,7 +284,8 @@ def llama_config(name: str, tiny: bool = False) -> Any:
             "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
             "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
         }  # fmt: skip
-    return LlamaConfig(**shape, max_position_embeddings=4096, tie_word_embeddings=name == "llama-1b")
+    context = 4096 if tiny else _LLAMA_CONTEXT[name]
+    return LlamaConfig(**shape, max_position_embeddings=context, tie_word_embeddings=name == "llama-1b")
 
 
 def _llama(name: str) -> Callable[[bool], nn.Module]:

@@ -30,10 +30,12 @@ def test_expand_skips_unsupported_and_missing_cuda() -> None:
 
 
 @pytest.mark.slow
-def test_sweep_measures_stores_and_reuses(store_path: Path) -> None:
+def test_sweep_measures_stores_and_reuses(store_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     w = _workload(precisions=["fp32", "int8"])
     with Store(store_path) as store:
         first = run_sweep(w, store)
+        # said on stderr in every output mode (a --json or piped plan shows no progress bar)
+        assert "rightsize: measuring 4 config(s) on this machine" in capfd.readouterr().err
         assert [m.status for m in first.measurements] == ["ok"] * 4, [m.reason for m in first.measurements]
         for m in first.measurements:
             assert m.latency_ms is not None and m.latency_ms.p50 > 0
@@ -50,6 +52,8 @@ def test_sweep_measures_stores_and_reuses(store_path: Path) -> None:
         # only if the new one is no better (sweep.py): on a loaded machine (CI) fewer than 4 are reused.
         calm = [not is_contended(m) for m in first.measurements]
         assert sum(calm) <= second.reused <= 4
+        again = capfd.readouterr().err
+        assert ("again: stored while the machine was busy" in again) == (not all(calm))
         for was_calm, a, b in zip(calm, first.measurements, second.measurements, strict=True):
             assert not was_calm or a.latency_ms == b.latency_ms
         if all(calm):

@@ -250,6 +250,10 @@ def drive(jobs: Sequence[SweepJob], store: Store | None, book: SweepBook, execut
                 priors.setdefault(job.index, stored.prior)
         else:
             todo.append(job)
+    if todo:  # said on stderr whatever the output mode: --json and piped runs show no progress bar
+        again = sum(1 for job in todo if job.index in priors)
+        why = f" ({again} again: stored while the machine was busy)" if again else ""
+        print(f"rightsize: measuring {len(todo)} config(s) on this machine{why}", file=sys.stderr, flush=True)
     try:
         for job, m, env in executor.measure(todo, priors, reused):
             prior = priors.get(job.index)

@@ -66,3 +66,27 @@ def test_a_run_that_measured_nothing_shows_what_it_stored(tmp_path: Path, capsys
     assert rc == 0, err
     assert "measured nothing itself" in out and f"load test {art}: 4.9/s achieved of 5.0/s offered" in out
     assert "p99 3.0 ms, valid" in out
+
+
+def test_generative_plans_are_exported_and_a_newer_one_is_named_by_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "s.sqlite"
+    build_store(store)
+    gen = {"kind": "generative-plan", "name": "chat", "model": "llama-7b", "purchase": "on_demand",
+           "target": {"rate_per_s": 2.0}, "ttft_percentile": 95.0, "tpot_percentile": 50.0,
+           "recommendation": {"provider": "aws", "instance": "g5.xlarge", "usd_per_hour": 1.0, "ttft_ms": 300.0,
+                              "tpot_ms": 30.0, "usd_per_m_output_tokens": 12.0}}  # fmt: skip
+    with Store(store) as st:
+        st.save_artifact(None, "generative-plan", gen)
+    out = tmp_path / "all.json"
+    rc, _, err = _run(["results", "--store", str(store), "--export", str(out)], capsys)
+    assert rc == 0 and "1 generative plan(s)" in err
+    assert [g["payload"]["name"] for g in json.loads(out.read_text())["generative_plans"]] == ["chat"]
+    rc, _, err = _run(["results", "--store", str(store), "--export", str(tmp_path / "all.csv")], capsys)
+    rows = list(csv.DictReader((tmp_path / "all-generative.csv").open()))
+    assert rc == 0 and [(r["name"], r["instance"], r["tpot_percentile"]) for r in rows] == [
+        ("chat", "g5.xlarge", "50.0")
+    ]
+    rc, _, err = _run(["report", "--store", str(store), "-o", str(tmp_path / "r.md")], capsys)
+    assert rc == 0 and "the newest plan, run" in err and "(chat), is a generative plan" in err

@@ -192,14 +192,19 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
 
         write_generative_report(plan, workload.targets.generative, workload.name, report)
         err_console.print(f"report: {report}")
-    out = plan.to_dict()
+    g = workload.targets.generative
+    purchase = "on_demand" if "on_demand" in workload.targets.purchase else workload.targets.purchase[0]
+    # what the numbers are: the candidates' ttft_ms / tpot_ms are these percentiles, usd_per_hour this purchase
+    head = {"kind": "generative-plan", "name": workload.name, "model": workload.model,
+            "target": g.model_dump(mode="json"), "ttft_percentile": g.ttft.percentile,
+            "tpot_percentile": g.tpot.percentile, "purchase": purchase}  # fmt: skip
+    out = head | plan.to_dict()
     out["candidates"] = out["candidates"][:top]
     # its own kind: the online/batch/training report and dashboard read "plan" artifacts as PlanResult records
-    db.save_artifact(None, "generative-plan", {"name": workload.name, "model": workload.model, **out})
+    db.save_artifact(None, "generative-plan", out)
     if json_out:
         emit_json(out)
         return
-    g = workload.targets.generative
     table = Table(title=f"{workload.name}: {g.rate_per_s:g} req/s, TTFT p{g.ttft.percentile:g} <= "
                   f"{g.ttft.bound_ms:g} ms, TPOT p{g.tpot.percentile:g} <= {g.tpot.bound_ms:g} ms")  # fmt: skip
     for col in ("instance", "device", "tp", "replicas", "instances", "$/h", f"TTFT p{g.ttft.percentile:g}",

@@ -44,6 +44,13 @@ def report(
     with Store(path) as db:
         record = find_plan(db, run)
         data = stored_report_data(db, record, load_catalog_option(catalog))
+        newer = [a for a in db.artifacts(kind="generative-plan") if a["created_at"] >= record["created_at"]]
+    if run is None and newer:  # "the newest plan" skips generative ones: say so rather than look stale
+        g = newer[0]
+        err_console.print(f"note: the newest plan, run {g['run_id'] or g['id']} ({g['payload'].get('name', '?')}), is "
+                          "a generative plan: its report is written when planned (`rightsize plan SPEC --report "
+                          f"PATH`); this report is of the newest other plan, run {record['run_id']}",
+                          highlight=False)  # fmt: skip
     markdown = output.suffix.lower() in (".md", ".markdown")
     text = render_markdown(data) if markdown else render_html(data)
     try:  # check_writable above made the folder; a write can still fail (disk full, removed since)

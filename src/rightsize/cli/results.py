@@ -34,7 +34,7 @@ def results(
     if export is not None:
         check_writable(export, "--export", store)
         if export.suffix == ".csv":  # plans and load tests go beside it (_export)
-            for tail in ("plans", "loadtests"):
+            for tail in ("plans", "loadtests", "generative"):
                 check_writable(export.with_name(f"{export.stem}-{tail}.csv"), "--export", store)
     db = Store(store, read_only=True)  # reading never creates a store (a missing path: exit 2)
     if run is None and model is None and export is None:
@@ -106,11 +106,13 @@ def _export(db: Any, records: list[dict[str, object]], path: Path, run_id: str |
     if model:
         arts = [a for a in arts if a["payload"].get("model") == model]
     plans = [a for a in arts if a["kind"] == "plan"]
+    generative = [a for a in arts if a["kind"] == "generative-plan"]
     tests = [a for a in arts if a["kind"] in ("loadtest", "validate")]
     if path.suffix == ".json":
-        path.write_text(json.dumps({"measurements": records, "plans": plans, "loadtests": tests}, indent=2,
-                                   default=str))  # fmt: skip
-        return f"{len(records)} measurement(s), {len(plans)} plan(s), {len(tests)} load test(s) to {path}"
+        path.write_text(json.dumps({"measurements": records, "plans": plans, "generative_plans": generative,
+                                    "loadtests": tests}, indent=2, default=str))  # fmt: skip
+        return (f"{len(records)} measurement(s), {len(plans)} plan(s), {len(generative)} generative plan(s), "
+                f"{len(tests)} load test(s) to {path}")  # fmt: skip
     flat = []
     for r in records:
         row = {k: v for k, v in r.items() if k not in ("latency_ms", "input", "extra")}
@@ -126,11 +128,30 @@ def _export(db: Any, records: list[dict[str, object]], path: Path, run_id: str |
         plan_path = path.with_name(f"{path.stem}-plans.csv")
         _write_csv(plan_path, [plan_summary(a) for a in plans])
         out.append(f"{len(plans)} plan(s) to {plan_path}")
+    if generative:
+        gen_path = path.with_name(f"{path.stem}-generative.csv")
+        _write_csv(gen_path, [_generative_row(a) for a in generative])
+        out.append(f"{len(generative)} generative plan(s) to {gen_path}")
     if tests:
         test_path = path.with_name(f"{path.stem}-loadtests.csv")
         _write_csv(test_path, [_loadtest_row(a) for a in tests])
         out.append(f"{len(tests)} load test(s) to {test_path}")
     return ", ".join(out)
+
+
+def _generative_row(art: dict[str, Any]) -> dict[str, Any]:
+    """One generative plan as a flat row: what it was asked, what it recommends."""
+    p = art["payload"]
+    rec = p.get("recommendation") or {}
+    target = p.get("target") or {}
+    return {"artifact_id": art["id"], "run_id": art["run_id"], "created_at": art["created_at"], "name": p.get("name"),
+            "model": p.get("model"), "rate_per_s": target.get("rate_per_s"),
+            "ttft_percentile": p.get("ttft_percentile"), "tpot_percentile": p.get("tpot_percentile"),
+            "purchase": p.get("purchase"), "provider": rec.get("provider"), "instance": rec.get("instance"),
+            "device": rec.get("device"), "tp": rec.get("tp"), "replicas": rec.get("replicas"),
+            "instances": rec.get("instances"), "usd_per_hour": rec.get("usd_per_hour"), "ttft_ms": rec.get("ttft_ms"),
+            "tpot_ms": rec.get("tpot_ms"), "usd_per_m_output_tokens": rec.get("usd_per_m_output_tokens"),
+            "feasible": bool(rec)}  # fmt: skip
 
 
 def _loadtest_row(art: dict[str, Any]) -> dict[str, Any]:

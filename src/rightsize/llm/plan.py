@@ -296,7 +296,9 @@ def _replicas(costs: StepCosts, cfg: LLMSimConfig, prompts: np.ndarray, outputs:
     while not best.meets:
         lo, hi = hi, hi * 2
         if lo >= target.max_replicas:
-            return f"more than max_replicas={target.max_replicas} replicas"
+            return (f"more than max_replicas={target.max_replicas} replicas (one request alone: TTFT "
+                    f"p{target.ttft.percentile:g} {alone.ttft_ms:.0f} ms, TPOT p{target.tpot.percentile:g} "
+                    f"{alone.tpot_ms:.1f} ms)")  # fmt: skip
         hi = min(hi, target.max_replicas)
         best = _level(costs, cfg, target.rate_per_s / hi, prompts, outputs, target, seed)
     while hi - lo > 1:
@@ -405,7 +407,8 @@ def _replica_result(
         acc = catalog.accelerators[inst.accelerator or ""]
         free = usable_gpu_bytes(acc.memory_gib * GIB) - CUDA_CONTEXT_BYTES - weights / tp
         kv_tokens = int(free / (kv_token / tp)) if free > 0 else 0
-        where = f"{tp} x {acc.name} ({acc.memory_gib:g} GiB each)"
+        where = (f"{tp} x {acc.name} ({acc.memory_gib:g} GiB each, of which the usable share less the CUDA context "
+                 "holds weights and KV)")  # fmt: skip
         try:
             numbers = device_numbers(acc, precision)
             link = catalog.links.get((inst.provider, inst.instance_type))
@@ -417,7 +420,8 @@ def _replica_result(
     else:
         free = inst.ram_gib * GIB * CPU_RAM_FRACTION - CPU_RUNTIME_BYTES - weights
         kv_tokens = int(free / kv_token) if free > 0 else 0
-        where = f"{inst.ram_gib:g} GiB RAM"
+        where = (f"{inst.ram_gib:g} GiB RAM (of which {CPU_RAM_FRACTION:.0%} less {CPU_RUNTIME_BYTES / GIB:g} GiB of "
+                 "runtime holds weights and KV)")  # fmt: skip
         try:
             costs = project_step_costs(shape, catalog.cpus[inst.cpu_family], precision, kv_precision,
                                        cores=inst.cores)  # fmt: skip

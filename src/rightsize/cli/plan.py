@@ -79,7 +79,8 @@ def _table(result: PlanResult, top: int) -> Any:
 def print_plan(result: PlanResult, top: int) -> None:
     """The ranked candidates, the recommendation and why, warnings and the Pareto frontier."""
     out_console.print(_table(result, top))
-    if any(c.latency is not None and c.latency.method == FLUID for c in result.candidates[:top]):
+    shown = [*result.candidates[:top], *(result.pareto[:6] if len(result.pareto) > 1 else [])]
+    if any(c.latency is not None and c.latency.method == FLUID for c in shown):
         out_console.print("[dim]~ estimated by a fluid approximation, not simulated: a candidate that cannot win the "
                           "plan (the planner simulates the cheapest groups)[/dim]")  # fmt: skip
     rec = result.recommendation
@@ -133,7 +134,8 @@ def _print_fleet(fleet: dict[str, Any]) -> None:
 def _point(c: Candidate) -> str:
     if c.latency is not None:
         ms = c.latency.p_target_ms or c.latency.p95
-        return f"{c.instance} x{c.replicas or c.count} (${c.cost_usd_per_hour:.2f}/h, {ms:.0f} ms)"
+        est = "~" if c.latency.method == FLUID else ""  # a fluid estimate, as the table marks it
+        return f"{c.instance} x{c.replicas or c.count} (${c.cost_usd_per_hour:.2f}/h, {est}{ms:.0f} ms)"
     return f"{c.instance} x{c.count} (${c.cost_usd_total or 0:,.2f}, {format_hours(c.runtime_hours or 0)})"
 
 

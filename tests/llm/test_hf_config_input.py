@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 from rightsize.errors import SpecError
-from rightsize.llm.shape import HF_CONFIG_CAPS, DecoderShape, check_hf_config, decoder_shape
+from rightsize.hf_config import HF_CONFIG_CAPS, check_hf_config
+from rightsize.llm.shape import DecoderShape, decoder_shape
 
 LLAMA: dict[str, Any] = {
     "model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4,

@@ -28,17 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
+from rightsize.hf_config import check_heads, hf_dim
 from rightsize.inputfile import read_user_text, short
 
 __all__ = [
-    "HF_CONFIG_CAPS",
     "INT4_GROUP_SIZE",
     "KV_BYTES",
     "WEIGHT_BYTES",
     "DecoderShape",
-    "check_hf_config",
     "decoder_shape",
-    "hf_dim",
 ]
 
 # Bytes per stored element. Quantised weights (int8, int4) are the blocks' matmul weights only; embeddings,
@@ -60,74 +58,6 @@ _LLAMA_TINY = {
     "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
     "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
 }  # fmt: skip
-
-
-# The largest value each dimension of a transformers config may take (each must also be a whole number >= 1). Far
-# past any published model (Llama-3.1-405B: 126 layers, hidden 16384, 128 heads, FFN 53248, vocab 128256; Llama-4
-# Scout: 10M positions), small enough that every product here stays a finite float.
-HF_CONFIG_CAPS: dict[str, int] = {
-    "n_layer": 10_000, "num_hidden_layers": 10_000,
-    "n_embd": 1_000_000, "hidden_size": 1_000_000,
-    "n_head": 10_000, "num_attention_heads": 10_000, "num_key_value_heads": 10_000,
-    "head_dim": 100_000,
-    "n_inner": 10_000_000, "intermediate_size": 10_000_000,
-    "vocab_size": 10_000_000,
-    "n_positions": 100_000_000, "max_position_embeddings": 100_000_000,
-    "image_size": 100_000,
-}  # fmt: skip
-# Keys some transformers configs hold per stage or per layer (SegFormer's heads, Gemma-3n's FFN widths, LXMERT's
-# layers, image_size as [height, width]): a list or mapping of numbers there is checked number by number.
-_PER_STAGE_KEYS = ("num_hidden_layers", "num_attention_heads", "intermediate_size", "image_size")
-
-
-def hf_dim(value: Any, key: str, source: str = "config") -> int:
-    """``value`` of config ``key`` as an int in [1, HF_CONFIG_CAPS[key]] (a float such as 2048.0 counts; a bool,
-    string, list, NaN or infinity does not); SpecError naming ``source: key`` otherwise."""
-    cap = HF_CONFIG_CAPS[key]
-    number: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, float) and value.is_integer():  # False for NaN and the infinities
-        number = int(value)
-    if number is None or not 1 <= number <= cap:
-        raise SpecError(f"{source}: {key}", f"must be a whole number from 1 to {cap:,}, got {short(value)}; "
-                        f"set the model's real {key}")  # fmt: skip
-    return number
-
-
-def _check_heads(source: str, keys: tuple[str, str, str], hidden: int, heads: int, kv_heads: int) -> None:
-    """Heads at most the width, key/value heads at most the heads and dividing them (GQA groups)."""
-    hidden_key, heads_key, kv_key = keys
-    if heads > hidden:
-        raise SpecError(f"{source}: {heads_key}", f"is {heads}, more than {hidden_key} ({hidden}); each head needs "
-                        f"at least one of the {hidden_key} channels: use fewer heads")  # fmt: skip
-    if kv_heads > heads or heads % kv_heads:
-        raise SpecError(f"{source}: {kv_key}", f"is {kv_heads}; grouped-query attention needs a divisor of "
-                        f"{heads_key} ({heads}): use e.g. {heads} (MHA) or 1 (MQA)")  # fmt: skip
-
-
-def check_hf_config(data: Mapping[str, Any], source: str = "config.json") -> dict[str, int]:
-    """Check the common dimension keys of a config.json mapping that are present (see HF_CONFIG_CAPS): each must
-    be a whole number in range (per-stage keys, ``_PER_STAGE_KEYS``, may hold a list or mapping of them) and the
-    heads must fit the width (``_check_heads``). SpecError naming ``source: key`` otherwise. Returns the single
-    numbers as ints (2048.0 -> 2048: transformers >= 5 refuses a float where it types an int)."""
-    ints: dict[str, int] = {}
-    for key in HF_CONFIG_CAPS:
-        value = data.get(key)
-        if value is None:  # absent or null: the config class's default
-            continue
-        items = list(value.values()) if isinstance(value, Mapping) else value if isinstance(value, list) else None
-        if items is None or key not in _PER_STAGE_KEYS:
-            ints[key] = hf_dim(value, key, source)
-            continue
-        for item in items:
-            if not isinstance(item, (list, Mapping)):  # deeper nesting: left to the config class
-                hf_dim(item, key, source)
-    for keys in (("n_embd", "n_head", "n_head"), ("hidden_size", "num_attention_heads", "num_key_value_heads")):
-        hidden, heads = ints.get(keys[0]), ints.get(keys[1])
-        if hidden is not None and heads is not None:
-            _check_heads(source, keys, hidden, heads, ints.get(keys[2], heads))
-    return ints
 
 
 def _check(table: Mapping[str, float], key: str, what: str) -> float:
@@ -160,7 +90,7 @@ class DecoderShape:
     def from_hf_config(cls, config: Any, source: str = "config") -> DecoderShape:
         """From a transformers config (GPT2Config, LlamaConfig, or any object / mapping with the same
         attribute names: GPT-2's ``n_layer, n_embd, n_head`` or Llama's ``num_hidden_layers, ...``). Every
-        dimension is checked (``hf_dim``, ``_check_heads``); errors name ``source: key``."""
+        dimension is checked (``hf_dim``, ``check_heads``); errors name ``source: key``."""
 
         def get(name: str) -> Any:
             return config.get(name) if isinstance(config, Mapping) else getattr(config, name, None)
@@ -179,7 +109,7 @@ class DecoderShape:
             raise SpecError(f"{source}: tie_word_embeddings", f"must be true or false, got {short(tied)}")
         if get("n_layer") is not None:  # GPT-2 naming
             layers, hidden, heads = dim("n_layer"), dim("n_embd"), dim("n_head")
-            _check_heads(source, ("n_embd", "n_head", "n_head"), hidden, heads, heads)
+            check_heads(source, ("n_embd", "n_head", "n_head"), hidden, heads, heads)
             if hidden % heads:
                 raise SpecError(f"{source}: n_head", f"is {heads}, which does not divide n_embd ({hidden}); GPT-2 "
                                 "splits n_embd evenly across the heads: use a divisor of it")  # fmt: skip
@@ -192,7 +122,7 @@ class DecoderShape:
         if get("num_hidden_layers") is not None:  # Llama naming (Mistral, Qwen2, ... share it)
             layers, hidden, heads = dim("num_hidden_layers"), dim("hidden_size"), dim("num_attention_heads")
             kv_heads = dim("num_key_value_heads", heads)
-            _check_heads(source, ("hidden_size", "num_attention_heads", "num_key_value_heads"), hidden, heads, kv_heads)
+            check_heads(source, ("hidden_size", "num_attention_heads", "num_key_value_heads"), hidden, heads, kv_heads)
             model_type = get("model_type")
             return cls(
                 layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=dim("head_dim", hidden // heads),

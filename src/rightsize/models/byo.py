@@ -250,8 +250,8 @@ def _existing_file(ref: str) -> Path:
 def _hf_config(ref: str) -> Any:
     from transformers import CONFIG_MAPPING, AutoConfig
 
+    from rightsize.hf_config import check_hf_config
     from rightsize.inputfile import read_user_text, short
-    from rightsize.llm.shape import check_hf_config
 
     directory = _config_dir(ref)
     if directory is not None:

@@ -36,6 +36,7 @@ def _resident(model: torch.nn.Module) -> int:
 # --- exact accounting of weights, gradients, optimizer states ------------------------------------
 
 
+@pytest.mark.slow  # > 1.2 s: make test runs it, make test-fast skips it
 @pytest.mark.parametrize("name", ["distilbert", "resnet50", "llama-1b"])
 def test_training_state_is_exact_against_the_real_model(name: str) -> None:
     model = get_entry(name).build(tiny=True)

@@ -71,6 +71,7 @@ def test_bad_input_names_the_field(catalog: Catalog) -> None:
         plan_finetune("llama-7b", "lora", tokens=1, batch=1, seq_len=8, catalog=catalog, mfu=1.5)
 
 
+@pytest.mark.slow  # > 1.2 s: make test runs it, make test-fast skips it
 def test_finetune_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     from rightsize.cli.app import main
 

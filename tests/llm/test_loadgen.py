@@ -38,6 +38,7 @@ def test_a_refused_connection_is_counted_not_raised() -> None:
     assert all("Error" in r.error for r in res.results)
 
 
+@pytest.mark.slow  # > 1.2 s: make test runs it, make test-fast skips it
 def test_a_token_server_answers_only_the_bearer_of_its_token(capsys: pytest.CaptureFixture[str]) -> None:
     import httpx
 

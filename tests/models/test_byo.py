@@ -64,6 +64,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {p.stem if p.is_file() else p.name: p for p in d.iterdir()} | {"dir": d}
 
 
+@pytest.mark.slow  # > 1.2 s: make test runs it, make test-fast skips it
 def test_torchscript_runs_with_the_spec_shape(files: dict[str, Path]) -> None:
     entry = resolve_model(str(files["mlp"].with_suffix(".pt")), [64])
     assert entry.kind == "features" and entry.sample_shape(seq_len=128) == (64,)

@@ -154,6 +154,7 @@ def test_token_host_check_and_a_pinned_script(two_run_store: tuple[Path, str, st
     assert f"script-src 'sha256-{digest}'" in CSP
 
 
+@pytest.mark.slow  # > 1.2 s: make test runs it, make test-fast skips it
 def test_index_lists_generative_plans_apart_from_the_other_plans(tmp_path: Path) -> None:
     from rightsize.cli.app import main
     from rightsize.store import Store

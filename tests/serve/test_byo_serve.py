@@ -24,6 +24,7 @@ def test_tiny_serve_honours_an_explicit_seq(seq: int | None, expected: int) -> N
     assert module(torch.zeros((2, expected), dtype=torch.int64)).shape == (2, 2)
 
 
+@pytest.mark.slow  # > 1.2 s: make test runs it, make test-fast skips it
 def test_serves_an_onnx_file_with_its_own_input_contract(tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
     model = nn.Sequential(nn.Embedding(300, 16), nn.Flatten(), nn.Linear(16 * 8, 3)).eval()

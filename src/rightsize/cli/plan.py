@@ -186,7 +186,7 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
     """targets.generative: instance, tensor-parallel degree and replicas from the continuous-batching simulator."""
     from rich.table import Table
 
-    from rightsize.workflows.generate import plan_generative_spec
+    from rightsize.workflows.generate import generative_purchase, plan_generative_spec
 
     plan = plan_generative_spec(workload, catalog, spec.resolve().parent, seed=seed)
     if report is not None:
@@ -195,7 +195,7 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
         write_generative_report(plan, workload.targets.generative, workload.name, report)
         err_console.print(f"report: {report}")
     g = workload.targets.generative
-    purchase = "on_demand" if "on_demand" in workload.targets.purchase else workload.targets.purchase[0]
+    purchase = generative_purchase(workload.targets)
     # what the numbers are: the candidates' ttft_ms / tpot_ms are these percentiles, usd_per_hour this purchase
     head = {"kind": "generative-plan", "name": workload.name, "model": workload.model,
             "target": g.model_dump(mode="json"), "ttft_percentile": g.ttft.percentile,

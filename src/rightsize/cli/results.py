@@ -34,8 +34,8 @@ def results(
     if export is not None:
         check_writable(export, "--export", store)
         if export.suffix == ".csv":  # plans and load tests go beside it (_export)
-            for tail in ("plans", "loadtests", "generative"):
-                check_writable(export.with_name(f"{export.stem}-{tail}.csv"), "--export", store)
+            for tail in CSV_SIBLINGS:
+                check_writable(_sibling(export, tail), "--export", store)
     db = Store(store, read_only=True)  # reading never creates a store (a missing path: exit 2)
     if run is None and model is None and export is None:
         runs = db.runs(limit=limit)
@@ -125,18 +125,25 @@ def _export(db: Any, records: list[dict[str, object]], path: Path, run_id: str |
     _write_csv(path, flat)
     out = [f"{len(records)} measurement(s) to {path}"]
     if plans:
-        plan_path = path.with_name(f"{path.stem}-plans.csv")
+        plan_path = _sibling(path, "plans")
         _write_csv(plan_path, [plan_summary(a) for a in plans])
         out.append(f"{len(plans)} plan(s) to {plan_path}")
     if generative:
-        gen_path = path.with_name(f"{path.stem}-generative.csv")
+        gen_path = _sibling(path, "generative")
         _write_csv(gen_path, [_generative_row(a) for a in generative])
         out.append(f"{len(generative)} generative plan(s) to {gen_path}")
     if tests:
-        test_path = path.with_name(f"{path.stem}-loadtests.csv")
+        test_path = _sibling(path, "loadtests")
         _write_csv(test_path, [_loadtest_row(a) for a in tests])
         out.append(f"{len(tests)} load test(s) to {test_path}")
     return ", ".join(out)
+
+
+CSV_SIBLINGS = ("plans", "loadtests", "generative")  # a CSV export's other files: PATH-<tail>.csv
+
+
+def _sibling(path: Path, tail: str) -> Path:
+    return path.with_name(f"{path.stem}-{tail}.csv")
 
 
 def _generative_row(art: dict[str, Any]) -> dict[str, Any]:

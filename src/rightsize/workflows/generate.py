@@ -9,6 +9,12 @@ from rightsize.errors import SpecError
 from rightsize.llm.plan import LLMPlan, plan_generative
 from rightsize.llm.shape import decoder_shape
 from rightsize.spec.schema import Workload
+from rightsize.spec.targets import Targets
+
+
+def generative_purchase(targets: Targets) -> str:
+    """The one purchase a generative plan prices at: on-demand when the spec allows it, else its first."""
+    return "on_demand" if "on_demand" in targets.purchase else targets.purchase[0]
 
 
 def plan_generative_spec(workload: Workload, catalog: Catalog, spec_dir: Path | None = None, seed: int = 0) -> LLMPlan:
@@ -17,7 +23,7 @@ def plan_generative_spec(workload: Workload, catalog: Catalog, spec_dir: Path | 
     if targets is None or targets.generative is None:
         raise SpecError("targets.generative", "needs a generative target (rate_per_s, ttft, tpot)")
     shape = decoder_shape(workload.model, workload.tiny, spec_dir)
-    purchase = "on_demand" if "on_demand" in targets.purchase else targets.purchase[0]
+    purchase = generative_purchase(targets)
     plan = plan_generative(shape, targets.generative, catalog, purchase=purchase, providers=targets.providers,
                            regions=targets.regions, instances=targets.instances, base_dir=spec_dir,
                            seed=seed)  # fmt: skip

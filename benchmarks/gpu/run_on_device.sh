@@ -16,6 +16,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH="$PWD/src:/tmp/site"
 T0=$(date +%s)
 step() { local cap=$1; shift; echo "=== [$(( $(date +%s) - T0 ))s] $* (cap ${cap}s)"; timeout "$cap" "$@"; echo "=== rc=$?"; }
+# The host's dispatch speed just before a step (benchmarks/gpu/host_probe.py), into OUTDIR/host_probe.jsonl
+probe() { timeout 20 python3 benchmarks/gpu/host_probe.py --label "$1" --out "$OUT/host_probe.jsonl"; }
 {
   nvidia-smi -q | head -60; nvidia-smi; lscpu | head -20; free -g
   python3 -c "import torch, transformers, pydantic, typer; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__, 'pydantic', pydantic.__version__, 'typer', typer.__version__, torch.cuda.get_device_name(0))"
@@ -42,12 +44,12 @@ if [ "$MODE" = power ]; then  # each config's power over a window of >= 1 s (mea
   for f in resnet50 bert-base resnet50-train bert-train; do step 38 python3 -m rightsize bench $SPECS/$f.yaml --store "$STORE"; done
   echo "=== done in $(( $(date +%s) - T0 ))s"; exit 0
 fi
-step 130 python3 benchmarks/gpu/llm_steps.py --models $LLM_MODELS --out "$OUT/llm_steps.json"
-step 100 python3 -m rightsize bench $SPECS/resnet50.yaml --store "$STORE"
-step 100 python3 -m rightsize bench $SPECS/bert-base.yaml --store "$STORE"
-step 35 python3 -m rightsize bench $SPECS/bert-train.yaml --store "$STORE"
-step 35 python3 -m rightsize bench $SPECS/resnet50-train.yaml --store "$STORE"
-[ "$MODE" = short ] || step 60 python3 -m pytest -m gpu -q -p no:cacheprovider tests/serve/test_gpu.py tests/measure/test_memory.py
-step 25 python3 -m rightsize bench $SPECS/small.yaml --store "$STORE"
-step 30 python3 -m rightsize bench $SPECS/mobilenet.yaml --store "$STORE"
-echo "=== done in $(( $(date +%s) - T0 ))s"
+probe llm_steps; step 130 python3 benchmarks/gpu/llm_steps.py --models $LLM_MODELS --out "$OUT/llm_steps.json"
+probe resnet50; step 100 python3 -m rightsize bench $SPECS/resnet50.yaml --store "$STORE"
+probe bert-base; step 100 python3 -m rightsize bench $SPECS/bert-base.yaml --store "$STORE"
+probe bert-train; step 35 python3 -m rightsize bench $SPECS/bert-train.yaml --store "$STORE"
+probe resnet50-train; step 35 python3 -m rightsize bench $SPECS/resnet50-train.yaml --store "$STORE"
+[ "$MODE" = short ] || step 90 python3 -m pytest -m gpu -q -p no:cacheprovider tests/serve/test_gpu.py tests/measure/test_memory.py
+probe small; step 40 python3 -m rightsize bench $SPECS/small.yaml --store "$STORE"
+probe mobilenet; step 45 python3 -m rightsize bench $SPECS/mobilenet.yaml --store "$STORE"
+probe end; echo "=== done in $(( $(date +%s) - T0 ))s"

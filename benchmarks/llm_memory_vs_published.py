@@ -6,7 +6,8 @@
 Every ``finetune_memory_gb`` row of ``llm/data/llm_references.csv`` (a published figure with its source
 URL, date and settings) is estimated by ``rightsize.llm.finetune.finetune_memory`` with that row's
 settings: method, precision, optimizer, micro-batch, sequence length, checkpointing, LoRA rank / targets /
-dropout, double quantisation, gradient accumulation, ZeRO stage and GPU count. The estimate compared is
+dropout, double quantisation, gradient accumulation, ZeRO stage and GPU count, and the training code (``framework``:
+litgpt or torchtune, from the source). The estimate compared is
 the quantity the source measured: ``peak_allocated`` (torch.cuda.max_memory_allocated) against live
 tensors, ``peak_reserved`` (max_memory_reserved) against tensors plus the allocator-fragmentation
 default. Both exclude the CUDA context, as the sources do.
@@ -54,7 +55,7 @@ def estimate(row: dict[str, str]) -> dict[str, Any]:
         optimizer=row["optimizer"], lora_rank=_int(row["lora_rank"], 8), lora_targets=targets,
         lora_dropout=float(row["lora_dropout"] or 0.0), gradient_checkpointing=row["gradient_checkpointing"] == "yes",
         grad_accumulation_steps=_int(row["grad_accum_steps"], 1), double_quant=row["double_quant"] != "no",
-        zero_stage=_int(row["zero_stage"], 0), gpus=_int(row["gpus"], 1),
+        zero_stage=_int(row["zero_stage"], 0), gpus=_int(row["gpus"], 1), framework=_source(row["source_url"]).lower(),
     )  # fmt: skip
     ours = (m.reserved_bytes if row["metric"] == "peak_reserved" else m.allocated_bytes) / 1e9
     published = float(row["value"])

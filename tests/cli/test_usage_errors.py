@@ -151,6 +151,7 @@ def test_an_export_or_import_onto_the_store_exits_2_and_keeps_every_run(
         (["--method", "full", "--rank", "8"], "--rank: applies to --method lora or qlora only"),
         (["--tokens", "1e-300"], "--tokens: must be a finite number >= 1"),
         (["--mfu", "1e-300"], "--mfu: must be a finite number >= 0.01"),
+        (["--framework", "peft"], "--framework: unknown training code 'peft'; choose one of hf, torchtune, litgpt"),
     ],
 )
 def test_finetune_refuses_values_that_plan_nothing(

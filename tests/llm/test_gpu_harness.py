@@ -25,6 +25,18 @@ def test_llm_steps_times_prefill_and_decode_of_our_decoder(load_benchmark: Calla
     assert steps.host_us_per_op("cpu", n=200) > 0
 
 
+def test_host_probe_appends_one_reading_per_call(load_benchmark: Callable[[str], ModuleType], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    probe = load_benchmark("gpu/host_probe")
+    assert 0 < probe.us_per_op("cpu", n=200, repeats=3) < 10_000
+    out = tmp_path / "probe.jsonl"
+    for label in ("a", "b"):
+        monkeypatch.setattr("sys.argv", ["host_probe", "--label", label, "--out", str(out)])
+        probe.main()
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["label"] for r in rows] == ["a", "b"] and all(r["cpu_us_per_op"] > 0 for r in rows)
+
+
 def _store(path: Path, gpus: list[dict[str, object]]) -> None:
     with Store(path) as db:
         for i, gpu in enumerate(gpus):

@@ -18,7 +18,7 @@ from rightsize.cli._common import (
     load_catalog_option,
     out_console,
 )
-from rightsize.errors import SpecError
+from rightsize.errors import SpecError, did_you_mean
 from rightsize.inputfile import check_finite, short
 
 GIB = 2**30
@@ -46,6 +46,9 @@ def finetune(
         None, "--targets", help="LoRA targets: q,k,v,o,gate,up,down or all-linear (lora, qlora; default q,k,v,o)."
     ),
     checkpointing: bool = typer.Option(True, "--checkpointing/--no-checkpointing", help="Activation checkpointing."),
+    framework: str = typer.Option(
+        "hf", "--framework", help="Training code: hf (transformers + PEFT: fp32 adapters) | torchtune | litgpt."
+    ),
     mfu: float = typer.Option(0.35, "--mfu", help="Model FLOPs utilisation assumed for the time, 0.01-1."),
     provider: list[str] = typer.Option([], "--provider", help="Only these providers (repeatable)."),
     top: int = typer.Option(8, "--top", min=1, max=10_000, help="Options to show."),
@@ -55,11 +58,14 @@ def finetune(
     """Plan a decoder fine-tune: memory per GPU, the instances that hold it, hours and cost (projected)."""
     from rich.table import Table
 
-    from rightsize.llm.finetune import finetune_memory
+    from rightsize.llm.finetune import FRAMEWORKS, finetune_memory
     from rightsize.llm.finetune_plan import plan_finetune
     from rightsize.llm.shape import decoder_shape
 
     check_finite("--tokens", tokens, 1.0, 1e15, low_open=False)
+    if framework not in FRAMEWORKS:
+        raise SpecError("--framework", f"unknown training code {short(framework)}; choose one of "
+                        f"{', '.join(FRAMEWORKS)}.{did_you_mean(framework, tuple(FRAMEWORKS))}")  # fmt: skip
     check_finite("--mfu", mfu, MIN_MFU, 1.0, low_open=False)
     if method == "full" and (rank is not None or targets is not None):
         raise SpecError("--rank" if rank is not None else "--targets", "applies to --method lora or qlora only; "
@@ -79,17 +85,18 @@ def finetune(
         raise SpecError("--seq", f"{seq} tokens, but {short(model)}'s learned position table holds "
                         f"{shape.learned_positions}. To fix: --seq {shape.learned_positions} or less")  # fmt: skip
     mem = finetune_memory(shape, method, batch=batch, seq_len=seq, precision=precision, lora_rank=rank,
-                          lora_targets=lora_targets, gradient_checkpointing=checkpointing)  # fmt: skip
+                          lora_targets=lora_targets, gradient_checkpointing=checkpointing,
+                          framework=framework)  # fmt: skip
     cat = load_catalog_option(catalog)
     check_providers(provider, cat)
     options = plan_finetune(shape, method, tokens=tokens, batch=batch, seq_len=seq, catalog=cat, precision=precision,
                             lora_rank=rank, lora_targets=lora_targets, gradient_checkpointing=checkpointing, mfu=mfu,
-                            providers=provider or None)  # fmt: skip
+                            providers=provider or None, framework=framework)  # fmt: skip
     if json_out:
-        emit_json({"model": model, "method": method, "tokens": tokens, "mfu_assumed": mfu,
+        emit_json({"model": model, "method": method, "framework": framework, "tokens": tokens, "mfu_assumed": mfu,
                    "memory_one_gpu": mem.to_dict(), "options": [o.to_dict() for o in options[:top]]})  # fmt: skip
         return
-    out_console.print(f"[bold]{model} {method} fine-tune[/bold], batch {batch} x seq {seq}, "
+    out_console.print(f"[bold]{model} {method} fine-tune[/bold] ({framework}), batch {batch} x seq {seq}, "
                       f"{PRECISION_WORDS.get(precision, precision)}: {mem.total_gib:.1f} GiB unsharded on one GPU "
                       f"(peak during {mem.peak_phase.replace('_', ' ')}; {mem.params_trainable:,} trainable "
                       "parameters)", highlight=False)  # fmt: skip

@@ -32,13 +32,29 @@ FlashAttention/SDPA so no s² term; a = activation bytes, h hidden, k = kv_heads
                       weight trains, carries a LoRA adapter, or is bitsandbytes 4-bit (its MatMul4Bit
                       saves its input whatever needs grad); the o_proj input is the flash output itself
     LoRA              a·r per adapter, plus a·in + 1·in (dropped copy + mask) per adapter if dropout > 0
+    fp32 adapters     HF PEFT's default (``autocast_adapter_dtype=True``: bf16/fp16 adapter weights are upcast to
+                      fp32, https://huggingface.co/docs/peft/v0.20.0/package_reference/peft_model): each adapter
+                      casts its input to fp32 and saves that copy, 4·in + 4·r per adapter (5·in with dropout: the
+                      dropped fp32 copy + mask), and the frozen 16-bit linears then keep no input of their own.
+                      The adapters then train in fp32: 4-byte gradients and AdamW states, no master copy.
 
 Llama-2-7B frozen with LoRA on q, v: 14h + 4k + 6f = 34.1h bytes, close to Korthikanti's 34h for GPT.
 Peak of forward + backward: every layer's saved bytes (without checkpointing) or every layer's input
-(with per-layer checkpointing, Korthikanti §4.1: 2sbh per layer in 16 bits), plus one layer's worth
-(the layer being recomputed, or the activation gradients of the layer in backward), plus the logits at the
-start of backward with the loss on fp32-upcast logits (HF transformers, torchtune): the fp32 logits, the saved
-log-softmax output, its gradient and the logits' gradient, 16·V bytes per token.
+(with per-layer checkpointing, Korthikanti §4.1: 2sbh per layer in 16 bits), plus the larger or the sum (by
+framework, below) of one layer's worth (the layer being recomputed, or the activation gradients of the layer in
+backward) and the logits at the start of backward, the loss on fp32-upcast logits.
+
+The training code matters (``framework``; FRAMEWORKS):
+
+    hf         HF transformers >= 4.46 + PEFT: fp32 adapters (above); the model returns 16-bit logits and its loss
+               upcasts them, so at the start of backward live are the saved fp32 log-softmax output, its gradient
+               and the logits' gradient, 12·V bytes per token, freed before any layer's backward: the peak is the
+               larger of the two. Measured on an H200 (benchmarks/finetune_vs_device.py: 13 Llama 2 7B configs,
+               PEFT 0.21, transformers 5.17) and, per saved tensor, with a saved-tensors hook on a small Llama.
+    torchtune  the recipe's loop holds the fp32 logits through backward: 16·V bytes per token (those, the saved
+    litgpt     log-softmax output, its gradient, the logits' gradient), counted with one layer's worth; adapters
+               in the model's dtype. Checked against the published LitGPT and torchtune tables
+               (benchmarks/llm_memory_vs_published.py).
 
 Peak = weights + optimizer states + max(forward/backward, gradients + optimizer-step transient)
 (gradients live during forward/backward when accumulating), plus, per GPU: ZeRO-3's gathered layers,
@@ -59,6 +75,7 @@ from rightsize.estimate.memory import OVERHEADS, Overheads
 from rightsize.llm.shape import DecoderShape, decoder_shape
 
 __all__ = [
+    "FRAMEWORKS",
     "LINEARS",
     "METHODS",
     "OPTIMIZERS",
@@ -79,6 +96,20 @@ _STATE_BYTES: dict[str, tuple[int, int, int, int]] = {
     "amp_fp16": (2, 2, 4, 4),
 }
 PRECISIONS = tuple(_STATE_BYTES)
+
+
+@dataclass(frozen=True)
+class _Framework:
+    adapter_fp32: bool  # LoRA adapters upcast to fp32 (HF PEFT's autocast_adapter_dtype=True) or in the model dtype
+    logit_bytes: int  # per vocab entry per token at the start of backward
+    logits_with_layer: bool  # the logits still live while a layer's backward runs (the loop holds them)
+
+
+FRAMEWORKS = {
+    "hf": _Framework(adapter_fp32=True, logit_bytes=12, logits_with_layer=False),
+    "torchtune": _Framework(adapter_fp32=False, logit_bytes=16, logits_with_layer=True),
+    "litgpt": _Framework(adapter_fp32=False, logit_bytes=16, logits_with_layer=True),
+}
 # optimizer -> (states per parameter, bytes per state element or None for the precision's)
 _OPTIMIZER_STATES: dict[str, tuple[int, int | None]] = {
     "adamw": (2, None),
@@ -92,9 +123,6 @@ _ALIASES = {f"{n}_proj": n for n in LINEARS} | {"output": "lm_head", "output_pro
 NF4_BITS = 4.0
 # QLoRA §3: fp32 absmax per 64-weight block = 32/64 bit; double quantisation 8/64 + 32/(64·256) bit.
 NF4_CONSTANT_BITS = {False: 32 / 64, True: 8 / 64 + 32 / (64 * 256)}
-# Per vocab entry per token at the start of backward, loss on fp32-upcast logits (HF transformers, torchtune):
-# the fp32 logits the training loop still holds, the saved log-softmax output, its gradient and the logits' gradient.
-LOGIT_BYTES = 16
 NORM_SAVED_BYTES = 4  # RMSNorm keeps its fp32 upcast input
 
 
@@ -233,9 +261,17 @@ class FinetuneMemory:
     cuda_context: int
     fragmentation_fraction: float
     grad_accumulation: bool
+    framework: str = "hf"  # the training code (FRAMEWORKS): adapter dtype and the logits' life
+    layer_in_flight: int = 0  # one layer's worth (in activations_*): recomputed, or its gradients in backward
+    logits_with_layer: bool = True  # logits live beside layer_in_flight (else the peak is the larger of the two)
 
     def _dynamic(self) -> tuple[str, dict[str, int]]:
         fb = {"activations": self.activations, "logits": self.logits}
+        if not self.logits_with_layer:  # logits freed before any layer's backward: the larger of the two counts
+            if self.logits >= self.layer_in_flight:
+                fb["activations"] -= self.layer_in_flight
+            else:
+                fb["logits"] = 0
         step = {"gradients": self.gradients, "optimizer_step_transient": self.optimizer_step_transient}
         if self.grad_accumulation:
             fb["gradients"] = self.gradients
@@ -289,7 +325,7 @@ class FinetuneMemory:
 
 
 def _layer_activation_bytes(
-    dims: _Dims, method: str, targets: tuple[str, ...], rank: int, dropout: float, act: int
+    dims: _Dims, method: str, targets: tuple[str, ...], rank: int, dropout: float, act: int, adapter_fp32: bool = False
 ) -> int:
     """Saved-for-backward bytes of one decoder layer per token (module docstring)."""
     h, k, f = dims.hidden, dims.kv_dim, dims.intermediate
@@ -301,11 +337,16 @@ def _layer_activation_bytes(
 
     def kept(names: tuple[str, ...]) -> bool:
         present = [n for n in names if n in lin]
-        return full or method == "qlora" or any(n in targets for n in present)
+        # fp32 adapters save their own fp32 copy (below), so the frozen 16-bit input is kept for no adapter
+        return full or method == "qlora" or (not adapter_fp32 and any(n in targets for n in present))
 
     total += act * h * (kept(("q", "k", "v")) + kept(("gate", "up"))) + act * f * kept(("down",))
     for t in targets:
-        if t in lin:
+        if t not in lin:
+            continue
+        if adapter_fp32:  # the input cast to fp32 (dropped copy + mask with dropout) and A's fp32 output
+            total += 4 * rank + lin[t][0] * (5 if dropout > 0 else 4)
+        else:
             total += act * rank + (lin[t][0] * (act + 1) if dropout > 0 else 0)
     return total
 
@@ -321,6 +362,7 @@ def finetune_memory(
     lora_rank: int = 16,
     lora_targets: str | Sequence[str] = ("q", "k", "v", "o"),
     lora_dropout: float = 0.0,
+    framework: str = "hf",
     gradient_checkpointing: bool = True,
     grad_accumulation_steps: int = 1,
     double_quant: bool = True,
@@ -331,7 +373,8 @@ def finetune_memory(
 ) -> FinetuneMemory:
     """Peak per-GPU memory of fine-tuning ``shape`` (see the module docstring for every formula)."""
     for name, value, choices in (("method", method, METHODS), ("precision", precision, PRECISIONS),
-                                 ("optimizer", optimizer, OPTIMIZERS)):  # fmt: skip
+                                 ("optimizer", optimizer, OPTIMIZERS), ("framework", framework,
+                                                                        tuple(FRAMEWORKS))):  # fmt: skip
         if value not in choices:
             raise SpecError(name, f"unknown {name} {value!r}; choose one of {', '.join(choices)}."
                             f"{did_you_mean(str(value), choices)}")  # fmt: skip
@@ -365,17 +408,23 @@ def finetune_memory(
         quant = int(linear_p * NF4_CONSTANT_BITS[double_quant] / 8)
     else:
         weights = (linear_p + other_p) * w_b
-    adapter_w = adapters * w_b
+    fw = FRAMEWORKS[framework]
+    adapter_fp32 = method != "full" and fw.adapter_fp32
+    if adapter_fp32:  # the adapters train in fp32: 4-byte weights, gradients and states, no master copy
+        w_a, g_b, state_b, opt_per_param = 4, 4, 4, n_states * (state_override or 4)
+    else:
+        w_a = w_b
+    adapter_w = adapters * w_a
     grads = trainable * g_b
     opt = trainable * opt_per_param
     step = trainable * (state_override or state_b) if optimizer == "adamw" and not fused_optimizer else 0
 
     # 2. activations: saved per layer, with and without per-layer checkpointing, plus logits
-    per_layer = _layer_activation_bytes(dims, method, targets, lora_rank, lora_dropout, act)
+    per_layer = _layer_activation_bytes(dims, method, targets, lora_rank, lora_dropout, act, adapter_fp32)
     residual = dims.hidden * (4 if precision.startswith(("fp32", "amp")) else act)  # AMP keeps an fp32 residual
     act_full = tokens * (dims.layers * per_layer + per_layer + residual)
     act_ckpt = tokens * (dims.layers * residual + per_layer + residual)
-    logits = tokens * dims.vocab * LOGIT_BYTES
+    logits = tokens * dims.vocab * fw.logit_bytes
 
     # 3. ZeRO / FSDP sharding over gpus
     n = gpus
@@ -400,4 +449,5 @@ def finetune_memory(
         activations_checkpointed=act_ckpt, activations_full=act_full, logits=logits, zero3_gather=gather,
         quant_transient=dequant, workspace=overheads.cublas_workspace_bytes, cuda_context=overheads.context_bytes,
         fragmentation_fraction=overheads.fragmentation_fraction, grad_accumulation=grad_accumulation_steps > 1,
+        framework=framework, layer_in_flight=tokens * per_layer, logits_with_layer=fw.logits_with_layer,
     )  # fmt: skip

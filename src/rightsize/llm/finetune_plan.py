@@ -105,6 +105,7 @@ def plan_finetune(
     mfu: float = DEFAULT_MFU,
     purchase: str = "on_demand",
     providers: Sequence[str] | None = None,
+    framework: str = "hf",
 ) -> list[FinetuneOption]:
     """GPU instances that hold the fine-tune, cheapest total first (module docstring)."""
     if tokens <= 0:
@@ -132,7 +133,7 @@ def plan_finetune(
             gpus = nodes * n
             mem = finetune_memory(shape, method, batch=batch, seq_len=seq_len, precision=precision,
                                   lora_rank=lora_rank, lora_targets=lora_targets, zero_stage=stage, gpus=gpus,
-                                  gradient_checkpointing=gradient_checkpointing)  # fmt: skip
+                                  gradient_checkpointing=gradient_checkpointing, framework=framework)  # fmt: skip
             if mem.total_bytes > usable:
                 continue
             compute = tokens * per_token / (gpus * peak * mfu) / 3600.0

@@ -1,6 +1,6 @@
 """The continuous-batching simulator against the real generation server, on this machine, at 3 load levels.
 
-    .venv/bin/python benchmarks/llm_sim_vs_server.py               # ~2 min per run on 2 cores
+    .venv/bin/python benchmarks/llm_sim_vs_server.py               # ~3 min per run on 2 cores
     .venv/bin/python benchmarks/llm_sim_vs_server.py --repeat 2 --json
 
 Truth: ``rightsize serve gpt2 --generate --size small`` (a real uvicorn server in a child process, the
@@ -53,7 +53,9 @@ def roofline_here(costs: dict[str, float]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=1)
-    ap.add_argument("--duration-s", type=float, default=20.0, help="seconds of load per level")
+    # 40 s: ~120 requests at the 60% level, ~100 after the warm-up share, so a p95 rests on ~5 requests, not ~2
+    # (20 s levels, the default before 2026-11-27, gave ~50 requests: one slow request moved p95 by 25%)
+    ap.add_argument("--duration-s", type=float, default=40.0, help="seconds of load per level")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     load_before = os.getloadavg()[0]

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=1)
     # 40 s: ~120 requests at the 60% level, ~100 after the warm-up share, so a p95 rests on ~5 requests, not ~2
-    # (20 s levels, the default before 2026-11-27, gave ~50 requests: one slow request moved p95 by 25%)
+    # (20 s levels, the default before 2026-11-27, gave ~50 there: a few slow requests moved p95 by 27%)
     ap.add_argument("--duration-s", type=float, default=40.0, help="seconds of load per level")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)

@@ -59,7 +59,7 @@ def finetune(
     from rich.table import Table
 
     from rightsize.llm.finetune import FRAMEWORKS, finetune_memory
-    from rightsize.llm.finetune_plan import plan_finetune
+    from rightsize.llm.finetune_plan import plan_finetune, small_step_note
     from rightsize.llm.shape import decoder_shape
 
     check_finite("--tokens", tokens, 1.0, 1e15, low_open=False)
@@ -92,9 +92,11 @@ def finetune(
     options = plan_finetune(shape, method, tokens=tokens, batch=batch, seq_len=seq, catalog=cat, precision=precision,
                             lora_rank=rank, lora_targets=lora_targets, gradient_checkpointing=checkpointing, mfu=mfu,
                             providers=provider or None, framework=framework)  # fmt: skip
+    step_note = small_step_note(method, batch, seq)
     if json_out:
         emit_json({"model": model, "method": method, "framework": framework, "tokens": tokens, "mfu_assumed": mfu,
-                   "memory_one_gpu": mem.to_dict(), "options": [o.to_dict() for o in options[:top]]})  # fmt: skip
+                   "memory_one_gpu": mem.to_dict(), "options": [o.to_dict() for o in options[:top]],
+                   "notes": [n for n in (step_note,) if n]})  # fmt: skip
         return
     out_console.print(f"[bold]{model} {method} fine-tune[/bold] ({framework}), batch {batch} x seq {seq}, "
                       f"{PRECISION_WORDS.get(precision, precision)}: {mem.total_gib:.1f} GiB unsharded on one GPU "
@@ -118,6 +120,8 @@ def finetune(
         out_console.print("  across nodes (no single node holds it): ZeRO-3 moves 3 x the 16-bit weights per step over "
                           f"each node's network: {shares[0]:.0%}-{shares[-1]:.0%} of the training time (projected)",
                           highlight=False)  # fmt: skip
+    if step_note:
+        out_console.print(f"  {step_note}", highlight=False)
     if precision in ("bf16", "amp_bf16"):
         out_console.print("  GPUs without bf16 (T4, V100) are left out; --precision fp16 plans them", highlight=False)
     if not options:

@@ -45,7 +45,15 @@ from rightsize.plan.coldstart import spin_up
 from rightsize.plan.comm import LINK_EFFICIENCY
 from rightsize.spec.targets import ColdStart
 
-__all__ = ["DEFAULT_MFU", "MULTI_NODES", "FinetuneOption", "flops_per_token", "plan_finetune"]
+__all__ = [
+    "DEFAULT_MFU",
+    "MULTI_NODES",
+    "SMALL_STEP_TOKENS",
+    "FinetuneOption",
+    "flops_per_token",
+    "plan_finetune",
+    "small_step_note",
+]
 
 MULTI_NODES = (2, 4, 8)  # node counts tried, fewest first, when one node does not hold the fine-tune
 
@@ -53,6 +61,21 @@ MULTI_NODES = (2, 4, 8)  # node counts tried, fewest first, when one node does n
 # Chowdhery et al. 2022, https://arxiv.org/abs/2204.02311, Table 3; single-node fine-tuning with eager
 # PyTorch usually runs lower). Override with --mfu once a run of yours shows its own.
 DEFAULT_MFU = 0.35
+# Below this many tokens per GPU step a full fine-tune runs well under DEFAULT_MFU: the optimizer step over every
+# parameter and the host's dispatch do not shrink with the batch. Llama 2 7B on an H200, pure bf16 AdamW
+# (benchmarks/gpu/results/h200-2026-11-27/finetune_steps.json): 512 tokens a step ran at 10-12% MFU, 2048 and more
+# at 36-46%.
+SMALL_STEP_TOKENS = 2048
+
+
+def small_step_note(method: str, batch: int, seq_len: int) -> str | None:
+    """A caveat for the hours of a full fine-tune whose steps are too small for the assumed MFU, else None."""
+    if method != "full" or batch * seq_len >= SMALL_STEP_TOKENS:
+        return None
+    return (f"{batch * seq_len} tokens a step: a full fine-tune's fixed work per step (the optimizer step over every "
+            "weight, the host's dispatch) is large against its math at this size (Llama 2 7B on an H200: 10-12% MFU "
+            "at 512 tokens a step, 36-46% at 2048 and more); the hours assume --mfu: pass a lower one, or a larger "
+            "--batch")  # fmt: skip
 
 
 @dataclass(frozen=True)

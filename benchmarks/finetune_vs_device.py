@@ -18,7 +18,7 @@ GPU's dense bf16 peak (catalog). Its error is the projected step time's.
 How much is held out: the frameworks' constants were derived from HF's loss code and a CPU saved-tensors hook on
 a small Llama, but the hf row's diagnosis began with these runs (their per-token slope), so the hf memory rows are
 not a held-out test; the published tables (benchmarks/llm_memory_vs_published.py) are. Target (issue 14): within
-15%. Exit code 0 always.
+15%. Exit code 0 whatever the verdict; 2 for a run directory without finetune_steps.json.
 """
 
 from __future__ import annotations
@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     runs = a.runs or sorted(p.parent for p in RESULTS.glob("*/finetune_steps.json"))
+    missing = [str(r) for r in runs if not (r / "finetune_steps.json").is_file()]
+    if missing:
+        ap.error(f"no finetune_steps.json in {', '.join(missing)} (benchmarks/gpu/finetune_steps.py writes it)")
     rows = [r for run in runs for r in _rows(run)]
     lora = [r for r in rows if r["method"] == "lora"]
     summary = {

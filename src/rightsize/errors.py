@@ -56,8 +56,11 @@ class RunFailedError(RightsizeError):
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """Return ``" Did you mean 'x'?"`` for the closest choice, or ``""``."""
-    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.5)
+    """Return ``" Did you mean 'x'?"`` for the closest choice, or ``""``; a choice that differs only in case or
+    surrounding spaces wins (``BF16`` -> ``bf16``)."""
+    options = list(choices)
+    folded = [c for c in options if c.lower() == name.strip().lower()]
+    close = folded or difflib.get_close_matches(name, options, n=1, cutoff=0.5)
     return f" Did you mean '{close[0]}'?" if close else ""
 
 

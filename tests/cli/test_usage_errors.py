@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,7 @@ def test_results_never_creates_a_store_and_unknown_providers_are_named(
     code, err = _run(["finetune", "llama-7b", "--tokens", "1e6", "--provider", "aws2"], capsys)
     assert code == 2 and "known: aws, azure, gcp" in err and "Did you mean 'aws'" in err
     code, err = _run(["finetune", "llama-7b", "--tokens", "1e6", "--rank", "1000000"], capsys)
-    assert code == 2 and err.startswith("error: lora_rank: must be <= the model's hidden size 4096")
+    assert code == 2 and err.startswith("error: --rank: must be <= the model's hidden size 4096")
 
 
 def test_check_writable_leaves_no_probe_and_keeps_an_existing_file(tmp_path: Path) -> None:
@@ -152,6 +153,15 @@ def test_an_export_or_import_onto_the_store_exits_2_and_keeps_every_run(
         (["--tokens", "1e-300"], "--tokens: must be a finite number >= 1"),
         (["--mfu", "1e-300"], "--mfu: must be a finite number >= 0.01"),
         (["--framework", "peft"], "--framework: unknown training code 'peft'; choose one of hf, torchtune, litgpt"),
+        (["--framework", "HF"], "Did you mean 'hf'?"),
+        (["--method", "bogus"], "--method: unknown method 'bogus'"),
+        (
+            ["--precision", "BF16"],
+            "--precision: unknown precision 'BF16'; choose one of fp32, bf16, fp16, amp_bf16, "
+            "amp_fp16. Did you mean 'bf16'?",
+        ),
+        (["--targets", "q,zz"], "--targets: unknown target 'zz'"),
+        (["--rank", "5000"], "--rank: must be <= the model's hidden size 2048"),
     ],
 )
 def test_finetune_refuses_values_that_plan_nothing(
@@ -164,4 +174,23 @@ def test_finetune_refuses_values_that_plan_nothing(
 
 def test_finetune_refuses_a_sequence_past_gpt2s_position_table(capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _run(["finetune", "gpt2", "--tokens", "1e6", "--seq", "100000"], capsys)
-    assert code == 2 and "learned position table holds 1024" in err
+    assert code == 2 and "the learned position table of 'gpt2' holds 1024" in err
+
+
+def test_finetune_refuses_an_encoder_config_and_says_when_nothing_holds_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12,
+                                                     "num_attention_heads": 12, "intermediate_size": 3072,
+                                                     "vocab_size": 30522}))  # fmt: skip
+    code, err = _run(["finetune", f"hf:{tmp_path}", "--tokens", "1e6", "--seq", "512"], capsys)
+    assert code == 2 and "an encoder, not a decoder" in err and "Traceback" not in err
+    code, err = _run(["finetune", "bert-base", "--tokens", "1e6"], capsys)
+    assert code == 2 and "bert-base is an encoder, not a decoder" in err
+    with pytest.raises(SystemExit) as exc:
+        main(["finetune", "llama-7b", "--tokens", "1e6", "--no-checkpointing", "--batch", "1000000", "--seq", "4096",
+              "--json"])  # fmt: skip
+    got = json.loads(capsys.readouterr().out)
+    assert int(exc.value.code or 0) == 0 and got["options"] == []
+    assert got["notes"] == ["no catalog GPU instance holds it: try --method qlora, --checkpointing, a smaller --batch "
+                            "or --seq"]  # fmt: skip

@@ -233,3 +233,14 @@ def test_plans_match_real_h200_finetune_runs() -> None:
     # planning PEFT's run as torchtune code misses by > 15% somewhere: the framework matters
     assert max(abs(r["as_torchtune_err"]) for r in lora) > 0.15
     assert all(0.25 <= r["mfu"] <= 0.45 for r in lora)  # the 35% MFU assumption holds for LoRA here
+
+
+def test_an_fp32_model_has_no_adapter_copies_to_make() -> None:
+    # PEFT's cast returns an fp32 input itself: under fp32 the hf and torchtune layers save the same tensors
+    kw = {"batch": 1, "seq_len": 1, "precision": "fp32", "gradient_checkpointing": False}
+    hf = finetune_memory("llama-7b", "lora", framework="hf", **kw)
+    tt = finetune_memory("llama-7b", "lora", framework="torchtune", **kw)
+    assert hf.layer_in_flight == tt.layer_in_flight and hf.adapter_weights == tt.adapter_weights
+    bf16 = finetune_memory("llama-7b", "lora", framework="hf", batch=1, seq_len=1, gradient_checkpointing=False)
+    assert bf16.layer_in_flight > finetune_memory("llama-7b", "lora", framework="torchtune", batch=1, seq_len=1,
+                                                  gradient_checkpointing=False).layer_in_flight  # fmt: skip

@@ -30,6 +30,9 @@ PRECISION_WORDS = {
     "amp_fp16": "amp_fp16 (fp32 master weights and Adam states)",
 }
 MIN_MFU = 0.01  # below 1% of peak no fine-tune runs; a smaller --mfu is a typo (1e-3 for 0.3?)
+# finetune_memory's field names -> this command's options, for its errors
+_FLAGS = {"method": "--method", "precision": "--precision", "lora_rank": "--rank", "lora_targets": "--targets",
+          "batch": "--batch", "seq_len": "--seq", "framework": "--framework"}  # fmt: skip
 
 
 def finetune(
@@ -59,7 +62,7 @@ def finetune(
     from rich.table import Table
 
     from rightsize.llm.finetune import FRAMEWORKS, finetune_memory
-    from rightsize.llm.finetune_plan import plan_finetune, small_step_note
+    from rightsize.llm.finetune_plan import plan_finetune, small_step_note, spin_up_hours
     from rightsize.llm.shape import decoder_shape
 
     check_finite("--tokens", tokens, 1.0, 1e15, low_open=False)
@@ -82,11 +85,17 @@ def finetune(
         raise SpecError("--seq", f"{seq} tokens, but {short(model)} was trained for {shape.max_context} "
                         f"(max_position_embeddings). To fix: --seq {shape.max_context} or less")  # fmt: skip
     if shape.learned_positions and seq > shape.learned_positions:  # GPT-2's wpe: no position past its table
-        raise SpecError("--seq", f"{seq} tokens, but {short(model)}'s learned position table holds "
+        raise SpecError("--seq", f"{seq} tokens, but the learned position table of {short(model)} holds "
                         f"{shape.learned_positions}. To fix: --seq {shape.learned_positions} or less")  # fmt: skip
-    mem = finetune_memory(shape, method, batch=batch, seq_len=seq, precision=precision, lora_rank=rank,
-                          lora_targets=lora_targets, gradient_checkpointing=checkpointing,
-                          framework=framework)  # fmt: skip
+    try:
+        mem = finetune_memory(shape, method, batch=batch, seq_len=seq, precision=precision, lora_rank=rank,
+                              lora_targets=lora_targets, gradient_checkpointing=checkpointing,
+                              framework=framework)  # fmt: skip
+    except SpecError as exc:  # the API's field names -> this command's options
+        flag = _FLAGS.get(exc.field)
+        if flag is None:
+            raise
+        raise SpecError(flag, exc.problem) from None
     cat = load_catalog_option(catalog)
     check_providers(provider, cat)
     options = plan_finetune(shape, method, tokens=tokens, batch=batch, seq_len=seq, catalog=cat, precision=precision,
@@ -96,7 +105,9 @@ def finetune(
     if json_out:
         emit_json({"model": model, "method": method, "framework": framework, "tokens": tokens, "mfu_assumed": mfu,
                    "memory_one_gpu": mem.to_dict(), "options": [o.to_dict() for o in options[:top]],
-                   "notes": [n for n in (step_note,) if n]})  # fmt: skip
+                   "notes": [n for n in (step_note, None if options else
+                                         f"no catalog GPU instance holds it: {_no_fit_hint(method, checkpointing)}")
+                             if n]})  # fmt: skip
         return
     out_console.print(f"[bold]{model} {method} fine-tune[/bold] ({framework}), batch {batch} x seq {seq}, "
                       f"{PRECISION_WORDS.get(precision, precision)}: {mem.total_gib:.1f} GiB unsharded on one GPU "
@@ -104,7 +115,7 @@ def finetune(
                       "parameters)", highlight=False)  # fmt: skip
     parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in mem.breakdown().items() if v >= 0.05 * GIB)
     out_console.print(f"  GiB: {parts}", highlight=False)
-    up_min = options[0].spinup_hours * 60 if options else 0.0
+    up_min = spin_up_hours() * 60
     title = f"instances that hold it, {tokens:,.0f} tokens at {mfu:.0%} MFU (assumed: hours are projected)"
     table = Table(title=f"{title}; $ total bills {up_min:.0f} min of spin-up too")
     for col in ("instance", "GPUs", "ZeRO", "GiB/GPU", "usable", "train h", "$/h", "$ total"):
@@ -117,7 +128,8 @@ def finetune(
     out_console.print(table)
     if any(o.nodes > 1 for o in options[:top]):
         shares = sorted(o.network_share for o in options[:top] if o.nodes > 1)
-        out_console.print("  across nodes (no single node holds it): ZeRO-3 moves 3 x the 16-bit weights per step over "
+        out_console.print("  multi-node rows (no single node of that instance holds it): ZeRO-3 moves 3 x the "
+                          "16-bit weights per step over "
                           f"each node's network: {shares[0]:.0%}-{shares[-1]:.0%} of the training time (projected)",
                           highlight=False)  # fmt: skip
     if step_note:
@@ -125,9 +137,15 @@ def finetune(
     if precision in ("bf16", "amp_bf16"):
         out_console.print("  GPUs without bf16 (T4, V100) are left out; --precision fp16 plans them", highlight=False)
     if not options:
-        out_console.print(
-            "[bold red]no catalog GPU instance holds it[/bold red]: try qlora, a smaller --batch or --seq"
-        )
+        hint = _no_fit_hint(method, checkpointing)
+        out_console.print(f"[bold red]no catalog GPU instance holds it[/bold red]: {hint}")
+
+
+def _no_fit_hint(method: str, checkpointing: bool) -> str:
+    """What to change when no instance holds the fine-tune."""
+    tries = [] if method == "qlora" else ["--method qlora"]
+    tries += [] if checkpointing else ["--checkpointing"]
+    return "try " + ", ".join([*tries, "a smaller --batch or --seq"])
 
 
 def register(app: typer.Typer) -> None:

@@ -409,7 +409,8 @@ def finetune_memory(
     else:
         weights = (linear_p + other_p) * w_b
     fw = FRAMEWORKS[framework]
-    adapter_fp32 = method != "full" and fw.adapter_fp32
+    # an fp32 model's adapters are fp32 already: PEFT's cast returns the input itself, no copy
+    adapter_fp32 = method != "full" and fw.adapter_fp32 and precision != "fp32"
     if adapter_fp32:  # the adapters train in fp32: 4-byte weights, gradients and states, no master copy
         w_a, g_b, state_b, opt_per_param = 4, 4, 4, n_states * (state_override or 4)
     else:

@@ -53,6 +53,7 @@ __all__ = [
     "flops_per_token",
     "plan_finetune",
     "small_step_note",
+    "spin_up_hours",
 ]
 
 MULTI_NODES = (2, 4, 8)  # node counts tried, fewest first, when one node does not hold the fine-tune
@@ -72,10 +73,11 @@ def small_step_note(method: str, batch: int, seq_len: int) -> str | None:
     """A caveat for the hours of a full fine-tune whose steps are too small for the assumed MFU, else None."""
     if method != "full" or batch * seq_len >= SMALL_STEP_TOKENS:
         return None
-    return (f"{batch * seq_len} tokens a step: a full fine-tune's fixed work per step (the optimizer step over every "
-            "weight, the host's dispatch) is large against its math at this size (Llama 2 7B on an H200: 10-12% MFU "
-            "at 512 tokens a step, 36-46% at 2048 and more); the hours assume --mfu: pass a lower one, or a larger "
-            "--batch")  # fmt: skip
+    n = batch * seq_len
+    return (f"{n:,} token{'s' if n > 1 else ''} a step: a full fine-tune's fixed work per step (the optimizer step "
+            "over every weight, the host's dispatch) is large against its math at this size (Llama 2 7B on an H200: "
+            "10-12% MFU at 512 tokens a step, 36-46% at 2048 and more), so hours planned at --mfu may be short: a "
+            "larger --batch or --seq amortises it")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,11 @@ def flops_per_token(shape: DecoderShape, method: str, gradient_checkpointing: bo
     n = float(shape.params())
     base = 6.0 * n if method == "full" else 4.0 * n
     return base + (2.0 * n if gradient_checkpointing else 0.0)
+
+
+def spin_up_hours() -> float:
+    """The spin-up every option bills (module docstring, step 3)."""
+    return spin_up(ColdStart.model_validate({}), gpu=True).total_hours
 
 
 def _peak(acc: Accelerator, precision: str) -> float:
@@ -137,7 +144,7 @@ def plan_finetune(
         raise SpecError("mfu", f"must be in (0, 1], got {mfu:g}")
     shape = model if isinstance(model, DecoderShape) else decoder_shape(model)
     per_token = flops_per_token(shape, method, gradient_checkpointing)
-    up = spin_up(ColdStart.model_validate({}), gpu=True).total_hours
+    up = spin_up_hours()
     out: list[FinetuneOption] = []
     for inst in filter_instances(catalog.instances, providers=providers, device_class="gpu"):
         price = inst.price_usd_per_hour(purchase)

@@ -256,12 +256,24 @@ class DecoderShape:
         return float(self.weight_bytes_read(precision) + kv * (context_tokens + batch))
 
 
+# transformers model_type values of encoder-only models: an hf: config of one is refused as a decoder
+_ENCODER_TYPES = frozenset({"bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2",
+                            "xlm-roberta", "camembert", "mpnet", "modernbert", "vit", "convnext",
+                            "resnet"})  # fmt: skip
+
+
 def decoder_shape(model: str, tiny: bool = False, base_dir: Path | None = None) -> DecoderShape:
     """A zoo decoder by name (``gpt2``, ``llama-7b``, ...), or ``hf:DIR`` holding a decoder's config.json (no
     weights, no transformers; a relative DIR is read from ``base_dir`` when given): the one resolver of a decoder
     reference, for serving plans (``targets.generative``) and fine-tune plans alike."""
     if model.startswith("hf:"):
-        return DecoderShape.from_hf_config(_read_hf_config(model[3:], base_dir), source="config.json")
+        config = _read_hf_config(model[3:], base_dir)
+        kind = config.get("model_type") if isinstance(config, dict) else None
+        if isinstance(kind, str) and kind in _ENCODER_TYPES and not config.get("is_decoder"):
+            raise SpecError("model", f"{short(model)} holds a {short(kind)} config: an encoder, not a decoder; token "
+                            "generation and decoder fine-tunes need one. To fix: point hf: at a decoder's config.json "
+                            "(Llama, Mistral, Qwen2, GPT-2, ...); plan an encoder with rightsize plan")  # fmt: skip
+        return DecoderShape.from_hf_config(config, source="config.json")
     from rightsize.models.zoo import ZOO
 
     entry = ZOO.get(model)
@@ -270,7 +282,8 @@ def decoder_shape(model: str, tiny: bool = False, base_dir: Path | None = None) 
         raise NotFoundError(f"model {model!r} is not a zoo decoder.{did_you_mean(model, decoders)} Use one of "
                             f"{', '.join(decoders)}, or hf:DIR with a decoder's config.json")  # fmt: skip
     if entry.family != "decoder":
-        raise SpecError("model", f"{model} is a {entry.family}, not a decoder: token generation and decoder "
+        article = "an" if entry.family[:1] in "aeiou" else "a"
+        raise SpecError("model", f"{model} is {article} {entry.family}, not a decoder: token generation and decoder "
                         f"fine-tunes need one. To fix: use {', '.join(decoders)} or hf:DIR with a decoder's "
                         "config.json")  # fmt: skip
     return DecoderShape.from_zoo(model, tiny=tiny)

@@ -98,6 +98,7 @@ def test_setup_before_the_loop_does_not_dilute_a_starving_loader() -> None:
     assert any(x.check == "input pipeline" and x.severity == "problem" for x in w.findings)
 
 
+@pytest.mark.slow
 def test_cores_busy_is_measured_over_the_loop_too() -> None:
     """Idle setup, then a loop that keeps a core busy: the loop's cores-busy reads ~1, the whole watch's far less."""
     x = torch.randn(256, 256)

@@ -273,6 +273,7 @@ def test_advice_for_training_that_does_not_fit() -> None:
     assert actions["optimizer_8bit"].total_bytes < est.total_bytes
 
 
+@pytest.mark.slow
 def test_sharding_advice_splits_model_state_over_gpus() -> None:
     stats, trace = trace_memory(get_entry("llama-1b"), mode="train", batch_size=2, target="cuda", tiny=True)
     no_overhead = Overheads(context_bytes=0, cublas_workspace_bytes=0, cudnn_workspace_bytes=0)

@@ -86,6 +86,7 @@ def test_errors_name_the_field(url: str, body: bytes, status: int, names: str) -
     assert r.status_code == status and names in r.json()["detail"], r.text
 
 
+@pytest.mark.slow
 def test_queue_full_is_503_with_retry_after(url: str) -> None:
     async def burst() -> list[httpx.Response]:
         body = {"prompt_len": 8, "max_new_tokens": 1500, "stream": False}

@@ -74,6 +74,7 @@ def test_torchscript_runs_with_the_spec_shape(files: dict[str, Path]) -> None:
     assert torch.allclose(out, _mlp()(x), atol=1e-5)  # the same weights came back
 
 
+@pytest.mark.slow
 def test_torch_export_program_runs(files: dict[str, Path]) -> None:
     entry = resolve_model(str(files["mlpx"]), [64])
     x = entry.example_input(3)

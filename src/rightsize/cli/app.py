@@ -76,7 +76,12 @@ INSTALL_HINTS = {
 }
 
 
+_registered: list[str] = []  # the command modules already on ``app`` (main may run many times in one process)
+
+
 def _register() -> None:
+    if _registered:  # each register() adds its commands again: typer would rebuild every copy on every call
+        return
     for name in COMMAND_MODULES:
         qualified = f"rightsize.cli.{name}"
         try:
@@ -86,6 +91,7 @@ def _register() -> None:
                 continue
             raise
         module.register(app)
+        _registered.append(name)
 
 
 def main(argv: list[str] | None = None) -> None:

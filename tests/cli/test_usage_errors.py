@@ -152,7 +152,7 @@ def test_an_export_or_import_onto_the_store_exits_2_and_keeps_every_run(
         (["--method", "full", "--rank", "8"], "--rank: applies to --method lora or qlora only"),
         (["--tokens", "1e-300"], "--tokens: must be a finite number >= 1"),
         (["--mfu", "1e-300"], "--mfu: must be a finite number >= 0.01"),
-        (["--framework", "peft"], "--framework: unknown training code 'peft'; choose one of hf, torchtune, litgpt"),
+        (["--framework", "peft"], "--framework: unknown framework 'peft'; choose one of hf, torchtune, litgpt"),
         (["--framework", "HF"], "Did you mean 'hf'?"),
         (["--method", "bogus"], "--method: unknown method 'bogus'"),
         (

@@ -18,7 +18,7 @@ from rightsize.cli._common import (
     load_catalog_option,
     out_console,
 )
-from rightsize.errors import SpecError, did_you_mean
+from rightsize.errors import SpecError
 from rightsize.inputfile import check_finite, short
 
 GIB = 2**30
@@ -61,14 +61,11 @@ def finetune(
     """Plan a decoder fine-tune: memory per GPU, the instances that hold it, hours and cost (projected)."""
     from rich.table import Table
 
-    from rightsize.llm.finetune import FRAMEWORKS, finetune_memory
+    from rightsize.llm.finetune import finetune_memory
     from rightsize.llm.finetune_plan import plan_finetune, small_step_note, spin_up_hours
     from rightsize.llm.shape import decoder_shape
 
     check_finite("--tokens", tokens, 1.0, 1e15, low_open=False)
-    if framework not in FRAMEWORKS:
-        raise SpecError("--framework", f"unknown training code {short(framework)}; choose one of "
-                        f"{', '.join(FRAMEWORKS)}.{did_you_mean(framework, tuple(FRAMEWORKS))}")  # fmt: skip
     check_finite("--mfu", mfu, MIN_MFU, 1.0, low_open=False)
     if method == "full" and (rank is not None or targets is not None):
         raise SpecError("--rank" if rank is not None else "--targets", "applies to --method lora or qlora only; "

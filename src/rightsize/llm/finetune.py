@@ -72,6 +72,7 @@ from typing import Any
 
 from rightsize.errors import SpecError, did_you_mean
 from rightsize.estimate.memory import OVERHEADS, Overheads
+from rightsize.inputfile import short
 from rightsize.llm.shape import DecoderShape, decoder_shape
 
 __all__ = [
@@ -376,7 +377,7 @@ def finetune_memory(
                                  ("optimizer", optimizer, OPTIMIZERS), ("framework", framework,
                                                                         tuple(FRAMEWORKS))):  # fmt: skip
         if value not in choices:
-            raise SpecError(name, f"unknown {name} {value!r}; choose one of {', '.join(choices)}."
+            raise SpecError(name, f"unknown {name} {short(value)}; choose one of {', '.join(choices)}."
                             f"{did_you_mean(str(value), choices)}")  # fmt: skip
     counts = {"batch": batch, "seq_len": seq_len, "gpus": gpus, "lora_rank": lora_rank,
               "grad_accumulation_steps": grad_accumulation_steps}  # fmt: skip

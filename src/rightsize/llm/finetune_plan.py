@@ -71,9 +71,9 @@ SMALL_STEP_TOKENS = 2048
 
 def small_step_note(method: str, batch: int, seq_len: int) -> str | None:
     """A caveat for the hours of a full fine-tune whose steps are too small for the assumed MFU, else None."""
-    if method != "full" or batch * seq_len >= SMALL_STEP_TOKENS:
-        return None
     n = batch * seq_len
+    if method != "full" or n >= SMALL_STEP_TOKENS:
+        return None
     return (f"{n:,} token{'s' if n > 1 else ''} a step: a full fine-tune's fixed work per step (the optimizer step "
             "over every weight, the host's dispatch) is large against its math at this size (Llama 2 7B on an H200: "
             "10-12% MFU at 512 tokens a step, 36-46% at 2048 and more), so hours planned at --mfu may be short: a "

@@ -256,7 +256,7 @@ class DecoderShape:
         return float(self.weight_bytes_read(precision) + kv * (context_tokens + batch))
 
 
-# transformers model_type values of encoder-only models: an hf: config of one is refused as a decoder
+# transformers model_type values of encoder-only models (text and vision): an hf: config of one is no decoder
 _ENCODER_TYPES = frozenset({"bert", "roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2",
                             "xlm-roberta", "camembert", "mpnet", "modernbert", "vit", "convnext",
                             "resnet"})  # fmt: skip

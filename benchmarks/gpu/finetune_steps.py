@@ -22,35 +22,14 @@ import time
 from typing import Any
 
 import torch
+from llm_steps import _sync, build  # benchmarks/gpu/llm_steps.py: the same random-weight decoder on the device
 
 DEFAULT_CONFIGS = "lora:4:512:1,lora:4:512:0,lora:8:1024:1,lora:1:2048:0,full:1:512:1,full:4:512:1"
 
 
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def build(tiny: bool, device: str) -> torch.nn.Module:
-    from transformers import AutoModelForCausalLM
-
-    from rightsize.models.zoo import llama_config
-
-    config = llama_config("llama-7b", tiny=tiny)
-    config._attn_implementation = "sdpa"
-    torch.manual_seed(0)
-    default = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)  # a 7B model never exists in fp32 here
-    try:
-        with torch.device(device):
-            lm = AutoModelForCausalLM.from_config(config)
-    finally:
-        torch.set_default_dtype(default)
-    return lm.to(torch.bfloat16)
-
-
 def run_config(method: str, batch: int, seq: int, ckpt: bool, tiny: bool, device: str, steps: int) -> dict[str, Any]:
-    model: Any = build(tiny, device)
+    model: Any = build("llama-7b", "tiny" if tiny else "full", device, torch.bfloat16)  # built in bf16, never fp32
+    model.config._attn_implementation = "sdpa"  # read at each forward
     if method == "lora":
         from peft import LoraConfig, get_peft_model
 

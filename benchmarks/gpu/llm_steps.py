@@ -33,13 +33,14 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _build(model: str, size: str, device: str, dtype: torch.dtype) -> torch.nn.Module:
+def build(model: str, size: str, device: str, dtype: torch.dtype) -> torch.nn.Module:
+    """``model`` (a zoo decoder) with random weights, built on ``device`` in ``dtype``, in eval mode."""
     from transformers import AutoModelForCausalLM
 
     if model == "llama-7b":
         from rightsize.models.zoo import llama_config
 
-        config = llama_config("llama-7b")
+        config = llama_config("llama-7b", tiny=size == "tiny")
     else:
         config = lm_config(model, size)
     torch.manual_seed(0)
@@ -76,7 +77,7 @@ def _timed(fn: Any, device: str, n: int) -> dict[str, float]:
 def measure(model: str, size: str, device: str, precision: str, batches: list[int], prompts: list[int],
             context: int, steps: int) -> dict[str, Any]:  # fmt: skip
     t0 = time.perf_counter()
-    lm = _build(model, size, device, DTYPES[precision])
+    lm = build(model, size, device, DTYPES[precision])
     built_s = time.perf_counter() - t0
     max_len = max([*prompts, context + steps + 4])
     dec = Decoder(lm, slots=max(batches), max_len=max_len)

@@ -100,6 +100,16 @@ def test_memory_path_turns_a_transformers_refusal_into_one_line(tmp_path: Path) 
     assert "\n" not in str(info.value)
 
 
+def _refused_by_both(ref: str, match: str) -> None:
+    """The decoder resolver (finetune, generative targets) and the user-model resolver (plan, memory) refuse
+    ``ref`` alike."""
+    from rightsize.models.byo import resolve_model
+
+    for resolve in (decoder_shape, resolve_model):
+        with pytest.raises(SpecError, match=match):
+            resolve(ref)
+
+
 def test_a_fifo_config_is_refused_at_once(tmp_path: Path) -> None:
     if not hasattr(os, "mkfifo"):
         pytest.skip("no FIFOs here")
@@ -107,30 +117,16 @@ def test_a_fifo_config_is_refused_at_once(tmp_path: Path) -> None:
     d.mkdir()
     os.mkfifo(d / "config.json")
     start = time.monotonic()
-    with pytest.raises(SpecError, match="not a regular file"):
-        decoder_shape(f"hf:{d}")
+    _refused_by_both(f"hf:{d}", "not a regular file")
     with pytest.raises(SpecError, match="not a regular file"):
         decoder_shape(f"hf:{d / 'config.json'}")
-    from rightsize.models.byo import resolve_model
-
-    with pytest.raises(SpecError, match="not a regular file"):
-        resolve_model(f"hf:{d}")
     assert time.monotonic() - start < 5
 
 
 def test_deep_nesting_and_broken_json_are_spec_errors(tmp_path: Path) -> None:
-    from rightsize.models.byo import resolve_model
-
-    deep = _config_dir(tmp_path, "[" * 100_000, "deep")
-    with pytest.raises(SpecError, match="nests too deeply"):
-        decoder_shape(f"hf:{deep}")
-    with pytest.raises(SpecError, match="nests too deeply"):
-        resolve_model(f"hf:{deep}")
+    _refused_by_both(f"hf:{_config_dir(tmp_path, '[' * 100_000, 'deep')}", "nests too deeply")
     long = _config_dir(tmp_path, '{"vocab_size": 1' + "0" * 5000 + "}", "long")
-    with pytest.raises(SpecError, match="number too long"):
-        decoder_shape(f"hf:{long}")
-    with pytest.raises(SpecError, match="number too long"):
-        resolve_model(f"hf:{long}")
+    _refused_by_both(f"hf:{long}", "number too long")
     with pytest.raises(SpecError, match="not valid JSON"):
         decoder_shape(f"hf:{_config_dir(tmp_path, '{not json', 'broken')}")
     with pytest.raises(SpecError, match="neither GPT-2"):

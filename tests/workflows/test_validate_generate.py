@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
-from rightsize.errors import SpecError
-from rightsize.workflows.validate_generate import summarise, validate_generative
+from rightsize.errors import RunFailedError, SpecError
+from rightsize.llm.costs import StepCosts
+from rightsize.llm.sim import LLMSimConfig, simulate_llm
+from rightsize.workflows.validate_generate import overheads, summarise, validate_generative
 
 
 @pytest.mark.slow
@@ -33,3 +36,24 @@ def test_the_simulator_replays_each_level_of_the_real_server() -> None:
 def test_levels_must_be_busy_fractions() -> None:
     with pytest.raises(SpecError, match="fractions"):
         validate_generative("gpt2", "tiny", fractions=(1.2,))
+
+
+def test_overheads_pair_each_light_request_with_its_own_replay() -> None:
+    # A light level whose client saw each request 7 ms late to its first token and 0.3 ms slower per token than
+    # the engine's replay, with two requests far off (a stalled event loop): the medians recover 7 and 0.3, the
+    # outliers move them little, and the count says how many were paired.
+    costs, cfg = StepCosts(p0=5.0, p1=0.1, p2=0.0, d0=4.0, d1=0.5, d2=0.001), LLMSimConfig(max_seqs=4, kv_tokens=4096)
+    offsets = np.arange(16) * 0.8
+    prompts, outputs = np.arange(16) * 10 + 20, np.arange(16) % 5 + 8
+    sim = simulate_llm(costs, cfg, arrivals_ms=offsets * 1e3, prompt_tokens=prompts, output_tokens=outputs,
+                       record_from_ms=0.0)  # fmt: skip
+    ttft, tpot = sim.ttft + 7.0, sim.tpot + 0.3
+    ttft[3], tpot[9], ttft[12] = ttft[3] + 400.0, tpot[9] + 50.0, np.nan  # two outliers, one unanswered
+    light = {"offsets": offsets, "prompts": prompts, "outputs": outputs, "ttft_ms": ttft, "tpot_ms": tpot}
+    got = overheads(costs, cfg, light)
+    assert got["ttft_ms"] == pytest.approx(7.0, abs=1e-6) and got["tpot_ms"] == pytest.approx(0.3, abs=1e-6)
+    assert got["n"] == 15 and got["ttft_iqr_ms"] == pytest.approx(0.0, abs=1e-6)
+    # Reversed, the pairs no longer line up: the estimate is no longer 7 (the test can fail).
+    assert overheads(costs, cfg, light | {"ttft_ms": ttft[::-1]})["ttft_ms"] != pytest.approx(7.0, abs=0.5)
+    with pytest.raises(RunFailedError, match="TTFT"):
+        overheads(costs, cfg, light | {"ttft_ms": np.full(16, np.nan)})

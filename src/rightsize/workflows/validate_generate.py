@@ -10,9 +10,12 @@ intended send time. Steps:
 1. **Calibrate**: a mixed load (prompts 16-384, outputs 8-96 tokens) and a burst of ``max_seqs`` requests at
    once, so the decode fit spans batch sizes 1..max_seqs; ``fit_step_costs`` on the server's own
    iteration log (GET /v1/iterations).
-2. **Overheads** at a light level (a quarter of the first level's rate): measured TTFT p50 - simulated
-   (HTTP, JSON, event loop) and measured TPOT p50 - simulated (the engine thread -> event loop -> socket
-   hand-off per token, which the iteration log does not time); added to every prediction.
+2. **Overheads** at a light level (evenly spaced requests at ``LIGHT_SHARE`` of the first level's rate, so
+   each is mostly alone): per request, measured TTFT - simulated TTFT on the same arrival and lengths (HTTP,
+   JSON, event loop), and measured TPOT - simulated (the engine thread -> event loop -> socket hand-off per
+   token, which the iteration log does not time); their medians are added to every prediction. Paired per
+   request, over ~15 requests: a difference of two p50s over the ~4 requests a Poisson quarter-rate level
+   held moved every TTFT of a run by the same 10-17% (2026-11-27).
 3. **Levels**: Poisson rates at which the simulator keeps the engine ``fractions`` busy (30/60/85%); the
    schedule and lengths are fixed up front (seeded) and the simulator replays the same arrivals and
    lengths (``simulate_llm(arrivals_ms=...)``), the first ``WARMUP_SHARE`` not counted.
@@ -38,13 +41,15 @@ from rightsize.errors import RunFailedError, SpecError
 from rightsize.llm.costs import StepCosts, fit_step_costs
 from rightsize.llm.loadgen import run_generation_load
 from rightsize.llm.sim import Lengths, LLMSimConfig, draw_lengths, simulate_llm
-from rightsize.loadgen.schedule import arrival_offsets_s
+from rightsize.loadgen.schedule import Arrival, arrival_offsets_s
 
 __all__ = ["LEVELS", "TARGET", "render_generative", "validate_generative"]
 
 LEVELS = (0.30, 0.60, 0.85)  # simulated engine busy fraction of each level
 TARGET = 0.20  # |error| bound of the issue's target, per quantity
 WARMUP_SHARE = 0.15
+LIGHT_SHARE = 0.6  # the light level's rate, a share of the first level's; evenly spaced arrivals
+LIGHT_S = 20.0  # the light level's length at most (seconds)
 QUANTITIES = ("ttft_p50", "ttft_p95", "tpot_p50")
 Draw = Callable[[int, np.random.Generator], np.ndarray]
 
@@ -102,17 +107,22 @@ def _iterations(url: str, since: int) -> tuple[int, list[dict[str, Any]]]:
     return int(got["next"]), list(got["iterations"])
 
 
-def run_level(url: str, rate: float, duration_s: float, seed: int, prompts: Draw, outputs: Draw) -> dict[str, Any]:
-    """One open-loop level: the schedule, the lengths, the client's summary and the server's iterations."""
-    offsets = arrival_offsets_s(rate, duration_s=duration_s, seed=seed)
+def run_level(url: str, rate: float, duration_s: float, seed: int, prompts: Draw, outputs: Draw,
+              arrival: Arrival = "poisson") -> dict[str, Any]:  # fmt: skip
+    """One open-loop level: the schedule, the lengths, the client's summary, each request's TTFT and TPOT
+    (ms; NaN where not answered) and the server's iterations."""
+    offsets = arrival_offsets_s(rate, duration_s=duration_s, arrival=arrival, seed=seed)
     rng = np.random.default_rng(seed + 1000)
     p, o = prompts(offsets.size, rng), outputs(offsets.size, rng)
     start, _ = _iterations(url, 0)
     res = run_generation_load(url, offsets, p, o, seed=seed)
     _, its = _iterations(url, start)
     warm = float(offsets[int(offsets.size * WARMUP_SHARE)])
+    answered = [r if r.status == 200 and r.tokens > 0 else None for r in res.results]
     return {"offsets": offsets, "prompts": p, "outputs": o, "summary": res.summary(record_from_s=warm),
-            "record_from_s": warm, "iterations": its}  # fmt: skip
+            "record_from_s": warm, "iterations": its,
+            "ttft_ms": np.array([r.ttft_ms if r else np.nan for r in answered]),
+            "tpot_ms": np.array([r.tpot_ms if r else np.nan for r in answered])}  # fmt: skip
 
 
 def simulate_level(costs: StepCosts, cfg: LLMSimConfig, level: dict[str, Any], overhead_ms: float = 0.0,
@@ -122,6 +132,24 @@ def simulate_level(costs: StepCosts, cfg: LLMSimConfig, level: dict[str, Any], o
                        output_tokens=level["outputs"], record_from_ms=level["record_from_s"] * 1e3)  # fmt: skip
     return {"ttft_p50": res.ttft_ms["p50"] + overhead_ms, "ttft_p95": res.ttft_ms["p95"] + overhead_ms,
             "tpot_p50": res.tpot_ms["p50"] + per_token_ms, "busy": res.busy_fraction}  # fmt: skip
+
+
+def overheads(costs: StepCosts, cfg: LLMSimConfig, light: dict[str, Any]) -> dict[str, float]:
+    """What the client sees beyond the engine's iterations, from the light level: per request, measured minus
+    simulated on the same arrival and lengths; the median (``ttft_ms``, ``tpot_ms``), its spread (``*_iqr_ms``)
+    and the number of requests paired (``n``)."""
+    res = simulate_llm(costs, cfg, arrivals_ms=light["offsets"] * 1e3, prompt_tokens=light["prompts"],
+                       output_tokens=light["outputs"], record_from_ms=0.0)  # fmt: skip
+    out: dict[str, float] = {}
+    for key, sim in (("ttft_ms", res.ttft), ("tpot_ms", res.tpot)):
+        d = light[key] - sim
+        d = d[np.isfinite(d)]
+        if d.size == 0:
+            raise RunFailedError(f"the light level answered no request with a {key[:4].upper()} to pair")
+        q1, med, q3 = np.percentile(d, (25, 50, 75))
+        out[key], out[f"{key[:4]}_iqr_ms"] = float(med), float(q3 - q1)
+        out["n"] = float(d.size) if key == "ttft_ms" else out["n"]
+    return out
 
 
 def rate_for_busy(costs: StepCosts, cfg: LLMSimConfig, busy: float, prompts: Draw, outputs: Draw) -> float:
@@ -173,11 +201,10 @@ def validate_generative(
         burst = run_level(url, 1000.0, max_seqs / 1000.0, seed + 3, _draw((16, 256)), _draw((16, 96)))
         costs = fit_step_costs(mixed["iterations"] + burst["iterations"])
         rates = [rate_for_busy(costs, cfg, f, draw_p, draw_o) for f in fractions]
-        say(f"light level at {rates[0] / 4:.2f} req/s for the overheads")
-        light = run_level(url, rates[0] / 4, min(duration_s, 12.0), seed + 2, draw_p, draw_o)
-        at_light = simulate_level(costs, cfg, light)
-        overhead = light["summary"]["ttft_ms"]["p50"] - at_light["ttft_p50"]
-        per_token = light["summary"]["tpot_ms"]["p50"] - at_light["tpot_p50"]
+        say(f"light level at {rates[0] * LIGHT_SHARE:.2f} req/s, evenly spaced, for the overheads")
+        light = run_level(url, rates[0] * LIGHT_SHARE, min(duration_s, LIGHT_S), seed + 2, draw_p, draw_o, "constant")
+        over = overheads(costs, cfg, light)
+        overhead, per_token = over["ttft_ms"], over["tpot_ms"]
         levels = []
         for i, (busy, rate) in enumerate(zip(fractions, rates, strict=True)):
             say(f"level {i + 1}/{len(rates)}: {rate:.2f} req/s ({busy:.0%} busy in the simulator), {duration_s:g} s")
@@ -197,7 +224,8 @@ def validate_generative(
             })  # fmt: skip
     fields = ("p0", "p1", "p2", "d0", "d1", "d2", "prefill_residual", "decode_residual")
     return {"model": model, "size": size, "engine": config, "costs": {k: getattr(costs, k) for k in fields},
-            "overhead_ms": round(overhead, 2), "per_token_ms": round(per_token, 3), "levels": levels}  # fmt: skip
+            "overhead_ms": round(overhead, 2), "per_token_ms": round(per_token, 3),
+            "overheads": {k: round(v, 3) for k, v in over.items()}, "levels": levels}  # fmt: skip
 
 
 def summarise(reports: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -207,6 +235,13 @@ def summarise(reports: list[dict[str, Any]], kind: str) -> dict[str, Any]:
             "within_20pct": sum(e <= 100 * TARGET for e in errs), "n": len(errs)}  # fmt: skip
 
 
+def _spread(report: dict[str, Any]) -> str:
+    o = report.get("overheads")
+    if not o:
+        return ""
+    return f" (medians of {o['n']:.0f} paired requests, IQR {o['ttft_iqr_ms']:.1f} / {o['tpot_iqr_ms']:.2f} ms)"
+
+
 def render_generative(report: dict[str, Any]) -> str:
     """The per-level table of one report."""
     c = report["costs"]
@@ -214,7 +249,8 @@ def render_generative(report: dict[str, Any]) -> str:
         f"fitted prefill {c['p0']:.2f} + {c['p1']:.4f} T + {c['p2']:.2e} T^2 ms "
         f"(fit residual {c['prefill_residual']:.0%}), "
         f"decode {c['d0']:.2f} + {c['d1']:.3f} B + {c['d2']:.5f} C ms (residual {c['decode_residual']:.0%}); "
-        f"per-request overhead {report['overhead_ms']:.1f} ms, per token {report['per_token_ms']:.2f} ms",
+        f"per-request overhead {report['overhead_ms']:.1f} ms, per token {report['per_token_ms']:.2f} ms"
+        + _spread(report),
         f"{'busy':>5} {'rate/s':>7} {'n':>4} {'valid':>5} | {'quantity':<9} {'measured':>9} {'forecast':>9} {'err':>6} "
         f"{'served':>9} {'err':>6}",
     ]  # fmt: skip

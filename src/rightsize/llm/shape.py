@@ -133,9 +133,9 @@ class DecoderShape:
             )  # fmt: skip
         raise SpecError(
             source,
-            f"{type(config).__name__} has neither GPT-2 (n_layer, n_embd, n_head) nor Llama (num_hidden_layers, "
-            "hidden_size, num_attention_heads) attribute names. To fix: give a decoder's transformers config "
-            "(config.json), or build a DecoderShape(...) by hand.",
+            "has no layer count: a decoder's config names it n_layer (GPT-2: with n_embd, n_head) or "
+            "num_hidden_layers (Llama, Mistral, Qwen2: with hidden_size, num_attention_heads); give the model's "
+            "whole config.json (from the Python API, a DecoderShape also does)",
         )
 
     @classmethod

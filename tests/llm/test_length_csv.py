@@ -57,7 +57,16 @@ BAD: list[tuple[str, bytes | None, str | None, str]] = [
     ("word", b"prompt\n100\nlots\n", None, r"\.csv: .* row 3: 'lots' is not a number"),
     ("row-after-blank", b"100\n\n\n7.5\n", None, r"\.csv: .* row 4: '7\.5' is not a whole number"),
     ("missing-cell", b"prompt,output\n100,5\n300\n", "output", r"\.csv: .* row 3 has no value in column 2"),
-    ("header-only", b"prompt,output\n", None, r"\.csv: .* holds no token counts\. To fix:"),
+    ("header-only", b"prompt,output\n", "output", r"\.csv: .* holds no token counts\. To fix:"),
+    # Two columns and no column: named: which one holds these counts is the user's to say, never guessed (the
+    # first column of prompt,output read as output lengths planned 3.6x the output tokens, silently).
+    (
+        "columns-unnamed",
+        b"prompt,output\n100,5\n",
+        None,
+        r"\.column: .* has several columns \('prompt', 'output'\) and the spec names none\. To fix: add column:",
+    ),
+    ("values-unnamed", b"100,5\n300,9\n", None, r"\.csv: .* row 1 has 2 values and no header row names them\."),
     ("empty", b"", None, r"\.csv: .* holds no token counts"),
     ("blank-lines", b"\n \n\n", None, r"\.csv: .* holds no token counts"),
     ("huge-field", b"1" * 200_000 + b"\n", None, r"\.csv: .* is not a valid CSV \(field larger than field limit"),
@@ -137,7 +146,7 @@ def test_the_cap_is_the_cap_of_a_fixed_length(tmp_path: Path) -> None:
     [
         (b"prompt,output\n100,5\n300,9\n", "output", {5, 9}),
         (b"prompt,output\n100,5\n300,9\n", "prompt", {100, 300}),
-        (b"prompt,output\n100,5\n300,9\n", None, {100, 300}),  # a header and no column: the first column
+        (b"prompt\n100\n300\n", None, {100, 300}),  # a one-column header, no column: that column
         (b"100\n200\n300\n", None, {100, 200, 300}),  # headerless: every row is data, the first one too
         (b"100\n200", None, {100, 200}),  # no final newline
         (b"\xef\xbb\xbfprompt,output\r\n100,5\r\n300,9\r\n", "prompt", {100, 300}),  # BOM + CRLF (Excel)

@@ -162,7 +162,7 @@ def sample_lengths(
 
 
 def _csv_column(path: Path, column: str | None, field: str = "lengths") -> np.ndarray:
-    """The token counts of ``column`` (or the first column) of a CSV read through the user-file boundary (regular
+    """The token counts of ``column`` (or the only column) of a CSV read through the user-file boundary (regular
     file, <= 4 MiB, UTF-8, BOM dropped). The first non-blank row is a header only when one of its cells is not a
     number at all; every other value must be a whole number from 1 to MAX_CSV_TOKENS, else SpecError naming the
     row (1-based, as a spreadsheet numbers it). Blank rows are skipped."""
@@ -230,8 +230,16 @@ def _csv_column(path: Path, column: str | None, field: str = "lengths") -> np.nd
                     if column is not None and column not in cells:
                         raise SpecError(f"{field}.column", f"{short(column)} is not a column of {shown} (columns: "
                                         f"{names}). To fix: name one of them.")  # fmt: skip
+                    if column is None and sum(1 for c in cells if c) > 1:  # which one is meant: say, never guess
+                        raise SpecError(f"{field}.column", f"{shown} has several columns ({names}) and the spec "
+                                        "names none. To fix: add column: with the one that holds these token "
+                                        "counts.")  # fmt: skip
                     col = cells.index(column) if column is not None else 0
                     continue
+                if column is None and sum(1 for c in row if c.strip()) > 1:
+                    raise SpecError(f"{field}.csv", f"{shown} row {row_no} has {len(row)} values and no header row "
+                                    "names them. To fix: give one count per row, or a header row and column: naming "
+                                    "the one to read.")  # fmt: skip
                 if column is not None:
                     raise SpecError(f"{field}.column", f"{short(column)} names a column, but {shown} has no header "
                                     f"row (row {row_no} is data). To fix: add a header row naming the columns, or "

@@ -134,7 +134,7 @@ class TrainingTarget(SpecModel):
 
 class Lengths(SpecModel):
     """Token counts per request: ``fixed``, ``uniform: [lo, hi]`` (inclusive) or ``csv`` (a file with one count per
-    row, in ``column`` or the first column), resolved relative to the spec file's folder by the loader."""
+    row; ``column`` names which when the file has several), resolved relative to the spec's folder by the loader."""
 
     fixed: int | None = Field(None, ge=1, le=1_000_000)
     uniform: tuple[int, int] | None = Field(None, description="[lo, hi], inclusive")

@@ -51,8 +51,9 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.model not in GENERATE_MODELS:
             models = " or ".join(GENERATE_MODELS)
-            raise SpecError("model", f"{self.model!r} is not a decoder LM the generation engine runs; use "
-                            f"{models} (or drop --generate to serve it for predictions)")  # fmt: skip
+            raise SpecError("model", f"the generation engine serves {models} only (random-weight stand-ins that "
+                            f"fit this machine), not {self.model!r}; use one of those (`rightsize plan` plans "
+                            "other decoders by projection; without --generate a model serves predictions)")  # fmt: skip
         if self.size not in SIZES:
             raise SpecError("size", f"{self.size!r} is not a size; use one of {', '.join(SIZES)}")
         for name in ("max_seqs", "kv_tokens", "max_queue", "max_prompt_tokens", "max_new_tokens", "threads"):

@@ -47,3 +47,11 @@ def test_a_generative_plan_id_says_how_to_get_its_report(tmp_path: Path) -> None
     gen = st.save_artifact(None, "generative-plan", {"name": "chat", "model": "llama-7b"})
     with pytest.raises(SpecError, match=r"is a generative plan: .*--report PATH"):
         find_plan(st, gen)
+
+
+def test_a_store_of_generative_plans_only_says_so_not_that_it_holds_no_plan(tmp_path: Path) -> None:
+    st = Store(tmp_path / "gen.db")
+    st.save_artifact(None, "generative-plan", {"name": "chat", "model": "llama-7b"})
+    run = st.artifacts(kind="generative-plan")[0]["run_id"]
+    with pytest.raises(NotFoundError, match=rf"generative plans only \(newest: run {run}, chat\).*--report PATH"):
+        find_plan(st)

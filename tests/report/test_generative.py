@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from rightsize.catalog import load_catalog
 from rightsize.llm.plan import plan_generative
 from rightsize.llm.shape import DecoderShape
-from rightsize.report.generative import RATE_FACTORS, write_generative_report
+from rightsize.report.generative import RATE_FACTORS, concurrency_points, write_generative_report
 from rightsize.spec.targets import GenerativeTarget
 
 TARGET = GenerativeTarget.model_validate({
@@ -38,6 +39,11 @@ def test_html_and_markdown_reports_carry_the_curves_and_the_cost_per_token(tmp_p
     assert f"math units {rec.compute_share:.0%} of that" in html
     md = md_path.read_text()
     assert "Recommended:" in md and md.count("TTFT / TPOT vs rate") == shown
+    # the Markdown page carries the concurrency evidence too, and the CLI's kWh figures (3 decimals)
+    assert md.count("Decode tokens/s vs concurrency") == shown
+    tps = concurrency_points(plan, rec)
+    assert tps[0][0] == 1 and all(b2 > b1 and t2 > t1 for (b1, t1), (b2, t2) in itertools.pairwise(tps))
+    assert rec.kwh_per_m_output_tokens is not None and f"{rec.kwh_per_m_output_tokens:.3f}" in md
     # the sweep is the simulator over the same replicas: TTFT rises with the rate
     sweep = plan.sweep(rec, TARGET, RATE_FACTORS)
     assert [r for r, _, _ in sweep] == [TARGET.rate_per_s * f for f in RATE_FACTORS]

@@ -68,16 +68,25 @@ def rate_charts(plan: LLMPlan, target: GenerativeTarget) -> list[str]:
     ]  # fmt: skip
 
 
+def _mean_context(plan: LLMPlan) -> float:
+    return float(plan.prompts.mean() + plan.outputs.mean() / 2) if plan.prompts.size else 512.0
+
+
+def concurrency_points(plan: LLMPlan, c: LLMCandidate) -> list[tuple[int, float]]:
+    """(sequences decoding together, one replica's output tokens/s) while the KV cache holds them."""
+    ctx = _mean_context(plan)
+    costs, cfg = plan.replicas[(c.provider, c.region, c.instance)]
+    bs = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256) if b <= cfg.max_seqs and b * ctx <= cfg.kv_tokens]
+    return [(b, b * 1000.0 / costs.decode_ms(b, b * ctx)) for b in bs]
+
+
 def concurrency_chart(plan: LLMPlan) -> str:
     """Decode tokens/s of one replica against the number of sequences decoding together."""
-    ctx = float(plan.prompts.mean() + plan.outputs.mean() / 2) if plan.prompts.size else 512.0
+    ctx = _mean_context(plan)
     series = []
     for i, c in enumerate(_shown(plan)):
-        costs, cfg = plan.replicas[(c.provider, c.region, c.instance)]
-        bs = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256) if b <= cfg.max_seqs and b * ctx <= cfg.kv_tokens]
-        pts = [Point(b, b * 1000.0 / costs.decode_ms(b, b * ctx),
-                     f"{_label(c)}: {num(b * 1000.0 / costs.decode_ms(b, b * ctx))} tokens/s at {b} sequences")
-               for b in bs]  # fmt: skip
+        pts = [Point(b, tps, f"{_label(c)}: {num(tps)} tokens/s at {b} sequences")
+               for b, tps in concurrency_points(plan, c)]  # fmt: skip
         series.append(Series(_label(c), pts, PALETTE[i % len(PALETTE)], dashed=True))
     return xy_chart("tokens-concurrency", "decode tokens/s vs concurrency (one replica)", series,
                     Axis("sequences decoding together", log=True), Axis("output tokens/s", log=True),
@@ -87,7 +96,12 @@ def concurrency_chart(plan: LLMPlan) -> str:
 def _rows(plan: LLMPlan) -> list[list[str]]:
     return [[c.instance, c.device, str(c.tp), str(c.replicas), str(c.instances), f"{c.usd_per_hour:.2f}",
              f"{c.ttft_ms:.0f}", f"{c.tpot_ms:.1f}", f"{c.usd_per_m_output_tokens:.2f}",
-             num(c.kwh_per_m_output_tokens), f"{c.kv_tokens:,}"] for c in plan.candidates]  # fmt: skip
+             _kwh(c.kwh_per_m_output_tokens), f"{c.kv_tokens:,}"] for c in plan.candidates]  # fmt: skip
+
+
+def _kwh(value: float | None) -> str:
+    """kWh per 1M output tokens as the CLI prints them (3 decimals)."""
+    return "-" if value is None else f"{value:.3f}"
 
 
 _HEAD = ("instance", "device", "tp", "replicas", "instances", "$/h", "TTFT ms", "TPOT ms", "$/1M out tok",
@@ -111,7 +125,7 @@ def _stats(rec: LLMCandidate) -> str:
              ("per 1M output tokens", f"${rec.usd_per_m_output_tokens:.2f}"),
              ("TTFT / TPOT", f"{num(rec.ttft_ms)} / {num(rec.tpot_ms)} ms"),
              ("layout", f"{rec.instances} x {rec.instance}, tp {rec.tp}, {rec.replicas} replica(s)"),
-             ("energy per 1M output tokens", f"{num(rec.kwh_per_m_output_tokens)} kWh")]  # fmt: skip
+             ("energy per 1M output tokens", f"{_kwh(rec.kwh_per_m_output_tokens)} kWh")]  # fmt: skip
     if rec.watts is not None:  # what the fleet draws, and for GPUs what the GPUs do (the CLI's energy line)
         gpu = f"; {rec.gpu_work()}" if rec.gpu_work() else ""
         boxes.append(("power", f"{rec.watts:.0f} W at {rec.busy:.0%} busy{gpu}"))
@@ -157,7 +171,12 @@ def render_generative_markdown(plan: LLMPlan, target: GenerativeTarget, name: st
         pts = plan.sweep(c, target, RATE_FACTORS)
         lines += ["", f"TTFT / TPOT vs rate, {md(_label(c))}: " + ", ".join(
             f"{num(r)}/s {num(t)} / {num(p)} ms" for r, t, p in pts)]  # fmt: skip
+        tps = ", ".join(f"{b} seq {num(t)}" for b, t in concurrency_points(plan, c))
+        lines += [f"Decode tokens/s vs concurrency (one replica, mean context {_mean_context(plan):.0f} tokens), "
+                  f"{md(_label(c))}: {tps}"]  # fmt: skip
     lines += ["", *[f"- {md(n)}" for n in plan.notes]]
+    if plan.infeasible:
+        lines += ["", "Cannot serve it:", *[f"- {md(i)}: {md(r)}" for i, r in plan.infeasible]]
     return "\n".join(lines) + "\n"
 
 

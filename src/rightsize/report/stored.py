@@ -21,9 +21,12 @@ def find_plan(store: Store, ref: str | None = None) -> dict[str, Any]:
     """The stored plan artifact ``{"id", "run_id", "kind", "created_at", "payload"}`` for ``ref``."""
     plans = store.artifacts(kind="plan")
     if not plans:
-        hint = ("; a generative plan writes its report when planned: `rightsize plan SPEC --report PATH`"
-                if store.artifacts(kind="generative-plan") else "")  # fmt: skip
-        raise NotFoundError(f"no plan in the store {str(store.path)!r}; run `rightsize plan SPEC` first{hint}")
+        if generative := store.artifacts(kind="generative-plan"):
+            g = generative[0]
+            raise NotFoundError(f"the store {str(store.path)!r} holds generative plans only (newest: run "
+                                f"{g['run_id'] or g['id']}, {g['payload'].get('name', '?')}); a generative plan's "
+                                "report is written when planned: `rightsize plan SPEC --report PATH`")  # fmt: skip
+        raise NotFoundError(f"no plan in the store {str(store.path)!r}; run `rightsize plan SPEC` first")
     if ref is None:
         return plans[0]
     exact = [a for a in plans if ref in (a["id"], a["run_id"])]

@@ -71,6 +71,26 @@ def test_a_bound_no_replica_count_can_meet_is_infeasible_with_the_reason(catalog
     plan = plan_generative(DecoderShape.from_zoo("llama-7b"), t, catalog, providers=["aws"])
     assert plan.recommendation is None
     assert any("one request alone" in why for _, why in plan.infeasible)
+    # the telling reasons first: a GPU option that holds the model, the nearest miss of all; memory misses last
+    first, *_ = shown = plan.infeasible_by_interest()
+    assert " tp=" in first[0] and "one request alone" in first[1]
+    assert [r.startswith("weights ") for _, r in shown] == sorted(r.startswith("weights ") for _, r in shown)
+    tpots = [float(r.split("TPOT p50 ")[1].split(" ms")[0]) for i, r in shown if " tp=" in i and "alone" in r]
+    assert tpots[0] == min(tpots)
+    why = plan.why_none()
+    assert why is not None and why.startswith(f"no instance option meets the SLOs (e.g. {first[0]}: ")
+    assert "To fix:" in why
+
+
+def test_a_budget_every_plan_meeting_the_slos_exceeds_is_named_as_the_cause(catalog: Catalog) -> None:
+    plan = plan_generative(DecoderShape.from_zoo("llama-7b"), _target(budget_usd_per_hour=0.5), catalog,
+                           providers=["aws"])  # fmt: skip
+    cheapest = next(c for c in plan.candidates if c.meets)
+    assert plan.recommendation is None and cheapest.over_budget and cheapest.usd_per_hour > 0.5
+    why = plan.why_none(0.5)
+    assert why is not None and why.startswith("no plan meets the target within the budget of $0.50/h: the cheapest")
+    assert f"{cheapest.instances} x {cheapest.instance} ({cheapest.device}) at ${cheapest.usd_per_hour:.2f}/h" in why
+    assert plan_generative(DecoderShape.from_zoo("llama-7b"), _target(), catalog, providers=["aws"]).why_none() is None
 
 
 def test_a_request_longer_than_a_learned_position_table_is_refused(catalog: Catalog) -> None:

@@ -202,6 +202,7 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
             "tpot_percentile": g.tpot.percentile, "purchase": purchase}  # fmt: skip
     out = head | plan.to_dict()
     out["candidates"] = out["candidates"][:top]
+    out["why_no_plan"] = plan.why_none(g.budget_usd_per_hour)
     # its own kind: the online/batch/training report and dashboard read "plan" artifacts as PlanResult records
     db.save_artifact(None, "generative-plan", out)
     if json_out:
@@ -214,13 +215,13 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
         table.add_column(col, justify="left" if col in ("instance", "device") else "right")
     for c in plan.candidates[:top]:
         kwh = f"{c.kwh_per_m_output_tokens:.3f}" if c.kwh_per_m_output_tokens is not None else "-"
-        table.add_row(c.instance, c.device, str(c.tp), str(c.replicas), str(c.instances), f"{c.usd_per_hour:.2f}",
-                      f"{c.ttft_ms:.0f} ms", f"{c.tpot_ms:.1f} ms", f"{c.usd_per_m_output_tokens:.2f}"
-                      + (" (over budget)" if c.over_budget else ""), kwh)  # fmt: skip
+        cost = f"{c.usd_per_hour:.2f}" + (" (over budget)" if c.over_budget else "")
+        table.add_row(c.instance, c.device, str(c.tp), str(c.replicas), str(c.instances), cost, f"{c.ttft_ms:.0f} ms",
+                      f"{c.tpot_ms:.1f} ms", f"{c.usd_per_m_output_tokens:.2f}", kwh)  # fmt: skip
     out_console.print(table)
     rec = plan.recommendation
     if rec is None:
-        out_console.print("[bold red]no plan meets the target[/bold red]")
+        out_console.print(f"[bold red]{plan.why_none(g.budget_usd_per_hour)}[/bold red]", highlight=False)
     else:
         out_console.print(f"[bold]recommendation:[/bold] {rec.instances} x {rec.instance} ({rec.device}, "
                           f"tensor parallel {rec.tp}, {rec.replicas} replica(s)) at ${rec.usd_per_hour:.2f}/h, "
@@ -239,7 +240,7 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
     for note in plan.notes:
         out_console.print(f"note: {note}", highlight=False)
     if plan.infeasible:
-        shown = "; ".join(f"{i}: {r}" for i, r in plan.infeasible[:3])
+        shown = "; ".join(f"{i}: {r}" for i, r in plan.infeasible_by_interest()[:3])
         out_console.print(f"{len(plan.infeasible)} instance options cannot serve it, e.g. {shown}", highlight=False)
 
 

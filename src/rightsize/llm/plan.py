@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -103,6 +104,10 @@ class LLMCandidate:
         return d
 
 
+# _replicas' reason when one request alone misses: its TTFT and TPOT with their bounds
+_ALONE = re.compile(r"TTFT p[\d.]+ ([\d.]+) ms \(bound ([\d.]+)\), TPOT p[\d.]+ ([\d.]+) ms \(bound ([\d.]+)\)")
+
+
 @dataclass
 class LLMPlan:
     candidates: list[LLMCandidate]
@@ -133,6 +138,31 @@ class LLMPlan:
 
     def best(self, device_class: str) -> LLMCandidate | None:
         return next((c for c in self.candidates if c.meets and c.device_class == device_class), None)
+
+    def infeasible_by_interest(self) -> list[tuple[str, str]]:
+        """The options that cannot serve it, the telling ones first: GPU options that hold the model but miss the
+        SLOs, nearest miss first (how far they miss is what to change), then other SLO misses, then those that
+        cannot hold it."""
+
+        def miss(reason: str) -> float:  # worst of TTFT / bound and TPOT / bound of a "one request alone" reason
+            m = _ALONE.search(reason)
+            return max(float(m[1]) / float(m[2]), float(m[3]) / float(m[4])) if m else math.inf
+
+        return sorted(self.infeasible, key=lambda ir: (ir[1].startswith("weights "), " tp=" not in ir[0], miss(ir[1])))
+
+    def why_none(self, budget_usd_per_hour: float | None = None) -> str | None:
+        """Why there is no recommendation, with the fix (None when there is one)."""
+        if self.recommendation is not None:
+            return None
+        over = next((c for c in self.candidates if c.meets), None)
+        if over is not None:  # every plan that meets the SLOs is over budget
+            return (f"no plan meets the target within the budget of ${budget_usd_per_hour or 0:.2f}/h: the cheapest "
+                    f"that meets the SLOs is {over.instances} x {over.instance} ({over.device}) at "
+                    f"${over.usd_per_hour:.2f}/h. To fix: raise budget_usd_per_hour, or lower the rate")  # fmt: skip
+        shown = self.infeasible_by_interest()
+        closest = f" (e.g. {shown[0][0]}: {shown[0][1]})" if shown else ""
+        return (f"no instance option meets the SLOs{closest}. To fix: relax the TTFT or TPOT bounds, lower the rate, "
+                "or plan a smaller model or lower weight_precision")  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         rec = self.recommendation

@@ -66,3 +66,19 @@ def test_a_token_server_answers_only_the_bearer_of_its_token(capsys: pytest.Capt
     )
     with pytest.raises(SpecError, match="one line"):
         run_generation_load(url, [0.0], [8], [3], token="a\r\nX-Injected: 1")
+
+
+def test_an_invalid_run_says_why_timeouts_and_overload_apart() -> None:
+    from rightsize.cli.loadtest import _invalid_reasons
+    from rightsize.llm.loadgen import GenLoadResult, GenResult
+
+    ok = [GenResult(0.1 * i, 0.1 * i, 0.1 * i + 0.05, 0.1 * i + 0.2, 8, 200) for i in range(5)]
+    timed_out = [GenResult(1.0, 1.0, math.nan, math.nan, 0, 0, "TimeoutError (HTTP 200)") for _ in range(3)]
+    full = [GenResult(1.2, 1.2, math.nan, math.nan, 0, 503)]
+    summary = GenLoadResult(ok + timed_out + full, 2.0).summary()
+    assert not summary["valid"] and summary["errors"] == {"TimeoutError (HTTP 200)": 3}
+    assert summary["statuses"] == {"200": 5, "0": 3, "503": 1}
+    why = _invalid_reasons(summary, 10.0)
+    assert why[0].startswith("3 requests got no complete reply within --timeout-s 10 s")
+    assert "raise --timeout-s" in why[0]
+    assert why[1].startswith("1 requests answered 503") and len(why) == 2

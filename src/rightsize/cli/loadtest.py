@@ -308,7 +308,30 @@ def _generate_load(
         lines.append(f"output tokens/s {summary['output_tokens_per_s']:.1f}")
         typer.echo("\n".join(lines))
     if not summary["valid"]:
+        for why in _invalid_reasons(summary, timeout_s):
+            err_console.print(f"invalid: {why}", highlight=False)
         raise typer.Exit(1)
+
+
+def _invalid_reasons(summary: dict[str, Any], timeout_s: float) -> list[str]:
+    """Why a generation run is invalid, one line each, with what to change (the percentiles cover answered requests
+    only, so every unanswered one hides a slow tail)."""
+    from rightsize.llm.loadgen import MAX_SEND_LAG_MS
+
+    out = []
+    for error, n in sorted(summary.get("errors", {}).items(), key=lambda kv: -kv[1]):
+        if error.startswith("TimeoutError"):
+            out.append(f"{n} requests got no complete reply within --timeout-s {timeout_s:g} s (overload, or replies "
+                       "longer than that); the TTFT/TPOT percentiles leave them out and understate the tail: raise "
+                       "--timeout-s, or lower --rate")  # fmt: skip
+        else:
+            out.append(f"{n} requests failed: {error}")
+    if n503 := summary["statuses"].get("503"):
+        out.append(f"{n503} requests answered 503: the server's queue was full (overload): lower --rate")
+    lag = summary.get("send_lag_p99_ms", 0.0)
+    if lag == lag and lag > MAX_SEND_LAG_MS:  # NaN when nothing was sent
+        out.append(f"send lag p99 {lag:.1f} ms > {MAX_SEND_LAG_MS:g} ms: this machine could not keep the schedule")
+    return out
 
 
 def _hint_unauthorized(statuses: dict[str, int], token: str | None) -> None:

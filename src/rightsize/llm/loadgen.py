@@ -69,15 +69,18 @@ class GenLoadResult:
         ok = [r for r in self.ok() if r.intended_s >= record_from_s]
         lag = np.array([(r.sent_s - r.intended_s) * 1e3 for r in self.results if r.status])
         statuses: dict[str, int] = {}
+        errors: dict[str, int] = {}  # no complete reply (status 0), by cause: "TimeoutError (HTTP -)", ...
         for r in self.results:
             statuses[str(r.status)] = statuses.get(str(r.status), 0) + 1
+            if r.error:
+                errors[r.error] = errors.get(r.error, 0) + 1
         p99_lag = float(np.percentile(lag, 99)) if lag.size else math.nan
         answered = len(self.ok())
         return {
             "sent": len(self.results), "answered": answered, "statuses": statuses,
             "ttft_ms": _pct([r.ttft_ms for r in ok]), "tpot_ms": _pct([r.tpot_ms for r in ok if r.tokens > 1]),
             "output_tokens_per_s": sum(r.tokens for r in self.results) / self.duration_s if self.duration_s else 0.0,
-            "send_lag_p99_ms": p99_lag,
+            "send_lag_p99_ms": p99_lag, "errors": errors,
             "valid": answered == len(self.results) and (not lag.size or p99_lag <= MAX_SEND_LAG_MS),
         }  # fmt: skip
 

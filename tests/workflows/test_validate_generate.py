@@ -10,7 +10,15 @@ import pytest
 from rightsize.errors import RunFailedError, SpecError
 from rightsize.llm.costs import StepCosts
 from rightsize.llm.sim import LLMSimConfig, simulate_llm
-from rightsize.workflows.validate_generate import overheads, summarise, validate_generative
+from rightsize.workflows.validate_generate import (
+    MIN_LEVEL_REQUESTS,
+    STRETCH,
+    level_seconds,
+    overheads,
+    render_generative,
+    summarise,
+    validate_generative,
+)
 
 
 @pytest.mark.slow
@@ -29,6 +37,10 @@ def test_the_simulator_replays_each_level_of_the_real_server() -> None:
         assert level["measured"][q] > 0 and math.isfinite(level["forecast_err_pct"][q])
     assert level["measured"]["ttft_p50"] <= level["measured"]["ttft_p95"]
     assert report["costs"]["d0"] > 0 and report["engine"]["kv_tokens"] >= 2 * (384 + 96)
+    # the level lasted long enough for MIN_LEVEL_REQUESTS (or its stretch cap), and says whether it is thin
+    assert level["duration_s"] == pytest.approx(level_seconds(level["rate_per_s"], 3.0), rel=0.01)
+    assert level["thin"] == (level["recorded"] < 20) and report["overheads"]["n"] >= 4
+    assert ("thin: level(s)" in render_generative(report)) == level["thin"]
     s = summarise([report], "forecast")
     assert s["n"] == 3 and s["worst_abs_err_pct"] >= s["median_abs_err_pct"]
 
@@ -57,3 +69,10 @@ def test_overheads_pair_each_light_request_with_its_own_replay() -> None:
     assert overheads(costs, cfg, light | {"ttft_ms": ttft[::-1]})["ttft_ms"] != pytest.approx(7.0, abs=0.5)
     with pytest.raises(RunFailedError, match="TTFT"):
         overheads(costs, cfg, light | {"ttft_ms": np.full(16, np.nan)})
+
+
+def test_a_slow_models_levels_run_long_enough_for_their_requests() -> None:
+    # 10 s at 0.5 req/s would hold 5 requests: the level runs for MIN_LEVEL_REQUESTS, capped at STRETCH x 10 s
+    assert level_seconds(0.5, 10.0) == min(MIN_LEVEL_REQUESTS / 0.5, STRETCH * 10.0)
+    assert level_seconds(0.1, 10.0) == STRETCH * 10.0
+    assert level_seconds(50.0, 10.0) == 10.0  # a fast model's levels keep the duration asked for

@@ -19,9 +19,11 @@ from rightsize.workflows.validate import render_report, validate_spec
 
 
 def validate(
-    spec: Path = typer.Argument(..., help="Workload spec (YAML) with targets.online."),
+    spec: Path = typer.Argument(..., help="Workload spec (YAML) with targets.online or targets.generative."),
     duration: float = typer.Option(
-        10.0, "--duration", help="Seconds of load per level after warm-up (slow levels run longer, up to 6x)."
+        10.0,
+        "--duration",
+        help="Seconds of load per level after warm-up (slow levels run longer, up to 6x; generative: to 40 requests).",
     ),
     warmup_s: float = typer.Option(1.0, "--warmup-s", min=0.0, help="Seconds sent but not recorded per level."),
     loads: str = typer.Option("0.5,0.8", "--loads", help="Load levels as fractions of local capacity."),

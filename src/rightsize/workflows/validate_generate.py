@@ -10,15 +10,17 @@ intended send time. Steps:
 1. **Calibrate**: a mixed load (prompts 16-384, outputs 8-96 tokens) and a burst of ``max_seqs`` requests at
    once, so the decode fit spans batch sizes 1..max_seqs; ``fit_step_costs`` on the server's own
    iteration log (GET /v1/iterations).
-2. **Overheads** at a light level (evenly spaced requests at ``LIGHT_SHARE`` of the first level's rate, so
-   each is mostly alone): per request, measured TTFT - simulated TTFT on the same arrival and lengths (HTTP,
-   JSON, event loop), and measured TPOT - simulated (the engine thread -> event loop -> socket hand-off per
-   token, which the iteration log does not time); their medians are added to every prediction. Paired per
-   request, over ~15 requests: a difference of two p50s over the ~4 requests a Poisson quarter-rate level
-   held moved every TTFT of a run by the same 10-17% (2026-11-27).
+2. **Overheads** at a light level (``LIGHT_REQUESTS`` evenly spaced requests, one every ``LIGHT_GAP`` x a request's
+   simulated time alone, so each mostly runs alone): per request, measured TTFT - simulated TTFT on the same
+   arrival and lengths (HTTP, JSON, event loop), and measured TPOT - simulated (the engine thread -> event loop
+   -> socket hand-off per token, which the iteration log does not time); their medians are added to every
+   prediction. Until 2026-11-27 this was the difference of two p50s over a Poisson level at a quarter of the
+   first level's rate, ~4 requests: runs whose every TTFT erred by the same +13 to +17% suggest it moved them.
 3. **Levels**: Poisson rates at which the simulator keeps the engine ``fractions`` busy (30/60/85%); the
    schedule and lengths are fixed up front (seeded) and the simulator replays the same arrivals and
-   lengths (``simulate_llm(arrivals_ms=...)``), the first ``WARMUP_SHARE`` not counted.
+   lengths (``simulate_llm(arrivals_ms=...)``), the first ``WARMUP_SHARE`` not counted. A level lasts
+   ``duration_s``, or long enough to send ``MIN_LEVEL_REQUESTS`` (up to ``STRETCH`` x ``duration_s``): a slow
+   model's 10 s levels held 2-9 requests. A level that records fewer than ``THIN`` is flagged ``thin``.
 4. **Compare** TTFT p50 / p95 and TPOT p50: ``forecast`` (calibrated costs) and ``served`` (costs refitted
    on the level's own iterations: isolates the policy from drift in step times).
 """
@@ -48,8 +50,11 @@ __all__ = ["LEVELS", "TARGET", "render_generative", "validate_generative"]
 LEVELS = (0.30, 0.60, 0.85)  # simulated engine busy fraction of each level
 TARGET = 0.20  # |error| bound of the issue's target, per quantity
 WARMUP_SHARE = 0.15
-LIGHT_SHARE = 0.6  # the light level's rate, a share of the first level's; evenly spaced arrivals
-LIGHT_S = 20.0  # the light level's length at most (seconds)
+LIGHT_REQUESTS = 16  # the light level: this many evenly spaced requests, ...
+LIGHT_GAP = 2.0  # ... one every LIGHT_GAP x a request's simulated time alone (mostly one at a time)
+MIN_LEVEL_REQUESTS = 40  # a level lasts until this many requests are sent (a p95 over fewer rests on one or two) ...
+STRETCH = 6.0  # ... but no longer than STRETCH x duration_s (the light level too)
+THIN = 20  # a level with fewer recorded requests is flagged: its p95 is a single request's
 QUANTITIES = ("ttft_p50", "ttft_p95", "tpot_p50")
 Draw = Callable[[int, np.random.Generator], np.ndarray]
 
@@ -118,9 +123,10 @@ def run_level(url: str, rate: float, duration_s: float, seed: int, prompts: Draw
     res = run_generation_load(url, offsets, p, o, seed=seed)
     _, its = _iterations(url, start)
     warm = float(offsets[int(offsets.size * WARMUP_SHARE)])
+    recorded = int(np.count_nonzero(offsets >= warm))
     answered = [r if r.status == 200 and r.tokens > 0 else None for r in res.results]
     return {"offsets": offsets, "prompts": p, "outputs": o, "summary": res.summary(record_from_s=warm),
-            "record_from_s": warm, "iterations": its,
+            "record_from_s": warm, "recorded": recorded, "iterations": its,
             "ttft_ms": np.array([r.ttft_ms if r else np.nan for r in answered]),
             "tpot_ms": np.array([r.tpot_ms if r else np.nan for r in answered])}  # fmt: skip
 
@@ -150,6 +156,21 @@ def overheads(costs: StepCosts, cfg: LLMSimConfig, light: dict[str, Any]) -> dic
         out[key], out[f"{key[:4]}_iqr_ms"] = float(med), float(q3 - q1)
         out["n"] = float(d.size) if key == "ttft_ms" else out["n"]
     return out
+
+
+def alone_ms(costs: StepCosts, cfg: LLMSimConfig, prompts: Draw, outputs: Draw) -> float:
+    """The mean time of one request served alone (its prefill and decode steps, nothing else running)."""
+    rng = np.random.default_rng(11)
+    p, o = prompts(200, rng), outputs(200, rng)
+    res = simulate_llm(costs, cfg, arrivals_ms=np.arange(p.size) * 1e9, prompt_tokens=p, output_tokens=o,
+                       record_from_ms=0.0)  # fmt: skip
+    return float(np.nanmean(res.e2e))
+
+
+def level_seconds(rate: float, duration_s: float) -> float:
+    """A level's length: ``duration_s``, longer when that holds fewer than MIN_LEVEL_REQUESTS requests at ``rate``
+    (a slow model's levels), at most STRETCH x ``duration_s``."""
+    return min(max(duration_s, MIN_LEVEL_REQUESTS / rate), STRETCH * duration_s)
 
 
 def rate_for_busy(costs: StepCosts, cfg: LLMSimConfig, busy: float, prompts: Draw, outputs: Draw) -> float:
@@ -201,20 +222,24 @@ def validate_generative(
         burst = run_level(url, 1000.0, max_seqs / 1000.0, seed + 3, _draw((16, 256)), _draw((16, 96)))
         costs = fit_step_costs(mixed["iterations"] + burst["iterations"])
         rates = [rate_for_busy(costs, cfg, f, draw_p, draw_o) for f in fractions]
-        say(f"light level at {rates[0] * LIGHT_SHARE:.2f} req/s, evenly spaced, for the overheads")
-        light = run_level(url, rates[0] * LIGHT_SHARE, min(duration_s, LIGHT_S), seed + 2, draw_p, draw_o, "constant")
+        gap_s = LIGHT_GAP * alone_ms(costs, cfg, draw_p, draw_o) / 1e3
+        light_s = min(LIGHT_REQUESTS * gap_s, STRETCH * duration_s)
+        say(f"light level: a request every {gap_s:.2f} s for {light_s:.0f} s, for the overheads")
+        light = run_level(url, 1.0 / gap_s, light_s, seed + 2, draw_p, draw_o, "constant")
         over = overheads(costs, cfg, light)
         overhead, per_token = over["ttft_ms"], over["tpot_ms"]
         levels = []
         for i, (busy, rate) in enumerate(zip(fractions, rates, strict=True)):
-            say(f"level {i + 1}/{len(rates)}: {rate:.2f} req/s ({busy:.0%} busy in the simulator), {duration_s:g} s")
-            lv = run_level(url, rate, duration_s, seed + 10 + i, draw_p, draw_o)
+            secs = level_seconds(rate, duration_s)
+            say(f"level {i + 1}/{len(rates)}: {rate:.2f} req/s ({busy:.0%} busy in the simulator), {secs:.0f} s")
+            lv = run_level(url, rate, secs, seed + 10 + i, draw_p, draw_o)
             s = lv["summary"]
             meas = {"ttft_p50": s["ttft_ms"]["p50"], "ttft_p95": s["ttft_ms"]["p95"], "tpot_p50": s["tpot_ms"]["p50"]}
             fc = simulate_level(costs, cfg, lv, overhead, per_token)
             sv = simulate_level(fit_step_costs(lv["iterations"]), cfg, lv, overhead, per_token)
             levels.append({
                 "level_busy": busy, "rate_per_s": round(rate, 3), "requests": s["sent"], "valid": s["valid"],
+                "duration_s": round(secs, 1), "recorded": lv["recorded"], "thin": lv["recorded"] < THIN,
                 "send_lag_p99_ms": round(s["send_lag_p99_ms"], 2),
                 "measured": {k: round(v, 2) for k, v in meas.items()},
                 "forecast": {k: round(v, 2) for k, v in fc.items()},
@@ -254,6 +279,7 @@ def render_generative(report: dict[str, Any]) -> str:
         f"{'busy':>5} {'rate/s':>7} {'n':>4} {'valid':>5} | {'quantity':<9} {'measured':>9} {'forecast':>9} {'err':>6} "
         f"{'served':>9} {'err':>6}",
     ]  # fmt: skip
+    thin = [f"{lv['level_busy']:.0%} ({lv['recorded']})" for lv in report["levels"] if lv.get("thin")]
     for lv in report["levels"]:
         for q in QUANTITIES:
             lines.append(
@@ -261,4 +287,11 @@ def render_generative(report: dict[str, Any]) -> str:
                 f"{lv['measured'][q]:>9.1f} {lv['forecast'][q]:>9.1f} {lv['forecast_err_pct'][q]:>+5.0f}% "
                 f"{lv['served'][q]:>9.1f} {lv['served_err_pct'][q]:>+5.0f}%"
             )
+    if thin:
+        lines.append(f"thin: level(s) {', '.join(thin)} recorded fewer than {THIN} requests, so their p95 is one "
+                     "request's and their errors are noise as much as the simulator's; a longer --duration "
+                     "firms them")  # fmt: skip
+    o = report.get("overheads")
+    if o and o["n"] < LIGHT_REQUESTS / 2:
+        lines.append(f"thin: the overheads rest on {o['n']:.0f} light request(s); a longer --duration firms them")
     return "\n".join(lines)

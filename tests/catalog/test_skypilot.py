@@ -11,6 +11,7 @@ import pytest
 
 from rightsize.catalog import load_catalog
 from rightsize.cli.app import main
+from rightsize.store import Store
 
 HEADER = (
     "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone\n"
@@ -116,3 +117,24 @@ def test_import_refuses_odd_outputs_dates_and_tables(
     (wide / "vms.csv").write_text("InstanceType,Price,Region\n" + '"' + "x" * 200_000 + '",1,us-east-1\n')
     rc, _, err = _run(["catalog", "import", str(tmp_path / "wide"), "-o", str(tmp_path / "w.csv")], capsys)
     assert rc == 2 and "is not a readable CSV" in err and "line" in err
+
+
+def test_import_names_bad_prices_and_never_writes_over_a_database(
+    skypilot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the fixture's c6i.4xlarge row lists "nan": the summary says why it kept its shipped price
+    rc, stdout, _ = _run(["catalog", "import", str(skypilot), "-o", str(tmp_path / "p.csv"), "--json"], capsys)
+    assert rc == 0 and json.loads(stdout)["bad_prices"] == ["aws:us-east-1:c6i.4xlarge 'nan'"]
+    bad = tmp_path / "bad" / "aws"
+    bad.mkdir(parents=True)
+    (bad / "vms.csv").write_text(HEADER + "c6i.2xlarge,,,8,16,,-0.5,,us-east-1,us-east-1a\n")
+    rc, _, err = _run(["catalog", "import", str(tmp_path / "bad"), "-o", str(tmp_path / "b.csv")], capsys)
+    assert rc == 2 and err.startswith("error: path: 1 of the catalog's instances are listed under ")
+    assert "with no valid Price (e.g. aws:us-east-1:c6i.2xlarge '-0.5')" in err and not (tmp_path / "b.csv").exists()
+    # another results store (not the configured one) is an SQLite file: --force does not write over it
+    other = tmp_path / "other-store"
+    with Store(other) as st:
+        st.save_artifact(None, "note", {"name": "keep"})
+    before = other.read_bytes()
+    rc, _, err = _run(["catalog", "import", str(skypilot), "-o", str(other), "--force"], capsys)
+    assert rc == 2 and "it is an SQLite database" in err and other.read_bytes() == before

@@ -27,6 +27,7 @@ from pathlib import Path
 from rightsize.catalog.load import INSTANCE_COLUMNS
 from rightsize.catalog.model import Catalog, Instance
 from rightsize.errors import NotFoundError, SpecError
+from rightsize.inputfile import short
 
 CLOUDS = ("aws", "gcp", "azure")
 COLUMNS = (*INSTANCE_COLUMNS, "physical_cores")
@@ -48,6 +49,7 @@ class ImportResult:
     updated: int
     missing: list[str]  # our rows the import did not list
     changes: list[tuple[str, float, float]]  # (instance, old on-demand, new on-demand)
+    bad_prices: list[str] = field(default_factory=list)  # "cloud:region:type 'cell'": a listed row, no valid Price
 
     def summary(self) -> str:
         moved = [new / old - 1 for _, old, new in self.changes if old > 0]
@@ -55,7 +57,9 @@ class ImportResult:
         return (
             f"re-priced {self.updated} catalog rows from {', '.join(f'{c} ({p})' for c, p in self.tables.items())}"
             f"{med}; {len(self.missing)} rows not listed there keep their shipped price"
-        )
+            + (f" ({len(self.bad_prices)} of them listed with no valid Price, e.g. {self.bad_prices[0]})"
+               if self.bad_prices else "")
+        )  # fmt: skip
 
 
 def find_tables(root: Path) -> dict[str, Path]:
@@ -100,8 +104,11 @@ def _price(text: str | None) -> float | None:
     return value if 0 < value < 1e5 else None  # NaN, negatives and absurd values are not prices
 
 
-def read_prices(path: Path) -> tuple[dict[tuple[str, str], Prices], dict[tuple[str, str], Prices]]:
-    """(region, instance type) -> prices, and (region, GPU name) -> prices of attachable GPUs (GCP)."""
+def read_prices(
+    path: Path, bad: dict[tuple[str, str], str] | None = None
+) -> tuple[dict[tuple[str, str], Prices], dict[tuple[str, str], Prices]]:
+    """(region, instance type) -> prices, and (region, GPU name) -> prices of attachable GPUs (GCP). ``bad``, when
+    given, collects (region, instance type) -> the Price cell of rows listed with no valid price."""
     vms: dict[tuple[str, str], Prices] = defaultdict(Prices)
     gpus: dict[tuple[str, str], Prices] = defaultdict(Prices)
     for r in _rows(path):
@@ -115,6 +122,8 @@ def read_prices(path: Path) -> tuple[dict[tuple[str, str], Prices], dict[tuple[s
         od, sp = _price(r.get("Price")), _price(r.get("SpotPrice"))
         if od is not None:
             target[key].on_demand.append(od)
+        elif bad is not None and itype:
+            bad.setdefault(key, (r.get("Price") or "").strip())
         if sp is not None:
             target[key].spot.append(sp)
     return vms, gpus
@@ -138,14 +147,17 @@ def _lookup(inst: Instance, vms: dict[tuple[str, str], Prices], gpus: dict[tuple
 def import_skypilot(root: Path, catalog: Catalog, price_date: str) -> ImportResult:
     """Re-price ``catalog``'s rows from the SkyPilot tables under ``root``; rows dated ``price_date``."""
     tables = find_tables(root)
-    rows, missing, changes = [], [], []
+    rows, missing, changes, bad_prices = [], [], [], []
     for cloud, path in tables.items():
-        vms, gpus = read_prices(path)
+        bad: dict[tuple[str, str], str] = {}
+        vms, gpus = read_prices(path, bad)
         rel = path.relative_to(root) if path.is_relative_to(root) else path
         for inst in (i for i in catalog.instances if i.provider == cloud):
             prices = _lookup(inst, vms, gpus)
             if prices is None:
                 missing.append(f"{cloud}:{inst.region}:{inst.instance_type}")
+                if (cell := bad.get((inst.region, inst.instance_type))) is not None:
+                    bad_prices.append(f"{cloud}:{inst.region}:{inst.instance_type} {short(cell or '(empty)')}")
                 continue
             od = min(prices.on_demand)
             spot = round(statistics.fmean(prices.spot), 4) if prices.spot else None
@@ -161,7 +173,7 @@ def import_skypilot(root: Path, catalog: Catalog, price_date: str) -> ImportResu
                 "source": f"skypilot catalog import of {rel} (prices dated {price_date}); spot = mean over zones",
             }  # fmt: skip
             rows.append(row)
-    return ImportResult(rows, tables, len(rows), missing, changes)
+    return ImportResult(rows, tables, len(rows), missing, changes, bad_prices)
 
 
 def write_rows(rows: list[dict[str, str]], out: Path) -> None:

@@ -82,6 +82,8 @@ def check_writable(path: Path, option: str, store: Path | None = None) -> None:
         db = store if store is not None else default_store_path()
         if any(_same_file(path, Path(f"{db}{tail}")) for tail in ("", "-wal", "-shm", "-journal")):
             raise refuse(f"it is the results store {short(str(db))}; every stored run would be lost")
+        if existed and _is_sqlite(path):  # another results store (or any database): never written over
+            raise refuse("it is an SQLite database, perhaps a results store; its contents would be lost")
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a"):
             pass
@@ -89,6 +91,12 @@ def check_writable(path: Path, option: str, store: Path | None = None) -> None:
         raise refuse(exc.strerror or str(exc)) from None
     if not existed:
         path.unlink(missing_ok=True)
+
+
+def _is_sqlite(path: Path) -> bool:
+    """Whether ``path`` starts with the SQLite 3 file header (https://www.sqlite.org/fileformat.html, 1.3)."""
+    with path.open("rb") as f:
+        return f.read(16) == b"SQLite format 3\x00"
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -139,11 +139,16 @@ def catalog_import(
         date = dt.date.fromtimestamp(newest).strftime("%Y-%m")
     cat = load_catalog_option(catalog_file)
     result = import_skypilot(path, cat, date)
+    if not result.rows and result.bad_prices:
+        raise SpecError("path", f"{len(result.bad_prices)} of the catalog's instances are listed under {path} with no "
+                        f"valid Price (e.g. {result.bad_prices[0]}); a price is dollars per hour above 0 and below "
+                        "100,000. Nothing written; pass SkyPilot's own vms.csv")  # fmt: skip
     if not result.rows:
-        raise SpecError("PATH", f"none of the catalog's instances are listed under {path}; nothing written")
+        raise SpecError("path", f"none of the catalog's instances are listed under {path}; nothing written")
     write_rows(result.rows, output)
     if as_json:
         emit_json({"output": str(output), "updated": result.updated, "missing": result.missing, "date": date,
+                   "bad_prices": result.bad_prices,
                    "tables": {c: str(p) for c, p in result.tables.items()}})  # fmt: skip
         return
     out_console.print(result.summary())

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
-import numpy as np
+from pathlib import Path
 
-from rightsize.cluster.items import CLS_ID, PAD_ID, ItemSpec, preprocess, synthetic_read, tokenize
+import numpy as np
+import pytest
+
+from rightsize.cluster.items import (
+    CLS_ID,
+    PAD_ID,
+    ItemSpec,
+    preprocess,
+    read_table,
+    synthetic_read,
+    table_batch,
+    tokenize,
+)
 from rightsize.cluster.stages import add_time, stage_totals
+from rightsize.errors import SpecError
 
 
 def test_items_depend_only_on_their_id() -> None:
@@ -43,3 +56,28 @@ def test_stage_time_columns_sum_to_the_stage_total() -> None:
     batch = add_time(batch, "read", wall_s=0.4, cpu_s=0.4)
     totals = stage_totals(batch)
     assert totals["infer"] == {"wall_s": 2.0, "cpu_s": 1.0} and totals["read"]["wall_s"] == 0.4
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "pattern"),
+    [
+        ("empty.jsonl", b"", r"cannot read .* as JSON lines \(.*\); give a JSON lines file"),
+        ("broken.jsonl", b"{bad\n", r"cannot read .* as JSON lines"),
+        ("huge.jsonl", b'{"features": [1, 1e400]}\n', r"cannot read .* as JSON lines"),
+        ("mixed.jsonl", b'{"features": 1}\n{"features": [1, 2]}\n', r"cannot read .* as JSON lines"),
+        ("noise.parquet", b"\x00\x01 not parquet at all \xff" * 8, r"cannot read .* as Parquet \("),
+        ("ragged.jsonl", b'{"features": [1, 2]}\n{"features": [1]}\n', r"'features' column.s rows hold 1 to 2 values"),
+        ("strings.jsonl", b'{"features": ["a", "b"]}\n', r"'features' column must hold a list of numbers per row"),
+        ("wide.jsonl", b'{"features": [1, 2, 3]}\n', r"'features' column.s rows hold 3 values, but the model takes 2 "),
+        ("nulls.jsonl", b'{"features": [1, 2]}\n{"features": null}\n', r"'features' column has empty \(null\) rows"),
+    ],
+)
+def test_a_bad_input_file_is_one_spec_error_not_an_arrow_traceback(
+    tmp_path: Path, name: str, content: bytes, pattern: str
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    spec = ItemSpec("features", features=2)
+    with pytest.raises(SpecError, match=pattern) as info:
+        table_batch(read_table(path, spec), spec)
+    assert str(info.value).startswith("--input: ") and "\n" not in str(info.value)

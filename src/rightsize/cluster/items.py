@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from rightsize.errors import NotFoundError, SpecError, UnsupportedError
+from rightsize.inputfile import short
 
 Batch = dict[str, np.ndarray]
 
@@ -123,16 +124,22 @@ def read_table(path: str | Path, spec: ItemSpec) -> Any:
     if not p.exists():
         raise NotFoundError(f"--input: {str(p)!r} does not exist")
     suffix = p.suffix.lower()
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(p)
-    elif suffix in (".jsonl", ".json", ".ndjson"):
-        import pyarrow.json as pj
-
-        table = pj.read_json(p)
-    else:
+    if suffix not in (".parquet", ".jsonl", ".json", ".ndjson"):
         raise SpecError("--input", f"must be a .parquet or .jsonl file, got {p.name!r}")
+    kind = "Parquet" if suffix == ".parquet" else "JSON lines"
+    try:
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(p)
+        else:
+            import pyarrow.json as pj
+
+            table = pj.read_json(p)
+    except (pa.ArrowException, OSError) as exc:  # empty, truncated, not that format, a value no column can hold
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise SpecError("--input", f"cannot read {short(str(p))} as {kind} ({why[:160]}); give a {kind} file "
+                        f"of one row per item with a {PAYLOAD_COLUMN[spec.kind]!r} column") from None  # fmt: skip
     col = PAYLOAD_COLUMN[spec.kind]
     if col not in table.column_names:
         if spec.kind == "image":
@@ -140,12 +147,45 @@ def read_table(path: str | Path, spec: ItemSpec) -> Any:
         raise SpecError(
             "--input", f"needs a {col!r} column for a {spec.kind} model; found {', '.join(table.column_names)}"
         )
+    _check_payload(table.column(col), col, spec)
     if "id" not in table.column_names:
         table = table.append_column("id", pa.array(np.arange(table.num_rows, dtype=np.int64)))
     ids = table.column("id").to_numpy()
     if len(np.unique(ids)) != len(ids):
         raise SpecError("--input", "the 'id' column has duplicates; ids must be unique to check every item ran once")
     return table.select(["id", col])
+
+
+def _check_payload(column: Any, col: str, spec: ItemSpec) -> None:
+    """Refuse a payload column the workers could not turn into a batch (checked here, once, in the driver: a bad
+    row found inside a worker pool would stop the run far from its cause): text for token models; for the others
+    rows of numbers, every row the same length."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = column.type
+    if spec.kind == "tokens":
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t)) or column.null_count:
+            raise SpecError("--input", f"the {col!r} column must hold a string per row, got {t}")
+        return
+    lists = pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+    if not lists or not (pa.types.is_integer(t.value_type) or pa.types.is_floating(t.value_type)):
+        raise SpecError("--input", f"the {col!r} column must hold a list of numbers per row, got {t}")
+    lengths = pc.list_value_length(column)
+    if column.null_count or lengths.null_count:
+        raise SpecError("--input", f"the {col!r} column has empty (null) rows; every row needs its values")
+    if not len(column):
+        return
+    lo, hi = pc.min(lengths).as_py(), pc.max(lengths).as_py()
+    if lo != hi:
+        raise SpecError("--input", f"the {col!r} column's rows hold {lo} to {hi} values; every row must hold the "
+                        "same number")  # fmt: skip
+    need = spec.features if spec.kind == "features" else spec.image_size**2 * 3
+    if lo != need:
+        side = spec.image_size
+        what = f"{need} features" if spec.kind == "features" else f"{side}x{side}x3 pixels = {need} values"
+        raise SpecError("--input", f"the {col!r} column's rows hold {lo} values, but the model takes {what} per "
+                        "item; give rows of that width (or the spec's input: that matches your data)")  # fmt: skip
 
 
 def table_batch(table: Any, spec: ItemSpec) -> Batch:
@@ -156,4 +196,8 @@ def table_batch(table: Any, spec: ItemSpec) -> Batch:
     if spec.kind == "tokens":
         return {"id": ids, "text": np.array(values, dtype=object)}
     dtype = np.uint8 if spec.kind == "image" else np.float32
-    return {"id": ids, col: np.array(values, dtype=dtype)}
+    try:
+        return {"id": ids, col: np.array(values, dtype=dtype)}
+    except (ValueError, TypeError, OverflowError):  # ragged rows, nulls, strings, values past the dtype
+        raise SpecError("--input", f"the {col!r} column must hold rows of one shape of numbers ({np.dtype(dtype)}); "
+                        f"rows {int(ids[0])}-{int(ids[-1])} do not") from None  # fmt: skip

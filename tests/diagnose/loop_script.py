@@ -1,4 +1,5 @@
-"""A small training loop for tests/diagnose: `starved` (slow decoding, no loader workers) or `healthy`."""
+"""A small training loop for tests/diagnose: `starved` (slow decoding, no loader workers), `healthy`, or
+`forever` (healthy, never ending: stopped by `diagnose --timeout`)."""
 
 import sys
 import time
@@ -23,7 +24,8 @@ class Samples(Dataset):  # type: ignore[type-arg]
 model = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 2))
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 loader = DataLoader(Samples(), batch_size=64, num_workers=0)
-for _epoch in range(3 if STARVED else 6):
+EPOCHS = 3 if STARVED else 10**9 if sys.argv[1] == "forever" else 6
+for _epoch in range(EPOCHS):
     for x, y in loader:
         for _ in range(1 if STARVED else 6):
             loss = nn.functional.cross_entropy(model(x), y)

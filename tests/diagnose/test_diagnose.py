@@ -42,6 +42,28 @@ def test_starved_loop_is_told_to_add_loader_workers() -> None:
 
 
 @pytest.mark.slow
+def test_timeout_stops_the_program_and_diagnoses_the_steps_it_ran() -> None:
+    # --timeout interrupts the program (SIGINT: its exit handlers, the probe's report among them, still run)
+    run = subprocess.run(
+        [sys.executable, "-m", "rightsize", "diagnose", "--json", "--timeout", "12", "--", sys.executable,
+         str(SCRIPT), "forever"], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-600:]
+    assert json.loads(run.stdout)["facts"]["steps"] > 0 and "stopped after --timeout 12 s" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_a_command_that_cannot_run_is_one_line_exit_2(tmp_path: Path) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("not a program\n")
+    for cmd in (str(text), str(tmp_path)):
+        run = subprocess.run([sys.executable, "-m", "rightsize", "diagnose", "--", cmd], capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+        assert run.returncode == 2 and run.stderr.startswith("error: CMD: cannot run "), run.stderr
+        assert run.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
 def test_healthy_loop_has_no_input_problem() -> None:
     report = _cli("healthy")
     assert report["facts"]["steps"] == 144 and report["facts"]["data_wait_fraction"] < 0.2

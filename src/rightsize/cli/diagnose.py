@@ -21,8 +21,11 @@ def diagnose_cmd(
         raise SpecError(
             "CMD", f"No such option: {ctx.args[0]}; put the program after --: rightsize diagnose -- python x.py"
         )
-    rc, facts = run_watched(list(ctx.args), timeout_s=timeout)
+    rc, facts, stopped = run_watched(list(ctx.args), timeout_s=timeout)
     if facts is None:
+        if stopped:
+            raise RunFailedError(f"the program was stopped after --timeout {timeout:g} s before the probe reported: "
+                                 "it had not imported torch yet, or ignored the interrupt; give it longer")  # fmt: skip
         raise RunFailedError(
             f"the program exited {rc} without the probe's report: it never imported torch, or it was killed"
         )
@@ -31,7 +34,10 @@ def diagnose_cmd(
         emit_json({"exit_code": rc, "facts": facts.to_dict(), "findings": [f.to_dict() for f in findings]})
     else:
         out_console.print(render(facts, findings), markup=False, highlight=False)
-    if rc != 0:
+    if stopped:
+        err_console.print(f"note: the program was stopped after --timeout {timeout:g} s; the diagnosis covers the "
+                          "steps it ran until then")  # fmt: skip
+    elif rc != 0:
         err_console.print(f"note: the program exited with code {rc}")
 
 

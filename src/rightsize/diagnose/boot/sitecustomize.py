@@ -54,5 +54,15 @@ class _OnTorchImport:
         return spec
 
 
+def _exit_on_term(signum: int, frame: Any) -> None:
+    """SIGTERM (how ``diagnose --timeout`` stops the program) as a quiet SystemExit: exit handlers, the probe's
+    report among them, run, and no KeyboardInterrupt traceback is printed."""
+    raise SystemExit(128 + signum)
+
+
 if _OUT:
     sys.meta_path.insert(0, _OnTorchImport())
+    import signal
+
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # a program's own handler is left alone
+        signal.signal(signal.SIGTERM, _exit_on_term)

@@ -139,6 +139,12 @@ def test_hf_model_type_builds_the_default_config() -> None:
         ("missing.onnx", NotFoundError, "no file 'missing.onnx'"),
         ("missing.pt", NotFoundError, "no file"),
         ("nosuchmodule_xyz:make", NotFoundError, "cannot import module"),
+        # not dotted names then a name: refused before import (were ValueError / TypeError tracebacks)
+        (":", SpecError, r"':' is not package\.module:factory"),
+        (":make", SpecError, "is not package.module:factory"),
+        (".:f", SpecError, "is not package.module:factory"),
+        ("json:", SpecError, "is not package.module:factory"),
+        ("a.b:c:d", SpecError, "is not package.module:factory"),
     ],
 )
 def test_bad_refs_name_the_fix(ref: str, error: type[Exception], match: str) -> None:
@@ -268,3 +274,10 @@ def test_openvino_engine_matches_pytorch(
     onnx_file = resolve_model(f"ov:{files['mlp'].with_suffix('.onnx')}")  # a user's .onnx on OpenVINO
     xs = onnx_file.example_input(2)
     assert torch.allclose(onnx_file.build()(xs), _mlp()(xs), atol=1e-5)
+
+
+def test_a_factory_module_that_fails_to_import_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "broken_user_mod.py").write_text("raise RuntimeError('boom')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(SpecError, match=r"importing 'broken_user_mod' raised RuntimeError: 'boom'; fix that module"):
+        resolve_model("broken_user_mod:make", [4])

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rightsize.errors import NotFoundError, SpecError, UnsupportedError, did_you_mean
+from rightsize.inputfile import short
 from rightsize.models.onnx_engine import OrtModule, exported_onnx, onnx_input
 from rightsize.models.zoo import Family, InputKind, ZooEntry, get_entry
 
@@ -174,10 +175,16 @@ def _check_module(ref: str, model: Any) -> nn.Module:
 
 def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> UserEntry:
     module_name, _, attr = ref.partition(":")
+    if not all(p.isidentifier() for p in module_name.split(".")) or not attr.isidentifier():
+        raise SpecError("model", f"{short(ref)} is not package.module:factory (dotted Python names, then the name of "
+                        "a function that returns the torch.nn.Module), e.g. mypkg.models:build")  # fmt: skip
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise NotFoundError(f"model: cannot import module {module_name!r} ({exc}); check PYTHONPATH") from None
+    except Exception as exc:  # the user's module failed while importing: its error, not ours
+        raise SpecError("model", f"importing {module_name!r} raised {type(exc).__name__}: {short(str(exc))}; fix "
+                        "that module") from None  # fmt: skip
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise NotFoundError(f"model: {module_name!r} has no callable {attr!r}")

@@ -82,6 +82,19 @@ def test_not_a_store_is_a_user_error(tmp_path: Path) -> None:
     assert junk.read_bytes().startswith(b"this is not sqlite")  # left untouched
 
 
+def test_a_damaged_store_is_refused_before_anything_is_read_or_written(store_path: Path) -> None:
+    with Store(store_path) as s:
+        for i in range(40):  # enough rows for several pages
+            s.save_artifact(None, "note", {"name": f"n{i}", "pad": "x" * 400})
+    data = bytearray(store_path.read_bytes())
+    data[4096 : 4096 + 8192] = b"\xab" * 8192  # pages overwritten: SQLite still opens the file
+    store_path.write_bytes(bytes(data))
+    for read_only in (True, False):
+        with pytest.raises(RightsizeError, match=r"is damaged \(.*\); nothing was read from or written to it"):
+            Store(store_path, read_only=read_only)
+    assert store_path.read_bytes() == bytes(data)  # not written to
+
+
 def test_newer_schema_is_refused(store_path: Path) -> None:
     Store(store_path).close()
     con = sqlite3.connect(store_path)

@@ -115,6 +115,18 @@ class Store:
             raise RightsizeError(f"--store: cannot open {str(self.path)!r} ({exc}); pass a writable path") from None
         self._conn.row_factory = sqlite3.Row
         try:
+            # A damaged file (pages overwritten) still opens and answers some queries: listing would show part of
+            # the runs, and a write would build on the damage. quick_check reads every page once (milliseconds
+            # for a store of a few MB) and finds it before anything is read or written.
+            verdict = str(self._conn.execute("PRAGMA quick_check(1)").fetchone()[0])
+        except sqlite3.DatabaseError as exc:  # "file is not a database" is not damage: refused below as not a store
+            verdict = str(exc) if "malformed" in str(exc) else "ok"
+        if verdict != "ok":
+            self._conn.close()
+            what = " ".join(verdict.replace("*** in database main ***", "").split())[:100]
+            raise RightsizeError(f"--store: {str(self.path)!r} is damaged ({what}); nothing was read from "
+                                 "or written to it: restore a copy, or pass another path")  # fmt: skip
+        try:
             if read_only:
                 self._conn.execute("SELECT count(*) FROM runs").fetchone()
                 return

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from report_kit import ENV_A, ENV_B, GIB
 
-from rightsize.errors import NotFoundError
+from rightsize.errors import NotFoundError, RightsizeError, SpecError
 from rightsize.profile import Environment, Gpu
 from rightsize.report.dashboard import running_dashboard
 from rightsize.report.pricing import match_accelerator, price_env, usd_per_1m_samples
@@ -100,6 +100,23 @@ def test_dashboard_never_creates_a_store(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError, match="no results store"), running_dashboard(missing):
         pass
     assert not missing.exists()
+
+
+def test_dashboard_refuses_a_non_store_and_a_bad_host_before_serving(
+    tmp_path: Path, two_run_store: tuple[Path, str, str]
+) -> None:
+    junk = tmp_path / "junk.txt"
+    junk.write_text("root:x:0:0\n")
+    with pytest.raises(RightsizeError, match="not a rightsize store"), running_dashboard(junk):
+        pass
+    store = two_run_store[0]
+    with pytest.raises(SpecError, match=r"^--host: is empty"), running_dashboard(store, host=""):
+        pass
+    with (
+        pytest.raises(SpecError, match=r"^--host: cannot listen on '999\.1\.1\.1'"),
+        running_dashboard(store, host="999.1.1.1"),
+    ):
+        pass
 
 
 def test_gpu_names_match_catalog_accelerators() -> None:

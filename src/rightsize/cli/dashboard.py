@@ -32,8 +32,9 @@ def dashboard(
     catalog: Path | None = CATALOG_OPTION,
 ) -> None:
     """Serve a local, read-only dashboard over the results store until Ctrl-C."""
-    from rightsize.report.dashboard import serve_dashboard
+    from rightsize.report.dashboard import check_host, serve_dashboard
 
+    check_host(host)
     if host not in _LOOPBACK:
         err_console.print(f"warning: --host {host} exposes the results store beyond this machine")
         token = token or secrets.token_urlsafe(16)

@@ -12,6 +12,7 @@ mode lets it read while a sweep writes.
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import hmac
 import sys
@@ -25,7 +26,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from rightsize.catalog import Catalog
-from rightsize.errors import NotFoundError, RightsizeError
+from rightsize.errors import NotFoundError, RightsizeError, SpecError
 from rightsize.hosts import allowed_hosts, host_name
 from rightsize.report.fmt import esc
 
@@ -195,6 +196,13 @@ class DashboardServer(ThreadingHTTPServer):
         return f"http://{host if isinstance(host, str) else host.decode()}:{port}"
 
 
+def check_host(host: str) -> None:
+    """Refuse an empty --host: the socket layer reads it as every interface, the store open to the network."""
+    if not host.strip():
+        raise SpecError("--host", "is empty (which would listen on every interface); give 127.0.0.1, or the "
+                        "address of one interface")  # fmt: skip
+
+
 def make_server(
     store_path: str | Path | None,
     host: str = "127.0.0.1",
@@ -205,6 +213,9 @@ def make_server(
 ) -> DashboardServer:
     """A bound server over an existing store (port 0: a free port). The store is never created here.
     ``catalog`` (loaded once by the caller, e.g. with the user's ``--catalog``) prices measured points."""
+    import socket
+
+    from rightsize.store import Store
     from rightsize.store.db import default_store_path
 
     path = Path(store_path) if store_path is not None else default_store_path()
@@ -212,9 +223,17 @@ def make_server(
         raise NotFoundError(
             f"--store: no results store at {str(path)!r}; run `rightsize bench SPEC` first or pass --store"
         )
+    Store(path, read_only=True).close()  # a file that is not a store, or a damaged one, is refused before serving
+    check_host(host)
     try:
         return DashboardServer(path, host, port, log, token, catalog)
+    except socket.gaierror as exc:  # not an address or a name this machine resolves
+        raise SpecError("--host", f"cannot listen on {host!r} ({exc.strerror}); give an address of this "
+                        "machine, e.g. 127.0.0.1") from None  # fmt: skip
     except OSError as exc:
+        if exc.errno == errno.EADDRNOTAVAIL:  # a valid address, but not one of this machine's
+            raise SpecError("--host", f"cannot listen on {host!r} ({exc.strerror}); give an address of this "
+                            "machine, e.g. 127.0.0.1") from None  # fmt: skip
         raise RightsizeError(f"--port: cannot listen on {host}:{port} ({exc.strerror}); pick another port") from None
 
 

@@ -69,6 +69,26 @@ def test_bad_invocations_exit_2_without_a_traceback(
 ) -> None:
     code, err = _run(argv, capsys)
     assert code == 2 and says in err and "Traceback" not in err
+    if argv:  # one line, as every bad input gets: click's usage errors were four (usage, hint, blank, Error:)
+        assert err.startswith("error: ") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["results", "--limit", "0"],
+            "error: --limit: Input should be greater than or equal to 1 (options: rightsize results --help)",
+        ),
+        (["plan", "examples/quick.yaml", "--nope"], "error: No such option: --nope"),
+        (["plan"], "error: Missing argument 'spec' (options: rightsize plan --help)"),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_option(
+    argv: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _run(argv, capsys)
+    assert code == 2 and err.startswith(line) and err.count("\n") == 1, err
 
 
 @pytest.mark.slow  # > 1.9 s: make test runs it, make test-fast skips it

@@ -94,6 +94,21 @@ def _register() -> None:
         _registered.append(name)
 
 
+def _usage_line(exc: Exception) -> str | None:
+    """A usage error as the one line every other bad input gets (click's own is four: usage, a hint, a blank line,
+    ``Error: ...``), with where to read the options; None for "no command given", whose help is the answer."""
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
+    if not isinstance(exc, UsageError) or isinstance(exc, NoArgsIsHelpError) or exc.ctx is None:
+        return None
+    message = exc.format_message().replace("Invalid value for ", "")  # "'--limit': 0 is not in the range x>=1."
+    if message.startswith("'") and "': " in message:  # the option first, as every other error names its field
+        name, _, rest = message[1:].partition("': ")
+        message = f"{name}: {rest}"
+    command = " ".join(["rightsize", *exc.ctx.command_path.split()[1:]])  # the root's name is argv[0]'s otherwise
+    return f"{message.rstrip('.')} (options: {command} --help)"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script; exits with 0 ok, 1 failed run, 2 bad input."""
     keep_freed_memory()  # before any thread allocates: glibc fixes its arena limit then (rightsize.allocator)
@@ -115,8 +130,11 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(1)
     except TyperException as exc:  # typer's own click: usage errors, bad or missing options (exit 2)
+        line = _usage_line(exc)
         show = getattr(exc, "show", None)
-        if callable(show):
+        if line is not None:
+            print(f"error: {line}", file=sys.stderr)
+        elif callable(show):
             show()
         else:
             print(f"error: {exc}", file=sys.stderr)

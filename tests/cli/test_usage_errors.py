@@ -57,6 +57,10 @@ def test_an_unknown_option_exits_2_for_every_command(command: str, capsys: pytes
         (["plan", "examples/sentiment-api.yaml", "--report", "/proc/nope/r.html"], "--report: cannot write"),
         (["report", "-o", "/proc/nope/r.html"], "--output: cannot write"),
         (["results", "--store", "/tmp"], "--store: '/tmp' is a directory, not a store file"),
+        # a method or URL that would break the request line (urlsplit drops CR/LF silently)
+        (["loadtest", "http://127.0.0.1:9/", "--rate", "1", "--method", "GE T"], "--method: 'GE T' is not an HTTP"),
+        (["loadtest", "http://127.0.0.1:9/", "--rate", "1", "--method", ""], "--method: '' is not an HTTP method"),
+        (["loadtest", "http://127.0.0.1:9/a\r\nX-Inj: y", "--rate", "1"], "holds whitespace or a control character"),
         # a token with a line break would end the Authorization header and inject another
         (["loadtest", "http://127.0.0.1:9/", "--rate", "5", "--token", "a\r\nX-Injected: 1"], "--token: must be one"),
         # a zoo model's input is --seq / --image: --shape and --vocab were ignored without a word

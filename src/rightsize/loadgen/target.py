@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
@@ -50,9 +51,16 @@ def default_body(sample_shape: tuple[int, ...] = (4,), samples: int = 1, dtype: 
     return json.dumps({"inputs": [nest(sample_shape) for _ in range(samples)]}, separators=(",", ":")).encode()
 
 
+# An HTTP method is a token (RFC 9110, 5.6.2): visible characters, no separators; e.g. GET, POST, PROPFIND
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
 def split_http_url(url: str, example: str) -> tuple[SplitResult, str, int]:
     """``url`` (``host:port`` alone means http://) split, its host and its port; SpecError naming URL for anything but
     http://host[:port][/path] with a port in 1-65535 (``example`` shows the user a good one)."""
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):  # urlsplit drops CR/LF/tab silently
+        raise SpecError("URL", f"{short(url)} holds whitespace or a control character (a line break would end the "
+                        f"request line); percent-encode it, e.g. %20; expected e.g. {example}")  # fmt: skip
     try:
         parts = urlsplit(url if "://" in url else f"http://{url}")
         port = parts.port or 80
@@ -164,6 +172,8 @@ class Target:
         ``DEFAULT_PATH`` asks the server's ``/v1/info`` for its sample shape and sends ``samples`` zero samples
         of it (a rightsize server); other servers get a small default JSON body."""
         auth = bearer_header(token)
+        if method is not None and not _TOKEN.fullmatch(method):
+            raise SpecError("--method", f"{short(method)} is not an HTTP method; give e.g. GET or POST")
         parts, host, port = split_http_url(url, "http://127.0.0.1:8000/v1/predict")
         path = parts.path or ""
         if path in ("", "/"):

@@ -86,6 +86,10 @@ def test_finetune_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["finetune", "llama-7b", "--method", "lorra", "--tokens", "5e6"])
     assert exc.value.code == 2 and "method" in capsys.readouterr().err
+    # without --seq: 2048, capped at what the model takes (GPT-2's 1024 learned positions), not an error
+    with pytest.raises(SystemExit) as exc:
+        main(["finetune", "gpt2", "--tokens", "1e6", "--json"])
+    assert exc.value.code in (0, None) and json.loads(capsys.readouterr().out)["seq_len"] == 1024
 
 
 def test_a_full_70b_fine_tune_shards_across_nodes_when_no_node_holds_it(catalog: Catalog) -> None:

@@ -46,6 +46,13 @@ def test_missing_model_and_not_a_mapping() -> None:
         parse_spec([1, 2])
 
 
+def test_a_key_yaml_reads_as_null_or_a_number_is_named_where_it_is() -> None:
+    with pytest.raises(SpecError, match=r"^spec: has the key None, which YAML reads as NoneType, not a field name"):
+        parse_spec(_spec() | {None: 2})
+    with pytest.raises(SpecError, match=r"^targets: has the key 1, which YAML reads as int"):
+        parse_spec(_spec(targets={1: 2}))
+
+
 def test_targets_validation() -> None:
     online = {"online": {"rate_per_s": 10, "latency": {"percentile": 95, "bound_ms": 80}}}
     w = parse_spec(_spec(targets=online))

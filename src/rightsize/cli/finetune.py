@@ -33,6 +33,7 @@ MIN_MFU = 0.01  # below 1% of peak no fine-tune runs; a smaller --mfu is a typo 
 # finetune_memory's field names -> this command's options, for its errors
 _FLAGS = {"method": "--method", "precision": "--precision", "lora_rank": "--rank", "lora_targets": "--targets",
           "batch": "--batch", "seq_len": "--seq", "framework": "--framework"}  # fmt: skip
+DEFAULT_SEQ = 2048  # --seq when not given (capped at the model's context)
 
 
 def finetune(
@@ -42,7 +43,9 @@ def finetune(
     method: str = typer.Option("lora", "--method", help="full | lora | qlora."),
     tokens: float = typer.Option(..., "--tokens", help="Tokens to train on (epochs x dataset tokens), e.g. 50e6."),
     batch: int = typer.Option(4, "--batch", min=1, max=1_000_000, help="Micro-batch per GPU, sequences."),
-    seq: int = typer.Option(2048, "--seq", min=1, max=10_000_000, help="Sequence length, tokens."),
+    seq: int | None = typer.Option(
+        None, "--seq", min=1, max=10_000_000, help="Sequence length, tokens (default 2048, or the model's context)."
+    ),
     precision: str = typer.Option("bf16", "--precision", help="bf16 | fp16 (pure) | amp_bf16 | amp_fp16 | fp32."),
     rank: int | None = typer.Option(None, "--rank", min=1, help="LoRA rank (lora, qlora; default 16)."),
     targets: str | None = typer.Option(
@@ -78,6 +81,8 @@ def finetune(
     if not lora_targets:
         raise SpecError("--targets", f"names no layer (got {short(targets)}); pass q,k,v,o,gate,up,down or all-linear")
     shape = decoder_shape(model)  # one resolution for the memory and the time
+    if seq is None:  # 2048, or the longest the model takes (GPT-2: 1024 learned positions)
+        seq = min(DEFAULT_SEQ, *(n for n in (shape.max_context, shape.learned_positions) if n))
     if shape.max_context and seq > shape.max_context:  # RoPE: positions past training
         raise SpecError("--seq", f"{seq} tokens, but {short(model)} was trained for {shape.max_context} "
                         f"(max_position_embeddings). To fix: --seq {shape.max_context} or less")  # fmt: skip
@@ -101,6 +106,7 @@ def finetune(
     step_note = small_step_note(method, batch, seq)
     if json_out:
         emit_json({"model": model, "method": method, "framework": framework, "tokens": tokens, "mfu_assumed": mfu,
+                   "batch": batch, "seq_len": seq,
                    "memory_one_gpu": mem.to_dict(), "options": [o.to_dict() for o in options[:top]],
                    "notes": [n for n in (step_note, None if options else
                                          f"no catalog GPU instance holds it: {_no_fit_hint(method, checkpointing)}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from rightsize.errors import NotFoundError, did_you_mean
+from rightsize.inputfile import short
 
 if TYPE_CHECKING:
     import torch
@@ -331,7 +332,7 @@ def get_entry(name: str) -> ZooEntry:
         return ZOO[name]
     except KeyError:
         raise NotFoundError(
-            f"model {name!r} is not in the zoo.{did_you_mean(name, ZOO)} "
+            f"model {short(name)} is not in the zoo.{did_you_mean(name, ZOO)} "
             "Run `rightsize models` for the list. Your own model: 'package.module:factory', hf:CONFIG_DIR, "
             "hf:MODEL_TYPE (e.g. hf:bert), a .onnx file or a TorchScript .pt file."
         ) from None

@@ -44,10 +44,25 @@ def spec_error_from(exc: ValidationError) -> SpecError:
     return SpecError(path or "spec", msg + more)
 
 
+def _check_keys(data: Any, path: str) -> None:
+    """Refuse a mapping key YAML read as something other than text (``~:`` is null, ``1:`` a number): pydantic
+    names such a field ``None``, which says nothing."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if not isinstance(key, str):
+                raise SpecError(path or "spec", f"has the key {short(key)}, which YAML reads as "
+                                f"{type(key).__name__}, not a field name; write field names as text")  # fmt: skip
+            _check_keys(value, f"{path}.{key}" if path else key)
+    elif isinstance(data, list):
+        for i, item in enumerate(data):
+            _check_keys(item, f"{path}[{i}]")
+
+
 def parse_spec(data: Any, source: str = "spec") -> Workload:
     """Validate a mapping (already parsed YAML) into a Workload."""
     if not isinstance(data, dict):
         raise SpecError(source, f"must be a YAML mapping of fields, got {type(data).__name__}")
+    _check_keys(data, "")
     try:
         return Workload.model_validate(data)
     except ValidationError as exc:

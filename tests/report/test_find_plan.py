@@ -55,3 +55,10 @@ def test_a_store_of_generative_plans_only_says_so_not_that_it_holds_no_plan(tmp_
     run = st.artifacts(kind="generative-plan")[0]["run_id"]
     with pytest.raises(NotFoundError, match=rf"generative plans only \(newest: run {run}, chat\).*--report PATH"):
         find_plan(st)
+
+
+def test_a_run_of_another_kind_is_named_as_such(tmp_path: Path) -> None:
+    st, _ = _store_with_plans(tmp_path, 1)
+    bench = st.start_run("bench", name="quick", model="distilbert")
+    with pytest.raises(SpecError, match=rf"^RUN: '{bench}' is a bench run \(quick\), not a plan; .*results {bench}"):
+        find_plan(st, bench)

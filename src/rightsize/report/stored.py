@@ -43,6 +43,13 @@ def find_plan(store: Store, ref: str | None = None) -> dict[str, Any]:
     if any(ref in (a["id"], a["run_id"]) for a in store.artifacts(kind="generative-plan")):
         raise SpecError("RUN", f"{ref!r} is a generative plan: its report is written when it is planned, "
                         "`rightsize plan SPEC --report PATH`; `rightsize results RUN` shows it")  # fmt: skip
+    try:
+        other = store.run(ref)
+    except NotFoundError:
+        other = None
+    if other is not None:  # a run of another kind (bench, validate, ...): say what it is
+        raise SpecError("RUN", f"{ref!r} is a {other.kind} run ({other.name or '?'}), not a plan; `rightsize results "
+                        f"{other.id}` shows it (newest plan: run {plans[0]['run_id']})")  # fmt: skip
     raise NotFoundError(
         f"RUN: no plan with run or artifact id {ref!r} in the store; `rightsize results` lists runs "
         f"(newest plan: run {plans[0]['run_id']})"

@@ -88,15 +88,19 @@ def catalog_tiers(catalog: Catalog) -> list[GpuTier] | None:
 def parse_tiers(text: str) -> list[GpuTier]:
     """``builtin`` (FALLBACK_GPU_TIERS) or GiB sizes such as ``8,16,24`` (a generic tier each)."""
     from rightsize.errors import SpecError
+    from rightsize.inputfile import short
 
     if text.strip() == "builtin":
         return list(FALLBACK_GPU_TIERS)
+    parts = text.split(",")
     try:
-        sizes = [float(part) for part in text.split(",") if part.strip()]
+        sizes = [float(part) for part in parts]  # an empty part ("8,,16") is a typo, not a tier to skip
     except ValueError:
         sizes = []
-    if not sizes or any(not math.isfinite(size) or size <= 0 for size in sizes):
-        raise SpecError("tiers", f"expected 'builtin' or positive GiB sizes such as '8,16,24', got {text!r}")
+    # 16 TiB: beyond any accelerator's memory (a 1e30 GiB "tier" fits everything and plans nothing)
+    if not sizes or any(not math.isfinite(size) or not 0 < size <= 16384 for size in sizes):
+        raise SpecError("--tiers", f"expected 'builtin' or GiB sizes from 0 to 16384 such as '8,16,24', got "
+                        f"{short(text)}")  # fmt: skip
     return [GpuTier(size, (f"{size:g} GiB GPU",)) for size in sorted(set(sizes))]
 
 

@@ -1,3 +1,4 @@
+import os
 import sqlite3
 import subprocess
 import sys
@@ -174,3 +175,22 @@ def test_sweeps_on_one_store_take_turns(store_path: Path) -> None:
         elapsed = time.perf_counter() - t0
     holder.wait(10)
     assert waited == [True] and elapsed > 0.5
+
+
+def test_a_store_in_a_folder_this_user_cannot_write_is_still_read(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    with Store(folder / "s.sqlite") as s:
+        s.save_artifact(None, "note", {"name": "keep"})
+    root = os.geteuid() == 0  # root writes through mode bits: make the folder immutable instead
+    lock = ["chattr", "+i", str(folder)] if root else ["chmod", "555", str(folder)]
+    unlock = ["chattr", "-i", str(folder)] if root else ["chmod", "755", str(folder)]
+    if subprocess.run(lock, capture_output=True).returncode != 0:
+        pytest.skip("cannot make a read-only folder here")
+    try:
+        if os.access(folder, os.W_OK):
+            pytest.skip("the folder stayed writable")
+        with Store(folder / "s.sqlite", read_only=True) as s:  # was "not a rightsize store (unable to open ...)"
+            assert [a["payload"]["name"] for a in s.artifacts("note")] == ["keep"]
+    finally:
+        subprocess.run(unlock, capture_output=True)

@@ -107,7 +107,13 @@ class Store:
                 if not self.path.is_file():
                     what = "is a directory, not a store file" if self.path.is_dir() else "does not exist"
                     raise NotFoundError(f"--store: {str(self.path)!r} {what}; run `rightsize bench` or `plan` first")
-                self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+                uri = self.path.resolve().as_uri()
+                self._conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30)
+                if not os.access(self.path.parent, os.W_OK) and not Path(f"{self.path}-shm").exists():
+                    # a WAL store in a folder this user cannot write: SQLite cannot make the -shm file a reader needs,
+                    # "unable to open database file". Nobody can be writing it (no -shm): read it as immutable.
+                    self._conn.close()
+                    self._conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=30)
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)

@@ -155,6 +155,9 @@ def test_bad_refs_name_the_fix(ref: str, error: type[Exception], match: str) -> 
 def test_broken_files_are_one_line_errors(files: dict[str, Path]) -> None:
     with pytest.raises(SpecError, match=r"not a TorchScript archive.*torch\.jit\.save"):
         resolve_model(str(files["notjit"].with_suffix(".pt")), [4])
+    # without a shape too: what is wrong is the file, not the missing input.shape
+    with pytest.raises(SpecError, match=r"not a TorchScript archive \(PytorchStreamReader failed .*\); save one"):
+        resolve_model(str(files["notjit"].with_suffix(".pt")))
     with pytest.raises(SpecError, match="not valid JSON"):
         resolve_model(f"hf:{files['bad']}")
     junk = files["dir"] / "junk.onnx"

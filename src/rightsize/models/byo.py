@@ -201,7 +201,6 @@ def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> User
 
 def _torchscript_entry(ref: str, shape: list[int] | None, vocab: int | None) -> UserEntry:
     path = _existing_file(ref)
-    fields = _float_or_tokens(ref, shape, vocab)
 
     def build(tiny: bool) -> nn.Module:
         import torch
@@ -209,21 +208,20 @@ def _torchscript_entry(ref: str, shape: list[int] | None, vocab: int | None) -> 
         try:
             return _check_module(ref, torch.jit.load(str(path), map_location="cpu"))
         except RuntimeError as exc:
-            first = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+            first = str(exc).strip().splitlines()[0].split(". ")[0][:120] if str(exc).strip() else type(exc).__name__
             raise SpecError(
                 "model", f"{ref} is not a TorchScript archive ({first}); save one with "
                 "torch.jit.save(torch.jit.trace(model, example), path)"
             ) from None  # fmt: skip
 
-    build(False)  # fail now, before any sweep, on a file that is not TorchScript
+    build(False)  # fail now, before any sweep (and before asking for its input shape), on a file that is not one
     return UserEntry(ref, "user", description=f"TorchScript {path.name}", builder=build, hf=False, fmt="torchscript",
-                     **fields)  # fmt: skip
+                     **_float_or_tokens(ref, shape, vocab))  # fmt: skip
 
 
 def _exported_entry(ref: str, shape: list[int] | None, vocab: int | None) -> UserEntry:
     """A ``torch.export`` program (``torch.export.save``), TorchScript's successor in PyTorch 2.x."""
     path = _existing_file(ref)
-    fields = _float_or_tokens(ref, shape, vocab)
 
     def build(tiny: bool) -> nn.Module:
         import torch
@@ -241,7 +239,7 @@ def _exported_entry(ref: str, shape: list[int] | None, vocab: int | None) -> Use
 
     build(False)
     return UserEntry(ref, "user", description=f"torch.export {path.name}", builder=build, hf=False, fmt="export",
-                     **fields)  # fmt: skip
+                     **_float_or_tokens(ref, shape, vocab))  # fmt: skip
 
 
 def _existing_file(ref: str) -> Path:

@@ -139,7 +139,8 @@ def onnx_input(path: Path) -> OnnxInput:
     inits = {i.name: i for i in graph.initializer}
     inputs = [i for i in graph.input if i.name not in inits]
     if not inputs:
-        raise SpecError("model", f"{path} has no graph inputs")
+        raise SpecError("model", f"{path} has no graph inputs (an empty or input-less ONNX file); export the model "
+                        "with torch.onnx.export(model, example, path)")  # fmt: skip
     first = inputs[0]
     elem = first.type.tensor_type.elem_type
     shape = first.type.tensor_type.shape.dim

@@ -10,6 +10,8 @@ import pytest
 from rightsize.catalog import load_catalog
 from rightsize.catalog.model import Catalog
 from rightsize.errors import SpecError
+from rightsize.llm.costs import EFFICIENCIES
+from rightsize.llm.finetune import finetune_memory
 from rightsize.llm.finetune_plan import flops_per_token, plan_finetune
 from rightsize.llm.shape import DecoderShape
 from rightsize.memory_budget import GIB
@@ -38,7 +40,10 @@ def test_hours_and_cost_are_the_flops_over_the_gpus_peak(catalog: Catalog) -> No
     acc = catalog.accelerators[o.accelerator]
     peak = acc.peak_flops_per_s("bf16") or acc.peak_flops_per_s("fp16")
     n = DecoderShape.from_zoo("llama-7b").params()
-    assert o.train_hours == pytest.approx(10e6 * 4 * n / (o.gpus * peak * 0.5) / 3600)
+    # the math at the MFU, and the optimizer's pass over the adapters (a sliver for LoRA) on top
+    math_h = 10e6 * 4 * n / (o.gpus * peak * 0.5) / 3600
+    assert o.train_hours * (1 - o.optimizer_share) == pytest.approx(math_h, rel=1e-3)  # the share is rounded
+    assert 0 < o.optimizer_share < 0.01
     assert o.spinup_hours == pytest.approx(515 / 3600)  # provision 25 s + CUDA image 480 s + model load 10 s
     assert o.hours == pytest.approx(o.train_hours + o.spinup_hours)
     assert o.usd == pytest.approx(o.hours * o.usd_per_hour)
@@ -105,14 +110,17 @@ def test_a_full_70b_fine_tune_shards_across_nodes_when_no_node_holds_it(catalog:
     # the network's share: ZeRO-3's 3 x (k-1)/k x 2N bytes per step at 80% of the node's link, against the step
     n, link = DecoderShape.from_zoo("llama-70b").params(), catalog.links[("aws", "p5.48xlarge")].network_gbps
     peak = catalog.accelerators["H100"].peak_flops_per_s("bf16")
-    step_s = 4 * 2048 * 16 * 8 * n / (16 * peak * 0.35)
+    math_s = 4 * 2048 * 16 * 8 * n / (16 * peak * 0.35)
+    shard = finetune_memory("llama-70b", "full", batch=4, seq_len=2048, zero_stage=3, gpus=16)
+    opt_s = shard.optimizer_step_traffic / (catalog.accelerators["H100"].bandwidth_gbps * 1e9 * 0.75)
+    assert EFFICIENCIES["gpu"].bandwidth == 0.75
     net_s = 3 * 0.5 * 2 * n / (link / 8 * 1e9 * 0.8)
-    assert h100.network_share == pytest.approx(net_s / (step_s + net_s), abs=1e-4)
+    assert h100.network_share == pytest.approx(net_s / (math_s + opt_s + net_s), abs=1e-4)
     assert 0 < h100.network_share < a100.network_share < 0.5  # 4 nodes on a slower link lose more
     assert h100.usd_per_hour == pytest.approx(2 * catalog_price(catalog, "p5.48xlarge"))
     assert h100.usd == pytest.approx(h100.hours * h100.usd_per_hour)
-    assert h100.train_hours == pytest.approx(1e8 * 8 * n / (16 * peak * 0.35) / 3600 / (1 - h100.network_share),
-                                             rel=1e-3)  # fmt: skip
+    steps = 1e8 / (4 * 2048 * 16)
+    assert h100.train_hours == pytest.approx(steps * (math_s + opt_s) / 3600 / (1 - h100.network_share), rel=1e-3)
 
 
 def catalog_price(catalog: Catalog, instance_type: str) -> float:
@@ -143,3 +151,27 @@ def test_small_full_finetune_steps_carry_the_measured_mfu_caveat() -> None:
     runs = json.loads((RESULTS / "h200-2026-11-27" / "finetune_steps.json").read_text())["runs"]
     small = [r for r in runs if r["method"] == "full" and r["batch"] * r["seq"] < SMALL_STEP_TOKENS]
     assert small and all(r["step_ms"] > 150 for r in small)  # 2-3x the 60-80 ms the 35% MFU plans
+
+
+def test_the_optimizer_step_is_a_pass_over_the_trained_weights_timed_at_the_gpus_bandwidth(catalog: Catalog) -> None:
+    shape = DecoderShape.from_zoo("llama-7b")
+    full = finetune_memory(shape, "full", batch=1, seq_len=512)  # pure bf16 AdamW, foreach: 4 + 2 + 14 passes
+    assert full.optimizer_step_traffic == full.params_trainable * (4 * 2 + 2 * 2 + 14 * 2)
+    amp = finetune_memory(shape, "full", batch=1, seq_len=512, precision="amp_bf16")  # fp32 master, copied back
+    assert amp.optimizer_step_traffic == amp.params_trainable * (4 * 4 + 2 * 2 + 14 * 4 + 4 + 2)
+    fused = finetune_memory(shape, "full", batch=1, seq_len=512, fused_optimizer=True)
+    assert fused.optimizer_step_traffic == fused.params_trainable * (2 * 2 + 1 * 2 + 4 * 2)
+    sharded = finetune_memory(shape, "full", batch=1, seq_len=512, zero_stage=3, gpus=8)
+    assert sharded.optimizer_step_traffic == full.optimizer_step_traffic // 8
+    lora = finetune_memory(shape, "lora", batch=1, seq_len=512)  # PEFT's fp32 adapters: 4-byte everything
+    assert lora.optimizer_step_traffic == lora.params_trainable * (4 * 4 + 2 * 4 + 14 * 4)
+    # in the plan: a 512-token full step on one H200 is the math at 35% MFU plus ~75 ms of optimizer pass
+    opts = plan_finetune("llama-7b", "full", tokens=1e6, batch=1, seq_len=512, catalog=catalog,
+                         providers=["aws"], gradient_checkpointing=False)  # fmt: skip
+    h200 = next(o for o in opts if o.accelerator == "H200" and o.zero_stage == 0)
+    acc = catalog.accelerators["H200"]
+    opt_s = full.optimizer_step_traffic / (acc.bandwidth_gbps * 1e9 * EFFICIENCIES["gpu"].bandwidth)
+    math_s = 512 * flops_per_token(shape, "full", False) / (acc.peak_flops_per_s("bf16") * 0.35)
+    assert 0.05 < opt_s < 0.1 and h200.optimizer_share == pytest.approx(opt_s / (math_s + opt_s), abs=1e-3)
+    steps = 1e6 / 512 / h200.gpus
+    assert h200.train_hours == pytest.approx(steps * (math_s + opt_s) / 3600, rel=1e-6)

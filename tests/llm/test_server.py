@@ -139,7 +139,7 @@ def test_metrics_info_health(url: str) -> None:
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["serve", "resnet50", "--generate"], "use gpt2 or llama-1b"),
+        (["serve", "resnet50", "--generate"], "the generation engine serves gpt2 or llama-1b only"),
         (["serve", "gpt2", "--generate", "--size", "huge"], "--size"),
         (["serve", "gpt2", "--size", "tiny"], "add --generate"),
         (["serve", "gpt2", "--max-new-tokens", "5"], "--max-new-tokens: only applies to a generation server"),

@@ -119,6 +119,15 @@ _OPTIMIZER_STATES: dict[str, tuple[int, int | None]] = {
     "sgd": (0, None),
 }
 OPTIMIZERS = tuple(_OPTIMIZER_STATES)
+# optimizer -> (passes over the updated weight, over the gradient, over state-sized tensors) of one step, each pass
+# one read or one write of every element. torch.optim.AdamW (foreach, torch/optim/adam.py _multi_tensor_adam, 2.x):
+# weight decay p *= 1-lr·wd (p: r+w), m.lerp_(g) (m: r+w, g: r), v *= b2 (v: r+w), v.addcmul_(g, g) (v: r+w, g: r),
+# s = sqrt(v) (v: r, s: w), s /= bc2 and s += eps (s: r+w twice), p.addcdiv_(m, s) (p: r+w, m: r, s: r) = 4, 2, 14.
+# fused=True: one kernel reading p, g, m, v and writing p, m, v = 2, 1, 4 (bitsandbytes' 8-bit AdamW too). SGD with
+# momentum (foreach): buf *= mu, buf += g, p -= lr·buf = 2, 1, 5; plain SGD 2, 1, 0.
+_STEP_PASSES: dict[str, tuple[int, int, int]] = {
+    "adamw": (4, 2, 14), "adamw_fused": (2, 1, 4), "adamw8bit": (2, 1, 4), "sgd_momentum": (2, 1, 5), "sgd": (2, 1, 0),
+}  # fmt: skip
 LINEARS = ("q", "k", "v", "o", "gate", "up", "down")  # one decoder layer's linear layers
 _ALIASES = {f"{n}_proj": n for n in LINEARS} | {"output": "lm_head", "output_proj": "o", "w1": "gate", "w3": "up"}
 NF4_BITS = 4.0
@@ -265,6 +274,9 @@ class FinetuneMemory:
     framework: str = "hf"  # the training code (FRAMEWORKS): adapter dtype and the logits' life
     layer_in_flight: int = 0  # one layer's worth (in activations_*): recomputed, or its gradients in backward
     logits_with_layer: bool = True  # logits live beside layer_in_flight (else the peak is the larger of the two)
+    # bytes one optimizer step reads and writes on one GPU (its shard under ZeRO >= 1): the pass over every trained
+    # weight that no token count amortises (_STEP_PASSES); the fine-tune plan times it at the GPU's bandwidth
+    optimizer_step_traffic: int = 0
 
     def _dynamic(self) -> tuple[str, dict[str, int]]:
         fb = {"activations": self.activations, "logits": self.logits}
@@ -420,6 +432,12 @@ def finetune_memory(
     grads = trainable * g_b
     opt = trainable * opt_per_param
     step = trainable * (state_override or state_b) if optimizer == "adamw" and not fused_optimizer else 0
+    p_pass, g_pass, s_pass = _STEP_PASSES["adamw_fused" if optimizer == "adamw" and fused_optimizer else optimizer]
+    updated_b = master_b or (w_a if method != "full" else w_b)  # what the step updates: the fp32 master when kept
+    per_param = p_pass * updated_b + g_pass * g_b + s_pass * (state_override or state_b)
+    if master_b and not adapter_fp32:  # the updated master copied back into the stored weight: read 4, write w_b
+        per_param += master_b + w_b
+    traffic = trainable * per_param
 
     # 2. activations: saved per layer, with and without per-layer checkpointing, plus logits
     per_layer = _layer_activation_bytes(dims, method, targets, lora_rank, lora_dropout, act, adapter_fp32)
@@ -431,7 +449,7 @@ def finetune_memory(
     # 3. ZeRO / FSDP sharding over gpus
     n = gpus
     if zero_stage >= 1:
-        opt, step = opt // n, step // n
+        opt, step, traffic = opt // n, step // n, traffic // n
     if zero_stage >= 2:
         grads //= n
     gather = 0
@@ -452,4 +470,5 @@ def finetune_memory(
         quant_transient=dequant, workspace=overheads.cublas_workspace_bytes, cuda_context=overheads.context_bytes,
         fragmentation_fraction=overheads.fragmentation_fraction, grad_accumulation=grad_accumulation_steps > 1,
         framework=framework, layer_in_flight=tokens * per_layer, logits_with_layer=fw.logits_with_layer,
+        optimizer_step_traffic=traffic,
     )  # fmt: skip

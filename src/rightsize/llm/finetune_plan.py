@@ -38,6 +38,7 @@ from typing import Any
 from rightsize.catalog.model import Accelerator, Catalog
 from rightsize.catalog.query import filter_instances
 from rightsize.errors import SpecError
+from rightsize.llm.costs import EFFICIENCIES
 from rightsize.llm.finetune import finetune_memory
 from rightsize.llm.shape import DecoderShape, decoder_shape
 from rightsize.memory_budget import GIB, usable_gpu_bytes
@@ -65,7 +66,7 @@ DEFAULT_MFU = 0.35
 # Below this many tokens per GPU step a full fine-tune runs well under DEFAULT_MFU: the optimizer step over every
 # parameter and the host's dispatch do not shrink with the batch. Llama 2 7B on an H200, pure bf16 AdamW
 # (benchmarks/gpu/results/h200-2026-11-27/finetune_steps.json): 512 tokens a step ran at 10-12% MFU, 2048 and more
-# at 36-46%.
+# at 36-46%. The plan times the optimizer's pass (FinetuneMemory.optimizer_step_traffic); the rest stays a note.
 SMALL_STEP_TOKENS = 2048
 
 
@@ -74,10 +75,10 @@ def small_step_note(method: str, batch: int, seq_len: int) -> str | None:
     n = batch * seq_len
     if method != "full" or n >= SMALL_STEP_TOKENS:
         return None
-    return (f"{n:,} token{'s' if n > 1 else ''} a step: a full fine-tune's fixed work per step (the optimizer step "
-            "over every weight, the host's dispatch) is large against its math at this size (Llama 2 7B on an H200: "
-            "10-12% MFU at 512 tokens a step, 36-46% at 2048 and more), so hours planned at --mfu may be short: a "
-            "larger --batch or --seq amortises it")  # fmt: skip
+    return (f"{n:,} token{'s' if n > 1 else ''} a step: a full fine-tune's fixed work per step is large against its "
+            "math at this size; the hours count the optimizer's pass over every weight, not the host's dispatch or "
+            "small GEMMs (Llama 2 7B on an H200 at 512 tokens a step: 10-12% MFU, steps 20-43% longer than "
+            "planned), so they may be short: a larger --batch or --seq amortises it")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class FinetuneOption:
     spinup_hours: float = 0.0
     nodes: int = 1  # instances, ZeRO-3 across them when > 1 (``gpus`` is per node)
     network_share: float = 0.0  # of the training hours, the share the network's ZeRO-3 traffic takes
+    optimizer_share: float = 0.0  # of the training hours, the share the optimizer step's pass over the weights takes
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -166,16 +168,19 @@ def plan_finetune(
                                   gradient_checkpointing=gradient_checkpointing, framework=framework)  # fmt: skip
             if mem.total_bytes > usable:
                 continue
-            compute = tokens * per_token / (gpus * peak * mfu) / 3600.0
+            # each GPU's step: its B x S tokens at the assumed MFU, then the optimizer's pass over its weights (or
+            # their shard) at the bandwidth decode streams weights at; the hours are steps x that
+            math_s = batch * seq_len * per_token / (peak * mfu)
+            opt_s = mem.optimizer_step_traffic / (acc.bandwidth_gbps * 1e9 * EFFICIENCIES["gpu"].bandwidth)
+            steps = tokens / (batch * seq_len * gpus)
             share = 0.0
             if nodes > 1:  # ZeRO-3 traffic over each node's link per step, against the step's compute
-                step_s = batch * seq_len * per_token / (peak * mfu)  # each GPU's B x S tokens at its own rate
                 net_s = 3.0 * (nodes - 1) / nodes * 2.0 * shape.params() / network
-                share = net_s / (step_s + net_s)
-            train = compute / (1.0 - share)
+                share = net_s / (math_s + opt_s + net_s)
+            train = steps * (math_s + opt_s) / 3600.0 / (1.0 - share)
             out.append(FinetuneOption(inst.provider, inst.region, inst.instance_type, acc.name, n, stage,
                                       round(mem.total_bytes / GIB, 2), round(usable / GIB, 2), train + up,
                                       price * nodes, (train + up) * price * nodes, train, up, nodes,
-                                      round(share, 4)))  # fmt: skip
+                                      round(share, 4), round(opt_s / (math_s + opt_s) * (1.0 - share), 4)))  # fmt: skip
             break
     return sorted(out, key=lambda o: (round(o.usd, 6), o.hours))

@@ -134,8 +134,8 @@ class DecoderShape:
         raise SpecError(
             source,
             "has no layer count: a decoder's config names it n_layer (GPT-2: with n_embd, n_head) or "
-            "num_hidden_layers (Llama, Mistral, Qwen2: with hidden_size, num_attention_heads); give the model's "
-            "whole config.json (from the Python API, a DecoderShape also does)",
+            "num_hidden_layers (Llama, Mistral, Qwen2: with hidden_size, num_attention_heads). To fix: give the "
+            "model's whole config.json (from the Python API, a DecoderShape also does)",
         )
 
     @classmethod

@@ -94,4 +94,4 @@ def test_memory_llama_1b_fp16_fits_an_8gb_tier_of_the_builtin_list(rightsize: Ru
     est = json.loads(out.stdout)
     assert est["tier_memory_gib"] == 8 and est["tier"] == "P4 (8 GiB)"
     bad = rightsize("memory", "llama-1b", "--tiers", "8,big")
-    assert bad.returncode == 2 and bad.stderr.startswith("error: tiers: expected 'builtin'")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --tiers: expected 'builtin'")

@@ -105,7 +105,11 @@ def _usage_line(exc: Exception) -> str | None:
     if message.startswith("'") and "': " in message:  # the option first, as every other error names its field
         name, _, rest = message[1:].partition("': ")
         message = f"{name}: {rest}"
-    command = " ".join(["rightsize", *exc.ctx.command_path.split()[1:]])  # the root's name is argv[0]'s otherwise
+    names, ctx = [], exc.ctx
+    while ctx.parent is not None:  # the subcommands' names; the root's would be argv[0]'s ("python -m pytest")
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    command = " ".join(["rightsize", *reversed(names)])
     return f"{message.rstrip('.')} (options: {command} --help)"
 
 

@@ -14,7 +14,8 @@ import pytest
 from rightsize.catalog import load_catalog
 from rightsize.catalog.model import Catalog, Instance
 from rightsize.errors import SpecError
-from rightsize.llm.plan import BANDS, LLMCandidate, plan_generative, sample_lengths
+from rightsize.llm.lengths import sample_lengths
+from rightsize.llm.plan import BANDS, LLMCandidate, plan_generative
 from rightsize.llm.shape import DecoderShape
 from rightsize.spec.targets import GenerativeTarget, Lengths
 

@@ -115,7 +115,7 @@ def _validate_generative(workload: Any, spec: Path, fractions: tuple[float, ...]
     import numpy as np
 
     from rightsize.llm.decoder import GENERATE_MODELS, lm_config, max_positions
-    from rightsize.llm.plan import sample_lengths
+    from rightsize.llm.lengths import sample_lengths
     from rightsize.workflows.validate_generate import LEVELS, render_generative, summarise, validate_generative
 
     g = workload.targets.generative

@@ -17,7 +17,7 @@ import pytest
 
 from rightsize.errors import SpecError
 from rightsize.inputfile import MAX_FILE_BYTES
-from rightsize.llm.plan import MAX_CSV_TOKENS, sample_lengths
+from rightsize.llm.lengths import MAX_CSV_TOKENS, sample_lengths
 from rightsize.spec.targets import Lengths
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -227,11 +227,9 @@ def make_server(
     check_host(host)
     try:
         return DashboardServer(path, host, port, log, token, catalog)
-    except socket.gaierror as exc:  # not an address or a name this machine resolves
-        raise SpecError("--host", f"cannot listen on {host!r} ({exc.strerror}); give an address of this "
-                        "machine, e.g. 127.0.0.1") from None  # fmt: skip
     except OSError as exc:
-        if exc.errno == errno.EADDRNOTAVAIL:  # a valid address, but not one of this machine's
+        # the host's fault: not an address or a name this machine resolves (gaierror), or not one of its addresses
+        if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
             raise SpecError("--host", f"cannot listen on {host!r} ({exc.strerror}); give an address of this "
                             "machine, e.g. 127.0.0.1") from None  # fmt: skip
         raise RightsizeError(f"--port: cannot listen on {host}:{port} ({exc.strerror}); pick another port") from None

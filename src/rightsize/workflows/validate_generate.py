@@ -146,7 +146,7 @@ def overheads(costs: StepCosts, cfg: LLMSimConfig, light: dict[str, Any]) -> dic
     and the number of requests paired (``n``)."""
     res = simulate_llm(costs, cfg, arrivals_ms=light["offsets"] * 1e3, prompt_tokens=light["prompts"],
                        output_tokens=light["outputs"], record_from_ms=0.0)  # fmt: skip
-    out: dict[str, float] = {}
+    out: dict[str, float] = {"n": float(np.count_nonzero(np.isfinite(light["ttft_ms"] - res.ttft)))}
     for key, sim in (("ttft_ms", res.ttft), ("tpot_ms", res.tpot)):
         d = light[key] - sim
         d = d[np.isfinite(d)]
@@ -154,7 +154,6 @@ def overheads(costs: StepCosts, cfg: LLMSimConfig, light: dict[str, Any]) -> dic
             raise RunFailedError(f"the light level answered no request with a {key[:4].upper()} to pair")
         q1, med, q3 = np.percentile(d, (25, 50, 75))
         out[key], out[f"{key[:4]}_iqr_ms"] = float(med), float(q3 - q1)
-        out["n"] = float(d.size) if key == "ttft_ms" else out["n"]
     return out
 
 

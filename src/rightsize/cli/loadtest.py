@@ -11,6 +11,7 @@ See rightsize.loadgen and docs/loadtesting.md.
 from __future__ import annotations
 
 import json
+import math
 import socket
 from pathlib import Path
 from typing import Any
@@ -329,7 +330,7 @@ def _invalid_reasons(summary: dict[str, Any], timeout_s: float) -> list[str]:
     if n503 := summary["statuses"].get("503"):
         out.append(f"{n503} requests answered 503: the server's queue was full (overload): lower --rate")
     lag = summary.get("send_lag_p99_ms", 0.0)
-    if lag == lag and lag > MAX_SEND_LAG_MS:  # NaN when nothing was sent
+    if not math.isnan(lag) and lag > MAX_SEND_LAG_MS:  # NaN when nothing was sent
         out.append(f"send lag p99 {lag:.1f} ms > {MAX_SEND_LAG_MS:g} ms: this machine could not keep the schedule")
     return out
 

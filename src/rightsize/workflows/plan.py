@@ -180,7 +180,10 @@ def with_cpu_serving_precisions(workload: Workload) -> tuple[Workload, list[str]
     except Exception:  # a user model: leave the precisions as given
         return workload, notes
     how = "static quantization: convolutions too" if family == "cnn" else "dynamic quantization of Linear layers"
-    notes.append(f"int8 ({how}) added to the CPU precisions: CPU inference plans always try it")
+    notes.append(
+        f"int8 ({how}) added to the CPU precisions: CPU inference plans always try it; int8 changes the "
+        "model's outputs slightly: check its accuracy on your own data before you ship an int8 plan"
+    )
     return workload.model_copy(update={"precisions": [*workload.precisions, "int8"]}), notes
 
 

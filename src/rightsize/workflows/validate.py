@@ -23,7 +23,7 @@ Python: ``validate_spec(workload, store)``; one served configuration's levels ar
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ from rightsize.workflows.validate_run import (
 
 if TYPE_CHECKING:
     from rightsize.catalog import Catalog
+    from rightsize.loadgen.validation import ValidationPoint
     from rightsize.plan import Batching, Candidate, PlanResult
     from rightsize.profile import ServiceCurve
     from rightsize.spec import Workload
@@ -237,6 +238,7 @@ def validate_spec(
     planned = cand.latency
     return {
         "kind": "validate",
+        "slo_verdict": slo_verdict(points, online.latency.percentile, online.latency.bound_ms, cand.instance),
         "name": workload.name,
         "model": workload.model,
         "candidate": {
@@ -274,6 +276,23 @@ def validate_spec(
     }
 
 
+def slo_verdict(points: Sequence[ValidationPoint], percentile: float, bound_ms: float, instance: str) -> str | None:
+    """The spec's SLO judged on the level at the plan's per-replica rate ("planned"), as measured here: whether
+    the server met it, with what it stands in for (None without that level, or without a measurement there)."""
+    from rightsize.loadgen.validation import MAX_ERROR_FRACTION
+
+    level = next((p for p in points if p.label == "planned"), None)
+    measured = None if level is None or level.measured_ms is None else level.measured_ms.at(percentile)
+    if level is None or measured is None:
+        return None
+    ok = measured <= bound_ms and level.valid and level.error_fraction <= MAX_ERROR_FRACTION
+    word = "met" if ok else "missed"
+    why = "" if ok or measured > bound_ms else " (the run was invalid or dropped requests)"
+    return (f"SLO {word} here: p{percentile:g} {measured:.1f} ms against {bound_ms:g} ms at the plan's per-replica "
+            f"rate ({level.rate_per_s:.1f}/s){why}; this machine stands in for {instance}, whose own speed the "
+            "projection sets")  # fmt: skip
+
+
 def render_report(report: dict[str, Any]) -> str:
     from rightsize.loadgen.validation import ValidationPoint, render_points
 
@@ -291,5 +310,7 @@ def render_report(report: dict[str, Any]) -> str:
         lines.append(f"cores: server {local['cpus']['server']}, load generator {local['cpus']['generator']}")
     points = [ValidationPoint.from_dict(p) for p in report["points"]]
     lines.append(render_points(points))
+    if report.get("slo_verdict"):
+        lines.append(report["slo_verdict"])
     lines += [f"note: {n}" for n in report["notes"]]
     return "\n".join(lines)

@@ -40,9 +40,8 @@ GIB = 2**30
 def _rows(run: Path) -> list[dict[str, Any]]:
     from rightsize.catalog import load_catalog
     from rightsize.catalog.query import match_accelerator
-    from rightsize.llm.costs import EFFICIENCIES
     from rightsize.llm.finetune import finetune_memory
-    from rightsize.llm.finetune_plan import DEFAULT_MFU, flops_per_token
+    from rightsize.llm.finetune_plan import DEFAULT_MFU, flops_per_token, step_seconds
     from rightsize.llm.shape import decoder_shape
 
     data = json.loads((run / "finetune_steps.json").read_text(encoding="utf-8"))
@@ -60,8 +59,8 @@ def _rows(run: Path) -> list[dict[str, Any]]:
         tokens = r["batch"] * r["seq"]
         mfu = tokens * flops_per_token(shape, r["method"], r["checkpointing"]) / (r["step_ms"] / 1e3) / peak
         # the step rightsize finetune plans: the tokens' math at DEFAULT_MFU, then the optimizer's pass
-        math_s = tokens * flops_per_token(shape, r["method"], r["checkpointing"]) / (peak * DEFAULT_MFU)
-        planned = math_s + m.optimizer_step_traffic / (acc.bandwidth_gbps * 1e9 * EFFICIENCIES["gpu"].bandwidth)
+        planned = sum(step_seconds(m, acc, tokens * flops_per_token(shape, r["method"], r["checkpointing"]), peak,
+                                   DEFAULT_MFU))  # fmt: skip
         alloc, resv, used = r["peak_allocated_bytes"], r["peak_reserved_bytes"], r["device_used_bytes"]
         out.append({
             "run": run.name, "method": r["method"], "batch": r["batch"], "seq": r["seq"], "ckpt": r["checkpointing"],

@@ -39,7 +39,7 @@ from rightsize.catalog.model import Accelerator, Catalog
 from rightsize.catalog.query import filter_instances
 from rightsize.errors import SpecError
 from rightsize.llm.costs import EFFICIENCIES
-from rightsize.llm.finetune import finetune_memory
+from rightsize.llm.finetune import FinetuneMemory, finetune_memory
 from rightsize.llm.shape import DecoderShape, decoder_shape
 from rightsize.memory_budget import GIB, usable_gpu_bytes
 from rightsize.plan.coldstart import spin_up
@@ -55,6 +55,7 @@ __all__ = [
     "plan_finetune",
     "small_step_note",
     "spin_up_hours",
+    "step_seconds",
 ]
 
 MULTI_NODES = (2, 4, 8)  # node counts tried, fewest first, when one node does not hold the fine-tune
@@ -109,6 +110,12 @@ def flops_per_token(shape: DecoderShape, method: str, gradient_checkpointing: bo
     n = float(shape.params())
     base = 6.0 * n if method == "full" else 4.0 * n
     return base + (2.0 * n if gradient_checkpointing else 0.0)
+
+
+def step_seconds(mem: FinetuneMemory, acc: Accelerator, flops: float, peak: float, mfu: float) -> tuple[float, float]:
+    """(math, optimizer) seconds of one GPU's step: its ``flops`` at ``mfu`` of ``peak``, then the optimizer's pass
+    over its trained weights (``mem.optimizer_step_traffic``) at the bandwidth decode streams weights at."""
+    return flops / (peak * mfu), mem.optimizer_step_traffic / (acc.bandwidth_gbps * 1e9 * EFFICIENCIES["gpu"].bandwidth)
 
 
 def spin_up_hours() -> float:
@@ -170,8 +177,7 @@ def plan_finetune(
                 continue
             # each GPU's step: its B x S tokens at the assumed MFU, then the optimizer's pass over its weights (or
             # their shard) at the bandwidth decode streams weights at; the hours are steps x that
-            math_s = batch * seq_len * per_token / (peak * mfu)
-            opt_s = mem.optimizer_step_traffic / (acc.bandwidth_gbps * 1e9 * EFFICIENCIES["gpu"].bandwidth)
+            math_s, opt_s = step_seconds(mem, acc, batch * seq_len * per_token, peak, mfu)
             steps = tokens / (batch * seq_len * gpus)
             share = 0.0
             if nodes > 1:  # ZeRO-3 traffic over each node's link per step, against the step's compute

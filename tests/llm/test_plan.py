@@ -318,3 +318,24 @@ def test_engines_before_vllm_0_6_ran_host_work_per_sequence_on_top_of_the_gpu_st
     assert {r["id"] for r in rows if r["engine"] == "graphs" and not r["models_engine"]} == {
         "vllm-blog-llama3-8b-h100-light-load"
     }
+
+
+def test_at_the_same_price_a_verified_price_wins_and_a_cheaper_unverified_one_is_flagged(catalog: Catalog) -> None:
+    import dataclasses
+
+    g5 = next(i for i in catalog.instances if i.instance_type == "g5.xlarge")
+    twin = dataclasses.replace(g5, region="zz-test-1", source="price list (as remembered; re-check)")
+    cat = dataclasses.replace(catalog, instances=(twin, *catalog.instances))  # the unverified row comes first
+
+    def plan(c: Catalog) -> tuple[LLMCandidate, list[str]]:
+        p = plan_generative(DecoderShape.from_zoo("llama-1b"), _target(), c, instances=["g5.xlarge"])
+        assert p.recommendation is not None
+        return p.recommendation, p.notes
+
+    rec, notes = plan(cat)
+    assert rec.region == g5.region and not any("unverified" in n for n in notes)
+    cheaper = dataclasses.replace(twin, on_demand_usd_per_hour=g5.on_demand_usd_per_hour * 0.99)
+    rec, notes = plan(dataclasses.replace(catalog, instances=(cheaper, *catalog.instances)))
+    assert rec.region == "zz-test-1"  # cheaper still wins, and says so
+    assert notes[0].startswith("the recommended g5.xlarge's price is unverified")
+    assert "the cheapest verified plan is 1 x g5.xlarge (A10G)" in notes[0] and "1.01x the cost" in notes[0]

@@ -7,8 +7,8 @@ from datetime import date
 
 from plan_fixtures import cpu_curve, small_catalog
 
-from rightsize.catalog.model import Catalog
-from rightsize.plan.explain import explain, is_unverified, price_age, rank
+from rightsize.catalog.model import Catalog, is_unverified
+from rightsize.plan.explain import explain, price_age, rank
 from rightsize.plan.online import plan_online
 from rightsize.plan.options import pair_options
 from rightsize.spec.targets import LatencyBound, OnlineTarget
@@ -46,6 +46,19 @@ def test_an_unverified_winner_is_flagged_with_the_cheapest_verified_plan() -> No
     why, warnings = _plan(dataclasses.replace(cat, instances=rows))
     assert warnings[0].startswith("the recommended c.2x's price is unverified")
     assert "the cheapest verified plan is 1 replica on 1x aws c.4x" in warnings[0] and "2.00x the cost" in warnings[0]
+
+
+def test_at_the_same_price_a_verified_price_ranks_first() -> None:
+    cat = small_catalog()
+    target = OnlineTarget(rate_per_s=10, latency=LatencyBound(percentile=95, bound_ms=80))
+    ranked = rank(plan_online(pair_options(cat.instances, [cpu_curve("c.4x", 11.0, 8.0)], cat.accelerators), target),
+                  "online")  # fmt: skip
+    known = ranked[0]
+    guess = dataclasses.replace(known, instance="z.4x", price_source="price list (as remembered; re-check)")
+    assert rank([guess, known], "online")[0] is known  # 'z.4x' sorts after: the name does not decide it
+    assert rank([dataclasses.replace(guess, instance="a.4x"), known], "online")[0] is known
+    cheaper_guess = dataclasses.replace(guess, cost_usd_per_hour=known.cost_usd_per_hour * 0.99)
+    assert rank([cheaper_guess, known], "online")[0] is cheaper_guess  # cheaper still wins, and is flagged
 
 
 def test_small_latencies_keep_their_digits() -> None:

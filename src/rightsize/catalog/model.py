@@ -58,6 +58,15 @@ class CpuFamily:
         return cores * self.flop_per_cycle_per_core.get(key, 0.0) * self.sustained_ghz * 1e9
 
 
+UNVERIFIED_MARKS = ("as remembered", "unverified", "re-check", "estimate")
+
+
+def is_unverified(price_source: str) -> bool:
+    """Catalog rows whose source says the price was not read off a price list (see docs/catalog.md)."""
+    text = price_source.lower()
+    return any(mark in text for mark in UNVERIFIED_MARKS)
+
+
 @dataclass(frozen=True)
 class Instance:
     """A cloud instance type in one region with its prices (USD per hour, whole instance)."""

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from rightsize.catalog.model import Catalog, Instance
+from rightsize.catalog.model import Catalog, Instance, is_unverified
 from rightsize.catalog.query import filter_instances
 from rightsize.errors import SpecError
 from rightsize.llm.costs import StepCosts, device_numbers, eager_host_floor_ms, project_step_costs
@@ -80,6 +80,7 @@ class LLMCandidate:
     over_budget: bool = False
     why: str = ""
     step_source: str = ""
+    price_source: str = ""  # the catalog row's source (is_unverified: a price not read off a price list)
     busy: float = 0.0  # a replica's simulated busy fraction at the target rate
     device_share: float = 1.0  # of its busy time, the share the GPU works (the rest it waits on an eager host)
     compute_share: float = 0.0  # of the GPU's work, the share its math units do (prefill; decode GEMMs)
@@ -301,14 +302,34 @@ def plan_generative(
             cand = _candidate(inst, tp, price, got[:4], target, outputs)
             plan.candidates.append(_with_energy(cand, inst, catalog) if catalog.power is not None else cand)
             plan.replicas[(inst.provider, inst.region, inst.instance_type)] = got[4], got[5]
-    order = sorted(plan.candidates, key=lambda c: (not c.meets, round(c.usd_per_hour, 6), c.ttft_ms))
+    # at the same price a verified price first (as the other planners' rank)
+    order = sorted(
+        plan.candidates, key=lambda c: (not c.meets, round(c.usd_per_hour, 6), is_unverified(c.price_source), c.ttft_ms)
+    )
     seen: set[tuple[str, str, str]] = set()  # one row per instance type: its best tensor-parallel degree
     plan.candidates = []
     for c in order:
         if (k := (c.provider, c.region, c.instance)) not in seen:
             seen.add(k)
             plan.candidates.append(c)
+    if (flag := _unverified_note(plan)) is not None:
+        plan.notes.insert(0, flag)
     return plan
+
+
+def _unverified_note(plan: LLMPlan) -> str | None:
+    """Flag a recommendation priced off a catalog row marked for re-checking, with the cheapest verified plan."""
+    rec = plan.recommendation
+    if rec is None or not is_unverified(rec.price_source):
+        return None
+    line = f"the recommended {rec.instance}'s price is unverified ({rec.price_source}): re-check it"
+    ok = [c for c in plan.candidates if c.meets and not c.over_budget and not is_unverified(c.price_source)]
+    if ok:
+        v = ok[0]
+        ratio = v.usd_per_hour / max(1e-9, rec.usd_per_hour)
+        line += (f"; the cheapest verified plan is {v.instances} x {v.instance} ({v.device}) at "
+                 f"${v.usd_per_hour:.2f}/h ({ratio:.2f}x the cost)")  # fmt: skip
+    return line
 
 
 def _tp_options(inst: Instance) -> list[int]:
@@ -382,8 +403,8 @@ def _candidate(inst: Instance, tp: int, price: float, got: tuple[int, _Level, in
         device=inst.accelerator or inst.cpu_family, device_class=inst.device_class, tp=max(tp, 1),
         replicas=replicas, instances=n_inst, usd_per_hour=cost, kv_tokens=kv_tokens, ttft_ms=level.ttft_ms,
         tpot_ms=level.tpot_ms, output_tokens_per_s=tokens_s, usd_per_m_output_tokens=cost / (tokens_s * 3600) * 1e6,
-        meets=True, over_budget=over, why="over budget" if over else "", step_source=source, busy=level.busy,
-        device_share=round(level.device_share, 4), compute_share=round(level.compute_share, 4),
+        meets=True, over_budget=over, why="over budget" if over else "", step_source=source, price_source=inst.source,
+        busy=level.busy, device_share=round(level.device_share, 4), compute_share=round(level.compute_share, 4),
     )  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import date
 
+from rightsize.catalog.model import is_unverified
 from rightsize.plan.result import Candidate, PlanKind
 from rightsize.units import format_hours
 
@@ -65,14 +66,25 @@ def _closest(infeasible: Sequence[Candidate], kind: PlanKind, request_samples: i
 
 
 def rank(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
-    """Feasible first by cost (then the narrower band, faster, fewer machines); infeasible after, by cost.
+    """Feasible first by cost (then a verified price, the narrower band, faster, fewer machines); infeasible after.
 
     At the same price the better-known plan wins: the image example once recommended int8 MobileNetV2,
-    extrapolated from fp32 and 0.4 ms faster at the band's slow edge, over the fp32 this machine measured."""
+    extrapolated from fp32 and 0.4 ms faster at the band's slow edge, over the fp32 this machine measured; and
+    resnet50-api recommended Azure's T4 at $0.526/h, a price the catalog marks for re-checking, over AWS's
+    g4dn.xlarge at the same $0.526/h read off a price list."""
     if kind == "rules":
         return list(cands)  # the rules planner ranks by family fit, not price alone
     return sorted(
-        cands, key=lambda c: (not c.feasible, _cost(c, kind), _width(c), _speed(c, kind), c.count, c.instance)
+        cands,
+        key=lambda c: (
+            not c.feasible,
+            _cost(c, kind),
+            is_unverified(c.price_source),
+            _width(c),
+            _speed(c, kind),
+            c.count,
+            c.instance,
+        ),
     )
 
 
@@ -253,15 +265,6 @@ def explain(
             )
         warnings.insert(0, line)
     return why, why_not, alt, warnings
-
-
-UNVERIFIED_MARKS = ("as remembered", "unverified", "re-check", "estimate")
-
-
-def is_unverified(price_source: str) -> bool:
-    """Catalog rows whose source says the price was not read off a price list (see docs/catalog.md)."""
-    text = price_source.lower()
-    return any(mark in text for mark in UNVERIFIED_MARKS)
 
 
 def price_age(price_date: str, today: date | None = None) -> str:

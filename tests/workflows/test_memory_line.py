@@ -34,3 +34,25 @@ def test_a_training_plan_knows_a_big_batch_needs_more_memory(tmp_path: Path) -> 
     m = models["fp32"]
     assert m.per_sample_bytes > 0  # was 0: every micro-batch "fit"
     assert m.bytes_at(4096) > m.bytes_at(1) + 4000 * m.per_sample_bytes * 0.99
+
+
+def test_a_cpu_replica_is_planned_without_the_cuda_context(tmp_path: Path) -> None:
+    """The line was traced for CUDA only: every CPU candidate carried a ~715 MiB CUDA context it never makes."""
+    from rightsize.catalog import load_catalog
+    from rightsize.plan.options import pair_options
+    from rightsize.profile import ServiceCurve
+
+    spec = parse_spec({"name": "i", "model": "bert-base", "mode": "inference", "tiny": True,
+                       "input": {"seq_len": 32}, "precisions": ["fp32"]})  # fmt: skip
+    with Store(tmp_path / "s.sqlite") as db:
+        models, _ = memory_models(spec, db, {"fp32"})
+        again, _ = memory_models(spec, db, {"fp32"})  # from the store's cache: the CPU line kept
+    gpu, cpu = models["fp32"], models["fp32"].for_device("cpu")
+    assert cpu is not gpu and again["fp32"].on_cpu == cpu
+    assert 0.6 * GIB < gpu.fixed_bytes - cpu.fixed_bytes < 0.9 * GIB  # the context (and cuBLAS workspace)
+    assert cpu.fixed_bytes > 0 and models["fp32"].for_device("gpu") is gpu
+    cat = load_catalog()
+    c6i = next(i for i in cat.instances if i.instance_type == "c6i.2xlarge")
+    curve = ServiceCurve("cpu:c6i.2xlarge", "fp32", (1, 8), (5.0, 30.0), (0.1, 0.1), "measured", instance="c6i.2xlarge")
+    (opt,) = pair_options([c6i], [curve], cat.accelerators, models)
+    assert opt.memory == cpu

@@ -43,6 +43,11 @@ class MemoryModel:
     per_sample_bytes: float
     source: str = "estimate"
     gradient_bytes: float | None = None  # training: what data-parallel workers all-reduce each step
+    on_cpu: MemoryModel | None = None  # the same replica on a CPU (no CUDA context); None: use this one
+
+    def for_device(self, device_class: str) -> MemoryModel:
+        """The model for a replica on ``device_class`` ("cpu" or "gpu")."""
+        return self.on_cpu if device_class == "cpu" and self.on_cpu is not None else self
 
     def bytes_at(self, batch: float) -> float:
         return self.fixed_bytes + self.per_sample_bytes * batch
@@ -104,10 +109,11 @@ class Option:
 _MEMORY_FALLBACK = {"tf32": "fp32", "bf16": "fp16", "fp16": "bf16"}
 
 
-def _memory_for(memory: Mapping[str, MemoryModel] | None, precision: str) -> MemoryModel | None:
+def _memory_for(memory: Mapping[str, MemoryModel] | None, precision: str, device_class: str) -> MemoryModel | None:
     if not memory:
         return None
-    return memory.get(precision) or memory.get(_MEMORY_FALLBACK.get(precision, ""))
+    mem = memory.get(precision) or memory.get(_MEMORY_FALLBACK.get(precision, ""))
+    return None if mem is None else mem.for_device(device_class)
 
 
 def pair_options(
@@ -132,11 +138,11 @@ def pair_options(
             cap = (acc.memory_gib if acc else 0.0) * GIB
             usable = usable_gpu_bytes(cap)  # the memory command's budget: need includes the CUDA context
             for c in by_acc.get(inst.accelerator.lower(), []):
-                mem = _memory_for(memory, c.precision)
+                mem = _memory_for(memory, c.precision, "gpu")
                 out.append(Option(inst, c, max(1, inst.accelerator_count), usable, cap, mem))
         else:
             for c in by_cpu.get(inst.instance_type.lower(), []):
-                mem = _memory_for(memory, c.precision)
+                mem = _memory_for(memory, c.precision, "cpu")
                 k = max(1, c.workers)
                 cap = inst.ram_gib * GIB / k
                 out.append(Option(inst, c, k, cap * USABLE_RAM_FRACTION, cap, mem))

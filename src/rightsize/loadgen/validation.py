@@ -172,6 +172,13 @@ def render_points(points: list[ValidationPoint]) -> str:
             lo, hi = p.predicted_p95_range_ms
             lines.append(f"         one run this long: forecast p95 {lo:.1f}-{hi:.1f} ms over other arrival schedules")
         lines += [f"         note: {n}" for n in p.notes]
+    legend = ["pred and err: the plan's own forecast (the profile it planned from): the error that judges the plan"]
+    if any(p.predicted_now_ms is not None for p in points):
+        legend.append("re-timed: the same forecast on the curve timed again just before serving (this machine now)")
+    if any(p.predicted_served_ms is not None for p in points):
+        legend.append("served t: on the batch times the server itself measured (the queueing model alone)")
+    if len(legend) > 1:
+        lines.append("; ".join(legend))
     if points and points[0].overhead_ms:
         lines.append(
             f"predictions replay each level's own arrival schedule and add {points[0].overhead_ms:.2f} ms per request "

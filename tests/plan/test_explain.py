@@ -24,6 +24,11 @@ def test_price_age_in_months_then_years() -> None:
 def test_unverified_marks() -> None:
     assert is_unverified("Azure retail price list Fsv2 (as remembered; estimate, re-check)")
     assert not is_unverified("skypilot-catalog vms.csv 2025 snapshot")
+    # a snapshot row whose spot price alone is marked: verified for an on-demand plan, not for a spot one
+    snap = "skypilot-catalog vms.csv 2025 snapshot (sources: skypilot-catalog, azure-vm-pricing) (spot re-check)"
+    assert not is_unverified(snap, "on-demand") and not is_unverified(snap, "on_demand")
+    assert is_unverified(snap, "spot (+1 spare replica)") and is_unverified(snap, "mixed") and is_unverified(snap)
+    assert is_unverified("AWS EC2 on-demand list price us-east-1 (estimate; re-check)", "on-demand")
 
 
 def _plan(cat: Catalog) -> tuple[list[str], list[str]]:

@@ -61,9 +61,14 @@ class CpuFamily:
 UNVERIFIED_MARKS = ("as remembered", "unverified", "re-check", "estimate")
 
 
-def is_unverified(price_source: str) -> bool:
-    """Catalog rows whose source says the price was not read off a price list (see docs/catalog.md)."""
+def is_unverified(price_source: str, purchase: str | None = None) -> bool:
+    """Catalog rows whose source says the price was not read off a price list (see docs/catalog.md).
+
+    With ``purchase`` given, a mark on the spot price only ("spot re-check") does not count against an on-demand
+    plan: a snapshot row's on-demand price was read off the list."""
     text = price_source.lower()
+    if purchase is not None and "spot" not in purchase and purchase != "mixed":
+        text = text.replace("spot re-check", "")
     return any(mark in text for mark in UNVERIFIED_MARKS)
 
 

@@ -304,7 +304,8 @@ def plan_generative(
             plan.replicas[(inst.provider, inst.region, inst.instance_type)] = got[4], got[5]
     # at the same price a verified price first (as the other planners' rank)
     order = sorted(
-        plan.candidates, key=lambda c: (not c.meets, round(c.usd_per_hour, 6), is_unverified(c.price_source), c.ttft_ms)
+        plan.candidates,
+        key=lambda c: (not c.meets, round(c.usd_per_hour, 6), is_unverified(c.price_source, purchase), c.ttft_ms),
     )
     seen: set[tuple[str, str, str]] = set()  # one row per instance type: its best tensor-parallel degree
     plan.candidates = []
@@ -312,18 +313,19 @@ def plan_generative(
         if (k := (c.provider, c.region, c.instance)) not in seen:
             seen.add(k)
             plan.candidates.append(c)
-    if (flag := _unverified_note(plan)) is not None:
+    if (flag := _unverified_note(plan, purchase)) is not None:
         plan.notes.insert(0, flag)
     return plan
 
 
-def _unverified_note(plan: LLMPlan) -> str | None:
+def _unverified_note(plan: LLMPlan, purchase: str) -> str | None:
     """Flag a recommendation priced off a catalog row marked for re-checking, with the cheapest verified plan."""
     rec = plan.recommendation
-    if rec is None or not is_unverified(rec.price_source):
+    if rec is None or not is_unverified(rec.price_source, purchase):
         return None
     line = f"the recommended {rec.instance}'s price is unverified ({rec.price_source}): re-check it"
-    ok = [c for c in plan.candidates if c.meets and not c.over_budget and not is_unverified(c.price_source)]
+    ok = [c for c in plan.candidates if c.meets and not c.over_budget]
+    ok = [c for c in ok if not is_unverified(c.price_source, purchase)]
     if ok:
         v = ok[0]
         ratio = v.usd_per_hour / max(1e-9, rec.usd_per_hour)

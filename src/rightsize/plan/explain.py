@@ -69,9 +69,9 @@ def rank(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
     """Feasible first by cost (then a verified price, the narrower band, faster, fewer machines); infeasible after.
 
     At the same price the better-known plan wins: the image example once recommended int8 MobileNetV2,
-    extrapolated from fp32 and 0.4 ms faster at the band's slow edge, over the fp32 this machine measured; and
-    resnet50-api recommended Azure's T4 at $0.526/h, a price the catalog marks for re-checking, over AWS's
-    g4dn.xlarge at the same $0.526/h read off a price list."""
+    extrapolated from fp32 and 0.4 ms faster at the band's slow edge, over the fp32 this machine measured; and a
+    price read off a price list beats the same price the catalog marks for re-checking (for the purchase planned:
+    a row whose spot price alone is marked is verified for an on-demand plan)."""
     if kind == "rules":
         return list(cands)  # the rules planner ranks by family fit, not price alone
     return sorted(
@@ -79,7 +79,7 @@ def rank(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
         key=lambda c: (
             not c.feasible,
             _cost(c, kind),
-            is_unverified(c.price_source),
+            is_unverified(c.price_source, c.purchase),
             _width(c),
             _speed(c, kind),
             c.count,
@@ -255,8 +255,8 @@ def explain(
     fragile = _fragile_choice(kind, rec, alt)
     if fragile:
         warnings.append(fragile)
-    if is_unverified(rec.price_source):
-        verified = next((c for c in feas if not is_unverified(c.price_source)), None)
+    if is_unverified(rec.price_source, rec.purchase):
+        verified = next((c for c in feas if not is_unverified(c.price_source, c.purchase)), None)
         line = f"the recommended {rec.instance}'s price is unverified ({rec.price_source}): re-check it"
         if verified is not None:
             ratio = _cost(verified, kind) / max(1e-9, _cost(rec, kind))

@@ -48,3 +48,24 @@ def test_plan_ranks_by_the_chosen_policy_and_says_so() -> None:
     assert rec.idle_policy is not None and rec.idle_policy.startswith("scale to zero")
     assert any(line.startswith("idle policy: scale to zero") for line in part.why)
     assert always.idle_policy is None  # traffic all day: nothing to weigh
+
+
+def test_warm_capacity_is_priced_by_the_instance_not_by_its_worker_processes() -> None:
+    """Three worker processes on one VM: keeping two warm keeps the whole VM (it was priced as 2/3 of it)."""
+    cold = ColdStart(scale_from_zero=True, active_hours_per_day=8, resumes_per_day=20)
+    policies = idle_policies(1, 0.34, 10.0, 95.0, cold, gpu=False, replicas_per_instance=3)
+    assert [p.warm for p in sorted(policies, key=lambda p: p.warm)] == [0, 1]  # none or the whole instance
+    keep = next(p for p in policies if p.warm == 1)
+    assert keep.usd_per_day == pytest.approx(0.34 * 24) and keep.describe().startswith("keep 1 instance(s) warm (3 ")
+    assert keep.to_dict()["warm_replicas"] == 3 and keep.to_dict()["always_on_usd_per_day"] == pytest.approx(8.16)
+
+
+def test_without_scale_from_zero_an_instance_stays_warm_and_json_has_the_numbers() -> None:
+    curves = [cpu_curve("c.2x", 20.0, 15.0), cpu_curve("c.4x", 11.0, 8.0)]
+    spec = _workload(95, 8, 1).model_dump()
+    spec["targets"]["cold_start"]["scale_from_zero"] = False
+    rec = plan(Workload.model_validate(spec), curves, small_catalog()).recommendation
+    assert rec is not None and rec.idle is not None and rec.idle_policy is not None
+    assert rec.idle["policy"] == "keep_warm" and rec.idle["warm_instances"] >= 1
+    assert rec.to_dict()["idle"]["usd_per_day"] == pytest.approx(rec.cost_usd_per_hour * 24, rel=1e-3)
+    assert any("scale_from_zero is off" in n for n in rec.notes)

@@ -8,6 +8,7 @@ in; a ranked, explained ``PlanResult`` out. Pure: no files, no torch.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -225,27 +226,37 @@ def _cold_start_online(cands: list[Candidate], t: Targets) -> None:
         if part_time and c.feasible and o is not None:
             # Traffic part of the day: price the cheapest idle policy that keeps the SLO (scale to zero or
             # k warm replicas) into the hourly cost the ranking uses; the note says which and why.
-            per_replica = c.cost_usd_per_hour / max(1, c.replicas)
+            # The unit is the instance, what the cloud bills: a CPU instance's k worker processes stay or go
+            # together. Without scale_from_zero at least min_warm_replicas stay up (in whole instances).
+            instances = max(1, c.count)
+            per_instance = max(1, math.ceil(c.replicas / instances))
+            floor = 0 if cs.scale_from_zero else max(1, math.ceil(cs.min_warm_replicas / per_instance))
             policies = idle_policies(
-                c.replicas, per_replica, o.rate_per_s, o.latency.percentile, cs, c.device_class == "gpu"
-            )
+                instances, c.cost_usd_per_hour / instances, o.rate_per_s, o.latency.percentile, cs,
+                c.device_class == "gpu", replicas_per_instance=per_instance, min_warm=floor,
+            )  # fmt: skip
             pick = choose_idle_policy(policies)
             always_on = c.cost_usd_per_hour * 24.0
             c.notes.append(
                 f"idle policy: {pick.describe()}; always-on would be ${always_on:.2f}/day"
-                + ("" if pick.meets_slo else "; no idle policy keeps the SLO, all replicas stay warm")
+                + ("" if pick.meets_slo else "; no idle policy keeps the SLO, every instance stays warm")
+                + ("" if cs.scale_from_zero else " (scale_from_zero is off: at least one instance stays warm)")
             )
             c.cost_usd_per_hour = pick.usd_per_day / 24.0
             if c.cost_usd_per_1m_requests is not None:
                 c.cost_usd_per_1m_requests = pick.usd_per_day / (o.rate_per_s * cs.active_hours_per_day * 3600) * 1e6
             c.idle_policy = pick.describe()
+            c.idle = pick.to_dict()
             continue
         if cs.scale_from_zero and c.feasible:
             warm = cs.min_warm_replicas
             if warm == 0:
                 c.notes.append(f"scale from zero: the first request after idle waits {up.describe()}")
             else:
+                per_instance = max(1, math.ceil(c.replicas / max(1, c.count)))
+                keep = min(max(1, c.count), math.ceil(warm / per_instance))
                 per = c.cost_usd_per_hour / max(1, c.count)
                 c.notes.append(
-                    f"{warm} warm replica(s) cost ${per * warm:.2f}/h when idle; scaling up takes {up.describe()}"
+                    f"{warm} warm replica(s) keep {keep} instance(s) up: ${per * keep:.2f}/h when idle; scaling up "
+                    f"takes {up.describe()}"
                 )

@@ -118,6 +118,7 @@ class Candidate:
     threads_per_worker: int | None = None  # CPU: intra-op threads of each worker (`rightsize serve --threads`)
     energy: Energy | None = None  # power, kWh and CO2e (rightsize.plan.energy)
     idle_policy: str | None = None  # online with part-time traffic: scale to zero or k warm (plan.coldstart)
+    idle: dict[str, Any] | None = None  # the chosen idle policy's numbers (IdlePolicy.to_dict), for --json
     curve: ServiceCurve | None = field(default=None, repr=False, compare=False)  # the service curve it was sized on
 
     @property

@@ -89,9 +89,9 @@ def test_one_size_only_has_no_split_and_an_impossible_slo_has_no_plan() -> None:
     assert none.choice == "none" and none.single is None and none.split is None
 
 
-def test_spot_only_pools_carry_a_spare_replica_and_skip_instances_without_a_spot_offer() -> None:
-    """As the online planner: spot capacity can vanish, so each pool runs one replica more than serving
-    needs, priced at spot; an instance with no spot offer is never planned as spot."""
+def test_spot_only_pools_carry_a_spare_instance_and_skip_instances_without_a_spot_offer() -> None:
+    """As the online planner: spot capacity can vanish, so each pool runs one instance more than serving
+    needs (here one replica each), priced at spot; an instance with no spot offer is never planned as spot."""
     instances, curves = _hybrid_catalog()
     options = pair_options(instances, curves, ACCELERATORS)  # type: ignore[arg-type]
     od = plan_fleet(options, _target(150, 40), [(1, 0.95), (32, 0.05)])
@@ -107,7 +107,7 @@ def test_spot_only_pools_carry_a_spare_replica_and_skip_instances_without_a_spot
     assert od.split is not None and spot.split is not None  # type: ignore[attr-defined]
     for pool, od_pool, price in zip(spot.split[1:], od.split[1:], (0.12, 1.5), strict=True):  # type: ignore[attr-defined]
         assert pool.purchase == "spot" and pool.replicas == od_pool.replicas + 1
-        assert any("spare replica" in n for n in pool.notes) and not any("spare" in n for n in od_pool.notes)
+        assert any("spare instance" in n for n in pool.notes) and not any("spare" in n for n in od_pool.notes)
         assert pool.cost_usd_per_hour == pytest.approx(pool.count * price)
     # No spot offer on the A100: only the CPU is planned as spot, and it cannot serve 32-sample requests in 40 ms.
     assert spot_plan(None).choice == "none"  # type: ignore[attr-defined]

@@ -29,3 +29,44 @@ def test_a_bucket_or_a_user_rate_plans_spot() -> None:
     assert rated and all(c.spot is not None for c in rated)
     user = _spot(None, 0.001)  # targets.interruptions_per_hour
     assert user and user[0].feasible and user[0].spot is not None
+
+
+def _online_spot(catalog_rows: tuple, workers: int = 1) -> object:  # type: ignore[type-arg]
+    import dataclasses
+
+    from plan_fixtures import cpu_curve, small_catalog
+
+    from rightsize.plan.planner import plan
+    from rightsize.spec import Workload
+
+    online = {"rate_per_s": 20, "latency": {"percentile": 95, "bound_ms": 200}}
+    targets = {"online": online, "purchase": ["spot"]}
+    w = Workload.model_validate({"name": "s", "model": "distilbert", "targets": targets})
+    curves = [dataclasses.replace(cpu_curve(n, 20.0, 15.0), workers=workers) for n in ("c.2x", "c.4x")]
+    return plan(w, curves, dataclasses.replace(small_catalog(), instances=catalog_rows))
+
+
+def test_an_online_spot_plan_rates_its_rows_and_keeps_a_spare_instance() -> None:
+    import dataclasses
+
+    from plan_fixtures import small_catalog
+
+    from rightsize.catalog import interruptions_per_hour
+
+    rows = tuple(
+        dataclasses.replace(i, spot_interruption=None) if i.instance_type == "c.4x" else i
+        for i in small_catalog().instances
+    )
+    res = _online_spot(rows, workers=3)
+    c4 = next(c for c in res.candidates if c.instance == "c.4x")  # type: ignore[attr-defined]
+    assert not c4.feasible and any("no interruption estimate" in r for r in c4.reasons)
+    rec = res.recommendation  # type: ignore[attr-defined]
+    assert rec is not None and rec.instance == "c.2x" and rec.purchase.startswith("spot")
+    # an interruption takes the whole VM with its 3 worker processes: the spare is an instance, not a process
+    serving = rec.replicas - 3
+    assert rec.workers_per_instance == 3 and serving >= 1 and rec.count == -(-serving // 3) + 1
+    rate = interruptions_per_hour("<5%")
+    assert rate is not None and rec.spot_interruptions_per_hour == rate * rec.count
+    assert any(n.startswith("spot: ") and "Spot Advisor bucket <5%" in n for n in rec.notes)
+    assert any("spare instance" in n for n in rec.notes)
+    assert any(w.startswith("spot: ") for w in res.warnings)  # type: ignore[attr-defined]  # shown under Check

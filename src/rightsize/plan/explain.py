@@ -332,6 +332,8 @@ def _warnings(kind: PlanKind, rec: Candidate, bound_ms: float | None, request_sa
             f"at the pessimistic end of the band the percentile would be {rec.latency.band_ms[1]:.0f} ms "
             f"> {bound_ms:g} ms: consider one more replica"
         )
+    if kind == "online" and rec.spot_interruptions_per_hour is not None:  # its rate, source and spare instance
+        out += [n for n in rec.notes if n.startswith("spot")]
     if rec.purchase in ("spot", "mixed") and rec.spot:
         out.append(
             f"spot: {rec.spot.interruptions_per_hour:.2g} interruptions/h assumed; checkpoint every "

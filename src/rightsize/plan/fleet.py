@@ -35,7 +35,7 @@ from rightsize.plan.arrivals import arrival_times_ms
 from rightsize.plan.options import Option
 from rightsize.plan.result import Batching, Candidate, LatencyPrediction
 from rightsize.plan.sim import service_tables
-from rightsize.plan.verify import NO_SPOT_OFFER, SPOT_SPARE, mark_over_budget, unit_price
+from rightsize.plan.verify import NO_SPOT_OFFER, SPOT_SPARE, mark_over_budget, spot_spare, unit_price
 from rightsize.spec.targets import OnlineTarget
 
 __all__ = ["FleetPlan", "Pool", "plan_fleet", "plan_mixed_single", "run_sized"]
@@ -229,7 +229,7 @@ def _plan_pool(opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, 
                 utilization=min(1.0, busy / (r * span)), mean_batch=float(sizes.sum() / max(1, batches)),
                 method=f"event simulation of the pool's request sizes ({n} requests, jsq)", p_target_ms=float(pq),
             )  # fmt: skip
-            spare = 1 if buy == "spot" else 0  # as the online planner: one replica more than serving needs
+            spare = spot_spare(opt, buy)  # as the online planner: one instance more than serving needs
             instances = math.ceil((r + spare) / opt.per_instance)
             cand.batching, cand.latency, cand.replicas, cand.count = Batching(b, wait), pred, r + spare, instances
             if spare:
@@ -249,7 +249,7 @@ def _cost_bound(opt: Option, pool: Pool, target: OnlineTarget, buy: str) -> floa
     if buy == "spot" and opt.instance.price_usd_per_hour("spot") is None:
         return math.inf  # no spot offer (plan_mixed_single gives such rows NO_SPOT_OFFER)
     sizing = _sizing(opt, pool, target)
-    spare = 1 if buy == "spot" else 0
+    spare = spot_spare(opt, buy)
     return math.inf if sizing is None else math.ceil((sizing[1] + spare) / opt.per_instance) * unit_price(opt, buy)
 
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 from rightsize.catalog.model import Instance
 from rightsize.plan.result import Candidate, SpotPlan
 from rightsize.plan.spot import daly_interval_hours, daly_wall_hours, simulate_spot
+from rightsize.plan.verify import NO_SPOT_RATE
 from rightsize.units import format_hours
 
 __all__ = ["MIN_P_MEET", "copy_candidate", "finish", "spot_odds", "spot_variant"]
@@ -65,10 +66,7 @@ def spot_variant(
     if rate_per_node_hour is None:  # no interruption estimate with a source: not planned as spot, and it says so
         c = copy_candidate(base, "spot", price * nodes)
         c.feasible = False
-        c.reasons.append(
-            "no interruption estimate for this instance (no Spot Advisor bucket in the catalog): excluded from spot "
-            "plans; set targets.interruptions_per_hour to plan it"
-        )
+        c.reasons.append(NO_SPOT_RATE)
         return c
     rate = rate_per_node_hour * nodes
     mtbi = 1.0 / rate if rate > 0 else math.inf  # any node's interruption stops a synchronous job

@@ -34,6 +34,7 @@ from rightsize.plan.verify import (
     Policy,
     apply_plan,
     mark_over_budget,
+    spot_spare,
     unit_price,
     verify_best,
 )
@@ -241,7 +242,7 @@ def plan_online(
 ) -> list[Candidate]:
     """One candidate per option (feasible, or infeasible with reasons), unranked.
 
-    ``purchase``: serving uses on-demand unless only spot is allowed (then spot + one spare replica).
+    ``purchase``: serving uses on-demand unless only spot is allowed (then spot + one spare instance).
     """
     buy = "on-demand" if "on_demand" in purchase else "spot"
     s, bound, q = target.request_samples, target.latency.bound_ms, target.latency.percentile
@@ -305,7 +306,7 @@ def plan_online(
             c.reasons.append(f"latency SLO not met: p{q:g} > {bound:g} ms even with {target.max_replicas} replicas")
             continue
         p, r, pred = g.best
-        apply_plan(c, opt, p, r + (1 if buy == "spot" else 0), pred, target, buy)
+        apply_plan(c, opt, p, r + spot_spare(opt, buy), pred, target, buy)
         if opt.curve.source.startswith("sized at"):
             c.notes.append(opt.curve.source.split(";")[0] + ": latencies shown are at that edge")
         if buy == "spot":

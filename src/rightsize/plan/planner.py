@@ -27,11 +27,13 @@ from rightsize.plan.online import plan_online
 from rightsize.plan.options import (
     USABLE_RAM_FRACTION,
     MemoryModel,
+    Option,
     pair_options,
 )
 from rightsize.plan.result import Candidate, PlanKind, PlanResult
 from rightsize.plan.rules import plan_rules
 from rightsize.plan.training import ScalingModel, plan_training, training_steps
+from rightsize.plan.verify import NO_SPOT_RATE
 from rightsize.profile import ServiceCurve
 from rightsize.spec.schema import Workload
 from rightsize.spec.targets import Targets
@@ -111,6 +113,7 @@ def plan(
             assert t.online is not None
             o = t.online
             percentile, bound, samples = o.latency.percentile, o.latency.bound_ms, o.request_samples
+            options, excluded = _spot_rated(options, t)
             if o.request_mix is not None:
                 # Each row serves the whole mix on one pool of its option (event simulation of the sizes);
                 # plan.fleet also tries pools split by request size and says which is cheaper.
@@ -123,6 +126,8 @@ def plan(
                 assumptions["request_mix"] = {"sizes": fleet.mix, "fleet": fleet.notes}
             else:
                 cands = plan_online(options, o, t.purchase, seed=seed)
+            cands += excluded
+            _spot_online(cands, instances, t)
             _cold_start_online(cands, t)
             assumptions.update(
                 headroom=o.headroom,
@@ -214,6 +219,43 @@ def _job_assumptions(t: Targets) -> dict[str, Any]:
         "spot": f"interruptions {rate}; a spot plan needs >= {MIN_P_MEET:.0%} odds of meeting the deadline",
         "purchase": list(t.purchase),
     }
+
+
+def _spot_rated(options: list[Option], t: Targets) -> tuple[list[Option], list[Candidate]]:
+    """A spot-only online plan keeps the options with an interruption estimate (the catalog's Spot Advisor bucket
+    or the spec's rate); the others become infeasible rows that say why."""
+    if "on_demand" in t.purchase:
+        return options, []
+    rate_of = _rate_of(t)
+    keep, out = [], []
+    for o in options:
+        if o.instance.price_usd_per_hour("spot") is not None and rate_of(o.instance) is None:
+            c = o.candidate(purchase="spot", cost_usd_per_hour=o.instance.price_usd_per_hour("spot") or 0.0)
+            c.reasons.append(NO_SPOT_RATE)
+            out.append(c)
+        else:
+            keep.append(o)
+    return keep, out
+
+
+def _spot_online(cands: list[Candidate], instances: Sequence[Instance], t: Targets) -> None:
+    """Each feasible spot row's interruption estimate, with its source: per instance and over the fleet."""
+    rate_of = _rate_of(t)
+    by_key = {(i.provider, i.region, i.instance_type): i for i in instances}
+    for c in cands:
+        inst = by_key.get((c.provider, c.region, c.instance))
+        if not c.feasible or not c.purchase.startswith("spot") or inst is None:
+            continue
+        rate = rate_of(inst)
+        if rate is None:
+            continue
+        bucket = f"AWS Spot Advisor bucket {inst.spot_interruption}"
+        src = "the spec" if t.interruptions_per_hour is not None else bucket
+        c.spot_interruptions_per_hour = rate * c.count
+        c.notes.append(
+            f"spot: {rate:.2g} interruptions/h per instance ({src}), about {rate * c.count * 730:.1f} a month over "
+            f"its {c.count} instance(s); the spare instance carries the load while one is replaced"
+        )
 
 
 def _cold_start_online(cands: list[Candidate], t: Targets) -> None:

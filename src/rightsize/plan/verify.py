@@ -17,17 +17,29 @@ from rightsize.spec.targets import OnlineTarget
 
 __all__ = [
     "NO_SPOT_OFFER",
+    "NO_SPOT_RATE",
     "SPOT_SPARE",
     "Policy",
     "apply_plan",
     "mark_over_budget",
     "simulate_policy",
+    "spot_spare",
     "unit_price",
     "verify_best",
 ]
 
 NO_SPOT_OFFER = "no spot offer: the catalog has no spot price below on-demand for this instance"
-SPOT_SPARE = "spot only: one spare replica absorbs an interruption (2 min notice on AWS)"
+SPOT_SPARE = "spot only: one spare instance absorbs an interruption (2 min notice on AWS)"
+NO_SPOT_RATE = (
+    "no interruption estimate for this instance (no Spot Advisor bucket in the catalog): excluded from spot "
+    "plans; set targets.interruptions_per_hour to plan it"
+)
+
+
+def spot_spare(opt: Option, buy: str) -> int:
+    """Replicas a spot-only online plan adds to what serving needs: one instance's worth, since an interruption
+    takes the whole instance (every worker process of a CPU instance, every GPU of a multi-GPU one)."""
+    return opt.per_instance if buy == "spot" else 0
 
 
 @dataclass(frozen=True)
@@ -138,8 +150,9 @@ def _verify_one(
     assert c.batching is not None
     pol = Policy(c.batching.max_batch, c.batching.max_wait_ms)
     key = (id(opt.curve), pol.max_batch, pol.max_wait_ms)
+    spare = spot_spare(opt, buy)
     if key not in done:
-        r = c.replicas
+        r = c.replicas - spare  # serving replicas: the spare is not counted on to meet the SLO
         pred = simulate_policy(opt.curve, pol, r, target, n, seed + 1)
         for _ in range(3):  # the screening run was short; add replicas until the long run agrees
             if (pred.p_target_ms or 0.0) <= bound or r >= target.max_replicas:
@@ -151,9 +164,11 @@ def _verify_one(
     if band and pred.band_ms is None and (opt.curve.band_lo != 1.0 or opt.curve.band_hi != 1.0):
         lo = simulate_policy(opt.curve.at_band_edge("lo"), pol, r, target, n // 2, seed + 2)
         hi = simulate_policy(opt.curve.at_band_edge("hi"), pol, r, target, n // 2, seed + 2)
-        pred = replace(pred, band_ms=(lo.p_target_ms or lo.p95, hi.p_target_ms or hi.p95))
+        at = pred.p_target_ms or pred.p95  # a curve sized at its band's slow edge: the shorter run's noise aside,
+        band_ms = (min(at, lo.p_target_ms or lo.p95), max(at, hi.p_target_ms or hi.p95))  # the prediction is in it
+        pred = replace(pred, band_ms=band_ms)
         done[key] = (r, pred)
-    apply_plan(c, opt, pol, r, pred, target, buy)
+    apply_plan(c, opt, pol, r + spare, pred, target, buy)
     c.notes = [x for x in c.notes if not x.startswith("not simulated")]
     if (pred.p_target_ms or 0.0) > bound:
         c.feasible = False

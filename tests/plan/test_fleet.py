@@ -165,3 +165,19 @@ def test_the_report_shows_the_request_mix_in_html_and_markdown() -> None:
     assert "| one pool | all |" in md and "| size split | \\< 16 samples |" in md
     page = render_html(data)
     assert '<section class="fleet">' in page and "<td>&gt;= 16 samples</td>" in page
+
+
+def test_the_fleet_notes_say_how_many_replicas_run_on_how_many_instances() -> None:
+    """'4 x c.2x' read as four VMs where one VM ran four worker processes; two clouds behind one router say so."""
+    import dataclasses
+
+    instances, curves = _hybrid_catalog()
+    instances = [instances[0], dataclasses.replace(instances[1], provider="gcp")]  # type: ignore[call-overload]
+    curves = [dataclasses.replace(curves[0], workers=4), curves[1]]  # type: ignore[call-overload]
+    plan = plan_fleet(pair_options(instances, curves, ACCELERATORS), _target(400, 40), [(1, 0.95), (32, 0.05)])  # type: ignore[arg-type]
+    assert plan.split is not None
+    _, small, large = plan.split
+    note = next(n for n in plan.notes if n.startswith("split at"))
+    assert f"{small.replicas} replicas on {small.count} x c.2x (cpu) for smaller requests" in note
+    assert f"{large.count} x p.a100 (A100-80GB) for the rest" in note and small.count < small.replicas
+    assert "two clouds: aws and gcp behind one router" in note

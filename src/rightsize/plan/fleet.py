@@ -357,14 +357,21 @@ def plan_fleet(
     if split is not None:
         c, a, b = split
         kinds = "CPU + GPU (hybrid)" if {a.device_class, b.device_class} == {"cpu", "gpu"} else "two pools"
+        clouds = "" if a.provider == b.provider else f" (two clouds: {a.provider} and {b.provider} behind one router)"
         plan.notes.append(
-            f"split at {c} samples: {a.replicas} x {a.instance} ({a.device}) for smaller requests, {b.replicas} x "
-            f"{b.instance} ({b.device}) for the rest, {kinds}: ${plan.split_cost:.2f}/h"
+            f"split at {c} samples: {_pool_words(a)} for smaller requests, {_pool_words(b)} for the rest, "
+            f"{kinds}{clouds}: ${plan.split_cost:.2f}/h"
         )
     if single is not None:
-        plan.notes.append(f"single pool: {single.replicas} x {single.instance} ({single.device}), "
-                          f"${single.cost_usd_per_hour:.2f}/h")  # fmt: skip
+        plan.notes.append(f"single pool: {_pool_words(single)}, ${single.cost_usd_per_hour:.2f}/h")
     if single is not None and split is not None:
         lo, hi = sorted((plan.single_cost, plan.split_cost))
         plan.notes.append(f"{plan.choice} is {100.0 * (1.0 - lo / hi):.0f}% cheaper")
     return plan
+
+
+def _pool_words(c: Candidate) -> str:
+    """Replicas and the instances they run on, "4 replicas on 1 x c7i.2xlarge (cpu)" ("4 x c7i.2xlarge" read as
+    four VMs where one ran four worker processes)."""
+    reps = f"{c.replicas} replica{'s' if c.replicas != 1 else ''} on " if c.replicas != c.count else ""
+    return f"{reps}{c.count} x {c.instance} ({c.device})"

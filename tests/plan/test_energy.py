@@ -137,6 +137,27 @@ def test_a_training_step_draws_the_watts_of_the_share_its_gpu_computes() -> None
     assert watts(None) - watts(0.6) == pytest.approx(0.4 * (71 - 8), rel=0.01)  # the T4's 8..71 W
 
 
+def test_a_jobs_spin_up_draws_the_idle_floor_and_an_epoch_is_its_work_alone() -> None:
+    from rightsize.plan.energy import add_energy
+    from rightsize.plan.result import Batching
+
+    cat = small_catalog()
+    by_key = {(i.provider, i.region, i.instance_type): i for i in cat.instances}
+    assert cat.power is not None
+    opt = next(o for o in pair_options(cat.instances, [gpu_curve("T4", 4.0, 0.2)], cat.accelerators))
+    # 2 h of work plus a 155 s spin-up (provision, image pull, model load), over 4 epochs
+    c = opt.candidate(batching=Batching(64, 0.0), runtime_hours=2.0 + 155 / 3600, cold_start_s=155.0)
+    add_energy([c], by_key, cat.accelerators, "training", table=cat.power, epochs=4)
+    e = c.energy
+    assert e is not None and e.kwh_per_epoch == pytest.approx(e.kwh_per_hour * 2.0 / 4, rel=1e-3)
+    idle_w, _ = instance_watts(by_key[("aws", "us-east-1", "g.t4")], 0.0, cat.power, cat.accelerators)
+    assert idle_w < e.watts
+    assert e.kwh == pytest.approx(e.kwh_per_hour * 2.0 + idle_w / 1000 * e.pue * 155 / 3600, rel=1e-3)
+    plain = opt.candidate(batching=Batching(64, 0.0), runtime_hours=2.0)
+    add_energy([plain], by_key, cat.accelerators, "batch", table=cat.power)
+    assert plain.energy is not None and plain.energy.kwh_per_epoch is None  # a batch job has no epochs
+
+
 def test_memory_bound_kernels_draw_less_than_compute_bound_ones() -> None:
     # Measured on an H100 (NVML, benchmarks/gpu/results/h100-power-2026-11-26): at a full device, eager ResNet-50 (its
     # time mostly memory-bound) drew 429-556 W where BERT-base fp32 (compute-bound) drew 647-689 W.

@@ -108,9 +108,11 @@ def add_energy(
     rate_per_s: float | None = None,
     *,
     table: PowerTable,
+    epochs: float | None = None,
 ) -> None:
     """Fill ``Candidate.energy`` for every candidate whose instance is known (in place), from ``table`` (the
-    catalog's power and grid rows)."""
+    catalog's power and grid rows). A job's spin-up (provision, image pull, model load) draws the idle floor, not
+    the busy power; ``epochs`` (training) adds one epoch's energy, the job's work without its spin-up."""
     for c in cands:
         inst = instances.get((c.provider, c.region, c.instance))
         if inst is None:
@@ -136,10 +138,15 @@ def add_energy(
         watts *= max(1, c.count)
         pue, kg, site = table.site(c.provider, c.region)
         kwh_per_hour = watts / 1000.0 * pue
+        per_epoch = None
         if kind == "online" and rate_per_s:
             basis, kwh = "per 1M requests", kwh_per_hour / (rate_per_s * 3600.0) * 1e6
         elif c.runtime_hours is not None:
-            basis, kwh = "job", kwh_per_hour * c.runtime_hours
+            up_h = min(c.runtime_hours, (c.cold_start_s or 0.0) / 3600.0)
+            idle_watts = instance_watts(inst, 0.0, table, accelerators)[0] * max(1, c.count)
+            work_kwh = kwh_per_hour * (c.runtime_hours - up_h)
+            basis, kwh = "job", work_kwh + idle_watts / 1000.0 * pue * up_h
+            per_epoch = work_kwh / epochs if epochs else None
         else:
             basis, kwh = "per hour", kwh_per_hour
         c.energy = Energy(
@@ -147,4 +154,5 @@ def add_energy(
             kwh=round(kwh, 4), co2e_kg=round(kwh * kg, 4), pue=pue, grid_kg_per_kwh=kg,
             notes=[site, *notes], device_share=None if share is None else round(share, 3),
             compute_share=None if compute is None else round(compute, 3),
+            kwh_per_epoch=None if per_epoch is None else round(per_epoch, 4),
         )  # fmt: skip

@@ -222,7 +222,9 @@ def explain(
     if rec.energy is not None:
         e = rec.energy
         why.append(
-            f"energy {e.kwh:.3g} kWh {e.basis} ({e.watts:.0f} W at {e.utilization:.0%} busy"
+            f"energy {e.kwh:.3g} kWh {e.basis}"
+            + (f", {e.kwh_per_epoch:.3g} kWh per epoch" if e.kwh_per_epoch is not None else "")
+            + f" ({e.watts:.0f} W at {e.utilization:.0%} busy"
             + (f", the GPU computing {e.device_share:.0%} of it" if e.device_share is not None else "")
             + (f", its math units {e.compute_share:.0%} of that" if e.compute_share is not None else "")
             + f", PUE {e.pue:g}), "

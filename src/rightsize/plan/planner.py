@@ -163,7 +163,8 @@ def plan(
     if kind != "rules" and catalog.power is not None:  # a hand-built Catalog may carry no power table
         by_key = {(i.provider, i.region, i.instance_type): i for i in instances}
         rate = t.online.rate_per_s if t.online is not None else None
-        add_energy(cands, by_key, catalog.accelerators, kind, rate, table=catalog.power)
+        epochs = t.training.epochs if t.training is not None else None
+        add_energy(cands, by_key, catalog.accelerators, kind, rate, table=catalog.power, epochs=epochs)
         assumptions["energy"] = (
             "Cloud Carbon Footprint's method and coefficients (catalog/data/power.csv, grid.csv): per-vCPU and "
             "per-GPU min..max watts at the predicted utilization, RAM 0.392 W/GiB, x PUE, x the region's grid factor"

@@ -77,6 +77,7 @@ class Energy:
     notes: list[str] = field(default_factory=list)
     device_share: float | None = None  # GPU: the share of its busy time the GPU computes (plan/energy.py)
     compute_share: float | None = None  # GPU: the share of that device time its math units work
+    kwh_per_epoch: float | None = None  # training with epochs: one epoch's work (no spin-up), at the wall
 
 
 @dataclass

@@ -39,6 +39,8 @@ def _table(result: PlanResult, top: int) -> Any:
         "online": ["batch/wait", "p50 ms", "p95 ms", "p99 ms", "busy", "$/h", "$/1M req"],
         "rules": ["RAM GiB", "$/h"],
     }.get(kind, ["batch", "hours", "$/h", "$ total"])
+    if kind == "training":  # speed-up over one worker / workers (plan.training: all-reduce, slowest worker, batch)
+        cols.insert(cols.index("hours"), "scale")
     cols += ["ok", "source"]
     for col in cols:
         left = col in ("instance", "device", "prec", "buy", "ok", "source")
@@ -63,8 +65,10 @@ def _table(result: PlanResult, top: int) -> Any:
             ram = c.memory_capacity_bytes
             row += [f"{ram / 2**30:.0f}" if ram else "-", f"{c.cost_usd_per_hour:.3f}"]
         else:
+            row += [str(c.batching.max_batch) if c.batching else "-"]
+            if kind == "training":
+                row += [f"{c.scaling_efficiency:.0%}" if c.scaling_efficiency is not None else "-"]
             row += [
-                str(c.batching.max_batch) if c.batching else "-",
                 f"{c.runtime_hours:.2f}" if c.runtime_hours else "-",
                 f"{c.cost_usd_per_hour:.2f}",
                 f"{c.cost_usd_total:,.2f}" if c.cost_usd_total is not None else "-",

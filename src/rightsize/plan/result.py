@@ -121,6 +121,7 @@ class Candidate:
     idle_policy: str | None = None  # online with part-time traffic: scale to zero or k warm (plan.coldstart)
     idle: dict[str, Any] | None = None  # the chosen idle policy's numbers (IdlePolicy.to_dict), for --json
     spot_interruptions_per_hour: float | None = None  # online on spot: the fleet's expected interruptions per hour
+    scaling_efficiency: float | None = None  # training, 2+ workers: speed-up over one worker / workers
     curve: ServiceCurve | None = field(default=None, repr=False, compare=False)  # the service curve it was sized on
 
     @property

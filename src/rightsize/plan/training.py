@@ -32,6 +32,12 @@ __all__ = ["ScalingModel", "node_counts", "plan_training", "training_steps"]
 AMP_PRECISIONS = ("bf16", "fp16")
 NOT_TRAINABLE = ("int8", "int4")  # quantised weights are for inference
 MIN_GAIN_PER_NODE_STEP = 1.1  # a larger cluster must beat the best smaller one by 10% to keep adding nodes
+# An instance the interconnect table lacks (most CPU instances): its network assumed at 10 Gbps, the "up to"
+# figure of mid-size general-purpose instances, so a multi-node plan still pays its gradients' all-reduce (it
+# fell back to a per-doubling efficiency of 0.97 whatever the gradient bytes: BERT-base's 440 MB over 4 CPU
+# nodes planned as scaling almost perfectly). A row in interconnect.csv replaces it.
+DEFAULT_NETWORK_GBPS = 10.0
+SMALL_WORKER_BATCH = 8  # a worker's batch under this leaves most devices idle: say so and suggest a larger batch
 
 
 @dataclass(frozen=True)
@@ -124,8 +130,12 @@ def _option(
     per_node = opt.per_instance
     fit = (1 << 30) if opt.memory is None else opt.memory.max_batch(opt.usable_bytes)
     grads = opt.memory.gradient_bytes if opt.memory is not None else None
+    if links is None and grads:
+        links = Links(DEFAULT_NETWORK_GBPS, 0.0, f"no network figure in the catalog: assumed {DEFAULT_NETWORK_GBPS:g} "
+                      "Gbps (add a row to interconnect.csv)")  # fmt: skip
     out: list[tuple[Candidate, float]] = []
     best_rate = 0.0
+    one_ms: float | None = None  # one worker's step at the whole global batch: the speed-up's reference
     for nodes in node_counts(target.max_nodes):
         first = len(out)
         workers = nodes * per_node
@@ -151,6 +161,9 @@ def _option(
         accum = math.ceil(b / min(b, fit))
         micro = math.ceil(b / accum)
         compute_ms = accum * curve.t_ms(micro)
+        if one_ms is None:
+            one_accum = math.ceil(target.batch_size / min(target.batch_size, fit))
+            one_ms = one_accum * curve.t_ms(math.ceil(target.batch_size / one_accum))
         if grads and links is not None and workers > 1:  # the all-reduce from gradient bytes and links
             ar = all_reduce(grads, per_node, nodes, links, compute_ms)
             step_ms = compute_ms + ar.lost_ms
@@ -165,6 +178,15 @@ def _option(
         base.grad_accumulation = accum
         base.memory_bytes = None if opt.memory is None else int(opt.memory.bytes_at(micro))
         base.throughput_per_s = target.batch_size * 1000.0 / step_ms
+        if workers > 1:
+            speedup = one_ms / step_ms
+            base.scaling_efficiency = round(speedup / workers, 3)
+            scaling += f"; x{speedup:.2f} the speed of one worker at the same global batch"
+            if b < SMALL_WORKER_BATCH:
+                scaling += (f" (batch {b} per worker: too small to keep {workers} workers busy; a larger "
+                            "training.batch_size spreads better)")  # fmt: skip
+            if "assumed" in (links.source if links is not None else "") and nodes > 1:
+                scaling += f"; {links.source if links is not None else ''}"
         base.notes.append(
             f"{workers} worker(s) x batch {b} ({accum} x micro-batch {micro}); {scaling}; spin-up {up.describe()}"
         )

@@ -18,6 +18,10 @@ _API = {"PlanRecord", "diagnose", "measure", "memory", "plan", "workload"}
 
 
 def __getattr__(name: str) -> Any:
+    if name == "diagnose":  # the subpackage, callable as ``rs.diagnose()``: importing it rebinds the name anyway
+        import importlib
+
+        return importlib.import_module("rightsize.diagnose")
     if name in _API:
         from rightsize import api
 

@@ -2,17 +2,51 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
-from rightsize.cli._common import JSON_OPTION, emit_json, err_console, out_console
+from rightsize.cli._common import emit_json, err_console, out_console
+
+TIMEOUT_EXIT = 124  # the program stopped by --timeout, as coreutils `timeout` exits
+INTERRUPT_EXIT = 130  # Ctrl-C, as a shell reports a program SIGINT ended
+
+
+def exit_code(rc: int, stopped: str | None) -> int:
+    """Our exit code for a program that exited with ``rc``: 124 when --timeout stopped it, 130 on Ctrl-C, else the
+    program's own (a signal's death, ``-N`` from subprocess, as a shell reports it: 128 + N)."""
+    if stopped == "timeout":
+        return TIMEOUT_EXIT
+    if stopped == "interrupt":
+        return INTERRUPT_EXIT
+    return 128 - rc if rc < 0 else rc
+
+
+def _error(message: str) -> None:
+    """One ``error:`` line on stderr, as ``rightsize.cli.app.main`` prints a RightsizeError."""
+    print(f"error: {message}", file=sys.stderr)
 
 
 def diagnose_cmd(
     ctx: typer.Context,
-    timeout: float | None = typer.Option(None, "--timeout", min=1, help="Stop the program after this many seconds."),
-    as_json: bool = JSON_OPTION,
+    timeout: float | None = typer.Option(
+        None,
+        "--timeout",
+        min=1,
+        help="Stop the program after this many seconds (SIGTERM) and diagnose what ran; exit code 124.",
+    ),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print the diagnosis as one JSON document on stdout; the program's own stdout goes to stderr.",
+    ),
 ) -> None:
-    """Run a Python program and diagnose its loop: data starvation, utilization, memory, batch size, AMP."""
+    """Run a Python program and diagnose its loop: data starvation, utilization, memory, batch size, AMP.
+
+    CMD, after --, is the program and its arguments, e.g. python train.py --epochs 1. The diagnosis is printed
+    whatever the program's exit code. Exit code: the program's own (0 when it succeeded; when it failed, its code,
+    as `time` and `nice` do), 124 when --timeout stopped it, 130 on Ctrl-C, 2 for a bad option or a CMD that
+    cannot run, 1 when the program succeeded but the probe never reported (it did not import torch)."""
     from rightsize.diagnose import diagnose, render
     from rightsize.diagnose.run import run_watched
     from rightsize.errors import RunFailedError, SpecError
@@ -21,25 +55,45 @@ def diagnose_cmd(
         raise SpecError(
             "CMD", f"No such option: {ctx.args[0]}; put the program after --: rightsize diagnose -- python x.py"
         )
-    rc, facts, stopped = run_watched(list(ctx.args), timeout_s=timeout)
+    rc, facts, stopped = run_watched(list(ctx.args), timeout_s=timeout, stdout_to_stderr=as_json)
+    code = exit_code(rc, stopped)
     if facts is None:
-        if stopped:
-            raise RunFailedError(f"the program was stopped after --timeout {timeout:g} s before the probe reported: "
-                                 "it had not imported torch yet, or ignored the interrupt; give it longer")  # fmt: skip
-        raise RunFailedError(
-            f"the program exited {rc} without the probe's report: it never imported torch, or it was killed"
-        )
+        if stopped == "timeout":
+            _error(f"the program was stopped after --timeout {timeout:g} s before the probe reported: it had not "
+                   "imported torch yet, or ignored the interrupt; give it longer")  # fmt: skip
+            raise typer.Exit(code)
+        if stopped == "interrupt":
+            _error("the program was interrupted before the probe reported")
+            raise typer.Exit(code)
+        ended = f"was killed by signal {-rc}" if rc < 0 else f"exited {rc}"
+        message = f"the program {ended} without the probe's report: it never imported torch, or it was killed"
+        if code == 0:
+            raise RunFailedError(message)
+        _error(message)
+        raise typer.Exit(code)  # the program's failure, not ours: its exit code
     findings = diagnose(facts)
     if as_json:
         emit_json({"exit_code": rc, "facts": facts.to_dict(), "findings": [f.to_dict() for f in findings]})
     else:
         out_console.print(render(facts, findings), markup=False, highlight=False)
-    if stopped:
+    if stopped == "timeout":
         err_console.print(f"note: the program was stopped after --timeout {timeout:g} s; the diagnosis covers the "
-                          "steps it ran until then")  # fmt: skip
+                          f"steps it ran until then (exit code {code})", markup=False, highlight=False)  # fmt: skip
+    elif stopped == "interrupt":
+        err_console.print("note: the program was interrupted; the diagnosis covers the steps it ran until then",
+                          markup=False, highlight=False)  # fmt: skip
+    elif rc < 0:
+        err_console.print(f"note: the program was killed by signal {-rc} (exit code {code})", markup=False,
+                          highlight=False)  # fmt: skip
     elif rc != 0:
-        err_console.print(f"note: the program exited with code {rc}")
+        err_console.print(f"note: the program exited with code {rc}", markup=False, highlight=False)
+    if code:
+        raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("diagnose", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(diagnose_cmd)
+    app.command(
+        "diagnose",
+        options_metavar="[OPTIONS] -- CMD [ARGS]...",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )(diagnose_cmd)

@@ -5,12 +5,18 @@
     print(probe.report())                           # the findings, each with a fix
 
 ``rightsize diagnose -- python train.py`` watches a command the same way (see ``run``).
+
+``rightsize.diagnose`` is both this package and the README's ``with rs.diagnose() as w:``: the module is callable
+(``_CallableModule``), as ``watch()``. A plain function named ``rightsize.diagnose`` could not stay: the import
+system binds the subpackage over it on the package whenever ``rightsize.diagnose`` is first imported.
 """
 
 from __future__ import annotations
 
+import sys
+import types
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from rightsize.diagnose.probe import LoopFacts, LoopProbe
 from rightsize.diagnose.rules import Finding, diagnose
@@ -54,5 +60,15 @@ def render(facts: LoopFacts, findings: list[Finding]) -> str:
         lines.append(f"    fix: {f.fix}")
     return "\n".join(lines)
 
+
+class _CallableModule(types.ModuleType):
+    """``rightsize.diagnose`` itself: ``rightsize.diagnose()`` (and ``rs.diagnose()``) is ``watch()``."""
+
+    def __call__(self) -> AbstractContextManager[Watch]:
+        """``with rs.diagnose() as w: ...`` watches the loop in the block; ``w.report()`` is the checklist."""
+        return watch()
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = ["Finding", "LoopFacts", "LoopProbe", "Watch", "diagnose", "render", "watch"]

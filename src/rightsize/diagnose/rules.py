@@ -59,13 +59,16 @@ def diagnose(f: LoopFacts) -> list[Finding]:
         ))  # fmt: skip
     busy = f.cpu_cores_busy / max(1, f.logical_cores)
     if f.device == "cpu" and not starving and busy < UNDERUSED:
-        threads = f"torch uses {f.torch_threads} thread(s)" if f.torch_threads else ""
+        threads = f"; torch uses {f.torch_threads} thread(s)" if f.torch_threads else ""
+        processes = "run k worker processes x t threads (`rightsize plan` sizes that) — or pick a smaller instance"
+        # a small batch or fewer torch threads than cores: say so first; else (a batch >= 8 on every core) the
+        # processes clause is the whole fix, and must not start with its "or"
+        more = (batch or SMALL_BATCH) < SMALL_BATCH or (f.torch_threads or 0) < f.logical_cores
         out.append(Finding(
             "CPU utilization", "advice",
-            f"{f.cpu_cores_busy:.1f} of {f.logical_cores} cores busy on average ({busy:.0%}); {threads}",
-            ("raise the batch size (larger GEMMs use more cores) or torch.set_num_threads(cores); "
-             if (batch or SMALL_BATCH) < SMALL_BATCH or (f.torch_threads or 0) < f.logical_cores else "")
-            + "or run k worker processes x t threads (`rightsize plan` sizes that) — or pick a smaller instance",
+            f"{f.cpu_cores_busy:.1f} of {f.logical_cores} cores busy on average ({busy:.0%}){threads}",
+            "raise the batch size (larger GEMMs use more cores) or torch.set_num_threads(cores); or " + processes
+            if more else processes,
         ))  # fmt: skip
     capacity = f.cuda_total_bytes if f.device == "cuda" else f.total_ram_bytes
     peak = f.cuda_peak_bytes if f.device == "cuda" else f.peak_rss_bytes

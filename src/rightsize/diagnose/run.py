@@ -6,13 +6,16 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 from rightsize.diagnose.probe import LoopFacts
 from rightsize.errors import SpecError
 
 BOOT = Path(__file__).parent / "boot"
+Stop = Literal["timeout", "interrupt"] | None  # what ended the program early, if anything
 
 
 # After --timeout: SIGTERM (the boot module turns it into a quiet SystemExit, so the program's exit handlers, the
@@ -33,9 +36,22 @@ def _stop(proc: subprocess.Popen[bytes]) -> int:
     return proc.wait()
 
 
-def run_watched(cmd: list[str], timeout_s: float | None = None) -> tuple[int, LoopFacts | None, bool]:
+def _stderr_fd() -> int:
+    """The file descriptor of our stderr (2 when ``sys.stderr`` is replaced by something without one)."""
+    sys.stderr.flush()
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both an OSError and a ValueError
+        return 2
+
+
+def run_watched(
+    cmd: list[str], timeout_s: float | None = None, stdout_to_stderr: bool = False
+) -> tuple[int, LoopFacts | None, Stop]:
     """Run ``cmd`` with the probe loaded at start-up: its exit code, what the probe saw (None when the program never
-    imported torch or died before exit handlers ran) and whether ``timeout_s`` stopped it (``_stop``)."""
+    imported torch or died before exit handlers ran) and what stopped it early (``_stop``): "timeout" when it ran
+    past ``timeout_s``, "interrupt" on Ctrl-C, None when it ended by itself. ``stdout_to_stderr`` sends the
+    program's stdout to our stderr (``--json``: our stdout holds only the report)."""
     if not cmd:
         raise SpecError("CMD", "give the command to watch after --, e.g. rightsize diagnose -- python train.py")
     with tempfile.TemporaryDirectory(prefix="rightsize-diagnose-") as tmp:
@@ -44,19 +60,19 @@ def run_watched(cmd: list[str], timeout_s: float | None = None) -> tuple[int, Lo
         env["PYTHONPATH"] = os.pathsep.join([str(BOOT), *filter(None, [env.get("PYTHONPATH")])])
         env["RIGHTSIZE_DIAGNOSE_OUT"] = str(out)
         try:
-            proc = subprocess.Popen(cmd, env=env)
+            proc = subprocess.Popen(cmd, env=env, stdout=_stderr_fd() if stdout_to_stderr else None)
         except FileNotFoundError:
             raise SpecError("CMD", f"{cmd[0]!r} not found; give a Python program, e.g. python train.py") from None
         except OSError as exc:  # a file that is not executable, a folder, an empty name
             raise SpecError("CMD", f"cannot run {cmd[0]!r} ({exc.strerror or exc}); give a Python program, e.g. "
                             "python train.py") from None  # fmt: skip
-        stopped = False
+        stopped: Stop = None
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            rc, stopped = _stop(proc), True
+            rc, stopped = _stop(proc), "timeout"
         except KeyboardInterrupt:  # Ctrl-C reached both: let the program finish its exit handlers
-            rc, stopped = _stop(proc), True
+            rc, stopped = _stop(proc), "interrupt"
         if not out.is_file():
             return rc, None, stopped
         return rc, LoopFacts.from_dict(json.loads(out.read_text(encoding="utf-8"))), stopped

@@ -51,3 +51,20 @@ def test_training_markdown_lists_spot_plans(plan_training: PlanResult) -> None:
     assert "time" in md and "## Spot with checkpoints" in md
     assert len(_table_rows(md, "## Spot with checkpoints")) == 2  # spot and mixed for 4 × g5.xlarge
     assert "93%" in md
+
+
+def test_markdown_keeps_code_spans_in_warnings(plan_online: PlanResult) -> None:
+    warn = "projected, not measured on L4; check with `rightsize validate` before committing"
+    plan = replace(plan_online, warnings=[warn], why=["run `a | b` then <b>x</b>"])
+    md = render_markdown(build_report_data(plan))
+    assert f"- {warn}" in md and "\\`" not in md  # a code span, not literal backticks
+    assert r"- run `a \| b` then \<b\>x\</b\>" in md  # pipes still escaped (tables), raw HTML outside spans too
+
+
+def test_md_escapes_lone_backticks_and_keeps_code_span_text() -> None:
+    from rightsize.report.fmt import md
+
+    assert md("`rightsize validate`") == "`rightsize validate`"
+    assert md("``a`b`` and `c_d` e_f") == r"``a`b`` and `c_d` e\_f"  # a span's text is literal: no \_ there
+    assert md("lone ` tick *x*") == r"lone \` tick \*x\*"
+    assert md("`x|y` | z") == r"`x\|y` \| z"

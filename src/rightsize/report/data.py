@@ -15,7 +15,7 @@ The report only renders: it computes no plan. The one call back into planning is
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rightsize.plan.result import Candidate, PlanResult
@@ -28,6 +28,7 @@ __all__ = [
     "ReportData",
     "SweepFn",
     "Targets",
+    "at_planned_batch",
     "build_report_data",
     "candidate_key",
     "curve_from_dict",
@@ -69,6 +70,7 @@ class MemoryView:
     tiers: tuple[tuple[float, str], ...]  # (GiB, "A10G/L4") ascending
     label: str = "estimate"
     measured_peak_bytes: float | None = None  # CUDA max_memory_allocated, when the profile has it
+    at_batch: str = ""  # "micro-batch 32": the breakdown was brought to the batch the recommendation runs
 
     @property
     def total_bytes(self) -> float:
@@ -258,6 +260,30 @@ def memory_view(
     )
 
 
+def at_planned_batch(mem: MemoryView, plan: Mapping[str, Any]) -> MemoryView:
+    """The breakdown brought to the batch the recommendation runs, so its total is the candidate's memory figure.
+
+    The planner stores the estimate's breakdown at batch 1 (training: the optimizer step's peak, no activations)
+    while a candidate's ``memory_bytes`` is its memory line, fixed + per-sample x batch, at the batch it runs
+    (training: the micro-batch). The difference is what the batch adds: shown as one activations row, labelled
+    with the batch. Unchanged for a CPU recommendation (the breakdown is the GPU estimate, CUDA context included),
+    for one without a batch or a memory figure, and for a breakdown that already reaches the figure.
+    """
+    c = plan.get("recommendation")
+    if not isinstance(c, Mapping) or plan.get("kind") == "rules" or c.get("device_class") == "cpu":
+        return mem
+    figure = finite(c.get("memory_bytes"))
+    batch = (c.get("batching") or {}).get("max_batch")
+    if figure is None or isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        return mem
+    added = figure - mem.total_bytes
+    if added < 1.0:  # already at that batch (or the figure is int()-truncated): nothing to add
+        return mem
+    at = f"{'micro-batch' if plan.get('kind') == 'training' else 'batch'} {batch}"
+    row = f"{'more activations' if 'activations' in mem.breakdown else 'activations'} at {at}"
+    return replace(mem, breakdown=mem.breakdown | {row: added}, label=f"{mem.label}, {at}", at_batch=at)
+
+
 # -- sweeps ---------------------------------------------------------------------------------------
 
 
@@ -347,6 +373,8 @@ def build_report_data(
     )
     if mem is None:
         mem = _memory_from_candidates(plan, tiers)
+    else:
+        mem = at_planned_batch(mem, plan)
     env_d = env if isinstance(env, Environment) else Environment.from_dict(env) if env else None
     if env_d is None:
         env_d = profile.env if profile is not None else Environment.from_dict(plan["env"]) if plan.get("env") else None

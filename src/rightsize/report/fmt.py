@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from typing import Any
 
 from rightsize.units import format_bytes, format_hours
@@ -21,11 +22,26 @@ def esc(value: object) -> str:
 
 
 _MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]|<>#"})
+# A code span: a run of backticks, then text, then a run of the same length (CommonMark). Its text is shown as
+# written (a backslash there is literal, and the renderer escapes ``<``), so only its pipes are escaped: a GFM
+# table splits cells on ``|`` even inside code spans, and ``\|`` keeps the cell whole.
+_MD_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 
 
 def md(value: object) -> str:
-    """Escape text for a Markdown table cell or paragraph (GitHub renders raw HTML, so ``<`` too)."""
-    return ("" if value is None else str(value)).translate(_MD_SPECIAL).replace("\n", " ")
+    """Escape text for a Markdown table cell or paragraph (GitHub renders raw HTML, so ``<`` too).
+
+    Code spans (`` `rightsize validate` ``) are kept: the text means code, so their backticks are not escaped
+    and their content is left as is, but for ``|`` (tables). A lone backtick is escaped."""
+    text = "" if value is None else str(value)
+    out: list[str] = []
+    pos = 0
+    for m in _MD_CODE_SPAN.finditer(text):
+        out.append(text[pos : m.start()].translate(_MD_SPECIAL))
+        out.append(m.group(1) + m.group(2).replace("|", "\\|") + m.group(1))
+        pos = m.end()
+    out.append(text[pos:].translate(_MD_SPECIAL))
+    return "".join(out).replace("\n", " ")
 
 
 def finite(value: Any) -> float | None:

@@ -149,9 +149,17 @@ def render_markdown(data: ReportData) -> str:
         out += _table(["device", "precision", "batch", "p50 ms", "p95 ms", "samples/s", "peak memory"], mrows)
     if data.memory is not None:
         mem = [[k, format_bytes(v)] for k, v in data.memory.breakdown.items()]
-        mem.append(["total", format_bytes(data.memory.total_bytes)])
+        at = data.memory.at_batch
+        mem.append([f"total at {at}" if at else "total", format_bytes(data.memory.total_bytes)])
         fits = [g for g, _ in data.memory.tiers if g * 1024**3 >= data.memory.total_bytes]
-        out += ["", "## Memory per device", "", *_table(["component", "bytes"], mem)]
+        out += ["", "## Memory per device", ""]
+        if at:
+            out += [
+                f"At {md(at)}, the batch the recommendation runs: the estimate's components at batch 1 plus the "
+                "activations its memory line adds at that batch (the total is the candidate's memory figure).",
+                "",
+            ]
+        out += _table(["component", "bytes"], mem)
         if data.memory.tiers:
             out += [
                 "",

@@ -77,3 +77,11 @@ def test_a_request_far_beyond_the_measured_batches_is_refused_before_serving(
         main(["validate", str(spec), "--store", str(tmp_path / "s.sqlite"), "--no-store", "--json"])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "request_mix" in err and "batch_sizes" in err and "Traceback" not in err
+
+
+def test_a_lanes_planned_pool_says_replicas_on_instances() -> None:
+    from rightsize.workflows.validate_mix import _planned_words
+
+    assert _planned_words({"replicas": 4, "count": 1, "instance": "c7i.2xlarge"}) == "4 replicas on 1 x c7i.2xlarge"
+    assert _planned_words({"replicas": 2, "count": 2, "instance": "g5.xlarge"}) == "2 x g5.xlarge"
+    assert _planned_words({"replicas": 3, "instance": "g5.xlarge"}) == "3 x g5.xlarge"  # no count: as before

@@ -147,6 +147,13 @@ def validate_mix(
                 f"no successful CPU measurement at {precision} with {threads} thread(s) here to predict lane {name} "
                 "from; add fp32 to precisions"
             )
+        if pool and pool.get("device_class") == "gpu":  # this CPU-only machine cannot run the GPU pool itself
+            notes.append(
+                f"lane {name}: planned on {pool.get('device', 'a GPU')} ({pool.get('instance', '?')}); served here "
+                f"by a CPU lane ({precision}, {threads} thread(s)) and predicted from that lane's measured curve: "
+                "this proves the size-aware router and the queueing model, not the GPU's speed (the projection "
+                "sets that)"
+            )
         lanes.append(Lane(name, group, precision, curve, pool))
     measured_max = max(max(lane.curve.batch_sizes) for lane in lanes)
     if max(sizes) > MAX_EXTRAPOLATION * measured_max:
@@ -378,12 +385,20 @@ def validate_mix(
     }
 
 
+def _planned_words(p: dict[str, Any]) -> str:
+    """A lane's planned pool in words: "4 replicas on 1 x c7i.2xlarge", or "2 x g5.xlarge" (one replica each)."""
+    reps, count = p.get("replicas"), p.get("count")
+    if count is None or count == reps:
+        return f"{reps} x {p.get('instance')}"
+    return f"{reps} replica{'s' if reps != 1 else ''} on {count} x {p.get('instance')}"
+
+
 def render_mix_report(report: dict[str, Any]) -> str:
     """The mix validation as text: the layout, then one row per level and size class."""
     mix = ", ".join(f"{m['share']:.0%} x {m['samples']}" for m in report["mix"])
     lanes = "; ".join(
         f"{lane['name']} (sizes {','.join(map(str, lane['sizes']))}): 1x{lane['threads']} {lane['precision']}"
-        + (f", plan: {lane['planned']['replicas']} x {lane['planned']['instance']}" if lane.get("planned") else "")
+        + (f", plan: {_planned_words(lane['planned'])}" if lane.get("planned") else "")
         for lane in report["lanes"]
     )
     how = f"size split at {report['crossover_samples']} samples" if report["layout"] == "split" else "one pool"

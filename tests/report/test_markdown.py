@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from report_kit import MEMORY, XSS, profile_for
 
@@ -51,6 +52,18 @@ def test_training_markdown_lists_spot_plans(plan_training: PlanResult) -> None:
     assert "time" in md and "## Spot with checkpoints" in md
     assert len(_table_rows(md, "## Spot with checkpoints")) == 2  # spot and mixed for 4 × g5.xlarge
     assert "93%" in md
+
+
+def test_training_tables_show_each_plans_scaling(plan_training: PlanResult, tmp_path: Path) -> None:
+    from rightsize.report import write_report
+
+    plan = replace(plan_training, candidates=[replace(plan_training.candidates[0], scaling_efficiency=0.874),
+                                              *plan_training.candidates[1:]])  # fmt: skip
+    md = render_markdown(build_report_data(plan))
+    header = next(line for line in md.splitlines() if " instance | device |" in line)
+    assert "| scale | time |" in header and "| 87% |" in md
+    html = write_report(plan, tmp_path / "t.html").read_text()
+    assert "<th>scale</th>" in html and "<td>87%</td>" in html
 
 
 def test_markdown_keeps_code_spans_in_warnings(plan_online: PlanResult) -> None:

@@ -160,6 +160,7 @@ def candidates_table(data: ReportData, rows: int = TABLE_ROWS) -> str:
     if kind == "online":
         head += ["batching", "p50 ms", "p95 ms", "p99 ms", "util", "$/h", "$/1M req"]
     elif kind in ("batch", "training"):
+        head += ["scale"] if kind == "training" else []  # speed-up over one worker, per worker (plan.training)
         head += ["time", "$/h", "total $", "P(deadline)"]
     else:
         head += ["$/h"]
@@ -189,6 +190,7 @@ def candidates_table(data: ReportData, rows: int = TABLE_ROWS) -> str:
             ]
         elif kind in ("batch", "training"):
             spot = c.get("spot") or {}
+            cells += [pct(c.get("scaling_efficiency"))] if kind == "training" else []
             cells += [
                 hours(c.get("runtime_hours")),
                 usd(c.get("cost_usd_per_hour")),

@@ -45,6 +45,7 @@ def _rows(data: ReportData) -> tuple[list[str], list[list[str]]]:
     if kind == "online":
         head += ["p95 ms", "p99 ms", "$/h", "$/1M req"]
     elif kind in ("batch", "training"):
+        head += ["scale"] if kind == "training" else []  # speed-up over one worker, per worker (plan.training)
         head += ["time", "$/h", "total $"]
     else:
         head += ["$/h"]
@@ -69,6 +70,7 @@ def _rows(data: ReportData) -> tuple[list[str], list[list[str]]]:
                 usd(c.get("cost_usd_per_1m_requests")),
             ]
         elif kind in ("batch", "training"):
+            r += [pct(c.get("scaling_efficiency"))] if kind == "training" else []
             r += [hours(c.get("runtime_hours")), usd(c.get("cost_usd_per_hour")), usd(c.get("cost_usd_total"))]
         else:
             r += [usd(c.get("cost_usd_per_hour"))]

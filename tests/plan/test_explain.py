@@ -11,6 +11,7 @@ from rightsize.catalog.model import Catalog, is_unverified
 from rightsize.plan.explain import explain, price_age, rank
 from rightsize.plan.online import plan_online
 from rightsize.plan.options import pair_options
+from rightsize.plan.result import Candidate
 from rightsize.spec.targets import LatencyBound, OnlineTarget
 
 
@@ -53,12 +54,16 @@ def test_an_unverified_winner_is_flagged_with_the_cheapest_verified_plan() -> No
     assert "the cheapest verified plan is 1 replica on 1x aws c.4x" in warnings[0] and "2.00x the cost" in warnings[0]
 
 
-def test_at_the_same_price_a_verified_price_ranks_first() -> None:
+def _best_c4x() -> Candidate:
+    """The best plan of one CPU instance type at 10/s, p95 <= 80 ms: the rank tests' starting point."""
     cat = small_catalog()
     target = OnlineTarget(rate_per_s=10, latency=LatencyBound(percentile=95, bound_ms=80))
-    ranked = rank(plan_online(pair_options(cat.instances, [cpu_curve("c.4x", 11.0, 8.0)], cat.accelerators), target),
-                  "online")  # fmt: skip
-    known = ranked[0]
+    options = pair_options(cat.instances, [cpu_curve("c.4x", 11.0, 8.0)], cat.accelerators)
+    return rank(plan_online(options, target), "online")[0]
+
+
+def test_at_the_same_price_a_verified_price_ranks_first() -> None:
+    known = _best_c4x()
     guess = dataclasses.replace(known, instance="z.4x", price_source="price list (as remembered; re-check)")
     assert rank([guess, known], "online")[0] is known  # 'z.4x' sorts after: the name does not decide it
     assert rank([dataclasses.replace(guess, instance="a.4x"), known], "online")[0] is known
@@ -74,11 +79,7 @@ def test_small_latencies_keep_their_digits() -> None:
 
 def test_at_the_same_price_the_better_known_plan_ranks_first() -> None:
     """A precision extrapolated here (wider band) does not win a price tie by a hair of speed."""
-    cat = small_catalog()
-    target = OnlineTarget(rate_per_s=10, latency=LatencyBound(percentile=95, bound_ms=80))
-    ranked = rank(plan_online(pair_options(cat.instances, [cpu_curve("c.4x", 11.0, 8.0)], cat.accelerators), target),
-                  "online")  # fmt: skip
-    best = ranked[0]
+    best = _best_c4x()
     assert best.latency is not None
     guess = dataclasses.replace(best, precision="int8", band=(0.3, 4.0),
                                 latency=dataclasses.replace(best.latency, p95=best.latency.p95 * 0.99))  # fmt: skip

@@ -38,7 +38,7 @@ from rightsize.plan.sim import service_tables
 from rightsize.plan.verify import NO_SPOT_OFFER, SPOT_SPARE, mark_over_budget, spot_spare, unit_price
 from rightsize.spec.targets import OnlineTarget
 
-__all__ = ["FleetPlan", "Pool", "plan_fleet", "plan_mixed_single", "run_sized"]
+__all__ = ["FleetPlan", "Pool", "plan_fleet", "plan_mixed_single", "replicas_on", "run_sized"]
 
 _COMPLETE, _TIMEOUT = 0, 1
 _R_STEPS = (0, 1, 2, 3, 5, 8, 12, 18, 27, 40, 60, 90)  # replicas above the capacity bound tried, in order
@@ -370,8 +370,13 @@ def plan_fleet(
     return plan
 
 
+def replicas_on(replicas: object, count: object, instance: object) -> str:
+    """Replicas and the instances they run on: "4 replicas on 1 x c7i.2xlarge", or "2 x g5.xlarge" when each runs
+    one (or the count is unknown). "4 x c7i.2xlarge" read as four VMs where one ran four worker processes."""
+    if count is None or count == replicas:
+        return f"{replicas} x {instance}"
+    return f"{replicas} replica{'s' if replicas != 1 else ''} on {count} x {instance}"
+
+
 def _pool_words(c: Candidate) -> str:
-    """Replicas and the instances they run on, "4 replicas on 1 x c7i.2xlarge (cpu)" ("4 x c7i.2xlarge" read as
-    four VMs where one ran four worker processes)."""
-    reps = f"{c.replicas} replica{'s' if c.replicas != 1 else ''} on " if c.replicas != c.count else ""
-    return f"{reps}{c.count} x {c.instance} ({c.device})"
+    return f"{replicas_on(c.replicas, c.count, c.instance)} ({c.device})"

@@ -130,9 +130,11 @@ def _option(
     per_node = opt.per_instance
     fit = (1 << 30) if opt.memory is None else opt.memory.max_batch(opt.usable_bytes)
     grads = opt.memory.gradient_bytes if opt.memory is not None else None
+    assumed = ""  # the note of a network the catalog lacks
     if links is None and grads:
-        links = Links(DEFAULT_NETWORK_GBPS, 0.0, f"no network figure in the catalog: assumed {DEFAULT_NETWORK_GBPS:g} "
-                      "Gbps (add a row to interconnect.csv)")  # fmt: skip
+        assumed = f"no network figure in the catalog: assumed {DEFAULT_NETWORK_GBPS:g} Gbps"
+        assumed += " (add a row to interconnect.csv)"
+        links = Links(DEFAULT_NETWORK_GBPS, 0.0, assumed)
     out: list[tuple[Candidate, float]] = []
     best_rate = 0.0
     one_ms: float | None = None  # one worker's step at the whole global batch: the speed-up's reference
@@ -185,8 +187,8 @@ def _option(
             if b < SMALL_WORKER_BATCH:
                 scaling += (f" (batch {b} per worker: too small to keep {workers} workers busy; a larger "
                             "training.batch_size spreads better)")  # fmt: skip
-            if "assumed" in (links.source if links is not None else "") and nodes > 1:
-                scaling += f"; {links.source if links is not None else ''}"
+            if assumed and nodes > 1:
+                scaling += f"; {assumed}"
         base.notes.append(
             f"{workers} worker(s) x batch {b} ({accum} x micro-batch {micro}); {scaling}; spin-up {up.describe()}"
         )

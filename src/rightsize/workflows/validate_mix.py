@@ -387,10 +387,9 @@ def validate_mix(
 
 def _planned_words(p: dict[str, Any]) -> str:
     """A lane's planned pool in words: "4 replicas on 1 x c7i.2xlarge", or "2 x g5.xlarge" (one replica each)."""
-    reps, count = p.get("replicas"), p.get("count")
-    if count is None or count == reps:
-        return f"{reps} x {p.get('instance')}"
-    return f"{reps} replica{'s' if reps != 1 else ''} on {count} x {p.get('instance')}"
+    from rightsize.plan.fleet import replicas_on
+
+    return replicas_on(p.get("replicas"), p.get("count"), p.get("instance"))
 
 
 def render_mix_report(report: dict[str, Any]) -> str:

@@ -30,9 +30,12 @@ def test_a_training_plan_knows_a_big_batch_needs_more_memory(tmp_path: Path) -> 
                        "input": {"seq_len": 64}, "precisions": ["fp32"],
                        "targets": {"training": {"dataset_size": 1000, "epochs": 1, "batch_size": 32}}})  # fmt: skip
     with Store(tmp_path / "s.sqlite") as db:
-        models, _ = memory_models(spec, db, {"fp32"})
+        models, breakdowns = memory_models(spec, db, {"fp32"})
     m = models["fp32"]
     assert m.per_sample_bytes > 0  # was 0: every micro-batch "fit"
+    # a CPU worker all-reduces the same gradients (its line had none: CPU clusters skipped the all-reduce)
+    assert m.on_cpu is not None and m.on_cpu.gradient_bytes == m.gradient_bytes and m.gradient_bytes
+    assert breakdowns["cpu:fp32"]["cuda_context"] == 0 and breakdowns["fp32"]["cuda_context"] > 0
     assert m.bytes_at(4096) > m.bytes_at(1) + 4000 * m.per_sample_bytes * 0.99
 
 
@@ -56,3 +59,25 @@ def test_a_cpu_replica_is_planned_without_the_cuda_context(tmp_path: Path) -> No
     curve = ServiceCurve("cpu:c6i.2xlarge", "fp32", (1, 8), (5.0, 30.0), (0.1, 0.1), "measured", instance="c6i.2xlarge")
     (opt,) = pair_options([c6i], [curve], cat.accelerators, models)
     assert opt.memory == cpu
+
+
+def test_a_cpu_recommendations_report_shows_the_cpu_breakdown() -> None:
+    from types import SimpleNamespace
+
+    from rightsize.report.data import at_planned_batch, memory_view
+    from rightsize.workflows.plan import CPU_MEMORY_LABEL, report_memory
+
+    gpu = {"weights": 98e6, "activations": 66e6, "cuda_context": 750e6}
+    cpu = {"weights": 98e6, "activations": 66e6, "workspace": 24e6}
+    context = {"memory": {"fp32": gpu, "cpu:fp32": cpu}}
+    rec = SimpleNamespace(device_class="cpu", precision="fp32")
+    mem = report_memory(SimpleNamespace(recommendation=rec), context)  # type: ignore[arg-type]
+    assert mem == {"breakdown": cpu, "label": CPU_MEMORY_LABEL}
+    view = memory_view(mem)
+    assert view is not None
+    plan = {"kind": "online", "recommendation": {"device_class": "cpu", "memory_bytes": 300e6,
+                                                 "batching": {"max_batch": 8}}}  # fmt: skip
+    at = at_planned_batch(view, plan)  # a CPU breakdown is brought to the CPU plan's batch
+    assert at.total_bytes == 300e6 and "more activations at batch 8" in at.breakdown
+    gpu_rec = SimpleNamespace(device_class="gpu", precision="fp32")
+    assert report_memory(SimpleNamespace(recommendation=gpu_rec), context) == gpu  # no catalog: the plain breakdown

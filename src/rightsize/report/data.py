@@ -266,11 +266,14 @@ def at_planned_batch(mem: MemoryView, plan: Mapping[str, Any]) -> MemoryView:
     The planner stores the estimate's breakdown at batch 1 (training: the optimizer step's peak, no activations)
     while a candidate's ``memory_bytes`` is its memory line, fixed + per-sample x batch, at the batch it runs
     (training: the micro-batch). The difference is what the batch adds: shown as one activations row, labelled
-    with the batch. Unchanged for a CPU recommendation (the breakdown is the GPU estimate, CUDA context included),
-    for one without a batch or a memory figure, and for a breakdown that already reaches the figure.
+    with the batch. Unchanged for a CPU recommendation whose breakdown is the GPU estimate (plans stored before
+    the CPU's own was: CUDA context included), for one without a batch or a memory figure, and for a breakdown
+    that already reaches the figure.
     """
     c = plan.get("recommendation")
-    if not isinstance(c, Mapping) or plan.get("kind") == "rules" or c.get("device_class") == "cpu":
+    if not isinstance(c, Mapping) or plan.get("kind") == "rules":
+        return mem
+    if c.get("device_class") == "cpu" and "on a CPU" not in mem.label:  # a GPU breakdown (older plans): not it
         return mem
     figure = finite(c.get("memory_bytes"))
     batch = (c.get("batching") or {}).get("max_batch")

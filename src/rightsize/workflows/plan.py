@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 MEMORY_CACHE_KIND = "memory_model"
 # 2: the whole estimate (context, workspace, fragmentation), one budget; 3: CPU conv scratch; 4: per-sample bytes from
-# batches 64 and 512 (training's peak at batches 1 and 8 is the optimizer step: the slope read 0)
-_MEMORY_CACHE_VERSION = 5
+# batches 64 and 512 (training's peak at batches 1 and 8 is the optimizer step: the slope read 0); 5-6: a CPU
+# replica's own line and breakdown (no CUDA context)
+_MEMORY_CACHE_VERSION = 6
 WORK_CACHE_KIND = "work_profile"
 _WORK_CACHE_VERSION = 1
 
@@ -59,23 +60,21 @@ def memory_models(
     missing = sorted(want - cached.keys())
     if missing:
         cached.update(_estimate(workload, store, mode, key, missing))
-    models = {
-        p: MemoryModel(
-            v["fixed_bytes"],
-            v["per_sample_bytes"],
-            "estimate (rightsize.estimate.memory)",
-            # training keeps fp32 parameters (torch.amp too): the gradients all-reduced are the weights' size
-            gradient_bytes=((v.get("breakdown") or {}).get("weights") or None) if mode == "train" else None,
-            on_cpu=(
-                MemoryModel(v["cpu_fixed_bytes"], v["cpu_per_sample_bytes"], "estimate (cpu)")
-                if v.get("cpu_fixed_bytes") is not None
-                else None
-            ),
-        )
-        for p, v in cached.items()
-        if p in want and v.get("fixed_bytes") is not None
-    }
-    return models, {p: v.get("breakdown", {}) for p, v in cached.items() if p in want}
+    models = {}
+    for p, v in cached.items():
+        if p not in want or v.get("fixed_bytes") is None:
+            continue
+        # training keeps fp32 parameters (torch.amp too): the gradients all-reduced are the weights' size
+        grads = ((v.get("breakdown") or {}).get("weights") or None) if mode == "train" else None
+        on_cpu = None
+        if v.get("cpu_fixed_bytes") is not None:
+            on_cpu = MemoryModel(v["cpu_fixed_bytes"], v["cpu_per_sample_bytes"], "estimate (cpu)", grads)
+        models[p] = MemoryModel(v["fixed_bytes"], v["per_sample_bytes"], "estimate (rightsize.estimate.memory)",
+                                gradient_bytes=grads, on_cpu=on_cpu)  # fmt: skip
+    breakdowns = {p: v.get("breakdown", {}) for p, v in cached.items() if p in want}
+    # a CPU replica's own breakdown, for the report of a CPU recommendation (report_memory)
+    breakdowns |= {f"cpu:{p}": v["cpu_breakdown"] for p, v in cached.items() if p in want and v.get("cpu_breakdown")}
+    return models, breakdowns
 
 
 # Batches the plan's memory line is fitted at: batch 1 for the fixed part, two large batches for the slope (in training
@@ -142,6 +141,7 @@ def _estimate(
             payload["cpu_fixed_bytes"], payload["cpu_per_sample_bytes"] = fit_memory_line(
                 [(e.batch_size, e.total_bytes) for e in on_cpu]
             )
+            payload["cpu_breakdown"] = on_cpu[0].breakdown
         except Exception:  # planned on CPUs with the GPU's estimate, as before (an over-estimate)
             pass
         store.save_artifact(None, MEMORY_CACHE_KIND, payload, internal=True)
@@ -381,12 +381,17 @@ def sweep_fn(result: PlanResult, curves: list[Any]) -> Any:
     return sweep
 
 
+CPU_MEMORY_LABEL = "estimate on a CPU"  # report.data.at_planned_batch brings such a breakdown to a CPU plan's batch
+
+
 def report_memory(result: PlanResult, context: dict[str, Any]) -> dict[str, Any] | None:
     """The recommended precision's memory breakdown with the GPU tiers of the catalog the plan used."""
     from rightsize.catalog import gpu_memory_tiers
 
     mem = context.get("memory") or {}
     rec = result.recommendation
+    if rec is not None and rec.device_class == "cpu" and mem.get(f"cpu:{rec.precision}"):
+        return {"breakdown": mem[f"cpu:{rec.precision}"], "label": CPU_MEMORY_LABEL}  # no CUDA context, no GPU tiers
     breakdown = mem.get(rec.precision) if rec else None
     catalog = context.get("catalog")
     if breakdown and catalog is not None:  # the tiers of the catalog this plan used (a user's --catalog too)

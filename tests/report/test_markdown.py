@@ -66,6 +66,16 @@ def test_training_tables_show_each_plans_scaling(plan_training: PlanResult, tmp_
     assert "<th>scale</th>" in html and "<td>87%</td>" in html
 
 
+def test_a_request_mix_section_has_instances_and_the_fleets_notes(plan_online: PlanResult) -> None:
+    pool = {"instance": "c7i.2xlarge", "device": "cpu", "precision": "bf16", "count": 1, "replicas": 4,
+            "batching": {"max_batch": 1}, "latency_ms": {"p95": 34.6}, "cost_usd_per_hour": 0.36}  # fmt: skip
+    note = "split at 32 samples: 4 replicas on 1 x c7i.2xlarge (cpu) ... (two clouds: aws and gcp behind one router)"
+    fleet = {"mix": [{"samples": 1, "share": 0.95}], "choice": "single", "single": pool, "notes": [note]}
+    md = render_markdown(build_report_data(replace(plan_online, fleet=fleet)))
+    assert "| instances | replicas |" in md and "| c7i.2xlarge | cpu bf16 | 1 | 4 |" in md
+    assert "two clouds: aws and gcp behind one router" in md
+
+
 def test_markdown_keeps_code_spans_in_warnings(plan_online: PlanResult) -> None:
     warn = "projected, not measured on L4; check with `rightsize validate` before committing"
     plan = replace(plan_online, warnings=[warn], why=["run `a | b` then <b>x</b>"])

@@ -20,6 +20,7 @@ from rightsize.cli._common import (
 )
 from rightsize.errors import SpecError
 from rightsize.inputfile import short
+from rightsize.plan.fleet import replicas_on
 from rightsize.plan.online import FLUID_METHOD as FLUID
 from rightsize.units import format_hours
 from rightsize.workflows.plan import plan_record, plan_spec, write_plan_report
@@ -120,7 +121,8 @@ def _print_fleet(fleet: dict[str, Any]) -> None:
         lat = c.get("latency_ms") or {}
         b = c.get("batching") or {}
         out_console.print(
-            f"  {label}: {c['replicas']} x {escape(c['instance'])} ({c['device']}, {c['precision']}), batch "
+            f"  {label}: {escape(replicas_on(c['replicas'], c.get('count'), c['instance']))} ({c['device']}, "
+            f"{c['precision']}), batch "
             f"{b.get('max_batch', '-')}, p95 {lat.get('p95', float('nan')):.1f} ms, ${c['cost_usd_per_hour']:.2f}/h"
         )
 
@@ -131,7 +133,8 @@ def _print_fleet(fleet: dict[str, Any]) -> None:
         c = split["crossover_samples"]
         pool(f"< {c} samples ", split["small"])
         pool(f">= {c} samples", split["large"])
-    for line in fleet.get("notes", [])[-1:]:
+    clouds = [n for n in fleet.get("notes", []) if "two clouds" in n][:1]  # a mixed-cloud split says so
+    for line in dict.fromkeys([*clouds, *fleet.get("notes", [])[-1:]]):
         out_console.print(f"  {escape(line)}")
 
 

@@ -157,7 +157,7 @@ def candidate_label(c: Mapping[str, Any]) -> str:
     return f"{count} × {c.get('instance', '?')} {c.get('precision', '')}{extra}".strip()
 
 
-FLEET_HEAD = ("plan", "requests", "instance", "device", "replicas", "batch", "p95", "$/h")
+FLEET_HEAD = ("plan", "requests", "instance", "device", "instances", "replicas", "batch", "p95", "$/h")
 
 
 def fleet_rows(fleet: Mapping[str, Any] | None) -> tuple[str, list[list[str]]]:
@@ -173,7 +173,7 @@ def fleet_rows(fleet: Mapping[str, Any] | None) -> tuple[str, list[list[str]]]:
     def row(plan: str, requests: str, c: Mapping[str, Any]) -> list[str]:
         lat, b = c.get("latency_ms") or {}, c.get("batching") or {}
         return [plan, requests, str(c.get("instance")), f"{c.get('device')} {c.get('precision')}",
-                str(c.get("replicas")), str(b.get("max_batch", "-")), ms(lat.get("p95")),
+                str(c.get("count", "-")), str(c.get("replicas")), str(b.get("max_batch", "-")), ms(lat.get("p95")),
                 usd(c.get("cost_usd_per_hour"))]  # fmt: skip
 
     rows = []

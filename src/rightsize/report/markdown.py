@@ -114,6 +114,7 @@ def render_markdown(data: ReportData) -> str:
     title, fleet = fleet_rows(plan.get("fleet"))
     if fleet:
         out += ["", f"## {md(title)}", "", *_table(FLEET_HEAD, fleet)]
+        out += ["", *[f"- {md(n)}" for n in (plan.get("fleet") or {}).get("notes") or []]]
     target = flatten(plan.get("target") or {})
     if target:
         out += ["", "## Target", "", *_table(["field", "value"], target)]

@@ -68,4 +68,27 @@ def test_without_scale_from_zero_an_instance_stays_warm_and_json_has_the_numbers
     assert rec is not None and rec.idle is not None and rec.idle_policy is not None
     assert rec.idle["policy"] == "keep_warm" and rec.idle["warm_instances"] >= 1
     assert rec.to_dict()["idle"]["usd_per_day"] == pytest.approx(rec.cost_usd_per_hour * 24, rel=1e-3)
-    assert any("scale_from_zero is off" in n for n in rec.notes)
+    assert any("stay warm: scale_from_zero is off" in n for n in rec.notes)
+
+
+def test_min_warm_replicas_sets_a_floor_in_whole_instances_and_says_when_the_plan_has_fewer() -> None:
+    from rightsize.plan.planner import _warm_floor
+
+    assert _warm_floor(ColdStart(scale_from_zero=True), 3, 2) == (0, "")  # scaling from zero: no floor by default
+    assert _warm_floor(ColdStart(scale_from_zero=True, min_warm_replicas=3), 4, 2) == (1, "")  # 3 of 4 on one VM
+    assert _warm_floor(ColdStart(), 4, 2) == (1, "")  # scale_from_zero off: at least one instance
+    n, note = _warm_floor(ColdStart(min_warm_replicas=50), 1, 1)
+    assert n == 1 and note.startswith("min_warm_replicas 50 is more than the plan's 1 replica(s)")
+    spec = _workload(95, 8, 1).model_dump()
+    spec["targets"]["cold_start"]["min_warm_replicas"] = 1  # part-time, scaling from zero, but keep one
+    rec = plan(Workload.model_validate(spec), [cpu_curve("c.4x", 11.0, 8.0)], small_catalog()).recommendation
+    assert rec is not None and rec.idle is not None and rec.idle["warm_instances"] == 1
+
+
+def test_a_spot_spare_serves_nothing_when_traffic_resumes() -> None:
+    """Two instances, one of them the spot spare: one warm instance carries the whole load, nobody waits."""
+    cold = ColdStart(scale_from_zero=True, active_hours_per_day=4, resumes_per_day=1)
+    keep = next(p for p in idle_policies(2, 0.2, 10.0, 95.0, cold, gpu=False, spare=1) if p.warm == 1)
+    assert keep.late_fraction == 0.0
+    half = next(p for p in idle_policies(2, 0.2, 10.0, 95.0, cold, gpu=False) if p.warm == 1)
+    assert half.late_fraction > 0  # without a spare, half the load waits

@@ -108,8 +108,10 @@ def idle_policies(
     *,
     replicas_per_instance: int = 1,
     min_warm: int = 0,
+    spare: int = 0,
 ) -> list[IdlePolicy]:
-    """Scale-to-zero and keep-k-warm (k = ``min_warm`` .. ``instances``) for one candidate, cheapest first."""
+    """Scale-to-zero and keep-k-warm (k = ``min_warm`` .. ``instances``) for one candidate, cheapest first.
+    ``spare``: instances that serve nothing (a spot plan's spare), so warm ones carry the load sooner."""
     up = spin_up(cold, gpu).total_s
     active = cold.active_hours_per_day
     requests = rate_per_s * active * 3600.0
@@ -121,8 +123,9 @@ def idle_policies(
         busy_cost = instances * usd_per_instance_hour * active + (instances - warm) * usd_per_instance_hour * (
             cold.resumes_per_day * up / 3600.0
         )
-        # On each resumption the warm instances carry warm/instances of the load; the rest waits for the spin-up.
-        short = (instances - warm) / instances if instances else 1.0
+        # On each resumption the warm instances carry warm/serving of the load; the rest waits for the spin-up.
+        serving = max(1, instances - spare)
+        short = max(0, serving - warm) / serving
         late = cold.resumes_per_day * rate_per_s * min(up, active * 3600.0) * short / requests if requests else 0.0
         out.append(IdlePolicy(warm, idle_cost + busy_cost, min(1.0, late), budget, up, replicas_per_instance, always))
     return sorted(out, key=lambda p: (p.usd_per_day, -p.warm))

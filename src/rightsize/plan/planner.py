@@ -36,7 +36,7 @@ from rightsize.plan.training import ScalingModel, plan_training, training_steps
 from rightsize.plan.verify import NO_SPOT_RATE
 from rightsize.profile import ServiceCurve
 from rightsize.spec.schema import Workload
-from rightsize.spec.targets import Targets
+from rightsize.spec.targets import ColdStart, Targets
 
 __all__ = ["plan", "plan_kind"]
 
@@ -259,6 +259,30 @@ def _spot_online(cands: list[Candidate], instances: Sequence[Instance], t: Targe
         )
 
 
+def _warm_floor(cs: ColdStart, per_instance: int, instances: int) -> tuple[int, str]:
+    """Instances that stay warm whatever the traffic, and a note when the spec asks for more than the plan has.
+
+    ``min_warm_replicas`` in whole instances when the spec sets it, or when ``scale_from_zero`` is off (then at
+    least one); scaling from zero without it keeps none (its default of 1 would make scale_from_zero mean nothing).
+    """
+    asked = cs.min_warm_replicas if "min_warm_replicas" in cs.model_fields_set or not cs.scale_from_zero else 0
+    if not cs.scale_from_zero:
+        asked = max(1, asked)
+    need = math.ceil(asked / per_instance)
+    if need > instances:
+        return instances, (
+            f"min_warm_replicas {asked} is more than the plan's {instances * per_instance} replica(s): every instance "
+            "stays warm"
+        )
+    return need, ""
+
+
+def _floor_reason(cs: ColdStart) -> str:
+    if cs.scale_from_zero:
+        return f"min_warm_replicas {cs.min_warm_replicas}"
+    return f"scale_from_zero is off, min_warm_replicas {max(1, cs.min_warm_replicas)}"
+
+
 def _cold_start_online(cands: list[Candidate], t: Targets) -> None:
     cs = t.cold_start
     o = t.online
@@ -266,24 +290,28 @@ def _cold_start_online(cands: list[Candidate], t: Targets) -> None:
     for c in cands:
         up = spin_up(cs, c.device_class == "gpu")
         c.cold_start_s = up.total_s
-        if part_time and c.feasible and o is not None:
+        if not c.feasible:
+            continue
+        instances = max(1, c.count)
+        per_instance = max(1, math.ceil(c.replicas / instances))
+        floor, capped = _warm_floor(cs, per_instance, instances)
+        if part_time and o is not None:
             # Traffic part of the day: price the cheapest idle policy that keeps the SLO (scale to zero or
-            # k warm replicas) into the hourly cost the ranking uses; the note says which and why.
-            # The unit is the instance, what the cloud bills: a CPU instance's k worker processes stay or go
-            # together. Without scale_from_zero at least min_warm_replicas stay up (in whole instances).
-            instances = max(1, c.count)
-            per_instance = max(1, math.ceil(c.replicas / instances))
-            floor = 0 if cs.scale_from_zero else max(1, math.ceil(cs.min_warm_replicas / per_instance))
+            # k warm instances) into the hourly cost the ranking uses; the note says which and why. The unit is
+            # the instance, what the cloud bills: a CPU instance's k worker processes stay or go together. A spot
+            # plan's spare instance serves nothing when traffic resumes.
+            spare = 1 if c.spot_interruptions_per_hour is not None else 0
             policies = idle_policies(
                 instances, c.cost_usd_per_hour / instances, o.rate_per_s, o.latency.percentile, cs,
-                c.device_class == "gpu", replicas_per_instance=per_instance, min_warm=floor,
+                c.device_class == "gpu", replicas_per_instance=per_instance, min_warm=floor, spare=spare,
             )  # fmt: skip
             pick = choose_idle_policy(policies)
             always_on = c.cost_usd_per_hour * 24.0
             c.notes.append(
                 f"idle policy: {pick.describe()}; always-on would be ${always_on:.2f}/day"
                 + ("" if pick.meets_slo else "; no idle policy keeps the SLO, every instance stays warm")
-                + ("" if cs.scale_from_zero else " (scale_from_zero is off: at least one instance stays warm)")
+                + (f" (at least {floor} instance(s) stay warm: {_floor_reason(cs)})" if floor else "")
+                + (f"; {capped}" if capped else "")
             )
             c.cost_usd_per_hour = pick.usd_per_day / 24.0
             if c.cost_usd_per_1m_requests is not None:
@@ -291,15 +319,12 @@ def _cold_start_online(cands: list[Candidate], t: Targets) -> None:
             c.idle_policy = pick.describe()
             c.idle = pick.to_dict()
             continue
-        if cs.scale_from_zero and c.feasible:
-            warm = cs.min_warm_replicas
-            if warm == 0:
+        if cs.scale_from_zero:
+            if floor == 0:
                 c.notes.append(f"scale from zero: the first request after idle waits {up.describe()}")
             else:
-                per_instance = max(1, math.ceil(c.replicas / max(1, c.count)))
-                keep = min(max(1, c.count), math.ceil(warm / per_instance))
-                per = c.cost_usd_per_hour / max(1, c.count)
+                per = c.cost_usd_per_hour / instances
                 c.notes.append(
-                    f"{warm} warm replica(s) keep {keep} instance(s) up: ${per * keep:.2f}/h when idle; scaling up "
-                    f"takes {up.describe()}"
+                    f"{cs.min_warm_replicas} warm replica(s) keep {floor} instance(s) up: ${per * floor:.2f}/h when "
+                    f"idle; scaling up takes {up.describe()}" + (f"; {capped}" if capped else "")
                 )

@@ -70,3 +70,26 @@ def test_an_online_spot_plan_rates_its_rows_and_keeps_a_spare_instance() -> None
     assert any(n.startswith("spot: ") and "Spot Advisor bucket <5%" in n for n in rec.notes)
     assert any("spare instance" in n for n in rec.notes)
     assert any(w.startswith("spot: ") for w in res.warnings)  # type: ignore[attr-defined]  # shown under Check
+
+
+def test_interruptions_too_frequent_for_one_spare_are_refused_and_the_note_gives_the_fleet_rate() -> None:
+    import dataclasses
+
+    from plan_fixtures import cpu_curve, small_catalog
+
+    from rightsize.plan.planner import plan
+    from rightsize.spec import Workload
+
+    def rec_and_cands(rate: float) -> tuple:  # type: ignore[type-arg]
+        online = {"rate_per_s": 20, "latency": {"percentile": 95, "bound_ms": 200}}
+        targets = {"online": online, "purchase": ["spot"], "interruptions_per_hour": rate}
+        w = Workload.model_validate({"name": "s", "model": "distilbert", "targets": targets})
+        res = plan(w, [cpu_curve("c.2x", 20.0, 15.0)], dataclasses.replace(small_catalog()))
+        return res.recommendation, res.candidates
+
+    rec, _ = rec_and_cands(0.5)  # 0.5/h per instance, a 155 s spin-up: two down at once ~0.2% of the time
+    assert rec is not None and rec.spot_interruptions_per_hour == 0.5 * rec.count
+    assert any(f"0.5 interruptions/h per instance (the spec), {0.5 * rec.count:.2g}/h over its" in n for n in rec.notes)
+    rec, cands = rec_and_cands(30.0)  # 30/h: ~2.6 instances down on average, one spare cannot cover it
+    assert rec is None
+    assert any("spot interruptions too frequent for one spare" in r for c in cands for r in c.reasons)

@@ -252,10 +252,25 @@ def _spot_online(cands: list[Candidate], instances: Sequence[Instance], t: Targe
             continue
         bucket = f"AWS Spot Advisor bucket {inst.spot_interruption}"
         src = "the spec" if t.interruptions_per_hour is not None else bucket
-        c.spot_interruptions_per_hour = rate * c.count
+        fleet = rate * c.count
+        c.spot_interruptions_per_hour = fleet
+        # Each interruption leaves an instance missing for a spin-up; one spare covers one at a time. Instances
+        # down at once ~ Poisson(fleet rate x spin-up): two or more down must stay within the SLO's allowance.
+        up = spin_up(t.cold_start, inst.accelerator is not None)
+        down = fleet * up.total_hours
+        two_down = 1.0 - math.exp(-down) * (1.0 + down)
+        allowance = 1.0 - (t.online.latency.percentile / 100.0 if t.online is not None else 0.95)
+        if two_down > allowance:
+            c.feasible = False
+            c.reasons.append(
+                f"spot interruptions too frequent for one spare: {fleet:.2g}/h over {c.count} instance(s) ({src}), "
+                f"each missing for a {up.total_s:.0f} s spin-up: "
+                f"two or more down {two_down:.1%} of the time, over the SLO's {allowance:.1%}"
+            )
+            continue
         c.notes.append(
-            f"spot: {rate:.2g} interruptions/h per instance ({src}), about {rate * c.count * 730:.1f} a month over "
-            f"its {c.count} instance(s); the spare instance carries the load while one is replaced"
+            f"spot: {rate:.2g} interruptions/h per instance ({src}), {fleet:.2g}/h over its {c.count} instance(s) "
+            f"(about {fleet * 730:.1f} a month); the spare instance carries the load while one is replaced"
         )
 
 

@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 NO_SPOT_OFFER = "no spot offer: the catalog has no spot price below on-demand for this instance"
-SPOT_SPARE = "spot only: one spare instance absorbs an interruption (2 min notice on AWS)"
+SPOT_SPARE = "spot only: one spare instance absorbs an interruption (notice: 2 min on AWS, about 30 s on Azure and GCP)"
 NO_SPOT_RATE = (
     "no interruption estimate for this instance (no Spot Advisor bucket in the catalog): excluded from spot "
     "plans; set targets.interruptions_per_hour to plan it"

@@ -104,5 +104,9 @@ def test_a_small_batch_per_worker_is_named_with_the_fix() -> None:
     assert one.scaling_efficiency is not None and 0.4 < one.scaling_efficiency < 0.5
     notes = " ".join(one.notes)
     assert "the speed of one worker at the same global batch" in notes and "too small" not in notes
+    # the note's efficiency is the all-reduce and the wait at the batch each worker runs, named so (not the scale)
+    assert "efficiency 0." in notes and "at this batch per worker" in notes and "scaling efficiency" not in notes
+    single = _candidates("g4dn.xlarge", 1)
+    assert next(c for c in single if c.count == 1).scaling_efficiency == 1.0  # one worker: its own speed
     small = _candidates_batch("p.t4x8", 8, batch=32)  # 4 a worker
     assert any("batch 4 per worker: too small to keep 8 workers busy" in n for c in small for n in c.notes)

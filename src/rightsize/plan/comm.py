@@ -90,7 +90,7 @@ class AllReduce:
             f"all-reduce {self.intra_ms + self.inter_ms:.0f} ms/step (in-node {self.intra_ms:.0f}, across nodes "
             f"{self.inter_ms:.0f}, never hidden), {self.exposed_ms:.0f} ms not hidden by the backward pass, "
             f"{self.wait_ms:.0f} ms waiting for the slowest of {self.workers} workers: "
-            f"scaling efficiency {self.efficiency(compute_ms):.2f}"
+            f"efficiency {self.efficiency(compute_ms):.2f} at this batch per worker"
         )
 
 

@@ -173,16 +173,18 @@ def _option(
         else:
             eff = scale.efficiency(per_node, nodes, curve.precision)
             step_ms = compute_ms / eff
-            scaling = f"scaling efficiency {eff:.2f} ({'per-doubling model' if workers > 1 else 'one worker'})"
+            scaling = "one worker"
+            if workers > 1:
+                scaling = f"efficiency {eff:.2f} at this batch per worker (per-doubling model)"
         compute_h = steps * step_ms / 3.6e6
         base.batching = Batching(micro, 0.0)
         base.band = curve.band_at(micro)  # a projected curve's band at the micro-batch it runs
         base.grad_accumulation = accum
         base.memory_bytes = None if opt.memory is None else int(opt.memory.bytes_at(micro))
         base.throughput_per_s = target.batch_size * 1000.0 / step_ms
+        speedup = one_ms / step_ms
+        base.scaling_efficiency = round(speedup / workers, 3)  # 1.0 for one worker
         if workers > 1:
-            speedup = one_ms / step_ms
-            base.scaling_efficiency = round(speedup / workers, 3)
             scaling += f"; x{speedup:.2f} the speed of one worker at the same global batch"
             if b < SMALL_WORKER_BATCH:
                 scaling += (f" (batch {b} per worker: too small to keep {workers} workers busy; a larger "

@@ -119,6 +119,18 @@ def test_no_report_is_the_programs_code_or_1(
     assert code == 1 and out == "" and err.startswith("error: the program exited 0 without")
 
 
+def test_json_without_a_report_is_still_one_json_document(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    _watched(monkeypatch, 5, None, None)
+    code, out, err = _cli(["diagnose", "--json", "--", "python", "x.py"], capsys)
+    doc = json.loads(out)  # stdout was empty: a script reading it got nothing to parse
+    assert code == 5 and doc["facts"] is None and doc["findings"] == [] and doc["exit_code"] == 5
+    assert doc["error"].startswith("the program exited 5 without the probe's report") and err.startswith("error: ")
+
+
 def test_exit_codes() -> None:
     assert [exit_code(0, None), exit_code(3, None), exit_code(-9, None)] == [0, 3, 137]
     assert [exit_code(143, "timeout"), exit_code(0, "timeout"), exit_code(1, "interrupt")] == [124, 124, 130]

@@ -59,14 +59,15 @@ def diagnose_cmd(
     code = exit_code(rc, stopped)
     if facts is None:
         if stopped == "timeout":
-            _error(f"the program was stopped after --timeout {timeout:g} s before the probe reported: it had not "
-                   "imported torch yet, or ignored the interrupt; give it longer")  # fmt: skip
-            raise typer.Exit(code)
-        if stopped == "interrupt":
-            _error("the program was interrupted before the probe reported")
-            raise typer.Exit(code)
-        ended = f"was killed by signal {-rc}" if rc < 0 else f"exited {rc}"
-        message = f"the program {ended} without the probe's report: it never imported torch, or it was killed"
+            message = (f"the program was stopped after --timeout {timeout:g} s before the probe reported: it had not "
+                       "imported torch yet, or ignored the interrupt; give it longer")  # fmt: skip
+        elif stopped == "interrupt":
+            message = "the program was interrupted before the probe reported"
+        else:
+            ended = f"was killed by signal {-rc}" if rc < 0 else f"exited {rc}"
+            message = f"the program {ended} without the probe's report: it never imported torch, or it was killed"
+        if as_json:  # stdout still holds one JSON document: a script reads why there is no diagnosis
+            emit_json({"exit_code": rc, "facts": None, "findings": [], "error": message})
         if code == 0:
             raise RunFailedError(message)
         _error(message)

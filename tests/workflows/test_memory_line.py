@@ -72,9 +72,9 @@ def test_a_cpu_recommendations_report_shows_the_cpu_breakdown() -> None:
     context = {"memory": {"fp32": gpu, "cpu:fp32": cpu}}
     rec = SimpleNamespace(device_class="cpu", precision="fp32")
     mem = report_memory(SimpleNamespace(recommendation=rec), context)  # type: ignore[arg-type]
-    assert mem == {"breakdown": cpu, "label": CPU_MEMORY_LABEL}
-    view = memory_view(mem)
-    assert view is not None
+    assert mem == {"breakdown": cpu, "label": CPU_MEMORY_LABEL, "tiers": []}
+    view = memory_view(mem, tiers=[{"memory_gib": 16, "names": "T4"}])
+    assert view is not None and view.tiers == ()  # a CPU plan: no GPU tiers, even where the caller offers some
     plan = {"kind": "online", "recommendation": {"device_class": "cpu", "memory_bytes": 300e6,
                                                  "batching": {"max_batch": 8}}}  # fmt: skip
     at = at_planned_batch(view, plan)  # a CPU breakdown is brought to the CPU plan's batch

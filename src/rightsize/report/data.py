@@ -247,6 +247,8 @@ def memory_view(
         breakdown = dict(memory["breakdown"])
         tiers_raw = memory.get("tiers")
         label = str(memory.get("label", label))
+        if tiers_raw is not None and not tiers_raw:  # "tiers": [] says none apply (a CPU plan): no GPU tiers added
+            tiers = ()
     elif isinstance(memory, Mapping):
         breakdown = {k: v for k, v in memory.items() if k not in ("tiers", "label")}
         tiers_raw = memory.get("tiers")

@@ -391,7 +391,7 @@ def report_memory(result: PlanResult, context: dict[str, Any]) -> dict[str, Any]
     mem = context.get("memory") or {}
     rec = result.recommendation
     if rec is not None and rec.device_class == "cpu" and mem.get(f"cpu:{rec.precision}"):
-        return {"breakdown": mem[f"cpu:{rec.precision}"], "label": CPU_MEMORY_LABEL}  # no CUDA context, no GPU tiers
+        return {"breakdown": mem[f"cpu:{rec.precision}"], "label": CPU_MEMORY_LABEL, "tiers": []}  # no CUDA, no GPU
     breakdown = mem.get(rec.precision) if rec else None
     catalog = context.get("catalog")
     if breakdown and catalog is not None:  # the tiers of the catalog this plan used (a user's --catalog too)

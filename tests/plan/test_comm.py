@@ -110,3 +110,17 @@ def test_a_small_batch_per_worker_is_named_with_the_fix() -> None:
     assert next(c for c in single if c.count == 1).scaling_efficiency == 1.0  # one worker: its own speed
     small = _candidates_batch("p.t4x8", 8, batch=32)  # 4 a worker
     assert any("batch 4 per worker: too small to keep 8 workers busy" in n for c in small for n in c.notes)
+
+
+def test_a_training_plan_without_an_answer_points_at_the_global_batch() -> None:
+    import dataclasses
+
+    from rightsize.plan.explain import explain
+
+    small = [dataclasses.replace(c, feasible=False, reasons=["misses the deadline: 9 h > 3 h"])
+             for c in _candidates_batch("p.t4x8", 8, batch=32)]  # fmt: skip
+    why, *_ = explain("training", small)
+    # 32 over two nodes of 8 GPUs: 2 a worker
+    assert why[-1].startswith("multi-worker plans ran as little as 2 sample(s) per worker: a larger training.")
+    roomy = [dataclasses.replace(c, feasible=False, reasons=["misses the deadline"]) for c in _candidates("p.t4x8", 8)]
+    assert not any("training.batch_size" in w for w in explain("training", roomy)[0])  # 32 a worker: not the lever

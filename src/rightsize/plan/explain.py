@@ -184,6 +184,25 @@ def _perf(c: Candidate, kind: PlanKind, q: float) -> str:
     return ""
 
 
+def _small_batch_hint(cands: Sequence[Candidate]) -> str | None:
+    """A training plan with no answer whose multi-worker rows ran tiny batches per worker: the global batch is the
+    lever (a fixed global batch spread over 8 GPUs leaves each a few samples, and adding GPUs slows it)."""
+    from rightsize.plan.training import SMALL_WORKER_BATCH
+
+    small = [
+        c.batching.max_batch * c.grad_accumulation
+        for c in cands
+        if c.batching is not None and max(c.gpus, c.count) > 1
+        and c.batching.max_batch * c.grad_accumulation < SMALL_WORKER_BATCH
+    ]  # fmt: skip
+    if not small:
+        return None
+    return (
+        f"multi-worker plans ran as little as {min(small)} sample(s) per worker: a larger training.batch_size lets "
+        "added GPUs and nodes speed the job up"
+    )
+
+
 def explain(
     kind: PlanKind,
     ranked: Sequence[Candidate],
@@ -201,6 +220,8 @@ def explain(
         why = [f"no candidate meets every target; reasons: {top or 'none evaluated'}"]
         if closest:
             why.append(f"closest: {_who(closest)}: {'; '.join(closest.reasons)}")
+        if kind == "training" and (hint := _small_batch_hint(ranked)):
+            why.append(hint)
         return why, [], None, []
     perf = _perf(rec, kind, percentile)
     source = {

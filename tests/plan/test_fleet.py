@@ -136,6 +136,13 @@ def test_a_spec_with_a_request_mix_plans_every_row_for_the_mix_and_adds_the_flee
     assert one["cost_usd_per_hour"] == pytest.approx(r.recommendation.cost_usd_per_hour)
     d = json.loads(json.dumps(r.to_dict(top=3), allow_nan=False))
     assert d["fleet"]["mix"] == [{"samples": 1, "share": 0.9}, {"samples": 16, "share": 0.1}]
+    # every pool carries its energy, per 1M of the requests it serves (they were null)
+    pools = [d["fleet"]["single"], *([d["fleet"]["split"]["small"], d["fleet"]["split"]["large"]]
+                                     if d["fleet"]["split"] else [])]  # fmt: skip
+    assert all(p["energy"] is not None and p["energy"]["basis"] == "per 1M requests" for p in pools)
+    if d["fleet"]["split"]:
+        large = d["fleet"]["split"]["large"]["energy"]  # 10% of the requests: per 1M of them, 10x its kWh per hour
+        assert large["kwh"] == pytest.approx(large["kwh_per_hour"] / (20 * 0.1 * 3600) * 1e6, rel=0.01)
 
 
 def test_a_bad_request_mix_is_a_one_line_spec_error() -> None:

@@ -156,6 +156,15 @@ class FleetPlan:
     def single_cost(self) -> float:
         return math.inf if self.single is None else self.single.cost_usd_per_hour
 
+    def pools(self) -> list[tuple[Candidate, float]]:
+        """Each planned pool with the share of the requests it serves (the single pool: all of them)."""
+        out = [(self.single, 1.0)] if self.single is not None else []
+        if self.split is not None:
+            c, small, large = self.split
+            share = sum(p for s, p in self.mix if s < c)
+            out += [(small, share), (large, 1.0 - share)]
+        return out
+
     def to_dict(self) -> dict[str, object]:
         """JSON shape; each pool is ``Candidate.to_dict()``, as in the plan's candidates."""
         out: dict[str, object] = {

@@ -165,6 +165,9 @@ def plan(
         rate = t.online.rate_per_s if t.online is not None else None
         epochs = t.training.epochs if t.training is not None else None
         add_energy(cands, by_key, catalog.accelerators, kind, rate, table=catalog.power, epochs=epochs)
+        if fleet is not None and rate is not None:  # a request mix's pools: per 1M of the requests each serves
+            for pool, share in fleet.pools():
+                add_energy([pool], by_key, catalog.accelerators, kind, rate * share, table=catalog.power)
         assumptions["energy"] = (
             "Cloud Carbon Footprint's method and coefficients (catalog/data/power.csv, grid.csv): per-vCPU and "
             "per-GPU min..max watts at the predicted utilization, RAM 0.392 W/GiB, x PUE, x the region's grid factor"

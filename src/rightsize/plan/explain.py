@@ -17,6 +17,7 @@ from datetime import date
 
 from rightsize.catalog.model import is_unverified
 from rightsize.plan.result import Candidate, PlanKind
+from rightsize.plan.training import SMALL_WORKER_BATCH
 from rightsize.units import format_hours
 
 __all__ = ["explain", "infeasible_summary", "pareto", "rank", "target_ms"]
@@ -187,8 +188,6 @@ def _perf(c: Candidate, kind: PlanKind, q: float) -> str:
 def _small_batch_hint(cands: Sequence[Candidate]) -> str | None:
     """A training plan with no answer whose multi-worker rows ran tiny batches per worker: the global batch is the
     lever (a fixed global batch spread over 8 GPUs leaves each a few samples, and adding GPUs slows it)."""
-    from rightsize.plan.training import SMALL_WORKER_BATCH
-
     small = [
         c.batching.max_batch * c.grad_accumulation
         for c in cands

@@ -36,7 +36,7 @@ from rightsize.plan.training import ScalingModel, plan_training, training_steps
 from rightsize.plan.verify import NO_SPOT_RATE
 from rightsize.profile import ServiceCurve
 from rightsize.spec.schema import Workload
-from rightsize.spec.targets import ColdStart, Targets
+from rightsize.spec.targets import ColdStart, OnlineTarget, Targets
 
 __all__ = ["plan", "plan_kind"]
 
@@ -127,7 +127,7 @@ def plan(
             else:
                 cands = plan_online(options, o, t.purchase, seed=seed)
             cands += excluded
-            _spot_online(cands, instances, t)
+            _spot_online(cands, instances, t, o)
             _cold_start_online(cands, t)
             assumptions.update(
                 headroom=o.headroom,
@@ -242,9 +242,10 @@ def _spot_rated(options: list[Option], t: Targets) -> tuple[list[Option], list[C
     return keep, out
 
 
-def _spot_online(cands: list[Candidate], instances: Sequence[Instance], t: Targets) -> None:
+def _spot_online(cands: list[Candidate], instances: Sequence[Instance], t: Targets, o: OnlineTarget) -> None:
     """Each feasible spot row's interruption estimate, with its source: per instance and over the fleet."""
     rate_of = _rate_of(t)
+    allowance = 1.0 - o.latency.percentile / 100.0
     by_key = {(i.provider, i.region, i.instance_type): i for i in instances}
     for c in cands:
         inst = by_key.get((c.provider, c.region, c.instance))
@@ -262,7 +263,6 @@ def _spot_online(cands: list[Candidate], instances: Sequence[Instance], t: Targe
         up = spin_up(t.cold_start, inst.accelerator is not None)
         down = fleet * up.total_hours
         two_down = 1.0 - math.exp(-down) * (1.0 + down)
-        allowance = 1.0 - (t.online.latency.percentile / 100.0 if t.online is not None else 0.95)
         if two_down > allowance:
             c.feasible = False
             c.reasons.append(
@@ -283,9 +283,7 @@ def _warm_floor(cs: ColdStart, per_instance: int, instances: int) -> tuple[int, 
     ``min_warm_replicas`` in whole instances when the spec sets it, or when ``scale_from_zero`` is off (then at
     least one); scaling from zero without it keeps none (its default of 1 would make scale_from_zero mean nothing).
     """
-    asked = cs.min_warm_replicas if "min_warm_replicas" in cs.model_fields_set or not cs.scale_from_zero else 0
-    if not cs.scale_from_zero:
-        asked = max(1, asked)
+    asked = _warm_replicas(cs)
     need = math.ceil(asked / per_instance)
     if need > instances:
         return instances, (
@@ -295,10 +293,11 @@ def _warm_floor(cs: ColdStart, per_instance: int, instances: int) -> tuple[int, 
     return need, ""
 
 
-def _floor_reason(cs: ColdStart) -> str:
-    if cs.scale_from_zero:
-        return f"min_warm_replicas {cs.min_warm_replicas}"
-    return f"scale_from_zero is off, min_warm_replicas {max(1, cs.min_warm_replicas)}"
+def _warm_replicas(cs: ColdStart) -> int:
+    """The replicas the spec keeps warm (``_warm_floor``): its min_warm_replicas, at least 1 without scale_from_zero."""
+    if not cs.scale_from_zero:
+        return max(1, cs.min_warm_replicas)
+    return cs.min_warm_replicas if "min_warm_replicas" in cs.model_fields_set else 0
 
 
 def _cold_start_online(cands: list[Candidate], t: Targets) -> None:
@@ -313,6 +312,7 @@ def _cold_start_online(cands: list[Candidate], t: Targets) -> None:
         instances = max(1, c.count)
         per_instance = max(1, math.ceil(c.replicas / instances))
         floor, capped = _warm_floor(cs, per_instance, instances)
+        why = ("" if cs.scale_from_zero else "scale_from_zero is off, ") + f"min_warm_replicas {_warm_replicas(cs)}"
         if part_time and o is not None:
             # Traffic part of the day: price the cheapest idle policy that keeps the SLO (scale to zero or
             # k warm instances) into the hourly cost the ranking uses; the note says which and why. The unit is
@@ -324,11 +324,10 @@ def _cold_start_online(cands: list[Candidate], t: Targets) -> None:
                 c.device_class == "gpu", replicas_per_instance=per_instance, min_warm=floor, spare=spare,
             )  # fmt: skip
             pick = choose_idle_policy(policies)
-            always_on = c.cost_usd_per_hour * 24.0
             c.notes.append(
-                f"idle policy: {pick.describe()}; always-on would be ${always_on:.2f}/day"
+                f"idle policy: {pick.describe()}; always-on would be ${pick.always_on_usd_per_day:.2f}/day"
                 + ("" if pick.meets_slo else "; no idle policy keeps the SLO, every instance stays warm")
-                + (f" (at least {floor} instance(s) stay warm: {_floor_reason(cs)})" if floor else "")
+                + (f" (at least {floor} instance(s) stay warm: {why})" if floor else "")
                 + (f"; {capped}" if capped else "")
             )
             c.cost_usd_per_hour = pick.usd_per_day / 24.0

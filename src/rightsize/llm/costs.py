@@ -240,11 +240,13 @@ class DeviceNumbers:
 
 
 def _compute_key(kind: str, precision: str) -> str:
-    """Precision the matmuls run in: int8/int4 weights are weight-only (W8A16/W4A16) kernels on GPUs and
-    dequantise to fp32 on CPUs (as estimate/memory.compute_dtype); CPUs run fp16 on their bf16 path."""
+    """Precision the matmuls run in: int8/int4 weights are weight-only (W8A16/W4A16) kernels, dequantised to the
+    16-bit path: fp16 on GPUs; on CPUs the bf16 path (AMX, AVX-512 BF16, or the fp32 rate where the family has
+    neither: the catalog's bf16 peak says which), as CPU LLM engines run weight-only int8 (IPEX's default
+    ``lowp_mode``), so int8 weights never compute slower than fp16 ones. CPUs run fp16 on their bf16 path."""
     if kind == "gpu":
         return "fp16" if precision in ("int8", "int4") else precision
-    return {"int8": "fp32", "int4": "fp32", "fp16": "bf16"}.get(precision, precision)
+    return {"int8": "bf16", "int4": "bf16", "fp16": "bf16"}.get(precision, precision)
 
 
 @functools.cache
@@ -337,12 +339,12 @@ def project_step_costs(
     # GEMM time of R rows (tokens or sequences) through a weight matrix: 2·params·(R + R_half) at the GEMM rate.
     # GPUs: the flat compute efficiency, R_half = 0. CPUs: the CPU time model's GEMM rule, fitted to published
     # CPU results (calibration/projection_fit.json): efficiency gemm · I / (I + intensity_half), I = 2R / bytes per
-    # weight in the compute dtype (FLOP per byte), so a CPU GEMM over few rows runs far below peak
+    # stored weight (FLOP per byte of weight streamed: int8 reads 1), so a CPU GEMM over few rows runs far below peak
     # (rightsize.estimate.timemodel).
     gemm_ms_per_flop, r_half = ms_per_flop, 0.0
     if dev.kind == "cpu":
         gemm_ms_per_flop = 1e3 / (dev.peak_flops_per_s * _fitted("cpu", "gemm") * tp)
-        r_half = _fitted("cpu", "intensity_half") * WEIGHT_BYTES[_compute_key("cpu", precision)] / 2.0
+        r_half = _fitted("cpu", "intensity_half") * WEIGHT_BYTES[precision] / 2.0  # the bytes read: int8 reads 1
     # Prefill of T tokens (shape.prefill_flops): 2·h·V (LM head, last token) + 2·N_mm·T + 2·L·d·T² FLOPs;
     # memory floor: the weights once + T tokens of KV written.
     attn = 2.0 * shape.layers * shape.attn_width * ms_per_flop  # ms per T²

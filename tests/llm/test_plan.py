@@ -14,6 +14,7 @@ import pytest
 from rightsize.catalog import load_catalog
 from rightsize.catalog.model import Catalog, Instance
 from rightsize.errors import SpecError
+from rightsize.llm.costs import project_step_costs
 from rightsize.llm.lengths import sample_lengths
 from rightsize.llm.plan import BANDS, LLMCandidate, plan_generative
 from rightsize.llm.shape import DecoderShape
@@ -40,6 +41,25 @@ def test_a_70b_fp16_model_plans_tensor_parallel_over_one_instances_gpus(catalog:
     acc = catalog.accelerators[rec.device]
     assert 128 * 2**30 / rec.tp < acc.memory_gib * 2**30 * 0.9
     assert plan.best("cpu") is None and any("leave KV room" in why for _, why in plan.infeasible)
+
+
+def test_tensor_parallel_splits_the_heads_and_replicates_kv_heads_past_their_count(catalog: Catalog) -> None:
+    """A Qwen2-1.5B-like shape (12 query heads, 2 KV heads): tp 8 does not split 12 heads (vLLM refuses it), and
+    at tp 4 each GPU holds one whole replicated KV head, half a token's KV, not a quarter."""
+    shape = DecoderShape.from_hf_config({
+        "model_type": "qwen2", "num_hidden_layers": 28, "hidden_size": 1536, "num_attention_heads": 12,
+        "num_key_value_heads": 2, "intermediate_size": 8960, "vocab_size": 151936,
+        "max_position_embeddings": 32768,
+    })  # fmt: skip
+    assert [tp for tp in (1, 2, 4, 8) if shape.splits_over(tp)] == [1, 2, 4]
+    assert (shape.kv_shards(1), shape.kv_shards(2), shape.kv_shards(4)) == (1, 2, 2)
+    plan = plan_generative(shape, _target(rate_per_s=50.0), catalog, instances=["p4d.24xlarge", "p5.48xlarge"])
+    assert plan.candidates and all(c.tp in (1, 2, 4) for c in plan.candidates)
+    assert any("tensor parallel 8 left out: 12 attention heads" in n for n in plan.notes)
+    # a decode step's KV read per token (d1 less the all-reduce): a GPU reads one whole head at tp 2 and tp 4
+    kv = {tp: (c := project_step_costs(shape, catalog.accelerators["H100"], "fp16", tp=tp)).d1 - c.ar_ms
+          for tp in (1, 2, 4)}  # fmt: skip
+    assert kv[4] == pytest.approx(kv[2]) and kv[2] == pytest.approx(kv[1] / 2)
 
 
 @pytest.mark.slow  # > 1.9 s: make test runs it, make test-fast skips it

@@ -334,7 +334,8 @@ def project_step_costs(
     fixed += 2 * shape.layers * ar_fixed
     ar_token *= 2 * shape.layers  # ms per token (prefill) or per sequence (decode) of all-reduce traffic
     weights_ms = shape.weight_bytes_read(precision) * ms_per_byte
-    kv_ms = shape.kv_bytes_per_token(kv_precision) * ms_per_byte  # ms to write or read one token of KV
+    # ms to write or read one token of KV: each GPU holds kv_heads / tp of it, a whole head when tp > kv_heads
+    kv_ms = shape.kv_bytes_per_token(kv_precision) * ms_per_byte * tp / shape.kv_shards(tp)
     n_mm, lm_head = shape.block_matmul_params(), shape.hidden * shape.vocab
     # GEMM time of R rows (tokens or sequences) through a weight matrix: 2·params·(R + R_half) at the GEMM rate.
     # GPUs: the flat compute efficiency, R_half = 0. CPUs: the CPU time model's GEMM rule, fitted to published

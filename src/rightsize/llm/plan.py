@@ -7,8 +7,9 @@ For every catalog instance (CPU instances too, so the CPU-vs-GPU answer stays ho
 
 1. **Fit.** Per replica of ``tp`` GPUs (tp in 1, 2, 4, 8 dividing the instance's GPU count): weights / tp
    plus the CUDA context must leave KV room on each GPU of the usable memory (rightsize.memory_budget);
-   the KV capacity in tokens is what is left / (KV bytes per token / tp). A CPU replica gets the
-   instance's RAM x CPU_RAM_FRACTION. A request whose prompt + output cannot fit is infeasible.
+   the KV capacity in tokens is what is left / (KV bytes per token / min(tp, kv_heads)): past its KV heads a
+   GPU holds a replicated head; tp must split the heads as vLLM does (``DecoderShape.splits_over``). A CPU
+   replica gets the instance's RAM x CPU_RAM_FRACTION. A request whose prompt + output cannot fit is infeasible.
 2. **Step costs.** ``project_step_costs`` (roofline from the catalog: prefill compute-bound, decode
    memory-bound, launch overhead, tensor-parallel all-reduces; with ``engine: eager`` no GPU step is faster
    than the host dispatching it), each multiplied by ``BANDS`` of its engine (its
@@ -285,11 +286,17 @@ def plan_generative(
            "tensor parallel)")
     )  # fmt: skip
     plan = LLMPlan([], [], [note], prompts=prompts, outputs=outputs)
+    most = max((i.accelerator_count for i in rows if i.accelerator), default=0)
+    if unsplit := [tp for tp in TP_DEGREES if tp <= most and not shape.splits_over(tp)]:
+        plan.notes.append(
+            f"tensor parallel {', '.join(map(str, unsplit))} left out: {shape.heads} attention heads and "
+            f"{shape.kv_heads} KV heads do not split over that many GPUs (vLLM refuses it)"
+        )
     for inst in rows:
         price = inst.price_usd_per_hour(purchase)
         if price is None:
             continue
-        for tp in _tp_options(inst):
+        for tp in _tp_options(inst, shape):
             key = _replica_key(inst, tp, catalog)
             if key not in per_replica:
                 per_replica[key] = _replica_result(shape, inst, tp, catalog, precision, kv_precision, weights,
@@ -334,11 +341,13 @@ def _unverified_note(plan: LLMPlan, purchase: str) -> str | None:
     return line
 
 
-def _tp_options(inst: Instance) -> list[int]:
-    """0 for a CPU instance (one replica of all its cores); GPU: tp degrees dividing its GPU count."""
+def _tp_options(inst: Instance, shape: DecoderShape) -> list[int]:
+    """0 for a CPU instance (one replica of all its cores); GPU: tp degrees dividing its GPU count that split the
+    model's heads (``DecoderShape.splits_over``)."""
     if not inst.accelerator:
         return [0]
-    return [tp for tp in TP_DEGREES if tp <= inst.accelerator_count and inst.accelerator_count % tp == 0]
+    return [tp for tp in TP_DEGREES if tp <= inst.accelerator_count and inst.accelerator_count % tp == 0
+            and shape.splits_over(tp)]  # fmt: skip
 
 
 def _replica_key(inst: Instance, tp: int, catalog: Catalog) -> tuple[Any, ...]:
@@ -358,7 +367,7 @@ def _replica_result(
     if tp:
         acc = catalog.accelerators[inst.accelerator or ""]
         free = usable_gpu_bytes(acc.memory_gib * GIB) - CUDA_CONTEXT_BYTES - weights / tp
-        kv_tokens = int(free / (kv_token / tp)) if free > 0 else 0
+        kv_tokens = int(free / (kv_token / shape.kv_shards(tp))) if free > 0 else 0
         where = (f"{tp} x {acc.name} ({acc.memory_gib:g} GiB each, of which the usable share less the CUDA context "
                  "holds weights and KV)")  # fmt: skip
         try:

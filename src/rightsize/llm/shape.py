@@ -213,6 +213,21 @@ class DecoderShape:
         per = _check(KV_BYTES, kv_precision, "kv_precision")
         return int(2 * self.layers * self.kv_heads * self.head_dim * per)
 
+    def splits_over(self, tp: int) -> bool:
+        """Whether tensor parallel over ``tp`` GPUs can split this model as vLLM does: the query heads evenly,
+        and the key/value heads evenly or, when ``tp`` is a multiple of them, each replicated on tp / kv_heads
+        GPUs (vLLM ``ModelConfig.verify_with_parallel_config`` and ``QKVParallelLinear``,
+        https://github.com/vllm-project/vllm/blob/v0.6.0/vllm/model_executor/layers/linear.py, read 2026-11-27)."""
+        if tp < 1 or self.heads % tp:
+            return False
+        return self.kv_heads % tp == 0 or tp % self.kv_heads == 0
+
+    def kv_shards(self, tp: int) -> int:
+        """GPUs one token's KV is split over at tensor parallel ``tp``: min(tp, kv_heads). Past kv_heads each GPU
+        holds a whole (replicated) KV head, so 2 KV heads over 8 GPUs store and read 1/2 of a token's KV each,
+        not 1/8."""
+        return max(1, min(tp, self.kv_heads))
+
     def max_concurrent_tokens(
         self,
         memory_bytes: float,

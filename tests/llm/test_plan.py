@@ -87,6 +87,17 @@ def test_cost_per_million_output_tokens_is_the_hourly_cost_over_the_tokens_serve
     assert c.ttft_ms <= 3000 and c.tpot_ms <= 100 and c.instances >= math.ceil(c.replicas / 8)
 
 
+def test_a_rate_past_the_replica_cap_names_the_cap_and_its_fix(catalog: Catalog) -> None:
+    """Options that meet the SLOs alone but need more than max_replicas are what stops the plan: the answer
+    quotes one of them and points at max_replicas (it had quoted a T4 missing TPOT by a hair)."""
+    t = _target(rate_per_s=5000.0, max_replicas=2, tpot={"percentile": 50, "bound_ms": 10})  # a T4 misses alone
+    plan = plan_generative(DecoderShape.from_zoo("llama-1b"), t, catalog, instances=["g5.xlarge", "g4dn.xlarge"])
+    assert plan.recommendation is None
+    why = plan.why_none()
+    assert why is not None and "g5.xlarge" in why and "more than max_replicas=2" in why
+    assert "raise targets.generative.max_replicas" in why
+
+
 def test_a_bound_no_replica_count_can_meet_is_infeasible_with_the_reason(catalog: Catalog) -> None:
     t = _target(tpot={"percentile": 50, "bound_ms": 0.5})
     plan = plan_generative(DecoderShape.from_zoo("llama-7b"), t, catalog, providers=["aws"])

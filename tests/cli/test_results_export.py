@@ -68,7 +68,7 @@ def test_a_run_that_measured_nothing_shows_what_it_stored(tmp_path: Path, capsys
     assert "p99 3.0 ms, valid" in out
 
 
-def test_generative_plans_are_exported_and_a_newer_one_is_named_by_report(
+def test_generative_plans_are_exported_and_the_newest_ones_report_needs_its_stored_state(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = tmp_path / "s.sqlite"
@@ -89,4 +89,23 @@ def test_generative_plans_are_exported_and_a_newer_one_is_named_by_report(
         ("chat", "g5.xlarge", "50.0")
     ]
     rc, _, err = _run(["report", "--store", str(store), "-o", str(tmp_path / "r.md")], capsys)
-    assert rc == 0 and "the newest plan, run" in err and "(chat), is a generative plan" in err
+    assert rc == 2 and "was stored before its report could be written from the store" in err  # no report_state
+
+
+def test_report_writes_a_stored_generative_plans_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`rightsize report RUN` writes a generative plan's page from the state stored with it, as --report did."""
+    spec = tmp_path / "chat.yaml"
+    spec.write_text(
+        "name: chat\nmodel: llama-1b\ntargets:\n  instances: [g5.xlarge, c7i.2xlarge]\n  generative:\n"
+        "    rate_per_s: 1\n    prompt_tokens: 256\n    output_tokens: 64\n"
+        "    ttft: {percentile: 95, bound_ms: 3000}\n    tpot: {percentile: 50, bound_ms: 100}\n"
+    )
+    store, first = tmp_path / "s.sqlite", tmp_path / "at-plan.md"
+    rc, _, err = _run(["plan", str(spec), "--store", str(store), "--report", str(first)], capsys)
+    assert rc == 0, err
+    run = Store(store).artifacts(kind="generative-plan")[0]["run_id"]
+    for ref in ([run[:8]], []):
+        out = tmp_path / f"later{len(ref)}.md"
+        rc, _, err = _run(["report", *ref, "--store", str(store), "-o", str(out)], capsys)
+        assert rc == 0 and "generative plan" in err, err
+        assert out.read_text() == first.read_text()

@@ -16,7 +16,7 @@ from rightsize.catalog.model import Catalog, Instance
 from rightsize.errors import SpecError
 from rightsize.llm.costs import project_step_costs
 from rightsize.llm.lengths import sample_lengths
-from rightsize.llm.plan import BANDS, LLMCandidate, plan_generative
+from rightsize.llm.plan import BANDS, LLMCandidate, LLMPlan, plan_generative
 from rightsize.llm.shape import DecoderShape
 from rightsize.spec.targets import GenerativeTarget, Lengths
 
@@ -96,6 +96,19 @@ def test_a_rate_past_the_replica_cap_names_the_cap_and_its_fix(catalog: Catalog)
     why = plan.why_none()
     assert why is not None and "g5.xlarge" in why and "more than max_replicas=2" in why
     assert "raise targets.generative.max_replicas" in why
+
+
+def test_the_rate_sweep_leaves_out_rates_past_capacity_and_the_plan_round_trips_its_state(catalog: Catalog) -> None:
+    """At 100x the planned rate the queue grows for as long as the run lasts (its TTFT would be the run's length):
+    the sweep leaves it out. The stored state rebuilds the same plan and sweep (`rightsize report RUN`)."""
+    plan = plan_generative(DecoderShape.from_zoo("llama-1b"), _target(rate_per_s=4.0), catalog, instances=["g5.xlarge"])
+    c = plan.recommendation
+    assert c is not None
+    pts = plan.sweep(c, _target(rate_per_s=4.0), (1.0, 100.0))
+    assert [r for r, _, _ in pts] == [4.0] and pts[0][1] == pytest.approx(c.ttft_ms)
+    again = LLMPlan.from_state(json.loads(json.dumps(plan.state())))
+    assert again.candidates == plan.candidates and again.replicas == plan.replicas
+    assert again.sweep(c, _target(rate_per_s=4.0), (1.0,)) == pts
 
 
 def test_a_bound_no_replica_count_can_meet_is_infeasible_with_the_reason(catalog: Catalog) -> None:

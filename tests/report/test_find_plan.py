@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rightsize.errors import NotFoundError, SpecError
-from rightsize.report.stored import find_plan
+from rightsize.report.stored import find_generative_plan, find_plan
 from rightsize.store import Store
 
 
@@ -42,18 +42,22 @@ def test_unique_prefix_finds_and_ambiguous_prefix_is_refused(tmp_path: Path) -> 
         find_plan(st, "zzzz")
 
 
-def test_a_generative_plan_id_says_how_to_get_its_report(tmp_path: Path) -> None:
-    st, _ = _store_with_plans(tmp_path, 1)
+def test_a_generative_plan_is_found_by_its_id_its_prefix_or_as_the_newest_plan(tmp_path: Path) -> None:
+    st, plans = _store_with_plans(tmp_path, 1)
     gen = st.save_artifact(None, "generative-plan", {"name": "chat", "model": "llama-7b"})
-    with pytest.raises(SpecError, match=r"is a generative plan: .*--report PATH"):
-        find_plan(st, gen)
+    run = st.artifacts(kind="generative-plan")[0]["run_id"]
+    for ref in (gen, run, run[:8], None):  # the newest plan of either kind
+        found = find_generative_plan(st, ref)
+        assert found is not None and found["id"] == gen
+    assert find_generative_plan(st, plans[0]["run_id"]) is None  # a classic plan's id is the classic report's
+    assert find_plan(st)["id"] == plans[0]["id"]
 
 
 def test_a_store_of_generative_plans_only_says_so_not_that_it_holds_no_plan(tmp_path: Path) -> None:
     st = Store(tmp_path / "gen.db")
     st.save_artifact(None, "generative-plan", {"name": "chat", "model": "llama-7b"})
     run = st.artifacts(kind="generative-plan")[0]["run_id"]
-    with pytest.raises(NotFoundError, match=rf"generative plans only \(newest: run {run}, chat\).*--report PATH"):
+    with pytest.raises(NotFoundError, match=rf"generative plans only \(newest: run {run}, chat\)"):
         find_plan(st)
 
 

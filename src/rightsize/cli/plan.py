@@ -210,8 +210,9 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
     out = head | plan.to_dict()
     out["candidates"] = out["candidates"][:top]
     out["why_no_plan"] = plan.why_none(g.budget_usd_per_hour)
-    # its own kind: the online/batch/training report and dashboard read "plan" artifacts as PlanResult records
-    db.save_artifact(None, "generative-plan", out)
+    # its own kind: the online/batch/training report and dashboard read "plan" artifacts as PlanResult records;
+    # with the plan's state, so `rightsize report RUN` writes what --report writes
+    db.save_artifact(None, "generative-plan", out | {"report_state": plan.state()})
     if json_out:
         emit_json(out)
         return

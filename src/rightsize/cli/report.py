@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -29,7 +30,7 @@ def report(
     from rightsize.report import SUFFIXES
     from rightsize.report.html import render_html
     from rightsize.report.markdown import render_markdown
-    from rightsize.report.stored import find_plan, stored_report_data
+    from rightsize.report.stored import find_generative_plan, find_plan, stored_report_data
     from rightsize.store import Store
     from rightsize.store.db import default_store_path
 
@@ -42,15 +43,11 @@ def report(
             f"--store: no results store at {str(path)!r}; run `rightsize plan SPEC` first or pass --store"
         )
     with Store(path) as db:
+        if (generative := find_generative_plan(db, run)) is not None:
+            _generative_report(generative, output, json_out)
+            return
         record = find_plan(db, run)
         data = stored_report_data(db, record, load_catalog_option(catalog))
-        newer = [a for a in db.artifacts(kind="generative-plan") if a["created_at"] >= record["created_at"]]
-    if run is None and newer:  # "the newest plan" skips generative ones: say so rather than look stale
-        g = newer[0]
-        err_console.print(f"note: the newest plan, run {g['run_id'] or g['id']} ({g['payload'].get('name', '?')}), is "
-                          "a generative plan: its report is written when planned (`rightsize plan SPEC --report "
-                          f"PATH`); this report is of the newest other plan, run {record['run_id']}",
-                          highlight=False)  # fmt: skip
     markdown = output.suffix.lower() in (".md", ".markdown")
     text = render_markdown(data) if markdown else render_html(data)
     try:  # check_writable above made the folder; a write can still fail (disk full, removed since)
@@ -70,6 +67,32 @@ def report(
         emit_json(info)
     else:
         err_console.print(f"wrote {output} (plan {record['id']}, {len(data.measurements)} measured point(s))")
+
+
+def _generative_report(artifact: dict[str, Any], output: Path, json_out: bool) -> None:
+    """Write a stored generative plan's report from the plan state stored with it (``LLMPlan.state``)."""
+    from rightsize.errors import SpecError
+    from rightsize.llm.plan import LLMPlan
+    from rightsize.report.generative import write_generative_report
+    from rightsize.spec.targets import GenerativeTarget
+
+    payload, run_id = artifact["payload"], artifact["run_id"] or artifact["id"]
+    if "report_state" not in payload:
+        raise SpecError("RUN", f"generative plan {run_id} was stored before its report could be written from the "
+                        "store; plan it again (`rightsize plan SPEC --report PATH`)")  # fmt: skip
+    plan = LLMPlan.from_state(payload["report_state"])
+    target = GenerativeTarget.model_validate(payload["target"])
+    try:
+        write_generative_report(plan, target, str(payload.get("name", "?")), output)
+    except OSError as exc:
+        raise SpecError("--output", f"cannot write {str(output)!r} ({exc.strerror}); pass a writable path") from None
+    markdown = output.suffix.lower() in (".md", ".markdown")
+    if json_out:
+        emit_json({"path": str(output), "format": "markdown" if markdown else "html", "plan": artifact["id"],
+                   "run_id": artifact["run_id"], "workload": payload.get("name"),
+                   "kind": "generative-plan"})  # fmt: skip
+    else:
+        err_console.print(f"wrote {output} (generative plan {artifact['id']}, {payload.get('name', '?')})")
 
 
 def register(app: typer.Typer) -> None:

@@ -80,7 +80,8 @@ def _stored_results(db: Any, run_id: str) -> list[str]:
         elif kind == "generative-plan":
             from rightsize.report.generative import recommendation_words
 
-            out.append(f"generative plan {a['id']}: {recommendation_words(p.get('recommendation'))}")
+            out.append(f"generative plan {a['id']}: {recommendation_words(p.get('recommendation'))}; `rightsize "
+                       f"report {a['id']}` writes its report")  # fmt: skip
         elif kind == "loadtest":
             lat = p.get("latency_ms") or {}
             out.append(f"load test {a['id']}: {p.get('achieved_rate_per_s', 0):.1f}/s achieved of "
@@ -106,7 +107,9 @@ def _export(db: Any, records: list[dict[str, object]], path: Path, run_id: str |
     if model:
         arts = [a for a in arts if a["payload"].get("model") == model]
     plans = [a for a in arts if a["kind"] == "plan"]
-    generative = [a for a in arts if a["kind"] == "generative-plan"]
+    # without the state the report is rebuilt from (the simulator's lengths and step costs: not results)
+    generative = [a | {"payload": {k: v for k, v in a["payload"].items() if k != "report_state"}}
+                  for a in arts if a["kind"] == "generative-plan"]  # fmt: skip
     tests = [a for a in arts if a["kind"] in ("loadtest", "validate")]
     if path.suffix == ".json":
         path.write_text(json.dumps({"measurements": records, "plans": plans, "generative_plans": generative,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,10 @@ CUDA_CONTEXT_BYTES = 500 * 10**6  # as rightsize.estimate.memory.Overheads.conte
 CPU_RAM_FRACTION = 0.85  # as the planner's CPU replica budget (docs/planning.md)
 CPU_RUNTIME_BYTES = 1 * GIB  # interpreter, torch and the server beside the weights
 TP_DEGREES = (1, 2, 4, 8)
+# Past capacity (LLMPlan.sweep): the queue grows for as long as the run lasts, so the median TTFT of the last fifth
+# of a run's requests is this many times that of the first fifth or more (under capacity it stays ~1: 0.9-1.1 over
+# the shipped examples' candidates from 0.25x to 3x their rate; past it 4-30)
+QUEUE_GROWTH = 2.0
 SIM_REQUESTS = 600  # per simulated load level (the first 10% are warm-up)
 
 
@@ -122,14 +126,49 @@ class LLMPlan:
     def sweep(self, c: LLMCandidate, target: GenerativeTarget, factors: Sequence[float], seed: int = 0
               ) -> list[tuple[float, float, float]]:  # fmt: skip
         """(fleet rate, TTFT at the target's percentile, TPOT at its percentile) of ``c`` at ``factors`` x the
-        target rate, over the same replicas (the report's TTFT/TPOT vs rate)."""
+        target rate, over the same replicas (the report's TTFT/TPOT vs rate). Rates past capacity are left out:
+        their queue grows for as long as the run lasts (QUEUE_GROWTH), so their TTFT says how long the simulation
+        ran, not what a user waits."""
         costs, cfg = self.replicas[(c.provider, c.region, c.instance)]
         out = []
         for f in factors:
             rate = target.rate_per_s * f
             lv = _level(costs, cfg, rate / c.replicas, self.prompts, self.outputs, target, seed)
-            out.append((rate, lv.ttft_ms, lv.tpot_ms))
+            if math.isfinite(lv.ttft_ms) and not lv.growing:
+                out.append((rate, lv.ttft_ms, lv.tpot_ms))
         return out
+
+    def state(self) -> dict[str, Any]:
+        """What a report needs to be written later from the store (``from_state``): every candidate, each
+        replica's step costs and scheduler limits, the sampled lengths. JSON-safe."""
+        return {
+            "candidates": [asdict(c) for c in self.candidates],
+            "infeasible": [list(x) for x in self.infeasible],
+            "notes": list(self.notes),
+            "replicas": [
+                {"key": list(k), "costs": asdict(step), "sim": asdict(cfg)} for k, (step, cfg) in self.replicas.items()
+            ],
+            "prompts": self.prompts.tolist(),
+            "outputs": self.outputs.tolist(),
+        }
+
+    @classmethod
+    def from_state(cls, d: Mapping[str, Any]) -> LLMPlan:
+        """The plan ``state`` stored."""
+
+        def costs(c: Mapping[str, Any]) -> StepCosts:
+            tuples = ("prefill_floor", "decode_floor", "decode_by_seqs")
+            fields: dict[str, Any] = {k: tuple(v) if k in tuples else v for k, v in c.items()}
+            return StepCosts(**fields)
+
+        return cls(
+            candidates=[LLMCandidate(**c) for c in d["candidates"]],
+            infeasible=[(str(i), str(r)) for i, r in d["infeasible"]],
+            notes=list(d["notes"]),
+            replicas={tuple(r["key"]): (costs(r["costs"]), LLMSimConfig(**r["sim"])) for r in d["replicas"]},
+            prompts=np.asarray(d["prompts"], dtype=np.int64),
+            outputs=np.asarray(d["outputs"], dtype=np.int64),
+        )
 
     @property
     def recommendation(self) -> LLMCandidate | None:
@@ -200,6 +239,7 @@ class _Level:
     busy: float = 0.0
     device_share: float = 1.0
     compute_share: float = 0.0
+    growing: bool = False  # the queue grows over the run: past capacity (QUEUE_GROWTH)
 
 
 def _level(costs: StepCosts, cfg: LLMSimConfig, rate: float, prompts: np.ndarray, outputs: np.ndarray,
@@ -217,8 +257,11 @@ def _level(costs: StepCosts, cfg: LLMSimConfig, rate: float, prompts: np.ndarray
     tpots = res.tpot[served]
     tpots = tpots[np.isfinite(tpots)]
     tpot = float(np.percentile(tpots, target.tpot.percentile)) if tpots.size else 0.0
+    waits = res.ttft[served]  # in arrival order
+    fifth = max(1, waits.size // 5)
+    growing = float(np.median(waits[-fifth:])) > QUEUE_GROWTH * float(np.median(waits[:fifth]))
     return _Level(ttft <= target.ttft.bound_ms and tpot <= target.tpot.bound_ms, ttft, tpot, res.busy_fraction,
-                  res.device_share, res.compute_share)  # fmt: skip
+                  res.device_share, res.compute_share, growing=growing and not alone)  # fmt: skip
 
 
 def _replicas(costs: StepCosts, cfg: LLMSimConfig, prompts: np.ndarray, outputs: np.ndarray,

@@ -169,8 +169,10 @@ def render_generative_markdown(plan: LLMPlan, target: GenerativeTarget, name: st
     lines += ["| " + " | ".join(md(v) for v in r) + " |" for r in _rows(plan)]
     for c in _shown(plan):
         pts = plan.sweep(c, target, RATE_FACTORS)
+        past = [f for f in RATE_FACTORS if all(abs(r - f * target.rate_per_s) > 1e-9 for r, _, _ in pts)]
         lines += ["", f"TTFT / TPOT vs rate, {md(_label(c))}: " + ", ".join(
-            f"{num(r)}/s {num(t)} / {num(p)} ms" for r, t, p in pts)]  # fmt: skip
+            f"{num(r)}/s {num(t)} / {num(p)} ms" for r, t, p in pts)
+            + (f"; past capacity at {num(past[0] * target.rate_per_s)}/s" if past else "")]  # fmt: skip
         tps = ", ".join(f"{b} seq {num(t)}" for b, t in concurrency_points(plan, c))
         lines += [f"Decode tokens/s vs concurrency (one replica, mean context {_mean_context(plan):.0f} tokens), "
                   f"{md(_label(c))}: {tps}"]  # fmt: skip

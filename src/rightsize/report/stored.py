@@ -17,15 +17,37 @@ from rightsize.store import Store
 __all__ = ["find_plan", "matching_profile", "stored_report_data"]
 
 
+def find_generative_plan(store: Store, ref: str | None = None) -> dict[str, Any] | None:
+    """The stored generative plan ``ref`` names (its run or artifact id, or a unique 4+ character prefix of one
+    that names no other plan), or with no ``ref`` the newest plan when it is generative; else None."""
+    generative = store.artifacts(kind="generative-plan")
+    if not generative:
+        return None
+    plans = store.artifacts(kind="plan")
+    if ref is None:
+        return generative[0] if not plans or generative[0]["created_at"] >= plans[0]["created_at"] else None
+
+    def named(a: dict[str, Any], exact: bool) -> bool:
+        ids = (a["id"], a["run_id"] or "")
+        return ref in ids if exact else len(ref) >= 4 and any(i.startswith(ref) for i in ids)
+
+    if exact := [a for a in generative if named(a, True)]:
+        return exact[0]
+    prefixed = [a for a in generative if named(a, False)]
+    if len(prefixed) == 1 and not any(named(a, False) for a in plans):
+        return prefixed[0]
+    return None
+
+
 def find_plan(store: Store, ref: str | None = None) -> dict[str, Any]:
     """The stored plan artifact ``{"id", "run_id", "kind", "created_at", "payload"}`` for ``ref``."""
     plans = store.artifacts(kind="plan")
     if not plans:
         if generative := store.artifacts(kind="generative-plan"):
             g = generative[0]
-            raise NotFoundError(f"the store {str(store.path)!r} holds generative plans only (newest: run "
-                                f"{g['run_id'] or g['id']}, {g['payload'].get('name', '?')}); a generative plan's "
-                                "report is written when planned: `rightsize plan SPEC --report PATH`")  # fmt: skip
+            raise NotFoundError(f"RUN: no plan with run or artifact id {ref!r} in the store {str(store.path)!r}, "
+                                f"which holds generative plans only (newest: run {g['run_id'] or g['id']}, "
+                                f"{g['payload'].get('name', '?')}); `rightsize results` lists runs")  # fmt: skip
         raise NotFoundError(f"no plan in the store {str(store.path)!r}; run `rightsize plan SPEC` first")
     if ref is None:
         return plans[0]
@@ -40,9 +62,6 @@ def find_plan(store: Store, ref: str | None = None) -> dict[str, Any]:
             f"run {a['run_id']} (artifact {a['id']}, {a['payload'].get('name', '?')})" for a in prefixed[:4]
         )
         raise SpecError("RUN", f"{ref!r} matches {len(prefixed)} plans: {names}; give more characters")
-    if any(ref in (a["id"], a["run_id"]) for a in store.artifacts(kind="generative-plan")):
-        raise SpecError("RUN", f"{ref!r} is a generative plan: its report is written when it is planned, "
-                        "`rightsize plan SPEC --report PATH`; `rightsize results RUN` shows it")  # fmt: skip
     try:
         other = store.run(ref)
     except NotFoundError:

@@ -38,6 +38,20 @@ def test_a_refused_connection_is_counted_not_raised() -> None:
     assert all("Error" in r.error for r in res.results)
 
 
+def test_a_request_the_server_refuses_carries_its_reason_to_the_invalid_lines() -> None:
+    """A prompt over the server's max_prompt_tokens is answered 413: the run says why, in the server's words (it
+    printed "answered 0 {'413': 4}, INVALID" and nothing else)."""
+    from rightsize.cli.loadtest import _invalid_reasons
+
+    cfg = EngineConfig(model="gpt2", size="tiny", max_seqs=2, kv_tokens=1024, max_prompt_tokens=16)
+    with running_generate_server(cfg) as url:
+        res = run_generation_load(url, [0.0, 0.02], [40, 40], [2, 2])
+    s = res.summary()
+    assert s["statuses"] == {"413": 2} and not s["valid"]
+    assert "max_prompt_tokens=16" in s["refusals"]["413"]
+    assert any(w.startswith("2 requests answered 413: prompt_len: 40 is over") for w in _invalid_reasons(s, 10.0))
+
+
 @pytest.mark.slow  # > 1.2 s: make test runs it, make test-fast skips it
 def test_a_token_server_answers_only_the_bearer_of_its_token(capsys: pytest.CaptureFixture[str]) -> None:
     import httpx

@@ -329,6 +329,9 @@ def _invalid_reasons(summary: dict[str, Any], timeout_s: float) -> list[str]:
             out.append(f"{n} requests failed: {error}")
     if n503 := summary["statuses"].get("503"):
         out.append(f"{n503} requests answered 503: the server's queue was full (overload): lower --rate")
+    for status, why in sorted(summary.get("refusals", {}).items()):
+        if status not in ("401", "503"):  # a request the server would not take: what it said names what to change
+            out.append(f"{summary['statuses'].get(status, 0)} requests answered {status}: {why}")
     lag = summary.get("send_lag_p99_ms", 0.0)
     if not math.isnan(lag) and lag > MAX_SEND_LAG_MS:  # NaN when nothing was sent
         out.append(f"send lag p99 {lag:.1f} ms > {MAX_SEND_LAG_MS:g} ms: this machine could not keep the schedule")

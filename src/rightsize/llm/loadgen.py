@@ -46,6 +46,7 @@ class GenResult:
     tokens: int
     status: int  # HTTP status; 0: no complete reply (connection failed, cut or timed out: see error)
     error: str = ""
+    detail: str = ""  # a refusal's reason (the body of a 4xx/5xx reply: the server's ``detail``)
 
     @property
     def ttft_ms(self) -> float:
@@ -70,17 +71,20 @@ class GenLoadResult:
         lag = np.array([(r.sent_s - r.intended_s) * 1e3 for r in self.results if r.status])
         statuses: dict[str, int] = {}
         errors: dict[str, int] = {}  # no complete reply (status 0), by cause: "TimeoutError (HTTP -)", ...
+        refusals: dict[str, str] = {}  # a refused status's reason, the first seen: {"413": "prompt_len ..."}
         for r in self.results:
             statuses[str(r.status)] = statuses.get(str(r.status), 0) + 1
             if r.error:
                 errors[r.error] = errors.get(r.error, 0) + 1
+            if r.detail:
+                refusals.setdefault(str(r.status), r.detail)
         p99_lag = float(np.percentile(lag, 99)) if lag.size else math.nan
         answered = len(self.ok())
         return {
             "sent": len(self.results), "answered": answered, "statuses": statuses,
             "ttft_ms": _pct([r.ttft_ms for r in ok]), "tpot_ms": _pct([r.tpot_ms for r in ok if r.tokens > 1]),
             "output_tokens_per_s": sum(r.tokens for r in self.results) / self.duration_s if self.duration_s else 0.0,
-            "send_lag_p99_ms": p99_lag, "errors": errors,
+            "send_lag_p99_ms": p99_lag, "errors": errors, "refusals": refusals,
             "valid": answered == len(self.results) and (not lag.size or p99_lag <= MAX_SEND_LAG_MS),
         }  # fmt: skip
 
@@ -101,6 +105,7 @@ async def _one(
     sent = time.perf_counter() - t0
     first = last = math.nan
     tokens = status = 0
+    detail = ""
     try:
         async with asyncio.timeout(timeout_s):
             reader, writer = await asyncio.open_connection(host, port)
@@ -123,10 +128,23 @@ async def _one(
                             tokens += n
                             first = now if tokens == n else first
                             last = now
+            elif status != 200:  # a refusal: keep its reason (Connection: close, so the body ends the reply)
+                detail = _detail(await reader.read(4096))
             writer.close()
     except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
         return GenResult(intended, sent, first, last, tokens, 0, f"{type(exc).__name__} (HTTP {status or '-'})")
-    return GenResult(intended, sent, first, last, tokens, status)
+    return GenResult(intended, sent, first, last, tokens, status, detail=detail)
+
+
+def _detail(body: bytes) -> str:
+    """The reason in a refusal's body: FastAPI's ``{"detail": ...}``, else its text (one line, 300 characters)."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        got = json.loads(text)
+        text = str(got.get("detail", text)) if isinstance(got, dict) else text
+    except ValueError:
+        pass
+    return " ".join(text.split())[:300]
 
 
 def run_generation_load(

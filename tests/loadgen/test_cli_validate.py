@@ -73,3 +73,42 @@ def test_a_spec_without_an_online_target_exits_2(tmp_path: Path, capsys: pytest.
     with pytest.raises(SystemExit) as exc:
         main(["validate", str(spec), "--store", str(tmp_path / "s.sqlite")])
     assert exc.value.code == 2 and "targets.online" in capsys.readouterr().err
+
+
+def test_a_generative_validation_names_what_it_changed_from_the_spec(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lengths past the stand-in's context are cut, int8 is served as fp32, a reduced decoder is a stand-in and a
+    busy machine is named: each says so in the report's notes (they had changed what was tested silently)."""
+    import numpy as np
+
+    import rightsize.cli.validate as cli_validate
+    import rightsize.workflows.validate_generate as vg
+
+    sent: dict[str, Any] = {}
+
+    def fake(model: str, size: str, *, prompts: Any, outputs: Any, **kw: Any) -> dict[str, Any]:
+        rng = np.random.default_rng(0)
+        sent.update(
+            model=model, size=size, prompts=prompts(50, rng), outputs=outputs(50, rng), fractions=kw["fractions"]
+        )
+        return {}
+
+    monkeypatch.setattr(vg, "validate_generative", fake)
+    monkeypatch.setattr(vg, "summarise", lambda reports, which: {})
+    monkeypatch.setattr(cli_validate, "_loadavg", lambda: 64.0)
+    spec = tmp_path / "chat.yaml"
+    spec.write_text(
+        "name: chat\nmodel: llama-1b\ntargets:\n  generative:\n    rate_per_s: 1\n    prompt_tokens: 64\n"
+        "    output_tokens: 300000\n    ttft: {percentile: 95, bound_ms: 3000}\n"
+        "    tpot: {percentile: 50, bound_ms: 100}\n"
+        "    weight_precision: int8\n"
+    )
+    from rightsize.spec import load_spec
+
+    report = cli_validate._validate_generative(load_spec(spec), spec, None, 1.0, "small", 0, as_json=True)
+    assert sent["model"] == "llama-1b" and int(sent["outputs"].max()) < 300000 and sent["fractions"] == vg.LEVELS
+    notes = " | ".join(report["notes"])
+    assert "output_tokens: up to 300000 asked for" in notes and "prompt_tokens" not in notes
+    assert "weight_precision int8 is not served here" in notes and "the machine was busy before the run" in notes
+    assert report["stand_in"] and report["served_model"] == "llama-1b small"

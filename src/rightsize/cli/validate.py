@@ -6,6 +6,7 @@ rightsize validate examples/mixed-sizes-api.yaml [--fleet plan|split|single]   (
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,9 @@ def validate(
         help="Seconds of load per level after warm-up (slow levels run longer, up to 6x; generative: to 40 requests).",
     ),
     warmup_s: float = typer.Option(1.0, "--warmup-s", min=0.0, help="Seconds sent but not recorded per level."),
-    loads: str = typer.Option("0.5,0.8", "--loads", help="Load levels as fractions of local capacity."),
+    loads: str | None = typer.Option(
+        None, "--loads", help="Load levels as fractions of local capacity [default: 0.5,0.8; generative: 0.3,0.6,0.85]."
+    ),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Seed of the arrivals and the simulation."),
     no_retime: bool = typer.Option(
         False, "--no-retime", help="Skip re-timing the served configuration just before serving."
@@ -53,7 +56,7 @@ def validate(
     check_finite("--warmup-s", warmup_s, 0.0, 3_600.0, low_open=False)
 
     try:
-        fractions = tuple(float(x) for x in loads.split(",") if x.strip())
+        fractions = tuple(float(x) for x in (loads or "0.5,0.8").split(",") if x.strip())
     except ValueError:
         raise SpecError("--loads", f"must be comma-separated fractions like 0.5,0.8, got {loads!r}") from None
     if not fractions or any(not 0 < f < 1 for f in fractions):
@@ -65,7 +68,7 @@ def validate(
     workload = load_spec(spec)
     db = Store(store)
     if workload.targets is not None and workload.targets.generative is not None:
-        report = _validate_generative(workload, spec, fractions if loads != "0.5,0.8" else None, duration, size, seed,
+        report = _validate_generative(workload, spec, fractions if loads is not None else None, duration, size, seed,
                                       as_json)  # fmt: skip
         if not no_store:
             report["artifact_id"] = save_result(report, db.path, kind="validate")
@@ -125,27 +128,59 @@ def _validate_generative(workload: Any, spec: Path, fractions: tuple[float, ...]
                           f"validated with a stand-in decoder ({model} {size}) at the spec's lengths")  # fmt: skip
     room = max_positions(lm_config(model, size))
     base = spec.resolve().parent
+    capped: dict[str, int] = {}  # the lengths this decoder's context cut: name -> the longest asked for
 
     def lengths(which: Any, cap: int, name: str) -> Any:
         field = f"targets.generative.{name}"
-        return lambda n, rng: np.minimum(sample_lengths(which, n, rng, base, field), cap)
+
+        def draw(n: int, rng: np.random.Generator) -> np.ndarray:
+            got = sample_lengths(which, n, rng, base, field)
+            if got.size and int(got.max()) > cap:
+                capped[name] = max(capped.get(name, 0), int(got.max()))
+            return np.minimum(got, cap)
+
+        return draw
 
     out_cap = min(512, room // 4)
+    caps = {"prompt_tokens": room - out_cap, "output_tokens": out_cap}
     say = None if as_json else (lambda msg: err_console.print(msg))
-    prompts, outputs = (
-        lengths(g.prompt_tokens, room - out_cap, "prompt_tokens"),
-        lengths(g.output_tokens, out_cap, "output_tokens"),
-    )
+    prompts, outputs = (lengths(getattr(g, k), caps[k], k) for k in ("prompt_tokens", "output_tokens"))
+    load_before = _loadavg()
     report = validate_generative(model, size, prompts=prompts, outputs=outputs, fractions=fractions or LEVELS,
                                  duration_s=duration, seed=seed, progress=say)  # fmt: skip
-    report |= {"kind": "validate-generative", "spec": workload.name, "stand_in": model != workload.model,
+    notes = [f"{k}: up to {v} asked for; the {model} {size} served here holds {room} positions, so each was cut to "
+             f"{caps[k]} (the simulator is checked at the lengths sent)" for k, v in capped.items()]  # fmt: skip
+    if g.weight_precision in ("int8", "int4"):
+        notes.append(f"weight_precision {g.weight_precision} is not served here: the server runs fp32 weights; "
+                     "this checks the simulator's scheduling, not that precision's speed (the plan projects "
+                     "it)")  # fmt: skip
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if load_before is not None and load_before >= BUSY_LOAD * cores:
+        notes.append(f"the machine was busy before the run (1-minute load average {load_before:.1f} on {cores} "
+                     "core(s)): other work shared the server's cores, so measured times run slow against the "
+                     "simulator; re-run on a quiet machine before trusting the errors")  # fmt: skip
+    report |= {"kind": "validate-generative", "spec": workload.name, "served_model": f"{model} {size}",
+               "stand_in": model != workload.model or size != "full", "notes": notes,
                "forecast": summarise([report], "forecast"), "served": summarise([report], "served")}  # fmt: skip
     if not as_json:
         typer.echo(render_generative(report))
         f = report["forecast"]
         typer.echo(f"forecast: median |error| {f['median_abs_err_pct']:.1f}%, worst {f['worst_abs_err_pct']:.1f}%, "
                    f"within 20%: {f['within_20pct']}/{f['n']}")  # fmt: skip
+        for note in notes:
+            typer.echo(f"note: {note}")
     return report
+
+
+# A 1-minute load average before a generative validation at or above this share of the cores: others' work
+BUSY_LOAD = 0.5
+
+
+def _loadavg() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
 
 
 def register(app: typer.Typer) -> None:

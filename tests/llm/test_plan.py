@@ -383,3 +383,10 @@ def test_at_the_same_price_a_verified_price_wins_and_a_cheaper_unverified_one_is
     assert rec.region == "zz-test-1"  # cheaper still wins, and says so
     assert notes[0].startswith("the recommended g5.xlarge's price is unverified")
     assert "the cheapest verified plan is 1 x g5.xlarge (A10G)" in notes[0] and "1.01x the cost" in notes[0]
+
+
+def test_one_output_token_says_tpot_does_not_apply(catalog: Catalog) -> None:
+    shape = DecoderShape.from_zoo("llama-1b")
+    plan = plan_generative(shape, _target(output_tokens=1), catalog, instances=["g5.xlarge"])
+    assert plan.recommendation is not None and plan.recommendation.tpot_ms == 0.0
+    assert any("TPOT does not apply" in n for n in plan.notes)

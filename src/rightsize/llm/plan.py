@@ -336,6 +336,9 @@ def plan_generative(
            "tensor parallel)")
     )  # fmt: skip
     plan = LLMPlan([], [], [note], prompts=prompts, outputs=outputs)
+    if not (outputs > 1).any():
+        plan.notes.append("every request asks for one output token: no request has a time per output token, so "
+                          "TPOT does not apply (shown as 0) and only TTFT judges the plan")  # fmt: skip
     most = max((i.accelerator_count for i in rows if i.accelerator), default=0)
     if unsplit := [tp for tp in TP_DEGREES if tp <= most and not shape.splits_over(tp)]:
         plan.notes.append(

@@ -48,6 +48,10 @@ def test_an_unknown_option_exits_2_for_every_command(command: str, capsys: pytes
         (["plan", "examples/quick.yaml", "--seed", "-1"], "--seed"),
         (["results", "--limit", "99999999999999999999"], "--limit"),
         (["serve", "gpt2", "--generate", "--size", "tiny", "--seq", "64"], "--seq: only applies to a prediction"),
+        (
+            ["serve", "gpt2", "--generate", "--max-prompt-tokens", "5000"],
+            "--max-prompt-tokens: --max-prompt-tokens 5000",
+        ),
         # an output path that cannot be written: refused before the work (export, a pipeline run, a plan)
         (["results", "--export", "/proc/nope/x.csv"], "--export: cannot write '/proc/nope/x.csv'"),
         (

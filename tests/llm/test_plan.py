@@ -179,6 +179,8 @@ def test_the_generative_target_validates_lengths_and_one_goal() -> None:
         _target(prompt_tokens={"uniform": [9, 3]})
     with pytest.raises(ValueError, match="exactly one"):
         _target(prompt_tokens={"fixed": 3, "uniform": [1, 2]})
+    with pytest.raises(ValueError, match="output_tokens\n  Value error, must be 1 to 1000000 tokens, got 0"):
+        _target(output_tokens=0)  # named as written, not as output_tokens.fixed
     both = {"online": {"rate_per_s": 1, "latency": {"bound_ms": 9}}, "generative": _target().model_dump()}
     with pytest.raises(ValueError, match="give one of"):
         Targets.model_validate(both)

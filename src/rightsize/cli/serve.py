@@ -197,6 +197,12 @@ def _serve_generate(
     except SpecError as exc:  # name the flag the user typed
         flag = exc.field if exc.field == "model" else _FLAGS.get(exc.field, "--" + exc.field.replace("_", "-"))
         raise SpecError(flag, exc.problem) from None
+    from rightsize.llm.decoder import lm_config, max_positions
+
+    if (longest := cfg.max_prompt_tokens + cfg.max_new_tokens) > (room := max_positions(lm_config(model, size))):
+        raise SpecError("--max-prompt-tokens", f"--max-prompt-tokens {cfg.max_prompt_tokens} + --max-new-tokens "
+                        f"{cfg.max_new_tokens} = {longest} is past {model} ({size})'s {room} positions; lower "
+                        "them")  # fmt: skip
     err_console.print(f"rightsize serve --generate: loading {model} ({size}) …")
 
     def on_ready(info: dict[str, Any]) -> None:

@@ -92,7 +92,7 @@ class Engine:
         self.vocab_size = int(hf_config.vocab_size)
         self.max_len = cfg.max_prompt_tokens + cfg.max_new_tokens  # positions one sequence can use
         if self.max_len > max_positions(hf_config):
-            raise SpecError("max_new_tokens", f"max_prompt_tokens + max_new_tokens = {self.max_len} is past the "
+            raise SpecError("max_prompt_tokens", f"max_prompt_tokens + max_new_tokens = {self.max_len} is past the "
                             f"model's {max_positions(hf_config)} positions; lower them")  # fmt: skip
         self.total_blocks = cfg.kv_tokens // BLOCK_TOKENS
         self.decoder: Decoder | None = None

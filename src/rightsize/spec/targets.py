@@ -164,6 +164,8 @@ def _lengths(v: object) -> object:
         except ValueError:
             n = None
     if n is not None and math.isfinite(n) and float(n).is_integer():
+        if not 1 <= n <= 1_000_000:  # checked here, so the error names the field the user wrote, not ".fixed"
+            raise ValueError(f"must be 1 to 1000000 tokens, got {int(n)}")
         return {"fixed": int(n)}
     raise ValueError("give a whole number of tokens (e.g. 512), {uniform: [lo, hi]} or {csv: FILE}")
 

@@ -48,6 +48,9 @@ def test_an_unknown_option_exits_2_for_every_command(command: str, capsys: pytes
         (["plan", "examples/quick.yaml", "--seed", "-1"], "--seed"),
         (["results", "--limit", "99999999999999999999"], "--limit"),
         (["serve", "gpt2", "--generate", "--size", "tiny", "--seq", "64"], "--seq: only applies to a prediction"),
+        (["loadtest", "http://127.0.0.1:9/", "--generate", "--rate", "2", "--samples", "4"], "--samples: only applies"),
+        (["loadtest", "http://127.0.0.1:9/", "--generate", "--rate", "2", "--prompt-tokens", "10-"], "--prompt-tokens"),
+        (["loadtest", "http://127.0.0.1:9/", "--rate", "2", "--output-tokens", "9"], "--output-tokens: only applies"),
         (
             ["serve", "gpt2", "--generate", "--max-prompt-tokens", "5000"],
             "--max-prompt-tokens: --max-prompt-tokens 5000",

@@ -118,8 +118,12 @@ def loadtest(
     generate: bool = typer.Option(
         False, "--generate", help="Open loop against a generation server (serve --generate): TTFT and TPOT."
     ),
-    prompt_tokens: str = typer.Option("64", "--prompt-tokens", help="--generate: prompt tokens, N or LO-HI."),
-    output_tokens: str = typer.Option("32", "--output-tokens", help="--generate: new tokens, N or LO-HI."),
+    prompt_tokens: str | None = typer.Option(
+        None, "--prompt-tokens", help="--generate: prompt tokens, N or LO-HI [default: 64]."
+    ),
+    output_tokens: str | None = typer.Option(
+        None, "--output-tokens", help="--generate: new tokens, N or LO-HI [default: 32]."
+    ),
     no_store: bool = typer.Option(False, "--no-store", help="Do not save the result in the store."),
     store: Path | None = STORE_OPTION,
     as_json: bool = JSON_OPTION,
@@ -167,11 +171,27 @@ def loadtest(
         raise SpecError("--duration", f"must be > 0, got {duration}")
     if duration is None and requests is None:
         duration = 5.0 if find_knee else 10.0
+    only = {  # options of one kind of load only: refused rather than ignored
+        "--samples": samples != 1, "--body": body is not None, "--json-body": json_body is not None,
+        "--method": method is not None, "--encoding": encoding != "auto", "--header": bool(header),
+        "--arrival": arrival != "poisson", "--slo-p95": slo_p95 is not None,
+    }  # fmt: skip
+    if generate and (flag := next((f for f, on in only.items() if on), None)):
+        raise SpecError(flag, "only applies to a prediction server's load test; drop it with --generate (which "
+                        "sends Poisson token requests: --prompt-tokens, --output-tokens)")  # fmt: skip
+    if not generate and (
+        flag := next(
+            (f for f, v in (("--prompt-tokens", prompt_tokens), ("--output-tokens", output_tokens)) if v is not None),
+            None,
+        )
+    ):
+        raise SpecError(flag, "only applies with --generate (a generation server's load test)")  # fmt: skip
     if generate:
         if rate is None or find_knee:
             raise SpecError("--rate", "--generate runs open loop: give --rate R (and no --find-knee)")
-        _generate_load(url, rate, duration, requests, seed, prompt_tokens, output_tokens, timeout_s, warmup_s,
-                       store=None if no_store else store, save=not no_store, as_json=as_json, token=token)  # fmt: skip
+        _generate_load(url, rate, duration, requests, seed, prompt_tokens or "64", output_tokens or "32", timeout_s,
+                       warmup_s, store=None if no_store else store, save=not no_store, as_json=as_json,
+                       token=token)  # fmt: skip
         return
 
     target = build_target(
@@ -259,8 +279,10 @@ def loadtest(
 
 
 def _token_range(flag: str, text: str) -> tuple[int, int]:
-    lo, _, hi = text.partition("-")
+    lo, dash, hi = text.partition("-")
     try:
+        if dash and not hi:  # "10-": a range missing its end
+            raise ValueError
         a, b = int(lo), int(hi or lo)
     except ValueError:
         raise SpecError(flag, f"must be N or LO-HI token counts, e.g. 64 or 32-256; got {text!r}") from None

@@ -135,6 +135,8 @@ def test_a_budget_every_plan_meeting_the_slos_exceeds_is_named_as_the_cause(cata
     why = plan.why_none(0.5)
     assert why is not None and why.startswith("no plan meets the target within the budget of $0.50/h: the cheapest")
     assert f"{cheapest.instances} x {cheapest.instance} ({cheapest.device}) at ${cheapest.usd_per_hour:.2f}/h" in why
+    # one instance is the least there is: fewer requests would not make it cheaper; smaller weights might
+    assert cheapest.instances == 1 and "lower the rate" not in why and "lower weight_precision" in why
     assert plan_generative(DecoderShape.from_zoo("llama-7b"), _target(), catalog, providers=["aws"]).why_none() is None
 
 

@@ -199,7 +199,9 @@ class LLMPlan:
         if over is not None:  # every plan that meets the SLOs is over budget
             return (f"no plan meets the target within the budget of ${budget_usd_per_hour or 0:.2f}/h: the cheapest "
                     f"that meets the SLOs is {over.instances} x {over.instance} ({over.device}) at "
-                    f"${over.usd_per_hour:.2f}/h. To fix: raise budget_usd_per_hour, or lower the rate")  # fmt: skip
+                    f"${over.usd_per_hour:.2f}/h. To fix: raise budget_usd_per_hour"
+                    + (", lower the rate" if over.instances > 1 else "")  # one instance is the least there is
+                    + ", or lower weight_precision (int8/int4: fewer, smaller GPUs)")  # fmt: skip
         shown = self.infeasible_by_interest()
         closest = f" (e.g. {shown[0][0]}: {shown[0][1]})" if shown else ""
         if shown and shown[0][1].startswith(_CAPPED):

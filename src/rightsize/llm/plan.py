@@ -96,7 +96,7 @@ class LLMCandidate:
 
     def gpu_work(self) -> str:
         """What the GPUs do of the fleet's busy time, in words ("" for a CPU candidate): the CLI and the report."""
-        if self.device_class != "gpu":
+        if self.device_class != "gpu" or round(self.busy, 2) == 0:  # a share of no busy time says nothing
             return ""
         return f"the GPUs working {self.device_share:.0%} of it, their math units {self.compute_share:.0%} of that"
 

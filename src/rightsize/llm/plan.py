@@ -179,17 +179,15 @@ class LLMPlan:
         return next((c for c in self.candidates if c.meets and c.device_class == device_class), None)
 
     def infeasible_by_interest(self) -> list[tuple[str, str]]:
-        """The options that cannot serve it, the telling ones first: options that meet the SLOs but need more than
-        max_replicas replicas (only the cap stops them), then GPU options that hold the model but miss the SLOs,
-        nearest miss first (how far they miss is what to change), then other SLO misses, then those that cannot
-        hold it."""
+        """The options that cannot serve it, the telling ones first: GPU options that hold the model but miss the
+        SLOs, nearest miss first (how far they miss is what to change), then other SLO misses, then those that
+        cannot hold it."""
 
         def miss(reason: str) -> float:  # worst of TTFT / bound and TPOT / bound of a "one request alone" reason
             m = _ALONE.search(reason)
             return max(float(m[1]) / float(m[2]), float(m[3]) / float(m[4])) if m else math.inf
 
-        return sorted(self.infeasible, key=lambda ir: (not ir[1].startswith(_CAPPED), ir[1].startswith("weights "),
-                                                       " tp=" not in ir[0], miss(ir[1])))  # fmt: skip
+        return sorted(self.infeasible, key=lambda ir: (ir[1].startswith("weights "), " tp=" not in ir[0], miss(ir[1])))
 
     def why_none(self, budget_usd_per_hour: float | None = None) -> str | None:
         """Why there is no recommendation, with the fix (None when there is one)."""
@@ -203,6 +201,9 @@ class LLMPlan:
                     + (", lower the rate" if over.instances > 1 else "")  # one instance is the least there is
                     + ", or lower weight_precision (int8/int4: fewer, smaller GPUs)")  # fmt: skip
         shown = self.infeasible_by_interest()
+        # with no plan, options that meet the SLOs but need more than max_replicas are the telling ones: only the cap
+        # stops them
+        shown = sorted(shown, key=lambda ir: not ir[1].startswith(_CAPPED))
         closest = f" (e.g. {shown[0][0]}: {shown[0][1]})" if shown else ""
         if shown and shown[0][1].startswith(_CAPPED):
             return (f"no instance option meets the SLOs within the replica cap{closest}. To fix: raise "

@@ -219,7 +219,10 @@ class LLMPlan:
             "best_cpu": (c.to_dict() if (c := self.best("cpu")) else None),
             "best_gpu": (c.to_dict() if (c := self.best("gpu")) else None),
             "candidates": [c.to_dict() for c in self.candidates],
-            "infeasible": [{"instance": i, "reason": r} for i, r in self.infeasible],
+            "infeasible": [
+                {"instance": name, "tp": int(tp) if tp else None, "reason": r}
+                for (name, _, tp), r in ((i.partition(" tp="), r) for i, r in self.infeasible)
+            ],
             "notes": self.notes,
         }
 

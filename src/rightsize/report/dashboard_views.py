@@ -197,7 +197,11 @@ def _generative_run(st: Store, run_id: str, name: str, created: str) -> str:
              usd(c.get("usd_per_m_output_tokens")), "yes" if c.get("meets") else f"no: {c.get('why') or ''}"]
             for c in p.get("candidates") or []]  # fmt: skip
     head = ["instance", "device", "tp", "replicas", "$/h", "TTFT ms", "TPOT ms", "$/1M out tok", "meets"]
-    cannot = "".join(f"<li>{esc(i.get('instance'))}: {esc(i.get('reason'))}</li>" for i in p.get("infeasible") or [])
+
+    def option(i: dict[str, Any]) -> str:  # "p4d.24xlarge tp=8" (a tensor-parallel degree), or the instance
+        return str(i.get("instance")) + (f" tp={i['tp']}" if i.get("tp") else "")
+
+    cannot = "".join(f"<li>{esc(option(i))}: {esc(i.get('reason'))}</li>" for i in p.get("infeasible") or [])
     notes = "".join(f"<li>{esc(n)}</li>" for n in p.get("notes") or [])
     return (f'<p class="sub">generative plan · {esc(name)} · model {esc(p.get("model", "-"))} · {esc(created)}</p>'
             f'<section class="card rec"><h2>Recommendation</h2><p class="headline">{esc(what)}</p>'

@@ -11,12 +11,14 @@ from rightsize.serve.process import config_to_args
 
 
 def test_split_threads_keeps_workers_times_threads_within_cores() -> None:
-    assert split_threads(8, None, None) == (2, 4)
-    assert split_threads(2, None, None) == (2, 1)
+    assert split_threads(8, None, None) == (1, 8)  # one process on every core unless workers are asked for
+    assert split_threads(2, None, None) == (1, 2)
     assert split_threads(1, None, None) == (1, 1)
     assert split_threads(8, 3, None) == (3, 2)
     with pytest.raises(SpecError, match=r"--threads.*use --threads 1"):
         split_threads(2, 2, 4)
+    with pytest.raises(SpecError, match=r"--workers: 3 worker processes exceed the 2 cores here"):
+        split_threads(2, 3, None)  # it had served 3 x 1 on 2 cores
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ def serve_command(
         2.0, "--max-wait-ms", min=0.0, help="A partial batch waits until the oldest request's arrival + this."
     ),
     workers: int | None = typer.Option(
-        None, "--workers", min=1, max=1024, help="CPU workers (default: min(2, cores))."
+        None, "--workers", min=1, max=1024, help="CPU worker processes, each with its own model copy (default: 1)."
     ),
     threads: int | None = typer.Option(None, "--threads", min=1, max=4096, help="Intra-op threads per CPU worker."),
     router: str | None = typer.Option(None, "--router", help="cpu | gpu | size | hybrid (default: hybrid with CUDA)."),

@@ -64,7 +64,7 @@ class ServerConfig:
     precision: Precision = "fp32"
     max_batch: int = 8  # samples per batch; also the most samples one request may carry
     max_wait_ms: float = 2.0  # a partial batch waits until the oldest request's enqueue time + this
-    workers: int | None = None  # CPU workers (None: min(2, cores))
+    workers: int | None = None  # CPU worker processes (None: 1, on every core)
     threads: int | None = None  # intra-op threads per CPU worker (None: cores // workers)
     router: Router | None = None  # None: "hybrid" with CUDA, "cpu" without
     queue_size: int = 256  # samples waiting per pool before 503
@@ -178,9 +178,12 @@ def resolve_router(config: ServerConfig, has_cuda: bool) -> Router:
 
 def split_threads(cores: int, workers: int | None, threads: int | None) -> tuple[int, int]:
     """(workers, threads per worker) with workers × threads ≤ cores; a SpecError names the fix otherwise."""
-    w = workers if workers is not None else max(1, min(2, cores))
+    w = workers if workers is not None else 1  # one process on every core: the usual CPU deployment
+    if w > cores:
+        raise SpecError("--workers", f"{w} worker processes exceed the {cores} cores here; use --workers {cores} or "
+                        "fewer")  # fmt: skip
     t = threads if threads is not None else max(1, cores // w)
-    if w * t > cores and threads is not None:
+    if w * t > cores:
         fix = max(1, cores // w)
         raise SpecError("--threads", f"{w} workers × {t} threads exceeds the {cores} cores here; use --threads {fix}")
     return w, t

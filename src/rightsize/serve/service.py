@@ -28,7 +28,7 @@ from rightsize.serve.config import (
 )
 from rightsize.serve.metrics import ServeMetrics
 from rightsize.serve.router import Route, choose_pool
-from rightsize.serve.workers import example_batch, input_spec, load_model, make_runs
+from rightsize.serve.workers import close_runs, example_batch, input_spec, load_model, make_runs
 from rightsize.wire import ParsedRequest
 
 log = logging.getLogger("rightsize.serve")
@@ -64,7 +64,9 @@ class Service:
                 precision = pool.precision or cfg.precision
                 if precision not in models:
                     models[precision] = await loop.run_in_executor(None, load_model, replace(cfg, precision=precision))
-                runs, init = await loop.run_in_executor(None, make_runs, pool, models[precision], precision)
+                runs, init = await loop.run_in_executor(
+                    None, make_runs, pool, models[precision], precision, replace(cfg, precision=precision)
+                )
                 self.batchers.append(
                     Batcher(
                         pool.name,
@@ -74,7 +76,8 @@ class Service:
                         cfg.queue_size,
                         init,
                         self._on_batch,
-                        inline_below_ms=0.0 if pool.is_gpu else cfg.inline_below_ms,
+                        # a batch for a worker process cannot run on the loop thread: it waits on the pipe
+                        inline_below_ms=0.0 if pool.is_gpu or pool.workers > 1 else cfg.inline_below_ms,
                     )
                 )
             if cfg.warmup:
@@ -160,6 +163,8 @@ class Service:
         """Drain every pool for up to ``drain_timeout_s``; whatever is left is answered 503."""
         self.begin_drain()
         await asyncio.gather(*(b.join(self.config.drain_timeout_s) for b in self.batchers))
+        for b in self.batchers:  # after the drain: a worker process answers what it holds first
+            close_runs(b.runs)
 
     def _gpu_utilization(self) -> dict[str, float]:
         out: dict[str, float] = {}

@@ -3,8 +3,13 @@
     run: np.ndarray [n, *sample_shape] -> np.ndarray [n, ...]   (called in the worker's own thread)
 
 bf16 runs under autocast (fp32 weights, bf16 matmuls), as the measurement harness times it, so a
-served batch costs what the profile says. CPU workers share one model (eval-mode forward is
-read-only) and each set ``torch.set_num_threads`` in their thread so workers × threads ≤ cores.
+served batch costs what the profile says. A CPU pool of one worker runs the model in the server's
+process at ``torch.set_num_threads(threads)``. A CPU pool of k > 1 workers runs k worker processes
+(``WorkerProcess``), each building the model as the server did and loading the weights served here
+(not every model is seeded), with its own ``threads``: the k x t layout the planner prices for a CPU
+instance, with no GIL shared between workers (each worker's Python dispatch per operator is its own,
+as the CPU time model charges it). The worker thread of the batcher hands each batch to its process over a pipe. A pool
+with a custom ``predict`` keeps in-process threads (a Python callable need not survive a process).
 GPU workers share one model on the device; each has its own CUDA stream, so a pool of 2 keeps up to
 2 batches in flight (copy of one overlaps compute of the other). Decoder LMs answer the next token
 id (argmax of the last position), not [S, vocab] logits.
@@ -12,6 +17,7 @@ id (argmax of the last position), not [S, vocab] logits.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +27,7 @@ import numpy as np
 
 from rightsize.errors import UnsupportedError
 from rightsize.models.zoo import TINY_MAX_SEQ
+from rightsize.serve.batcher import ModelError
 from rightsize.serve.config import PoolConfig, PredictFn, ServerConfig
 from rightsize.wire import InputSpec
 
@@ -96,19 +103,9 @@ def _predict_fn(pool: PoolConfig, model: LoadedModel, device: Any) -> PredictFn:
     return model.module if device is None else copy.deepcopy(model.module).to(device)
 
 
-def cpu_runs(pool: PoolConfig, model: LoadedModel, precision: str) -> tuple[list[RunBatch], Callable[[], None]]:
-    """One run per CPU worker and the thread initializer that sets its intra-op thread count."""
+def _cpu_run(predict: PredictFn | Any, bf16: bool, lm: bool) -> RunBatch:
+    """One batch through ``predict`` on this process's CPU threads."""
     import torch
-
-    threads = pool.threads
-
-    def initializer() -> None:
-        if threads is not None:
-            torch.set_num_threads(threads)
-
-    predict = _predict_fn(pool, model, None)
-    bf16 = precision == "bf16" and pool.predict is None
-    lm = model.lm and pool.predict is None
 
     def run(x: np.ndarray) -> np.ndarray:
         with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -117,7 +114,142 @@ def cpu_runs(pool: PoolConfig, model: LoadedModel, precision: str) -> tuple[list
                 out = out[:, -1].argmax(-1, keepdim=True)
             return _to_numpy(out)
 
-    return [run] * pool.workers, initializer
+    return run
+
+
+def cpu_runs(
+    pool: PoolConfig, model: LoadedModel, precision: str, config: ServerConfig | None = None
+) -> tuple[list[RunBatch], Callable[[], None]]:
+    """One run per CPU worker and the thread initializer that sets its intra-op thread count. With more than one
+    worker and the server's ``config`` (at ``precision``), each is a process of its own that builds the model as
+    ``config`` says and loads the weights served here (module docstring)."""
+    import io
+
+    import torch
+
+    threads = pool.threads
+
+    def initializer() -> None:
+        if threads is not None:
+            torch.set_num_threads(threads)
+
+    bf16 = precision == "bf16" and pool.predict is None
+    lm = model.lm and pool.predict is None
+    if pool.workers > 1 and pool.predict is None and model.module is not None and config is not None:
+        try:
+            buf = io.BytesIO()
+            torch.save(model.module.state_dict(), buf)  # the very weights served here (not every model is seeded)
+            weights: bytes | None = buf.getvalue()
+        except Exception:  # a module without a plain state dict: in-process threads, as before
+            weights = None
+        if weights is not None:
+            procs = [WorkerProcess(config, weights, threads or 1, i) for i in range(pool.workers)]
+            try:
+                for proc in procs:
+                    proc.wait_ready()
+            except BaseException:
+                close_runs(list(procs))
+                raise
+            return list(procs), lambda: None
+    return [_cpu_run(_predict_fn(pool, model, None), bf16, lm)] * pool.workers, initializer
+
+
+WORKER_START_S = 600.0  # a worker process must load its model within this (a large model on a busy 2-core VM)
+
+
+class WorkerProcess:
+    """One CPU worker of a pool as a process of its own: it builds the server's model at its precision, sets its
+    thread count, then runs each batch the parent sends over a pipe and sends the outputs back (or the error). It
+    ignores Ctrl-C: the server drains first, then ``close`` stops it."""
+
+    def __init__(self, config: ServerConfig, weights: bytes, threads: int, index: int) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")  # fork after torch's thread pools start can deadlock
+        self._conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_worker_main, args=(child, config, weights, threads), daemon=True,
+                                   name=f"rightsize-worker-{index}")  # fmt: skip
+        self.process.start()
+        child.close()
+
+    def wait_ready(self) -> None:
+        if not self._conn.poll(WORKER_START_S):
+            self.close()
+            raise UnsupportedError(f"a worker process did not load the model within {WORKER_START_S:g} s")
+        status, detail = self._recv()
+        if status != "ready":
+            self.close()
+            raise detail if isinstance(detail, BaseException) else UnsupportedError(str(detail))
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        try:
+            self._conn.send(x)
+        except (OSError, ValueError):  # closed, or the process is gone
+            raise ModelError(f"worker process {self.process.name} exited (code {self.process.exitcode})") from None
+        status, out = self._recv()
+        if status == "err":
+            raise out
+        return np.asarray(out)
+
+    def _recv(self) -> tuple[str, Any]:
+        try:
+            msg: tuple[str, Any] = self._conn.recv()
+        except (EOFError, OSError):
+            code = self.process.exitcode
+            raise ModelError(f"worker process {self.process.name} exited (code {code}) while running a batch") from None
+        return msg
+
+    def close(self) -> None:
+        """Stop the process: ask, then wait a little, then terminate."""
+        with contextlib.suppress(OSError, ValueError):  # already gone
+            self._conn.send(None)
+        self.process.join(5.0)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(5.0)
+        self._conn.close()
+
+
+def _worker_main(conn: Any, config: ServerConfig, weights: bytes, threads: int) -> None:
+    """A worker process: load, say ready, then answer batches until told to stop (None) or the pipe closes."""
+    import io
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server drains on Ctrl-C, then closes its workers
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+        model = load_model(config)
+        assert model.module is not None
+        model.module.load_state_dict(torch.load(io.BytesIO(weights), weights_only=False))
+        run = _cpu_run(model.module, config.precision == "bf16", model.lm)
+        run(example_batch(model.spec, 1))  # first-call costs here, not in a served batch
+    except BaseException as exc:  # a model that cannot load: the parent says why
+        conn.send(("error", _picklable(exc)))
+        return
+    conn.send(("ready", None))
+    while True:
+        try:
+            x = conn.recv()
+        except (EOFError, OSError):
+            return
+        if x is None:
+            return
+        try:
+            conn.send(("ok", run(x)))
+        except Exception as exc:  # the batch's own error, raised again in the server as its type
+            conn.send(("err", _picklable(exc)))
+
+
+def _picklable(exc: BaseException) -> BaseException:
+    import pickle
+
+    try:
+        pickle.dumps(exc)
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
 
 
 def gpu_runs(pool: PoolConfig, model: LoadedModel, precision: str) -> tuple[list[RunBatch], Callable[[], None]]:
@@ -155,8 +287,17 @@ def gpu_runs(pool: PoolConfig, model: LoadedModel, precision: str) -> tuple[list
     return runs, initializer
 
 
-def make_runs(pool: PoolConfig, model: LoadedModel, precision: str) -> tuple[list[RunBatch], Callable[[], None]]:
-    return gpu_runs(pool, model, precision) if pool.is_gpu else cpu_runs(pool, model, precision)
+def make_runs(
+    pool: PoolConfig, model: LoadedModel, precision: str, config: ServerConfig | None = None
+) -> tuple[list[RunBatch], Callable[[], None]]:
+    return gpu_runs(pool, model, precision) if pool.is_gpu else cpu_runs(pool, model, precision, config)
+
+
+def close_runs(runs: list[RunBatch]) -> None:
+    """Stop a pool's worker processes (runs in the server's own process have nothing to stop)."""
+    for run in runs:
+        if isinstance(run, WorkerProcess):
+            run.close()
 
 
 def example_batch(spec: InputSpec, n: int) -> np.ndarray:

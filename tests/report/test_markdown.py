@@ -38,6 +38,22 @@ def test_markdown_has_the_recommendation_and_ranked_table(plan_online: PlanResul
     assert "| total | 1.3 GiB |" in md  # 0.25 + 0.9 + 0.2 GiB
 
 
+def test_the_measured_profile_names_each_points_threads_and_what_disturbed_it(plan_online: PlanResult) -> None:
+    """Two thread counts of one batch are two configs, and a contended point says so with its estimated slowdown
+    (they had read as duplicates, the 16x-slow one unflagged); the HTML chart keeps them in separate series."""
+    from rightsize.report.charts import latency_charts
+
+    profile = profile_for()
+    one, two = replace(profile.measurements[0], threads=1), replace(profile.measurements[0], threads=2)
+    busy = replace(two, extra={"contended": True, "contention": 0.5, "gflops_vs_best": 0.25})
+    data = build_report_data(plan_online, profile=replace(profile, measurements=(one, busy)))
+    rows = _table_rows(render_markdown(data), "## Measured profile")
+    assert rows[0].startswith("| cpu | fp32 | 1 | 1 |") and rows[0].endswith("MiB |  |")  # clean: no quality word
+    assert rows[1].startswith("| cpu | fp32 | 2 | 1 |") and "contended, ~4.0x slow |" in rows[1]
+    svg = "".join(latency_charts(data))
+    assert "fp32 1 thr" in svg and "fp32 2 thr" in svg and "(measured, contended, ~4.0x slow)" in svg
+
+
 def test_markdown_escapes_html_and_table_syntax(plan_online: PlanResult) -> None:
     bad = replace(plan_online, workload=XSS, why=["a | b"])
     bad.candidates[0] = replace(bad.candidates[0], instance="x|y<b>")

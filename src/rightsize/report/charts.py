@@ -17,7 +17,7 @@ from typing import Any
 from rightsize.profile import Environment, Measurement, ServiceCurve
 from rightsize.report.charts_jobs import cluster_charts, spot_charts
 from rightsize.report.data import GIB, ReportData, Targets, candidate_key, candidate_label
-from rightsize.report.fmt import finite, hours, num, usd
+from rightsize.report.fmt import finite, hours, num, quality_word, usd
 from rightsize.report.svg import PALETTE, REF_COLORS, Axis, Point, Ref, Series, xy_chart
 from rightsize.report.svg_bars import stacked_hbars
 
@@ -60,24 +60,35 @@ def _pick_curves(data: ReportData) -> list[ServiceCurve]:
 
 def latency_charts(data: ReportData) -> list[str]:
     """Latency p50/p95 and throughput vs batch size per device and precision."""
-    groups: dict[tuple[str, str, str], list[Measurement]] = {}
+    # one series per thread count too: a 1-thread and a 2-thread point at the same batch are two configs
+    groups: dict[tuple[str, str, str, int], list[Measurement]] = {}
     for m in data.measurements:
-        groups.setdefault((_device_name(m, data.env), m.precision, m.mode), []).append(m)
+        groups.setdefault((_device_name(m, data.env), m.precision, m.mode, m.threads or 0), []).append(m)
+    several = len({k[3] for k in groups}) > 1
     lat: list[Series] = []
     thr: list[Series] = []
     color = 0
-    for (dev, prec, mode), ms in sorted(groups.items()):
+
+    def seen(m: Measurement) -> str:  # "measured", or with what disturbed it
+        return "measured" + (f", {q}" if (q := quality_word(m)) else "")
+
+    for (dev, prec, mode, threads), ms in sorted(groups.items()):
         c = PALETTE[color % len(PALETTE)]
         color += 1
         ms = sorted(ms, key=lambda m: m.batch_size)
-        label = f"{dev} {prec}" + (" (train step)" if mode == "training" else "")
+        label = f"{dev} {prec}" + (f" {threads} thr" if several and threads else "")
+        label += " (train step)" if mode == "training" else ""
         p50 = [
-            Point(m.batch_size, m.latency_ms.p50, f"{label} b{m.batch_size}: p50 {num(m.latency_ms.p50)} ms (measured)")
+            Point(
+                m.batch_size, m.latency_ms.p50, f"{label} b{m.batch_size}: p50 {num(m.latency_ms.p50)} ms ({seen(m)})"
+            )
             for m in ms
             if m.latency_ms
         ]
         p95 = [
-            Point(m.batch_size, m.latency_ms.p95, f"{label} b{m.batch_size}: p95 {num(m.latency_ms.p95)} ms (measured)")
+            Point(
+                m.batch_size, m.latency_ms.p95, f"{label} b{m.batch_size}: p95 {num(m.latency_ms.p95)} ms ({seen(m)})"
+            )
             for m in ms
             if m.latency_ms
         ]

@@ -9,11 +9,14 @@ from __future__ import annotations
 import html
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rightsize.units import format_bytes, format_hours
 
-__all__ = ["esc", "finite", "format_bytes", "hours", "md", "ms", "num", "pct", "usd"]
+if TYPE_CHECKING:
+    from rightsize.profile import Measurement
+
+__all__ = ["esc", "finite", "format_bytes", "hours", "md", "ms", "num", "pct", "quality_word", "usd"]
 
 
 def esc(value: object) -> str:
@@ -88,3 +91,13 @@ def hours(value: Any) -> str:
 def pct(value: Any) -> str:
     f = finite(value)
     return "-" if f is None else f"{f * 100:.0f}%"
+
+
+def quality_word(m: Measurement) -> str:
+    """How far one measured point can be trusted, in a table cell: "contended, ~2.7x slow" (other work held the CPU:
+    rightsize.measure.quality), "not converged" (its median's interval missed the target), or "" when clean."""
+    from rightsize.measure.quality import is_contended, slowdown
+
+    if is_contended(m):
+        return f"contended, ~{slowdown(m):.1f}x slow"
+    return "not converged" if m.extra.get("ci_converged") is False else ""

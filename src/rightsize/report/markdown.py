@@ -10,7 +10,7 @@ from typing import Any
 
 from rightsize import __version__
 from rightsize.report.data import FLEET_HEAD, ReportData, candidate_key, candidate_label, fleet_rows
-from rightsize.report.fmt import format_bytes, hours, md, num, pct, usd
+from rightsize.report.fmt import format_bytes, hours, md, num, pct, quality_word, usd
 from rightsize.report.html import env_rows, flatten
 
 __all__ = ["render_markdown"]
@@ -54,10 +54,13 @@ def _rows(data: ReportData) -> tuple[list[str], list[list[str]]]:
     for i, c in enumerate(data.candidates[:TABLE_ROWS], 1):
         lat = c.get("latency_ms") or {}
         mark = " ★" if candidate_key(c) == rec_key else ""
+        layout = (
+            f" {c.get('workers_per_instance')}x{c.get('threads_per_worker')}t" if c.get("threads_per_worker") else ""
+        )
         r = [
             f"{i}{mark}",
             str(c.get("instance", "")),
-            str(c.get("device", "")),
+            f"{c.get('device', '')}{layout}",  # a CPU's k worker processes x t threads, as the HTML table
             str(c.get("count", "")),
             str(c.get("precision", "")),
             str(c.get("purchase", "")),
@@ -140,16 +143,19 @@ def render_markdown(data: ReportData) -> str:
             [
                 m.device,
                 m.precision,
+                "-" if m.threads is None else str(m.threads),
                 str(m.batch_size),
                 num(m.latency_ms.p50 if m.latency_ms else None),
                 num(m.latency_ms.p95 if m.latency_ms else None),
                 num(m.throughput_per_s),
                 format_bytes(m.peak_memory_bytes),
+                quality_word(m),
             ]
             for m in data.measurements
         ]
         out += ["", "## Measured profile", ""]
-        out += _table(["device", "precision", "batch", "p50 ms", "p95 ms", "samples/s", "peak memory"], mrows)
+        head = ["device", "precision", "threads", "batch", "p50 ms", "p95 ms", "samples/s", "peak memory", "quality"]
+        out += _table(head, mrows)
     if data.memory is not None:
         mem = [[k, format_bytes(v)] for k, v in data.memory.breakdown.items()]
         at = data.memory.at_batch

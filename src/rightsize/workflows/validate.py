@@ -175,6 +175,13 @@ def validate_spec(
     )
     if retime and now is None:
         notes.append("re-timing the served configuration failed; only the profile's prediction is shown")
+    layout = (cand.workers_per_instance, cand.threads_per_worker)
+    if server_cores is not None and cand.threads_per_worker and layout != (workers, server_threads):
+        notes.append(
+            f"the plan runs {layout[0]} worker(s) x {layout[1]} thread(s) per {cand.instance}; this server has "
+            f"{server_cores} core(s) of its own here, so it serves {workers} worker(s) x {server_threads} thread(s): "
+            "it checks the batching and the queueing model at that layout, the projection sets the instance's speed"
+        )
     profile_capacity = workers * capacity_per_s(curve, batching.max_batch, online.request_samples)
     # Load levels are fractions of what the server can do now: on a VM whose speed drifted since the
     # profile, "80%" of a stale capacity can be an overload.

@@ -54,6 +54,33 @@ def test_newest_result_wins_and_survives_reopen(store_path: Path) -> None:
         assert len(profile.measurements) == 1
 
 
+def test_a_contended_result_never_hides_an_older_clean_one(store_path: Path) -> None:
+    """`bench --fresh` beside CPU hogs stored 157 ms (contended) over a clean 32.6 ms: the clean one stays the
+    config's result, for reuse, for the sweep's GFLOP/s reference and for plans; a newer clean one or a failure
+    still replaces it."""
+    clean, busy = _m(1, p50=32.6), _m(1, p50=157.0)
+    busy = Measurement.from_dict(busy.to_dict() | {"extra": {"contended": True, "contention": 0.53}})
+    with Store(store_path) as s:
+        s.save_env(ENV)
+        s.add_measurements(s.start_run("bench"), [clean])
+        s.add_measurements(s.start_run("bench"), [busy])
+        found = s.find_measurement(clean.key, "env1")
+        assert found is not None and found.latency_ms is not None and found.latency_ms.p50 == 32.6
+        [profile] = s.profiles()
+        [m] = profile.measurements
+        assert m.latency_ms is not None and m.latency_ms.p50 == 32.6
+        s.add_measurements(s.start_run("bench"), [_m(1, p50=30.0)])  # quiet again: the newer clean one wins
+        found = s.find_measurement(clean.key, "env1")
+        assert found is not None and found.latency_ms is not None and found.latency_ms.p50 == 30.0
+        s.add_measurements(s.start_run("bench"), [_m(1, "failed")])
+        [profile] = s.profiles()
+        assert [m.status for m in profile.measurements] == ["failed"]  # a newer failure is still the answer
+    with Store(store_path.with_name("busy.sqlite")) as s:
+        s.save_env(ENV)
+        s.add_measurements(s.start_run("bench"), [busy])
+        assert s.find_measurement(busy.key, "env1") == busy  # contended, but all there is
+
+
 def test_failed_write_is_rolled_back(store_path: Path) -> None:
     with Store(store_path) as s:
         s.save_env(ENV)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rightsize.errors import SpecError
 from rightsize.measure.timing import TimingPolicy
 from rightsize.profile import Measurement
 from rightsize.spec import Workload
@@ -68,6 +70,35 @@ def input_of(workload: Workload, family_kind: str) -> dict[str, int]:
     if family_kind == "image":
         return {"image_size": workload.input.image_size}
     return {}
+
+
+def usable_cores() -> int:
+    """Cores this process may use (its affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def fit_threads(workload: Workload, cores: int | None = None) -> tuple[Workload, list[str]]:
+    """``workload`` without the CPU thread counts above the ``cores`` this process may use, and a note naming them.
+
+    More threads than cores time-slice against each other: the config reads as contended on any machine, quiet or
+    not, and is measured again on every sweep. A SpecError on ``threads[0]`` when no thread count fits (the default,
+    null = all cores, always does). Local sweeps only: a Ray sweep runs on other machines' cores.
+    """
+    if "cpu" not in workload.devices:
+        return workload, []
+    cores = cores or usable_cores()
+    over = [t for t in workload.threads if t is not None and t > cores]
+    if not over:
+        return workload, []
+    fit = [t for t in workload.threads if t is None or t <= cores]
+    if not fit:
+        raise SpecError("threads[0]", f"{over[0]} is more than the {cores} cores this machine has; use at most "
+                        f"{cores}, or null for all cores")  # fmt: skip
+    skipped = ", ".join(str(t) for t in over)
+    return workload.model_copy(update={"threads": fit}), [f"threads {skipped} skipped: this machine has {cores} cores"]
 
 
 def expand(workload: Workload, kind: str, *, env_id: str, has_cuda: bool, epochs: int | None = None,

@@ -23,7 +23,11 @@ ProgressCallback = Any  # (cfg, measurement or None when it starts, reused) -> N
 
 
 def config_count(workload: Workload) -> int:
-    """Configs a local sweep of ``workload`` runs (CPU thread counts x precisions x batches, plus CUDA)."""
+    """Configs a local sweep of ``workload`` runs (CPU thread counts x precisions x batches, plus CUDA); a SpecError
+    before any bar is drawn when no thread count fits this machine (``fit_threads``)."""
+    from rightsize.measure.config import fit_threads
+
+    workload, _ = fit_threads(workload)
     n_cpu = len(workload.threads) if "cpu" in workload.devices else 0
     return len(workload.batch_sizes) * len(workload.precisions) * (n_cpu + ("cuda" in workload.devices))
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from rightsize.measure.conditions import contended_by_rate
-from rightsize.measure.config import BenchConfig, expand
+from rightsize.measure.config import BenchConfig, expand, fit_threads
 from rightsize.measure.env import fingerprint
 from rightsize.measure.quality import is_contended, slowdown
 from rightsize.measure.runner import run_isolated
@@ -65,9 +65,14 @@ def judge(m: Measurement, best_gflops: float | None) -> Measurement:
     return _with_extra(m, extra)
 
 
-def _rank(m: Measurement) -> tuple[bool, bool, float]:
-    """Sort key, best first: ok before failed, then uncontended, then the smaller likely slowdown."""
-    return (m.status != "ok", is_contended(m), slowdown(m) if m.status == "ok" else 0.0)
+def _rank(m: Measurement) -> tuple[bool, bool, float, float]:
+    """Sort key of results of one config, best first: ok before failed, then uncontended, then the faster p50, then
+    the smaller likely slowdown. A busy CPU only ever slows a timing, so the faster reading is the nearer one; two
+    slowdown estimates may rest on different GFLOP/s references, or none (a 16x slow reading without a reference
+    estimated 2.0x and beat a 3x slow one that had one)."""
+    ok = m.status == "ok"
+    p50 = m.latency_ms.p50 if ok and m.latency_ms is not None else 0.0
+    return (not ok, is_contended(m), p50, slowdown(m) if ok else 0.0)
 
 
 def measure_config(
@@ -100,28 +105,54 @@ class Stored:
     reuse: Measurement | None  # use this instead of measuring
     prior: Measurement | None  # a stored result to beat (contended) or to judge rates by
     note: str | None = None
+    again: str | None = None  # why a stored config is measured again, for the "measuring N config(s)" line
+
+
+BUSY = "stored while the machine was busy"
+FRESH = "--fresh"
+OVER_CAP = "stored peak above --memory-limit"
+
+
+def over_cap(m: Measurement, cfg: BenchConfig) -> bool:
+    """Stored with a peak above the config's ``--memory-limit``: it cannot have run under the cap (RLIMIT_AS caps the
+    address space, never smaller than the resident peak), so it is not reused as ok there."""
+    cap, peak = cfg.memory_limit_bytes, m.peak_memory_bytes
+    return bool(cap and peak and m.status == "ok" and peak > cap)
 
 
 def stored_result(store: Store | None, cfg: BenchConfig, env_id: str, fresh: bool) -> Stored:
     """The reuse rule: an uncontended stored result is reused; a config that failed here before is
-    reported from the store (no CUDA, out of memory, unsupported: it would fail again); ``fresh`` measures."""
+    reported from the store (no CUDA, out of memory, unsupported: it would fail again); ``fresh`` measures.
+
+    A stored result whose peak is above the config's memory cap (``over_cap``) is measured again under the cap, as
+    ``--fresh`` would: the simplest way to report what the cap does, and nothing to beat (a failure there is the
+    answer, not a worse reading of the stored one)."""
     if store is None:
         return Stored(None, None)
     prior = store.find_measurement(cfg.key, env_id)
+    if prior is not None and over_cap(prior, cfg):
+        return Stored(None, None, again=OVER_CAP)
     if fresh:
-        return Stored(None, prior)
+        stored = prior is not None or store.find_measurement(cfg.key, env_id, ok_only=False) is not None
+        return Stored(None, prior, again=FRESH if stored else None)
     if prior is not None and not is_contended(prior):
         return Stored(prior, prior)
     if prior is None:
         failed = store.find_measurement(cfg.key, env_id, ok_only=False)
         if failed is not None and failed.status == "failed":
             return Stored(failed, None, f"{label(cfg)}: failed before ({failed.reason}); --fresh tries it again")
-    return Stored(None, prior)
+    return Stored(None, prior, again=BUSY if prior is not None else None)
 
 
 def keeps_prior(prior: Measurement | None, m: Measurement, fresh: bool) -> bool:
-    """Stored while the CPU was busy, and measured again no better: keep what the store had."""
-    return prior is not None and not fresh and _rank(prior) <= _rank(m)
+    """Keep what the store had instead of ``m``: ``m`` was timed on a busy CPU and is no better (a clean stored result
+    is never replaced by a contended one, a contended one never by a slower one, ``--fresh`` or not); or, without
+    ``fresh``, the stored one was busy and ``m`` is no better (it failed, say)."""
+    if prior is None or prior.status != "ok":
+        return False
+    if m.status == "ok" and is_contended(m):
+        return _rank(prior) <= _rank(m)
+    return not fresh and _rank(prior) <= _rank(m)
 
 
 class Rates:
@@ -237,6 +268,7 @@ def drive(jobs: Sequence[SweepJob], store: Store | None, book: SweepBook, execut
     """The sweep loop: reuse what the store holds, measure the rest with ``executor``, record each result as it
     arrives. Ctrl-C stops it; everything recorded so far stays (``book.result.interrupted``)."""
     priors: dict[int, Measurement] = {}
+    whys: dict[int, str] = {}  # why a stored config is measured again
     reused: list[tuple[BenchConfig, Measurement]] = []
     todo = []
     for job in jobs:
@@ -248,18 +280,25 @@ def drive(jobs: Sequence[SweepJob], store: Store | None, book: SweepBook, execut
                 break
             if stored.prior is not None:
                 priors.setdefault(job.index, stored.prior)
+            if stored.again is not None:
+                whys.setdefault(job.index, stored.again)
         else:
             todo.append(job)
     if todo:  # said on stderr whatever the output mode: --json and piped runs show no progress bar
-        again = sum(1 for job in todo if job.index in priors)
-        why = f" ({again} again: stored while the machine was busy)" if again else ""
+        counts: dict[str, int] = {}
+        for job in todo:
+            if job.index in whys:
+                counts[whys[job.index]] = counts.get(whys[job.index], 0) + 1
+        why = "; ".join(f"{n} again: {reason}" for reason, n in counts.items())
+        why = f" ({why})" if why else ""
         print(f"rightsize: measuring {len(todo)} config(s) on this machine{why}", file=sys.stderr, flush=True)
     try:
         for job, m, env in executor.measure(todo, priors, reused):
             prior = priors.get(job.index)
             if prior is not None and prior.env_id == m.env_id and keeps_prior(prior, m, fresh):
-                book.reused(job.index, job.cfg, prior, f"{label(job.cfg)}: measured again while still busy; kept "
-                            "the stored result")  # fmt: skip
+                busy = "failed" if m.status != "ok" else "read no better while the machine was busy"
+                book.reused(job.index, job.cfg, prior, f"{label(job.cfg)}: measured again and {busy}; kept the "
+                            "stored result")  # fmt: skip
             else:
                 book.measured(job.index, job.cfg, m, env)
     except KeyboardInterrupt:
@@ -308,11 +347,13 @@ def run_sweep(
     line on stderr) and then reuses what the first one measured.
     """
     entry = workload_model(workload)  # fail fast on a bad model name
+    workload, thread_notes = fit_threads(workload)
     env = env or fingerprint()
     configs, notes = expand(
         workload, entry.kind, env_id=env.id, has_cuda=bool(env.gpus), epochs=epochs,
         memory_limit_bytes=memory_limit_bytes,
     )  # fmt: skip
+    notes = thread_notes + notes
     if entry.meta_only:
         notes.append(f"{workload.model} is too large to run here; use `rightsize memory` for it")
         configs = []

@@ -82,6 +82,18 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def _clean_ok(m: Measurement) -> bool:
+    return m.status == "ok" and not m.extra.get("contended")  # measure.quality.is_contended's rule
+
+
+def newer_wins(older: Measurement, newer: Measurement) -> bool:
+    """Whether a config's newer stored result stands for it instead of the older one: yes, unless the newer one was
+    timed on a busy CPU (``extra.contended``) and the older one was clean. A busy re-measurement (``bench --fresh``
+    beside other work) is a disturbed reading of the same config; letting it shadow the clean one made the next
+    sweep measure again with no clean GFLOP/s reference, and plans read the disturbed timing."""
+    return not (_clean_ok(older) and newer.status == "ok" and not _clean_ok(newer))
+
+
 @dataclass(frozen=True)
 class RunInfo:
     id: str
@@ -297,12 +309,16 @@ class Store:
             )
 
     def find_measurement(self, key: str, env_id: str, ok_only: bool = True) -> Measurement | None:
-        """The newest stored result of a config on an environment (reused unless --fresh)."""
+        """The newest stored result of a config on an environment (reused unless --fresh); a contended one never
+        hides an older clean one (``newer_wins``)."""
         sql = "SELECT json FROM measurements WHERE env_id = ? AND key = ?"
         if ok_only:
             sql += " AND status = 'ok'"
-        row = self._conn.execute(sql + " ORDER BY id DESC LIMIT 1", (env_id, key)).fetchone()
-        return Measurement.from_dict(json.loads(row["json"])) if row else None
+        found: Measurement | None = None
+        for row in self._conn.execute(sql + " ORDER BY id", (env_id, key)):
+            m = Measurement.from_dict(json.loads(row["json"]))
+            found = m if found is None or newer_wins(found, m) else found
+        return found
 
     def measurements(self, *, run_id: str | None = None, model: str | None = None, env_id: str | None = None,
                      mode: str | None = None) -> list[Measurement]:  # fmt: skip
@@ -320,7 +336,9 @@ class Store:
         for m in self.measurements(model=model):
             if tiny is not None and m.tiny != tiny:
                 continue
-            latest[(m.env_id or "", m.key)] = m  # later rows win
+            slot = (m.env_id or "", m.key)
+            if slot not in latest or newer_wins(latest[slot], m):  # later rows win, bar a contended one
+                latest[slot] = m
         groups: dict[tuple[str, str, str, str], list[Measurement]] = {}
         for (env_id, _), m in latest.items():
             ident = json.dumps(m.input, sort_keys=True)

@@ -49,7 +49,8 @@ def test_bench_json_contract_and_reuse(tmp_path: Path, store_path: Path) -> None
         assert r["latency_ms"]["p95"] >= r["latency_ms"]["p50"] > 0
     second = rightsize("bench", str(spec), "--json", store=store_path)
     # An uncontended stored result is reused; one timed while the machine was busy is measured again, and kept
-    # ("measured again while still busy; kept the stored result") only if the new timing is no better (sweep.py).
+    # ("measured again and read no better while the machine was busy; kept the stored result") only if the new
+    # timing is no better (sweep.py).
     calm = [r for r in records if not r["extra"]["contended"]]
     found = re.search(r"reused (\d+) stored result\(s\)", second.stderr)
     assert found is not None, second.stderr
@@ -196,3 +197,15 @@ def test_int8_of_a_conv_net_is_static_and_bench_says_so(tmp_path: Path, store_pa
     assert (
         "int8 here = dynamic quantization: Linear layers int8" in rightsize("bench", str(text), store=store_path).stdout
     )
+
+
+def test_ray_addresses_are_checked_before_anything_connects() -> None:
+    from rightsize.cli.bench import ray_address
+    from rightsize.errors import SpecError
+
+    for ok in ("auto", "127.0.0.1:6379", "head-node:6379", "ray://head:10001", "[::1]:6379", "ray://[fe80::1]:10001"):
+        assert ray_address(ok) == ok
+    for bad in ("bogus", "127.0.0.1", "head:", ":6379", "head:0", "head:99999", "head:63x", "http://head:6379",
+                "a:b:6379", "[::1]", "ray://", "he ad:6379"):  # fmt: skip
+        with pytest.raises(SpecError, match=r"^--ray: must be 'auto' or a cluster address HOST:PORT"):
+            ray_address(bad)

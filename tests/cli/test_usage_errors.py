@@ -225,3 +225,24 @@ def test_finetune_refuses_an_encoder_config_and_says_when_nothing_holds_it(
     assert int(exc.value.code or 0) == 0 and got["options"] == []
     assert got["notes"] == ["no catalog GPU instance holds it: try --method qlora, --checkpointing, a smaller --batch "
                             "or --seq"]  # fmt: skip
+
+
+def test_bench_refuses_what_it_cannot_measure_before_measuring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --ray address Ray cannot parse (a traceback), more threads than any machine here has (measured, flagged
+    contended, measured again on every run), a sequence past the model's positions (every config failed)."""
+    monkeypatch.setenv("RIGHTSIZE_STORE", str(tmp_path / "store.sqlite"))
+
+    def spec(**over: object) -> str:
+        path = tmp_path / f"spec{len(list(tmp_path.glob('spec*')))}.yaml"
+        path.write_text(json.dumps({"model": "simplenet", "tiny": True, "batch_sizes": [1]} | over))
+        return str(path)
+
+    for argv, says in [
+        (["bench", spec(), "--ray", "bogus"], "error: --ray: must be 'auto' or a cluster address HOST:PORT"),
+        (["bench", spec(threads=[4096]), "--json"], "error: threads[0]: 4096 is more than the "),
+        (["bench", spec(model="distilbert", tiny=False, input={"seq_len": 100000})], "error: input.seq_len: 100000 is"),
+    ]:
+        code, err = _run(argv, capsys)
+        assert code == 2 and err.startswith(says) and err.count("\n") == 1, (argv, err)

@@ -39,3 +39,28 @@ def test_a_user_factory_must_return_a_module() -> None:
         entry.builder(False)
     built = resolve_model("torch.nn:Identity", [3]).builder(False)
     assert built.__class__.__name__ == "Identity"
+
+
+def test_a_sequence_past_the_position_table_is_refused_before_measuring() -> None:
+    """`input.seq_len: 100000` on DistilBERT failed every config after minutes ("size of tensor a (100000) must
+    match ... (512)"): a one-line error on the field instead, and the caps are the built configs' own."""
+    from rightsize.errors import SpecError
+    from rightsize.models import resolve_model, workload_model
+    from rightsize.spec import parse_spec
+
+    def spec(model: str, seq: int, tiny: bool = False) -> object:
+        return parse_spec({"model": model, "input": {"seq_len": seq}, "tiny": tiny})
+
+    with pytest.raises(SpecError, match=r"^input\.seq_len: 100000 is past distilbert's 512 positions; use at most"):
+        workload_model(spec("distilbert", 100_000))
+    with pytest.raises(SpecError, match="past gpt2's 1024 positions"):
+        workload_model(spec("gpt2", 1025))
+    assert workload_model(spec("distilbert", 512)).name == "distilbert"
+    assert workload_model(spec("distilbert", 100_000, tiny=True)).name == "distilbert"  # tiny runs 16 tokens at most
+    assert workload_model(spec("simplenet", 100_000)).name == "simplenet"  # not a token model: seq_len is unused
+    assert resolve_model("ort:bert-base").max_positions == 512  # the same model on ONNX Runtime
+    for name in ("distilbert", "bert-base", "gpt2"):
+        entry = get_entry(name)
+        with torch.device("meta"):
+            built = entry.builder(False)
+        assert entry.max_positions == built.config.max_position_embeddings, name

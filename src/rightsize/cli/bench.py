@@ -68,6 +68,26 @@ def _quality_cell(m: Measurement) -> str:
     return (", ".join(cells) or "ok") + (f" ({tries} tries)" if isinstance(tries, int) and tries > 1 else "")
 
 
+def ray_address(text: str) -> str:
+    """``--ray`` checked before anything connects: 'auto', HOST:PORT or ray://HOST:PORT ([::1]:PORT for IPv6). Ray
+    itself refuses other forms with a traceback (``ValueError: Invalid address format``)."""
+    from rightsize.errors import SpecError
+
+    if text == "auto":
+        return text
+    rest = text[len("ray://") :] if text.startswith("ray://") else text
+    if rest.startswith("["):  # [v6]:port
+        host, _, port = rest[1:].partition("]")
+        port = port[1:] if port.startswith(":") else ""
+    else:
+        host, _, port = rest.rpartition(":")
+    bad = set("/[] \t") | (set() if rest.startswith("[") else {":"})  # a colon only inside [v6]
+    if not host or any(c in bad for c in host) or not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        raise SpecError("--ray", f"must be 'auto' or a cluster address HOST:PORT, e.g. 127.0.0.1:6379 or "
+                        f"ray://HOST:10001, got {text!r}")  # fmt: skip
+    return text
+
+
 def bench(
     spec: Path = typer.Argument(..., help="Workload spec (YAML), e.g. examples/quick.yaml."),
     json_out: bool = JSON_OPTION,
@@ -89,6 +109,8 @@ def bench(
 
     workload = load_spec(spec)
     workload_model(workload)  # a bad model name fails before any progress output
+    if ray:
+        ray = ray_address(ray)
     limit = parse_bytes(memory_limit, "--memory-limit") if memory_limit else None
     db = Store(store)
     if ray:

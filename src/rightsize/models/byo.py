@@ -121,8 +121,11 @@ def resolve_model(ref: str, shape: list[int] | None = None, vocab: int | None = 
 
 
 def workload_model(workload: Any) -> ZooEntry:
-    """The entry a spec's ``model`` and ``input`` name (``Workload``; typed Any to keep this module spec-free)."""
-    return resolve_model(workload.model, workload.input.shape, workload.input.token_vocab())
+    """The entry a spec's ``model`` and ``input`` name (``Workload``; typed Any to keep this module spec-free); a
+    SpecError when the input is past what the model takes (``ZooEntry.check_seq_len``)."""
+    entry = resolve_model(workload.model, workload.input.shape, workload.input.token_vocab())
+    entry.check_seq_len(workload.input.seq_len, workload.tiny)
+    return entry
 
 
 def resolve_user(ref: str, shape: list[int] | None = None, vocab: int | None = None) -> ZooEntry:
@@ -421,7 +424,7 @@ def _engine_entry(ref: str, shape: list[int] | None, vocab: int | None) -> Engin
     return EngineEntry(ref, base.family, base.kind, f"{base.description} on {label}", build, hf=False,
                        lm=base.lm, classes=base.classes, vocab_size=base.vocab_size, features=base.features,
                        default_seq_len=base.default_seq_len, default_image_size=base.default_image_size,
-                       base=base)  # fmt: skip
+                       max_positions=base.max_positions, base=base)  # fmt: skip
 
 
 __all__ = [

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from rightsize.errors import NotFoundError, did_you_mean
+from rightsize.errors import NotFoundError, SpecError, did_you_mean
 from rightsize.inputfile import short
 
 if TYPE_CHECKING:
@@ -98,6 +98,7 @@ class ZooEntry:
     meta_only: bool = False  # too big to build for real here (memory planning only)
     default_seq_len: int = 128
     default_image_size: int = 224
+    max_positions: int | None = None  # rows of a learned position table: the longest sequence it runs (None: no cap)
 
     def build(self, tiny: bool = False) -> nn.Module:
         """The model with random weights in eval mode, wrapped to ``forward(x) -> logits``."""
@@ -118,6 +119,15 @@ class ZooEntry:
             return (3, min(size, 32) if tiny else size, min(size, 32) if tiny else size)
         seq = seq_len or self.default_seq_len
         return (min(seq, 16) if tiny else seq,)
+
+    def check_seq_len(self, seq_len: int, tiny: bool = False) -> None:
+        """A SpecError naming ``input.seq_len`` when it is past the position table: the model would fail on every
+        config with a tensor-size mismatch, after minutes of measuring (tiny variants run 16 tokens at most)."""
+        if self.kind == "tokens" and self.max_positions and not tiny and seq_len > self.max_positions:
+            raise SpecError(
+                "input.seq_len",
+                f"{seq_len} is past {self.name}'s {self.max_positions} positions; use at most {self.max_positions}",
+            )
 
     def example_input(
         self,
@@ -305,9 +315,11 @@ ZOO: dict[str, ZooEntry] = {
         ZooEntry("mobilenet_v2", "cnn", "image", "MobileNetV2 1.0, 1000 classes", _mobilenet_v2, classes=1000),
         ZooEntry("resnet50", "cnn", "image", "ResNet-50, 1000 classes", _resnet([3, 4, 6, 3]), classes=1000),
         ZooEntry("resnet152", "cnn", "image", "ResNet-152, 1000 classes", _resnet([3, 8, 36, 3]), classes=1000),
-        ZooEntry("distilbert", "encoder", "tokens", "DistilBERT base, 2-class head", _distilbert),
-        ZooEntry("bert-base", "encoder", "tokens", "BERT base uncased, 2-class head", _bert_base),
-        ZooEntry("gpt2", "decoder", "tokens", "GPT-2 small, LM head", _gpt2, lm=True, vocab_size=50257),
+        # max_positions: the configs' max_position_embeddings / n_positions (transformers' defaults)
+        ZooEntry("distilbert", "encoder", "tokens", "DistilBERT base, 2-class head", _distilbert, max_positions=512),
+        ZooEntry("bert-base", "encoder", "tokens", "BERT base uncased, 2-class head", _bert_base, max_positions=512),
+        ZooEntry("gpt2", "decoder", "tokens", "GPT-2 small, LM head", _gpt2, lm=True, vocab_size=50257,
+                 max_positions=1024),
         *[
             ZooEntry(n, "decoder", "tokens", f"Llama {n[6:].upper()} shape (memory planning)", _llama(n), lm=True,
                      vocab_size=s["vocab_size"], meta_only=n != "llama-1b", default_seq_len=2048)

@@ -58,3 +58,25 @@ def test_deadline_odds_fall_as_the_projection_band_widens() -> None:
     bands = ((1.0, 1.0), (0.7, 1.5), (0.5, 2.0))
     odds = [simulate_spot(*args, samples=4000, seed=1, band=b).p_meet_deadline or 0.0 for b in bands]
     assert odds[0] > odds[1] + 0.05 and odds[1] > odds[2]  # an uncertain projection misses deadlines more often
+
+
+def test_a_spot_row_never_interrupted_still_carries_the_projection_band() -> None:
+    """With no interruption rate the odds are the band's alone (they had dropped it: 100% whatever the band)."""
+    sure = simulate_spot(10.0, 0.0, DELTA_H, RESTART_H, 1.0, 3.0, deadline_hours=12.0, samples=4000, seed=1)
+    unsure = simulate_spot(10.0, 0.0, DELTA_H, RESTART_H, 1.0, 3.0, deadline_hours=12.0, samples=4000, seed=1,
+                           band=(0.7, 1.5))  # fmt: skip
+    assert sure.p_meet_deadline == 1.0
+    assert unsure.p_meet_deadline is not None and 0.5 < unsure.p_meet_deadline < 0.95
+
+
+def test_the_spot_odds_line_says_the_band_is_in_them() -> None:
+    from rightsize.plan.explain import _perf
+    from rightsize.plan.result import Candidate, SpotPlan
+
+    c = Candidate(instance="g5.xlarge", provider="aws", region="us-east-1", device_class="gpu", device="A10G", count=1,
+                  precision="fp16", purchase="spot", cost_usd_per_hour=0.4, feasible=True, provenance="projected",
+                  price_date="2026-01-01", runtime_hours=3.0, band=(0.69, 1.54),
+                  spot=SpotPlan(0.05, 30.0, 3.2, 0.97, "spot", 1.3))  # fmt: skip
+    assert _perf(c, "batch", 95).endswith(
+        "meets the deadline in 97% of simulated runs (interruptions and the projection band x0.69-x1.54)"
+    )

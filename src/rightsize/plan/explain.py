@@ -179,6 +179,9 @@ def _perf(c: Candidate, kind: PlanKind, q: float) -> str:
         odds = ""
         if c.spot and c.spot.p_meet_deadline is not None:
             odds = f", meets the deadline in {c.spot.p_meet_deadline:.0%} of simulated runs"
+            lo, hi = c.band
+            if (lo, hi) != (1.0, 1.0):  # each run draws its speed from the band: say so where the odds are read
+                odds += f" (interruptions and the projection band x{lo:.2f}-x{hi:.2f})"
         acc = f", gradient accumulation x{c.grad_accumulation}" if c.grad_accumulation > 1 else ""
         size = f", batch {c.batching.max_batch}" if c.batching else ""
         return f"{format_hours(c.runtime_hours)}{size}{acc}{odds}"

@@ -41,7 +41,9 @@ def finish(c: Candidate, hours: float, deadline_hours: float | None, budget_usd:
             f"{format_hours(hours * edge)} > {format_hours(deadline_hours)} (median {format_hours(hours)})"
         )
     elif deadline_hours is not None and edge > 1.0:
-        c.notes.append(f"meets the deadline at the pessimistic edge of the projection band (x{edge:.2f})")
+        note = f"meets the deadline at the pessimistic edge of the projection band (x{edge:.2f})"
+        if note not in c.notes:  # finished again (a spot variant, a re-costed plan): one note
+            c.notes.append(note)
     if budget_usd is not None and c.cost_usd_total > budget_usd:
         c.feasible = False
         c.reasons.append(f"over budget: ${c.cost_usd_total:,.2f} > ${budget_usd:,.2f}")

@@ -103,11 +103,15 @@ def simulate_spot(
     the deadline odds include "the projection was optimistic", not just interruptions.
     """
     rng = np.random.default_rng(seed)
-    if rate_per_hour <= 0:
+    lo, hi = band
+    if rate_per_hour <= 0 and not hi > lo > 0:
         cost = work_hours * spot_usd_per_hour
         return SpotOutcome(
             policy, math.inf, work_hours, _meet(work_hours, deadline_hours), cost, work_hours, work_hours
         )
+    if rate_per_hour <= 0:  # never interrupted: the projection band alone sets the odds
+        return _outcome(policy, math.inf, np.full(samples, work_hours), np.full(samples, work_hours), band, rng,
+                        samples, spot_usd_per_hour, on_demand_usd_per_hour, deadline_hours)  # fmt: skip
     m = 1.0 / rate_per_hour
     tau = daly_interval_hours(checkpoint_hours, m)
     if not math.isfinite(tau):
@@ -128,6 +132,16 @@ def simulate_spot(
             t, spot_t = np.full(samples, expected), np.full(samples, expected)
     else:
         t, spot_t = _segments(rng, work_hours, tau, m, checkpoint_hours, restart_hours, samples, mixed, due)
+    return _outcome(policy, tau, t, spot_t, band, rng, samples, spot_usd_per_hour, on_demand_usd_per_hour,
+                    deadline_hours)  # fmt: skip
+
+
+def _outcome(
+    policy: str, tau: float, t: np.ndarray, spot_t: np.ndarray, band: tuple[float, float], rng: np.random.Generator,
+    samples: int, spot_usd_per_hour: float, on_demand_usd_per_hour: float, deadline_hours: float | None,
+) -> SpotOutcome:  # fmt: skip
+    """The runs' wall clocks (``t``, of which ``spot_t`` on spot), each scaled by a speed drawn from the projection
+    band, as an outcome: deadline odds, expected cost and hours."""
     lo, hi = band
     if hi > lo > 0:  # per-run speed from the projection band (5th-95th percentile = lo-hi)
         speed = np.exp(

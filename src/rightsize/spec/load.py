@@ -35,11 +35,20 @@ def spec_error_from(exc: ValidationError) -> SpecError:
     elif first["type"] == "missing":
         msg = "required field is missing"
     # Our validators report list indices in the message ("[0] must be ..."); join them to the path.
+    given = first.get("input")
+    head, sep, rest = msg.partition(": ")
     if msg.startswith("["):
         index, _, rest = msg.partition(" ")
         path, msg = path + index, rest
-    elif "input" in first and first["type"] not in {"missing", "extra_forbidden"} and ", got " not in msg:
-        msg = f"{msg}, got {short(first['input'])}"
+    elif sep and isinstance(given, dict) and head in given:  # a whole-section check naming one of its fields
+        path, msg = f"{path}.{head}" if path else head, rest
+    elif (
+        "input" in first
+        and first["type"] not in {"missing", "extra_forbidden"}
+        and ", got " not in msg
+        and not isinstance(given, (dict, list))  # a whole section says nothing the message does not
+    ):
+        msg = f"{msg}, got {short(given)}"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return SpecError(path or "spec", msg + more)
 

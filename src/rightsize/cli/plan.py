@@ -35,7 +35,8 @@ def _table(result: PlanResult, top: int) -> Any:
     kind = result.kind
     shown = min(top, len(result.candidates))
     t = Table(title=f"{result.workload}: top {shown} of {len(result.candidates)}", title_justify="left")
-    cols = ["#", "instance", "device", "n", "prec", "buy"]
+    # online: replicas, and the instances hosting them when a CPU instance runs several ("4 on 1"); else instances
+    cols = ["#", "instance", "device", "replicas" if kind == "online" else "n", "prec", "buy"]
     cols += {
         "online": ["batch/wait", "p50 ms", "p95 ms", "p99 ms", "busy", "$/h", "$/1M req"],
         "rules": ["RAM GiB", "$/h"],
@@ -49,7 +50,9 @@ def _table(result: PlanResult, top: int) -> Any:
     for i, c in enumerate(result.candidates[:top], 1):
         layout = f" {c.workers_per_instance}x{c.threads_per_worker}t" if c.threads_per_worker else ""
         dev = f"{c.gpus}x {c.device}" if c.device_class == "gpu" else f"{c.vcpus} vCPU{layout}"
-        n = f"{c.replicas}" if kind == "online" and c.replicas else f"{c.count}"
+        n = f"{c.count}"
+        if kind == "online" and c.replicas:
+            n = f"{c.replicas}" + (f" on {c.count}" if c.replicas != c.count else "")
         buy = {"on-demand": "od"}.get(c.purchase, c.purchase)
         row = [str(i), f"{c.provider}:{c.instance}", dev, n, c.precision, buy]
         if kind == "online":

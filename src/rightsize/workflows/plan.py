@@ -10,6 +10,7 @@ planning logic of its own.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,6 +81,9 @@ def memory_models(
 # Batches the plan's memory line is fitted at: batch 1 for the fixed part, two large batches for the slope (in training
 # the peak at small batches is the optimizer step, flat in the batch); the second set for a model that fails large.
 MEMORY_FIT_BATCHES = ((1, 64, 512), (1, 8))
+# An exported engine (ort:, ov:) is estimated by running it, seconds per batch and ~50 s at 512 on 2 cores: its
+# inference line from batches 1 and 64 (a sentiment plan had spent 3 silent minutes here)
+ENGINE_FIT_BATCHES = ((1, 64), (1, 8))
 
 
 def fit_memory_line(points: list[tuple[int, int]]) -> tuple[float, float]:
@@ -108,9 +112,13 @@ def _estimate(
     elif entry.kind == "image":
         shape["image_size"] = workload.input.image_size
     out: dict[str, dict[str, Any]] = {}
+    engine = workload.model.startswith(("ort:", "ov:"))
+    # said on stderr whatever the output mode, as the sweep's "measuring" line: this can take a minute
+    print(f"rightsize: estimating {workload.model}'s memory at {', '.join(precisions)} (once: cached in the store)",
+          file=sys.stderr, flush=True)  # fmt: skip
     for prec in precisions:
         est = []
-        for batches in MEMORY_FIT_BATCHES:
+        for batches in ENGINE_FIT_BATCHES if engine else MEMORY_FIT_BATCHES:
             try:
                 est = [
                     estimate_memory(workload.model, mode=mode, precision=prec, batch_size=b,

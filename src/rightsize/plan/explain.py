@@ -343,8 +343,10 @@ def _warnings(kind: PlanKind, rec: Candidate, bound_ms: float | None, request_sa
         per_vcpu = rec.throughput_per_s / (rec.vcpus * max(1, rec.count))
         if per_vcpu > SAMPLES_PER_VCPU_PER_S:
             out.append(
-                f"CPU-bound input pipeline risk: {per_vcpu:,.0f} samples/s per vCPU must be loaded and decoded; "
-                "use enough loader workers and prefetching, or an instance with more vCPUs per GPU"
+                f"CPU-bound input pipeline risk: {per_vcpu:,.0f} samples/s per vCPU must be read and prepared on the "
+                f"host (over {SAMPLES_PER_VCPU_PER_S:.0f}/s per vCPU: about what decoding JPEGs allows; tokenizing "
+                "short texts is far cheaper); use enough loader workers and prefetching, or an instance with more "
+                "vCPUs per GPU; `rightsize pipeline` measures your own input stage"
             )
     if rec.provenance == "projected":
         out.append(

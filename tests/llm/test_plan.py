@@ -55,7 +55,7 @@ def test_tensor_parallel_splits_the_heads_and_replicates_kv_heads_past_their_cou
     assert (shape.kv_shards(1), shape.kv_shards(2), shape.kv_shards(4)) == (1, 2, 2)
     plan = plan_generative(shape, _target(rate_per_s=50.0), catalog, instances=["p4d.24xlarge", "p5.48xlarge"])
     assert plan.candidates and all(c.tp in (1, 2, 4) for c in plan.candidates)
-    assert any("tensor parallel 8 left out: 12 attention heads" in n for n in plan.notes)
+    assert any("tensor parallel 8 left out: 12 attention heads do not split" in n for n in plan.notes)
     # a decode step's KV read per token (d1 less the all-reduce): a GPU reads one whole head at tp 2 and tp 4
     kv = {tp: (c := project_step_costs(shape, catalog.accelerators["H100"], "fp16", tp=tp)).d1 - c.ar_ms
           for tp in (1, 2, 4)}  # fmt: skip

@@ -347,10 +347,10 @@ def plan_generative(
                           "TPOT does not apply (shown as 0) and only TTFT judges the plan")  # fmt: skip
     most = max((i.accelerator_count for i in rows if i.accelerator), default=0)
     if unsplit := [tp for tp in TP_DEGREES if tp <= most and not shape.splits_over(tp)]:
-        plan.notes.append(
-            f"tensor parallel {', '.join(map(str, unsplit))} left out: {shape.heads} attention heads and "
-            f"{shape.kv_heads} KV heads do not split over that many GPUs (vLLM refuses it)"
-        )
+        # the query heads block it, else the KV heads (tp neither a divisor nor a multiple of them)
+        heads = f"{shape.heads} attention" if any(shape.heads % tp for tp in unsplit) else f"{shape.kv_heads} KV"
+        plan.notes.append(f"tensor parallel {', '.join(map(str, unsplit))} left out: {heads} heads do not split over "
+                          "that many GPUs (vLLM refuses it)")  # fmt: skip
     for inst in rows:
         price = inst.price_usd_per_hour(purchase)
         if price is None:

@@ -45,11 +45,20 @@ def _label(c: LLMCandidate) -> str:
     return f"{c.instances} x {c.instance}" + (f" (tp {c.tp})" if c.tp > 1 else "")
 
 
+def _past_capacity(pts: list[tuple[float, float, float]], target: GenerativeTarget) -> float | None:
+    """The lowest swept rate ``LLMPlan.sweep`` left out as past capacity (None: every rate is under it)."""
+    kept = {round(r, 9) for r, _, _ in pts}
+    return next((f * target.rate_per_s for f in RATE_FACTORS if round(f * target.rate_per_s, 9) not in kept), None)
+
+
 def rate_charts(plan: LLMPlan, target: GenerativeTarget) -> list[str]:
     """TTFT and TPOT (at the target's percentiles) vs the request rate, per shown candidate."""
     ttft, tpot = [], []
+    ends = []  # where each candidate's capacity ends, for the note
     for i, c in enumerate(_shown(plan)):
         pts = plan.sweep(c, target, RATE_FACTORS)
+        if (end := _past_capacity(pts, target)) is not None:
+            ends.append(f"{_label(c)} at {num(end)} req/s")
         color, rec = PALETTE[i % len(PALETTE)], c is plan.recommendation
         name = _label(c) + (" (recommended)" if rec else "")
         ttft.append(Series(name, [Point(r, t, f"{name}: TTFT {num(t)} ms at {num(r)} req/s") for r, t, _ in pts],
@@ -57,7 +66,8 @@ def rate_charts(plan: LLMPlan, target: GenerativeTarget) -> list[str]:
         tpot.append(Series(name, [Point(r, p, f"{name}: TPOT {num(p)} ms at {num(r)} req/s") for r, _, p in pts],
                            color, dashed=True, highlight=rec))  # fmt: skip
     rate = Ref("x", target.rate_per_s, f"target {num(target.rate_per_s)} req/s", REF_COLORS["rate"])
-    note = "Projected (roofline step times x the band's slow edge) and simulated; points past capacity are left out."
+    note = "Projected (roofline step times x the band's slow edge) and simulated; points past capacity are left out"
+    note += f" (from {', '.join(ends)})." if ends else "."
     return [
         xy_chart("ttft-rate", f"TTFT p{target.ttft.percentile:g} vs request rate", ttft, Axis("request rate (req/s)"),
                  Axis(f"TTFT p{target.ttft.percentile:g} (ms)", log=True),
@@ -169,10 +179,10 @@ def render_generative_markdown(plan: LLMPlan, target: GenerativeTarget, name: st
     lines += ["| " + " | ".join(md(v) for v in r) + " |" for r in _rows(plan)]
     for c in _shown(plan):
         pts = plan.sweep(c, target, RATE_FACTORS)
-        past = [f for f in RATE_FACTORS if all(abs(r - f * target.rate_per_s) > 1e-9 for r, _, _ in pts)]
+        end = _past_capacity(pts, target)
         lines += ["", f"TTFT / TPOT vs rate, {md(_label(c))}: " + ", ".join(
             f"{num(r)}/s {num(t)} / {num(p)} ms" for r, t, p in pts)
-            + (f"; past capacity at {num(past[0] * target.rate_per_s)}/s" if past else "")]  # fmt: skip
+            + (f"; past capacity at {num(end)}/s" if end is not None else "")]  # fmt: skip
         tps = ", ".join(f"{b} seq {num(t)}" for b, t in concurrency_points(plan, c))
         lines += [f"Decode tokens/s vs concurrency (one replica, mean context {_mean_context(plan):.0f} tokens), "
                   f"{md(_label(c))}: {tps}"]  # fmt: skip

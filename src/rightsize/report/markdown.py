@@ -143,7 +143,7 @@ def render_markdown(data: ReportData) -> str:
             [
                 m.device,
                 m.precision,
-                "-" if m.threads is None else str(m.threads),
+                "all" if m.threads is None else str(m.threads),  # as `rightsize results` says it
                 str(m.batch_size),
                 num(m.latency_ms.p50 if m.latency_ms else None),
                 num(m.latency_ms.p95 if m.latency_ms else None),

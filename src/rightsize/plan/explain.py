@@ -362,10 +362,15 @@ def _warnings(kind: PlanKind, rec: Candidate, bound_ms: float | None, request_sa
     if kind == "online" and rec.spot_interruptions_per_hour is not None:  # its rate, source and spare instance
         out += [n for n in rec.notes if n.startswith("spot")]
     if rec.purchase in ("spot", "mixed") and rec.spot:
-        out.append(
-            f"spot: {rec.spot.interruptions_per_hour:.2g} interruptions/h assumed; checkpoint every "
-            f"{rec.spot.checkpoint_interval_min:.0f} min (Young/Daly)"
+        every = rec.spot.checkpoint_interval_min
+        runtime_min = 60.0 * (rec.runtime_hours or 0.0)
+        how = (
+            f"checkpoint every {every:.0f} min (Young/Daly)"
+            if not runtime_min or every < runtime_min
+            else f"no checkpoint needed: Young/Daly's interval ({every:,.0f} min) is longer than the job "
+            f"({runtime_min:,.0f} min); an interruption restarts it"
         )
+        out.append(f"spot: {rec.spot.interruptions_per_hour:.2g} interruptions/h assumed; {how}")
     return out
 
 

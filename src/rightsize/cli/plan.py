@@ -180,13 +180,14 @@ def plan_cmd(
     result, context = plan_spec(workload, db, load_catalog_option(catalog), progress=not json_out, seed=seed)
     # stored whole: every candidate and the report's evidence, so `report RUN` shows what --report shows
     record = {"name": workload.name, **plan_record(result, context)}
-    db.save_artifact(None, "plan", record)
+    stored = db.save_artifact(None, "plan", record)
     if report is not None:
         write_plan_report(result, report, context, record)  # the stored evidence: sweeps simulated once
     if json_out:
         emit_json(result.to_dict(top=top))
     else:
         print_plan(result, top)
+        err_console.print(f"stored as plan {stored}: `rightsize report {stored}` writes its report", highlight=False)
     if report is not None:
         err_console.print(f"report: {report}")
 
@@ -215,7 +216,7 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
     out["why_no_plan"] = plan.why_none(g.budget_usd_per_hour)
     # its own kind: the online/batch/training report and dashboard read "plan" artifacts as PlanResult records;
     # with the plan's state, so `rightsize report RUN` writes what --report writes
-    db.save_artifact(None, "generative-plan", out | {"report_state": plan.state()})
+    stored = db.save_artifact(None, "generative-plan", out | {"report_state": plan.state()})
     if json_out:
         emit_json(out)
         return
@@ -253,6 +254,7 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
     if plan.infeasible:
         shown = "; ".join(f"{i}: {r}" for i, r in plan.infeasible_by_interest()[:3])
         out_console.print(f"{len(plan.infeasible)} instance options cannot serve it, e.g. {shown}", highlight=False)
+    err_console.print(f"stored as plan {stored}: `rightsize report {stored}` writes its report", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -15,7 +15,15 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["CpuSplit", "pin_process", "pinned", "split_cpus"]
+__all__ = ["CpuSplit", "pin_process", "pinned", "split_cpus", "usable_cores"]
+
+
+def usable_cores() -> int:
+    """Cores this process may use (its affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,7 @@ def test_a_generative_validation_names_what_it_changed_from_the_spec(
 
     monkeypatch.setattr(vg, "validate_generative", fake)
     monkeypatch.setattr(vg, "summarise", lambda reports, which: {})
-    monkeypatch.setattr(cli_validate, "_loadavg", lambda: 64.0)
+    monkeypatch.setattr("rightsize.measure.conditions.loadavg_1m", lambda: 64.0)
     spec = tmp_path / "chat.yaml"
     spec.write_text(
         "name: chat\nmodel: llama-1b\ntargets:\n  generative:\n    rate_per_s: 1\n    prompt_tokens: 64\n"

@@ -6,7 +6,6 @@ rightsize validate examples/mixed-sizes-api.yaml [--fleet plan|split|single]   (
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -117,8 +116,10 @@ def _validate_generative(workload: Any, spec: Path, fractions: tuple[float, ...]
     """targets.generative: the continuous-batching simulator against the real generation server here."""
     import numpy as np
 
+    from rightsize.cpus import usable_cores
     from rightsize.llm.decoder import GENERATE_MODELS, lm_config, max_positions
     from rightsize.llm.lengths import sample_lengths
+    from rightsize.measure.conditions import loadavg_1m
     from rightsize.workflows.validate_generate import LEVELS, render_generative, summarise, validate_generative
 
     g = workload.targets.generative
@@ -145,7 +146,7 @@ def _validate_generative(workload: Any, spec: Path, fractions: tuple[float, ...]
     caps = {"prompt_tokens": room - out_cap, "output_tokens": out_cap}
     say = None if as_json else (lambda msg: err_console.print(msg))
     prompts, outputs = (lengths(getattr(g, k), caps[k], k) for k in ("prompt_tokens", "output_tokens"))
-    load_before = _loadavg()
+    load_before = loadavg_1m()
     report = validate_generative(model, size, prompts=prompts, outputs=outputs, fractions=fractions or LEVELS,
                                  duration_s=duration, seed=seed, progress=say)  # fmt: skip
     notes = [f"{k}: up to {v} asked for; the {model} {size} served here holds {room} positions, so each was cut to "
@@ -154,7 +155,7 @@ def _validate_generative(workload: Any, spec: Path, fractions: tuple[float, ...]
         notes.append(f"weight_precision {g.weight_precision} is not served here: the server runs fp32 weights; "
                      "this checks the simulator's scheduling, not that precision's speed (the plan projects "
                      "it)")  # fmt: skip
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = usable_cores()
     if load_before is not None and load_before >= BUSY_LOAD * cores:
         notes.append(f"the machine was busy before the run (1-minute load average {load_before:.1f} on {cores} "
                      "core(s)): other work shared the server's cores, so measured times run slow against the "
@@ -174,13 +175,6 @@ def _validate_generative(workload: Any, spec: Path, fractions: tuple[float, ...]
 
 # A 1-minute load average before a generative validation at or above this share of the cores: others' work
 BUSY_LOAD = 0.5
-
-
-def _loadavg() -> float | None:
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return None
 
 
 def register(app: typer.Typer) -> None:

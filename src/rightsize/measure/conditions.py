@@ -121,7 +121,7 @@ def steal_s() -> float | None:
     return sum(ticks) / _USER_HZ if ticks else None
 
 
-def _loadavg_1m() -> float | None:
+def loadavg_1m() -> float | None:
     try:
         return os.getloadavg()[0]
     except (AttributeError, OSError):
@@ -146,7 +146,7 @@ class RunConditions:
     _start: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __enter__(self) -> RunConditions:
-        self._start = {"load": _loadavg_1m(), "wait": task_wait_ns(), "steal": steal_s()}
+        self._start = {"load": loadavg_1m(), "wait": task_wait_ns(), "steal": steal_s()}
         # Clocks last, so reading the counters above is not inside the measured interval.
         self._start["cpu"] = time.process_time()
         self._start["wall"] = time.perf_counter()
@@ -162,7 +162,7 @@ class RunConditions:
         self.wait_s = None if after is None or s["wait"] is None else wait_delta_s(s["wait"], after)
         steal = steal_s()
         self.steal_s = None if steal is None or s["steal"] is None else max(0.0, steal - s["steal"])
-        self.loadavg = (s["load"], _loadavg_1m())
+        self.loadavg = (s["load"], loadavg_1m())
 
     def contention(self, threads: int) -> tuple[float, str]:
         """(share of runnable time spent waiting for a CPU, the rule that measured it)."""

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rightsize.cpus import usable_cores
 from rightsize.errors import SpecError
 from rightsize.measure.timing import TimingPolicy
 from rightsize.profile import Measurement
@@ -70,14 +70,6 @@ def input_of(workload: Workload, family_kind: str) -> dict[str, int]:
     if family_kind == "image":
         return {"image_size": workload.input.image_size}
     return {}
-
-
-def usable_cores() -> int:
-    """Cores this process may use (its affinity mask, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 def fit_threads(workload: Workload, cores: int | None = None) -> tuple[Workload, list[str]]:

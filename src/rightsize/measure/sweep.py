@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -285,10 +286,7 @@ def drive(jobs: Sequence[SweepJob], store: Store | None, book: SweepBook, execut
         else:
             todo.append(job)
     if todo:  # said on stderr whatever the output mode: --json and piped runs show no progress bar
-        counts: dict[str, int] = {}
-        for job in todo:
-            if job.index in whys:
-                counts[whys[job.index]] = counts.get(whys[job.index], 0) + 1
+        counts = Counter(whys[job.index] for job in todo if job.index in whys)
         why = "; ".join(f"{n} again: {reason}" for reason, n in counts.items())
         why = f" ({why})" if why else ""
         print(f"rightsize: measuring {len(todo)} config(s) on this machine{why}", file=sys.stderr, flush=True)

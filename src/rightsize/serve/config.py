@@ -10,7 +10,6 @@ No torch import here; ``resolve_pools`` decides pools from the config and the ma
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -154,10 +153,9 @@ def parse_lanes(lanes: list[str], cores: int) -> tuple[PoolConfig, ...]:
 
 def cpu_cores() -> int:
     """Cores this process may use (the affinity mask, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+    from rightsize.cpus import usable_cores
+
+    return usable_cores()
 
 
 def cuda_available() -> bool:

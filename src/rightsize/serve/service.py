@@ -28,7 +28,7 @@ from rightsize.serve.config import (
 )
 from rightsize.serve.metrics import ServeMetrics
 from rightsize.serve.router import Route, choose_pool
-from rightsize.serve.workers import close_runs, example_batch, input_spec, load_model, make_runs
+from rightsize.serve.workers import close_runs, example_batch, in_processes, input_spec, load_model, make_runs
 from rightsize.wire import ParsedRequest
 
 log = logging.getLogger("rightsize.serve")
@@ -62,11 +62,10 @@ class Service:
             models = {}  # one model per precision the pools run (lanes may differ: --lane NAME=WxT:int8)
             for pool in self.pool_configs:
                 precision = pool.precision or cfg.precision
+                at = replace(cfg, precision=precision)
                 if precision not in models:
-                    models[precision] = await loop.run_in_executor(None, load_model, replace(cfg, precision=precision))
-                runs, init = await loop.run_in_executor(
-                    None, make_runs, pool, models[precision], precision, replace(cfg, precision=precision)
-                )
+                    models[precision] = await loop.run_in_executor(None, load_model, at)
+                runs, init = await loop.run_in_executor(None, make_runs, pool, models[precision], precision, at)
                 self.batchers.append(
                     Batcher(
                         pool.name,
@@ -77,7 +76,7 @@ class Service:
                         init,
                         self._on_batch,
                         # a batch for a worker process cannot run on the loop thread: it waits on the pipe
-                        inline_below_ms=0.0 if pool.is_gpu or pool.workers > 1 else cfg.inline_below_ms,
+                        inline_below_ms=0.0 if pool.is_gpu or in_processes(runs) else cfg.inline_below_ms,
                     )
                 )
             if cfg.warmup:

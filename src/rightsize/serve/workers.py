@@ -8,8 +8,9 @@ process at ``torch.set_num_threads(threads)``. A CPU pool of k > 1 workers runs 
 (``WorkerProcess``), each building the model as the server did and loading the weights served here
 (not every model is seeded), with its own ``threads``: the k x t layout the planner prices for a CPU
 instance, with no GIL shared between workers (each worker's Python dispatch per operator is its own,
-as the CPU time model charges it). The worker thread of the batcher hands each batch to its process over a pipe. A pool
-with a custom ``predict`` keeps in-process threads (a Python callable need not survive a process).
+as the CPU time model charges it). The batcher's worker thread hands each batch to its process over
+a pipe. A pool with a custom ``predict`` keeps in-process threads (a Python callable need not survive
+a process).
 GPU workers share one model on the device; each has its own CUDA stream, so a pool of 2 keeps up to
 2 batches in flight (copy of one overlaps compute of the other). Decoder LMs answer the next token
 id (argmax of the last position), not [S, vocab] logits.
@@ -291,6 +292,11 @@ def make_runs(
     pool: PoolConfig, model: LoadedModel, precision: str, config: ServerConfig | None = None
 ) -> tuple[list[RunBatch], Callable[[], None]]:
     return gpu_runs(pool, model, precision) if pool.is_gpu else cpu_runs(pool, model, precision, config)
+
+
+def in_processes(runs: list[RunBatch]) -> bool:
+    """Whether a pool's runs are worker processes (``WorkerProcess``) rather than calls in this process."""
+    return any(isinstance(run, WorkerProcess) for run in runs)
 
 
 def close_runs(runs: list[RunBatch]) -> None:

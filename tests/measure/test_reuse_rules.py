@@ -132,6 +132,26 @@ def test_a_stored_peak_above_the_memory_limit_is_measured_again_under_it(
     assert "(1 again: stored peak above --memory-limit)" in capfd.readouterr().err
     roomy, script = _sweep(monkeypatch, store, (1.0, 0.01, 10.0), memory_limit_bytes=1024 * MiB)
     assert script.calls == 0 and roomy.reused == 1 and roomy.measurements[0].status == "ok"
+    again, script = _sweep(monkeypatch, store, (1.0, 0.01, 10.0))  # no cap: the capped failure hides nothing
+    assert script.calls == 0 and again.reused == 1 and again.measurements[0].status == "ok"
+    (profile,) = store.profiles(tiny=True)
+    assert [m.status for m in profile.measurements] == ["ok"]  # what a plan reads
+
+
+def test_a_failure_under_a_memory_limit_is_tried_again_without_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Only `bench --memory-limit 100MiB` had run: an uncapped sweep (a plan's) measures the config instead of
+    reporting "failed before (out of memory)", and a tighter cap still reuses the failure."""
+    store = Store(tmp_path / "s.sqlite")
+    capped, _ = _sweep(monkeypatch, store, (0.0, 0.0, 0.0), memory_limit_bytes=100 * MiB)
+    assert capped.measurements[0].extra["memory_limit_bytes"] == 100 * MiB
+    tighter, script = _sweep(monkeypatch, store, (1.0, 0.01, 10.0), memory_limit_bytes=50 * MiB)
+    assert script.calls == 0 and tighter.measurements[0].status == "failed"
+    capfd.readouterr()
+    free, script = _sweep(monkeypatch, store, (1.0, 0.01, 10.0))
+    assert script.calls == 1 and free.measurements[0].status == "ok"
+    assert "(1 again: failed under a tighter --memory-limit)" in capfd.readouterr().err
 
 
 def test_thread_counts_past_this_machines_cores_are_not_measured(monkeypatch: pytest.MonkeyPatch) -> None:

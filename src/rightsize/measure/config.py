@@ -40,7 +40,11 @@ class BenchConfig:
     user_vocab: int | None = None  # a user model's token-id inputs are below this (None: float inputs)
 
     def result(self, status: str, **fields: Any) -> Measurement:
-        """A Measurement for this config (``fields`` fill the numbers or the failure reason)."""
+        """A Measurement for this config (``fields`` fill the numbers or the failure reason); one taken under
+        ``--memory-limit`` carries the cap in ``extra.memory_limit_bytes`` (a failure there is the cap's, not the
+        config's: ``store.db.newer_wins`` and the sweep's reuse rule read it)."""
+        if self.memory_limit_bytes:
+            fields["extra"] = {**fields.get("extra", {}), "memory_limit_bytes": self.memory_limit_bytes}
         return Measurement(
             model=self.model, mode=self.mode, device=self.device, precision=self.precision,
             batch_size=self.batch_size, threads=self.threads, input=dict(self.input), status=status,  # type: ignore[arg-type]

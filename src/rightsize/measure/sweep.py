@@ -112,6 +112,7 @@ class Stored:
 BUSY = "stored while the machine was busy"
 FRESH = "--fresh"
 OVER_CAP = "stored peak above --memory-limit"
+UNDER_CAP = "failed under a tighter --memory-limit"
 
 
 def over_cap(m: Measurement, cfg: BenchConfig) -> bool:
@@ -141,8 +142,16 @@ def stored_result(store: Store | None, cfg: BenchConfig, env_id: str, fresh: boo
     if prior is None:
         failed = store.find_measurement(cfg.key, env_id, ok_only=False)
         if failed is not None and failed.status == "failed":
+            if roomier(failed, cfg):
+                return Stored(None, None, again=UNDER_CAP)
             return Stored(failed, None, f"{label(cfg)}: failed before ({failed.reason}); --fresh tries it again")
     return Stored(None, prior, again=BUSY if prior is not None else None)
+
+
+def roomier(failed: Measurement, cfg: BenchConfig) -> bool:
+    """``failed`` ran under a ``--memory-limit`` tighter than ``cfg``'s (or ``cfg`` has none): it may run now."""
+    cap, now = failed.extra.get("memory_limit_bytes"), cfg.memory_limit_bytes
+    return bool(cap) and (now is None or now > cap)
 
 
 def keeps_prior(prior: Measurement | None, m: Measurement, fresh: bool) -> bool:

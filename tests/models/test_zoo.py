@@ -59,6 +59,11 @@ def test_a_sequence_past_the_position_table_is_refused_before_measuring() -> Non
     assert workload_model(spec("distilbert", 100_000, tiny=True)).name == "distilbert"  # tiny runs 16 tokens at most
     assert workload_model(spec("simplenet", 100_000)).name == "simplenet"  # not a token model: seq_len is unused
     assert resolve_model("ort:bert-base").max_positions == 512  # the same model on ONNX Runtime
+    with pytest.raises(SpecError, match=r"^input\.seq_len: 513 is past hf:bert's 512 positions"):  # a user's config
+        workload_model(spec("hf:bert", 513))
+    with pytest.raises(SpecError, match="past hf:roberta's 510 positions"):  # positions start after pad_token_id
+        workload_model(spec("hf:roberta", 511))
+    assert workload_model(spec("hf:llama", 100_000)).max_positions is None  # rotary: nothing caps it
     for name in ("distilbert", "bert-base", "gpt2"):
         entry = get_entry(name)
         with torch.device("meta"):

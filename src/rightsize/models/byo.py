@@ -335,6 +335,7 @@ def _hf_entry(ref: str) -> UserEntry:
     image = getattr(cfg, "image_size", 224)
     image = image[0] if isinstance(image, (list, tuple)) and image else image  # [height, width]
     max_pos = getattr(cfg, "max_position_embeddings", None) or 512
+    cap = learned_positions(cfg)
     source = f"{directory / 'config.json'}" if (directory := _config_dir(ref)) is not None else ref
     errors: tuple[type[Exception], ...] = (*_config_errors(), RuntimeError)
 
@@ -352,7 +353,23 @@ def _hf_entry(ref: str) -> UserEntry:
         ref, family, kind, f"{cfg.__class__.__name__} from {ref}", build, hf=True, lm=lm, fmt="hf",
         classes=int(getattr(cfg, "num_labels", 2)), vocab_size=int(getattr(cfg, "vocab_size", 0) or DEFAULT_VOCAB),
         default_seq_len=min(128, int(max_pos)), default_image_size=image if isinstance(image, int) else 224,
+        max_positions=cap,
     )  # fmt: skip
+
+
+# Model types with a learned position table (a longer input fails on every config with an index error); the RoBERTa
+# family numbers positions from pad_token_id + 1, so it runs pad_token_id + 1 fewer tokens than its table has rows.
+# Rotary and relative-position models (llama, T5, ...) run past max_position_embeddings and are not capped.
+_LEARNED = {"bert", "distilbert", "albert", "electra", "gpt2", "gpt_neo", "opt"}
+_PADDED = {"roberta", "xlm-roberta", "camembert", "mpnet", "data2vec-text"}
+
+
+def learned_positions(cfg: Any) -> int | None:
+    """The longest input ``cfg``'s model takes (``ZooEntry.max_positions``), or None where nothing caps it."""
+    rows = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None)
+    if not rows or cfg.model_type not in _LEARNED | _PADDED:
+        return None
+    return int(rows) - (int(getattr(cfg, "pad_token_id", None) or 0) + 1 if cfg.model_type in _PADDED else 0)
 
 
 # --- ONNX ------------------------------------------------------------------------------------------

@@ -151,7 +151,7 @@ def stored_result(store: Store | None, cfg: BenchConfig, env_id: str, fresh: boo
 def roomier(failed: Measurement, cfg: BenchConfig) -> bool:
     """``failed`` ran under a ``--memory-limit`` tighter than ``cfg``'s (or ``cfg`` has none): it may run now."""
     cap, now = failed.extra.get("memory_limit_bytes"), cfg.memory_limit_bytes
-    return bool(cap) and (now is None or now > cap)
+    return cap is not None and (now is None or now > cap)
 
 
 def keeps_prior(prior: Measurement | None, m: Measurement, fresh: bool) -> bool:

@@ -57,6 +57,7 @@ def test_a_size_split_is_served_on_two_lanes_and_replayed_per_class(tmp_path: Pa
         err = abs(c["predicted_served_ms"]["p50"] / c["measured_ms"]["p50"] - 1)
         assert err < 0.5, text
     assert report["served_error_pct"]["n"] >= 2
+    assert report["slo_verdict"].startswith("SLO p95 <= 300 ms for every size class here: ") and "at 50%" in text
 
 
 @pytest.mark.slow
@@ -85,3 +86,22 @@ def test_a_lanes_planned_pool_says_replicas_on_instances() -> None:
     assert _planned_words({"replicas": 4, "count": 1, "instance": "c7i.2xlarge"}) == "4 replicas on 1 x c7i.2xlarge"
     assert _planned_words({"replicas": 2, "count": 2, "instance": "g5.xlarge"}) == "2 x g5.xlarge"
     assert _planned_words({"replicas": 3, "instance": "g5.xlarge"}) == "3 x g5.xlarge"  # no count: as before
+
+
+def test_the_mix_verdict_names_the_level_and_the_class_that_missed() -> None:
+    """`validate --fleet split` printed every class's numbers and no answer: met or missed, and by which class."""
+    from rightsize.workflows.validate_mix import mix_slo_verdict
+
+    def cls(samples: int, p95: float, valid: bool = True, errors: float = 0.0) -> dict[str, object]:
+        return {"samples": samples, "valid": valid, "error_fraction": errors,
+                "measured_ms": {"p50": p95 / 2, "p95": p95}}  # fmt: skip
+
+    points = [{"label": "50%", "classes": [cls(1, 40.0), cls(8, 120.0)]},
+              {"label": "80%", "classes": [cls(1, 60.0), cls(8, 412.0)]},
+              {"label": "95%", "classes": [cls(1, 70.0), cls(8, 150.0, errors=0.02)]}]  # fmt: skip
+    text = mix_slo_verdict(points, 95.0, 300.0, 0.8)
+    assert text is not None and text.startswith("SLO p95 <= 300 ms for every size class here: ")
+    assert "met at 50% (slowest: 8-sample class, p95 120.0 ms)" in text
+    assert "missed at 80% by the 8-sample class: p95 412.0 ms" in text
+    assert "missed at 95%: the 8-sample run was invalid or dropped requests" in text and "at most 80% busy" in text
+    assert mix_slo_verdict([{"label": "50%", "classes": [cls(1, 40.0)]}], 99.9, 300.0, 0.8) is None  # not measured

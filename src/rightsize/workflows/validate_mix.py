@@ -105,7 +105,7 @@ def validate_mix(
         raise UnsupportedError(f"--fleet must be one of {', '.join(FLEETS)}, got {fleet!r}")
     assert workload.targets is not None and workload.targets.online is not None
     online = workload.targets.online
-    mix = online.sizes()
+    mix, headroom = online.sizes(), online.headroom
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     notes: list[str] = []
     result, context = plan_spec(workload, store, catalog, progress=progress, seed=seed)
@@ -382,7 +382,44 @@ def validate_mix(
             "classes": len(compared),
         },
         "notes": notes,
+        "slo_verdict": mix_slo_verdict(points, float(online.latency.percentile), online.latency.bound_ms, headroom),
     }
+
+
+def mix_slo_verdict(points: list[dict[str, Any]], percentile: float, bound_ms: float, headroom: float) -> str | None:
+    """The spec's SLO judged per level on every size class as measured here ("met at 50%, missed at 80% by the
+    8-sample class: p95 412.0 ms"), or None when no level measured that percentile. A class whose run was invalid or
+    dropped requests counts as a miss: its percentile is not the server's."""
+    named = {50.0: "p50", 90.0: "p90", 95.0: "p95", 99.0: "p99", 99.9: "p99_9", 100.0: "max"}  # Latency.to_dict
+
+    def at(d: dict[str, Any] | None) -> float | None:
+        got = None if not d else d.get(named.get(percentile, ""), (d.get("others") or {}).get(str(percentile)))
+        return None if got is None else float(got)
+
+    words = []
+    for p in points:
+        worst: tuple[float, int] | None = None
+        broken = []
+        for c in p["classes"]:
+            got = at(c.get("measured_ms"))
+            if not c["valid"] or c["error_fraction"] > 0:
+                broken.append(c["samples"])
+            elif got is not None and (worst is None or got > worst[0]):
+                worst = (got, c["samples"])
+        if worst is None and not broken:
+            continue
+        if broken:
+            words.append(f"missed at {p['label']}: the {', '.join(map(str, broken))}-sample run was invalid or "
+                         "dropped requests")  # fmt: skip
+        elif worst is not None and worst[0] > bound_ms:
+            words.append(f"missed at {p['label']} by the {worst[1]}-sample class: p{percentile:g} {worst[0]:.1f} ms")
+        elif worst is not None:
+            words.append(f"met at {p['label']} (slowest: {worst[1]}-sample class, p{percentile:g} {worst[0]:.1f} ms)")
+    if not words:
+        return None
+    return (f"SLO p{percentile:g} <= {bound_ms:g} ms for every size class here: {'; '.join(words)}. Levels are "
+            f"fractions of this machine's capacity; the plan runs each pool at most {headroom:.0%} busy (headroom), "
+            "and these lanes stand in for its instances, whose own speed the projection sets")  # fmt: skip
 
 
 def _planned_words(p: dict[str, Any]) -> str:
@@ -450,5 +487,7 @@ def render_mix_report(report: dict[str, Any]) -> str:
             f"{e['worst']:.0f}% over {e['n']} class percentiles; measured p95 inside the simulator's 5-95% range "
             f"over service-time draws: {e['p95_in_range']}/{e['classes']}; forecast = the profile's curve"
         )
+    if report.get("slo_verdict"):
+        lines.append(report["slo_verdict"])
     lines += [f"note: {n}" for n in report["notes"]]
     return "\n".join(lines)

@@ -146,3 +146,22 @@ def test_a_band_by_batch_size_sizes_each_batch_at_its_own_edge() -> None:
     assert low.latency_ms[-1] == pytest.approx(curve.latency_ms[-1] * 0.7) and low.band_at(32)[0] == 1.0
     with pytest.raises(ValueError, match="band_los and band_his"):
         replace(curve, band_los=(0.5,) * n)
+
+
+def test_every_worker_of_a_paid_instance_serves() -> None:
+    """A 4-worker layout whose load needs one worker was planned as "1 replica" (1 worker on a 4-worker
+    instance, 3 cores idle, busy and tail read off one worker) while `serve --workers 4` runs all four: the
+    replicas fill the instances paid for, and the latency is simulated at that count."""
+    from dataclasses import replace
+
+    cat = small_catalog()
+    one = cpu_curve("c.2x", 30.0, 30.0)
+    four = replace(one, workers=4, threads=1)
+    target = _target(10, 150)
+    (single,) = [c for c in plan_online(pair_options(cat.instances, [one], cat.accelerators), target) if c.feasible]
+    (filled,) = [c for c in plan_online(pair_options(cat.instances, [four], cat.accelerators), target) if c.feasible]
+    assert single.replicas == 1 and single.count == 1
+    assert filled.replicas == 4 and filled.count == 1 and filled.cost_usd_per_hour == single.cost_usd_per_hour
+    assert single.latency is not None and filled.latency is not None
+    assert filled.latency.utilization == pytest.approx(10 * 0.030 / 4, rel=0.15)  # a quarter of one worker's
+    assert filled.latency.p95 < single.latency.p95  # no request waits behind another while a worker is free

@@ -167,36 +167,64 @@ def _fluid_pct_ms(curve: ServiceCurve, batch: float, wait_ms: float, q: float) -
     return _service_pct_ms(curve, batch, q) + wait_ms * -math.log(1.0 - q / 100.0)
 
 
-def _fluid(g: _Group, target: OnlineTarget) -> None:
-    """Fluid estimate for a group that cannot win: replicas until the approximate percentile meets the bound.
+def _fluid_at(g: _Group, p: Policy, r: int, target: OnlineTarget) -> LatencyPrediction | None:
+    """The fluid estimate of ``r`` replicas under policy ``p`` (None: unstable there).
 
     Percentile ~ service percentile + mean wait x -ln(1 - q) (an exponential wait tail)."""
-    s, bound, q = target.request_samples, target.latency.bound_ms, float(target.latency.percentile)
-    lam = target.rate_per_s * s / 1000.0
+    s, q = target.request_samples, float(target.latency.percentile)
+    fl = fluid_batching(g.curve.t_ms, target.rate_per_s * s / 1000.0 / r, p.max_batch, p.max_wait_ms)
+    if not fl.stable:
+        return None
+    wait = max(0.0, fl.mean_latency_ms - g.curve.t_ms(fl.batch))
+    return LatencyPrediction(
+        p50=_fluid_pct_ms(g.curve, fl.batch, wait, 50.0),
+        p95=_fluid_pct_ms(g.curve, fl.batch, wait, 95.0),
+        p99=_fluid_pct_ms(g.curve, fl.batch, wait, 99.0),
+        mean=fl.mean_latency_ms,
+        utilization=fl.utilization,
+        mean_batch=fl.batch,
+        method=FLUID_METHOD,
+        p_target_ms=_fluid_pct_ms(g.curve, fl.batch, wait, q),
+    )
+
+
+def _fluid(g: _Group, target: OnlineTarget) -> None:
+    """Fluid estimate for a group that cannot win: replicas until the approximate percentile meets the bound."""
     best: tuple[int, float, Policy, LatencyPrediction] | None = None
     for p in g.policies:
         for r in range(g.r_min[p], target.max_replicas + 1):
-            fl = fluid_batching(g.curve.t_ms, lam / r, p.max_batch, p.max_wait_ms)
-            if not fl.stable:
+            pred = _fluid_at(g, p, r, target)
+            if pred is None:
                 continue
-            wait = max(0.0, fl.mean_latency_ms - g.curve.t_ms(fl.batch))
-            pq = _fluid_pct_ms(g.curve, fl.batch, wait, q)
-            if pq <= bound:
-                pred = LatencyPrediction(
-                    p50=_fluid_pct_ms(g.curve, fl.batch, wait, 50.0),
-                    p95=_fluid_pct_ms(g.curve, fl.batch, wait, 95.0),
-                    p99=_fluid_pct_ms(g.curve, fl.batch, wait, 99.0),
-                    mean=fl.mean_latency_ms,
-                    utilization=fl.utilization,
-                    mean_batch=fl.batch,
-                    method=FLUID_METHOD,
-                    p_target_ms=pq,
-                )
+            pq = pred.p_target_ms or 0.0
+            if pq <= target.latency.bound_ms:
                 if best is None or (r, pq) < (best[0], best[1]):
                     best = (r, pq, p, pred)
                 break
     if best is not None:
         g.best = (best[2], best[0], best[3])
+
+
+def _filled(
+    opts: Sequence[tuple[Option, _Group]], target: OnlineTarget, n: int, rng: np.random.Generator
+) -> dict[tuple[int, int], LatencyPrediction]:
+    """Each option's serving replicas when every worker process (CPU) or GPU of the instances it pays for serves:
+    the group's fewest replicas r rounded up to whole instances, R = ceil(r / k) x k. The idle ones cost nothing,
+    and `rightsize serve --workers k` runs all k. Predictions at R, keyed (id(group), R), where R > r: one
+    screening run for the simulated groups, the fluid estimate for the rest."""
+    jobs: dict[tuple[int, int], tuple[_Group, Policy, int]] = {}
+    for opt, g in opts:
+        assert g.best is not None
+        p, r, _ = g.best
+        full = math.ceil(r / opt.per_instance) * opt.per_instance
+        if full > r and full <= target.max_replicas:
+            jobs[(id(g), full)] = (g, p, full)
+    sim = [job for job in jobs.values() if job[0].simulated]
+    out = {(id(g), r): pred for (g, _, r), pred in zip(sim, _screen(sim, target, n, rng) if sim else [], strict=True)}
+    for g, p, r in jobs.values():
+        if not g.simulated and (pred := _fluid_at(g, p, r, target)) is not None:
+            out[(id(g), r)] = pred
+    return out
 
 
 def _screen_length(target: OnlineTarget, n: int) -> int:
@@ -297,6 +325,8 @@ def plan_online(
     for g in order:
         if not g.simulated:
             _fluid(g, target)
+    placed = [(o, group_of[id(o)]) for o in options if id(o) in group_of and group_of[id(o)].best is not None]
+    full = _filled(placed, target, n_screen, rng)
     for opt, c in zip(options, cands, strict=True):
         grp = group_of.get(id(opt))
         if grp is None:
@@ -306,6 +336,10 @@ def plan_online(
             c.reasons.append(f"latency SLO not met: p{q:g} > {bound:g} ms even with {target.max_replicas} replicas")
             continue
         p, r, pred = g.best
+        k = opt.per_instance
+        if (id(g), math.ceil(r / k) * k) in full:
+            r = math.ceil(r / k) * k
+            pred = full[(id(g), r)]
         apply_plan(c, opt, p, r + spot_spare(opt, buy), pred, target, buy)
         if opt.curve.source.startswith("sized at"):
             c.notes.append(opt.curve.source.split(";")[0] + ": latencies shown are at that edge")

@@ -154,10 +154,11 @@ def _verify_one(
     if key not in done:
         r = c.replicas - spare  # serving replicas: the spare is not counted on to meet the SLO
         pred = simulate_policy(opt.curve, pol, r, target, n, seed + 1)
+        step = opt.per_instance if r % opt.per_instance == 0 else 1  # a filled instance grows by a whole one
         for _ in range(3):  # the screening run was short; add replicas until the long run agrees
-            if (pred.p_target_ms or 0.0) <= bound or r >= target.max_replicas:
+            if (pred.p_target_ms or 0.0) <= bound or r + step > target.max_replicas:
                 break
-            r += 1
+            r += step
             pred = simulate_policy(opt.curve, pol, r, target, n, seed + 1)
         done[key] = (r, pred)
     r, pred = done[key]

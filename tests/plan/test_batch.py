@@ -111,3 +111,56 @@ def test_the_input_stage_shares_cpu_cores_and_can_starve_a_gpu() -> None:
     light = fleet(InputStage(core_s_per_item=1e-6, local_ghz=3.1))
     assert light["g.t4"] == pytest.approx(alone["g.t4"])  # inference-bound: the GPU's rate stands
     assert InputStage(1e-3).feed_per_s(cat.instances[0], {}) == pytest.approx(4 / 1e-3)  # unknown clock: ratio 1
+
+
+def test_spot_batch_items_are_independent_so_a_bigger_fleet_finishes_sooner() -> None:
+    """The audit: 4M items on spot at 3 interruptions/h per instance read x4 0.50 h and x8 0.52 h, as if any
+    one interruption stopped every instance. An interruption stalls only its own instance; and each row's
+    deadline odds use its own spin-up, not the longest in the plan (a GPU's, once one was in the filter)."""
+    cat = small_catalog()
+    curves = [cpu_curve("c.2x", 10.0, 10.0)]
+    target = BatchTarget(items=1_000_000, deadline_hours=2)
+
+    def spot_rows(with_gpu: bool) -> dict[int, object]:
+        opts = pair_options(cat.instances, [*curves, *([gpu_curve("T4", 5.0, 0.5)] if with_gpu else [])],
+                            cat.accelerators)  # fmt: skip
+        cands = plan_batch(opts, target, ["spot"], rate_of=lambda inst: 3.0)
+        return {c.count: c for c in cands if c.instance == "c.2x" and c.purchase == "spot"}
+
+    rows = spot_rows(False)
+    counts = sorted(rows)
+    walls = [rows[n].spot.expected_hours for n in counts]  # type: ignore[attr-defined]
+    assert len(counts) == 3 and walls[0] > walls[1] > walls[2], walls
+    assert rows[counts[1]].spot.stalls_per_hour == pytest.approx(3.0)  # type: ignore[attr-defined]
+    assert rows[counts[1]].spot.interruptions_per_hour == pytest.approx(3.0 * counts[1])  # type: ignore[attr-defined]
+    gpu_in = spot_rows(True)
+    for n in counts:
+        assert gpu_in[n].spot.p_meet_deadline == rows[n].spot.p_meet_deadline  # type: ignore[attr-defined]
+
+
+def test_the_band_stretches_the_work_not_the_spin_up() -> None:
+    """A 20.4-min deadline: 8.6 min of spin-up + 3.9 min of projected work at x1.74 is 15.4 min, which fits;
+    the band had been applied to the spin-up too (21.8 min) and the plan said no."""
+    from dataclasses import replace
+
+    cat = small_catalog()
+    cold = ColdStart(provision_s=116, image_pull_s=300, model_load_s=100)  # 516 s
+    projected = replace(cpu_curve("c.2x", 10.0, 10.0), provenance="projected", band_lo=0.6, band_hi=1.74)
+    target = BatchTarget(items=23_000, deadline_hours=0.34, max_instances=1)  # 230 s of work on one instance
+    (c, *_) = plan_batch(pair_options(cat.instances[:1], [projected], cat.accelerators), target, ["on_demand"], cold)
+    assert c.count == 1 and c.feasible, c.reasons
+    from rightsize.plan.job_costs import finish
+
+    up_h = 516 / 3600
+    finish(c, up_h + 230 / 3600, 0.22, None, fixed_hours=up_h)  # 13.2 min: 8.6 + 3.8 x 1.74 = 15.3 min > 13.2
+    assert not c.feasible and "(x1.74 on the work, spin-up 8.6 min as is): 15.3 min > 13.2 min" in c.reasons[-1]
+
+
+def test_a_spot_row_without_an_interruption_estimate_costs_what_it_shows() -> None:
+    cat = small_catalog()
+    target = BatchTarget(items=1_000_000, deadline_hours=4)
+    opts = pair_options(cat.instances[:1], [cpu_curve("c.2x", 10.0, 10.0)], cat.accelerators)
+    for c in plan_batch(opts, target, ["on_demand", "spot"], rate_of=lambda inst: None):
+        if c.purchase == "spot":
+            assert not c.feasible and c.runtime_hours is not None
+            assert c.cost_usd_total == pytest.approx(c.runtime_hours * c.cost_usd_per_hour)  # $0.15/h x n, not $0.34

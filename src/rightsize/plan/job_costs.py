@@ -22,23 +22,29 @@ def copy_candidate(c: Candidate, purchase: str, price_per_hour: float) -> Candid
     return replace(c, purchase=purchase, cost_usd_per_hour=price_per_hour, reasons=list(c.reasons), notes=list(c.notes))
 
 
-def finish(c: Candidate, hours: float, deadline_hours: float | None, budget_usd: float | None) -> None:
+def finish(
+    c: Candidate, hours: float, deadline_hours: float | None, budget_usd: float | None, fixed_hours: float = 0.0
+) -> None:
     """Set runtime and total cost; infeasible (with the reason) past the deadline or the budget.
 
     A projected time must meet the deadline at the slow edge of its band (``c.band[1]``): the runtime
-    shown is the median, the deadline check uses median x band_hi, and the note says so."""
+    shown is the median, the deadline check uses median x band_hi, and the note says so. The band is on the
+    projected speed, so it stretches the work only: ``fixed_hours`` of ``hours`` (spin-up) stay as they are."""
     c.runtime_hours = hours
     c.cost_usd_total = hours * c.cost_usd_per_hour
     c.feasible = True
     edge = max(1.0, c.band[1])
+    fixed = min(max(0.0, fixed_hours), hours)
+    at_edge = fixed + (hours - fixed) * edge
     if deadline_hours is not None and hours > deadline_hours:
         c.feasible = False
         c.reasons.append(f"misses the deadline: {format_hours(hours)} > {format_hours(deadline_hours)}")
-    elif deadline_hours is not None and hours * edge > deadline_hours:
+    elif deadline_hours is not None and at_edge > deadline_hours:
         c.feasible = False
+        kept = f", spin-up {format_hours(fixed)} as is" if fixed > 0 else ""
         c.reasons.append(
-            f"misses the deadline at the pessimistic edge of the projection band (x{edge:.2f}): "
-            f"{format_hours(hours * edge)} > {format_hours(deadline_hours)} (median {format_hours(hours)})"
+            f"misses the deadline at the pessimistic edge of the projection band (x{edge:.2f} on the work{kept}): "
+            f"{format_hours(at_edge)} > {format_hours(deadline_hours)} (median {format_hours(hours)})"
         )
     elif deadline_hours is not None and edge > 1.0:
         note = f"meets the deadline at the pessimistic edge of the projection band (x{edge:.2f})"
@@ -60,8 +66,14 @@ def spot_variant(
     rate_per_node_hour: float | None,
     deadline_hours: float | None,
     budget_usd: float | None,
+    independent: bool = False,
 ) -> Candidate | None:
-    """The spot version of ``base`` (None when the instance has no spot offer)."""
+    """The spot version of ``base`` (None when the instance has no spot offer).
+
+    A synchronous job (training) stops on any node's interruption: it stalls at the fleet's rate. With
+    ``independent`` items (batch inference) an interruption stalls only its own instance while the others go on
+    and take over its unfinished items from the shared queue: the wall time stretches as one instance's does,
+    at one instance's rate (a fleet of 8 had read slower than a fleet of 4)."""
     price = inst.price_usd_per_hour("spot")
     if price is None:
         return None
@@ -69,9 +81,12 @@ def spot_variant(
         c = copy_candidate(base, "spot", price * nodes)
         c.feasible = False
         c.reasons.append(NO_SPOT_RATE)
+        if c.runtime_hours is not None:  # the uninterrupted figure, at the spot price the row shows
+            c.cost_usd_total = c.runtime_hours * c.cost_usd_per_hour
         return c
     rate = rate_per_node_hour * nodes
-    mtbi = 1.0 / rate if rate > 0 else math.inf  # any node's interruption stops a synchronous job
+    stalls = rate_per_node_hour if independent else rate
+    mtbi = 1.0 / stalls if stalls > 0 else math.inf
     wall = daly_wall_hours(compute_hours, checkpoint_hours, restart_hours, mtbi) + spin_up_hours
     c = copy_candidate(base, "spot", price * nodes)
     c.spot = SpotPlan(
@@ -81,13 +96,15 @@ def spot_variant(
         p_meet_deadline=None,
         policy="spot",
         expected_cost_usd=wall * price * nodes,
+        stalls_per_hour=stalls,
     )
     c.notes.append(
         f"spot: {compute_hours:.2f} h of work, interruptions {rate:.2g}/h"
-        + ("" if rate_per_node_hour is not None else " (no catalog bucket: assumed the worst, >20%/month)")
+        + (f" over the fleet, each stalling only its own instance ({stalls:.2g}/h)" if independent and nodes > 1
+           else "")
         + f", expected wall time (Young/Daly) {wall:.2f} h"
-    )
-    finish(c, wall, deadline_hours, budget_usd)
+    )  # fmt: skip
+    finish(c, wall, deadline_hours, budget_usd, fixed_hours=spin_up_hours)
     return c
 
 
@@ -116,7 +133,7 @@ def spot_odds(
         up_h = (c.cold_start_s or 0.0) / 3600.0
         od = on_demand.get((c.provider, c.region, c.instance, c.precision, c.count))
         due = None if deadline_hours is None else deadline_hours - up_h
-        rate = c.spot.interruptions_per_hour
+        rate = c.spot.interruptions_per_hour if c.spot.stalls_per_hour is None else c.spot.stalls_per_hour
         od_price = od.cost_usd_per_hour if od else c.cost_usd_per_hour
         work = work_hours[id(c)]
         restart = up_h if restart_hours is None else restart_hours

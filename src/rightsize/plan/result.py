@@ -60,6 +60,9 @@ class SpotPlan:
     p_meet_deadline: float | None  # probability of finishing by the deadline (None: no deadline)
     policy: str  # "spot" | "mixed" (spot until slack runs out, then on-demand)
     expected_cost_usd: float
+    # interruptions that stall the job, per hour: all of them for a synchronous job (training: any node's stops
+    # every node), one instance's for independent items (batch: the others go on); None: interruptions_per_hour
+    stalls_per_hour: float | None = None
 
 
 @dataclass

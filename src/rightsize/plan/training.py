@@ -198,7 +198,7 @@ def _option(
             base.notes.append(f"gradient accumulation x{accum}: batch {b} per worker does not fit in one pass")
         if "on_demand" in purchase:
             c = copy_candidate(base, "on-demand", inst.on_demand_usd_per_hour * nodes)
-            finish(c, compute_h + up.total_hours, target.deadline_hours, target.budget_usd)
+            finish(c, compute_h + up.total_hours, target.deadline_hours, target.budget_usd, fixed_hours=up.total_hours)
             out.append((c, compute_h))
         if "spot" in purchase:
             rate = rate_of(inst) if rate_of else None

@@ -59,6 +59,24 @@ def test_training_needs_a_length() -> None:
     assert w.targets.training.batch_size == 32 and w.targets.training.checkpoint_minutes == 5.0
 
 
+def test_steps_and_epochs_together_are_refused() -> None:
+    """`steps: 1000` beside dataset_size/epochs was accepted; steps won and energy per epoch divided by 3 epochs."""
+    with pytest.raises(SpecError, match=r"^targets\.training: give either steps, or dataset_size and epochs, not both"):
+        parse_spec(_targets({"training": {"dataset_size": 1000, "epochs": 3, "steps": 1000}}))
+
+
+def test_counts_in_scientific_notation_are_read_as_numbers() -> None:
+    """YAML reads `items: 5e6` (no dot) as the string '5e6': it was refused as "unable to parse string as an
+    integer"; a whole number in that notation is the number, a fractional one is still refused."""
+    w = parse_spec(_targets({"batch": {"items": "5e6", "deadline_hours": "1.5e1"}}))
+    assert w.targets is not None and w.targets.batch is not None
+    assert w.targets.batch.items == 5_000_000 and w.targets.batch.deadline_hours == 15.0
+    t = parse_spec(_targets({"training": {"dataset_size": "1E6", "epochs": 3}})).targets
+    assert t is not None and t.training is not None and t.training.dataset_size == 1_000_000
+    with pytest.raises(SpecError, match=r"^targets\.batch\.items: .*fractional"):
+        parse_spec(_targets({"batch": {"items": "2.5e0", "deadline_hours": 1}}))
+
+
 def test_classic_ml_needs_no_goal() -> None:
     w = parse_spec(_targets({"kind": "classic_ml", "rows": 20_000_000}))
     assert w.targets is not None and w.targets.kind == "classic_ml" and w.targets.online is None

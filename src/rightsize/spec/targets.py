@@ -43,6 +43,11 @@ class SpecModel(BaseModel):
             if isinstance(item, bool):
                 where = f"[{i}] " if items is value else ""
                 raise ValueError(f"{where}must be a number (not a boolean), got {str(item).lower()}")
+        if isinstance(value, str) and any(e in value for e in "eE"):  # YAML reads 5e6 (no dot) as a string
+            try:
+                return float(value)  # a whole number then passes an int field; 2.5e0 is refused there as fractional
+            except ValueError:
+                return value
         return value
 
 
@@ -129,6 +134,9 @@ class TrainingTarget(SpecModel):
     def _length(self) -> TrainingTarget:
         if self.steps is None and (self.dataset_size is None or self.epochs is None):
             raise ValueError("give either steps, or dataset_size and epochs")
+        if self.steps is not None and (self.dataset_size is not None or self.epochs is not None):
+            given = ", ".join(k for k in ("dataset_size", "epochs") if getattr(self, k) is not None)
+            raise ValueError(f"give either steps, or dataset_size and epochs, not both (got steps and {given})")
         return self
 
 

@@ -66,3 +66,34 @@ def test_a_spec_measured_on_another_machine_plans_from_its_measurements(tmp_path
 def test_nothing_measured_anywhere_says_why(tmp_path: Path) -> None:
     with Store(tmp_path / "empty.db") as store, pytest.raises(RunFailedError, match="could not be measured on this"):
         plan_spec(Workload.model_validate(SPEC), store, progress=False)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="here the spec's cuda runs")
+def test_targets_precisions_limit_what_the_plan_may_recommend(tmp_path: Path) -> None:
+    """The spec's `precisions` is what to measure here; the plan weighs every precision the hardware runs (fp32,
+    tf32, bf16 projected) and says so when it recommends one the spec did not list. `targets.precisions` limits it."""
+    store_path = tmp_path / "s.db"
+    _gpu_box_store(store_path)
+    only = {**SPEC, "targets": {**SPEC["targets"], "precisions": ["fp16"]}}  # type: ignore[dict-item]
+    with Store(store_path) as store:
+        free, _ = plan_spec(Workload.model_validate(SPEC), store, progress=False)
+        held, _ = plan_spec(Workload.model_validate(only), store, progress=False)
+    assert {c.precision for c in free.candidates} > {"fp16"}
+    assert {c.precision for c in held.candidates} == {"fp16"}
+    assert not any("do not list" in w for w in held.warnings)
+
+
+def test_a_mode_that_does_not_match_the_targets_is_refused_before_measuring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`mode: inference` with training targets measured the whole sweep and estimated memory, then was refused."""
+    from rightsize.errors import SpecError
+    from rightsize.measure import profile_source
+
+    def never(*_: object, **__: object) -> None:
+        raise AssertionError("measured before the spec was checked")
+
+    monkeypatch.setattr(profile_source, "ensure_profile", never)
+    spec = {**SPEC, "devices": ["cpu"], "targets": {"training": {"steps": 100}}}
+    with Store(tmp_path / "s.db") as store, pytest.raises(SpecError, match=r"^mode: training targets need mode"):
+        plan_spec(Workload.model_validate(spec), store, progress=False)

@@ -34,3 +34,25 @@ def test_nothing_is_added_where_int8_does_not_apply() -> None:
     ]
     for w in unchanged:
         assert with_cpu_serving_precisions(w) == (w, [])
+
+
+def test_targets_precisions_without_int8_add_nothing() -> None:
+    w = _spec("distilbert", {**ONLINE, "precisions": ["fp32"]})
+    assert with_cpu_serving_precisions(w) == (w, [])
+
+
+def test_a_recommendation_at_a_precision_the_spec_did_not_list_says_so() -> None:
+    """`precisions: [fp32]` was recommended bf16 (projected) with no word on it."""
+    from types import SimpleNamespace
+
+    from rightsize.workflows.plan import unlisted_precision
+
+    def result(precision: str) -> Any:
+        return SimpleNamespace(recommendation=SimpleNamespace(precision=precision))
+
+    (note,) = unlisted_precision(result("bf16"), ["fp32"], None)
+    assert note.startswith("the recommendation runs bf16, which the spec's precisions (fp32) do not list")
+    assert note.endswith("targets.precisions: [fp32] plans only those")
+    assert unlisted_precision(result("fp32"), ["fp32"], None) == []
+    assert unlisted_precision(result("tf32"), ["fp32"], None) == []  # fp32 tensors; TF32 math is the GPU default
+    assert unlisted_precision(result("bf16"), ["fp32"], ["bf16"]) == []  # asked for by targets.precisions

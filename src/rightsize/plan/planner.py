@@ -62,19 +62,11 @@ def _rate_of(targets: Targets) -> Callable[[Instance], float | None]:
     return rate
 
 
-def plan(
-    workload: Workload,
-    curves: Sequence[ServiceCurve],
-    catalog: Catalog,
-    memory: Mapping[str, MemoryModel] | None = None,
-    *,
-    seed: int = 0,
-    input_stage: InputStage | None = None,
-) -> PlanResult:
-    """Plan ``workload`` over ``catalog``. ``curves``: per device and precision (``estimate.projection``);
-    ``memory``: per precision, one replica's (inference) or worker's (training) need; ``input_stage``: a
-    batch job's measured read/preprocess/write work per item (``rightsize pipeline``)."""
-    started = time.perf_counter()
+def plannable(workload: Workload, catalog: Catalog) -> list[Instance]:
+    """The catalog instances ``workload``'s targets may use; a SpecError (or NotFoundError) for what no measurement
+    can fix: no targets, a mode that does not match them, filters that match no instance. Checked before the sweep
+    (``workflows.plan``) as well as here: a `mode: inference` spec with training targets had measured for minutes
+    before it was refused."""
     t = workload.targets
     if t is None:
         raise SpecError("targets", "missing; add targets with online, batch or training (see examples/)")
@@ -92,6 +84,26 @@ def plan(
             "no catalog instance matches targets.providers/regions/instances; "
             "widen the filters or see `rightsize catalog`"
         )
+    return instances
+
+
+def plan(
+    workload: Workload,
+    curves: Sequence[ServiceCurve],
+    catalog: Catalog,
+    memory: Mapping[str, MemoryModel] | None = None,
+    *,
+    seed: int = 0,
+    input_stage: InputStage | None = None,
+) -> PlanResult:
+    """Plan ``workload`` over ``catalog``. ``curves``: per device and precision (``estimate.projection``);
+    ``memory``: per precision, one replica's (inference) or worker's (training) need; ``input_stage``: a
+    batch job's measured read/preprocess/write work per item (``rightsize pipeline``)."""
+    started = time.perf_counter()
+    instances = plannable(workload, catalog)
+    t = workload.targets
+    assert t is not None
+    kind = plan_kind(t)
     assumptions: dict[str, Any] = {}
     fleet: FleetPlan | None = None
     mix_warnings: list[str] = []

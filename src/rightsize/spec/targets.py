@@ -179,6 +179,7 @@ def _lengths(v: object) -> object:
 
 
 WeightPrecision = Literal["fp16", "bf16", "int8", "int4"]
+PlanPrecision = Literal["fp32", "tf32", "bf16", "fp16", "int8"]  # tf32: fp32 tensors, TF32 tensor-core math
 ServingEngine = Literal["graphs", "eager"]  # rightsize.llm.costs: CUDA-graph replay, or eager dispatch per op
 
 
@@ -239,6 +240,11 @@ class Targets(SpecModel):
     providers: list[str] | None = Field(None, min_length=1, max_length=64)
     regions: list[str] | None = Field(None, min_length=1, max_length=256)
     instances: list[str] | None = Field(None, min_length=1, max_length=4096, description="only these instance types")
+    # the spec's top-level `precisions` is what to measure here; the plan weighs every precision the hardware runs
+    # (int8 and bf16 projected where this machine lacks them) unless this lists the ones it may recommend
+    precisions: list[PlanPrecision] | None = Field(
+        None, min_length=1, max_length=5, description="only plan these precisions (default: any the hardware runs)"
+    )
     cold_start: ColdStart = ColdStart()
 
     @model_validator(mode="after")

@@ -45,6 +45,7 @@ def run_and_project(
     measured when missing); None measures into a temporary store."""
     from rightsize.cluster.pipeline import run_pipeline
 
+    check_batch_spec(workload)
     res = run_pipeline(workload, **run)
     if res.items:
         if catalog is None:
@@ -60,6 +61,20 @@ def run_and_project(
             res.plan, notes = plan_full_job(res, workload, catalog, store, progress=progress)
         res.notes.extend(notes)
     return res
+
+
+def check_batch_spec(workload: Workload) -> None:
+    """A SpecError for a spec whose targets are not batch inference: the pipeline runs batch inference and costs a
+    batch job, so a training (or online, generative) target would be ignored; it had run and costed 1,000,000
+    inference items with only "no batch deadline in the spec"."""
+    from rightsize.errors import SpecError
+    from rightsize.plan import plan_kind
+
+    t = workload.targets
+    kind = None if t is None else plan_kind(t)
+    if kind not in (None, "batch"):
+        raise SpecError(f"targets.{kind}", "`rightsize pipeline` runs and costs batch inference; plan this target "
+                        "with `rightsize plan SPEC`, or give targets.batch {items, deadline_hours}")  # fmt: skip
 
 
 def input_stage(res: PipelineResult, catalog: Catalog, env: Environment) -> tuple[InputStage, list[str]]:
@@ -119,4 +134,7 @@ def plan_full_job(
         profile, catalog, load_projection_model(), work_profile(job, store), precisions=[res.precision]
     )
     memory, _ = memory_models(job, store, {res.precision})
+    if len(workload.precisions) > 1 or workload.precisions[0] != res.precision:
+        notes.append(f"costed at {res.precision}, the precision this pipeline ran; `rightsize plan SPEC` compares "
+                     f"{', '.join(workload.precisions)} and projects the precisions this machine lacks")  # fmt: skip
     return plan(job, curves, catalog, memory, input_stage=stage), notes

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from rightsize.errors import SpecError, UnsupportedError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rightsize.catalog import Catalog
     from rightsize.plan import MemoryModel, PlanResult
     from rightsize.plan.result import Candidate
@@ -187,6 +189,18 @@ def work_profile(workload: Workload, store: Store) -> WorkProfile | None:
     return work
 
 
+def unlisted_precision(result: PlanResult, listed: Sequence[str], allowed: Sequence[str] | None) -> list[str]:
+    """A note when the recommendation runs a precision the spec's ``precisions`` did not list (that list is what to
+    measure here; the plan weighs every precision the hardware runs unless ``targets.precisions`` says which):
+    a spec of [fp32] was recommended bf16, projected, with no word on it."""
+    rec = result.recommendation
+    if rec is None or allowed is not None or rec.precision in listed or rec.precision == "tf32":
+        return []
+    return [f"the recommendation runs {rec.precision}, which the spec's precisions ({', '.join(listed)}) do not list: "
+            f"{rec.precision} changes the model's outputs slightly (check its accuracy on your own data); "
+            f"targets.precisions: [{', '.join(listed)}] plans only those"]  # fmt: skip
+
+
 def with_cpu_serving_precisions(workload: Workload) -> tuple[Workload, list[str]]:
     """An online or batch inference plan on CPU always tries int8 for zoo models: it is the CPU's usual
     inference precision, and it must be measured here to be planned well. A convolution net is quantized
@@ -197,6 +211,8 @@ def with_cpu_serving_precisions(workload: Workload) -> tuple[Workload, list[str]
     inference = targets is not None and (targets.online is not None or targets.batch is not None)
     if not inference or "cpu" not in workload.devices or "int8" in workload.precisions or workload.mode != "inference":
         return workload, notes
+    if targets is not None and targets.precisions is not None and "int8" not in targets.precisions:
+        return workload, notes  # the plan may not recommend it: nothing to measure it for
     try:
         from rightsize.models.zoo import get_entry
 
@@ -306,9 +322,12 @@ def _plan_one(
         return plan(workload, [], catalog, seed=seed), {}
     from rightsize.estimate.projection import load_projection_model, project_curves
     from rightsize.measure.profile_source import ensure_profile
+    from rightsize.plan.planner import plannable
 
+    plannable(workload, catalog)  # before minutes of measuring
     t0 = time.perf_counter()
     workload, notes = with_cpu_serving_precisions(workload)
+    listed = list(workload.precisions)  # int8 added for a CPU serving plan carries its own note
     profile = ensure_profile(workload, store, progress=progress)
     if not profile.ok():
         elsewhere = _measured_elsewhere(workload, store, profile)
@@ -332,9 +351,16 @@ def _plan_one(
     curves = project_curves(profile, catalog, projection, work, measured=others)
     if workload.model.startswith(("ort:", "ov:")):  # measured on a CPU engine (ONNX Runtime, OpenVINO): CPUs only
         curves = [c for c in curves if c.device.startswith("cpu")]
+    allowed = workload.targets.precisions if workload.targets is not None else None
+    if allowed is not None:
+        curves = [c for c in curves if c.precision in allowed]
+        if not curves:
+            raise SpecError("targets.precisions", f"{', '.join(allowed)}: no curve of this model runs at "
+                            "them on the catalog's hardware; add fp32")  # fmt: skip
     memory, breakdowns = memory_models(workload, store, {c.precision for c in curves})
     prep_s = time.perf_counter() - t0
     result = plan(workload, curves, catalog, memory, seed=seed)
+    notes += unlisted_precision(result, listed, allowed)
     result.assumptions["profile"] = f"{len(profile.ok())} measured configs on {profile.env.cpu_model}"
     result.assumptions["projection"] = {
         "model": projection.source,

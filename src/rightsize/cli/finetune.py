@@ -46,7 +46,12 @@ def finetune(
     seq: int | None = typer.Option(
         None, "--seq", min=1, max=10_000_000, help="Sequence length, tokens (default 2048, or the model's context)."
     ),
-    precision: str = typer.Option("bf16", "--precision", help="bf16 | fp16 (pure) | amp_bf16 | amp_fp16 | fp32."),
+    precision: str = typer.Option(
+        "bf16",
+        "--precision",
+        help="bf16 | fp16: pure 16-bit weights, gradients and AdamW states, 8 B/param | amp_bf16 | amp_fp16: fp32 "
+        "master weights and AdamW states too, 16 B/param (what `memory --precision bf16` means) | fp32: 16 B/param.",
+    ),
     rank: int | None = typer.Option(None, "--rank", min=1, help="LoRA rank (lora, qlora; default 16)."),
     targets: str | None = typer.Option(
         None, "--targets", help="LoRA targets: q,k,v,o,gate,up,down or all-linear (lora, qlora; default q,k,v,o)."
@@ -62,10 +67,11 @@ def finetune(
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Plan a decoder fine-tune: memory per GPU, the instances that hold it, hours and cost (projected)."""
+    from rich.markup import escape
     from rich.table import Table
 
     from rightsize.llm.finetune import finetune_memory
-    from rightsize.llm.finetune_plan import plan_finetune, small_step_note, spin_up_hours
+    from rightsize.llm.finetune_plan import plan_finetune, qlora_note, small_step_note, spin_up_hours, unverified_note
     from rightsize.llm.shape import decoder_shape
 
     check_finite("--tokens", tokens, 1.0, 1e15, low_open=False)
@@ -104,11 +110,13 @@ def finetune(
                             lora_rank=rank, lora_targets=lora_targets, gradient_checkpointing=checkpointing, mfu=mfu,
                             providers=provider or None, framework=framework)  # fmt: skip
     step_note = small_step_note(method, batch, seq)
+    slow_note = qlora_note(method)
+    price_note = unverified_note(options)
     if json_out:
         emit_json({"model": model, "method": method, "framework": framework, "tokens": tokens, "mfu_assumed": mfu,
                    "batch": batch, "seq_len": seq,
                    "memory_one_gpu": mem.to_dict(), "options": [o.to_dict() for o in options[:top]],
-                   "notes": [n for n in (step_note, None if options else
+                   "notes": [n for n in (price_note, step_note, slow_note, None if options else
                                          f"no catalog GPU instance holds it: {_no_fit_hint(method, checkpointing)}")
                              if n]})  # fmt: skip
         return
@@ -118,6 +126,8 @@ def finetune(
                       "parameters)", highlight=False)  # fmt: skip
     parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in mem.breakdown().items() if v >= 0.05 * GIB)
     out_console.print(f"  GiB: {parts}", highlight=False)
+    if (meaning := _precision_line(precision, method, framework)) is not None:
+        out_console.print(f"  {meaning}", highlight=False)
     up_min = spin_up_hours() * 60
     title = f"instances that hold it, {tokens:,.0f} tokens at {mfu:.0%} MFU (assumed: hours are projected)"
     table = Table(title=f"{title}; $ total bills {up_min:.0f} min of spin-up too")
@@ -129,6 +139,8 @@ def finetune(
                       f"{o.usable_gib_per_gpu:.1f}", f"{o.train_hours:.2f}", f"{o.usd_per_hour:.2f}",
                       f"{o.usd:,.2f}")  # fmt: skip
     out_console.print(table)
+    if price_note:
+        out_console.print(f"[bold yellow]warning[/bold yellow]: {escape(price_note)}", highlight=False)
     if any(o.nodes > 1 for o in options[:top]):
         shares = sorted(o.network_share for o in options[:top] if o.nodes > 1)
         out_console.print("  multi-node rows (no single node of that instance holds it): ZeRO-3 moves 3 x the "
@@ -137,11 +149,27 @@ def finetune(
                           highlight=False)  # fmt: skip
     if step_note:
         out_console.print(f"  {step_note}", highlight=False)
+    if slow_note:
+        out_console.print(f"  {slow_note}", highlight=False)
     if precision in ("bf16", "amp_bf16"):
         out_console.print("  GPUs without bf16 (T4, V100) are left out; --precision fp16 plans them", highlight=False)
     if not options:
         hint = _no_fit_hint(method, checkpointing)
         out_console.print(f"[bold red]no catalog GPU instance holds it[/bold red]: {hint}")
+
+
+def _precision_line(precision: str, method: str, framework: str) -> str | None:
+    """What pure bf16 / fp16 keeps per trained parameter against its amp_ twin (``finetune.model_state_bytes``), which
+    is what ``rightsize memory --precision bf16`` means; None for the others."""
+    from rightsize.llm.finetune import FRAMEWORKS, model_state_bytes
+
+    if precision not in ("bf16", "fp16"):
+        return None
+    line = (f"{precision}: pure {precision} weights, grads and AdamW states ({model_state_bytes(precision)} B/param); "
+            f"amp_{precision} keeps fp32 master weights ({model_state_bytes('amp_' + precision)} B/param)")  # fmt: skip
+    if method != "full" and FRAMEWORKS[framework].adapter_fp32:  # PEFT upcasts the adapters whatever the precision
+        line += f"; {framework}'s fp32 LoRA adapters: {model_state_bytes('fp32')} B/param either way"
+    return line
 
 
 def _no_fit_hint(method: str, checkpointing: bool) -> str:

@@ -84,6 +84,7 @@ __all__ = [
     "FinetuneMemory",
     "finetune_memory",
     "lora_trainable_params",
+    "model_state_bytes",
 ]
 
 GIB = 2**30
@@ -97,6 +98,14 @@ _STATE_BYTES: dict[str, tuple[int, int, int, int]] = {
     "amp_fp16": (2, 2, 4, 4),
 }
 PRECISIONS = tuple(_STATE_BYTES)
+
+
+def model_state_bytes(precision: str, optimizer: str = "adamw") -> int:
+    """Bytes per trained parameter of its model states: the stored weight, its gradient, the fp32 master copy (amp_*)
+    and the optimizer's states (module docstring table): pure bf16 AdamW 8, amp_bf16 16."""
+    w_b, g_b, master_b, state_b = _STATE_BYTES[precision]
+    n_states, state_override = _OPTIMIZER_STATES[optimizer]
+    return w_b + g_b + master_b + n_states * (state_override or state_b)
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,13 @@ sharding, how long it takes and what it costs.
    than one GPU for an hour.
 
 ``mfu`` (model FLOPs utilisation) defaults to ``DEFAULT_MFU``, an assumption, not a fit: the time is
-labelled projected. QLoRA's dequantisation is not in the FLOPs (it makes QLoRA slower than LoRA: LitGPT's
+labelled projected. QLoRA's dequantisation is not in the FLOPs but makes QLoRA slower than LoRA: LitGPT's
 resource table, cited in llm/data/llm_references.csv, shows 3.68 vs 2.36 min per 1k iterations for
-Llama 2 7B on one A100).
+Llama 2 7B on one A100, so QLoRA's math time is LoRA's x ``QLORA_STEP_FACTOR`` (``qlora_note`` says so).
+
+Prices: each option carries its catalog row's ``source`` and ``price_date``; ``unverified_note`` flags a
+recommendation priced off a row not read off a price list (``catalog.model.is_unverified``), as ``rightsize plan``
+does, naming the cheapest option on a verified row.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rightsize.catalog.model import Accelerator, Catalog
+from rightsize.catalog.model import Accelerator, Catalog, is_unverified
 from rightsize.catalog.query import filter_instances
 from rightsize.errors import SpecError
 from rightsize.llm.costs import EFFICIENCIES
@@ -49,13 +53,16 @@ from rightsize.spec.targets import ColdStart
 __all__ = [
     "DEFAULT_MFU",
     "MULTI_NODES",
+    "QLORA_STEP_FACTOR",
     "SMALL_STEP_TOKENS",
     "FinetuneOption",
     "flops_per_token",
     "plan_finetune",
+    "qlora_note",
     "small_step_note",
     "spin_up_hours",
     "step_seconds",
+    "unverified_note",
 ]
 
 MULTI_NODES = (2, 4, 8)  # node counts tried, fewest first, when one node does not hold the fine-tune
@@ -69,6 +76,12 @@ DEFAULT_MFU = 0.35
 # (benchmarks/gpu/results/h200-2026-11-27/finetune_steps.json): 512 tokens a step ran at 10-12% MFU, 2048 and more
 # at 36-46%. The plan times the optimizer's pass (FinetuneMemory.optimizer_step_traffic); the rest stays a note.
 SMALL_STEP_TOKENS = 2048
+# QLoRA's step against LoRA's, from dequantising the NF4 weights on every forward and backward (not in the FLOPs):
+# LitGPT's resource table, "Finetuning with LoRA on 1 GPU", Llama 2 7B, micro-batch 1, one A100-SXM4-40GB, bf16-true:
+# 3.68 min per 1k iterations with bnb.nf4 against 2.36 min unquantised, 1.56x (bnb.nf4-dq: 3.83 min). Source:
+# https://github.com/Lightning-AI/litgpt/blob/0cc02afa1dca7434418cf612690da13d38d294fd/tutorials/resource-tables.md
+# (2023-10-27; llm/data/llm_references.csv, rows litgpt-llama2-7b-*). Applied to the math time only.
+QLORA_STEP_FACTOR = 3.68 / 2.36
 
 
 def small_step_note(method: str, batch: int, seq_len: int) -> str | None:
@@ -80,6 +93,14 @@ def small_step_note(method: str, batch: int, seq_len: int) -> str | None:
             "math at this size; the hours count the optimizer's pass over every weight, not the host's dispatch or "
             "small GEMMs (Llama 2 7B on an H200 at 512 tokens a step: 10-12% MFU, steps 20-43% longer than "
             "planned), so they may be short: a larger --batch or --seq amortises it")  # fmt: skip
+
+
+def qlora_note(method: str) -> str | None:
+    """What the QLoRA hours add to LoRA's (``QLORA_STEP_FACTOR``), else None."""
+    if method != "qlora":
+        return None
+    return (f"QLoRA's math time is LoRA's x {QLORA_STEP_FACTOR:.2f}: dequantising the NF4 weights each step "
+            "(LitGPT's resource table, Llama 2 7B on one A100: 3.68 vs 2.36 min per 1k iterations)")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -100,6 +121,8 @@ class FinetuneOption:
     nodes: int = 1  # instances, ZeRO-3 across them when > 1 (``gpus`` is per node)
     network_share: float = 0.0  # of the training hours, the share the network's ZeRO-3 traffic takes
     optimizer_share: float = 0.0  # of the training hours, the share the optimizer step's pass over the weights takes
+    price_source: str = ""  # the catalog row's source (is_unverified: a price not read off a price list)
+    price_date: str = ""  # the catalog row's price_date, YYYY-MM or YYYY-MM-DD
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,9 +136,12 @@ def flops_per_token(shape: DecoderShape, method: str, gradient_checkpointing: bo
 
 
 def step_seconds(mem: FinetuneMemory, acc: Accelerator, flops: float, peak: float, mfu: float) -> tuple[float, float]:
-    """(math, optimizer) seconds of one GPU's step: its ``flops`` at ``mfu`` of ``peak``, then the optimizer's pass
-    over its trained weights (``mem.optimizer_step_traffic``) at the bandwidth decode streams weights at."""
-    return flops / (peak * mfu), mem.optimizer_step_traffic / (acc.bandwidth_gbps * 1e9 * EFFICIENCIES["gpu"].bandwidth)
+    """(math, optimizer) seconds of one GPU's step: its ``flops`` at ``mfu`` of ``peak`` (x ``QLORA_STEP_FACTOR`` for
+    QLoRA: the dequantisation), then the optimizer's pass over its trained weights (``mem.optimizer_step_traffic``)
+    at the bandwidth decode streams weights at."""
+    slow = QLORA_STEP_FACTOR if mem.method == "qlora" else 1.0
+    opt_s = mem.optimizer_step_traffic / (acc.bandwidth_gbps * 1e9 * EFFICIENCIES["gpu"].bandwidth)
+    return flops / (peak * mfu) * slow, opt_s
 
 
 def spin_up_hours() -> float:
@@ -187,6 +213,23 @@ def plan_finetune(
             out.append(FinetuneOption(inst.provider, inst.region, inst.instance_type, acc.name, n, stage,
                                       round(mem.total_bytes / GIB, 2), round(usable / GIB, 2), train + up,
                                       price * nodes, (train + up) * price * nodes, train, up, nodes,
-                                      round(share, 4), round(opt_s / (math_s + opt_s) * (1.0 - share), 4)))  # fmt: skip
+                                      round(share, 4), round(opt_s / (math_s + opt_s) * (1.0 - share), 4),
+                                      inst.source, inst.price_date))  # fmt: skip
             break
     return sorted(out, key=lambda o: (round(o.usd, 6), o.hours))
+
+
+def unverified_note(options: Sequence[FinetuneOption], purchase: str = "on_demand") -> str | None:
+    """Flag a recommendation (``options[0]``, cheapest first) priced off a catalog row marked for re-checking, with
+    the cheapest option on a verified row; the wording of ``rightsize plan``'s (``llm.plan``, ``plan.explain``)."""
+    if not options or not is_unverified(options[0].price_source, purchase):
+        return None
+    rec = options[0]
+    line = f"the recommended {rec.instance}'s price is unverified ({rec.price_source}): re-check it"
+    v = next((o for o in options if not is_unverified(o.price_source, purchase)), None)
+    if v is not None:
+        nodes = f"{v.nodes} x " if v.nodes > 1 else ""
+        ratio = v.usd / max(1e-9, rec.usd)
+        line += (f"; the cheapest verified plan is {nodes}{v.instance} ({v.gpus} x {v.accelerator}) at "
+                 f"${v.usd:,.2f} total, ${v.usd_per_hour:.2f}/h ({ratio:.2f}x the cost)")  # fmt: skip
+    return line

@@ -1,0 +1,147 @@
+"""Fine-tune plans say what their numbers rest on: an unverified price at the top, QLoRA's slower step, and what
+--precision bf16 means."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from rightsize.catalog import load_catalog
+from rightsize.catalog.model import Catalog, is_unverified
+from rightsize.llm.finetune import model_state_bytes
+from rightsize.llm.finetune_plan import QLORA_STEP_FACTOR, plan_finetune, qlora_note, unverified_note
+
+REFERENCES = Path(__file__).resolve().parents[2] / "src" / "rightsize" / "llm" / "data" / "llm_references.csv"
+LITGPT_TABLE = "https://github.com/Lightning-AI/litgpt/blob/0cc02afa1dca7434418cf612690da13d38d294fd/tutorials/"
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    from rightsize.cli.app import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code in (0, None)
+    return capsys.readouterr().out
+
+
+# 1. an unverified price at the top is flagged, with the cheapest verified plan; every option carries its source
+
+
+def test_each_option_carries_its_price_source_and_date(catalog: Catalog) -> None:
+    opts = plan_finetune("llama-70b", "qlora", tokens=50e6, batch=4, seq_len=2048, catalog=catalog)
+    rows = {(i.provider, i.region, i.instance_type): i for i in catalog.instances}
+    for o in opts:
+        row = rows[(o.provider, o.region, o.instance)]
+        assert (o.price_source, o.price_date) == (row.source, row.price_date) and o.price_source
+    assert {"price_source", "price_date"} <= set(opts[0].to_dict())
+
+
+@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
+def test_an_unverified_recommendation_is_flagged_with_the_cheapest_verified_plan(catalog: Catalog, method: str) -> None:
+    # the shipped catalog's p5e.48xlarge row is a Capacity Blocks reservation rate ("estimate"), not on-demand
+    opts = plan_finetune("llama-70b", method, tokens=50e6, batch=4, seq_len=2048, catalog=catalog)
+    rec = opts[0]
+    assert rec.instance == "p5e.48xlarge" and is_unverified(rec.price_source, "on_demand")
+    verified = next(o for o in opts if not is_unverified(o.price_source, "on_demand"))
+    note = unverified_note(opts)
+    assert note is not None
+    assert note.startswith(f"the recommended p5e.48xlarge's price is unverified ({rec.price_source}): re-check it")
+    assert "the cheapest verified plan is " in note and f"{verified.instance} ({verified.gpus} x " in note
+    assert f"${verified.usd:,.2f} total" in note and f"({verified.usd / rec.usd:.2f}x the cost)" in note
+
+
+def test_a_verified_recommendation_is_not_flagged_and_no_verified_plan_is_not_invented(catalog: Catalog) -> None:
+    opts = plan_finetune("llama-7b", "lora", tokens=50e6, batch=4, seq_len=2048, catalog=catalog)
+    assert not is_unverified(opts[0].price_source, "on_demand") and unverified_note(opts) is None
+    assert unverified_note([]) is None
+    marked = [replace(o, price_source="as remembered; re-check") for o in opts[:3]]
+    note = unverified_note(marked)
+    assert note is not None and "re-check it" in note and "cheapest verified" not in note
+    # a mark on the spot price only does not count against the on-demand price the plan uses
+    spot_only = [replace(opts[0], price_source="snapshot 2025-06 (spot re-check)")]
+    assert unverified_note(spot_only) is None
+
+
+def test_finetune_cli_warns_and_its_json_carries_the_price_source(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["finetune", "llama-70b", "--method", "qlora", "--tokens", "50e6"]
+    out = json.loads(_run([*argv, "--json"], capsys))
+    top = out["options"][0]
+    assert top["instance"] == "p5e.48xlarge" and top["price_date"] == "2025-01" and "estimate" in top["price_source"]
+    assert all(o["price_source"] and o["price_date"] for o in out["options"])
+    assert out["notes"][0].startswith("the recommended p5e.48xlarge's price is unverified")
+    text = " ".join(_run(argv, capsys).split())  # rich wraps long lines
+    assert "warning: the recommended p5e.48xlarge's price is unverified" in text
+    assert "the cheapest verified plan is p5.4xlarge (1 x H100)" in text
+
+
+# 2. QLoRA's step is slower than LoRA's by LitGPT's measured factor; LoRA and full are not
+
+
+def test_qlora_math_time_is_loras_times_the_litgpt_factor(catalog: Catalog) -> None:
+    assert pytest.approx(3.68 / 2.36) == QLORA_STEP_FACTOR
+    assert LITGPT_TABLE in REFERENCES.read_text(encoding="utf-8")  # the table the factor is read off
+    kw = {"tokens": 50e6, "batch": 4, "seq_len": 2048, "catalog": catalog, "providers": ["gcp"]}
+    lora = {(o.instance, o.zero_stage): o for o in plan_finetune("llama-7b", "lora", **kw)}  # type: ignore[arg-type]
+    qlora = plan_finetune("llama-7b", "qlora", **kw)  # type: ignore[arg-type]
+    both = [(q, lora[(q.instance, q.zero_stage)]) for q in qlora if (q.instance, q.zero_stage) in lora]
+    assert len(both) >= 3  # (4-bit weights fit GPUs LoRA's 16-bit ones do not)
+    for q, lo in both:
+        q_math = q.train_hours * (1 - q.optimizer_share)
+        lo_math = lo.train_hours * (1 - lo.optimizer_share)
+        assert q_math == pytest.approx(lo_math * QLORA_STEP_FACTOR, rel=2e-3)  # the shares are rounded
+        assert q.train_hours > 1.5 * lo.train_hours
+    note = qlora_note("qlora")
+    assert note is not None and "x 1.56" in note and "3.68 vs 2.36 min per 1k iterations" in note
+    assert qlora_note("lora") is None and qlora_note("full") is None
+
+
+def test_lora_and_full_hours_are_the_flops_alone(catalog: Catalog) -> None:
+    """The factor is QLoRA's: LoRA's 7B on one L4 stays 13.27 h, as before it."""
+    opts = plan_finetune("llama-7b", "lora", tokens=50e6, batch=4, seq_len=2048, catalog=catalog)
+    assert opts[0].accelerator == "L4" and opts[0].train_hours == pytest.approx(13.2695, abs=1e-4)
+
+
+def test_finetune_cli_notes_qlora_slowdown(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["finetune", "llama-7b", "--tokens", "50e6", "--provider", "gcp", "--json"]
+    qlora = json.loads(_run([*argv, "--method", "qlora"], capsys))
+    lora = json.loads(_run([*argv, "--method", "lora"], capsys))
+    assert qlora["notes"] == [qlora_note("qlora")] and lora["notes"] == []
+    assert qlora["options"][0]["train_hours"] > 1.5 * lora["options"][0]["train_hours"]
+
+
+# 3. --precision bf16 is pure bf16 here (AMP in `rightsize memory`): the help and the output say so, in bytes
+
+
+def test_model_state_bytes_per_parameter() -> None:
+    assert model_state_bytes("bf16") == model_state_bytes("fp16") == 8  # 2 weight + 2 grad + 2 x 2 AdamW
+    assert model_state_bytes("amp_bf16") == model_state_bytes("amp_fp16") == 16  # + 4 master, states fp32
+    assert model_state_bytes("fp32") == 16
+    assert model_state_bytes("bf16", "sgd") == 4
+
+
+def test_finetune_precision_help_gives_the_bytes_per_parameter(capsys: pytest.CaptureFixture[str]) -> None:
+    help_text = " ".join(_run(["finetune", "--help"], capsys).replace("│", " ").split())
+    assert f"pure 16-bit weights, gradients and AdamW states, {model_state_bytes('bf16')} B/param" in help_text
+    assert f"master weights and AdamW states too, {model_state_bytes('amp_bf16')} B/param" in help_text
+
+
+def test_finetune_text_says_what_pure_bf16_means(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["finetune", "llama-7b", "--tokens", "50e6", "--provider", "gcp", "--top", "1"]
+    full = " ".join(_run([*argv, "--method", "full"], capsys).split())
+    assert ("bf16: pure bf16 weights, grads and AdamW states (8 B/param); amp_bf16 keeps fp32 master weights "
+            "(16 B/param)") in full  # fmt: skip
+    assert "LoRA adapters" not in full
+    fp16 = " ".join(_run([*argv, "--method", "full", "--precision", "fp16"], capsys).split())
+    assert "fp16: pure fp16 weights, grads and AdamW states (8 B/param); amp_fp16 keeps" in fp16
+    lora = " ".join(_run([*argv, "--method", "lora"], capsys).split())  # PEFT's fp32 adapters: 16 B either way
+    assert "hf's fp32 LoRA adapters: 16 B/param either way" in lora
+    amp = " ".join(_run([*argv, "--method", "full", "--precision", "amp_bf16"], capsys).split())
+    assert "B/param" not in amp

@@ -107,3 +107,12 @@ def test_md_escapes_lone_backticks_and_keeps_code_span_text() -> None:
     assert md("``a`b`` and `c_d` e_f") == r"``a`b`` and `c_d` e\_f"  # a span's text is literal: no \_ there
     assert md("lone ` tick *x*") == r"lone \` tick \*x\*"
     assert md("`x|y` | z") == r"`x\|y` \| z"
+
+
+def test_a_spot_job_shorter_than_its_checkpoint_interval_reads_none_needed() -> None:
+    """A 15-minute job's report read "checkpoint every 1,859 min"; the plan's own warning already said none."""
+    from rightsize.report.fmt import checkpoint_every
+
+    assert checkpoint_every({"checkpoint_interval_min": 1859.0}, 0.25) == "none needed (longer than the job)"
+    assert checkpoint_every({"checkpoint_interval_min": 15.5}, 4.88) == "15.5 min"
+    assert checkpoint_every({"checkpoint_interval_min": 15.5}, None) == "15.5 min"

@@ -16,7 +16,7 @@ from rightsize.plan.online import FLUID_METHOD
 from rightsize.profile import Environment
 from rightsize.report.charts import all_charts
 from rightsize.report.data import FLEET_HEAD, ReportData, candidate_key, fleet_rows
-from rightsize.report.fmt import esc, finite, format_bytes, hours, num, pct, usd
+from rightsize.report.fmt import checkpoint_every, esc, finite, format_bytes, hours, num, pct, usd
 
 __all__ = ["asset_text", "candidates_table", "env_rows", "flatten", "page", "render_html"]
 
@@ -115,7 +115,7 @@ def _stats(c: Mapping[str, Any], kind: str) -> list[tuple[str, str]]:
     spot = c.get("spot") or {}
     if spot:
         rows.append(("P(meet deadline)", pct(spot.get("p_meet_deadline"))))
-        rows.append(("checkpoint every", f"{num(spot.get('checkpoint_interval_min'))} min"))
+        rows.append(("checkpoint every", checkpoint_every(spot, c.get("runtime_hours"))))
     if (c.get("grad_accumulation") or 1) > 1:
         rows.append(("gradient accumulation", str(c["grad_accumulation"])))
     if finite(c.get("memory_bytes")):

@@ -10,7 +10,7 @@ from typing import Any
 
 from rightsize import __version__
 from rightsize.report.data import FLEET_HEAD, ReportData, candidate_key, candidate_label, fleet_rows
-from rightsize.report.fmt import format_bytes, hours, md, num, pct, quality_word, usd
+from rightsize.report.fmt import checkpoint_every, format_bytes, hours, md, num, pct, quality_word, usd
 from rightsize.report.html import env_rows, flatten
 
 __all__ = ["render_markdown"]
@@ -182,12 +182,12 @@ def render_markdown(data: ReportData) -> str:
                 hours(c["spot"].get("expected_hours")),
                 usd(c["spot"].get("expected_cost_usd")),
                 pct(c["spot"].get("p_meet_deadline")),
-                num(c["spot"].get("checkpoint_interval_min")),
+                checkpoint_every(c["spot"], c.get("runtime_hours")),
             ]
             for c in spot
         ]
         out += ["", "## Spot with checkpoints", ""]
-        out += _table(["candidate", "expected time", "expected cost", "P(deadline)", "checkpoint every (min)"], srows)
+        out += _table(["candidate", "expected time", "expected cost", "P(deadline)", "checkpoint every"], srows)
     out += [
         "",
         "Provenance: *measured* on the environment above, *projected* by roofline + calibration, *rule* of thumb.",

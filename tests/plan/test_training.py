@@ -99,3 +99,12 @@ def test_int8_curves_are_not_trained() -> None:
     cat = small_catalog()
     opts = pair_options(cat.instances, [_train_curve("T4", 1.0, "int8")], cat.accelerators)
     assert plan_training(opts, TrainingTarget(steps=10, batch_size=8)) == []
+
+
+def test_a_deadline_shorter_than_the_spin_up_says_so() -> None:
+    """A 3-minute deadline listed "misses the deadline" on every row and never said spin-up alone is longer."""
+    cat = small_catalog()
+    opts = pair_options(cat.instances, [_train_curve("T4", 10.0, "fp16")], cat.accelerators)
+    t = TrainingTarget(steps=10, batch_size=16, max_nodes=1, deadline_hours=0.05)
+    (od,) = [c for c in plan_training(opts, t, purchase=["on_demand"]) if c.purchase == "on-demand"]
+    assert not od.feasible and od.reasons[0] == "spin-up alone (8.58 min) exceeds the 3 min deadline"

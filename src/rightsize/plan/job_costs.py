@@ -36,7 +36,10 @@ def finish(
     edge = max(1.0, c.band[1])
     fixed = min(max(0.0, fixed_hours), hours)
     at_edge = fixed + (hours - fixed) * edge
-    if deadline_hours is not None and hours > deadline_hours:
+    if deadline_hours is not None and fixed >= deadline_hours:
+        c.feasible = False
+        c.reasons.append(f"spin-up alone ({format_hours(fixed)}) exceeds the {format_hours(deadline_hours)} deadline")
+    elif deadline_hours is not None and hours > deadline_hours:
         c.feasible = False
         c.reasons.append(f"misses the deadline: {format_hours(hours)} > {format_hours(deadline_hours)}")
     elif deadline_hours is not None and at_edge > deadline_hours:

@@ -33,6 +33,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _a_quiet_machine_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process sweeps see "the machine is not busy now" (``sweep.busy_now``): a config stored while busy is
+    measured again, as on a quiet machine, whatever else this shared machine runs during the test (the rule's own
+    tests patch it)."""
+    from rightsize.measure import sweep
+
+    monkeypatch.setattr(sweep, "busy_now", lambda: None)
+
+
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     return tmp_path / "store.sqlite"

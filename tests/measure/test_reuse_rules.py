@@ -121,6 +121,29 @@ def test_the_measuring_line_says_why_a_stored_config_is_measured_again(
     assert "(2 again: stored while the machine was busy)" in capfd.readouterr().err
 
 
+def test_a_busy_result_is_reused_while_the_machine_is_still_busy(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A plan run twice on a shared box re-measured every busy config (8 minutes) and read new numbers each time:
+    while other work still holds the cores the stored reading is kept, once, with one note; quiet again, or with
+    --fresh, it is measured."""
+    store = Store(tmp_path / "s.sqlite")
+    w = _workload(batch_sizes=[1, 2])
+    _sweep(monkeypatch, store, (1.0, 0.5, 10.0), w=w)  # both stored contended
+    monkeypatch.setattr(sweep_mod, "busy_now", lambda: 0.67)
+    capfd.readouterr()
+    kept, script = _sweep(monkeypatch, store, (1.0, 0.01, 10.0), w=w)
+    assert script.calls == 0 and kept.reused == 2 and "measuring" not in capfd.readouterr().err
+    assert kept.notes == [
+        "2 config(s) stored while the machine was busy, and other work holds 67% of its cores now: "
+        "reused, not measured again (`rightsize bench SPEC --fresh` measures them when it is quiet)"
+    ]
+    monkeypatch.setattr(sweep_mod, "busy_now", lambda: 0.05)
+    quiet, script = _sweep(monkeypatch, store, (1.0, 0.01, 10.0), w=w)
+    assert script.calls == 2 and "(2 again: stored while the machine was busy)" in capfd.readouterr().err
+    assert not any(is_contended(m) for m in quiet.measurements)
+
+
 def test_a_stored_peak_above_the_memory_limit_is_measured_again_under_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -121,6 +121,34 @@ def steal_s() -> float | None:
     return sum(ticks) / _USER_HZ if ticks else None
 
 
+def _core_ticks() -> tuple[int, int] | None:
+    """(busy, total) ``/proc/stat`` ticks summed over the cores this process may use (idle and iowait are not busy)."""
+    try:
+        cores = {f"cpu{c}" for c in os.sched_getaffinity(0)}
+        lines = Path("/proc/stat").read_text().splitlines()
+    except (AttributeError, OSError):
+        return None
+    busy = total = 0
+    for f in (line.split() for line in lines):
+        if f and f[0] in cores and len(f) > 5:
+            ticks = [int(x) for x in f[1:]]
+            total += sum(ticks[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
+            busy += sum(ticks[:8]) - ticks[3] - ticks[4]
+    return (busy, total) if total else None
+
+
+def others_busy_share(interval_s: float = 0.3) -> float | None:
+    """The share of this process's cores other work kept busy over ``interval_s`` while this process slept (0 quiet,
+    1 every core taken); None where ``/proc/stat`` is unreadable. Unlike the load average it is not raised by this
+    process's own work a minute ago, and it counts only the cores this process may use."""
+    before = _core_ticks()
+    time.sleep(interval_s)
+    after = _core_ticks()
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return max(0.0, min(1.0, (after[0] - before[0]) / (after[1] - before[1])))
+
+
 def loadavg_1m() -> float | None:
     try:
         return os.getloadavg()[0]

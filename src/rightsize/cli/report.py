@@ -26,22 +26,20 @@ def report(
     catalog: Path | None = CATALOG_OPTION,
 ) -> None:
     """Write the report of a stored plan (with its measured profile when the store has it)."""
-    from rightsize.errors import NotFoundError, SpecError
+    from rightsize.errors import SpecError
     from rightsize.report import SUFFIXES
     from rightsize.report.html import render_html
     from rightsize.report.markdown import render_markdown
     from rightsize.report.stored import find_generative_plan, find_plan, stored_report_data
     from rightsize.store import Store
-    from rightsize.store.db import default_store_path
+    from rightsize.store.db import default_store_path, missing_store_error
 
     if output.suffix.lower() not in SUFFIXES:
         raise SpecError("--output", f"must end in .html or .md, got {output.name!r}")
     check_writable(output, "--output", store)
     path = store if store is not None else default_store_path()
     if not Path(path).is_file():
-        raise NotFoundError(
-            f"--store: no results store at {str(path)!r}; run `rightsize plan SPEC` first or pass --store"
-        )
+        raise missing_store_error(Path(path), "`rightsize plan SPEC`")
     with Store(path) as db:
         if (generative := find_generative_plan(db, run)) is not None:
             _generative_report(generative, output, json_out)

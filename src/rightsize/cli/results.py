@@ -10,14 +10,27 @@ from typing import Any
 import typer
 
 from rightsize.cli._common import JSON_OPTION, STORE_OPTION, check_writable, emit_json, err_console, out_console
-from rightsize.errors import SpecError
+from rightsize.errors import NotFoundError, SpecError, did_you_mean
+from rightsize.store.db import MIN_RUN_PREFIX
+
+DEFAULT_RUNS = 20  # runs listed without --limit
+MODELS_SHOWN = 6  # models named when --model matches none
 
 
 def results(
-    run: str | None = typer.Argument(None, help="Run id (or a 4+ character prefix) to show its measurements."),
+    run: str | None = typer.Argument(
+        None, help=f"Run id (or a {MIN_RUN_PREFIX}+ character prefix) to show its measurements."
+    ),
     json_out: bool = JSON_OPTION,
     model: str | None = typer.Option(None, "--model", help="Only this model's measurements."),
-    limit: int = typer.Option(20, "--limit", min=1, max=1_000_000_000, help="How many runs to list."),
+    limit: int | None = typer.Option(
+        None,
+        "--limit",
+        min=1,
+        max=1_000_000_000,
+        help=f"How many runs to list (default {DEFAULT_RUNS}); with RUN or --model, show only the newest N "
+        "measurements (--export still writes all).",
+    ),
     export: Path | None = typer.Option(
         None,
         "--export",
@@ -38,7 +51,7 @@ def results(
                 check_writable(_sibling(export, tail), "--export", store)
     db = Store(store, read_only=True)  # reading never creates a store (a missing path: exit 2)
     if run is None and model is None and export is None:
-        runs = db.runs(limit=limit)
+        runs = db.runs(limit=limit or DEFAULT_RUNS)
         if json_out:
             emit_json(runs)
             return
@@ -54,10 +67,15 @@ def results(
         return
     run_id = db.run(run).id if run else None
     ms = db.measurements(run_id=run_id, model=model)
+    if model is not None and not ms and (export is None or not _model_artifacts(db, run_id, model)):
+        raise _no_measurements(db, run_id, model)  # nothing matched: exit 2, as a run id not in the store
     records = [record(m) for m in ms]
     if export is not None:
         written = _export(db, records, export, run_id, model)
         err_console.print(f"wrote {written}")
+    if limit is not None and len(ms) > limit and (json_out or export is None):  # newest N, in measured order
+        err_console.print(f"showing the newest {limit} of {len(ms)} measurements; --limit N shows more")
+        ms, records = ms[-limit:], records[-limit:]
     if json_out:
         emit_json(records)
     elif export is None:
@@ -68,6 +86,26 @@ def results(
                 out_console.print(f"  {line}", highlight=False)
         else:
             out_console.print(sweep_table(ms, f"run {run_id}" if run_id else f"model {model}"))
+
+
+def _model_artifacts(db: Any, run_id: str | None, model: str) -> list[dict[str, Any]]:
+    """The plans and load tests (of ``run_id`` when given) that name ``model``: what an export writes for it."""
+    arts = db.artifacts(run_id=run_id) if run_id else db.artifacts()
+    return [a for a in arts if a["payload"].get("model") == model]
+
+
+def _no_measurements(db: Any, run_id: str | None, model: str) -> NotFoundError:
+    """``--model`` matched nothing: name what the store (or the run) has measured instead."""
+    counts = db.measured_models(run_id)
+    where = f"run {run_id}" if run_id else f"the store {str(db.path)!r}"
+    if not counts:
+        return NotFoundError(f"--model: no measurements of model {model!r} in {where}, which has none; "
+                             "`rightsize bench SPEC` measures a model")  # fmt: skip
+    names = list(counts)
+    shown = ", ".join(f"{n} ({counts[n]})" for n in names[:MODELS_SHOWN])
+    more = f" and {len(names) - MODELS_SHOWN} more" if len(names) > MODELS_SHOWN else ""
+    return NotFoundError(f"--model: no measurements of model {model!r} in {where}.{did_you_mean(model, names)} "
+                         f"Measured models: {shown}{more}")  # fmt: skip
 
 
 def _stored_results(db: Any, run_id: str) -> list[str]:

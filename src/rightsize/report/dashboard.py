@@ -216,13 +216,11 @@ def make_server(
     import socket
 
     from rightsize.store import Store
-    from rightsize.store.db import default_store_path
+    from rightsize.store.db import default_store_path, missing_store_error
 
     path = Path(store_path) if store_path is not None else default_store_path()
-    if not path.is_file():
-        raise NotFoundError(
-            f"--store: no results store at {str(path)!r}; run `rightsize bench SPEC` first or pass --store"
-        )
+    if not path.is_file():  # a directory is named as one: the fix is a file path, not a first run
+        raise missing_store_error(path)
     Store(path, read_only=True).close()  # a file that is not a store, or a damaged one, is refused before serving
     check_host(host)
     try:

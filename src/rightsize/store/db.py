@@ -60,6 +60,24 @@ _MIGRATIONS: list[str] = [
 ]
 
 
+_TABLES = ("envs", "runs", "measurements", "artifacts")  # what every store version has
+MIN_RUN_PREFIX = 4  # a run id (12 hex characters) may be given by this many of its first characters or more
+
+
+def _directory_error(path: Path) -> RightsizeError:
+    return RightsizeError(
+        f"--store: {str(path)!r} is a directory, not a store file; point --store or RIGHTSIZE_STORE at a file "
+        f"path, e.g. {str(path / 'store.sqlite')!r}"
+    )
+
+
+def missing_store_error(path: Path, first: str = "`rightsize bench SPEC`") -> RightsizeError:
+    """The error for a store that a read must find but is not there: a directory, or no file (run ``first``)."""
+    if path.is_dir():
+        return _directory_error(path)
+    return NotFoundError(f"--store: no results store at {str(path)!r}; run {first} first or pass --store")
+
+
 def default_store_path() -> Path:
     """``$RIGHTSIZE_STORE`` or ``<user cache dir>/rightsize/store.sqlite``."""
     env = os.environ.get("RIGHTSIZE_STORE")
@@ -118,11 +136,16 @@ class Store:
     def __init__(self, path: str | Path | None = None, *, read_only: bool = False) -> None:
         """Open (and create or migrate) the store; ``read_only`` never writes and never creates."""
         self.path = Path(path) if path is not None else default_store_path()
+        if self.path.is_dir():
+            raise _directory_error(self.path)
+        if not read_only and self.path.is_file() and not os.access(self.path, os.W_OK):
+            # refused before SQLite opens it: it would open read-only and fail at the first write, mid-command
+            raise self._unwritable("the file is read-only for this user")
         try:
             if read_only:
                 if not self.path.is_file():
-                    what = "is a directory, not a store file" if self.path.is_dir() else "does not exist"
-                    raise NotFoundError(f"--store: {str(self.path)!r} {what}; run `rightsize bench` or `plan` first")
+                    raise NotFoundError(f"--store: {str(self.path)!r} does not exist; run `rightsize bench` or `plan` "
+                                        "first")  # fmt: skip
                 uri = self.path.resolve().as_uri()
                 self._conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30)
                 if not os.access(self.path.parent, os.W_OK) and not Path(f"{self.path}-shm").exists():
@@ -148,10 +171,13 @@ class Store:
             what = " ".join(verdict.replace("*** in database main ***", "").split())[:100]
             raise RightsizeError(f"--store: {str(self.path)!r} is damaged ({what}); nothing was read from "
                                  "or written to it: restore a copy, or pass another path")  # fmt: skip
+        if not read_only:
+            self._check_writable()
         try:
             if read_only:
                 self._conn.execute("SELECT count(*) FROM runs").fetchone()
                 return
+            self._check_ours()  # before the first write: another application's database is never changed
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()
@@ -163,6 +189,50 @@ class Store:
             ) from None
 
     # -- plumbing ---------------------------------------------------------------------------------
+
+    def _unwritable(self, why: str) -> RightsizeError:
+        return RightsizeError(
+            f"--store: cannot write {str(self.path)!r} ({why}); nothing was written: make it and its folder writable, "
+            "or point --store or RIGHTSIZE_STORE at a writable path"
+        )
+
+    def _check_writable(self) -> None:
+        """Refuse a store this process cannot write (a read-only file or folder, a read-only mount) before any
+        work: SQLite opens such a file read-only without a word, and the command failed at its first write. The
+        probe is a write that is rolled back, so the file is left as it was."""
+        try:
+            version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.execute(f"PRAGMA user_version = {version}")
+            finally:
+                if self._conn.in_transaction:  # an error may have ended it already
+                    self._conn.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            if any(s in str(exc) for s in ("readonly", "read-only", "unable to open", "disk I/O error")):
+                self._conn.close()
+                raise self._unwritable(str(exc)) from None
+        except sqlite3.DatabaseError:
+            pass  # not a database, locked, ...: told apart (and reported) by the steps after this one
+
+    def _check_ours(self) -> None:
+        """Raise ``sqlite3.DatabaseError`` (reported as "not a rightsize store") for a database rightsize did not
+        make: one with tables but no schema version (another application's), or a versioned one without the
+        store's tables. Only an empty database is initialised as a new store."""
+        version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        tables = sorted(r[0] for r in self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))  # fmt: skip
+        if version == 0:
+            others = [str(t) for t in tables]
+            if others or self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+                held = f"tables {shown}" if shown else "views or triggers"
+                raise sqlite3.DatabaseError(f"another application's database: it holds {held} and no rightsize "
+                                            "schema; it was left untouched")  # fmt: skip
+            return
+        missing = [t for t in _TABLES if t not in tables]
+        if missing:
+            raise sqlite3.DatabaseError(f"schema v{version} but no table {missing[0]}; it was left untouched")
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -285,9 +355,23 @@ class Store:
         ]  # fmt: skip
 
     def run(self, run_id: str) -> RunInfo:
-        for r in self.runs():
-            if r.id == run_id or (len(run_id) >= 4 and r.id.startswith(run_id)):
+        """The run with id ``run_id``, or the one run whose id starts with it (``MIN_RUN_PREFIX`` characters or
+        more); a prefix of several runs is refused, never guessed."""
+        runs = self.runs()
+        for r in runs:
+            if r.id == run_id:
                 return r
+        if len(run_id) < MIN_RUN_PREFIX:
+            what = "is too short for a run id prefix" if any(r.id.startswith(run_id) for r in runs) else (
+                "is not in the store")  # fmt: skip
+            raise NotFoundError(f"run {run_id!r} {what}: give the full id or its first {MIN_RUN_PREFIX}+ characters "
+                                "(`rightsize results` lists runs)")  # fmt: skip
+        found = [r for r in runs if r.id.startswith(run_id)]
+        if len(found) > 1:
+            names = ", ".join(f"{r.id} ({r.kind} {r.name or '?'})" for r in found[:4])
+            raise NotFoundError(f"run {run_id!r} is a prefix of {len(found)} runs: {names}; give more characters")
+        if found:
+            return found[0]
         raise NotFoundError(f"run {run_id!r} is not in the store; `rightsize results` lists runs")
 
     def run_spec(self, run_id: str) -> dict[str, Any] | None:
@@ -333,6 +417,12 @@ class Store:
                 args.append(val)
         sql = "SELECT json FROM measurements" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
         return [Measurement.from_dict(json.loads(r["json"])) for r in self._conn.execute(sql, args)]
+
+    def measured_models(self, run_id: str | None = None) -> dict[str, int]:
+        """How many measurements each model has (of ``run_id`` when given), most first."""
+        sql = "SELECT model, COUNT(*) AS n FROM measurements" + (" WHERE run_id = ?" if run_id else "")
+        rows = self._conn.execute(sql + " GROUP BY model ORDER BY n DESC, model", (run_id,) if run_id else ())
+        return {str(r["model"]): int(r["n"]) for r in rows}
 
     def profiles(self, model: str | None = None, *, tiny: bool | None = False) -> list[Profile]:
         """One Profile per (env, model, mode, input): the newest result of each config."""

@@ -1,0 +1,157 @@
+"""A store path that cannot be used (unwritable, another application's database, a directory) is refused in one line
+before any work, and the file is left byte for byte as it was."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from rightsize.cli.app import main
+from rightsize.errors import RightsizeError
+from rightsize.report.dashboard import make_server
+from rightsize.store import Store
+
+ROOT = os.geteuid() == 0  # root writes through mode bits: an immutable flag (chattr +i) stands in for them
+
+
+@contextmanager
+def _unwritable(path: Path) -> Iterator[None]:
+    """``path`` (a file or a folder) made unwritable for this user, or the test skipped where that cannot be."""
+    lock = ["chattr", "+i", str(path)] if ROOT else ["chmod", "a-w", str(path)]
+    unlock = ["chattr", "-i", str(path)] if ROOT else ["chmod", "u+w", str(path)]
+    try:
+        if subprocess.run(lock, capture_output=True).returncode != 0:
+            pytest.skip(f"cannot make {path.name} read-only here")
+    except FileNotFoundError:
+        pytest.skip("no chattr/chmod here")
+    try:
+        if os.access(path, os.W_OK):
+            pytest.skip(f"{path.name} stayed writable")
+        yield
+    finally:
+        subprocess.run(unlock, capture_output=True)
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out, err = capsys.readouterr()
+    return int(exc.value.code or 0), out, err
+
+
+def _store(path: Path) -> bytes:
+    with Store(path) as s:
+        s.save_artifact(None, "note", {"name": "keep"})
+    return path.read_bytes()
+
+
+def test_an_unwritable_store_file_is_refused_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "ro.sqlite"
+    before = _store(path)
+    with _unwritable(path):
+        with pytest.raises(RightsizeError, match=r"--store: cannot write '.*ro\.sqlite' .*point --store or "):
+            Store(path)
+        # was 42 lines of sqlite3.OperationalError "attempt to write a readonly database", exit 1
+        rc, out, err = _run(["plan", "examples/gradient-boosting.yaml", "--store", str(path)], capsys)
+        assert rc == 2 and err.startswith("error: --store: cannot write") and err.count("\n") == 1, err
+        assert "RIGHTSIZE_STORE" in err and "Traceback" not in err and not out
+        with Store(path, read_only=True) as s:  # reading it still works
+            assert [a["payload"]["name"] for a in s.artifacts("note")] == ["keep"]
+        rc, out, err = _run(["results", "--store", str(path)], capsys)
+        assert rc == 0 and "note" in out, err
+    assert path.read_bytes() == before
+
+
+def test_a_store_in_an_unwritable_folder_is_refused_for_writing(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    path = folder / "s.sqlite"
+    before = _store(path)
+    with _unwritable(folder):
+        if not os.access(path, os.W_OK):
+            pytest.skip("the file itself became unwritable")
+        # the file is writable, its folder is not: SQLite cannot make the side files a write needs
+        with pytest.raises(RightsizeError, match=r"--store: cannot write .*make it and its folder writable"):
+            Store(path)
+        with Store(path, read_only=True) as s:
+            assert len(s.artifacts("note")) == 1
+    assert path.read_bytes() == before
+
+
+def _foreign(path: Path, *, version: int = 0, table: str = "CREATE TABLE foo (x INTEGER)") -> bytes:
+    con = sqlite3.connect(path)
+    con.execute(table)
+    con.execute(f"PRAGMA user_version = {version}")
+    con.commit()
+    con.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("version", "table"),
+    [
+        (0, "CREATE TABLE foo (x INTEGER)"),  # another app's database, no schema version
+        (0, "CREATE VIEW v AS SELECT 1"),  # nothing but a view
+        (1, "CREATE TABLE foo (x INTEGER)"),  # another app's versioned database: v1 but not rightsize's tables
+    ],
+)
+def test_another_applications_database_is_never_migrated(tmp_path: Path, version: int, table: str) -> None:
+    path = tmp_path / "other.db"
+    before = _foreign(path, version=version, table=table)
+    with pytest.raises(RightsizeError, match=r"is not a rightsize store \(.*left untouched\); pass another path"):
+        Store(path)
+    assert path.read_bytes() == before  # no tables added, user_version and journal mode as they were
+    assert not Path(f"{path}-wal").exists()
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert con.execute("PRAGMA user_version").fetchone()[0] == version
+    con.close()
+
+
+def test_another_applications_database_via_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "other.db"
+    before = _foreign(path)
+    rc, _, err = _run(["plan", "examples/gradient-boosting.yaml", "--store", str(path)], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert "is not a rightsize store (another application's database: it holds tables foo" in err
+    assert path.read_bytes() == before
+
+
+def test_an_empty_file_still_becomes_a_store(tmp_path: Path) -> None:
+    path = tmp_path / "new.sqlite"
+    path.touch()  # e.g. made by `touch` or mktemp: no tables, user_version 0
+    with Store(path) as s:
+        s.save_artifact(None, "note", {"name": "n"})
+    with Store(path, read_only=True) as s:
+        assert len(s.artifacts("note")) == 1
+
+
+@pytest.mark.parametrize("read_only", [True, False])
+def test_a_directory_is_named_as_one(tmp_path: Path, read_only: bool) -> None:
+    with pytest.raises(RightsizeError, match=r"is a directory, not a store file; point --store or RIGHTSIZE_STORE at"):
+        Store(tmp_path, read_only=read_only)
+
+
+@pytest.mark.parametrize("command", ["results", "dashboard", "plan"])
+def test_a_directory_store_says_to_give_a_file_path(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [command] + (["examples/gradient-boosting.yaml"] if command == "plan" else []) + ["--store", str(tmp_path)]
+    rc, _, err = _run(argv, capsys)
+    assert rc == 2 and err.count("\n") == 1, err
+    assert f"'{tmp_path}' is a directory, not a store file; point --store or RIGHTSIZE_STORE at a file path" in err
+    assert "first" not in err  # was "run `rightsize bench SPEC` first": no run makes a directory a store
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_dashboard_still_says_when_there_is_no_store(tmp_path: Path) -> None:
+    with pytest.raises(RightsizeError, match=r"no results store at .*; run `rightsize bench SPEC` first"):
+        make_server(tmp_path / "absent.sqlite").server_close()

@@ -98,6 +98,9 @@ def test_artifacts(store_path: Path) -> None:
         [art] = s.artifacts("plan")
         assert art["id"] == a and art["payload"]["cost"] == 1.5
         assert s.run(art["run_id"]).kind == "plan"
+        assert art["run_id"] == a  # "stored as plan ID" and `results` list one id, not two
+        run = s.start_run("bench")
+        assert s.save_artifact(run, "loadtest", {"p": 1}) != run  # attached to a run it did not make: its own id
         with pytest.raises(NotFoundError):
             s.run("zzzzzz")
 

@@ -457,12 +457,15 @@ class Store:
     def save_artifact(self, run_id: str | None, kind: str, payload: dict[str, Any], *, internal: bool = False) -> str:
         """Attach a JSON payload (plan, load test, pipeline result) to a run; a run is made if None.
 
-        ``internal`` payloads (caches) belong to no run and never show in ``rightsize results``.
-        """
+        ``internal`` payloads (caches) belong to no run and never show in ``rightsize results``. A run made here
+        for the payload shares its id: `plan` says "stored as plan ID" and `rightsize results` lists run ID, one id
+        (they had been two, both accepted by `report`)."""
+        art_id = uuid.uuid4().hex[:12]
         if run_id is None and not internal:
             run_id = self.start_run(kind, name=str(payload.get("name", kind)), model=payload.get("model"))
             self.finish_run(run_id)
-        art_id = uuid.uuid4().hex[:12]
+            if not self._conn.execute("SELECT 1 FROM artifacts WHERE id = ?", (run_id,)).fetchone():
+                art_id = run_id
         with self._tx() as c:
             c.execute(
                 "INSERT INTO artifacts(id, run_id, kind, created_at, json) VALUES (?,?,?,?,?)",

@@ -26,6 +26,8 @@ def test_rules_example_json(tmp_path: Path) -> None:
     assert d["kind"] == "rules" and rec["device_class"] == "cpu" and rec["feasible"]
     assert rec["provenance"] == "rule" and rec["price_date"]
     assert len(d["candidates"]) == 3 and d["why"] and d["why_not"]
+    text = " ".join(_run("plan", "examples/gradient-boosting.yaml", "--store", str(tmp_path / "s.db")).stdout.split())
+    assert "ranked by rule: holds the data in RAM, has the wanted vCPUs, is of the wanted family" in text
 
 
 def test_spec_without_targets_is_a_user_error(tmp_path: Path) -> None:

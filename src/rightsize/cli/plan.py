@@ -91,6 +91,9 @@ def print_plan(result: PlanResult, top: int) -> None:
     if any(c.latency is not None and c.latency.method == FLUID for c in shown):
         out_console.print("[dim]~ estimated by a fluid approximation, not simulated: a candidate that cannot win the "
                           "plan (the planner simulates the cheapest groups)[/dim]")  # fmt: skip
+    if result.kind == "rules":  # not by price alone: a cheaper row of another family ranks below (plan.rules)
+        out_console.print("[dim]ranked by rule: holds the data in RAM, has the wanted vCPUs, is of the wanted family "
+                          "(see the recommendation), then by price[/dim]")  # fmt: skip
     rec = result.recommendation
     out_console.print()
     out_console.print("[bold]Recommendation[/bold]" if rec else "[bold red]No feasible plan[/bold red]")

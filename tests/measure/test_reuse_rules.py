@@ -139,8 +139,12 @@ def test_a_busy_result_is_reused_while_the_machine_is_still_busy(
         "reused, not measured again (`rightsize bench SPEC --fresh` measures them when it is quiet)"
     ]
     monkeypatch.setattr(sweep_mod, "busy_now", lambda: 0.05)
-    quiet, script = _sweep(monkeypatch, store, (1.0, 0.01, 10.0), w=w)
-    assert script.calls == 2 and "(2 again: stored while the machine was busy)" in capfd.readouterr().err
+    quiet, script = _sweep(monkeypatch, store, (1.0, 0.01, 10.0), w=_workload(batch_sizes=[1, 2, 4]))
+    assert script.calls == 3 and quiet.reused == 0
+    err = capfd.readouterr().err
+    assert "measuring 3 config(s) on this machine (2 again: stored while the machine was busy)" in err
+    again, _ = _sweep(monkeypatch, store, (1.0, 0.01, 10.0), w=_workload(batch_sizes=[1, 2, 4, 8]))
+    assert again.reused == 3 and "measuring 1 of 4 config(s) on this machine\n" in capfd.readouterr().err
     assert not any(is_contended(m) for m in quiet.measurements)
 
 

@@ -324,7 +324,8 @@ def drive(jobs: Sequence[SweepJob], store: Store | None, book: SweepBook, execut
         counts = Counter(whys[job.index] for job in todo if job.index in whys)
         why = "; ".join(f"{n} again: {reason}" for reason, n in counts.items())
         why = f" ({why})" if why else ""
-        print(f"rightsize: measuring {len(todo)} config(s) on this machine{why}", file=sys.stderr, flush=True)
+        of = f" of {len(todo) + len(reused)}" if reused else ""  # the progress bar counts the stored ones as done
+        print(f"rightsize: measuring {len(todo)}{of} config(s) on this machine{why}", file=sys.stderr, flush=True)
     try:
         for job, m, env in executor.measure(todo, priors, reused):
             prior = priors.get(job.index)

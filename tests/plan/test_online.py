@@ -165,3 +165,18 @@ def test_every_worker_of_a_paid_instance_serves() -> None:
     assert single.latency is not None and filled.latency is not None
     assert filled.latency.utilization == pytest.approx(10 * 0.030 / 4, rel=0.15)  # a quarter of one worker's
     assert filled.latency.p95 < single.latency.p95  # no request waits behind another while a worker is free
+
+
+def test_a_multi_gpu_instance_serves_on_every_gpu_even_beside_a_one_gpu_sibling() -> None:
+    """Options of one curve (T4 x1, T4 x4) share the simulation; each fills its own instance, and the long
+    verification run keeps the 4-GPU row at 4 replicas instead of reusing the 1-GPU row's count."""
+    from plan_fixtures import instance
+
+    one, four = instance("g.t4", 0.53, acc="T4", count=1), instance("g.4t4", 1.2, acc="T4", count=4)
+    cat = small_catalog()
+    cands = plan_online(pair_options([one, four], [gpu_curve("T4", 4.0, 0.2)], cat.accelerators), _target(10, 80),
+                        verify_top=4)  # fmt: skip
+    by = _by_name(cands)
+    assert by["g.t4"].replicas == 1 and by["g.4t4"].replicas == 4 and by["g.4t4"].count == 1
+    assert by["g.4t4"].gpus == 4 and by["g.4t4"].latency is not None
+    assert by["g.4t4"].latency.utilization < by["g.t4"].latency.utilization  # type: ignore[union-attr]

@@ -117,7 +117,7 @@ def verify_best(
 ) -> None:
     """Re-simulate the cheapest few (and the best of each device class) under the spec's balancer, until
     the cheapest feasible candidate is a verified one (adding replicas can make another one cheaper)."""
-    done: dict[tuple[int, int, float], tuple[int, LatencyPrediction]] = {}
+    done: dict[tuple[int, int, float, int], tuple[int, LatencyPrediction]] = {}
     verified: set[int] = set()
     started = time.perf_counter()
     for _ in range(top + 6):
@@ -142,15 +142,16 @@ def _verify_one(
     target: OnlineTarget,
     n: int,
     seed: int,
-    done: dict[tuple[int, int, float], tuple[int, LatencyPrediction]],
+    done: dict[tuple[int, int, float, int], tuple[int, LatencyPrediction]],
     buy: str,
     band: bool,
 ) -> None:
     bound, q = target.latency.bound_ms, float(target.latency.percentile)
     assert c.batching is not None
     pol = Policy(c.batching.max_batch, c.batching.max_wait_ms)
-    key = (id(opt.curve), pol.max_batch, pol.max_wait_ms)
     spare = spot_spare(opt, buy)
+    # per serving-replica count too: options of one curve fill instances of different sizes (1 GPU, 4 GPUs)
+    key = (id(opt.curve), pol.max_batch, pol.max_wait_ms, c.replicas - spare)
     if key not in done:
         r = c.replicas - spare  # serving replicas: the spare is not counted on to meet the SLO
         pred = simulate_policy(opt.curve, pol, r, target, n, seed + 1)

@@ -95,3 +95,13 @@ def test_memory_llama_1b_fp16_fits_an_8gb_tier_of_the_builtin_list(rightsize: Ru
     assert est["tier_memory_gib"] == 8 and est["tier"] == "P4 (8 GiB)"
     bad = rightsize("memory", "llama-1b", "--tiers", "8,big")
     assert bad.returncode == 2 and bad.stderr.startswith("error: --tiers: expected 'builtin'")
+
+
+def test_memory_tiers_refusal_states_the_range_it_accepts(rightsize: Run) -> None:
+    for bad in ("0", "8,0", "16385", "-1"):
+        out = rightsize("memory", "resnet50", "--tiers", bad)
+        assert out.returncode == 2 and out.stdout == ""
+        assert out.stderr == (
+            "error: --tiers: expected 'builtin' or GiB sizes above 0 and at most 16384, such as '8,16,24', "
+            f"got '{bad}'\n"
+        )

@@ -5,9 +5,12 @@
 
 The user file is one CSV whose header says which table it extends: ``instance_type`` → instances
 (key provider, region, instance_type), ``bandwidth_gbps`` → accelerators (key name),
-``sustained_ghz`` → CPU families (key name). Rows with an existing key replace it; others are added.
+``sustained_ghz`` → CPU families (key name). Rows with an existing key replace it; others are added;
+two rows of the user file with one key are refused (both line numbers named). Provider and region are
+lowercased, so ``AWS,US-EAST-1`` replaces the shipped ``aws,us-east-1`` row.
 In a user file ``source`` and ``price_date``/``date`` may be left empty (they become the file name
-and its modification date). Every bad cell raises SpecError naming file, line and column.
+and its modification date); a date written there may not lie after today. Every bad cell raises
+SpecError naming file, line and column.
 """
 
 from __future__ import annotations
@@ -84,11 +87,14 @@ SPOT_BUCKETS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 class _Row:
     """One CSV row with typed getters whose errors name file, line and column."""
 
-    def __init__(self, cells: dict[str, str], where: str, line: int, defaults: dict[str, str]) -> None:
+    def __init__(
+        self, cells: dict[str, str], where: str, line: int, defaults: dict[str, str], user: bool = False
+    ) -> None:
         self.cells = cells
         self.where = where
         self.line = line
         self.defaults = defaults
+        self.user = user  # a user's file: its written dates may not lie in the future
 
     def _fail(self, column: str, problem: str) -> SpecError:
         return SpecError(f"{self.where} line {self.line}, column {column!r}", problem)
@@ -141,6 +147,10 @@ class _Row:
             ok = False
         if not ok:
             raise self._fail(column, f"must be a date YYYY-MM or YYYY-MM-DD, got {short(raw)}")
+        written = (self.cells.get(column) or "").strip()  # a default (the file's date) is not checked
+        if self.user and written and dt.date.fromisoformat(raw if len(raw) == 10 else f"{raw}-01") > today():
+            raise self._fail(column, f"is {raw}, after today ({today().isoformat()}); write the date the values "
+                             "were read, or leave it empty for the file's date")  # fmt: skip
         return raw
 
     def choice(self, column: str, choices: tuple[str, ...]) -> str | None:
@@ -152,14 +162,33 @@ class _Row:
     def ref(self, column: str, known: dict[str, object], required: bool = True) -> str | None:
         raw = self.text(column, required=required)
         if raw and raw not in known:
-            raise self._fail(column, f"unknown name {raw!r}.{did_you_mean(raw, known)}")
+            several = _expansions(raw, known)
+            if len(several) > 1:
+                raise self._fail(column, f"{raw!r} is ambiguous: {', '.join(several)}; write one of them")
+            hint = f" Did you mean {several[0]!r}?" if several else did_you_mean(raw, known)
+            raise self._fail(column, f"unknown name {raw!r}.{hint}")
         return raw or None
 
 
+def today() -> dt.date:
+    """Today in UTC, or the local date when that is later (east of UTC, a user's today is already tomorrow)."""
+    return max(dt.datetime.now(dt.timezone.utc).date(), dt.date.today())
+
+
+def _expansions(raw: str, known: dict[str, object]) -> list[str]:
+    """Names that ``raw`` is a short form of: it matches their leading words ('A100' -> A100-40GB, A100-80GB;
+    'a10' is no short form of 'A100-40GB'). A name differing only in case is not listed (did_you_mean says it)."""
+    want = raw.strip().lower()
+    if not want or any(k.lower() == want for k in known):
+        return []
+    return sorted(k for k in known if (kl := k.lower()).startswith(want) and len(kl) > len(want)
+                  and not kl[len(want)].isalnum())  # fmt: skip
+
+
 def read_table(
-    path: Path, text: str, required: tuple[str, ...], defaults: dict[str, str] | None = None
+    path: Path, text: str, required: tuple[str, ...], defaults: dict[str, str] | None = None, user: bool = False
 ) -> Iterator[_Row]:
-    """Yield the data rows of CSV ``text`` (line numbers count the header as line 1)."""
+    """Yield the data rows of CSV ``text`` (line numbers count the header as line 1); ``user``: a user's file."""
     reader = csv.DictReader(io.StringIO(text, newline=""))
     header = [h.strip() for h in (reader.fieldnames or [])]
     reader.fieldnames = header
@@ -173,7 +202,7 @@ def read_table(
             raise SpecError(f"{path} line {reader.line_num}", f"has more cells than the header's {len(header)} columns")
         if not any((v or "").strip() for v in row.values()):
             continue
-        yield _Row({k: v or "" for k, v in row.items()}, str(path), reader.line_num, defaults or {})
+        yield _Row({k: v or "" for k, v in row.items()}, str(path), reader.line_num, defaults or {}, user)
 
 
 def _accelerator(r: _Row) -> Accelerator:
@@ -223,17 +252,22 @@ def _instance(r: _Row, accelerators: dict[str, Accelerator], cpus: dict[str, Cpu
         raise r._fail("accelerator", f"is empty but accelerator_count is {count}; name the accelerator")
     cpu_family = r.ref("cpu_family", dict(cpus))
     assert cpu_family is not None
+    on_demand = r.num("on_demand_usd_per_hour", minimum=1e-9)
+    spot = r.number("spot_usd_per_hour", required=False, minimum=1e-9)
+    if spot is not None and spot > on_demand:
+        raise r._fail("spot_usd_per_hour", f"spot price {spot:g} is above on-demand {on_demand:g}; write the spot "
+                      "price, or leave it empty when there is no spot offer")  # fmt: skip
     return Instance(
         provider=r.text("provider").lower(),
-        region=r.text("region"),
+        region=r.text("region").lower(),
         instance_type=r.text("instance_type"),
         vcpus=r.integer("vcpus", minimum=1) or 1,
         ram_gib=r.num("ram_gib", minimum=1e-9),
         cpu_family=cpu_family,
         accelerator=accelerator,
         accelerator_count=count,
-        on_demand_usd_per_hour=r.num("on_demand_usd_per_hour", minimum=1e-9),
-        spot_usd_per_hour=r.number("spot_usd_per_hour", required=False, minimum=1e-9),
+        on_demand_usd_per_hour=on_demand,
+        spot_usd_per_hour=spot,
         spot_interruption=r.choice("spot_interruption", SPOT_BUCKETS),
         price_date=r.date("price_date"),
         source=r.text("source"),
@@ -261,6 +295,20 @@ def _unique(items: list[T], key: Callable[[T], object], where: str) -> None:
         if k in seen:
             raise SpecError(where, f"duplicate row for {k}; keep one")
         seen.add(k)
+
+
+def _one_per_key(rows: list[tuple[_Row, T]], key: Callable[[T], object], what: str) -> dict[object, T]:
+    """``key`` -> item of a user file's rows, refusing a key that two rows share (the last would win unsaid)."""
+    out: dict[object, T] = {}
+    lines: dict[object, int] = {}
+    for r, item in rows:
+        k = key(item)
+        if k in lines:
+            shown = ", ".join(map(str, k)) if isinstance(k, tuple) else str(k)
+            raise SpecError(f"{r.where} line {r.line}", f"repeats line {lines[k]}'s {what} ({shown}); keep one of "
+                            "the two rows")  # fmt: skip
+        lines[k], out[k] = r.line, item
+    return out
 
 
 def _shipped() -> Catalog:
@@ -315,6 +363,20 @@ def _links(text: str) -> dict[tuple[str, str], Links]:
     }  # fmt: skip
 
 
+def _no_repeats(path: Path, text: str, columns: tuple[str, ...]) -> None:
+    """Refuse two rows of a power, grid or link file with one key (``columns``; the last would win unsaid)."""
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    lines: dict[tuple[str, ...], int] = {}
+    for row in reader:
+        k = tuple(row.get(c) or "" for c in columns)
+        if row.get("kind") == "memory":  # one memory row: its key cell is not read
+            k = ("memory",)
+        if k in lines:
+            raise SpecError(f"{path} line {reader.line_num}", f"repeats line {lines[k]}'s {' and '.join(columns)} "
+                            f"({', '.join(k)}); keep one of the two rows")  # fmt: skip
+        lines[k] = reader.line_num
+
+
 def _merge_user(base: Catalog, path: Path) -> Catalog:
     """Apply a user CSV to ``base``: same key replaces, new key adds."""
     if not path.exists():
@@ -326,25 +388,31 @@ def _merge_user(base: Catalog, path: Path) -> Catalog:
     mtime = dt.date.fromtimestamp(path.stat().st_mtime).isoformat()
     defaults = {"source": f"user catalog {path.name}", "price_date": mtime, "date": mtime}
     if {"network_gbps", "gpu_link_gbytes_per_s"} <= columns:  # interconnect rows name instance types too
+        _no_repeats(path, text, ("provider", "instance_type"))
         try:
             return replace(base, links={**base.links, **_links(text)})
         except (KeyError, ValueError) as exc:
             raise SpecError(f"{path}", f"a link row does not parse ({short(str(exc))}); use plain numbers") from None
     if "instance_type" in columns:
-        rows = list(read_table(path, text, INSTANCE_COLUMNS, defaults))
-        new = {i.key: i for i in (_instance(r, base.accelerators, base.cpus) for r in rows)}
+        table = read_table(path, text, INSTANCE_COLUMNS, defaults, user=True)
+        rows = [(r, _instance(r, base.accelerators, base.cpus)) for r in table]
+        new = _one_per_key(rows, lambda i: i.key, "provider, region and instance_type")
         kept = [new.pop(i.key, i) for i in base.instances]
         return replace(base, instances=(*kept, *new.values()))
     if "bandwidth_gbps" in columns:
-        accs = {a.name: a for a in (_accelerator(r) for r in read_table(path, text, ACCELERATOR_COLUMNS, defaults))}
-        return replace(base, accelerators={**base.accelerators, **accs})
+        table = read_table(path, text, ACCELERATOR_COLUMNS, defaults, user=True)
+        accs = _one_per_key([(r, _accelerator(r)) for r in table], lambda a: a.name, "name")
+        return replace(base, accelerators={**base.accelerators, **{a.name: a for a in accs.values()}})
     if "sustained_ghz" in columns:
-        cpus = {c.name: c for c in (_cpu(r) for r in read_table(path, text, CPU_COLUMNS, defaults))}
-        return replace(base, cpus={**base.cpus, **cpus})
+        table = read_table(path, text, CPU_COLUMNS, defaults, user=True)
+        cpus = _one_per_key([(r, _cpu(r)) for r in table], lambda c: c.name, "name")
+        return replace(base, cpus={**base.cpus, **{c.name: c for c in cpus.values()}})
     try:  # the energy and network tables: power.csv, grid.csv, interconnect.csv rows
         if {"kind", "key", "min_w", "max_w"} <= columns:
+            _no_repeats(path, text, ("kind", "key"))
             return replace(base, power=_power(text, "", base.power))
         if {"provider", "region", "pue", "kg_co2e_per_kwh"} <= columns:
+            _no_repeats(path, text, ("provider", "region"))
             return replace(base, power=_power("", text, base.power))
     except (KeyError, ValueError) as exc:
         raise SpecError(

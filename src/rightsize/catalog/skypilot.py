@@ -161,6 +161,8 @@ def import_skypilot(root: Path, catalog: Catalog, price_date: str) -> ImportResu
                 continue
             od = min(prices.on_demand)
             spot = round(statistics.fmean(prices.spot), 4) if prices.spot else None
+            if spot is not None and spot > od:  # no spot capacity (Instance.price_usd_per_hour); a loaded file
+                spot = None  # refuses a spot price above on-demand
             changes.append((inst.instance_type, inst.on_demand_usd_per_hour, od))
             row = {c: "" for c in COLUMNS}
             row |= {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -16,8 +17,11 @@ from rightsize.cli._common import (
     load_catalog_option,
     out_console,
 )
-from rightsize.errors import SpecError
+from rightsize.errors import NotFoundError, SpecError, did_you_mean
 from rightsize.inputfile import short
+
+if TYPE_CHECKING:
+    from rightsize.catalog import Catalog
 
 
 def catalog(
@@ -38,12 +42,11 @@ def catalog(
         raise SpecError("--gpu/--cpu", "pick one of --gpu and --cpu, or neither for both")
     cat = load_catalog_option(catalog_file)
     check_providers(provider, cat)
-    rows = filter_instances(
-        cat.instances,
-        providers=provider or None,
-        regions=region or None,
-        device_class="gpu" if gpu else "cpu" if cpu else None,
-    )
+    _check_regions(region, cat)
+    device = "gpu" if gpu else "cpu" if cpu else None
+    rows = filter_instances(cat.instances, providers=provider or None, regions=region or None, device_class=device)
+    if not rows:
+        _refuse_empty(cat, provider, region, device)
     if as_json:
         instances = []
         for i in rows:
@@ -100,6 +103,31 @@ def catalog(
     out_console.print("Sources per row: `rightsize catalog --json`. Override or add rows with --catalog FILE.")
 
 
+def _check_regions(regions: list[str] | None, cat: Catalog) -> None:
+    """Refuse a ``--region`` no instance is in, naming the known regions (like ``check_providers``)."""
+    known = sorted({i.region.lower() for i in cat.instances})
+    for r in regions or []:
+        if r.lower() not in known:
+            listed = ", ".join(known[:12]) + (f", … ({len(known) - 12} more)" if len(known) > 12 else "")
+            raise NotFoundError(f"--region: no instances in region {r!r} in the catalog (known: {listed})."
+                                f"{did_you_mean(r.lower(), known)} Add rows with --catalog FILE")  # fmt: skip
+
+
+def _refuse_empty(cat: Catalog, providers: list[str] | None, regions: list[str] | None, device: str | None) -> None:
+    """Each filter names known values but together they match nothing: say what each provider has, and where."""
+    from rightsize.catalog import filter_instances
+
+    given = [*(f"--provider {p}" for p in providers or []), *(f"--region {r}" for r in regions or [])]
+    filters = " ".join([*given, *([f"--{device}"] if device else [])]) or "no filter"
+    have = []
+    for p in sorted({i.provider for i in filter_instances(cat.instances, providers=providers or None)}):
+        rows = filter_instances(cat.instances, providers=p)
+        classes = " and ".join(sorted({i.device_class for i in rows}))
+        have.append(f"{p}: {classes} in {', '.join(sorted({i.region for i in rows}))}")
+    raise NotFoundError(f"no instances match {filters} ({'; '.join(have) or 'the catalog is empty'}); drop a filter "
+                        "or add rows with --catalog FILE")  # fmt: skip
+
+
 def _is_date(text: str) -> bool:
     """YYYY-MM or YYYY-MM-DD naming a real month or day (2026-02-30 is not one)."""
     import datetime as dt
@@ -127,10 +155,14 @@ def catalog_import(
     """Re-price the catalog's instances from SkyPilot's vms.csv tables; use the result with --catalog OUTPUT."""
     import datetime as dt
 
+    from rightsize.catalog.load import today
     from rightsize.catalog.skypilot import find_tables, import_skypilot, write_rows
 
     if date is not None and not _is_date(date):
         raise SpecError("--date", f"must be a date like 2026-11 or 2026-11-24, got {short(date)}")
+    if date is not None and dt.date.fromisoformat(date if len(date) == 10 else f"{date}-01") > today():
+        raise SpecError("--date", f"{date} is after today ({today().isoformat()}); pass the date of the prices, "
+                        "which --catalog refuses in the future")  # fmt: skip
     if output.exists() and not force:
         raise SpecError("--output", f"{output} exists; pass --force to replace it or choose another file")
     check_writable(output, "--output")

@@ -99,8 +99,8 @@ def parse_tiers(text: str) -> list[GpuTier]:
         sizes = []
     # 16 TiB: beyond any accelerator's memory (a 1e30 GiB "tier" fits everything and plans nothing)
     if not sizes or any(not math.isfinite(size) or not 0 < size <= 16384 for size in sizes):
-        raise SpecError("--tiers", f"expected 'builtin' or GiB sizes from 0 to 16384 such as '8,16,24', got "
-                        f"{short(text)}")  # fmt: skip
+        raise SpecError("--tiers", f"expected 'builtin' or GiB sizes above 0 and at most 16384, such as '8,16,24', "
+                        f"got {short(text)}")  # fmt: skip
     return [GpuTier(size, (f"{size:g} GiB GPU",)) for size in sorted(set(sizes))]
 
 

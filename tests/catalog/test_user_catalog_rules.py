@@ -1,0 +1,199 @@
+"""A user catalog file is refused, with file, line and column, where it was once taken silently: repeated keys,
+spot above on-demand, future dates, ambiguous short accelerator names; a region in capitals overrides."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from rightsize.catalog import load_catalog
+from rightsize.cli.app import main
+from rightsize.errors import SpecError
+
+HEADER = (
+    "provider,region,instance_type,vcpus,ram_gib,cpu_family,accelerator,accelerator_count,"
+    "on_demand_usd_per_hour,spot_usd_per_hour,spot_interruption,price_date,source\n"
+)
+ACCS = "name,memory_gib,bandwidth_gbps,fp32_tflops,tf32_tflops,fp16_tflops,bf16_tflops,int8_tops,tdp_w,source,date\n"
+G5 = "aws,us-east-1,g5.xlarge,4,16,amd-rome,A10G,1,{price},{spot},,{date},{source}\n"
+
+
+def _g5(price: str = "0.70", spot: str = "", date: str = "2025-09", source: str = "ours") -> str:
+    return G5.format(price=price, spot=spot, date=date, source=source)
+
+
+def _refused(tmp_path: Path, text: str) -> str:
+    f = tmp_path / "mine.csv"
+    f.write_text(text)
+    with pytest.raises(SpecError) as exc:
+        load_catalog(f)
+    msg = str(exc.value)
+    assert msg.startswith(f"{f} line ") and "\n" not in msg
+    return msg
+
+
+def test_two_rows_of_the_user_file_with_one_key_are_refused_naming_both_lines(tmp_path: Path) -> None:
+    msg = _refused(tmp_path, HEADER + _g5("0.70") + _g5("0.20"))
+    assert msg.endswith(
+        "mine.csv line 3: repeats line 2's provider, region and instance_type (aws, us-east-1, g5.xlarge); "
+        "keep one of the two rows"
+    )
+    # the key folds provider and region case, so these are the same row too
+    msg = _refused(tmp_path, HEADER + _g5() + _g5().replace("aws,us-east-1", "AWS,US-East-1"))
+    assert "line 3: repeats line 2's" in msg
+
+
+def test_repeated_accelerator_cpu_grid_power_and_link_rows_are_refused(tmp_path: Path) -> None:
+    acc = "MI300X,192,5300,163,653,1307,1307,2615,750,AMD datasheet,2025-01\n"
+    assert "line 3: repeats line 2's name (MI300X)" in _refused(tmp_path, ACCS + acc + acc)
+    cpus = "name,vendor,isa,fp32_flop_per_cycle_per_core,bf16_flop_per_cycle_per_core,int8_flop_per_cycle_per_core,"
+    cpu = "zen9,amd,avx2,32,32,64,3,100,x,2025-01\n"
+    text = cpus + "sustained_ghz,memory_bandwidth_gbps,source,date\n" + cpu + cpu
+    assert "line 3: repeats line 2's name (zen9)" in _refused(tmp_path, text)
+    grid = "provider,region,pue,kg_co2e_per_kwh,source,date\n"
+    text = grid + "aws,us-east-1,1.5,0.05,a,2026-11\naws,us-east-1,1.2,0.05,b,2026-11\n"
+    assert "line 3: repeats line 2's provider and region (aws, us-east-1)" in _refused(tmp_path, text)
+    power = "kind,key,min_w,max_w,source,date\n"
+    text = power + "gpu,T4,10,80,a,2026-11\ncpu,T4,1,2,b,2026-11\ngpu,T4,11,81,c,2026-11\n"
+    assert "line 4: repeats line 2's kind and key (gpu, T4)" in _refused(tmp_path, text)
+    links = "provider,instance_type,network_gbps,gpu_link_gbytes_per_s,source,date\n"
+    text = links + "aws,g5.xlarge,1,0,a,2026-11\naws,g5.xlarge,2,0,b,2026-11\n"
+    assert "line 3: repeats line 2's provider and instance_type (aws, g5.xlarge)" in _refused(tmp_path, text)
+
+
+def test_overriding_a_shipped_row_stays_silent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "mine.csv"
+    f.write_text(HEADER + _g5("0.70"))
+    g5 = [i for i in load_catalog(f).instances if i.instance_type == "g5.xlarge"]
+    assert [i.on_demand_usd_per_hour for i in g5] == [0.70]
+    assert capsys.readouterr() == ("", "")
+
+
+def test_region_case_is_folded_so_a_capitalised_region_overrides(tmp_path: Path) -> None:
+    f = tmp_path / "mine.csv"
+    f.write_text(HEADER + _g5("0.70").replace("aws,us-east-1", "AWS,US-EAST-1"))
+    base = load_catalog("")
+    cat = load_catalog(f)
+    g5 = [i for i in cat.instances if i.instance_type == "g5.xlarge"]
+    assert len(cat.instances) == len(base.instances)
+    assert [(i.provider, i.region, i.on_demand_usd_per_hour) for i in g5] == [("aws", "us-east-1", 0.70)]
+
+
+def test_spot_above_on_demand_is_refused_naming_the_cell(tmp_path: Path) -> None:
+    msg = _refused(tmp_path, HEADER + _g5(price="2", spot="5"))
+    assert msg.endswith(
+        "mine.csv line 2, column 'spot_usd_per_hour': spot price 5 is above on-demand 2; write the spot price, "
+        "or leave it empty when there is no spot offer"
+    )
+    f = tmp_path / "ok.csv"
+    f.write_text(HEADER + _g5(price="2", spot="2"))  # at on-demand: documented as "no spot capacity"
+    g5 = next(i for i in load_catalog(f).instances if i.instance_type == "g5.xlarge")
+    assert g5.price_usd_per_hour("spot") is None
+
+
+def test_the_shipped_data_has_no_spot_price_above_on_demand_and_no_future_date() -> None:
+    cat = load_catalog("")
+    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    for i in cat.instances:
+        assert i.spot_usd_per_hour is None or i.spot_usd_per_hour <= i.on_demand_usd_per_hour, i.key
+        assert i.price_date <= today, i.key
+    assert all(a.date <= today for a in cat.accelerators.values())
+
+
+def test_a_future_date_is_refused_naming_the_cell(tmp_path: Path) -> None:
+    msg = _refused(tmp_path, HEADER + _g5(date="2030-01"))
+    today = max(dt.datetime.now(dt.timezone.utc).date(), dt.date.today()).isoformat()
+    assert msg.endswith(
+        f"mine.csv line 2, column 'price_date': is 2030-01, after today ({today}); write the date the values were "
+        "read, or leave it empty for the file's date"
+    )
+    tomorrow = (dt.date.fromisoformat(today) + dt.timedelta(days=1)).isoformat()
+    assert "column 'price_date': is " in _refused(tmp_path, HEADER + _g5(date=tomorrow))
+    assert "column 'date': is 2031-02-03" in _refused(tmp_path, ACCS + "X1,1,1,1,1,1,1,1,1,s,2031-02-03\n")
+    f = tmp_path / "ok.csv"
+    f.write_text(HEADER + _g5(date=today) + _g5(date="").replace("g5.xlarge", "g5.2xlarge"))
+    assert load_catalog(f)  # today, and an empty date (the file's own), load
+
+
+@pytest.mark.parametrize(
+    ("value", "column", "problem"),
+    [
+        ("A100", "accelerator", "'A100' is ambiguous: A100-40GB, A100-80GB; write one of them"),
+        ("a100", "accelerator", "'a100' is ambiguous: A100-40GB, A100-80GB; write one of them"),
+        ("V100", "accelerator", "unknown name 'V100'. Did you mean 'V100-16GB'?"),
+        ("a10", "accelerator", "unknown name 'a10'. Did you mean 'A10'?"),  # a case slip, not a short name
+        ("amd", "cpu_family", "'amd' is ambiguous: amd-genoa, amd-milan, amd-rome, amd-turin; write one of them"),
+    ],
+)
+def test_a_short_accelerator_or_cpu_name_lists_what_it_could_mean(
+    tmp_path: Path, value: str, column: str, problem: str
+) -> None:
+    row = _g5().replace(",A10G,", f",{value},") if column == "accelerator" else _g5().replace("amd-rome", value)
+    assert _refused(tmp_path, HEADER + row).endswith(f"mine.csv line 2, column {column!r}: {problem}")
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out, err = capsys.readouterr()
+    return int(exc.value.code or 0), out, err
+
+
+def test_catalog_cli_refuses_the_bad_file_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "mine.csv"
+    f.write_text(HEADER + _g5("0.70") + _g5("0.20"))
+    rc, out, err = _run(["catalog", "--catalog", str(f)], capsys)
+    assert (rc, out) == (2, "") and err.startswith(f"error: {f} line 3: repeats line 2's") and err.count("\n") == 1
+
+
+def test_import_leaves_spot_empty_when_the_zones_mean_is_above_on_demand(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    aws = tmp_path / "sky" / "catalogs" / "v8" / "aws"
+    aws.mkdir(parents=True)
+    (aws / "vms.csv").write_text(
+        "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone\n"
+        "c6i.2xlarge,,,8,16,,0.36,0.50,us-east-1,us-east-1a\n"
+        "c6i.4xlarge,,,16,32,,0.70,0.30,us-east-1,us-east-1a\n"
+    )
+    out = tmp_path / "prices.csv"
+    rc, _, err = _run(["catalog", "import", str(tmp_path / "sky"), "-o", str(out), "--date", "2025-11"], capsys)
+    assert rc == 0, err
+    rows = {i.instance_type: i for i in load_catalog(out).instances}  # loads: no spot above on-demand written
+    assert rows["c6i.2xlarge"].spot_usd_per_hour is None and rows["c6i.4xlarge"].spot_usd_per_hour == 0.30
+
+
+def test_import_refuses_a_future_date(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["catalog", "import", str(tmp_path), "-o", str(tmp_path / "p.csv"), "--date", "2030-01"]
+    rc, out, err = _run(argv, capsys)
+    assert (rc, out) == (2, "") and err.startswith("error: --date: 2030-01 is after today (")
+    assert err.endswith("); pass the date of the prices, which --catalog refuses in the future\n")
+
+
+def test_a_filter_that_matches_nothing_exits_2_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = _run(["catalog", "--catalog", "", "--region", "nowhere"], capsys)
+    assert (rc, out) == (2, "")
+    assert err == (
+        "error: --region: no instances in region 'nowhere' in the catalog (known: eastus, us-central1, us-east-1, "
+        "us-east-2, us-east4). Add rows with --catalog FILE\n"
+    )
+    rc, _, err = _run(["catalog", "--catalog", "", "--json", "--region", "US-EAST1"], capsys)
+    assert rc == 2 and "Did you mean 'us-east-1'?" in err
+    rc, out, err = _run(["catalog", "--catalog", "", "--provider", "gcp", "--region", "us-east-1", "--gpu"], capsys)
+    assert (rc, out) == (2, "")
+    assert err == (
+        "error: no instances match --provider gcp --region us-east-1 --gpu (gcp: cpu and gpu in us-central1, "
+        "us-east4); drop a filter or add rows with --catalog FILE\n"
+    )
+    rc, out, _ = _run(["catalog", "--catalog", "", "--json", "--region", "US-EAST-2", "--gpu"], capsys)
+    assert rc == 0 and json.loads(out)["count"] >= 1  # case-insensitive, as before
+
+
+def test_a_long_region_list_is_cut_short(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "mine.csv"
+    f.write_text(HEADER + "".join(_g5().replace("us-east-1", f"lab-{n:02d}") for n in range(20)))
+    rc, _, err = _run(["catalog", "--catalog", str(f), "--region", "nowhere"], capsys)
+    assert rc == 2 and "(known: eastus, lab-00, lab-01," in err and ", … (13 more)). Add rows" in err

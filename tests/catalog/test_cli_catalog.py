@@ -6,15 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from rightsize.cli.app import main
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
+from cli_kit import run_cli as _run
 
 
 def test_catalog_json_lists_forty_instances(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,21 +8,14 @@ import stat
 from pathlib import Path
 
 import pytest
+from cli_kit import run_cli as _run
 
 from rightsize.catalog import load_catalog
-from rightsize.cli.app import main
 from rightsize.store import Store
 
 HEADER = (
     "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone\n"
 )
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 @pytest.fixture

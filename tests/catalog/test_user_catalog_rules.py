@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_kit import run_cli as _run
 
 from rightsize.catalog import load_catalog
-from rightsize.cli.app import main
 from rightsize.errors import SpecError
 
 HEADER = (
@@ -133,13 +133,6 @@ def test_a_short_accelerator_or_cpu_name_lists_what_it_could_mean(
 ) -> None:
     row = _g5().replace(",A10G,", f",{value},") if column == "accelerator" else _g5().replace("amd-rome", value)
     assert _refused(tmp_path, HEADER + row).endswith(f"mine.csv line 2, column {column!r}: {problem}")
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 def test_catalog_cli_refuses_the_bad_file_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,20 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_kit import run_cli as _run
 from report_kit import build_store
 
-from rightsize.cli.app import main
 from rightsize.store import Store
 
 LOADTEST = {"name": "lt", "url": "http://127.0.0.1:1/v1/predict", "mode": "open", "valid": True,
             "latency_ms": {"p50": 1.0, "p95": 2.0, "p99": 3.0}}  # fmt: skip
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 def test_export_everything(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

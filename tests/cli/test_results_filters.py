@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_kit import run_cli as _run
 from report_kit import build_store
 
-from rightsize.cli.app import main
 from rightsize.errors import NotFoundError
 from rightsize.store import Store
 from rightsize.store.db import MIN_RUN_PREFIX
@@ -19,13 +19,6 @@ def _bench_runs(store: Path) -> list[str]:
     """The ids of the store's bench runs, newest first."""
     with Store(store, read_only=True) as st:
         return [r.id for r in st.runs(kind="bench")]
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 @pytest.fixture

@@ -11,15 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from rightsize.cli.app import main
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
+from cli_kit import run_cli as _run
 
 
 def test_report_renders_the_newest_stored_plan_with_its_profile(

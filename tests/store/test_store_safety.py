@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from cli_kit import run_cli as _run
 
-from rightsize.cli.app import main
 from rightsize.errors import RightsizeError
 from rightsize.report.dashboard import make_server
 from rightsize.store import Store
@@ -36,13 +36,6 @@ def _unwritable(path: Path) -> Iterator[None]:
         yield
     finally:
         subprocess.run(unlock, capture_output=True)
-
-
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(argv)
-    out, err = capsys.readouterr()
-    return int(exc.value.code or 0), out, err
 
 
 def _store(path: Path) -> bytes:

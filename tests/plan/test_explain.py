@@ -147,3 +147,17 @@ def test_a_job_won_on_a_wide_band_says_the_slow_edge_would_flip_it() -> None:
     narrow = dataclasses.replace(cpu, band=(0.8, 1.2))  # 0.22 x 1.2 < 0.29: the answer holds across the band
     assert not any("rests on the projection" in w for w in explain("batch", [narrow, gpu])[3])
     assert not any("rests on the projection" in w for w in explain("online", [cpu, gpu])[3])  # sized at the edge
+
+
+def test_a_measured_input_stage_replaces_the_rule_of_thumb_warning() -> None:
+    """`rightsize pipeline` measured 21 us of input work per item and still warned of a 300/s-per-vCPU JPEG rate."""
+    from rightsize.plan.explain import explain
+    from rightsize.plan.result import Candidate
+
+    gpu = Candidate(instance="g.t4", provider="aws", region="us-east-1", device_class="gpu", device="T4", count=1,
+                    precision="fp16", purchase="on-demand", cost_usd_per_hour=0.53, feasible=True, vcpus=4,
+                    provenance="measured", price_date="2025-06",
+                    throughput_per_s=4000.0, runtime_hours=1.0, cost_usd_total=0.53)  # fmt: skip
+    rule = [w for w in explain("batch", [gpu])[3] if w.startswith("CPU-bound input pipeline risk")]
+    assert len(rule) == 1  # 1,000 samples/s per vCPU
+    assert not [w for w in explain("batch", [gpu], input_measured=True)[3] if "input pipeline risk" in w]

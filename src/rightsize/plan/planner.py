@@ -185,7 +185,7 @@ def plan(
             "per-GPU min..max watts at the predicted utilization, RAM 0.392 W/GiB, x PUE, x the region's grid factor"
         )
     ranked = rank(cands, kind)
-    why, why_not, alt, warnings = explain(kind, ranked, percentile, bound, samples)
+    why, why_not, alt, warnings = explain(kind, ranked, percentile, bound, samples, input_stage is not None)
     warnings += mix_warnings
     rec = next((c for c in ranked if c.feasible), None)
     if kind == "rules" and rec is not None:

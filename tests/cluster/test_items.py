@@ -63,6 +63,7 @@ def test_stage_time_columns_sum_to_the_stage_total() -> None:
     [
         ("empty.jsonl", b"", r"cannot read .* as JSON lines \(.*\); give a JSON lines file"),
         ("broken.jsonl", b"{bad\n", r"cannot read .* as JSON lines"),
+        ("line2.jsonl", b'{"features": [1, 2]}\n{"features": \n', r"JSON parse error: .* on line 2\)"),  # not "row 1"
         ("huge.jsonl", b'{"features": [1, 1e400]}\n', r"cannot read .* as JSON lines"),
         ("mixed.jsonl", b'{"features": 1}\n{"features": [1, 2]}\n', r"cannot read .* as JSON lines"),
         ("noise.parquet", b"\x00\x01 not parquet at all \xff" * 8, r"cannot read .* as Parquet \("),

@@ -14,6 +14,7 @@ makes the same ones. numpy only (a core dependency): torch and ray are not impor
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -138,6 +139,8 @@ def read_table(path: str | Path, spec: ItemSpec) -> Any:
             table = pj.read_json(p)
     except (pa.ArrowException, OSError) as exc:  # empty, truncated, not that format, a value no column can hold
         why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if suffix != ".parquet":  # pyarrow counts JSON rows from 0: say the file's line, as an editor shows it
+            why = re.sub(r"\bin row (\d+)", lambda m: f"on line {int(m.group(1)) + 1}", why)
         raise SpecError("--input", f"cannot read {short(str(p))} as {kind} ({why[:160]}); give a {kind} file "
                         f"of one row per item with a {PAYLOAD_COLUMN[spec.kind]!r} column") from None  # fmt: skip
     col = PAYLOAD_COLUMN[spec.kind]

@@ -290,7 +290,8 @@ def render_html(data: ReportData, *, generated_at: str | None = None) -> str:
             else ""
         )
         + f"</main><footer>Every number says where it came from: {_badge('measured')} on the environment above, "
-        f"{_badge('projected')} by roofline + calibration, {_badge('rule')} from a rule of thumb. "
+        f"{_badge('projected')} from the model's traced ops on each device's model (fitted to published results), "
+        f"{_badge('rule')} from a rule of thumb. "
         f"Planning took {esc(num(plan.get('elapsed_s')))} s.</footer>"
     )
     return page(title, body)

@@ -190,7 +190,8 @@ def render_markdown(data: ReportData) -> str:
         out += _table(["candidate", "expected time", "expected cost", "P(deadline)", "checkpoint every"], srows)
     out += [
         "",
-        "Provenance: *measured* on the environment above, *projected* by roofline + calibration, *rule* of thumb.",
+        "Provenance: *measured* on the environment above, *projected* from the model's traced ops on each device's "
+        "model (fitted to published results), *rule* of thumb.",
         "",
     ]
     return "\n".join(out)

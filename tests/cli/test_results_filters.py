@@ -106,3 +106,24 @@ def test_a_prefix_of_several_runs_is_never_guessed(tmp_path: Path) -> None:
         ):
             st.run("abcd")
         assert st.run("abcd2").id == "abcd22222222"
+
+
+def test_a_table_of_several_inputs_or_models_names_them_per_row() -> None:
+    """`results --model mobilenet_v2` mixed 96 px and 80 px rows with no column to tell them apart."""
+    from rich.console import Console
+
+    from rightsize.cli.bench import sweep_table
+    from rightsize.profile import Measurement
+
+    def m(model: str, size: int) -> Measurement:
+        return Measurement.from_dict({"model": model, "mode": "inference", "device": "cpu", "precision": "fp32",
+                                      "batch_size": 1, "threads": None, "input": {"image_size": size},
+                                      "status": "ok"})  # fmt: skip
+
+    console = Console(width=200, record=True)
+    console.print(sweep_table([m("mobilenet_v2", 96), m("mobilenet_v2", 80)], "model mobilenet_v2"))
+    text = console.export_text()
+    assert "image_size 96" in text and "image_size 80" in text
+    console.print(sweep_table([m("mobilenet_v2", 96), m("resnet18", 96)], "run x"))
+    both = console.export_text()
+    assert "resnet18" in both and "image_size 96" not in both  # one input: no input column

@@ -30,16 +30,20 @@ def sweep_table(measurements: list[Measurement], title: str) -> Any:
     t = Table(title=title, title_justify="left")
     # Ray sweeps tag each result with the instance type its node stands for.
     instances = [str(m.extra.get("instance_type", "")) for m in measurements]
+    # `results --model` lists every run's measurements: several models or input sizes get a column each
+    models = [m.model for m in measurements] if len({m.model for m in measurements}) > 1 else []
+    inputs = [" ".join(f"{k} {v}" for k, v in sorted(m.input.items())) for m in measurements]
+    inputs = inputs if len(set(inputs)) > 1 else []
     cols = ["device", "prec", "batch", "thr", "status", "p50 ms", "p95 ms", "p99 ms", "samples/s", "peak mem"]
     cols += ["GFLOP/sample", "quality"]
-    if any(instances):
-        cols.insert(0, "instance")
+    cols[:0] = ["instance"] * bool(any(instances)) + ["model"] * bool(models) + ["input"] * bool(inputs)
+    left = ("instance", "model", "input", "device", "prec", "status")
     for col in cols:
-        t.add_column(col, justify="left" if col in ("instance", "device", "prec", "status") else "right")
-    for m, inst in zip(measurements, instances, strict=True):
+        t.add_column(col, justify="left" if col in left else "right")
+    for i, (m, inst) in enumerate(zip(measurements, instances, strict=True)):
         lat = m.latency_ms
         t.add_row(
-            *([inst] if any(instances) else []),
+            *([inst] if any(instances) else []), *(models[i : i + 1]), *(inputs[i : i + 1]),
             m.device, m.precision, str(m.batch_size), str(m.threads or "all"),
             m.status if m.status == "ok" else f"[red]failed[/red]: {escape(m.reason or '')}",
             f"{lat.p50:.2f}" if lat else "-", f"{lat.p95:.2f}" if lat else "-", f"{lat.p99:.2f}" if lat else "-",

@@ -209,3 +209,14 @@ def test_ray_addresses_are_checked_before_anything_connects() -> None:
                 "a:b:6379", "[::1]", "ray://", "he ad:6379"):  # fmt: skip
         with pytest.raises(SpecError, match=r"^--ray: must be 'auto' or a cluster address HOST:PORT"):
             ray_address(bad)
+
+
+def test_bench_refuses_a_mode_its_targets_cannot_plan_from(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`mode: inference` beside training targets had measured inference for 77 s and exited 0."""
+    from cli_kit import run_cli
+
+    spec = tmp_path / "t.yaml"
+    spec.write_text("model: simplenet\ntiny: true\nmode: inference\ntargets:\n  training: {steps: 100}\n")
+    code, _, err = run_cli(["bench", str(spec), "--store", str(tmp_path / "s.sqlite")], capsys)
+    assert code == 2 and "measuring" not in err
+    assert err.startswith("error: mode: inference does not fit training targets; set mode: training")

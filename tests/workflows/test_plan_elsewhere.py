@@ -95,5 +95,6 @@ def test_a_mode_that_does_not_match_the_targets_is_refused_before_measuring(
 
     monkeypatch.setattr(profile_source, "ensure_profile", never)
     spec = {**SPEC, "devices": ["cpu"], "targets": {"training": {"steps": 100}}}
-    with Store(tmp_path / "s.db") as store, pytest.raises(SpecError, match=r"^mode: training targets need mode"):
+    refused = pytest.raises(SpecError, match=r"^mode: inference does not fit training targets; set mode: training")
+    with Store(tmp_path / "s.db") as store, refused:
         plan_spec(Workload.model_validate(spec), store, progress=False)

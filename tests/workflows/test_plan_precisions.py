@@ -56,3 +56,6 @@ def test_a_recommendation_at_a_precision_the_spec_did_not_list_says_so() -> None
     assert unlisted_precision(result("fp32"), ["fp32"], None) == []
     assert unlisted_precision(result("tf32"), ["fp32"], None) == []  # fp32 tensors; TF32 math is the GPU default
     assert unlisted_precision(result("bf16"), ["fp32"], ["bf16"]) == []  # asked for by targets.precisions
+    assert unlisted_precision(result("int8"), ["fp32"], None, added=["int8"]) == []  # added for CPU serving, said so
+    (named,) = unlisted_precision(result("bf16"), ["fp32"], None, added=["int8"])
+    assert "the spec's precisions (fp32) do not list" in named  # the spec's own list, not the one rightsize extended

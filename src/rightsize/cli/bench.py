@@ -107,12 +107,14 @@ def bench(
 ) -> None:
     """Measure latency, throughput, memory and FLOPs over the spec's sweep."""
     from rightsize.models import workload_model
+    from rightsize.plan.planner import check_mode
     from rightsize.spec import load_spec
     from rightsize.store import Store
     from rightsize.units import parse_bytes
 
     workload = load_spec(spec)
     workload_model(workload)  # a bad model name fails before any progress output
+    check_mode(workload)  # a mode the spec's targets cannot plan from: measured for nothing
     if ray:
         ray = ray_address(ray)
     limit = parse_bytes(memory_limit, "--memory-limit") if memory_limit else None

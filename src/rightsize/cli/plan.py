@@ -49,7 +49,8 @@ def _table(result: PlanResult, top: int) -> Any:
         t.add_column(col, justify="left" if left else "right", no_wrap=col == "instance", overflow="fold")
     for i, c in enumerate(result.candidates[:top], 1):
         layout = f" {c.workers_per_instance}x{c.threads_per_worker}t" if c.threads_per_worker else ""
-        dev = f"{c.gpus}x {c.device}" if c.device_class == "gpu" else f"{c.vcpus} vCPU{layout}"
+        per = c.gpus // max(1, c.count) if c.gpus else 0  # per instance, as a CPU row's vCPUs are
+        dev = f"{per or c.gpus}x {c.device}" if c.device_class == "gpu" else f"{c.vcpus} vCPU{layout}"
         n = f"{c.count}"
         if kind == "online" and c.replicas:
             n = f"{c.replicas}" + (f" on {c.count}" if c.replicas != c.count else "")
@@ -149,7 +150,8 @@ def _point(c: Candidate) -> str:
         ms = c.latency.p_target_ms or c.latency.p95
         est = "~" if c.latency.method == FLUID else ""  # a fluid estimate, as the table marks it
         return f"{c.instance} x{c.replicas or c.count} (${c.cost_usd_per_hour:.2f}/h, {est}{ms:.0f} ms)"
-    return f"{c.instance} x{c.count} (${c.cost_usd_total or 0:,.2f}, {format_hours(c.runtime_hours or 0)})"
+    late = "" if c.feasible else ", misses a target"  # a job's frontier shows what a later deadline would buy
+    return f"{c.instance} x{c.count} (${c.cost_usd_total or 0:,.2f}, {format_hours(c.runtime_hours or 0)}{late})"
 
 
 def plan_cmd(

@@ -383,7 +383,10 @@ def _warnings(
             else f"no checkpoint needed: Young/Daly's interval ({every:,.0f} min) is longer than the job "
             f"({runtime_min:,.0f} min); an interruption restarts it"
         )
-        out.append(f"spot: {rec.spot.interruptions_per_hour:.2g} interruptions/h assumed; {how}")
+        stalls = rec.spot.stalls_per_hour
+        per = "" if stalls is None or stalls == rec.spot.interruptions_per_hour else (
+            f" over the fleet ({stalls:.2g}/h per instance, each stalling only its own)")  # fmt: skip
+        out.append(f"spot: {rec.spot.interruptions_per_hour:.2g} interruptions/h{per} assumed; {how}")
     return out
 
 

@@ -62,6 +62,17 @@ def _rate_of(targets: Targets) -> Callable[[Instance], float | None]:
     return rate
 
 
+def check_mode(workload: Workload) -> None:
+    """A SpecError naming ``mode`` when it does not fit the targets (what `bench` would measure is not what the plan
+    needs): "mode: inference does not fit training targets; set mode: training"."""
+    t = workload.targets
+    kind = None if t is None else plan_kind(t)
+    want = {"training": "training", "online": "inference", "batch": "inference"}.get(kind or "")
+    if want is not None and workload.mode != want:
+        why = " (the sweep must time optimizer steps)" if want == "training" else ""
+        raise SpecError("mode", f"{workload.mode} does not fit {kind} targets; set mode: {want}{why}")
+
+
 def plannable(workload: Workload, catalog: Catalog) -> list[Instance]:
     """The catalog instances ``workload``'s targets may use; a SpecError (or NotFoundError) for what no measurement
     can fix: no targets, a mode that does not match them, filters that match no instance. Checked before the sweep
@@ -74,10 +85,7 @@ def plannable(workload: Workload, catalog: Catalog) -> list[Instance]:
     if kind == "generative":
         raise SpecError("targets.generative", "is planned by rightsize.llm.plan (`rightsize plan SPEC` routes there), "
                         "not from measured service curves")  # fmt: skip
-    if kind == "training" and workload.mode != "training":
-        raise SpecError("mode", "training targets need mode: training (the sweep must time optimizer steps)")
-    if kind in ("online", "batch") and workload.mode != "inference":
-        raise SpecError("mode", f"{kind} targets need mode: inference")
+    check_mode(workload)
     instances = filter_instances(catalog.instances, providers=t.providers, regions=t.regions, names=t.instances)
     if not instances:
         raise NotFoundError(

@@ -189,13 +189,15 @@ def work_profile(workload: Workload, store: Store) -> WorkProfile | None:
     return work
 
 
-def unlisted_precision(result: PlanResult, listed: Sequence[str], allowed: Sequence[str] | None) -> list[str]:
+def unlisted_precision(
+    result: PlanResult, listed: Sequence[str], allowed: Sequence[str] | None, added: Sequence[str] = ()
+) -> list[str]:
     """A note when the recommendation runs a precision the spec's ``precisions`` did not list (that list is what to
     measure here; the plan weighs every precision the hardware runs unless ``targets.precisions`` says which):
     a spec of [fp32] was recommended bf16, projected, with no word on it."""
     rec = result.recommendation
-    if rec is None or allowed is not None or rec.precision in listed or rec.precision == "tf32":
-        return []
+    if rec is None or allowed is not None or rec.precision in (*listed, *added) or rec.precision == "tf32":
+        return []  # ``added``: int8 on a CPU serving plan, which says so in its own note
     return [f"the recommendation runs {rec.precision}, which the spec's precisions ({', '.join(listed)}) do not list: "
             f"{rec.precision} changes the model's outputs slightly (check its accuracy on your own data); "
             f"targets.precisions: [{', '.join(listed)}] plans only those"]  # fmt: skip
@@ -326,8 +328,8 @@ def _plan_one(
 
     plannable(workload, catalog)  # before minutes of measuring
     t0 = time.perf_counter()
-    workload, notes = with_cpu_serving_precisions(workload)
-    listed = list(workload.precisions)  # int8 added for a CPU serving plan carries its own note
+    listed = list(workload.precisions)
+    workload, notes = with_cpu_serving_precisions(workload)  # int8 added for a CPU serving plan: its own note
     profile = ensure_profile(workload, store, progress=progress)
     if not profile.ok():
         elsewhere = _measured_elsewhere(workload, store, profile)
@@ -360,7 +362,7 @@ def _plan_one(
     memory, breakdowns = memory_models(workload, store, {c.precision for c in curves})
     prep_s = time.perf_counter() - t0
     result = plan(workload, curves, catalog, memory, seed=seed)
-    notes += unlisted_precision(result, listed, allowed)
+    notes += unlisted_precision(result, listed, allowed, added=[p for p in workload.precisions if p not in listed])
     result.assumptions["profile"] = f"{len(profile.ok())} measured configs on {profile.env.cpu_model}"
     result.assumptions["projection"] = {
         "model": projection.source,

@@ -1,0 +1,43 @@
+"""The plan's words where a number could be misread: per-instance GPUs, a job frontier's missed targets, spot rates."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rightsize.plan.result import Candidate, SpotPlan
+
+
+def _job(**over: object) -> Candidate:
+    base = Candidate(instance="g6.xlarge", provider="aws", region="us-east-1", device_class="gpu", device="L4",
+                     count=16, precision="fp16", purchase="on-demand", cost_usd_per_hour=12.9, feasible=True,
+                     provenance="projected", price_date="2025-06", gpus=16, vcpus=4, runtime_hours=0.5,
+                     cost_usd_total=6.45)  # fmt: skip
+    return replace(base, **over)  # type: ignore[arg-type]
+
+
+def test_a_gpu_row_reads_its_gpus_per_instance_and_a_frontier_point_says_when_it_misses() -> None:
+    """16 single-L4 instances read "16x L4" beside CPU rows that give vCPUs per instance; a job's Pareto point
+    that misses the deadline read like a plan."""
+    from rich.console import Console
+
+    from rightsize.cli.plan import _point, _table
+    from rightsize.plan.result import PlanResult
+
+    result = PlanResult(workload="w", model="m", kind="batch", target={}, recommendation=None, candidates=[_job()],
+                        pareto=[])  # fmt: skip
+    console = Console(width=200, record=True)
+    console.print(_table(result, 5))
+    assert "1x L4" in console.export_text() and "16x L4" not in console.export_text()
+    assert _point(_job(feasible=False)) == "g6.xlarge x16 ($6.45, 30 min, misses a target)"
+    assert _point(_job()) == "g6.xlarge x16 ($6.45, 30 min)"
+
+
+def test_a_batch_fleets_spot_line_gives_the_rate_per_instance_too() -> None:
+    """ "spot: 54 interruptions/h assumed" read as if the spec's 3/h per instance had been replaced."""
+    from rightsize.plan.explain import explain
+
+    spot = SpotPlan(interruptions_per_hour=54.0, checkpoint_interval_min=2.0, expected_hours=0.43,
+                    p_meet_deadline=0.99, policy="spot", expected_cost_usd=3.0, stalls_per_hour=3.0)  # fmt: skip
+    rec = _job(device_class="cpu", device="cpu", gpus=0, purchase="spot", spot=spot, count=18)
+    line = next(w for w in explain("batch", [rec])[3] if w.startswith("spot:"))
+    assert line.startswith("spot: 54 interruptions/h over the fleet (3/h per instance, each stalling only its own)")

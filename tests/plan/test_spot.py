@@ -98,3 +98,24 @@ def test_a_job_shorter_than_the_checkpoint_interval_is_told_it_needs_none() -> N
                      "is longer than the job (24 min); an interruption restarts it"]  # fmt: skip
     long = [w for w in _warnings("batch", spot(48.0), None, 1) if w.startswith("spot:")]
     assert long[0].endswith("checkpoint every 1315 min (Young/Daly)")
+
+
+def test_odds_reach_the_cheapest_feasible_rows_past_refused_ones() -> None:
+    """The 16 cheapest spot rows were all refused by their odds and the feasible ones after them had none."""
+    from rightsize.plan.job_costs import spot_odds
+    from rightsize.plan.result import Candidate, SpotPlan
+
+    def row(i: int, work_h: float) -> Candidate:
+        spot = SpotPlan(interruptions_per_hour=2.0, checkpoint_interval_min=5.0, expected_hours=work_h,
+                        p_meet_deadline=None, policy="spot", expected_cost_usd=float(i))  # fmt: skip
+        return Candidate(instance=f"c{i}", provider="aws", region="us-east-1", device_class="cpu", device="cpu",
+                         count=1, precision="fp32", purchase="spot", cost_usd_per_hour=1.0, feasible=True,
+                         provenance="measured", price_date="2025-06", cost_usd_total=float(i), spot=spot,
+                         cold_start_s=0.0)  # fmt: skip
+
+    tight = [row(i, 0.99) for i in range(18)]  # 0.99 h of work for a 1 h deadline at 2 interruptions/h: refused
+    easy = [row(100 + i, 0.2) for i in range(2)]
+    cands = [*tight, *easy]
+    spot_odds(cands, {id(c): c.spot.expected_hours for c in cands}, 1.0, None, 0.01, 0.05, top=16)  # type: ignore[union-attr]
+    assert not any(c.feasible for c in tight)
+    assert all(c.feasible and c.spot is not None and c.spot.p_meet_deadline is not None for c in easy)

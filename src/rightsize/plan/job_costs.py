@@ -124,14 +124,20 @@ def spot_odds(
     """Deadline odds (Monte Carlo) for the cheapest spot plans; returns mixed-policy variants to add.
 
     ``work_hours`` maps id(candidate) to compute hours without spin-up or interruptions;
-    ``restart_hours`` None: each candidate's own spin-up.
+    ``restart_hours`` None: each candidate's own spin-up. Cheapest first, until ``top`` rows still feasible after
+    their odds (at most ``4 x top`` rows): a row the odds refuse passes the check on to the next, so the cheapest
+    feasible spot plans, the recommendation among them, always carry odds (a feasible row had been left without
+    any once the 16 cheapest were spent on refused ones).
     """
     spot = sorted((c for c in cands if c.purchase == "spot" and c.spot), key=lambda c: c.cost_usd_total or math.inf)
     on_demand = {
         (c.provider, c.region, c.instance, c.precision, c.count): c for c in cands if c.purchase == "on-demand"
     }
     mixed: list[Candidate] = []
-    for c in spot[:top]:
+    kept = 0
+    for c in spot[: 4 * top]:
+        if kept >= top:
+            break
         assert c.spot is not None
         up_h = (c.cold_start_s or 0.0) / 3600.0
         od = on_demand.get((c.provider, c.region, c.instance, c.precision, c.count))
@@ -148,6 +154,7 @@ def spot_odds(
         if run.p_meet_deadline is not None and run.p_meet_deadline < MIN_P_MEET and c.feasible:
             c.feasible = False
             c.reasons.append(f"spot meets the deadline in only {run.p_meet_deadline:.0%} of simulated runs")
+        kept += c.feasible
         if od is None or due is None or run.p_meet_deadline is None or run.p_meet_deadline >= 0.999:
             continue
         mix = simulate_spot(*args, policy="mixed", samples=1000, seed=seed, band=c.band)

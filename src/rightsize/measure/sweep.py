@@ -115,6 +115,9 @@ BUSY = "stored while the machine was busy"
 # (``quality``), and at this share a new reading would be disturbed too (a plan run twice on a shared box had
 # re-measured for 8 minutes and read different numbers).
 STILL_BUSY = 0.3
+FRESH = "--fresh"
+OVER_CAP = "stored peak above --memory-limit"
+UNDER_CAP = "failed under a tighter --memory-limit"
 
 
 def busy_now() -> float | None:
@@ -122,11 +125,6 @@ def busy_now() -> float | None:
     from rightsize.measure.conditions import others_busy_share
 
     return others_busy_share()
-
-
-FRESH = "--fresh"
-OVER_CAP = "stored peak above --memory-limit"
-UNDER_CAP = "failed under a tighter --memory-limit"
 
 
 def over_cap(m: Measurement, cfg: BenchConfig) -> bool:
@@ -295,15 +293,15 @@ def drive(jobs: Sequence[SweepJob], store: Store | None, book: SweepBook, execut
     whys: dict[int, str] = {}  # why a stored config is measured again
     reused: list[tuple[BenchConfig, Measurement]] = []
     todo = []
-    share: list[float | None] = []  # others' share of this machine's cores, read once when a busy result is stored
-    kept_busy = 0
+    share: float | None = None  # others' share of this machine's cores, read once when a busy result is stored
+    looked, kept_busy = False, 0
     for job in jobs:
         for env in job.envs:
             stored = stored_result(store, job.cfg, env.id, fresh)
             if stored.again == BUSY and stored.prior is not None:
-                if not share:
-                    share.append(busy_now())
-                if share[0] is not None and share[0] >= STILL_BUSY:
+                if not looked:
+                    share, looked = busy_now(), True
+                if share is not None and share >= STILL_BUSY:
                     stored, kept_busy = Stored(stored.prior, stored.prior), kept_busy + 1
             if stored.reuse is not None:
                 book.reused(job.index, job.cfg, stored.reuse, stored.note)
@@ -315,9 +313,9 @@ def drive(jobs: Sequence[SweepJob], store: Store | None, book: SweepBook, execut
                 whys.setdefault(job.index, stored.again)
         else:
             todo.append(job)
-    if kept_busy and share[0] is not None:
+    if kept_busy and share is not None:
         book.result.notes.append(
-            f"{kept_busy} config(s) stored while the machine was busy, and other work holds {share[0]:.0%} of its "
+            f"{kept_busy} config(s) stored while the machine was busy, and other work holds {share:.0%} of its "
             "cores now: reused, not measured again (`rightsize bench SPEC --fresh` measures them when it is quiet)"
         )
     if todo:  # said on stderr whatever the output mode: --json and piped runs show no progress bar

@@ -72,6 +72,14 @@ def is_unverified(price_source: str, purchase: str | None = None) -> bool:
     return any(mark in text for mark in UNVERIFIED_MARKS)
 
 
+def unverified_note(instance: str, source: str, verified: str | None = None, ratio: float = 1.0) -> str:
+    """The warning on a recommendation priced off a row ``is_unverified`` marks: ``verified`` describes the cheapest
+    plan on a verified row (None: there is none), ``ratio`` its cost over the recommendation's. One wording for
+    classic, generative and fine-tune plans."""
+    line = f"the recommended {instance}'s price is unverified ({source}): re-check it"
+    return line + (f"; the cheapest verified plan is {verified} ({ratio:.2f}x the cost)" if verified else "")
+
+
 @dataclass(frozen=True)
 class Instance:
     """A cloud instance type in one region with its prices (USD per hour, whole instance)."""

@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rightsize.catalog.model import Accelerator, Catalog, is_unverified
+from rightsize.catalog.model import unverified_note as price_note
 from rightsize.catalog.query import filter_instances
 from rightsize.errors import SpecError
 from rightsize.llm.costs import EFFICIENCIES
@@ -225,11 +226,9 @@ def unverified_note(options: Sequence[FinetuneOption], purchase: str = "on_deman
     if not options or not is_unverified(options[0].price_source, purchase):
         return None
     rec = options[0]
-    line = f"the recommended {rec.instance}'s price is unverified ({rec.price_source}): re-check it"
     v = next((o for o in options if not is_unverified(o.price_source, purchase)), None)
-    if v is not None:
-        nodes = f"{v.nodes} x " if v.nodes > 1 else ""
-        ratio = v.usd / max(1e-9, rec.usd)
-        line += (f"; the cheapest verified plan is {nodes}{v.instance} ({v.gpus} x {v.accelerator}) at "
-                 f"${v.usd:,.2f} total, ${v.usd_per_hour:.2f}/h ({ratio:.2f}x the cost)")  # fmt: skip
-    return line
+    if v is None:
+        return price_note(rec.instance, rec.price_source)
+    nodes = f"{v.nodes} x " if v.nodes > 1 else ""
+    said = f"{nodes}{v.instance} ({v.gpus} x {v.accelerator}) at ${v.usd:,.2f} total, ${v.usd_per_hour:.2f}/h"
+    return price_note(rec.instance, rec.price_source, said, v.usd / max(1e-9, rec.usd))

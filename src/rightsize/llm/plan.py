@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from rightsize.catalog.model import Catalog, Instance, is_unverified
+from rightsize.catalog.model import Catalog, Instance, is_unverified, unverified_note
 from rightsize.catalog.query import filter_instances
 from rightsize.errors import SpecError
 from rightsize.llm.costs import StepCosts, device_numbers, eager_host_floor_ms, project_step_costs
@@ -389,15 +389,12 @@ def _unverified_note(plan: LLMPlan, purchase: str) -> str | None:
     rec = plan.recommendation
     if rec is None or not is_unverified(rec.price_source, purchase):
         return None
-    line = f"the recommended {rec.instance}'s price is unverified ({rec.price_source}): re-check it"
     ok = [c for c in plan.candidates if c.meets and not c.over_budget]
-    ok = [c for c in ok if not is_unverified(c.price_source, purchase)]
-    if ok:
-        v = ok[0]
-        ratio = v.usd_per_hour / max(1e-9, rec.usd_per_hour)
-        line += (f"; the cheapest verified plan is {v.instances} x {v.instance} ({v.device}) at "
-                 f"${v.usd_per_hour:.2f}/h ({ratio:.2f}x the cost)")  # fmt: skip
-    return line
+    v = next((c for c in ok if not is_unverified(c.price_source, purchase)), None)
+    if v is None:
+        return unverified_note(rec.instance, rec.price_source)
+    said = f"{v.instances} x {v.instance} ({v.device}) at ${v.usd_per_hour:.2f}/h"
+    return unverified_note(rec.instance, rec.price_source, said, v.usd_per_hour / max(1e-9, rec.usd_per_hour))
 
 
 def _tp_options(inst: Instance, shape: DecoderShape) -> list[int]:

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import date
 
-from rightsize.catalog.model import is_unverified
+from rightsize.catalog.model import is_unverified, unverified_note
 from rightsize.plan.result import Candidate, PlanKind
 from rightsize.plan.training import SMALL_WORKER_BATCH
 from rightsize.units import format_hours
@@ -284,14 +284,10 @@ def explain(
     if fragile:
         warnings.append(fragile)
     if is_unverified(rec.price_source, rec.purchase):
-        verified = next((c for c in feas if not is_unverified(c.price_source, c.purchase)), None)
-        line = f"the recommended {rec.instance}'s price is unverified ({rec.price_source}): re-check it"
-        if verified is not None:
-            ratio = _cost(verified, kind) / max(1e-9, _cost(rec, kind))
-            line += (
-                f"; the cheapest verified plan is {_who(verified)}: {_money(verified, kind)} ({ratio:.2f}x the cost)"
-            )
-        warnings.insert(0, line)
+        v = next((c for c in feas if not is_unverified(c.price_source, c.purchase)), None)
+        said = None if v is None else f"{_who(v)}: {_money(v, kind)}"
+        ratio = 1.0 if v is None else _cost(v, kind) / max(1e-9, _cost(rec, kind))
+        warnings.insert(0, unverified_note(rec.instance, rec.price_source, said, ratio))
     return why, why_not, alt, warnings
 
 

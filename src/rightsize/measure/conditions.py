@@ -106,35 +106,35 @@ def contended_by_rate(achieved_gflops: float | None, best_gflops: float | None) 
 _USER_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc/stat ticks per second
 
 
+def _my_cores_ticks() -> list[list[int]] | None:
+    """The ``/proc/stat`` tick columns (user nice system idle iowait irq softirq steal ...) of each core this process
+    may use; None where unavailable."""
+    try:
+        cores = {f"cpu{c}" for c in os.sched_getaffinity(0)}
+        lines = Path("/proc/stat").read_text().splitlines()
+    except (AttributeError, OSError):
+        return None
+    return [[int(x) for x in f[1:]] for f in (line.split() for line in lines) if f and f[0] in cores and len(f) > 8]
+
+
 def steal_s() -> float | None:
     """Seconds the hypervisor has run something else while the cores this process may use were
     ready to run it (``/proc/stat`` steal column, summed over those cores; None where unavailable).
 
     System-wide per core, not per process: a fact about the host, recorded beside the run-queue
     wait, which does not include it."""
-    try:
-        cores = {f"cpu{c}" for c in os.sched_getaffinity(0)}
-        lines = Path("/proc/stat").read_text().splitlines()
-    except (AttributeError, OSError):
-        return None
-    ticks = [int(f[8]) for f in (line.split() for line in lines) if f and f[0] in cores and len(f) > 8]
-    return sum(ticks) / _USER_HZ if ticks else None
+    rows = _my_cores_ticks()
+    return sum(r[7] for r in rows) / _USER_HZ if rows else None
 
 
 def _core_ticks() -> tuple[int, int] | None:
-    """(busy, total) ``/proc/stat`` ticks summed over the cores this process may use (idle and iowait are not busy)."""
-    try:
-        cores = {f"cpu{c}" for c in os.sched_getaffinity(0)}
-        lines = Path("/proc/stat").read_text().splitlines()
-    except (AttributeError, OSError):
+    """(busy, total) ``/proc/stat`` ticks summed over the cores this process may use (idle and iowait are not busy;
+    guest time is inside user)."""
+    rows = _my_cores_ticks()
+    if not rows:
         return None
-    busy = total = 0
-    for f in (line.split() for line in lines):
-        if f and f[0] in cores and len(f) > 5:
-            ticks = [int(x) for x in f[1:]]
-            total += sum(ticks[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
-            busy += sum(ticks[:8]) - ticks[3] - ticks[4]
-    return (busy, total) if total else None
+    total = sum(sum(r[:8]) for r in rows)
+    return (total - sum(r[3] + r[4] for r in rows), total) if total else None
 
 
 def others_busy_share(interval_s: float = 0.3) -> float | None:

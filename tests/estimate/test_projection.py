@@ -61,8 +61,15 @@ def test_every_catalog_device_gets_a_banded_curve() -> None:
     cpu_types = {i.instance_type for i in CAT.instances if i.device_class == "cpu"}
     for prec in ("fp32", "bf16", "int8"):  # int8 and bf16 are projected even though only fp32 was measured
         assert cpu_types == {c.instance for c in curves if c.device.startswith("cpu:") and c.precision == prec}
+    # The local box (Ice Lake, 2 cores) is a c6i.xlarge or a D4s_v5 in all but name: there its measured fp32 curve
+    # wins; every other device and precision is projected, with a band.
+    local = {i.instance_type for i in CAT.instances if i.cpu_family == "intel-icelake" and i.cores == 2}
+    assert local == {"c6i.xlarge", "Standard_D4s_v5"}
     for c in curves:
-        assert c.provenance == "projected" and c.band_lo < 1.0 < c.band_hi and c.source
+        if c.instance in local and c.precision == "fp32":
+            assert c.provenance == "measured" and c.band_lo == c.band_hi == 1.0
+        else:
+            assert c.provenance == "projected" and c.band_lo < 1.0 < c.band_hi and c.source
         assert all(t > 0 for t in c.latency_ms)
     assert not any(c.device == "T4" and c.precision in ("bf16", "tf32") for c in curves)  # Turing
 

@@ -28,8 +28,27 @@ def test_a_gpu_row_reads_its_gpus_per_instance_and_a_frontier_point_says_when_it
     console = Console(width=200, record=True)
     console.print(_table(result, 5))
     assert "1x L4" in console.export_text() and "16x L4" not in console.export_text()
-    assert _point(_job(feasible=False)) == "g6.xlarge x16 ($6.45, 30 min, misses a target)"
+    late = _job(feasible=False, reasons=["misses the deadline: 30 min > 20 min", "over budget: $6.45 > $5.00"])
+    assert _point(late) == "g6.xlarge x16 ($6.45, 30 min, misses the deadline and the budget)"
     assert _point(_job()) == "g6.xlarge x16 ($6.45, 30 min)"
+
+
+def test_a_job_frontier_shows_what_a_looser_target_buys_and_nothing_else() -> None:
+    """resnet50-scoring's frontier began with Azure T4 spot rows at $0.05 labelled "misses a target": they met the
+    deadline but had no interruption estimate, so no deadline or budget could buy them."""
+    from rightsize.plan.explain import pareto
+    from rightsize.plan.job_costs import missed_targets
+    from rightsize.plan.verify import NO_SPOT_RATE
+
+    plan = _job()
+    late = _job(instance="late", cost_usd_total=3.0, runtime_hours=2.0, feasible=False,
+                reasons=["misses the deadline: 2.00 h > 1.00 h"])  # fmt: skip
+    unpriced = _job(instance="unpriced", cost_usd_total=1.0, runtime_hours=0.2, feasible=False, reasons=[NO_SPOT_RATE])
+    capped = _job(instance="capped", cost_usd_total=9.0, runtime_hours=0.1, feasible=False,
+                  reasons=["needs 80 instances > max_instances 64"])  # fmt: skip
+    assert missed_targets(unpriced) is None and missed_targets(capped) == ["max_instances"]
+    assert missed_targets(plan) == [] and missed_targets(_job(feasible=False)) is None
+    assert [c.instance for c in pareto([plan, late, unpriced, capped], "batch")] == ["late", "g6.xlarge", "capped"]
 
 
 def test_a_batch_fleets_spot_line_gives_the_rate_per_instance_too() -> None:

@@ -21,6 +21,7 @@ from rightsize.cli._common import (
 from rightsize.errors import SpecError
 from rightsize.inputfile import short
 from rightsize.plan.fleet import replicas_on
+from rightsize.plan.job_costs import missed_targets
 from rightsize.plan.online import FLUID_METHOD as FLUID
 from rightsize.units import format_hours
 from rightsize.workflows.plan import plan_record, plan_spec, write_plan_report
@@ -150,7 +151,8 @@ def _point(c: Candidate) -> str:
         ms = c.latency.p_target_ms or c.latency.p95
         est = "~" if c.latency.method == FLUID else ""  # a fluid estimate, as the table marks it
         return f"{c.instance} x{c.replicas or c.count} (${c.cost_usd_per_hour:.2f}/h, {est}{ms:.0f} ms)"
-    late = "" if c.feasible else ", misses a target"  # a job's frontier shows what a later deadline would buy
+    missed = missed_targets(c)  # a job's frontier shows what a later deadline or a bigger budget would buy
+    late = f", misses {' and '.join(missed)}" if missed else ""
     return f"{c.instance} x{c.count} (${c.cost_usd_total or 0:,.2f}, {format_hours(c.runtime_hours or 0)}{late})"
 
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from datetime import date
 
 from rightsize.catalog.model import is_unverified, unverified_note
+from rightsize.plan.job_costs import missed_targets
 from rightsize.plan.result import Candidate, PlanKind
 from rightsize.plan.training import SMALL_WORKER_BATCH
 from rightsize.units import format_hours
@@ -92,14 +93,19 @@ def rank(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
 def pareto(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
     """Non-dominated candidates on (cost, latency) for online, (total cost, runtime) for jobs.
 
-    Online uses feasible candidates only; jobs use every candidate with numbers, so the frontier shows
-    what a later deadline or a bigger budget would buy."""
+    Online uses feasible candidates only; jobs use every candidate with numbers that is feasible or misses only
+    a target (``job_costs.missed_targets``), so the frontier shows what a later deadline, a bigger budget or more
+    instances would buy, and never an option no target buys (a spot row without an interruption estimate)."""
     if kind == "rules":
         return []
     pool = [
         c
         for c in cands
-        if (c.feasible if kind == "online" else c.runtime_hours is not None and c.cost_usd_total is not None)
+        if (
+            c.feasible
+            if kind == "online"
+            else c.runtime_hours is not None and c.cost_usd_total is not None and missed_targets(c) is not None
+        )
         and math.isfinite(_speed(c, kind))
     ]
     pool.sort(key=lambda c: (_cost(c, kind), _speed(c, kind)))

@@ -13,9 +13,36 @@ from rightsize.plan.spot import daly_interval_hours, daly_wall_hours, simulate_s
 from rightsize.plan.verify import NO_SPOT_RATE
 from rightsize.units import format_hours
 
-__all__ = ["MIN_P_MEET", "copy_candidate", "finish", "spot_odds", "spot_variant"]
+__all__ = ["MIN_P_MEET", "copy_candidate", "finish", "missed_targets", "spot_odds", "spot_variant"]
 
 MIN_P_MEET = 0.9  # a spot plan must meet the deadline in at least 90% of simulated runs
+
+
+# A job candidate's reasons that a looser target lifts (a later deadline, a bigger budget, more instances), by the
+# words they start with; any other reason (no spot estimate, no memory, ...) no target setting lifts.
+_TARGET_REASONS = (
+    ("misses the deadline", "the deadline"),
+    ("spin-up alone", "the deadline"),
+    ("spot meets the deadline in only", "the deadline"),
+    ("mixed policy meets the deadline in only", "the deadline"),
+    ("over budget", "the budget"),
+    ("needs ", "max_instances"),  # "needs 12 instances > max_instances 8"
+)
+
+
+def missed_targets(c: Candidate) -> list[str] | None:
+    """The targets an infeasible job candidate misses ("the deadline", "the budget", "max_instances"), once each in
+    order; [] for a feasible one; None when some reason is not a missed target: a looser target would not buy it,
+    so a job's Pareto frontier leaves it out."""
+    if not c.feasible and not c.reasons:
+        return None  # infeasible for no stated reason: not a target it misses
+    out: list[str] = []
+    for reason in c.reasons:
+        target = next((t for head, t in _TARGET_REASONS if reason.startswith(head)), None)
+        if target is None or (target == "max_instances" and "max_instances" not in reason):
+            return None
+        out.append(target)
+    return list(dict.fromkeys(out))
 
 
 def copy_candidate(c: Candidate, purchase: str, price_per_hour: float) -> Candidate:

@@ -57,3 +57,21 @@ def test_table_script_sorts_and_filters_and_is_pinned() -> None:
 
     digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
     assert f"'sha256-{digest}'" in CSP  # the CSP allows exactly this script
+
+
+def test_a_query_value_the_dashboard_does_not_know_is_a_400_naming_it(two_run_store: tuple[Path, str, str]) -> None:
+    """``/cost?cost=bogus`` drew the per-1M chart; ``?format=xml`` and a csv of the plans answered json, as if asked."""
+    path = two_run_store[0]
+    with running_dashboard(path) as url:
+        status, ctype, body = _get(url + "/api/measurements?format=xml")
+        assert status == 400 and ctype == "application/json"
+        error = json.loads(body)["error"]
+        assert error == "format: unknown 'xml'; use json, or csv on /api/measurements and /api/runs/ID"
+        status, _, body = _get(url + "/api/plans?format=csv")
+        assert status == 400 and "gives json only" in json.loads(body)["error"]
+        status, ctype, _ = _get(url + "/api/measurements?format=csv")
+        assert status == 200 and ctype.startswith("text/csv")
+        status, _, html = _get(url + "/cost?cost=bogus")
+        assert status == 400 and "cost: unknown &#x27;bogus&#x27;; use one of per1m, hour" in html
+        status, _, html = _get(url + "/cost?cost=hour")
+        assert status == 200 and "USD per hour" in html

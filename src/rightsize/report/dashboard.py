@@ -63,6 +63,8 @@ def render_api(store_path: Path, target: str) -> tuple[int, str, str]:
             return api_response(st, parts, parse_qs(url.query))
         except NotFoundError as exc:
             return 404, json.dumps({"error": str(exc)}), "application/json"
+        except SpecError as exc:  # a query value the endpoint does not know
+            return 400, json.dumps({"error": str(exc)}), "application/json"
 
 
 def render_path(store_path: Path, target: str, catalog: Catalog | None = None) -> tuple[int, str]:
@@ -89,6 +91,8 @@ def render_path(store_path: Path, target: str, catalog: Catalog | None = None) -
                 return 200, views.report_page(st, parts[1], catalog)
         except NotFoundError as exc:
             return 404, views.not_found(str(exc))
+        except SpecError as exc:  # a query value the page does not know
+            return 400, views.bad_request(str(exc))
         return 404, views.not_found(f"no page {url.path!r}")
 
 

@@ -18,7 +18,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from rightsize.errors import NotFoundError
+from rightsize.errors import NotFoundError, SpecError
 from rightsize.store import Store
 
 __all__ = ["api_response"]
@@ -60,6 +60,13 @@ def _csv(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
 def api_response(st: Store, parts: list[str], query: dict[str, list[str]]) -> tuple[int, str, str]:
     """(status, body, content type) for ``/api/...`` (``parts`` without the leading "api")."""
     fmt = (query.get("format") or ["json"])[0]
+    if fmt not in ("json", "csv"):
+        raise SpecError("format", f"unknown {fmt!r}; use json, or csv on /api/measurements and /api/runs/ID")
+    tables = parts == ["measurements"] or (len(parts) == 2 and parts[0] == "runs")  # the endpoints with a csv
+    if fmt == "csv" and not tables and (parts in (["runs"], ["plans"], ["loadtests"]) or parts[:1] == ["plans"]):
+        raise SpecError(
+            "format", f"/api/{'/'.join(parts)} gives json only; csv is on /api/measurements and /api/runs/ID"
+        )
     if parts == ["runs"]:
         return _json([asdict(r) for r in st.runs()])
     if len(parts) == 2 and parts[0] == "runs":

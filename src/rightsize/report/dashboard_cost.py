@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rightsize.catalog import Catalog
+from rightsize.errors import SpecError
 from rightsize.report.dashboard_views import shell
 from rightsize.report.data import candidate_key, candidate_label
 from rightsize.report.fmt import esc, finite, num, usd
@@ -162,7 +163,8 @@ def cost_page(st: Store, query: Mapping[str, Sequence[str]], catalog: Catalog | 
     planned, measured = planned_points(st), measured_points(st, catalog, unpriced)
     filters = {k: (query.get(k) or [""])[0] for k in FILTERS}
     cost = (query.get("cost") or ["per1m"])[0]
-    cost = cost if cost in COSTS else "per1m"
+    if cost not in COSTS:
+        raise SpecError("cost", f"unknown {cost!r}; use one of {', '.join(COSTS)} (or leave it out: per1m)")
     everything = planned + measured
     selects = "".join(
         _select(k, k.replace("_", " "), sorted({p.field(k) for p in everything}), filters[k]) for k in FILTERS

@@ -403,6 +403,10 @@ def not_found(message: str) -> str:
     return shell("Not found", "", f'<p>{esc(message)}</p><p><a href="/">Back to the runs</a></p>')
 
 
+def bad_request(message: str) -> str:
+    return shell("Bad request", "", f'<p>{esc(message)}</p><p><a href="/">Back to the runs</a></p>')
+
+
 def report_page(st: Store, artifact_id: str, catalog: Catalog | None = None) -> str:
     from rightsize.report.html import render_html
     from rightsize.report.stored import find_plan, stored_report_data

@@ -304,8 +304,33 @@ def test_bad_input_names_the_field(kwargs: dict[str, object], field: str) -> Non
 def test_a_sequence_past_the_position_table_is_one_line_naming_seq(capfd: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SpecError) as err:  # BERT's token-type buffer holds 512 positions (fake tensors: ~3 s)
         estimate_memory("bert-base", seq_len=513, tiers=[GpuTier(64, ("test",))])
-    assert err.value.field == "seq" and "bert-base cannot run 513 tokens" in str(err.value)
-    assert "Traceback" not in capfd.readouterr().err  # FakeTensorMode's own traceback log is held back
+    assert str(err.value) == "seq: 513 is past bert-base's 512 positions; use at most 512"  # before tracing
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_gpt2_past_its_position_table_is_refused_before_the_trace_accounts_it() -> None:
+    """GPT-2's wpe has 1024 rows; a fake-tensor trace does not index it, so 2048 tokens read as 1.4 GiB that fit
+    a P4, and --validate then died in a real forward with an IndexError traceback."""
+    with pytest.raises(SpecError) as err:
+        estimate_memory("gpt2", seq_len=2048, tiers=[GpuTier(64, ("test",))])
+    assert str(err.value) == "seq: 2048 is past gpt2's 1024 positions; use at most 1024"
+
+
+def test_inference_tensor_parallelism_is_advised_over_gpu_counts_that_split_the_heads() -> None:
+    """Llama-70B's 64 heads were advised "tensor parallelism over 3 x A100-80GB": no instance has 3 GPUs and vLLM
+    cannot split 64 heads over 3. Inference splits over 2, 4 or 8 GPUs that divide the heads."""
+    stats = ModelStats(param_count=10**9, param_tensors=2, largest_param_numel=10**8, float_buffer_numel=0,
+                       other_buffer_bytes=0, linear_weight_numel=0, linear_out_features=0,
+                       kv_layers=2, kv_heads=2, head_dim=8, heads=12)  # fmt: skip
+    tags = {"input": 0, "activations": 1000, "logits": 0, "backward": 0, "gradients": 0}
+    trace = TraceResult("infer", saved_bytes=0, saved_count=0, peak_live_bytes=1000, peak_by_tag=tags,
+                        logits_bytes=0, gradient_bytes=0)  # fmt: skip
+    inp = MemoryInputs("m", "infer", "fp32", "cuda", 1, 16, None, "adamw", False, stats, trace, _NO_CUDA_OVERHEAD)
+    total = sum(assemble(inp)[0].values())  # the weights, all but 1000 bytes
+    shard = next(a for a in advise_memory(inp, [GpuTier(total / 2.5 / GIB, ("t",))]) if a.action == "shard")
+    assert shard.gpus == 4  # a third fits in 0.9 of the tier, half does not: 3 was advised
+    twelve = replace(inp, stats=replace(stats, kv_heads=12))  # an eighth would fit, a quarter not; 8 splits no 12
+    assert not [a for a in advise_memory(twelve, [GpuTier(total / 6.5 / GIB, ("t",))]) if a.action == "shard"]
 
 
 def test_tier_sizes_must_be_finite_and_positive() -> None:

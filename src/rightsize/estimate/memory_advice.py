@@ -18,10 +18,12 @@ from rightsize.estimate.memory import (
     scaled_trace,
 )
 from rightsize.estimate.memory_tiers import Advice, GpuTier, pick_tier, tier_fits
+from rightsize.estimate.memory_trace import ModelStats
 
 __all__ = ["advise_memory"]
 
-MAX_SHARDS = 1024
+MAX_SHARDS = 1024  # ZeRO-3 / FSDP: any GPU count, over as many instances as it takes
+TP_DEGREES = (2, 4, 8)  # tensor parallelism stays inside one instance: the GPU counts instances come in
 
 
 def _total(breakdown: dict[str, int]) -> int:
@@ -106,14 +108,24 @@ def _optimizer_8bit(inp: MemoryInputs, tiers: list[GpuTier]) -> Advice:
     return _advice("optimizer_8bit", "8-bit AdamW states, 2 B/param (bitsandbytes AdamW8bit)", total, tiers)
 
 
+def _splits(stats: ModelStats, n: int) -> bool:
+    """Whether tensor parallelism over ``n`` GPUs splits a model with these heads as vLLM does: the query heads
+    evenly, the KV heads evenly or each replicated (``llm.shape.DecoderShape.splits_over``); unknown heads pass."""
+    if not stats.heads:
+        return True
+    kv = stats.kv_heads or stats.heads
+    return stats.heads % n == 0 and (kv % n == 0 or n % kv == 0)
+
+
 def _shard(inp: MemoryInputs, largest: GpuTier) -> Advice | None:
     """Training: ZeRO-3 / FSDP full sharding divides weights, gradients, optimizer states and the step
     transient by N; the micro-batch's activations stay per GPU, so when they alone do not fit,
     activation checkpointing is added. Inference: tensor parallelism divides weights and the KV cache
     by N (activations are kept whole: conservative). Collective buffers are not counted."""
     ckpt = _checkpointed(inp)
+    counts = range(2, MAX_SHARDS + 1) if inp.mode == "train" else [n for n in TP_DEGREES if _splits(inp.stats, n)]
     for base, extra in ((inp, ""), *(((ckpt, " + activation checkpointing"),) if ckpt else ())):
-        for n in range(2, MAX_SHARDS + 1):
+        for n in counts:
             total = _total(assemble(replace(base, shards=n))[0])
             if tier_fits(total, largest.memory_gib):
                 if inp.mode == "train":

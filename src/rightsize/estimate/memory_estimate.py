@@ -51,7 +51,8 @@ def estimate_memory(
     """Trace ``model`` under FakeTensorMode and account its peak memory; pick the smallest tier that
     fits with ``TIER_HEADROOM_FRACTION`` headroom; advise when none does. ``tiers`` default: the
     GPU memory tiers of ``catalog`` (the caller loads it; the built-in list without one) for cuda, this
-    machine's RAM for cpu."""
+    machine's RAM for cpu. A ``seq_len`` past a learned position table is a SpecError naming ``seq``, before
+    tracing: the trace would account a model that cannot run (GPT-2 at 2048 tokens)."""
     from rightsize.estimate.memory_trace import trace_memory
     from rightsize.models import resolve_model
 
@@ -59,6 +60,7 @@ def estimate_memory(
     check_request(entry, mode, precision, device, optimizer, batch_size, seq_len, image_size)
     if entry.kind == "tokens":
         seq_len = seq_len or entry.default_seq_len
+        entry.check_seq_len(seq_len, tiny, "seq")
     elif entry.kind == "image":
         image_size = image_size or entry.default_image_size
     compute, amp = compute_dtype(mode, precision, device)

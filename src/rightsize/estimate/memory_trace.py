@@ -77,6 +77,7 @@ class ModelStats:
     kv_layers: int = 0  # decoder LMs: KV-cache geometry from the config; 0 otherwise
     kv_heads: int = 0
     head_dim: int = 0
+    heads: int = 0  # decoder LMs: query heads (what tensor parallelism splits); 0 otherwise
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,7 @@ def _model_stats(model: nn.Module) -> ModelStats:
         kv_layers=kv[0],
         kv_heads=kv[1],
         head_dim=kv[2],
+        heads=kv[3],
     )
 
 
@@ -193,12 +195,12 @@ def _output_head(model: nn.Module) -> nn.Module | None:
     return linears[-1] if linears else None
 
 
-def _kv_geometry(model: nn.Module) -> tuple[int, int, int]:
-    """(layers, kv_heads, head_dim) for decoder LMs (Llama, GPT-2 configs); zeros otherwise."""
+def _kv_geometry(model: nn.Module) -> tuple[int, int, int, int]:
+    """(layers, kv_heads, head_dim, heads) for decoder LMs (Llama, GPT-2 configs); zeros otherwise."""
     inner = getattr(model, "inner", model)
     cfg = getattr(inner, "config", None)
     if cfg is None or not getattr(model, "lm", False):
-        return 0, 0, 0
+        return 0, 0, 0, 0
 
     def field(*names: str) -> int:
         return next((int(v) for n in names if (v := getattr(cfg, n, None))), 0)
@@ -207,7 +209,7 @@ def _kv_geometry(model: nn.Module) -> tuple[int, int, int]:
     heads = field("num_attention_heads", "n_head")
     kv_heads = field("num_key_value_heads") or heads
     head_dim = field("head_dim") or (field("hidden_size", "n_embd") // heads if heads else 0)
-    return layers, kv_heads, head_dim
+    return layers, kv_heads, head_dim, heads
 
 
 def _repeated_block_classes(model: nn.Module) -> dict[type, list[nn.Module]]:

@@ -120,12 +120,12 @@ class ZooEntry:
         seq = seq_len or self.default_seq_len
         return (min(seq, 16) if tiny else seq,)
 
-    def check_seq_len(self, seq_len: int, tiny: bool = False) -> None:
-        """A SpecError naming ``input.seq_len`` when it is past the position table: the model would fail on every
+    def check_seq_len(self, seq_len: int, tiny: bool = False, field: str = "input.seq_len") -> None:
+        """A SpecError naming ``field`` when ``seq_len`` is past the position table: the model would fail on every
         config with a tensor-size mismatch, after minutes of measuring (tiny variants run 16 tokens at most)."""
         if self.kind == "tokens" and self.max_positions and not tiny and seq_len > self.max_positions:
             raise SpecError(
-                "input.seq_len",
+                field,
                 f"{seq_len} is past {self.name}'s {self.max_positions} positions; use at most {self.max_positions}",
             )
 

@@ -340,11 +340,13 @@ def project_step_costs(
     # GEMM time of R rows (tokens or sequences) through a weight matrix: 2·params·(R + R_half) at the GEMM rate.
     # GPUs: the flat compute efficiency, R_half = 0. CPUs: the CPU time model's GEMM rule, fitted to published
     # CPU results (calibration/projection_fit.json): efficiency gemm · I / (I + intensity_half), I = 2R / bytes per
-    # stored weight (FLOP per byte of weight streamed: int8 reads 1), so a CPU GEMM over few rows runs far below peak
-    # (rightsize.estimate.timemodel).
+    # stored weight (FLOP per byte of weight streamed: int8 reads 1), so a CPU GEMM over few rows runs far below peak,
+    # and a 16-bit path (AMX, AVX-512 BF16: what int8 and int4 weights compute in, see _compute_key) reaches the
+    # fitted low_precision share of what fp32 reaches of its peak (rightsize.estimate.timemodel.CpuParams.eff).
     gemm_ms_per_flop, r_half = ms_per_flop, 0.0
     if dev.kind == "cpu":
-        gemm_ms_per_flop = 1e3 / (dev.peak_flops_per_s * _fitted("cpu", "gemm") * tp)
+        low = _fitted("cpu", "low_precision") if _compute_key("cpu", precision) != "fp32" else 1.0
+        gemm_ms_per_flop = 1e3 / (dev.peak_flops_per_s * _fitted("cpu", "gemm") * low * tp)
         r_half = _fitted("cpu", "intensity_half") * WEIGHT_BYTES[precision] / 2.0  # the bytes read: int8 reads 1
     # Prefill of T tokens (shape.prefill_flops): 2·h·V (LM head, last token) + 2·N_mm·T + 2·L·d·T² FLOPs;
     # memory floor: the weights once + T tokens of KV written.

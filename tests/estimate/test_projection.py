@@ -197,3 +197,20 @@ def test_static_int8_of_a_conv_net_projects_int8_convolutions_and_says_so() -> N
     assert "extrapolated" not in s.source  # a VNNI machine's static int8 anchors a VNNI target directly
     spr = _by(static, "cpu:c7i.2xlarge", "int8", 4)  # Sapphire Rapids: oneDNN runs int8 convolutions on AMX
     assert "extrapolated from fp32" in spr.source and "AMX int8 convolutions" in spr.source
+
+
+def test_a_point_timed_on_all_cores_anchors_as_the_cores_it_ran_on() -> None:
+    """A default sweep stores ``threads=None`` (all cores). The anchor modelled such a point as one thread, so k came
+    out about half and every CPU target projected ~2x too fast; threads=None on a 2-core box is 2 threads."""
+    explicit = _local([_m(b, _truth_local(b, 2), threads=2) for b in (1, 8)])
+    default = _local([_m(b, _truth_local(b, 2), threads=None) for b in (1, 8)])
+    recorded = _local(
+        [_m(b, _truth_local(b, 2), threads=None, extra={"threads": 2}) for b in (1, 8)],
+        env={**ICX_ENV, "physical_cores": 6},
+    )  # the sweep's record wins over the core count
+    want = _by(project_curves(explicit, CAT, MODEL, _work()), "cpu:c6i.4xlarge", "fp32", 8)
+    for profile in (default, recorded):
+        got = _by(project_curves(profile, CAT, MODEL, _work()), "cpu:c6i.4xlarge", "fp32", 8)
+        assert got.latency_ms == pytest.approx(want.latency_ms, rel=1e-9)
+    truth = [TRUE_K * cpu_time_ms(_work(), b, ICL, 8, "fp32", MODEL.cpu) for b in want.batch_sizes]
+    assert want.latency_ms == pytest.approx(truth, rel=1e-6)  # the hidden truth, recovered

@@ -64,7 +64,7 @@ def test_to_extra_fields() -> None:
     extra = c.to_extra(threads=1, flops_per_batch=2e9, p50_ms=100.0)
     assert extra == {
         "wall_s": 1.0, "cpu_s": 0.5, "run_wait_s": 0.5, "steal_s": 0.01, "loadavg": [0.1, 1.2], "achieved_gflops": 20.0,
-        "contention": 0.5, "contention_rule": SCHEDSTAT_RULE, "contended": True,
+        "contention": 0.5, "contention_rule": SCHEDSTAT_RULE, "contended": True, "threads": 1,
     }  # fmt: skip
     assert RunConditions(wall_s=1.0, cpu_s=0.95, wait_s=0.05).to_extra(1, None, None)["contended"] is False
 

@@ -280,7 +280,8 @@ def _project_cpu(
     model: ProjectionModel,
 ) -> list[ServiceCurve]:
     cpu = tuple(profile.ok("cpu"))
-    anchor = Anchor(local, cpu, {work_key(profile.model, profile.mode, profile.input): work}, probed_core_gflops(cpu))
+    works = {work_key(profile.model, profile.mode, profile.input): work}
+    anchor = Anchor(local, cpu, works, probed_core_gflops(cpu), profile.env.physical_cores)
     convs = int8_convs(cpu)
     same_path = same_kernel_path(local, target, prec, convs)
     found = anchor_factor(anchor, profile.mode, prec if same_path else "fp32", model.cpu, allow_contended=True)

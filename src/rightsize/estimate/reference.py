@@ -200,6 +200,12 @@ class Anchor:
     measurements: tuple[Measurement, ...]
     works: Mapping[str, WorkProfile] = field(default_factory=dict)  # work_key -> trace of each input
     core_gflops: float | None = None
+    cores: int | None = None  # the measuring machine's physical cores: what a point of threads None ("all") ran on
+
+    def threads_of(self, m: Measurement) -> int:
+        """The threads point ``m`` ran on: its config's, else the count the sweep recorded (``extra.threads``),
+        else the machine's cores (torch's default is one thread per physical core); 1 when nothing says."""
+        return int(m.threads or m.extra.get("threads") or self.cores or 1)
 
     @property
     def effective_family(self) -> CpuFamily:
@@ -248,7 +254,7 @@ def anchor_factor(
                 if w is None:
                     continue
                 static = m.extra.get("int8_scheme") == "static"
-                t = cpu_time_ms(w, m.batch_size, anchor.effective_family, m.threads or 1, prec, params, static)
+                t = cpu_time_ms(w, m.batch_size, anchor.effective_family, anchor.threads_of(m), prec, params, static)
                 if 0 < t < math.inf:
                     ks.append(math.log(m.latency_ms.p50 / t))
             if ks:

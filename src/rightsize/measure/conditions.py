@@ -198,7 +198,8 @@ class RunConditions:
 
     def to_extra(self, threads: int, flops_per_batch: float | None, p50_ms: float | None) -> dict[str, Any]:
         """``wall_s``, ``cpu_s``, ``run_wait_s``, ``steal_s``, ``loadavg``, ``achieved_gflops``, ``contention``,
-        ``contention_rule``, ``contended`` (by the run-queue rule; the sweep may add the rate rule)."""
+        ``contention_rule``, ``contended`` (by the run-queue rule; the sweep may add the rate rule), and ``threads``:
+        the intra-op threads it ran on (a config of threads None, "all", ran on torch's default)."""
         share, rule = self.contention(threads)
         achieved = flops_per_batch / (p50_ms / 1e3) / 1e9 if flops_per_batch and p50_ms else None
         return {
@@ -211,4 +212,5 @@ class RunConditions:
             "contention": round(share, 4),
             "contention_rule": rule,
             "contended": share > CONTENTION_THRESHOLD,
+            "threads": threads,
         }

@@ -41,7 +41,7 @@ from rightsize.llm.costs import StepCosts, device_numbers, eager_host_floor_ms, 
 from rightsize.llm.lengths import sample_lengths
 from rightsize.llm.shape import DecoderShape
 from rightsize.llm.sim import LLMSimConfig, simulate_llm
-from rightsize.memory_budget import GIB, usable_gpu_bytes
+from rightsize.memory_budget import CPU_RAM_FRACTION, CPU_RUNTIME_BYTES, GIB, usable_gpu_bytes
 from rightsize.spec.targets import GenerativeTarget
 
 __all__ = ["BANDS", "LLMCandidate", "LLMPlan", "plan_generative"]
@@ -53,8 +53,6 @@ __all__ = ["BANDS", "LLMCandidate", "LLMPlan", "plan_generative"]
 # tests/llm/test_plan.py recomputes them from the benchmark.
 BANDS = {"graphs": 1.09, "eager": 1.59, "cpu": 1.10}
 CUDA_CONTEXT_BYTES = 500 * 10**6  # as rightsize.estimate.memory.Overheads.context_bytes
-CPU_RAM_FRACTION = 0.85  # as the planner's CPU replica budget (docs/planning.md)
-CPU_RUNTIME_BYTES = 1 * GIB  # interpreter, torch and the server beside the weights
 TP_DEGREES = (1, 2, 4, 8)
 # Past capacity (LLMPlan.sweep): the queue grows for as long as the run lasts, so the median TTFT of the last fifth
 # of a run's requests is this many times that of the first fifth or more (under capacity it stays ~1: 0.9-1.1 over

@@ -11,11 +11,11 @@ curves and memory models.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rightsize.catalog.model import Accelerator, Instance
-from rightsize.memory_budget import usable_gpu_bytes
+from rightsize.memory_budget import CPU_RAM_FRACTION, usable_cpu_bytes, usable_gpu_bytes
 from rightsize.plan.result import Candidate
 from rightsize.profile import ServiceCurve
 
@@ -28,7 +28,7 @@ __all__ = [
 
 GIB = 1024**3
 # Share of instance RAM a CPU replica may use; the OS, the server and page cache keep the rest.
-USABLE_RAM_FRACTION = 0.85
+USABLE_RAM_FRACTION = CPU_RAM_FRACTION  # the planners' name for it
 
 
 @dataclass(frozen=True)
@@ -44,16 +44,19 @@ class MemoryModel:
     source: str = "estimate"
     gradient_bytes: float | None = None  # training: what data-parallel workers all-reduce each step
     on_cpu: MemoryModel | None = None  # the same replica on a CPU (no CUDA context); None: use this one
+    load_bytes: float = 0.0  # a floor while the replica loads (a CPU int8 worker quantizing a float copy)
 
     def for_device(self, device_class: str) -> MemoryModel:
         """The model for a replica on ``device_class`` ("cpu" or "gpu")."""
         return self.on_cpu if device_class == "cpu" and self.on_cpu is not None else self
 
     def bytes_at(self, batch: float) -> float:
-        return self.fixed_bytes + self.per_sample_bytes * batch
+        return max(self.fixed_bytes + self.per_sample_bytes * batch, self.load_bytes)
 
     def max_batch(self, capacity_bytes: float) -> int:
-        """Largest batch that fits ``capacity_bytes`` (0 when even the fixed part does not)."""
+        """Largest batch that fits ``capacity_bytes`` (0 when even the fixed part or the load does not)."""
+        if self.load_bytes > capacity_bytes:
+            return 0
         room = capacity_bytes - self.fixed_bytes
         if room < self.per_sample_bytes:
             return 0
@@ -110,10 +113,20 @@ _MEMORY_FALLBACK = {"tf32": "fp32", "bf16": "fp16", "fp16": "bf16"}
 
 
 def _memory_for(memory: Mapping[str, MemoryModel] | None, precision: str, device_class: str) -> MemoryModel | None:
+    """The memory model of ``precision`` on ``device_class``. A CPU int8 worker quantizes at load: torch's
+    ``quantize_dynamic`` (and FX ``prepare_fx``) build the int8 model from a deep copy of the float one, so the
+    float weights are held twice while it loads (bert-large: 3.2 GiB peak RSS for 0.4 GiB of int8 weights)."""
     if not memory:
         return None
     mem = memory.get(precision) or memory.get(_MEMORY_FALLBACK.get(precision, ""))
-    return None if mem is None else mem.for_device(device_class)
+    if mem is None:
+        return None
+    mem = mem.for_device(device_class)
+    float_model = memory.get("fp32")
+    if device_class == "cpu" and precision == "int8" and float_model is not None:
+        load = 2.0 * float_model.for_device("cpu").fixed_bytes
+        mem = replace(mem, load_bytes=max(mem.load_bytes, load), source=f"{mem.source}; load: 2 x the fp32 weights")
+    return mem
 
 
 def pair_options(
@@ -144,6 +157,6 @@ def pair_options(
             for c in by_cpu.get(inst.instance_type.lower(), []):
                 mem = _memory_for(memory, c.precision, "cpu")
                 k = max(1, c.workers)
-                cap = inst.ram_gib * GIB / k
-                out.append(Option(inst, c, k, cap * USABLE_RAM_FRACTION, cap, mem))
+                ram = inst.ram_gib * GIB
+                out.append(Option(inst, c, k, usable_cpu_bytes(ram, k), ram / k, mem))
     return out

@@ -16,7 +16,7 @@ from typing import Any
 from rightsize.catalog.model import Catalog, Instance
 from rightsize.catalog.query import filter_instances, interruptions_per_hour
 from rightsize.errors import NotFoundError, SpecError
-from rightsize.memory_budget import GPU_HEADROOM_FRACTION
+from rightsize.memory_budget import CPU_RUNTIME_BYTES, GIB, GPU_HEADROOM_FRACTION
 from rightsize.plan.batch import InputStage, plan_batch
 from rightsize.plan.coldstart import GPU_IMAGE_FACTOR, choose_idle_policy, idle_policies, spin_up
 from rightsize.plan.energy import add_energy
@@ -224,7 +224,8 @@ def _common_assumptions(memory: Mapping[str, MemoryModel] | None) -> dict[str, A
         "gpu_memory": f"the estimate's total (tensors, CUDA context, workspace, fragmentation) must fit "
         f"{1 - GPU_HEADROOM_FRACTION:.0%} of device memory, the budget `rightsize memory` uses "
         "(rightsize.memory_budget)",
-        "cpu_memory": f"{USABLE_RAM_FRACTION:.0%} of instance RAM is usable",
+        "cpu_memory": f"{USABLE_RAM_FRACTION:.0%} of instance RAM is usable, less {CPU_RUNTIME_BYTES / GIB:g} GiB per "
+        "worker process (interpreter, torch, server); an int8 worker holds its fp32 weights twice while it quantizes",
         "memory": "estimated per precision" if memory else "not estimated: every option assumed to fit",
     }
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rightsize.catalog.model import Instance
+from rightsize.memory_budget import CPU_RAM_FRACTION
 from rightsize.plan.result import Candidate
 
 __all__ = ["RuleSizing", "cpu_family_class", "plan_rules", "rule_sizing"]
@@ -28,7 +29,7 @@ DEFAULT_FEATURES = 50  # columns per row when the spec gives rows but not data_g
 # size of your dataset" (Wes McKinney, "Apache Arrow and the 10 things I hate about pandas", 2017): 6x.
 RAM_FACTOR = {"classic_ml": 3.0, "etl": 6.0}
 VCPUS_PER_10M_ROWS = 8  # histogram building parallelises over rows/features; assumption, min 4, max 64
-USABLE_RAM_FRACTION = 0.85
+USABLE_RAM_FRACTION = CPU_RAM_FRACTION  # as the other planners (rightsize.memory_budget)
 ETL_MEMORY_BOUND_GIB = 32.0  # above this an ETL job is memory-bound for our purposes (assumption)
 
 

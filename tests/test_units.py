@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rightsize.errors import SpecError
-from rightsize.units import format_bytes, format_hours, parse_bytes
+from rightsize.units import format_bytes, format_hours, format_usd, parse_bytes
 
 
 def test_sizes_parse_and_format() -> None:
@@ -20,3 +20,10 @@ def test_durations_read_in_minutes_below_an_hour() -> None:
         "2.4 min", "15 min", "1 h", "13.3 h", "1,234 h",
     ]  # fmt: skip
     assert format_hours(0.001) != "0 min" and format_hours(0.0) == "0 min"
+
+
+def test_a_small_instance_rate_keeps_two_significant_digits() -> None:
+    """A Standard_F2s_v2 at $0.0846/h read "$0.08/h" in the recommendation beside 0.085 in the table."""
+    assert [format_usd(x) for x in (0.0846, 0.0042, 0.34, 12.345, 1234.5, 0.0)] == [
+        "$0.085", "$0.0042", "$0.34", "$12.35", "$1,234", "$0.00"
+    ]  # fmt: skip

@@ -42,3 +42,13 @@ def format_hours(h: float) -> str:
     value, unit = (h * 60.0, "min") if abs(h) < 1 else (h, "h")
     text = f"{value:,.0f}" if value != 0 and abs(value) >= 100 else f"{value:.3g}"
     return f"{text} {unit}"
+
+
+def format_usd(value: float) -> str:
+    """Dollars to the cent, or two significant digits under $0.10 (a 2-vCPU instance's $0.085/h is not $0.08/h):
+    $0.0042, $0.085, $1.23, $1,234."""
+    if abs(value) >= 100:
+        return f"${value:,.0f}"
+    if abs(value) >= 0.1 or value == 0:
+        return f"${value:,.2f}"
+    return f"${value:.2g}"

@@ -19,7 +19,7 @@ from rightsize.catalog.model import is_unverified, unverified_note
 from rightsize.plan.job_costs import missed_targets
 from rightsize.plan.result import Candidate, PlanKind
 from rightsize.plan.training import SMALL_WORKER_BATCH
-from rightsize.units import format_hours
+from rightsize.units import format_hours, format_usd
 
 __all__ = ["explain", "infeasible_summary", "pareto", "rank", "target_ms"]
 
@@ -158,8 +158,8 @@ def _who(c: Candidate) -> str:
 def _money(c: Candidate, kind: PlanKind) -> str:
     if kind in ("online", "rules"):
         extra = f", ${c.cost_usd_per_1m_requests:.2f} per 1M requests" if c.cost_usd_per_1m_requests else ""
-        return f"${c.cost_usd_per_hour:.2f}/h{extra}"
-    return f"${c.cost_usd_total or 0.0:,.2f} total (${c.cost_usd_per_hour:.2f}/h)"
+        return f"{format_usd(c.cost_usd_per_hour)}/h{extra}"
+    return f"${c.cost_usd_total or 0.0:,.2f} total ({format_usd(c.cost_usd_per_hour)}/h)"
 
 
 def ms(value: float) -> str:

@@ -11,7 +11,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from rightsize.units import format_bytes, format_hours
+from rightsize.units import format_bytes, format_hours, format_usd
 
 if TYPE_CHECKING:
     from rightsize.profile import Measurement
@@ -66,15 +66,9 @@ def num(value: Any, digits: int = 3) -> str:
 
 
 def usd(value: Any) -> str:
-    """Dollars: $0.0042, $1.23, $1,234."""
+    """Dollars (``units.format_usd``): $0.0042, $1.23, $1,234; "-" for a missing or non-finite value."""
     f = finite(value)
-    if f is None:
-        return "-"
-    if abs(f) >= 100:
-        return f"${f:,.0f}"
-    if abs(f) >= 0.1 or f == 0:
-        return f"${f:,.2f}"
-    return f"${f:.2g}"
+    return "-" if f is None else format_usd(f)
 
 
 def ms(value: Any) -> str:

@@ -92,7 +92,7 @@ def print_plan(result: PlanResult, top: int) -> None:
     shown = [*result.candidates[:top], *(result.pareto[:6] if len(result.pareto) > 1 else [])]
     if any(c.latency is not None and c.latency.method == FLUID for c in shown):
         out_console.print("[dim]~ estimated by a fluid approximation, not simulated: a candidate that cannot win the "
-                          "plan (the planner simulates the cheapest groups)[/dim]")  # fmt: skip
+                          "plan (the planner simulates the cheapest groups and the Pareto frontier)[/dim]")  # fmt: skip
     if result.kind == "rules":  # not by price alone: a cheaper row of another family ranks below (plan.rules)
         out_console.print("[dim]ranked by rule: holds the data in RAM, has the wanted vCPUs, is of the wanted family "
                           "(see the recommendation), then by price[/dim]")  # fmt: skip

@@ -49,6 +49,7 @@ def test_an_unknown_option_exits_2_for_every_command(command: str, capsys: pytes
         (["results", "--limit", "99999999999999999999"], "--limit"),
         (["serve", "gpt2", "--generate", "--size", "tiny", "--seq", "64"], "--seq: only applies to a prediction"),
         (["loadtest", "http://127.0.0.1:9/", "--generate", "--rate", "2", "--samples", "4"], "--samples: only applies"),
+        (["loadtest", "http://127.0.0.1:9/", "--generate", "--find-knee", "--slo-p95", "100"], "--find-knee: the knee"),
         (["loadtest", "http://127.0.0.1:9/", "--generate", "--rate", "2", "--prompt-tokens", "10-"], "--prompt-tokens"),
         (["loadtest", "http://127.0.0.1:9/", "--rate", "2", "--output-tokens", "9"], "--output-tokens: only applies"),
         (

@@ -394,3 +394,17 @@ def test_one_output_token_says_tpot_does_not_apply(catalog: Catalog) -> None:
     plan = plan_generative(shape, _target(output_tokens=1), catalog, instances=["g5.xlarge"])
     assert plan.recommendation is not None and plan.recommendation.tpot_ms == 0.0
     assert any("TPOT does not apply" in n for n in plan.notes)
+
+
+def test_a_cpu_recommendation_reads_without_a_tensor_parallel_degree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ "1 x c7i.large (intel-sapphire-rapids, tensor parallel 1, ...) at $0.09/h": a CPU replica splits nothing
+    over GPUs, and its $0.08925/h read as $0.09 beside 0.09 in the table."""
+    from rightsize.cli.app import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "examples/llama-1b-int8-assistant.yaml", "--store", str(tmp_path / "s.db")])
+    assert exc.value.code in (0, None)
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("recommendation:"))
+    assert "c7i.large" in line and "tensor parallel" not in line and "$0.089/h" in line

@@ -54,7 +54,9 @@ def finetune(
     ),
     rank: int | None = typer.Option(None, "--rank", min=1, help="LoRA rank (lora, qlora; default 16)."),
     targets: str | None = typer.Option(
-        None, "--targets", help="LoRA targets: q,k,v,o,gate,up,down or all-linear (lora, qlora; default q,k,v,o)."
+        None,
+        "--targets",
+        help="LoRA targets: q,k,v,o,gate,up,down,lm_head or all-linear (lora, qlora; default q,k,v,o).",
     ),
     checkpointing: bool = typer.Option(True, "--checkpointing/--no-checkpointing", help="Activation checkpointing."),
     framework: str = typer.Option(

@@ -152,6 +152,8 @@ def loadtest(
     ):
         check_finite(name, value, low, high, low_open)
     modes = [m for m, on in (("--rate", rate is not None), ("--concurrency", concurrency is not None)) if on]
+    if generate and find_knee:  # before --slo-p95's checks: the knee search is what --generate cannot run
+        raise SpecError("--find-knee", "the knee search is for a prediction server; with --generate give --rate R")
     if find_knee:
         if slo_p95 is None or slo_p95 <= 0:
             raise SpecError("--slo-p95", "--find-knee needs a p95 bound in ms, e.g. --slo-p95 50")

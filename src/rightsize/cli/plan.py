@@ -23,7 +23,7 @@ from rightsize.inputfile import short
 from rightsize.plan.fleet import replicas_on
 from rightsize.plan.job_costs import missed_targets
 from rightsize.plan.online import FLUID_METHOD as FLUID
-from rightsize.units import format_hours
+from rightsize.units import format_hours, format_usd
 from rightsize.workflows.plan import plan_record, plan_spec, write_plan_report
 
 if TYPE_CHECKING:
@@ -242,8 +242,9 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
     if rec is None:
         out_console.print(f"[bold red]{plan.why_none(g.budget_usd_per_hour)}[/bold red]", highlight=False)
     else:
+        split = f"tensor parallel {rec.tp}, " if rec.device_class == "gpu" else ""  # a CPU replica: all its cores
         out_console.print(f"[bold]recommendation:[/bold] {rec.instances} x {rec.instance} ({rec.device}, "
-                          f"tensor parallel {rec.tp}, {rec.replicas} replica(s)) at ${rec.usd_per_hour:.2f}/h, "
+                          f"{split}{rec.replicas} replica(s)) at {format_usd(rec.usd_per_hour)}/h, "
                           f"${rec.usd_per_m_output_tokens:.2f} per 1M output tokens", highlight=False)  # fmt: skip
         if rec.watts is not None and rec.kwh_per_m_output_tokens is not None:
             gpu = f", {rec.gpu_work()}" if rec.gpu_work() else ""

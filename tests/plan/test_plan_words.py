@@ -60,3 +60,19 @@ def test_a_batch_fleets_spot_line_gives_the_rate_per_instance_too() -> None:
     rec = _job(device_class="cpu", device="cpu", gpus=0, purchase="spot", spot=spot, count=18)
     line = next(w for w in explain("batch", [rec])[3] if w.startswith("spot:"))
     assert line.startswith("spot: 54 interruptions/h over the fleet (3/h per instance, each stalling only its own)")
+
+
+def test_a_job_says_when_a_much_faster_one_costs_nearly_the_same() -> None:
+    """With prices linear in size, c6i fp32 fine-tuning recommended c6i.xlarge (6.51 h, $1.11) over c6i.4xlarge
+    (1.71 h, $1.16) without a word: the cheapest by 4% took 4x as long."""
+    from rightsize.plan.explain import explain
+
+    slow = _job(instance="c6i.xlarge", device_class="cpu", device="cpu", gpus=0, count=1, runtime_hours=6.51,
+                cost_usd_total=1.11, cost_usd_per_hour=0.17)  # fmt: skip
+    quick = replace(slow, instance="c6i.4xlarge", runtime_hours=1.71, cost_usd_total=1.16, cost_usd_per_hour=0.68)
+    dear = replace(slow, instance="c6i.16xlarge", runtime_hours=0.5, cost_usd_total=1.36, cost_usd_per_hour=2.72)
+    why, _, _, _ = explain("batch", [slow, quick, dear])
+    line = next(w for w in why if w.startswith("nearly as cheap and faster"))
+    assert "c6i.4xlarge" in line and "1.71 h instead of 6.51 h for +5% ($1.16)" in line
+    why, _, _, _ = explain("batch", [slow, dear])  # 23% dearer: not a near tie
+    assert not any(w.startswith("nearly as cheap") for w in why)

@@ -211,6 +211,32 @@ def _small_batch_hint(cands: Sequence[Candidate]) -> str | None:
     )
 
 
+NEAR_TIE_COST = 1.05  # a job that costs at most this much more ...
+NEAR_TIE_SPEEDUP = 1.5  # ... and finishes at least this much sooner is worth a line beside the cheapest
+
+
+def _near_tie(rec: Candidate, feasible: Sequence[Candidate]) -> str | None:
+    """A line on the fastest feasible job within NEAR_TIE_COST of the recommendation's total that finishes at least
+    NEAR_TIE_SPEEDUP times sooner: with prices linear in size, a 4-vCPU and a 16-vCPU run cost nearly the same
+    (the spin-up billed at each size apart), and the cheapest by a cent may take 4x as long."""
+    cost, hours = rec.cost_usd_total, rec.runtime_hours
+    if not cost or not hours:
+        return None
+    quick = [
+        c for c in feasible
+        if c.cost_usd_total and c.runtime_hours and c.cost_usd_total <= cost * NEAR_TIE_COST
+        and c.runtime_hours * NEAR_TIE_SPEEDUP <= hours
+    ]  # fmt: skip
+    if not quick:
+        return None
+    c = min(quick, key=lambda x: (x.runtime_hours or 0.0, x.cost_usd_total or 0.0))
+    more = (c.cost_usd_total or 0.0) / cost - 1.0
+    return (
+        f"nearly as cheap and faster: {_who(c)} finishes in {format_hours(c.runtime_hours or 0.0)} instead of "
+        f"{format_hours(hours)} for {more:+.0%} (${c.cost_usd_total:,.2f})"
+    )
+
+
 def explain(
     kind: PlanKind,
     ranked: Sequence[Candidate],
@@ -249,6 +275,8 @@ def explain(
     ]
     if kind == "online" and bound_ms is not None:
         why.insert(1, f"meets p{percentile:g} <= {bound_ms:g} ms with {rec.replicas} replica(s)")
+    if kind in ("batch", "training") and (quick := _near_tie(rec, feas)) is not None:
+        why.insert(2, quick)
     if rec.idle_policy:
         why.append(f"idle policy: {rec.idle_policy}")
     if rec.energy is not None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from rightsize.plan.arrivals import arrival_times_ms
+from rightsize.plan.explain import target_ms
 from rightsize.plan.lanes import run_lanes
 from rightsize.plan.options import GIB, Option
 from rightsize.plan.queueing import fluid_batching
@@ -206,17 +207,36 @@ def _fluid(g: _Group, target: OnlineTarget) -> None:
         g.best = (best[2], best[0], best[3])
 
 
-def _frontier(groups: Sequence[_Group], price: dict[int, float]) -> list[_Group]:
-    """The groups whose best plan no other beats on both cost and latency at the target percentile."""
-    points = sorted(
-        (g.best_cost(price), g.best[2].p_target_ms or 0.0, i, g) for i, g in enumerate(groups) if g.best is not None
-    )
-    out, fastest = [], math.inf
-    for _, ms, _, g in points:
-        if ms < fastest:
-            out.append(g)
-            fastest = ms
+def _undominated(points: Sequence[tuple[float, float, bool]]) -> list[int]:
+    """Indices of the estimated points (cost, latency, simulated=False) that no simulated point beats on both: a
+    fluid estimate reads low, so one dominated only by other estimates may surface once those are simulated."""
+    sims = sorted((cost, ms) for cost, ms, simulated in points if simulated)
+    out = []
+    for i, (cost, ms, simulated) in enumerate(points):
+        if not simulated and not any(c <= cost and m <= ms for c, m in sims):
+            out.append(i)
     return out
+
+
+def _frontier(
+    placed: Sequence[tuple[Option, _Group]],
+    full: dict[tuple[int, int], LatencyPrediction],
+    price: dict[int, float],
+    buy: str,
+) -> list[_Group]:
+    """The estimated (fluid) groups that could sit on the cost-vs-latency frontier: no simulated option beats them
+    on both cost and latency at the target percentile, each option read as ``apply_plan`` will (its group's
+    replicas filled to whole instances by ``_filled``, spot spares)."""
+    points = []
+    for opt, g in placed:
+        assert g.best is not None
+        _, r, pred = g.best
+        filled = math.ceil(r / opt.per_instance) * opt.per_instance
+        if (id(g), filled) in full:
+            r, pred = filled, full[(id(g), filled)]
+        cost = price[id(opt)] * math.ceil((r + spot_spare(opt, buy)) / opt.per_instance)
+        points.append((cost, pred.p_target_ms or 0.0, g.simulated))
+    return [placed[i][1] for i in _undominated(points)]
 
 
 def _filled(
@@ -340,37 +360,74 @@ def plan_online(
         if not g.simulated:
             _fluid(g, target)
     # The cost-vs-latency frontier quotes each of its points as a trade-off; a fluid estimate reads the tail low
-    # (up to 2x at 60-70% busy), so a group it puts on the frontier is simulated, until none is left there.
-    for _ in range(FRONTIER_ROUNDS):
-        todo = [g for g in _frontier(order, price) if not g.simulated]
-        if not todo:
+    # (up to 2x at 60-70% busy), so a group it puts on the frontier (as the options will read: whole instances,
+    # spot spares) is simulated, until none is left there.
+    for round_ in range(FRONTIER_ROUNDS + 1):
+        placed = [(o, group_of[id(o)]) for o in options if id(o) in group_of and group_of[id(o)].best is not None]
+        full = _filled(placed, target, n_screen, rng)
+        todo = {id(g): g for g in _frontier(placed, full, price, buy) if not g.simulated}
+        if not todo or round_ == FRONTIER_ROUNDS:
             break
-        for g in todo:
+        for g in todo.values():
             g.best = None
-        _simulate(todo, target, n_screen, rng)
-    placed = [(o, group_of[id(o)]) for o in options if id(o) in group_of and group_of[id(o)].best is not None]
-    full = _filled(placed, target, n_screen, rng)
+        _simulate(list(todo.values()), target, n_screen, rng)
     for opt, c in zip(options, cands, strict=True):
-        grp = group_of.get(id(opt))
-        if grp is None:
-            continue
-        g = grp
-        if g.best is None:
-            c.reasons.append(f"latency SLO not met: p{q:g} > {bound:g} ms even with {target.max_replicas} replicas")
-            continue
-        p, r, pred = g.best
-        k = opt.per_instance
-        if (id(g), math.ceil(r / k) * k) in full:
-            r = math.ceil(r / k) * k
-            pred = full[(id(g), r)]
-        apply_plan(c, opt, p, r + spot_spare(opt, buy), pred, target, buy)
-        if opt.curve.source.startswith("sized at"):
-            c.notes.append(opt.curve.source.split(";")[0] + ": latencies shown are at that edge")
-        if buy == "spot":
-            c.notes.append(SPOT_SPARE)
-        if not g.simulated:
-            c.notes.append("not simulated: its cost bound is above the best simulated plan; fluid approximation")
+        _apply(opt, c, group_of.get(id(opt)), full, target, buy)
     verify_best(cands, dict(zip(map(id, cands), options, strict=True)), target, n_verify, verify_top, seed, buy)
     for c in cands:
         mark_over_budget(c, target.budget_usd_per_hour)
+    # Verifying the cheapest picks adds replicas or latency to them, which can leave a fluid point undominated:
+    # simulate its group and plan its options afresh (they are not the verified picks: those are simulated).
+    index = {id(c): i for i, c in enumerate(cands)}
+    for _ in range(FRONTIER_ROUNDS):
+        live = [c for c in cands if c.feasible and c.latency is not None]
+        points = [(c.cost_usd_per_hour, target_ms(c), c.latency is not None and c.latency.method != FLUID_METHOD)
+                  for c in live]  # fmt: skip
+        fluid: dict[int, _Group] = {}
+        for i in _undominated(points):
+            if (grp := group_of.get(id(options[index[id(live[i])]]))) is not None:
+                fluid[id(grp)] = grp
+        if not fluid:
+            break
+        for grp in fluid.values():
+            grp.best = None
+        _simulate(list(fluid.values()), target, n_screen, rng)
+        again = [i for i, o in enumerate(options) if id(group_of.get(id(o))) in fluid]
+        placed = [(options[i], group_of[id(options[i])]) for i in again if group_of[id(options[i])].best is not None]
+        full = _filled(placed, target, n_screen, rng)
+        for i in again:
+            cands[i] = _candidate(options[i], target, buy)
+            index[id(cands[i])] = i
+            _apply(options[i], cands[i], group_of[id(options[i])], full, target, buy)
+            mark_over_budget(cands[i], target.budget_usd_per_hour)
     return cands
+
+
+def _apply(
+    opt: Option,
+    c: Candidate,
+    g: _Group | None,
+    full: dict[tuple[int, int], LatencyPrediction],
+    target: OnlineTarget,
+    buy: str,
+) -> None:
+    """Plan ``c`` from its group's fewest replicas, filled to whole instances (``_filled``); a reason when none
+    meets the SLO. No group: screened out before (its reason is on ``c`` already)."""
+    if g is None:
+        return
+    if g.best is None:
+        q, bound = target.latency.percentile, target.latency.bound_ms
+        c.reasons.append(f"latency SLO not met: p{q:g} > {bound:g} ms even with {target.max_replicas} replicas")
+        return
+    p, r, pred = g.best
+    k = opt.per_instance
+    if (id(g), math.ceil(r / k) * k) in full:
+        r = math.ceil(r / k) * k
+        pred = full[(id(g), r)]
+    apply_plan(c, opt, p, r + spot_spare(opt, buy), pred, target, buy)
+    if opt.curve.source.startswith("sized at"):
+        c.notes.append(opt.curve.source.split(";")[0] + ": latencies shown are at that edge")
+    if buy == "spot":
+        c.notes.append(SPOT_SPARE)
+    if not g.simulated:
+        c.notes.append("not simulated: its cost bound is above the best simulated plan; fluid approximation")

@@ -164,3 +164,19 @@ def test_a_spot_row_without_an_interruption_estimate_costs_what_it_shows() -> No
         if c.purchase == "spot":
             assert not c.feasible and c.runtime_hours is not None
             assert c.cost_usd_total == pytest.approx(c.runtime_hours * c.cost_usd_per_hour)  # $0.15/h x n, not $0.34
+
+
+def test_a_spot_job_is_judged_on_its_own_cost_not_on_demands() -> None:
+    """A g6.xlarge x6 spot job read "$0.58, misses the budget" against $0.70: its reasons were copied from the
+    on-demand row ("over budget: $1.16 > $0.70") before its own, lower cost was judged."""
+    cat = small_catalog()
+    opts = pair_options(cat.instances[:1], [cpu_curve("c.2x", 10.0, 10.0)], cat.accelerators)
+    free = {(c.purchase, c.count): c for c in plan_batch(opts, BatchTarget(items=1_000_000, deadline_hours=4),
+                                                         ["on_demand", "spot"], rate_of=lambda inst: 0.01)}  # fmt: skip
+    od, spot = free[("on-demand", 1)], free[("spot", 1)]
+    assert spot.cost_usd_total is not None and od.cost_usd_total is not None
+    budget = (spot.cost_usd_total + od.cost_usd_total) / 2  # between the two
+    target = BatchTarget(items=1_000_000, deadline_hours=4, budget_usd=budget)
+    cands = {(c.purchase, c.count): c for c in plan_batch(opts, target, ["on_demand", "spot"], rate_of=lambda i: 0.01)}
+    assert not cands[("on-demand", 1)].feasible and cands[("on-demand", 1)].reasons[0].startswith("over budget")
+    assert cands[("spot", 1)].feasible and not cands[("spot", 1)].reasons

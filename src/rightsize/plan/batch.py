@@ -153,15 +153,16 @@ def _option(
         )
         if n > target.max_instances:
             c.reasons.append(f"needs {n} instances > max_instances {target.max_instances}")
+        sized = copy_candidate(c, "on-demand", c.cost_usd_per_hour)  # before on-demand's deadline and budget
         if "on_demand" in purchase:
             finish(c, work_h + up.total_hours, target.deadline_hours, target.budget_usd, fixed_hours=up.total_hours)
             if n > target.max_instances:
                 c.feasible = False
             out.append((c, work_h))
-        if "spot" in purchase:
+        if "spot" in purchase:  # judged on its own time and cost, not on-demand's reasons ("over budget: $1.16")
             rate = rate_of(inst) if rate_of else None
             sc = spot_variant(
-                c, inst, n, work_h, up.total_hours, CHECKPOINT_MIN / 60.0, up.total_hours, rate,
+                sized, inst, n, work_h, up.total_hours, CHECKPOINT_MIN / 60.0, up.total_hours, rate,
                 target.deadline_hours, target.budget_usd, independent=True,
             )  # fmt: skip
             if sc is not None:

@@ -111,8 +111,8 @@ def spot_variant(
         c = copy_candidate(base, "spot", price * nodes)
         c.feasible = False
         c.reasons.append(NO_SPOT_RATE)
-        if c.runtime_hours is not None:  # the uninterrupted figure, at the spot price the row shows
-            c.cost_usd_total = c.runtime_hours * c.cost_usd_per_hour
+        c.runtime_hours = compute_hours + spin_up_hours  # the uninterrupted figure, at the spot price the row shows
+        c.cost_usd_total = c.runtime_hours * c.cost_usd_per_hour
         return c
     rate = rate_per_node_hour * nodes
     stalls = rate_per_node_hour if independent else rate

@@ -408,3 +408,16 @@ def test_a_cpu_recommendation_reads_without_a_tensor_parallel_degree(
     assert exc.value.code in (0, None)
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("recommendation:"))
     assert "c7i.large" in line and "tensor parallel" not in line and "$0.089/h" in line
+
+
+def test_a_stored_cpu_recommendation_reads_without_a_tensor_parallel_degree() -> None:
+    """The generative report and `rightsize results` said "tensor parallel 1" and "$0.09/h" for a c7i.large."""
+    from rightsize.report.generative import recommendation_words
+
+    rec = {"instances": 1, "instance": "c7i.large", "device": "intel-sapphire-rapids", "device_class": "cpu",
+           "tp": 1, "replicas": 1, "usd_per_hour": 0.08925, "usd_per_m_output_tokens": 0.97}  # fmt: skip
+    assert recommendation_words(rec) == (
+        "1 x c7i.large (intel-sapphire-rapids, 1 replica(s)) at $0.089/h, $0.97 per 1M output tokens"
+    )
+    gpu = rec | {"device": "A10G", "device_class": "gpu", "instance": "g5.xlarge", "usd_per_hour": 1.006}
+    assert "(A10G, tensor parallel 1, 1 replica(s)) at $1.01/h" in recommendation_words(gpu)

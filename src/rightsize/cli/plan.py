@@ -150,7 +150,7 @@ def _point(c: Candidate) -> str:
     if c.latency is not None:
         ms = c.latency.p_target_ms or c.latency.p95
         est = "~" if c.latency.method == FLUID else ""  # a fluid estimate, as the table marks it
-        return f"{c.instance} x{c.replicas or c.count} (${c.cost_usd_per_hour:.2f}/h, {est}{ms:.0f} ms)"
+        return f"{c.instance} x{c.replicas or c.count} ({format_usd(c.cost_usd_per_hour)}/h, {est}{ms:.0f} ms)"
     missed = missed_targets(c)  # a job's frontier shows what a later deadline or a bigger budget would buy
     late = f", misses {' and '.join(missed)}" if missed else ""
     return f"{c.instance} x{c.count} (${c.cost_usd_total or 0:,.2f}, {format_hours(c.runtime_hours or 0)}{late})"
@@ -254,7 +254,8 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
     for cls in ("cpu", "gpu"):
         best = plan.best(cls)
         if best is not None and (rec is None or best.device_class != rec.device_class):
-            line = (f"best {cls.upper()} plan: {best.instances} x {best.instance} at ${best.usd_per_hour:.2f}/h, "
+            rate = format_usd(best.usd_per_hour)
+            line = (f"best {cls.upper()} plan: {best.instances} x {best.instance} at {rate}/h, "
                     f"TTFT {best.ttft_ms:.0f} ms, TPOT {best.tpot_ms:.1f} ms")  # fmt: skip
             out_console.print(line, highlight=False)
     for note in plan.notes:

@@ -32,7 +32,8 @@ def recommendation_words(rec: Mapping[str, Any] | None) -> str:
     """A stored generative plan's recommendation (its ``--json`` / artifact dict) in one line."""
     if not isinstance(rec, Mapping):
         return "no plan meets the target"
-    return (f"{rec.get('instances')} x {rec.get('instance')} ({rec.get('device')}, tensor parallel {rec.get('tp')}, "
+    split = f"tensor parallel {rec.get('tp')}, " if rec.get("device_class") != "cpu" else ""  # a CPU: all its cores
+    return (f"{rec.get('instances')} x {rec.get('instance')} ({rec.get('device')}, {split}"
             f"{rec.get('replicas')} replica(s)) at {usd(rec.get('usd_per_hour'))}/h, "
             f"{usd(rec.get('usd_per_m_output_tokens'))} per 1M output tokens")  # fmt: skip
 
@@ -124,8 +125,9 @@ def _headline(plan: LLMPlan, name: str, target: GenerativeTarget) -> str:
             f"ms, TPOT p{target.tpot.percentile:g} <= {num(target.tpot.bound_ms)} ms")  # fmt: skip
     if rec is None:
         return f"{goal}. No plan meets the target."
-    return (f"{goal}. Recommended: {rec.instances} x {rec.instance} ({rec.device}, tensor parallel {rec.tp}, "
-            f"{rec.replicas} replica(s)) at ${rec.usd_per_hour:.2f}/h, ${rec.usd_per_m_output_tokens:.2f} per 1M "
+    split = f"tensor parallel {rec.tp}, " if rec.device_class != "cpu" else ""
+    return (f"{goal}. Recommended: {rec.instances} x {rec.instance} ({rec.device}, {split}"
+            f"{rec.replicas} replica(s)) at {usd(rec.usd_per_hour)}/h, {usd(rec.usd_per_m_output_tokens)} per 1M "
             "output tokens.")  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rightsize.errors import SpecError, UnsupportedError
+from rightsize.units import format_usd
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -292,8 +293,8 @@ def _pick_engine(runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> tuple[Pl
             rec = result.recommendation
             p95 = f", p95 {rec.latency.p95:.0f} ms" if rec.latency is not None else ""
             lines.append(
-                f"engine {names[other]}: best plan {rec.instance} {rec.precision} at ${rec.cost_usd_per_hour:.2f}/h"
-                f"{p95} ({ratio:.2f}x the cost)"
+                f"engine {names[other]}: best plan {rec.instance} {rec.precision} at "
+                f"{format_usd(rec.cost_usd_per_hour)}/h{p95} ({ratio:.2f}x the cost)"
             )
     if best.recommendation is not None and not any(
         c.device_class != best.recommendation.device_class for c in best.candidates

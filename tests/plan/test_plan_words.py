@@ -76,3 +76,15 @@ def test_a_job_says_when_a_much_faster_one_costs_nearly_the_same() -> None:
     assert "c6i.4xlarge" in line and "1.71 h instead of 6.51 h for +5% ($1.16)" in line
     why, _, _, _ = explain("batch", [slow, dear])  # 23% dearer: not a near tie
     assert not any(w.startswith("nearly as cheap") for w in why)
+
+
+def test_a_jobs_closest_option_is_one_a_looser_target_would_buy() -> None:
+    """With no feasible plan, "closest" named a c7i.48xlarge spot row without an interruption estimate: excluded
+    from spot plans whatever the deadline."""
+    from rightsize.plan.explain import explain
+    from rightsize.plan.verify import NO_SPOT_RATE
+
+    late = _job(instance="late", runtime_hours=2.0, feasible=False, reasons=["misses the deadline: 2.00 h > 1.00 h"])
+    unplannable = _job(instance="unpriced", runtime_hours=0.2, feasible=False, reasons=[NO_SPOT_RATE])
+    why, _, _, _ = explain("batch", [unplannable, late])
+    assert any(w.startswith("closest: 16 instances on 16x aws late") for w in why), why

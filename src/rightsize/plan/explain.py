@@ -56,7 +56,11 @@ def _width(c: Candidate) -> float:
 
 def _closest(infeasible: Sequence[Candidate], kind: PlanKind, request_samples: int) -> Candidate | None:
     """The infeasible candidate nearest to meeting the target: the fastest (online: its predicted latency, else
-    one request's service time at the band's slow edge; jobs: the runtime), the cheaper on a tie."""
+    one request's service time at the band's slow edge; jobs: the runtime), the cheaper on a tie. A job's closest
+    is one a looser target would buy (``job_costs.missed_targets``) when there is one: a spot row without an
+    interruption estimate, fastest of all, can be planned under no deadline."""
+    if kind != "online" and (buyable := [c for c in infeasible if missed_targets(c) is not None]):
+        infeasible = buyable
 
     def speed(c: Candidate) -> float:
         t = _speed(c, kind)

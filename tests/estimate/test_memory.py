@@ -351,3 +351,20 @@ def test_importing_the_estimator_does_not_import_torch() -> None:
     code = "import sys, rightsize.estimate.memory, rightsize.cli.memory; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_inference_advice_offers_half_precision_and_never_gradient_accumulation() -> None:
+    """`memory llama-70b --batch 128` (inference) advised "gradient accumulation keeps the global batch", and an
+    fp32 inference never heard of fp16/bf16: half the weights and activations, before int8 or int4."""
+    stats = ModelStats(param_count=10**9, param_tensors=2, largest_param_numel=10**8, float_buffer_numel=0,
+                       other_buffer_bytes=0, linear_weight_numel=9 * 10**8, linear_out_features=10**5,
+                       kv_layers=2, kv_heads=2, head_dim=8, heads=4)  # fmt: skip
+    tags = {"input": 0, "activations": 2 * 10**9, "logits": 0, "backward": 0, "gradients": 0}
+    trace = TraceResult("infer", saved_bytes=0, saved_count=0, peak_live_bytes=2 * 10**9, peak_by_tag=tags,
+                        logits_bytes=0, gradient_bytes=0)  # fmt: skip
+    inp = MemoryInputs("m", "infer", "fp32", "cuda", 8, 16, None, "adamw", False, stats, trace, _NO_CUDA_OVERHEAD)
+    total = sum(assemble(inp)[0].values())
+    advice = {a.action: a for a in advise_memory(inp, [GpuTier(total / 1.2 / GIB, ("t",))])}
+    assert "fp16" in advice and advice["fp16"].detail.startswith("half precision: --precision fp16")
+    assert advice["fp16"].total_bytes < 0.6 * total  # weights and activations halve
+    assert "gradient" not in advice["batch"].detail and "more, smaller batches" in advice["batch"].detail

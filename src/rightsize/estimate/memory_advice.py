@@ -48,8 +48,8 @@ def _smaller_batch(inp: MemoryInputs, tiers: list[GpuTier], cap_gib: float) -> A
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if tier_fits(total_at(mid), cap_gib) else (lo, mid - 1)
-    return _advice("batch", f"batch {lo} instead of {inp.batch_size} (gradient accumulation keeps the global batch)",
-                   total_at(lo), tiers)  # fmt: skip
+    keeps = "gradient accumulation keeps the global batch" if inp.mode == "train" else "more, smaller batches"
+    return _advice("batch", f"batch {lo} instead of {inp.batch_size} ({keeps})", total_at(lo), tiers)
 
 
 def _amp(inp: MemoryInputs, tiers: list[GpuTier], tiny: bool) -> Advice:
@@ -92,6 +92,8 @@ def _quantized(inp: MemoryInputs, precision: str, tiers: list[GpuTier]) -> Advic
     ratio = {"fp32": 4, "fp16": 2, "bf16": 2}[new] / {"fp32": 4, "fp16": 2, "bf16": 2}[old]
     trace = scaled_trace(inp.trace, ratio) if ratio != 1 else inp.trace
     total = _total(assemble(replace(inp, precision=precision, trace=trace))[0])
+    if precision in ("fp16", "bf16"):  # weights and activations both halve
+        return _advice(precision, f"half precision: --precision {precision} (weights and activations)", total, tiers)
     lib = "bitsandbytes LLM.int8()" if precision == "int8" else "GPTQ/AWQ, groups of 128"
     return _advice(precision, f"{precision} weights (--precision {precision}; {lib})", total, tiers)
 
@@ -150,8 +152,9 @@ def advise_memory(inp: MemoryInputs, tiers: list[GpuTier], tiny: bool = False) -
         if inp.optimizer == "adamw":
             options += [_fused(inp, tiers), _optimizer_8bit(inp, tiers)]
     else:
+        half = ["bf16" if inp.device == "cpu" else "fp16"] if inp.precision == "fp32" else []  # a CPU runs bf16
         options += [
-            _quantized(inp, p, tiers) for p in ("int8", "int4") if p != inp.precision and inp.precision != "int4"
+            _quantized(inp, p, tiers) for p in (*half, "int8", "int4") if p != inp.precision and inp.precision != "int4"
         ]
     if inp.device == "cuda":  # shard over the two largest tiers (e.g. 8 x 80 GB nodes are common)
         options += [_shard(inp, t) for t in sorted(tiers, key=lambda t: -t.memory_gib)[:2]]

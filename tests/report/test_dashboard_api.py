@@ -69,8 +69,9 @@ def test_a_query_value_the_dashboard_does_not_know_is_a_400_naming_it(two_run_st
         assert error == "format: unknown 'xml'; use json, or csv on /api/measurements and /api/runs/ID"
         status, _, body = _get(url + "/api/plans?format=csv")
         assert status == 400 and "gives json only" in json.loads(body)["error"]
-        status, ctype, _ = _get(url + "/api/measurements?format=csv")
-        assert status == 200 and ctype.startswith("text/csv")
+        for fmt in ("csv", "CSV"):
+            status, ctype, _ = _get(url + f"/api/measurements?format={fmt}")
+            assert status == 200 and ctype.startswith("text/csv")
         status, _, html = _get(url + "/cost?cost=bogus")
         assert status == 400 and "cost: unknown &#x27;bogus&#x27;; use one of per1m, hour" in html
         status, _, html = _get(url + "/cost?cost=hour")

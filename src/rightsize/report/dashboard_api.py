@@ -59,7 +59,7 @@ def _csv(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
 
 def api_response(st: Store, parts: list[str], query: dict[str, list[str]]) -> tuple[int, str, str]:
     """(status, body, content type) for ``/api/...`` (``parts`` without the leading "api")."""
-    fmt = (query.get("format") or ["json"])[0]
+    fmt = (query.get("format") or ["json"])[0].lower() or "json"  # format=CSV reads as csv, format= as json
     if fmt not in ("json", "csv"):
         raise SpecError("format", f"unknown {fmt!r}; use json, or csv on /api/measurements and /api/runs/ID")
     tables = parts == ["measurements"] or (len(parts) == 2 and parts[0] == "runs")  # the endpoints with a csv

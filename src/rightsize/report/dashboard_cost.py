@@ -162,7 +162,7 @@ def cost_page(st: Store, query: Mapping[str, Sequence[str]], catalog: Catalog | 
     unpriced: list[str] = []
     planned, measured = planned_points(st), measured_points(st, catalog, unpriced)
     filters = {k: (query.get(k) or [""])[0] for k in FILTERS}
-    cost = (query.get("cost") or ["per1m"])[0]
+    cost = (query.get("cost") or ["per1m"])[0].lower() or "per1m"
     if cost not in COSTS:
         raise SpecError("cost", f"unknown {cost!r}; use one of {', '.join(COSTS)} (or leave it out: per1m)")
     everything = planned + measured

@@ -14,7 +14,7 @@ from typing import Any
 from rightsize.errors import SpecError
 from rightsize.inputfile import short
 
-__all__ = ["HF_CONFIG_CAPS", "check_heads", "check_hf_config", "hf_dim"]
+__all__ = ["HF_CONFIG_CAPS", "check_heads", "check_hf_config", "hf_dim", "splits_heads"]
 
 # The largest value each dimension of a transformers config may take (each must also be a whole number >= 1). Far
 # past any published model (Llama-3.1-405B: 126 layers, hidden 16384, 128 heads, FFN 53248, vocab 128256; Llama-4
@@ -58,6 +58,16 @@ def check_heads(source: str, keys: tuple[str, str, str], hidden: int, heads: int
     if kv_heads > heads or heads % kv_heads:
         raise SpecError(f"{source}: {kv_key}", f"is {kv_heads}; grouped-query attention needs a divisor of "
                         f"{heads_key} ({heads}): use e.g. {heads} (MHA) or 1 (MQA)")  # fmt: skip
+
+
+def splits_heads(heads: int, kv_heads: int, tp: int) -> bool:
+    """Whether tensor parallel over ``tp`` GPUs can split ``heads`` query and ``kv_heads`` key/value heads as vLLM
+    does: the query heads evenly, and the key/value heads evenly or, when ``tp`` is a multiple of them, each
+    replicated on tp / kv_heads GPUs (vLLM ``ModelConfig.verify_with_parallel_config`` and ``QKVParallelLinear``,
+    https://github.com/vllm-project/vllm/blob/v0.6.0/vllm/model_executor/layers/linear.py, read 2026-11-27)."""
+    if tp < 1 or heads % tp:
+        return False
+    return kv_heads % tp == 0 or tp % kv_heads == 0
 
 
 def check_hf_config(data: Mapping[str, Any], source: str = "config.json") -> dict[str, int]:

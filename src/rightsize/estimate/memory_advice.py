@@ -19,6 +19,7 @@ from rightsize.estimate.memory import (
 )
 from rightsize.estimate.memory_tiers import Advice, GpuTier, pick_tier, tier_fits
 from rightsize.estimate.memory_trace import ModelStats
+from rightsize.hf_config import splits_heads
 
 __all__ = ["advise_memory"]
 
@@ -111,12 +112,9 @@ def _optimizer_8bit(inp: MemoryInputs, tiers: list[GpuTier]) -> Advice:
 
 
 def _splits(stats: ModelStats, n: int) -> bool:
-    """Whether tensor parallelism over ``n`` GPUs splits a model with these heads as vLLM does: the query heads
-    evenly, the KV heads evenly or each replicated (``llm.shape.DecoderShape.splits_over``); unknown heads pass."""
-    if not stats.heads:
-        return True
-    kv = stats.kv_heads or stats.heads
-    return stats.heads % n == 0 and (kv % n == 0 or n % kv == 0)
+    """Whether tensor parallelism over ``n`` GPUs splits a model with these heads as vLLM does
+    (``hf_config.splits_heads``); unknown heads pass."""
+    return not stats.heads or splits_heads(stats.heads, stats.kv_heads or stats.heads, n)
 
 
 def _shard(inp: MemoryInputs, largest: GpuTier) -> Advice | None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
-from rightsize.hf_config import check_heads, hf_dim
+from rightsize.hf_config import check_heads, hf_dim, splits_heads
 from rightsize.inputfile import read_user_text, short
 
 __all__ = [
@@ -214,13 +214,8 @@ class DecoderShape:
         return int(2 * self.layers * self.kv_heads * self.head_dim * per)
 
     def splits_over(self, tp: int) -> bool:
-        """Whether tensor parallel over ``tp`` GPUs can split this model as vLLM does: the query heads evenly,
-        and the key/value heads evenly or, when ``tp`` is a multiple of them, each replicated on tp / kv_heads
-        GPUs (vLLM ``ModelConfig.verify_with_parallel_config`` and ``QKVParallelLinear``,
-        https://github.com/vllm-project/vllm/blob/v0.6.0/vllm/model_executor/layers/linear.py, read 2026-11-27)."""
-        if tp < 1 or self.heads % tp:
-            return False
-        return self.kv_heads % tp == 0 or tp % self.kv_heads == 0
+        """Whether tensor parallel over ``tp`` GPUs can split this model as vLLM does (``hf_config.splits_heads``)."""
+        return splits_heads(self.heads, self.kv_heads, tp)
 
     def kv_shards(self, tp: int) -> int:
         """GPUs one token's KV is split over at tensor parallel ``tp``: min(tp, kv_heads). Past kv_heads each GPU

@@ -210,7 +210,7 @@ def _fluid(g: _Group, target: OnlineTarget) -> None:
 def _undominated(points: Sequence[tuple[float, float, bool]]) -> list[int]:
     """Indices of the estimated points (cost, latency, simulated=False) that no simulated point beats on both: a
     fluid estimate reads low, so one dominated only by other estimates may surface once those are simulated."""
-    sims = sorted((cost, ms) for cost, ms, simulated in points if simulated)
+    sims = [(cost, ms) for cost, ms, simulated in points if simulated]
     out = []
     for i, (cost, ms, simulated) in enumerate(points):
         if not simulated and not any(c <= cost and m <= ms for c, m in sims):

@@ -88,3 +88,13 @@ def test_a_jobs_closest_option_is_one_a_looser_target_would_buy() -> None:
     unplannable = _job(instance="unpriced", runtime_hours=0.2, feasible=False, reasons=[NO_SPOT_RATE])
     why, _, _, _ = explain("batch", [unplannable, late])
     assert any(w.startswith("closest: 16 instances on 16x aws late") for w in why), why
+
+
+def test_an_accumulated_batch_reads_as_micro_batches_of_up_to_its_largest() -> None:
+    """ "batch 7, gradient accumulation x5" read as 35 samples where the spec asked for 32 (7, 7, 6, 6, 6)."""
+    from rightsize.plan.explain import explain
+    from rightsize.plan.result import Batching
+
+    c = _job(grad_accumulation=5, batching=Batching(7, 0.0), kind_hint="training")
+    why, _, _, _ = explain("training", [c])
+    assert "micro-batches of up to 7, gradient accumulation x5" in why[0] and "batch 7," not in why[0]

@@ -49,7 +49,8 @@ def test_accumulation_when_the_batch_does_not_fit() -> None:
     assert c.grad_accumulation == math.ceil(32 / fit)
     micro = math.ceil(32 / c.grad_accumulation)
     assert c.batching is not None and c.batching.max_batch == micro
-    compute_h = 1000 * c.grad_accumulation * (20.0 + 10.0 * micro) / 3.6e6
+    # t(b) = 20 + 10 b per micro-batch: the 32 samples split as evenly as they go (11, 11, 10), not 3 x 11 = 33
+    compute_h = 1000 * (c.grad_accumulation * 20.0 + 10.0 * 32) / 3.6e6
     assert c.runtime_hours == pytest.approx(compute_h + (c.cold_start_s or 0) / 3600)
     assert c.cost_usd_total == pytest.approx(c.runtime_hours * 0.53)
 

@@ -25,6 +25,7 @@ from rightsize.plan.comm import all_reduce
 from rightsize.plan.job_costs import copy_candidate, finish, spot_odds, spot_variant
 from rightsize.plan.options import GIB, Option
 from rightsize.plan.result import Batching, Candidate
+from rightsize.profile import ServiceCurve
 from rightsize.spec.targets import ColdStart, TrainingTarget
 
 __all__ = ["ScalingModel", "node_counts", "plan_training", "training_steps"]
@@ -62,6 +63,19 @@ class ScalingModel:
     def efficiency(self, per_node: int, nodes: int, precision: str) -> float:
         intra = self.intra_amp if precision in AMP_PRECISIONS else self.intra_fp32
         return intra ** math.log2(max(1, per_node)) * self.inter ** math.log2(max(1, nodes))
+
+
+def _micro_words(batch: int, accum: int) -> str:
+    """The micro-batch size, or the range of an uneven split: "7" or "6-7"."""
+    small, extra = divmod(batch, accum)
+    return str(small) if not extra else f"{small}-{small + 1}" if small else "1"
+
+
+def _accumulated_ms(curve: ServiceCurve, batch: int, accum: int) -> float:
+    """One optimizer step of ``batch`` samples in ``accum`` micro-batches as even as they split (32 in 5: 7, 7, 6,
+    6, 6), each timed at its own size: 5 x 7 would time 35 samples."""
+    small, extra = divmod(batch, accum)
+    return extra * curve.t_ms(small + 1) + (accum - extra) * (curve.t_ms(small) if small else 0.0)
 
 
 def training_steps(target: TrainingTarget) -> int:
@@ -162,10 +176,10 @@ def _option(
             break
         accum = math.ceil(b / min(b, fit))
         micro = math.ceil(b / accum)
-        compute_ms = accum * curve.t_ms(micro)
+        compute_ms = _accumulated_ms(curve, b, accum)
         if one_ms is None:
             one_accum = math.ceil(target.batch_size / min(target.batch_size, fit))
-            one_ms = one_accum * curve.t_ms(math.ceil(target.batch_size / one_accum))
+            one_ms = _accumulated_ms(curve, target.batch_size, one_accum)
         if grads and links is not None and workers > 1:  # the all-reduce from gradient bytes and links
             ar = all_reduce(grads, per_node, nodes, links, compute_ms)
             step_ms = compute_ms + ar.lost_ms
@@ -192,7 +206,8 @@ def _option(
             if assumed and nodes > 1:
                 scaling += f"; {assumed}"
         base.notes.append(
-            f"{workers} worker(s) x batch {b} ({accum} x micro-batch {micro}); {scaling}; spin-up {up.describe()}"
+            f"{workers} worker(s) x batch {b} ({accum} x micro-batch {_micro_words(b, accum)}); {scaling}; "
+            f"spin-up {up.describe()}"
         )
         if accum > 1:
             base.notes.append(f"gradient accumulation x{accum}: batch {b} per worker does not fit in one pass")

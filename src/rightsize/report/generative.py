@@ -11,6 +11,7 @@ B x 1000 / decode_ms(B, B x mean context)). Nothing here is measured; the page s
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -125,10 +126,7 @@ def _headline(plan: LLMPlan, name: str, target: GenerativeTarget) -> str:
             f"ms, TPOT p{target.tpot.percentile:g} <= {num(target.tpot.bound_ms)} ms")  # fmt: skip
     if rec is None:
         return f"{goal}. No plan meets the target."
-    split = f"tensor parallel {rec.tp}, " if rec.device_class != "cpu" else ""
-    return (f"{goal}. Recommended: {rec.instances} x {rec.instance} ({rec.device}, {split}"
-            f"{rec.replicas} replica(s)) at {usd(rec.usd_per_hour)}/h, {usd(rec.usd_per_m_output_tokens)} per 1M "
-            "output tokens.")  # fmt: skip
+    return f"{goal}. Recommended: {recommendation_words(asdict(rec))}."
 
 
 def _stats(rec: LLMCandidate) -> str:

@@ -20,18 +20,21 @@ def main() -> None:
     ap.add_argument("store", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--date", required=True, help="the day the run was taken (YYYY-MM-DD)")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="which measurements (cpu: the host's)")
     a = ap.parse_args()
     with Store(a.store) as db:
-        ms = [m for m in db.measurements() if m.status == "ok" and m.device == "cuda"]
+        ms = [m for m in db.measurements() if m.status == "ok" and m.device == a.device]
         envs = {m.env_id for m in ms}
         if len(envs) != 1:
             raise SystemExit(f"expected measurements from one machine, got {len(envs)}")
         env = db.env(envs.pop())
     payload = {
         "kind": "measurements",
-        "device_class": "gpu",
+        "device_class": "gpu" if a.device == "cuda" else "cpu",
         "date": a.date,
-        "script": "benchmarks/gpu/run_on_device.sh (rightsize bench of benchmarks/gpu/*.yaml)",
+        "script": "benchmarks/gpu/run_on_device.sh (rightsize bench of benchmarks/gpu/*.yaml)"
+        if a.device == "cuda"
+        else "benchmarks/gpu/host/run_host.sh (rightsize bench of benchmarks/gpu/host/*.yaml)",
         "env": env.to_dict(),
         "measurements": [m.to_dict() for m in ms],
     }

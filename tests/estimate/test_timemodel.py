@@ -155,3 +155,29 @@ def test_device_and_host_parts_make_the_batch_time() -> None:
         assert max(dev, host) == gpu_time_ms(work, batch, h100, "fp16", GP)
     dev1, host1 = gpu_time_parts_ms(work, 1, h100, "fp16", GP)
     assert dev1 < host1  # batch 1: the GPU waits for the host (the energy model's busy share is dev / host)
+
+
+def test_amx_bf16_pays_a_weight_repack_per_call_and_leaves_nchw_convolutions_at_the_fp32_rate() -> None:
+    from dataclasses import replace
+
+    from rightsize.estimate.timemodel import weight_bytes
+
+    spr, icl = CAT.cpus["intel-sapphire-rapids"], CAT.cpus["intel-icelake"]
+    enc = _encoder()
+    assert weight_bytes(enc.ops[0]) == pytest.approx(768 * 768 * 4.0)  # the bytes that do not grow with the batch
+    assert weight_bytes(enc.ops[2]) == 0.0  # element-wise: activations only
+    # the repack is a cost of the weights, not of the batch: it adds the same time at batch 1 and at batch 16
+    no_pack = replace(CP, amx_repack=0.0)
+    extra = [cpu_time_ms(enc, b, spr, 1, "bf16", CP) - cpu_time_ms(enc, b, spr, 1, "bf16", no_pack) for b in (1, 16)]
+    bw = min(CP.core_bw_gbps, spr.memory_bandwidth_gbps) * 1e9 * CP.eff_memory
+    assert extra[0] == pytest.approx(extra[1]) == pytest.approx(CP.amx_repack * 72 * 768 * 768 * 4.0 / bw * 1e3)
+    # a real AMX host ran DistilBERT bf16 at batch 1 on one core only 1.4x faster than fp32, not the tile peak's 16x
+    assert cpu_time_ms(enc, 1, spr, 1, "fp32", CP) / cpu_time_ms(enc, 1, spr, 1, "bf16", CP) < 3
+    # the AMX share replaces low_precision on AMX only: Ice Lake's bf16 (the fp32 path) is unchanged by it
+    assert cpu_time_ms(enc, 1, icl, 1, "bf16", replace(CP, amx=0.9)) == cpu_time_ms(enc, 1, icl, 1, "bf16", CP)
+    assert cpu_time_ms(enc, 8, spr, 1, "bf16", replace(CP, amx=0.9)) < cpu_time_ms(enc, 8, spr, 1, "bf16", CP)
+    # an eager NCHW bf16 convolution gained nothing from AMX on that host: it runs at the fp32 rate
+    conv = WorkProfile(
+        "cnn", "inference", {"image_size": 224}, False, (("conv", 50, 2e8, 4e8, 2e6, 4e6),), 25_000_000, 160
+    )
+    assert cpu_time_ms(conv, 8, spr, 4, "bf16", CP) == pytest.approx(cpu_time_ms(conv, 8, spr, 4, "fp32", CP), rel=0.05)

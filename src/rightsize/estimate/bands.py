@@ -134,9 +134,12 @@ def bands_from(held: Sequence[Held], coverage: float = 0.9, floor: float = 0.05)
         inside = sum(1 for q in qs if lo <= q <= hi) / n
         mae = statistics.median(abs(h.ratio - 1.0) for h in hs)
         runs = sum(1 for h in hs if h.row.run)
+        bench = sum(1 for h in hs if not h.row.run and h.row.benched)
         dc, _, regime = key.partition(":")
         what = f"{regime}-bound {dc.upper()}" if regime else dc.upper()
-        src = f"leave-one-source-out error over {n - runs} published {what} results"
+        src = f"leave-one-source-out error over {n - runs - bench} published {what} results"
+        if bench:
+            src += f" and {bench} {what} results of rightsize bench on lent machines"
         if runs:
             src += f" and the error over {runs} real {what} runs (never fitted)"
         out[key] = Band(lo, hi, inside, n, mae, src)

@@ -83,7 +83,7 @@ def fit_payload(ev: Evaluation, inputs: dict[str, Any]) -> dict[str, Any]:
         "gpu": ev.fit.gpu.to_dict(),
         "cpu": ev.fit.cpu.to_dict(),
         "bands": {k: b.to_dict() for k, b in ev.bands.items()},
-        "source": f"time models fitted to {ev.fit.rows} published results from {len(ev.fit.sources)} sources",
+        "source": f"time models fitted to {ev.fit.rows} reference results from {len(ev.fit.sources)} sources",
         "fitted": dt.date.today().isoformat(),
         "script": "scripts/fit_projection.py",
         "inputs": inputs,

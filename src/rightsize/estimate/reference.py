@@ -61,13 +61,14 @@ GPU_FIT = ("gemm_fp32", "gemm_tf32", "gemm_half", "conv_fp32", "conv_tf32", "con
 # source (Packrat) runs more than 4 threads, so held out the fit pushed the exponent to its bound (1.5) and its
 # 16-thread rows came out 1.4-2.4x slow; with it, 1.19. A parameter one source alone identifies is not fitted.
 CPU_FIT = ("gemm", "conv", "low_precision", "core_bw_gbps", "op_us", "sync_us", "intensity_half",
-           "wide_vector")  # fmt: skip
+           "wide_vector", "amx", "amx_repack")  # fmt: skip
+BENCH_SOURCE_PREFIX = "rightsize-bench-"  # reference rows this project measured on lent machines (real runs)
 PRIOR_WEIGHT = 0.25  # residual weight of log(θ/θ_prior): a soft pull, ~1/4 of one source's row
 # Parameter bounds (efficiencies are shares of peak; times in microseconds).
 _BOUNDS = {"peak_exponent": (0.01, 0.8), "kernel_us": (0.5, 30.0), "host_us": (2.0, 80.0),
            "host_us_training": (2.0, 120.0), "host_conv": (1.0, 8.0), "core_bw_gbps": (2.0, 60.0), "op_us": (0.5, 60.0),
            "sync_us": (0.1, 60.0), "intensity_half": (0.5, 200.0),
-           "sync_exponent": (0.1, 1.5), "wide_vector": (0.05, 1.0)}  # fmt: skip
+           "sync_exponent": (0.1, 1.5), "wide_vector": (0.05, 1.0), "amx_repack": (0.25, 8.0)}  # fmt: skip
 
 
 def reference_path() -> Path:
@@ -132,6 +133,12 @@ class ReferenceRow:
     @property
     def cpu_threads(self) -> int:
         return int(self.threads or self.cores or 1)
+
+    @property
+    def benched(self) -> bool:
+        """A result of ``rightsize bench`` on a machine lent to this project (its source is named
+        ``rightsize-bench-...`` and cites the committed measurements file), not a figure someone published."""
+        return self.run or self.source.startswith(BENCH_SOURCE_PREFIX)
 
 
 def _int(v: str | None) -> int | None:

@@ -116,9 +116,19 @@ class CpuParams:
     # Share of the AVX-512 doubling (64 vs AVX2's 32 FP32 FLOP/cycle) eager PyTorch realises: the wider
     # FMAs run at a lower licence clock and most ops are not long dense loops. 1.0 = the datasheet.
     wide_vector: float = 0.6
+    # AMX (bf16 / fp16 on Sapphire Rapids and later): the share of the tile peak an eager op reaches, in place of
+    # ``low_precision``; and the bytes each call moves to get its weights into tiles, in units of the weights' fp32
+    # bytes: autocast casts every fp32 weight to bf16 on every call (read 4 B, write 2 B) and oneDNN repacks it into
+    # the tile layout (read 2 B, write 2 B), 10 B per weight = 2.5x: a cost of the weights, not of the batch.
+    # Priors: a quarter of the tile peak and those 2.5 passes; both are fitted to the reference set's AMX rows.
+    amx: float = 0.25
+    amx_repack: float = 2.5
 
-    def eff(self, op_class: str, precision: str) -> float:
+    def eff(self, op_class: str, precision: str, amx: bool = False) -> float:
+        """Share of the kernel path's peak an op of ``op_class`` reaches (``amx``: it runs on AMX tiles)."""
         base = float(getattr(self, op_class, self.gemm))
+        if amx:
+            return base * self.amx
         return base * (self.low_precision if precision in ("bf16", "fp16", "int8") else 1.0)
 
     def to_dict(self) -> dict[str, float]:
@@ -267,6 +277,12 @@ def wide_vector_share(family: CpuFamily, precision: str, params: CpuParams, conv
     return (1.0 + params.wide_vector) / 2.0
 
 
+def weight_bytes(op: tuple[str, int, float, float, float, float]) -> float:
+    """An op's bytes that do not grow with the batch (its weights), from its traced bytes at batch 1 and 2."""
+    b1, b2 = op[4], op[5]
+    return max(0.0, 2.0 * b1 - b2)
+
+
 def cpu_time_ms(
     work: WorkProfile,
     batch: float,
@@ -287,12 +303,13 @@ def cpu_time_ms(
     if core_peak[(precision, False)] <= 0:
         return math.inf
     int8_classes = STATIC_INT8_CLASSES if int8_convs else INT8_CLASSES
+    amx = precision in ("bf16", "fp16") and cpu_kernel_path(family, precision) == "AMX"
     bw = min(n * params.core_bw_gbps, family.memory_bandwidth_gbps) * 1e9 * params.eff_memory
     clock = CLOCK_REF_GHZ / max(family.sustained_ghz, 0.5)
     per_op_s = params.op_us * 1e-6 * clock
     sync_s = params.sync_us * 1e-6 * (n - 1) ** params.sync_exponent * clock
     t = 0.0
-    for cls, k, f, b in work.at(batch):
+    for (cls, k, f, b), op in zip(work.at(batch), work.ops, strict=True):
         if cls == "host":
             t += k * per_op_s * 0.3  # a view or an allocation: dispatcher work only
             continue
@@ -305,13 +322,20 @@ def cpu_time_ms(
             t += k * (b * precision_bytes(precision, cls) / bw_used + per_op_s + sync_used)
             continue
         op_prec = "fp32" if precision == "int8" and cls not in int8_classes else precision
+        # An eager bf16 convolution (NCHW) gained nothing from AMX at batch 1 on a real AMX host (ResNet-50, 1-16
+        # cores: 0.97-1.4x fp32's time; benchmarks/gpu/results/h200-host-2026-11-27): it runs at the fp32 rate.
+        tiles = amx and cls != "conv"
+        if amx and cls == "conv":
+            op_prec = "fp32"
         t_mem = b * precision_bytes(op_prec, cls) / bw
         t_cmp = 0.0
         if f > 0:
             intensity = f / max(b, 1.0)
-            eff = params.eff(cls, op_prec) * intensity / (intensity + params.intensity_half)
+            eff = params.eff(cls, op_prec, tiles) * intensity / (intensity + params.intensity_half)
             t_cmp = f / (n * core_peak[(op_prec, cls == "conv")] * eff)
-        t += k * (max(t_cmp, t_mem) + per_op_s + sync_s)
+        # on AMX every call casts and repacks the op's weights (its bytes that do not grow with the batch)
+        t_pack = params.amx_repack * weight_bytes(op) / bw if tiles else 0.0
+        t += k * (max(t_cmp, t_mem) + t_pack + per_op_s + sync_s)
     if work.mode == "training":
         opt_bytes, opt_kernels = _optimizer_ops(work)
         t += opt_bytes / bw + opt_kernels * (per_op_s + sync_s)

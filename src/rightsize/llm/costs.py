@@ -34,7 +34,7 @@ from scipy.optimize import nnls
 
 from rightsize.catalog.model import Accelerator, CpuFamily
 from rightsize.errors import SpecError
-from rightsize.estimate.timemodel import cpu_kernel_peak
+from rightsize.estimate.timemodel import cpu_kernel_path, cpu_kernel_peak
 from rightsize.llm.shape import WEIGHT_BYTES, DecoderShape
 from rightsize.plan.comm import PCIE_GBYTES_PER_S
 from rightsize.spec.targets import ServingEngine
@@ -237,6 +237,7 @@ class DeviceNumbers:
     peak_flops_per_s: float  # dense, at the precision the matmuls run in
     mem_bytes_per_s: float
     link_bytes_per_s: float  # GPU to GPU (tensor parallel); PCIe when the catalog has no NVLink figure
+    amx: bool = False  # a CPU whose matmuls run on AMX tiles (the bf16 path of Sapphire Rapids and later)
 
 
 def _compute_key(kind: str, precision: str) -> str:
@@ -264,7 +265,7 @@ def device_numbers(
     (``bandwidth_gbps``, ``fp16_tflops``, ... optionally with interconnect.csv's ``gpu_link_gbytes_per_s``) or
     of cpus.csv (``*_flop_per_cycle_per_core``, ``sustained_ghz``, ``memory_bandwidth_gbps``; ``cores``
     defaults to ``cores_per_socket``). Cells may be strings (csv.DictReader)."""
-    link = PCIE_GBYTES_PER_S * 1e9
+    link, amx = PCIE_GBYTES_PER_S * 1e9, False
     if isinstance(device, Accelerator):
         key = _compute_key("gpu", precision)
         name, kind, peak, bw = device.name, "gpu", device.peak_flops_per_s(key), device.bandwidth_gbps * 1e9
@@ -272,6 +273,7 @@ def device_numbers(
         n = cores or device.cores_per_socket
         key = _compute_key("cpu", precision)
         name, kind, peak = device.name, "cpu", n * cpu_kernel_peak(device, key)  # eager int8: VNNI, not AMX
+        amx = cpu_kernel_path(device, key) == "AMX"
         # a slice of a socket pulls what its cores can: min(n x per-core bandwidth, socket), as the CPU time
         # model does (rightsize.estimate.timemodel; per-core figure fitted in projection_fit.json)
         bw = min(n * _fitted("cpu", "core_bw_gbps"), device.memory_bandwidth_gbps) * 1e9
@@ -286,6 +288,7 @@ def device_numbers(
         n = cores or int(float(device.get("cores") or device.get("cores_per_socket") or 1))
         per_cycle = float(device.get(f"{key}_flop_per_cycle_per_core") or 0.0)
         peak = n * per_cycle * float(device["sustained_ghz"]) * 1e9
+        amx = key in ("bf16", "fp16") and "amx_bf16" in str(device.get("isa") or "")
     else:
         raise SpecError(
             "device", "needs accelerators.csv columns (bandwidth_gbps, fp16_tflops, ...) or cpus.csv columns "
@@ -293,7 +296,7 @@ def device_numbers(
         )  # fmt: skip
     if peak <= 0:
         raise SpecError("precision", f"{name} has no dense {key} peak in the catalog. To fix: pick another precision.")
-    return DeviceNumbers(name, kind, peak, bw, link)
+    return DeviceNumbers(name, kind, peak, bw, link, amx)
 
 
 def _allreduce_ms(hidden: int, act_bytes: float, tp: int, dev: DeviceNumbers, eff: Efficiencies) -> tuple[float, float]:
@@ -342,10 +345,12 @@ def project_step_costs(
     # CPU results (calibration/projection_fit.json): efficiency gemm · I / (I + intensity_half), I = 2R / bytes per
     # stored weight (FLOP per byte of weight streamed: int8 reads 1), so a CPU GEMM over few rows runs far below peak,
     # and a 16-bit path (AMX, AVX-512 BF16: what int8 and int4 weights compute in, see _compute_key) reaches the
-    # fitted low_precision share of what fp32 reaches of its peak (rightsize.estimate.timemodel.CpuParams.eff).
+    # fitted low_precision share of what fp32 reaches of its peak, or on AMX the fitted amx share of the tile peak
+    # (rightsize.estimate.timemodel.CpuParams.eff; fitted to real AMX runs: far below the tiles' 16x fp32).
     gemm_ms_per_flop, r_half = ms_per_flop, 0.0
     if dev.kind == "cpu":
         low = _fitted("cpu", "low_precision") if _compute_key("cpu", precision) != "fp32" else 1.0
+        low = _fitted("cpu", "amx") if dev.amx else low
         gemm_ms_per_flop = 1e3 / (dev.peak_flops_per_s * _fitted("cpu", "gemm") * low * tp)
         r_half = _fitted("cpu", "intensity_half") * WEIGHT_BYTES[precision] / 2.0  # the bytes read: int8 reads 1
     # Prefill of T tokens (shape.prefill_flops): 2·h·V (LM head, last token) + 2·N_mm·T + 2·L·d·T² FLOPs;

@@ -28,3 +28,17 @@ def test_a_run_that_dropped_requests_does_not_meet_the_slo_and_no_planned_level_
     assert dropped is not None and dropped.startswith("SLO missed here") and "dropped requests" in dropped
     assert slo_verdict([_level("50%", Latency(9, 31, 40))], 95, 80, "x") is None
     assert slo_verdict([_level("planned", None)], 95, 80, "x") is None
+
+
+def test_validate_serves_its_cpu_curve_on_cpu_pools_even_where_cuda_is() -> None:
+    """On a lent H200 a CPU layout served with the default router got a GPU pool beside it (hybrid where CUDA is):
+    the check of a CPU curve must not be answered by a GPU."""
+    from rightsize.plan import Batching
+    from rightsize.serve.config import resolve_pools
+    from rightsize.spec.load import parse_spec
+    from rightsize.workflows.validate import local_server_config
+
+    w = parse_spec({"model": "distilbert", "input": {"seq_len": 64}})
+    config = local_server_config(w, "bf16", Batching(max_batch=4, max_wait_ms=0.0), workers=1, threads=1)
+    pools = resolve_pools(config, has_cuda=True, cores=2)
+    assert [(p.device, p.workers, p.threads) for p in pools] == [("cpu", 1, 1)]

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from rightsize.loadgen.validation import ValidationPoint
     from rightsize.plan import Batching, Candidate, PlanResult
     from rightsize.profile import ServiceCurve
+    from rightsize.serve import ServerConfig
     from rightsize.spec import Workload
     from rightsize.store import Store
 
@@ -114,6 +115,32 @@ def pick_local_candidate(
     return ref, batching, precision, f"{ref.instance}'s batching on this CPU at {precision}; {why}, no CPU plan"
 
 
+def local_server_config(
+    workload: Workload, precision: str, batching: Batching, workers: int, threads: int | None
+) -> ServerConfig:
+    """The server ``validate`` runs here: the plan's layout and batching on this machine's CPU only. The curve it
+    checks is this CPU's, so even on a CUDA machine no GPU pool joins (the default router there is hybrid)."""
+    from rightsize.serve import ServerConfig
+
+    return ServerConfig(
+        model=workload.model,
+        tiny=workload.tiny,
+        seq_len=workload.input.seq_len,
+        image_size=workload.input.image_size,
+        sample_shape=tuple(workload.input.shape) if workload.input.shape else None,
+        input_dtype="int64" if workload.input.dtype == "int64" else None,
+        input_max=workload.input.token_vocab(),
+        precision=precision,  # type: ignore[arg-type]  # one of SERVER_PRECISIONS
+        max_batch=batching.max_batch,
+        max_wait_ms=batching.max_wait_ms,
+        workers=workers,  # the plan's layout on this machine's server cores
+        threads=threads,
+        queue_size=max(1024, batching.max_batch),
+        port=0,
+        router="cpu",
+    )
+
+
 def validate_spec(
     workload: Workload,
     store: Store,
@@ -135,7 +162,6 @@ def validate_spec(
     """
     from rightsize.loadgen.validation import capacity_per_s
     from rightsize.profile import measured_curve
-    from rightsize.serve import ServerConfig
     from rightsize.workflows.plan import plan_spec
 
     if workload.targets is None or workload.targets.online is None:
@@ -221,22 +247,7 @@ def validate_spec(
     arrival = online.arrival if online.arrival in ("poisson", "constant") else "poisson"
     if arrival != online.arrival:
         notes.append(f"arrival {online.arrival!r} is validated with Poisson arrivals")
-    server_config = ServerConfig(
-        model=workload.model,
-        tiny=workload.tiny,
-        seq_len=workload.input.seq_len,
-        image_size=workload.input.image_size,
-        sample_shape=tuple(workload.input.shape) if workload.input.shape else None,
-        input_dtype="int64" if workload.input.dtype == "int64" else None,
-        input_max=workload.input.token_vocab(),
-        precision=precision,  # type: ignore[arg-type]  # one of SERVER_PRECISIONS
-        max_batch=batching.max_batch,
-        max_wait_ms=batching.max_wait_ms,
-        workers=workers,  # the plan's layout on this machine's server cores
-        threads=server_threads,
-        queue_size=max(1024, batching.max_batch),
-        port=0,
-    )
+    server_config = local_server_config(workload, precision, batching, workers, server_threads)
     points = validate_config(
         server_config, curve, loads, request_samples=online.request_samples, arrival=arrival,
         duration_s=duration_s, warmup_s=warmup_s, seed=seed, cpus=cpus, now_curve=now, fractions=fractions,

@@ -182,7 +182,7 @@ def validate_mix(
         model=workload.model, tiny=workload.tiny, seq_len=workload.input.seq_len,
         image_size=workload.input.image_size, precision=precision,  # type: ignore[arg-type]
         max_batch=max_batch, max_wait_ms=max_wait, queue_size=max(4096, max_batch), max_queue_batches=0.0,
-        router="size" if crossover is not None else None, crossover_batch=crossover,
+        router="size" if crossover is not None else "cpu", crossover_batch=crossover,  # CPU lanes, also on CUDA
         pools=pools if crossover is not None else None, port=0,
         threads=None if crossover is not None else threads, workers=None if crossover is not None else 1,
     )  # fmt: skip

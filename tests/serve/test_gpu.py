@@ -16,7 +16,9 @@ SAMPLE = [0.5] * 100
 
 
 def test_gpu_router_serves_on_the_device() -> None:
-    with running_server(ServerConfig(model="simplenet", tiny=True, port=0, router="gpu")) as url:
+    # routing, not admission: bursts here run with admission off (conftest.py's reason; test_overload.py checks it)
+    config = ServerConfig(model="simplenet", tiny=True, port=0, router="gpu", max_queue_batches=0.0)
+    with running_server(config) as url:
         info = httpx.get(f"{url}/v1/info").json()
         assert [(p["name"], p["workers"]) for p in info["pools"]] == [("gpu", 2)]
         r = httpx.post(f"{url}/v1/predict", json={"inputs": [SAMPLE] * 3})
@@ -26,7 +28,8 @@ def test_gpu_router_serves_on_the_device() -> None:
 
 
 def test_hybrid_answers_every_request_alike_on_either_device() -> None:
-    config = ServerConfig(model="simplenet", tiny=True, port=0, router="hybrid", max_batch=8)
+    # on a lent H200 (2026-11-27) this burst of 200 got some non-200 answers with admission on: likely its 503s
+    config = ServerConfig(model="simplenet", tiny=True, port=0, router="hybrid", max_batch=8, max_queue_batches=0.0)
     with running_server(config) as url:
         responses = asyncio.run(burst(url, 200, {"inputs": [SAMPLE]}))
         assert all(x.status_code == 200 for x in responses)

@@ -141,6 +141,10 @@ def serve_command(
         log_level=log_level,
     )
     _warn_open(host, token)
+    from rightsize.serve.config import cuda_available
+
+    if note := hybrid_note(router, pools is not None, workers, threads, cuda_available()):
+        err_console.print(note)
     err_console.print(f"rightsize serve: loading {model}{' (tiny)' if tiny else ''} …")
 
     def on_ready(service: Any) -> None:
@@ -171,6 +175,17 @@ def _refuse_set(problem: str, **values: Any) -> None:
 
 
 _FLAGS = {"max_queue": "--queue-size"}  # EngineConfig fields whose flag is not their name
+
+
+def hybrid_note(
+    router: str | None, lanes: bool, workers: int | None, threads: int | None, has_cuda: bool
+) -> str | None:
+    """Where CUDA is, the default router is hybrid and a GPU pool joins: said when --workers / --threads asked for a
+    CPU layout (a served check of a CPU plan on a lent H200 was answered by its GPU, 2026-11-27)."""
+    if router is not None or lanes or not has_cuda or (workers is None and threads is None):
+        return None
+    return ("note: CUDA is here, so the router is hybrid (the default) and a GPU pool serves beside the CPU "
+            "workers; --router cpu serves the CPU layout alone")  # fmt: skip
 
 
 def _warn_open(host: str, token: str | None) -> None:

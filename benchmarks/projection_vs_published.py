@@ -236,9 +236,9 @@ def _print(ev: Any, summary: dict[str, dict[str, float]], verdict: dict[str, boo
         b = ev.bands[key]
         print(f"  {key:<11} band x{b.lo:.2f}-x{b.hi:.2f} (width {b.hi / b.lo:.2f}x) from {b.n} rows: {b.source}")
     print(
-        "in band: inside the printed band (a GPU row: its regime's, host- or device-bound), which every row's own "
-        "held-out error helped to set; out-of-source: inside a band built from the other sources' errors only (the "
-        "stricter test: how a new source fares)"
+        "in band: inside the printed band (its regime's: a GPU row host- or device-bound, a CPU row anchored or "
+        "extrapolated), which every row's own held-out error helped to set; out-of-source: inside a band built from "
+        "the other sources' errors only (the stricter test: how a new source fares)"
     )
     by_src: dict[str, list[float]] = {}
     for h in ev.held:

@@ -127,6 +127,22 @@ def test_isa_path_missing_here_is_extrapolated_with_a_wider_band() -> None:
     assert "extrapolated" not in vnni.source  # same VNNI path as here: anchored on the int8 measurement
 
 
+def test_a_fit_with_regime_bands_gives_each_cpu_curve_the_error_of_its_own_kind() -> None:
+    """The extra 1.5x on each side was a fixed constant; a fit whose reference rows include extrapolated ones (AMX
+    bf16 anchored on fp32) carries their measured band, never narrower than an anchored curve's, and an anchored
+    curve carries the anchored rows' band."""
+
+    def curves(extrapolated: Band) -> tuple[ServiceCurve, ServiceCurve]:
+        bands = {**BANDS, "cpu:anchored": Band(0.8, 1.2, 0.9, 40, 0.1, "t"), "cpu:extrapolated": extrapolated}
+        cs = project_curves(LOCAL, CAT, ProjectionModel(GpuParams(), CpuParams(), bands, "test fit"), _work())
+        return _by(cs, "cpu:c7i.2xlarge", "bf16", 4), _by(cs, "cpu:c7i.2xlarge", "fp32", 4)
+
+    amx, fp32 = curves(Band(0.7, 2.0, 0.9, 20, 0.3, "t"))
+    assert (amx.band_lo, amx.band_hi) == (0.7, 2.0) and (fp32.band_lo, fp32.band_hi) == (0.8, 1.2)
+    amx, _ = curves(Band(0.9, 1.1, 0.9, 20, 0.05, "t"))  # a narrow extrapolated band: the anchored one bounds it
+    assert (amx.band_lo, amx.band_hi) == (0.8, 1.2)
+
+
 def test_training_gets_one_process_per_instance_and_no_int8() -> None:
     ms = tuple(Measurement.from_dict(m.to_dict() | {"mode": "training"}) for m in LOCAL.measurements)
     prof = Profile("bert-base", "training", {"seq_len": 128}, ICX_ENV, ms)

@@ -239,3 +239,22 @@ def test_shipped_gpu_bands_are_narrower_where_the_gpu_sets_the_time() -> None:
     acc = CAT.accelerators["A100-80GB"]
     regimes = [regime_of(*gpu_time_split_ms(w, b, acc, "fp16", model.gpu)[:2]) for b in (1, 256)]
     assert regimes == ["host", "device"]
+
+
+def test_a_cpu_row_is_anchored_on_its_own_path_or_extrapolated_from_fp32() -> None:
+    from rightsize.estimate.reference import ANCHORED, EXTRAPOLATED, cpu_regime
+
+    lat = Latency(50.0, 55.0, 60.0, 50.0, 2.0, 20)
+    ms = tuple(Measurement("a", "inference", "cpu", p, 1, 1, {"seq_len": 128}, "ok", latency_ms=lat) for p in
+               ("fp32", "bf16", "int8"))  # fmt: skip
+    anchors = {"a": Anchor(CAT.cpus["amd-genoa"], ms, WORKS)}  # AVX-512 BF16 and VNNI, no AMX
+
+    def row(prec: str, device: str) -> ReferenceRow:
+        return ReferenceRow("r", "s", "a", "inference", 1, {"seq_len": 128}, prec, "cpu", device, 1, 1, 1, "PyTorch",
+                            "latency_ms", 50.0, "https://example.org", "2024")  # fmt: skip
+
+    assert cpu_regime(row("bf16", "intel-sapphire-rapids"), anchors, CAT, CpuParams()) == EXTRAPOLATED  # AMX
+    assert cpu_regime(row("int8", "intel-sapphire-rapids"), anchors, CAT, CpuParams()) == ANCHORED  # VNNI both
+    assert cpu_regime(row("fp32", "intel-icelake"), anchors, CAT, CpuParams()) == ANCHORED
+    assert cpu_regime(row("bf16", "amd-turin"), anchors, CAT, CpuParams()) == ANCHORED  # AVX-512 BF16 both
+    assert cpu_regime(row("fp32", "intel-icelake"), {}, CAT, CpuParams()) == ""  # nothing to anchor on

@@ -9,7 +9,9 @@ one band per device class, which the planner judges "meets the SLO" at, and for 
 (``timemodel.regime_of``): a batch whose projected time is the host's (the GPU waits for eager dispatch) errs about
 half as widely again as one whose time is the GPU's kernels (host speed, Python and driver versions vary from machine
 to machine; the kernels' arithmetic and bytes do not), so each projected batch carries the band of its own regime
-(``band_for``).
+(``band_for``). CPU rows have two regimes (``reference.cpu_regime``): a precision anchored on a local measurement of
+itself, and one extrapolated from fp32 onto an ISA path the anchoring machine lacks (AMX bf16 from a machine without
+AMX), each with the band of its own held-out error.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from rightsize.estimate.reference import (
     Anchor,
     Fit,
     ReferenceRow,
+    cpu_regime,
     fit_params,
     predict_row,
     row_regime,
@@ -60,7 +63,7 @@ class Held:
 
     row: ReferenceRow
     predicted_ms: float
-    regime: str = ""  # GPU rows: HOST_BOUND or DEVICE_BOUND at the predicting fit (regime_of); CPU rows: ""
+    regime: str = ""  # GPU: HOST_BOUND or DEVICE_BOUND at the predicting fit (regime_of); CPU: ANCHORED, EXTRAPOLATED
 
     @property
     def ratio(self) -> float:
@@ -90,7 +93,9 @@ def _held(
 ) -> Held | None:
     """``row`` predicted by the fit (``gpu``, ``cpu``) with its regime, or None when it cannot be projected."""
     t = predict_row(row, works, anchors, catalog, gpu, cpu)
-    return None if t is None else Held(row, t, row_regime(row, works, catalog, gpu))
+    if t is None:
+        return None
+    return Held(row, t, row_regime(row, works, catalog, gpu) or cpu_regime(row, anchors, catalog, cpu))
 
 
 @dataclass(frozen=True)
@@ -136,7 +141,7 @@ def bands_from(held: Sequence[Held], coverage: float = 0.9, floor: float = 0.05)
         runs = sum(1 for h in hs if h.row.run)
         bench = sum(1 for h in hs if not h.row.run and h.row.benched)
         dc, _, regime = key.partition(":")
-        what = f"{regime}-bound {dc.upper()}" if regime else dc.upper()
+        what = (f"{regime}-bound {dc.upper()}" if dc == "gpu" else f"{regime} {dc.upper()}") if regime else dc.upper()
         src = f"leave-one-source-out error over {n - runs - bench} published {what} results"
         if bench:
             src += f" and {bench} {what} results of rightsize bench on lent machines"

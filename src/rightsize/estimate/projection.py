@@ -33,8 +33,10 @@ from typing import Any
 
 from rightsize.catalog import Accelerator, Catalog, CpuFamily, Instance, filter_instances, match_cpu_family
 from rightsize.catalog.query import match_accelerator
-from rightsize.estimate.bands import Band, band_for
+from rightsize.estimate.bands import Band, band_for, band_key
 from rightsize.estimate.reference import (
+    ANCHORED,
+    EXTRAPOLATED,
     Anchor,
     anchor_factor,
     int8_convs,
@@ -67,7 +69,8 @@ GPU_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 CPU_BATCHES = (1, 2, 4, 8, 16, 32)
 DEFAULT_GPU_PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 CPU_PRECISIONS = ("fp32", "bf16", "int8")
-# Extrapolating to an ISA path this machine lacks (AMX, VNNI) is less certain: widen the band by this.
+# Extrapolating to an ISA path this machine lacks (AMX, VNNI) carries the band of the reference rows extrapolated so
+# (bands "cpu:extrapolated"); a fit file without that band widens the class band by this instead.
 ISA_EXTRAPOLATION_WIDENING = 1.5
 FIT_FILE = "projection_fit.json"
 
@@ -288,14 +291,20 @@ def _project_cpu(
     if found is None:
         return []
     k, anchored_on, n_points, contended = found
-    band = model.band("cpu")
+    extrapolated = anchored_on != prec
+    band = model.band("cpu", ANCHORED)
     lo, hi = band.lo, band.hi
+    if extrapolated and band_key("cpu", EXTRAPOLATED) in model.bands:
+        # the extrapolated rows' own error, never narrower than an anchored curve's: extrapolating adds no certainty
+        wide = model.bands[band_key("cpu", EXTRAPOLATED)]
+        lo, hi = min(lo, wide.lo), max(hi, wide.hi)
+    elif extrapolated:  # a fit file without that band
+        lo, hi = lo / ISA_EXTRAPOLATION_WIDENING, hi * ISA_EXTRAPOLATION_WIDENING
     note = ""
     if contended:
         note = ("anchored on measurements timed while this machine was busy (every local point contended: the "
                 "projection reads slow; `rightsize bench --fresh` on a quiet machine); ")  # fmt: skip
-    if anchored_on != prec:
-        lo, hi = lo / ISA_EXTRAPOLATION_WIDENING, hi * ISA_EXTRAPOLATION_WIDENING
+    if extrapolated:
         path = cpu_kernel_path(target, prec, convs)
         note = f"{prec} extrapolated from fp32 ({target.name} {path}; not measured here); "
     if prec == "int8":

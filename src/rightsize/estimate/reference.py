@@ -311,6 +311,24 @@ def predict_row(
     return k[0] * t if t < math.inf else None
 
 
+# A CPU projection's regime: its precision anchored on a local measurement of itself (same ISA path here and there),
+# or extrapolated from fp32 (AMX bf16 from a machine without AMX): each carries the band of its own held-out error.
+ANCHORED, EXTRAPOLATED = "anchored", "extrapolated"
+
+
+def cpu_regime(row: ReferenceRow, anchors: Mapping[str, Anchor], catalog: Catalog, cpu: CpuParams) -> str:
+    """ANCHORED or EXTRAPOLATED for a CPU row (the rule ``predict_row`` and the planner anchor by); "" when it is
+    not a CPU row or cannot be anchored."""
+    fam, anchor = catalog.cpus.get(row.device), anchors.get(row.model)
+    if row.device_class != "cpu" or fam is None or anchor is None:
+        return ""
+    same = same_kernel_path(anchor.family, fam, row.precision, int8_convs(anchor.measurements))
+    found = anchor_factor(anchor, row.mode, row.precision if same else "fp32", cpu)
+    if found is None:
+        return ""
+    return ANCHORED if found[1] == row.precision else EXTRAPOLATED
+
+
 def row_regime(row: ReferenceRow, works: Mapping[str, WorkProfile], catalog: Catalog, gpu: GpuParams) -> str:
     """A GPU row's regime under ``gpu`` (``timemodel.regime_of``); "" for CPU rows or when it cannot be projected."""
     work = works.get(work_key(row.model, row.mode, row.input))

@@ -49,7 +49,7 @@ def _speed(c: Candidate, kind: PlanKind) -> float:
 
 def _width(c: Candidate) -> float:
     """How uncertain the candidate's times are: the band's hi / lo, rounded so that only a real difference
-    (a precision extrapolated here, with its 1.5x wider band, against one measured) breaks a cost tie."""
+    (a precision extrapolated here, with its band no narrower, against one measured) breaks a cost tie."""
     lo, hi = c.band
     return round(hi / lo, 1) if lo > 0 else math.inf
 

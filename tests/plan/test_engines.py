@@ -50,3 +50,18 @@ def test_plan_picks_an_engine_and_names_the_other(tmp_path: Path, monkeypatch: p
 def test_engines_are_inference_only() -> None:
     with pytest.raises(ValueError, match="run inference only"):
         Workload.model_validate({"model": "distilbert", "mode": "training", "engines": ["onnxruntime"]})
+
+
+@pytest.mark.slow
+def test_a_cpu_engines_plan_picks_only_precisions_it_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ONNX Runtime's CPU path runs fp32 and int8: its plan had offered 'c7i.large bf16' (projected from its fp32),
+    a plan `rightsize serve ort:...` refuses."""
+    monkeypatch.setenv("RIGHTSIZE_ONNX_CACHE", str(tmp_path / "onnx"))
+    workload = Workload.model_validate({
+        "name": "ort-only", "model": "ort:distilbert", "tiny": True, "input": {"seq_len": 16},
+        "batch_sizes": [1, 4], "precisions": ["fp32"], "timing": {"max_time_s": 0.5, "max_repeats": 20},
+        "targets": {"online": {"rate_per_s": 5, "latency": {"percentile": 95, "bound_ms": 200}}},
+    })  # fmt: skip
+    result, _ = plan_spec(workload, Store(tmp_path / "s.db"), progress=False)
+    assert result.candidates and {c.precision for c in result.candidates} <= {"fp32", "int8"}
+    assert all(c.device_class == "cpu" for c in result.candidates)

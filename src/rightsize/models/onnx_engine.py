@@ -25,6 +25,9 @@ from rightsize.models.zoo import ZooEntry
 if TYPE_CHECKING:
     from torch import nn
 
+# The precisions each CPU engine runs here (``rightsize_precision``): what a plan of its measurements may pick.
+ENGINE_PRECISIONS: dict[str, tuple[str, ...]] = {"onnxruntime": ("fp32", "int8"), "openvino": ("fp32",)}
+
 
 def _onnx_cache() -> Path:
     import os
@@ -275,10 +278,10 @@ def _ort_module_cls() -> type:
                 """Switch the engine's precision; fp16/bf16 are not offered on ONNX Runtime's CPU path."""
                 if precision == "fp32":
                     return
-                if self.engine == "openvino":
-                    raise UnsupportedError(f"OpenVINO (CPU) is measured at fp32 here, not {precision}")
-                if precision != "int8":
-                    raise UnsupportedError(f"ONNX Runtime (CPU) runs fp32 and int8, not {precision}")
+                if precision not in ENGINE_PRECISIONS[self.engine]:
+                    what = "OpenVINO (CPU) is measured at fp32 here" if self.engine == "openvino" else (
+                        "ONNX Runtime (CPU) runs fp32 and int8")  # fmt: skip
+                    raise UnsupportedError(f"{what}, not {precision}")
                 self._open(quantized_onnx(self.path))
                 self.precision = "int8"
 
@@ -331,6 +334,7 @@ class OrtModule:
 
 
 __all__ = [
+    "ENGINE_PRECISIONS",
     "OnnxInput",
     "OrtModule",
     "exported_onnx",

@@ -352,8 +352,11 @@ def _plan_one(
     work = work_profile(workload, store)
     projection = load_projection_model()
     curves = project_curves(profile, catalog, projection, work, measured=others)
-    if workload.model.startswith(("ort:", "ov:")):  # measured on a CPU engine (ONNX Runtime, OpenVINO): CPUs only
-        curves = [c for c in curves if c.device.startswith("cpu")]
+    if workload.model.startswith(("ort:", "ov:")):  # measured on a CPU engine (ONNX Runtime, OpenVINO): CPUs only,
+        from rightsize.models.onnx_engine import ENGINE_PRECISIONS  # at the precisions it runs (no bf16 there)
+
+        runs = ENGINE_PRECISIONS["openvino" if workload.model.startswith("ov:") else "onnxruntime"]
+        curves = [c for c in curves if c.device.startswith("cpu") and c.precision in runs]
     allowed = workload.targets.precisions if workload.targets is not None else None
     if allowed is not None:
         curves = [c for c in curves if c.precision in allowed]

@@ -4,8 +4,8 @@
 
 Prints CSV rows in ``catalog/data/reference/published.csv``'s columns (no header), one per measured config: the
 median time of one batch on ``threads`` cores. The host's clock is read from the run itself: the median of the
-single-thread GEMM probe each config recorded (``extra.core_gemm_gflops``) over the core's AVX-512 fp32 peak
-(64 FLOP/cycle) at the probe's usual share of it (``PROBE_EFFICIENCY``).
+single-thread GEMM probe each config recorded (``extra.core_gemm_gflops``), read as the CPU anchor reads it
+(``Anchor.effective_family``: the family's fp32 peak per cycle at the probe's usual share of it).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import statistics
 import sys
 from pathlib import Path
 
-from rightsize.estimate.reference import PROBE_EFFICIENCY
+from rightsize.catalog import load_catalog
+from rightsize.estimate.reference import Anchor
 
 FAMILY = "intel-sapphire-rapids"  # the catalog family with the host's ISA (AVX-512, AMX bf16 and int8)
-FP32_FLOP_PER_CYCLE = 64
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     d = json.loads(a.measurements.read_text(encoding="utf-8"))
     ms = [m for m in d["measurements"] if m["device"] == "cpu" and m["status"] == "ok"]
     probes = [float(m["extra"]["core_gemm_gflops"]) for m in ms if m["extra"].get("core_gemm_gflops")]
-    clock = statistics.median(probes) / (FP32_FLOP_PER_CYCLE * PROBE_EFFICIENCY)
+    # the clock the anchor reads off a probe (Anchor.effective_family), for the catalog family the rows name
+    anchor = Anchor(load_catalog("").cpus[FAMILY], (), core_gflops=statistics.median(probes))
+    clock = anchor.effective_family.sustained_ghz
     env = d["env"]
     software = f"rightsize bench, PyTorch {env['torch']} eager (bf16: autocast; int8: dynamic quantization)"
     title = (

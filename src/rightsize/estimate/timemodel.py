@@ -325,7 +325,7 @@ def cpu_time_ms(
         # An eager bf16 convolution (NCHW) gained nothing from AMX at batch 1 on a real AMX host (ResNet-50, 1-16
         # cores: 0.97-1.4x fp32's time; benchmarks/gpu/results/h200-host-2026-11-27): it runs at the fp32 rate.
         tiles = amx and cls != "conv"
-        if amx and cls == "conv":
+        if amx and not tiles:
             op_prec = "fp32"
         t_mem = b * precision_bytes(op_prec, cls) / bw
         t_cmp = 0.0

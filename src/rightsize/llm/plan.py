@@ -49,9 +49,12 @@ __all__ = ["BANDS", "LLMCandidate", "LLMPlan", "plan_generative"]
 # Pessimistic edge of a projected step time: 1 + the median |error| of the projected decode speed against
 # published serving figures, per engine (benchmarks/llm_decode_vs_published.py, 2026-11-26, each row projected
 # with the engine it ran): 9.25% over the 32 rows of engines that replay CUDA graphs, 59.0% over the 17 rows of
-# eager engines. CPU steps (no published CPU decode row) keep the figure over all 49 rows, 10.0%.
-# tests/llm/test_plan.py recomputes them from the benchmark.
-BANDS = {"graphs": 1.09, "eager": 1.59, "cpu": 1.10}
+# eager engines. CPU steps: no published CPU decode row exists, and their costs are the CPU time model's (its GEMM
+# rule and efficiencies, calibration/projection_fit.json), so they carry that model's held-out error: 1 + the median
+# |error| of its leave-one-source-out projection of the 109 published and lent-machine CPU results, 21.2% (the GPU
+# rows' 10% had stood in for it; the real CPU runs of benchmarks/llm_sim_vs_server.py put the projected step at
+# x0.67-x1.08 of the measured one). tests/llm/test_plan.py recomputes them from the benchmark and the fit file.
+BANDS = {"graphs": 1.09, "eager": 1.59, "cpu": 1.21}
 CUDA_CONTEXT_BYTES = 500 * 10**6  # as rightsize.estimate.memory.Overheads.context_bytes
 TP_DEGREES = (1, 2, 4, 8)
 # Past capacity (LLMPlan.sweep): the queue grows for as long as the run lasts, so the median TTFT of the last fifth

@@ -271,6 +271,10 @@ class ServiceCurve:
     # widest of them (the smallest lo, the largest hi). None: one band for every batch size.
     band_los: tuple[float, ...] | None = None
     band_his: tuple[float, ...] | None = None
+    # CPU projections of a precision onto an ISA path the measuring machine lacks (AMX bf16 from a machine without
+    # AMX), anchored on its fp32 measurement: less known than one anchored on its own precision, even where the two
+    # bands come out alike (the planner's tie-break, plan/explain.rank)
+    extrapolated: bool = False
 
     def __post_init__(self) -> None:
         n = len(self.batch_sizes)

@@ -119,12 +119,12 @@ def test_only_contended_local_points_still_anchor_and_say_so() -> None:
 def test_isa_path_missing_here_is_extrapolated_with_a_wider_band() -> None:
     curves = project_curves(LOCAL, CAT, MODEL, _work())
     amx = _by(curves, "cpu:c7i.2xlarge", "bf16", 4)  # Sapphire Rapids AMX; this box has no bf16 path
-    assert "extrapolated" in amx.source and "AMX" in amx.source
+    assert "extrapolated" in amx.source and "AMX" in amx.source and amx.extrapolated
     assert amx.band_hi > MODEL.band("cpu").hi and amx.band_lo < MODEL.band("cpu").lo
     assert amx.t_ms(8) < _by(curves, "cpu:c7i.2xlarge", "fp32", 4).t_ms(8)
     measured_int8 = _local([*LOCAL.measurements, _m(8, 0.4 * _truth_local(8, 2), prec="int8")])
     vnni = _by(project_curves(measured_int8, CAT, MODEL, _work()), "cpu:c6i.2xlarge", "int8", 4)
-    assert "extrapolated" not in vnni.source  # same VNNI path as here: anchored on the int8 measurement
+    assert "extrapolated" not in vnni.source and not vnni.extrapolated  # same VNNI path: anchored on the int8 one
 
 
 def test_a_fit_with_regime_bands_gives_each_cpu_curve_the_error_of_its_own_kind() -> None:

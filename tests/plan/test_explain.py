@@ -89,6 +89,19 @@ def test_at_the_same_price_the_better_known_plan_ranks_first() -> None:
     assert rank([cheaper_guess, known], "online")[0] is cheaper_guess  # price still comes first
 
 
+def test_at_the_same_price_and_band_a_precision_anchored_on_itself_ranks_before_an_extrapolated_one() -> None:
+    """Since the extrapolated band is never narrower than the anchored one, the two often come out alike: then the
+    precision measured here (anchored on itself) wins the price tie, not the extrapolated one a hair faster."""
+    best = _best_c4x()
+    assert best.latency is not None and best.curve is not None
+    known = dataclasses.replace(best, band=(0.66, 2.16), curve=dataclasses.replace(best.curve, provenance="projected"))
+    guess = dataclasses.replace(known, precision="bf16", curve=dataclasses.replace(known.curve, extrapolated=True),
+                                latency=dataclasses.replace(best.latency, p95=best.latency.p95 * 0.9))  # fmt: skip
+    assert rank([guess, known], "online")[0] is known
+    cheaper_guess = dataclasses.replace(guess, cost_usd_per_hour=best.cost_usd_per_hour * 0.95)
+    assert rank([cheaper_guess, known], "online")[0] is cheaper_guess  # price still comes first
+
+
 def test_a_replica_near_full_says_why_it_still_keeps_up_and_what_to_watch() -> None:
     from rightsize.plan.explain import _warnings
     from rightsize.plan.result import Batching

@@ -335,6 +335,7 @@ def _project_cpu(
                 instance=inst.instance_type,
                 threads=threads,
                 workers=workers,
+                extrapolated=extrapolated,
             )
         )
     return out

@@ -72,7 +72,8 @@ def _closest(infeasible: Sequence[Candidate], kind: PlanKind, request_samples: i
 
 
 def rank(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
-    """Feasible first by cost (then a verified price, the narrower band, faster, fewer machines); infeasible after.
+    """Feasible first by cost (then a verified price, the narrower band, anchored on its own precision rather than
+    extrapolated, faster, fewer machines); infeasible after.
 
     At the same price the better-known plan wins: the image example once recommended int8 MobileNetV2,
     extrapolated from fp32 and 0.4 ms faster at the band's slow edge, over the fp32 this machine measured; and a
@@ -87,6 +88,7 @@ def rank(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
             _cost(c, kind),
             is_unverified(c.price_source, c.purchase),
             _width(c),
+            c.curve is not None and c.curve.extrapolated,
             _speed(c, kind),
             c.count,
             c.instance,

@@ -207,6 +207,7 @@ def curve_from_dict(d: Mapping[str, Any]) -> ServiceCurve:
         compute_share=tuple(float(x) for x in compute) if compute is not None else None,
         band_los=tuple(float(x) for x in los) if los is not None and his is not None else None,
         band_his=tuple(float(x) for x in his) if los is not None and his is not None else None,
+        extrapolated=bool(d.get("extrapolated", False)),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -410,8 +411,12 @@ def test_a_cpu_recommendation_reads_without_a_tensor_parallel_degree(
     with pytest.raises(SystemExit) as exc:
         main(["plan", "examples/llama-1b-int8-assistant.yaml", "--store", str(tmp_path / "s.db")])
     assert exc.value.code in (0, None)
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("recommendation:"))
+    out = capsys.readouterr().out.splitlines()
+    line = next(x for x in out if x.startswith("recommendation:"))
     assert "c7i.large" in line and "tensor parallel" not in line and "$0.089/h" in line
+    # the other device class's best plan in the same units as the pick: $/h with its ratio, and $ per 1M tokens
+    gpu = next(x for x in out if x.startswith("best GPU plan:"))
+    assert re.search(r"at \$0\.53/h \(\d+\.\dx the cost\), \$\d+\.\d\d per 1M output tokens, TTFT", gpu), gpu
 
 
 def test_a_stored_cpu_recommendation_reads_without_a_tensor_parallel_degree() -> None:

@@ -255,8 +255,10 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
         best = plan.best(cls)
         if best is not None and (rec is None or best.device_class != rec.device_class):
             rate = format_usd(best.usd_per_hour)
-            line = (f"best {cls.upper()} plan: {best.instances} x {best.instance} at {rate}/h, "
-                    f"TTFT {best.ttft_ms:.0f} ms, TPOT {best.tpot_ms:.1f} ms")  # fmt: skip
+            ratio = f" ({best.usd_per_hour / rec.usd_per_hour:.1f}x the cost)" if rec and rec.usd_per_hour > 0 else ""
+            line = (f"best {cls.upper()} plan: {best.instances} x {best.instance} at {rate}/h{ratio}, "
+                    f"${best.usd_per_m_output_tokens:.2f} per 1M output tokens, TTFT {best.ttft_ms:.0f} ms, "
+                    f"TPOT {best.tpot_ms:.1f} ms")  # fmt: skip
             out_console.print(line, highlight=False)
     for note in plan.notes:
         out_console.print(f"note: {note}", highlight=False)

@@ -157,6 +157,29 @@ def test_more_load_needs_more_replicas_and_costs_more(catalog: Catalog) -> None:
     assert min(BANDS.values()) > 1.0  # judged at the band's slow edge
 
 
+def test_bounds_so_loose_a_growing_queue_meets_them_still_size_the_fleet_to_keep_up(catalog: Catalog) -> None:
+    """A 7B chat spec with TTFT p95 <= 30 s had g4dn.xlarge x15 "meet" it at TTFT 28 s: past capacity, its queue
+    grew through the whole simulated run and still fit the bound. A fleet must keep up with the rate."""
+    from rightsize.llm.plan import _level, _scaled
+    from rightsize.llm.sim import LLMSimConfig
+
+    shape = DecoderShape.from_zoo("llama-7b")
+    loose = _target(rate_per_s=5.0, prompt_tokens={"uniform": [200, 800]}, output_tokens={"uniform": [64, 256]},
+                    ttft={"percentile": 95, "bound_ms": 30_000}, tpot={"percentile": 50, "bound_ms": 150})  # fmt: skip
+    plan = plan_generative(shape, loose, catalog, instances=["g4dn.xlarge"])
+    rec = plan.recommendation
+    assert rec is not None
+    rng = np.random.default_rng(0)
+    prompts = sample_lengths(loose.prompt_tokens, 600, rng, None, "p")
+    outputs = sample_lengths(loose.output_tokens, 600, rng, None, "o")
+    costs = _scaled(project_step_costs(shape, catalog.accelerators[rec.device], "fp16"), BANDS["graphs"])
+    cfg = LLMSimConfig(max_seqs=loose.max_seqs, kv_tokens=rec.kv_tokens)
+    kept = _level(costs, cfg, loose.rate_per_s / rec.replicas, prompts, outputs, loose, 0)
+    fewer = _level(costs, cfg, loose.rate_per_s / (rec.replicas - 1), prompts, outputs, loose, 0)
+    assert kept.meets and not kept.growing
+    assert not fewer.meets  # one replica fewer falls behind or misses a bound
+
+
 def test_lengths_fixed_uniform_and_csv(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     assert sample_lengths(Lengths(fixed=7), 3, rng).tolist() == [7, 7, 7]

@@ -159,6 +159,10 @@ def test_queue_full_and_validation(engine_factory: list[Engine]) -> None:
         EngineConfig(**TINY, kv_tokens=64)
     with pytest.raises(SpecError, match="gpt2 or llama-1b"):
         EngineConfig(model="resnet50")
+    # a static KV cache past this machine's free memory is refused before it is allocated (it was a traceback, or
+    # an OOM kill): gpt2 small's 65,536 slots x 1,024 positions would need 768 GiB
+    with pytest.raises(SpecError, match=r"^max_seqs: 65536 sequences x 1024 positions .* GiB of KV cache"):
+        Engine(EngineConfig(model="gpt2", size="small", max_seqs=65_536))
     assert blocks_for(BLOCK_TOKENS) == 1 and blocks_for(BLOCK_TOKENS + 1) == 2
 
 

@@ -50,6 +50,7 @@ def test_stream_tokens_then_done_and_the_iteration_log(url: str) -> None:
     assert [r["kind"] for r in rows[1:]] == ["decode"] * 11 and rows[1]["context_tokens"] == 21
     assert set(rows[0]) == {"i", "t_s", "kind", "seqs", "tokens", "context_tokens", "ms"}
     assert httpx.get(f"{url}/v1/iterations", params={"since": -1}).status_code == 422
+    assert httpx.get(f"{url}/v1/iterations", params={"since": 2**63}).json()["iterations"] == []  # was a 500
 
 
 def test_non_stream_matches_the_stream_for_the_same_prompt(url: str) -> None:

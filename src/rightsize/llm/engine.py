@@ -83,6 +83,22 @@ class _Request:
     preemptions: int = 0
 
 
+def _check_kv_fits(cfg: EngineConfig, hf_config: Any, max_len: int) -> None:
+    """Refuse a static KV cache (``Decoder``: max_seqs slots x max_len positions, fp32 on this CPU) larger than the
+    memory this machine has free: allocating it would fail with a traceback, or have the process OOM-killed."""
+    import psutil
+
+    from rightsize.llm.shape import DecoderShape
+
+    need = cfg.max_seqs * max_len * DecoderShape.from_hf_config(hf_config).kv_bytes_per_token("fp32")
+    free = psutil.virtual_memory().available
+    if need > 0.8 * free:  # the weights and the activations need room too
+        gib = 2**30
+        raise SpecError("max_seqs", f"{cfg.max_seqs} sequences x {max_len} positions (max_prompt_tokens + "
+                        f"max_new_tokens) need {need / gib:.1f} GiB of KV cache; this machine has {free / gib:.1f} "
+                        "GiB free: lower --max-seqs, --max-prompt-tokens or --max-new-tokens")  # fmt: skip
+
+
 class Engine:
     """The generation engine of one model; thread-safe ``submit``/``cancel``, one scheduling thread."""
 
@@ -94,6 +110,7 @@ class Engine:
         if self.max_len > max_positions(hf_config):
             raise SpecError("max_prompt_tokens", f"max_prompt_tokens + max_new_tokens = {self.max_len} is past the "
                             f"model's {max_positions(hf_config)} positions; lower them")  # fmt: skip
+        _check_kv_fits(cfg, hf_config, self.max_len)
         self.total_blocks = cfg.kv_tokens // BLOCK_TOKENS
         self.decoder: Decoder | None = None
         self._cond = threading.Condition()
@@ -202,7 +219,7 @@ class Engine:
     def iterations(self, since: int = 0) -> tuple[int, list[IterationRecord]]:
         """Iterations numbered ``since`` onwards still held, and the number the next one will get."""
         with self._cond:
-            skip = max(0, since - (self._iterations - len(self._log)))
+            skip = min(len(self._log), max(0, since - (self._iterations - len(self._log))))  # any int: none past
             return self._iterations, list(itertools.islice(self._log, skip, None))
 
     # --- the engine thread ----------------------------------------------------------------------------

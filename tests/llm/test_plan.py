@@ -180,6 +180,16 @@ def test_bounds_so_loose_a_growing_queue_meets_them_still_size_the_fleet_to_keep
     assert not fewer.meets  # one replica fewer falls behind or misses a bound
 
 
+def test_a_percentile_past_what_the_simulation_resolves_says_it_reads_the_slowest(catalog: Catalog) -> None:
+    shape = DecoderShape.from_zoo("llama-7b")
+    tail = plan_generative(
+        shape, _target(ttft={"percentile": 99.9, "bound_ms": 3000}), catalog, instances=["g5.xlarge"]
+    )
+    assert any(n.startswith("TTFT p99.9 is judged from 540 simulated requests") for n in tail.notes), tail.notes
+    usual = plan_generative(shape, _target(), catalog, instances=["g5.xlarge"])  # p95 and p50: 27 and 270 above
+    assert not any("simulated requests per level" in n for n in usual.notes)
+
+
 def test_lengths_fixed_uniform_and_csv(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     assert sample_lengths(Lengths(fixed=7), 3, rng).tolist() == [7, 7, 7]

@@ -40,7 +40,7 @@ from rightsize.errors import SpecError
 from rightsize.llm.costs import StepCosts, device_numbers, eager_host_floor_ms, project_step_costs
 from rightsize.llm.lengths import sample_lengths
 from rightsize.llm.shape import DecoderShape
-from rightsize.llm.sim import LLMSimConfig, simulate_llm
+from rightsize.llm.sim import WARMUP_SHARE, LLMSimConfig, simulate_llm
 from rightsize.memory_budget import CPU_RAM_FRACTION, CPU_RUNTIME_BYTES, GIB, usable_gpu_bytes
 from rightsize.spec.targets import GenerativeTarget
 
@@ -348,6 +348,11 @@ def plan_generative(
     if not (outputs > 1).any():
         plan.notes.append("every request asks for one output token: no request has a time per output token, so "
                           "TPOT does not apply (shown as 0) and only TTFT judges the plan")  # fmt: skip
+    recorded = int(SIM_REQUESTS * (1 - WARMUP_SHARE))
+    for name, q in (("TTFT", target.ttft.percentile), ("TPOT", target.tpot.percentile)):
+        if (1 - q / 100) * recorded < 1:  # fewer than one simulated request above the percentile
+            plan.notes.append(f"{name} p{q:g} is judged from {recorded} simulated requests per level: it reads "
+                              f"their slowest, not a true p{q:g}")  # fmt: skip
     most = max((i.accelerator_count for i in rows if i.accelerator), default=0)
     if unsplit := [tp for tp in TP_DEGREES if tp <= most and not shape.splits_over(tp)]:
         # the query heads block it, else the KV heads (tp neither a divisor nor a multiple of them)

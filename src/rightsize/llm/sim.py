@@ -43,11 +43,12 @@ from rightsize.errors import SpecError
 from rightsize.llm.costs import StepCosts
 from rightsize.plan.arrivals import arrival_times_ms
 
-__all__ = ["BLOCK_TOKENS", "LLMSimConfig", "LLMSimResult", "draw_lengths", "simulate_llm"]
+__all__ = ["BLOCK_TOKENS", "WARMUP_SHARE", "LLMSimConfig", "LLMSimResult", "draw_lengths", "simulate_llm"]
 
 BLOCK_TOKENS = 16  # as rightsize.llm.engine (vLLM's default block size)
 FAST_MIN_STEPS = 32  # quiet decode steps worth one vectorised advance (a numpy pass costs ~20 µs)
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
+WARMUP_SHARE = 0.1  # the first arrivals, served but not counted (a simulation starts from an idle replica)
 Lengths = int | tuple[int, int] | Sequence[int] | np.ndarray  # fixed | uniform [lo, hi] | one per request
 
 
@@ -130,7 +131,7 @@ def simulate_llm(
     seed: int = 0,
     service_noise: float = 0.0,
     record_from_ms: float | None = None,
-    warmup: float = 0.1,
+    warmup: float = WARMUP_SHARE,
 ) -> LLMSimResult:
     """Simulate one replica under the policy of the module docstring.
 

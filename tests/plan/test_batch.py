@@ -58,6 +58,12 @@ def test_max_instances_caps_the_fleet() -> None:
     cands = plan_batch(pair_options(cat.instances[:1], [cpu_curve("c.2x", 10, 10)], cat.accelerators), target)
     assert cands and all(not c.feasible for c in cands)
     assert any("max_instances" in r for c in cands for r in c.reasons)
+    # the mixed spot/on-demand variant keeps the cap: it re-judged only the deadline and the budget, but had dropped
+    # every reason (a 1e12-item job was "feasible" on 8,262 mixed instances against max_instances 64)
+    spot = plan_batch(pair_options(cat.instances[:1], [cpu_curve("c.2x", 10, 10)], cat.accelerators),
+                      target, ["on_demand", "spot"], rate_of=lambda inst: 0.5)  # fmt: skip
+    mixed = [c for c in spot if c.purchase == "mixed"]
+    assert mixed and all(not c.feasible and any("max_instances" in r for r in c.reasons) for c in mixed)
 
 
 def test_a_projected_curve_must_meet_the_deadline_at_its_band_edge() -> None:

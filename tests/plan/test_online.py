@@ -46,6 +46,20 @@ def test_replicas_are_the_fewest_that_meet_slo_within_headroom() -> None:
     assert two.latency.p95 > 150
 
 
+def test_a_rate_past_every_allowed_replica_count_is_infeasible_however_loose_the_slo() -> None:
+    """At 10^5 req/s a screening run of a few thousand requests lasts a tenth of a second: too short for a queue past
+    capacity to miss a loose bound. 64 replicas of 30 ms at 100,000 req/s (2,133 req/s of capacity) were "feasible"."""
+    cat = small_catalog()
+    curves = [cpu_curve("c.2x", 30.0, 30.0)]
+    loose = _target(100_000, 10_000)
+    (cand,) = plan_online(pair_options(cat.instances, curves, cat.accelerators), loose)
+    # capacity: 100,000 req/s x 30 ms = 3,000 busy servers; / 0.8 headroom -> 3,750 replicas > 64
+    assert not cand.feasible and cand.reasons[0].startswith("needs at least 3750 replicas to keep up"), cand.reasons
+    enough = loose.model_copy(update={"rate_per_s": 1_000.0})  # 30 ms x 1,000 / 0.8 -> 38 replicas: within 64
+    (ok,) = plan_online(pair_options(cat.instances, curves, cat.accelerators), enough)
+    assert ok.feasible and ok.replicas >= 38
+
+
 def test_gpu_batching_wins_at_high_rate_within_budget() -> None:
     cat = small_catalog()
     curves = [cpu_curve("c.2x", 25.0, 25.0), cpu_curve("c.4x", 13.0, 13.0), gpu_curve("T4", 5.0, 0.5)]

@@ -138,6 +138,10 @@ def spot_variant(
     return c
 
 
+# reasons a spot plan's mixed variant judges anew (``spot_odds``): its own deadline odds and its own expected cost
+_REJUDGED_BY_MIXED = ("misses the deadline", "spot meets the deadline", "over budget")
+
+
 def spot_odds(
     cands: list[Candidate],
     work_hours: dict[int, float],
@@ -186,7 +190,9 @@ def spot_odds(
             continue
         mix = simulate_spot(*args, policy="mixed", samples=1000, seed=seed, band=c.band)
         m = copy_candidate(c, "mixed", c.cost_usd_per_hour)
-        m.reasons = []
+        # the mixed policy re-judges the deadline and the budget; what it cannot change stays (more instances than
+        # max_instances, a spin-up past the deadline: a 1e12-item job had 8,262 "feasible" mixed instances)
+        m.reasons = [r for r in c.reasons if not r.startswith(_REJUDGED_BY_MIXED)]
         m.spot = replace(
             c.spot,
             expected_hours=mix.expected_hours + up_h,
@@ -200,7 +206,7 @@ def spot_odds(
         )
         m.runtime_hours = mix.expected_hours + up_h
         m.cost_usd_total = mix.expected_cost_usd
-        m.feasible = True
+        m.feasible = not m.reasons
         if (mix.p_meet_deadline or 0.0) < MIN_P_MEET:
             m.feasible = False
             m.reasons.append(f"mixed policy meets the deadline in only {mix.p_meet_deadline or 0.0:.0%} of runs")

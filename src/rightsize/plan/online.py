@@ -137,7 +137,10 @@ def _screen(
 def _simulate(groups: Sequence[_Group], target: OnlineTarget, n: int, rng: np.random.Generator) -> None:
     """Find, per group and policy, the fewest replicas whose screening run meets the SLO."""
     bound = target.latency.bound_ms
-    pending = [(g, p) for g in groups for p in g.policies]
+    # Never fewer replicas than the policy's capacity bound: below it the queue grows for as long as the load lasts,
+    # and a screening run of a few thousand requests at 10^5 req/s lasts a tenth of a second, too short to show it.
+    # A policy whose bound is past max_replicas cannot keep up at all.
+    pending = [(g, p) for g in groups for p in g.policies if g.r_min[p] <= target.max_replicas]
     for offsets in _R_STEPS:
         jobs = []
         for g, p in pending:
@@ -149,7 +152,7 @@ def _simulate(groups: Sequence[_Group], target: OnlineTarget, n: int, rng: np.ra
             g.tried[p] = max(g.tried.get(p, 0), r)
             if (pred.p_target_ms or 0.0) <= bound and (p not in g.found or r < g.found[p][0]):
                 g.found[p] = (r, pred)
-        pending = [(g, p) for g, p in pending if p not in g.found and g.tried[p] < target.max_replicas]
+        pending = [(g, p) for g, p in pending if p not in g.found and g.tried.get(p, 0) < target.max_replicas]
     for g in groups:
         g.simulated = True
         hits = [(r, pred, p) for p, (r, pred) in g.found.items()]
@@ -417,7 +420,13 @@ def _apply(
         return
     if g.best is None:
         q, bound = target.latency.percentile, target.latency.bound_ms
-        c.reasons.append(f"latency SLO not met: p{q:g} > {bound:g} ms even with {target.max_replicas} replicas")
+        need = min(g.r_min.values(), default=0)
+        if need > target.max_replicas:
+            c.reasons.append(f"needs at least {need} replicas to keep up with {target.rate_per_s:g} req/s at "
+                             f"{target.headroom:.0%} busy (max_replicas={target.max_replicas}); raise max_replicas "
+                             "or pick a faster instance")  # fmt: skip
+        else:
+            c.reasons.append(f"latency SLO not met: p{q:g} > {bound:g} ms even with {target.max_replicas} replicas")
         return
     p, r, pred = g.best
     k = opt.per_instance

@@ -9,6 +9,7 @@ import pytest
 from rightsize.catalog import (
     Catalog,
     Instance,
+    check_filters,
     filter_instances,
     get_instance,
     gpu_memory_tiers,
@@ -36,6 +37,17 @@ def test_filter_instances() -> None:
     assert filter_instances(TABLE, regions=["elsewhere"]) == []
     with pytest.raises(SpecError):
         filter_instances(TABLE, device_class="tpu")
+
+
+def test_a_filter_entry_naming_nothing_is_refused_with_its_index_and_a_suggestion() -> None:
+    check_filters(TABLE, providers=["AWS", "gcp"], regions=["r1"], names=["g5.xlarge", "C6I.2XLARGE"])  # all known
+    with pytest.raises(SpecError, match=r"^targets\.instances\[1\]: 'g5\.xlarg' is not in the catalog\. Did you mean "
+                       r"'g5\.xlarge'\?"):  # fmt: skip
+        check_filters(TABLE, names=["c6i.2xlarge", "g5.xlarg"])  # a typo among good entries had planned without it
+    with pytest.raises(SpecError, match=r"^targets\.providers\[1\]: 'gpc' .* Did you mean 'gcp'\?"):
+        check_filters(TABLE, providers=["aws", "gpc"])
+    with pytest.raises(SpecError, match=r"^targets\.regions\[0\]: 'moon' is not in the catalog\. `rightsize catalog`"):
+        check_filters(TABLE, regions=["moon"])
 
 
 def test_get_instance_and_did_you_mean() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -55,8 +56,14 @@ def test_user_errors() -> None:
         plan(parse_spec({"model": "distilbert"}), [], small_catalog())
     with pytest.raises(SpecError, match="mode"):
         plan(parse_spec({"model": "bert-base", "targets": {"training": {"steps": 5}}}), [], small_catalog())
-    with pytest.raises(NotFoundError, match="providers"):
+    with pytest.raises(SpecError, match=r"^targets\.providers\[0\]: 'oracle' is not in the catalog"):
         plan(parse_spec({"model": "distilbert", "targets": {**ONLINE, "providers": ["oracle"]}}), [], small_catalog())
+    cat = small_catalog()  # every entry known, none of them together: the filters match no instance
+    two = dataclasses.replace(cat, instances=(*cat.instances, dataclasses.replace(cat.instances[0], provider="gcp",
+                                                                                   instance_type="n2-x")))  # fmt: skip
+    with pytest.raises(NotFoundError, match="providers"):
+        plan(parse_spec({"model": "distilbert", "targets": {**ONLINE, "providers": ["gcp"], "instances": ["c.2x"]}}),
+             [], two)  # fmt: skip
     with pytest.raises(NotFoundError, match="no service curve"):
         plan(parse_spec({"model": "distilbert", "targets": ONLINE}), [cpu_curve("other", 1, 1)], small_catalog())
 

@@ -24,7 +24,13 @@ def test_valid_spec_defaults_and_dedupe() -> None:
         ({"batch_sizes": [4, 0]}, "batch_sizes[1]: must be >= 1, got 0"),
         ({"precisions": ["fp8"]}, "precisions[0]: Input should be 'fp32', 'bf16', 'fp16' or 'int8'"),
         ({"mode": "train"}, "mode: Input should be 'inference' or 'training'"),
-        ({"batch": [1]}, "batch: unknown field; remove it or check its spelling"),
+        ({"batch": [1]}, "batch: unknown field; Did you mean 'batch_sizes'?"),
+        ({"zzz": 1}, "zzz: unknown field; remove it or check its spelling"),
+        # a misspelt key is the cause, not the "missing" field it leaves behind
+        (
+            {"targets": {"online": {"rate_per_sec": 60, "latency": {"percentile": 95, "bound_ms": 80}}}},
+            "targets.online.rate_per_sec: unknown field; Did you mean 'rate_per_s'?",
+        ),
         ({"input": {"seq_len": 0}}, "input.seq_len: Input should be greater than or equal to 1"),
         ({"threads": [0]}, "threads[0]: must be between 1 and 4096, or null (all cores), got 0"),
         ({"model": "pkg.mod:"}, "model: must be a zoo name, 'package.module:factory'"),
@@ -44,6 +50,8 @@ def test_missing_model_and_not_a_mapping() -> None:
         parse_spec({"batch_sizes": [1]})
     with pytest.raises(SpecError, match="must be a YAML mapping"):
         parse_spec([1, 2])
+    with pytest.raises(SpecError, match=r"^spec: the file is empty"):
+        parse_spec(None)
 
 
 def test_a_key_yaml_reads_as_null_or_a_number_is_named_where_it_is() -> None:

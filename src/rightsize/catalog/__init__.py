@@ -9,6 +9,7 @@ from rightsize.catalog.load import ENV_VAR, load_catalog
 from rightsize.catalog.model import PRECISIONS, Accelerator, Catalog, CpuFamily, Instance
 from rightsize.catalog.query import (
     HOURS_PER_MONTH,
+    check_filters,
     filter_instances,
     get_instance,
     gpu_memory_tiers,
@@ -25,6 +26,7 @@ __all__ = [
     "Catalog",
     "CpuFamily",
     "Instance",
+    "check_filters",
     "filter_instances",
     "get_instance",
     "gpu_memory_tiers",

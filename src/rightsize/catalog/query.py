@@ -14,6 +14,7 @@ from rightsize.errors import NotFoundError, SpecError, did_you_mean
 
 __all__ = [
     "HOURS_PER_MONTH",
+    "check_filters",
     "filter_instances",
     "get_instance",
     "gpu_memory_tiers",
@@ -53,6 +54,27 @@ def filter_instances(
         and (device_class is None or i.device_class == device_class)
         and (nam is None or i.instance_type.lower() in nam)
     ]
+
+
+def check_filters(
+    instances: Sequence[Instance],
+    *,
+    providers: Iterable[str] | None = None,
+    regions: Iterable[str] | None = None,
+    names: Iterable[str] | None = None,
+    where: str = "targets",
+) -> None:
+    """Refuse an entry of a provider / region / instance filter that names nothing in the catalog: a typo among
+    good entries (``instances: [c7a.xlarge, g5.xlarg]``) had quietly planned without it."""
+    known = {"providers": {i.provider for i in instances}, "regions": {i.region for i in instances},
+             "instances": {i.instance_type for i in instances}}  # fmt: skip
+    for field, given in (("providers", providers), ("regions", regions), ("instances", names)):
+        have = {k.lower() for k in known[field]}
+        for k, value in enumerate(given or ()):
+            if value.lower() not in have:
+                hint = did_you_mean(value, sorted(known[field]))
+                raise SpecError(f"{where}.{field}[{k}]", f"{value!r} is not in the catalog.{hint} `rightsize catalog` "
+                                "lists them")  # fmt: skip
 
 
 def get_instance(instances: Sequence[Instance], name: str) -> Instance:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from rightsize.catalog.model import Catalog, Instance, is_unverified, unverified_note
-from rightsize.catalog.query import filter_instances
+from rightsize.catalog.query import check_filters, filter_instances
 from rightsize.errors import SpecError
 from rightsize.llm.costs import StepCosts, device_numbers, eager_host_floor_ms, project_step_costs
 from rightsize.llm.lengths import sample_lengths
@@ -331,6 +331,7 @@ def plan_generative(
     precision = target.weight_precision
     weights = shape.weight_bytes(precision)
     kv_token = shape.kv_bytes_per_token(kv_precision)
+    check_filters(catalog.instances, providers=providers, regions=regions, names=instances)
     rows = filter_instances(catalog.instances, providers=providers, regions=regions, names=instances)
     if not rows:
         raise SpecError("targets.instances", "no catalog instance matches the providers/regions/instances given")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rightsize.catalog.model import Catalog, Instance
-from rightsize.catalog.query import filter_instances, interruptions_per_hour
+from rightsize.catalog.query import check_filters, filter_instances, interruptions_per_hour
 from rightsize.errors import NotFoundError, SpecError
 from rightsize.memory_budget import CPU_RUNTIME_BYTES, GIB, GPU_HEADROOM_FRACTION
 from rightsize.plan.batch import InputStage, plan_batch
@@ -86,6 +86,7 @@ def plannable(workload: Workload, catalog: Catalog) -> list[Instance]:
         raise SpecError("targets.generative", "is planned by rightsize.llm.plan (`rightsize plan SPEC` routes there), "
                         "not from measured service curves")  # fmt: skip
     check_mode(workload)
+    check_filters(catalog.instances, providers=t.providers, regions=t.regions, names=t.instances)
     instances = filter_instances(catalog.instances, providers=t.providers, regions=t.regions, names=t.instances)
     if not instances:
         raise NotFoundError(

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rightsize.errors import NotFoundError, SpecError
+from rightsize.errors import NotFoundError, SpecError, did_you_mean
 from rightsize.inputfile import load_yaml, read_user_text, short
 from rightsize.spec.schema import Workload
 
@@ -25,13 +25,18 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
 
 
 def spec_error_from(exc: ValidationError) -> SpecError:
-    """The first error, as ``field.path[i]: problem``; also says how many more there are."""
+    """The first error, as ``field.path[i]: problem``; also says how many more there are. An unknown field comes
+    first: a misspelt key (``rate_per_sec``) also makes its right spelling "missing", and the typo is the cause."""
     errors = exc.errors(include_url=False)
-    first = errors[0]
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     path = _field_path(tuple(first["loc"]))
     msg = str(first["msg"]).removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
-        msg = "unknown field; remove it or check its spelling"
+        parent = tuple(first["loc"][:-1])
+        missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and tuple(e["loc"][:-1]) == parent]
+        known = missing or (list(Workload.model_fields) if not parent else [])  # a top-level key: the spec's fields
+        hint = did_you_mean(str(first["loc"][-1]), known)
+        msg = f"unknown field;{hint}" if hint else "unknown field; remove it or check its spelling"
     elif first["type"] == "missing":
         msg = "required field is missing"
     # Our validators report list indices in the message ("[0] must be ..."); join them to the path.
@@ -69,6 +74,8 @@ def _check_keys(data: Any, path: str) -> None:
 
 def parse_spec(data: Any, source: str = "spec") -> Workload:
     """Validate a mapping (already parsed YAML) into a Workload."""
+    if data is None:
+        raise SpecError(source, "the file is empty; write the spec's fields (examples/quick.yaml is a short one)")
     if not isinstance(data, dict):
         raise SpecError(source, f"must be a YAML mapping of fields, got {type(data).__name__}")
     _check_keys(data, "")

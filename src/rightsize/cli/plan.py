@@ -66,7 +66,7 @@ def _table(result: PlanResult, top: int) -> Any:
             else:
                 row += ["-"] * 4
             per_m = c.cost_usd_per_1m_requests
-            row += [f"{c.cost_usd_per_hour:.3f}", f"{per_m:.2f}" if per_m else "-"]
+            row += [f"{c.cost_usd_per_hour:.3f}", format_usd(per_m).lstrip("$") if per_m else "-"]
         elif kind == "rules":
             ram = c.memory_capacity_bytes
             row += [f"{ram / 2**30:.0f}" if ram else "-", f"{c.cost_usd_per_hour:.3f}"]
@@ -234,18 +234,19 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
         table.add_column(col, justify="left" if col in ("instance", "device") else "right")
     for c in plan.candidates[:top]:
         kwh = f"{c.kwh_per_m_output_tokens:.3f}" if c.kwh_per_m_output_tokens is not None else "-"
-        cost = f"{c.usd_per_hour:.2f}" + (" (over budget)" if c.over_budget else "")
+        cost = format_usd(c.usd_per_hour).lstrip("$") + (" (over budget)" if c.over_budget else "")
         table.add_row(c.instance, c.device, str(c.tp), str(c.replicas), str(c.instances), cost, f"{c.ttft_ms:.0f} ms",
-                      f"{c.tpot_ms:.1f} ms", f"{c.usd_per_m_output_tokens:.2f}", kwh)  # fmt: skip
+                      f"{c.tpot_ms:.1f} ms", format_usd(c.usd_per_m_output_tokens).lstrip("$"), kwh)  # fmt: skip
     out_console.print(table)
     rec = plan.recommendation
     if rec is None:
         out_console.print(f"[bold red]{plan.why_none(g.budget_usd_per_hour)}[/bold red]", highlight=False)
     else:
         split = f"tensor parallel {rec.tp}, " if rec.device_class == "gpu" else ""  # a CPU replica: all its cores
+        per_m = format_usd(rec.usd_per_m_output_tokens)
         out_console.print(f"[bold]recommendation:[/bold] {rec.instances} x {rec.instance} ({rec.device}, "
                           f"{split}{rec.replicas} replica(s)) at {format_usd(rec.usd_per_hour)}/h, "
-                          f"${rec.usd_per_m_output_tokens:.2f} per 1M output tokens", highlight=False)  # fmt: skip
+                          f"{per_m} per 1M output tokens", highlight=False)  # fmt: skip
         if rec.watts is not None and rec.kwh_per_m_output_tokens is not None:
             gpu = f", {rec.gpu_work()}" if rec.gpu_work() else ""
             out_console.print(f"energy: the fleet draws {rec.watts:.0f} W, its replicas {rec.busy:.0%} busy{gpu}: "
@@ -257,7 +258,7 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
             rate = format_usd(best.usd_per_hour)
             ratio = f" ({best.usd_per_hour / rec.usd_per_hour:.1f}x the cost)" if rec and rec.usd_per_hour > 0 else ""
             line = (f"best {cls.upper()} plan: {best.instances} x {best.instance} at {rate}/h{ratio}, "
-                    f"${best.usd_per_m_output_tokens:.2f} per 1M output tokens, TTFT {best.ttft_ms:.0f} ms, "
+                    f"{format_usd(best.usd_per_m_output_tokens)} per 1M output tokens, TTFT {best.ttft_ms:.0f} ms, "
                     f"TPOT {best.tpot_ms:.1f} ms")  # fmt: skip
             out_console.print(line, highlight=False)
     for note in plan.notes:

@@ -163,7 +163,7 @@ def _who(c: Candidate) -> str:
 
 def _money(c: Candidate, kind: PlanKind) -> str:
     if kind in ("online", "rules"):
-        extra = f", ${c.cost_usd_per_1m_requests:.2f} per 1M requests" if c.cost_usd_per_1m_requests else ""
+        extra = f", {format_usd(c.cost_usd_per_1m_requests)} per 1M requests" if c.cost_usd_per_1m_requests else ""
         return f"{format_usd(c.cost_usd_per_hour)}/h{extra}"
     return f"${c.cost_usd_total or 0.0:,.2f} total ({format_usd(c.cost_usd_per_hour)}/h)"
 

@@ -84,7 +84,33 @@ def test_errors_are_classified(server: TinyServer, closed_port: int) -> None:
         assert r.responses_ok == 0 and r.latency_ms is None and r.error_fraction == 1.0
     refused = run_open_loop(Target.from_url(f"http://127.0.0.1:{closed_port}/x"), cfg)
     assert refused.errors == {"connection": 10}
-    assert run_open_loop(Target.from_url(base + "/status/503"), cfg).status_counts == {"503": 10}
+    shed = run_open_loop(Target.from_url(base + "/status/503"), cfg)
+    assert shed.status_counts == {"503": 10}
+    # nothing succeeded: invalid, not a VALID run of no latency; server failures say so, 503s are named
+    assert not shed.valid and any(p.startswith("no successful response") for p in shed.problems)
+    assert any(w.startswith("the server refused 100% of requests (503)") for w in shed.warnings)
+    failed = run_open_loop(Target.from_url(base + "/status/500", method="GET"), cfg)
+    assert not failed.valid
+    assert any(p.startswith("100% of answers were server errors (500 x10)") for p in failed.problems)
+
+
+def test_a_server_failing_most_requests_is_no_latency_measurement() -> None:
+    """A server answering 500 to 9 requests in 10 read VALID with the p95 of its one good answer in 10."""
+    from rightsize.loadgen.result import Recorder, answer_checks
+
+    rec = Recorder(None)
+    rec.sent = 40
+    for k in range(40):
+        rec.response(200 if k % 10 == 0 else 500, 0.01)
+    problems, _ = answer_checks(rec)
+    assert problems == ["90% of answers were server errors (500 x36): the server failed, and the latency of its few "
+                        "good answers is not its latency"]  # fmt: skip
+    ok = Recorder(None)
+    ok.sent = 100
+    for k in range(100):
+        ok.response(503 if k < 3 else 200, 0.01)  # 3% shed by admission: valid, and said
+    problems, warnings = answer_checks(ok)
+    assert problems == [] and warnings[0].startswith("the server refused 3% of requests (503)")
 
 
 @pytest.mark.slow  # ~2 s: in `make test`, not `make test-fast`

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from rightsize.loadgen._http import Pool, _Conn, exception_kind
-from rightsize.loadgen.result import LoadResult, Recorder, client_error_problem, unanswered_problem
+from rightsize.loadgen.result import LoadResult, Recorder, answer_checks
 from rightsize.loadgen.schedule import check_run_bounds
 from rightsize.loadgen.target import Target
 
@@ -149,10 +149,8 @@ async def closed_loop(target: Target, config: ClosedLoopConfig) -> LoadResult:
     span_s = max(users.last_done - users.warm_end, 1e-9)  # end of warm-up to the last measured completion
     latency, latency_hdr = rec.latency()
     problems = [] if rec.sent else ["no request was sent after warm-up; lengthen the run or shorten --warmup-s"]
-    if (bad := client_error_problem(rec.status)) is not None:
-        problems.append(bad)
-    if (lost := unanswered_problem(rec.sent, rec.status, rec.errors)) is not None:
-        problems.append(lost)
+    answers, notes = answer_checks(rec)
+    problems += answers
     return LoadResult(
         mode="closed",
         coordinated_omission="affected",
@@ -168,7 +166,7 @@ async def closed_loop(target: Target, config: ClosedLoopConfig) -> LoadResult:
         status_counts={str(k): v for k, v in sorted(rec.status.items())},
         valid=not problems,
         problems=problems,
-        warnings=[] if rec.ok or not rec.sent else ["no successful response"],
+        warnings=notes,
         concurrency=config.concurrency,
         connections=config.concurrency,
         connections_peak=pool.peak_open,

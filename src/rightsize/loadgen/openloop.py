@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, replace
 
 from rightsize.loadgen._http import Pool, _Conn, exception_kind
-from rightsize.loadgen.result import LoadResult, Recorder, client_error_problem, latency_of, unanswered_problem
+from rightsize.loadgen.result import LoadResult, Recorder, answer_checks, latency_of
 from rightsize.loadgen.schedule import Arrival, arrival_offsets_s, check_run_bounds
 from rightsize.loadgen.target import Target
 
@@ -243,17 +243,14 @@ def _result(
         problems.append(
             f"achieved send rate {achieved:.1f}/s < {config.min_send_ratio:.0%} of scheduled {scheduled_rate:.1f}/s"
         )
-    if (bad := client_error_problem(rec.status)) is not None:
-        problems.append(bad)
-    if (lost := unanswered_problem(rec.sent, rec.status, rec.errors)) is not None:
-        problems.append(lost)
+    answers, notes = answer_checks(rec)
+    problems += answers
+    warnings += notes
     if wait is not None and wait.p99 > config.max_lag_ms and pool.peak_open >= config.connections:
         warnings.append(
             f"all {config.connections} connections were busy: p99 wait for a connection {wait.p99:.1f} ms "
             "(counted in latency; raise --connections if the server should see more concurrent requests)"
         )
-    if rec.sent and rec.ok == 0:
-        warnings.append("no successful response")
     goodput = None if config.slo_ms is None else rec.ok_within_slo / done_span_s
     return LoadResult(
         mode="open",

@@ -140,6 +140,46 @@ def client_error_problem(status: Mapping[Any, int]) -> str | None:
     return None
 
 
+SERVER_ERROR_LIMIT = 0.05  # a run where the server failed more than this many answers (5xx but 503) is no latency
+
+
+def server_error_problem(status: Mapping[Any, int]) -> str | None:
+    """Why a run is invalid when more than 5% of its answers were server failures (HTTP 5xx other than 503): the
+    percentiles are then of the few answers that worked (a server failing 90% of requests read VALID, p95 45 ms)."""
+    total = sum(status.values())
+    failed = {int(c): n for c, n in status.items() if 500 <= int(c) < 600 and int(c) != 503}
+    if total and sum(failed.values()) / total > SERVER_ERROR_LIMIT:
+        codes = ", ".join(f"{c} x{n}" for c, n in sorted(failed.items()))
+        return (f"{sum(failed.values()) / total:.0%} of answers were server errors ({codes}): the server failed, and "
+                "the latency of its few good answers is not its latency")  # fmt: skip
+    return None
+
+
+REFUSED_NOTE = 0.01  # 503s past this share of the answers are said out loud
+
+
+def refused_warning(status: Mapping[Any, int]) -> str | None:
+    """A note when the server refused more than 1% of the answers (503, admission control): an overload result,
+    valid, whose percentiles are those of the requests it admitted."""
+    total = sum(status.values())
+    refused = sum(n for c, n in status.items() if int(c) == 503)
+    if total and refused / total > REFUSED_NOTE:
+        return (f"the server refused {refused / total:.0%} of requests (503): the offered load is past what it admits; "
+                "the percentiles are of the admitted requests")  # fmt: skip
+    return None
+
+
+def answer_checks(rec: Recorder) -> tuple[list[str], list[str]]:
+    """(problems, warnings) from what the server answered, one rule for open and closed loop: mostly 4xx, server
+    failures, too few answers, or no success at all make a run invalid; many 503s are said."""
+    problems = [p for p in (client_error_problem(rec.status), server_error_problem(rec.status),
+                            unanswered_problem(rec.sent, rec.status, rec.errors)) if p is not None]  # fmt: skip
+    if rec.sent and rec.ok == 0 and not problems:
+        problems.append("no successful response: nothing to measure")
+    warnings = [w for w in (refused_warning(rec.status),) if w is not None]
+    return problems, warnings
+
+
 MIN_ANSWERED = 0.95  # a run where requests went unanswered measured the generator's timeouts, not latency
 
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import socket
+
+import pytest
+from cli_kit import run_cli
+
 from rightsize.cli.serve import hybrid_note
+from rightsize.errors import SpecError
+from rightsize.serve.server import bind_socket
 
 
 def test_a_cpu_layout_on_a_cuda_machine_is_told_a_gpu_pool_joins() -> None:
@@ -15,3 +22,22 @@ def test_a_cpu_layout_on_a_cuda_machine_is_told_a_gpu_pool_joins() -> None:
     assert hybrid_note("hybrid", False, workers=2, threads=None, has_cuda=True) is None
     assert hybrid_note(None, True, workers=None, threads=None, has_cuda=True) is None
     assert hybrid_note(None, False, workers=None, threads=None, has_cuda=True) is None
+
+
+def test_a_bad_log_level_is_refused_before_the_model_loads(capsys: pytest.CaptureFixture[str]) -> None:
+    """uvicorn's own check came after the model had loaded, as a KeyError traceback."""
+    rc, out, err = run_cli(["serve", "distilbert", "--tiny", "--log-level", "bogus"], capsys)
+    assert (rc, out) == (2, "") and err.startswith("error: --log-level: must be one of critical, error, warning")
+    assert "loading" not in err
+
+
+def test_a_taken_port_or_a_foreign_host_names_the_option_to_change() -> None:
+    """Both were exit 1 ('pick another --port' for a bad host too); they are the option's fault: exit 2."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(SpecError, match=rf"^--port: cannot listen on 127\.0\.0\.1:{port} \("):
+            bind_socket("127.0.0.1", port)
+    with pytest.raises(SpecError, match=r"^--host: cannot listen on '999\.1\.1\.1'"):
+        bind_socket("999.1.1.1", 0)

@@ -71,6 +71,9 @@ def test_knee_search_json(server: TinyServer, capsys: pytest.CaptureFixture[str]
         (["--rate", "5", "--max-lag-ms", "nan"], "--max-lag-ms"),
         (["--find-knee", "--slo-p95", "nan"], "--slo-p95"),
         (["--rate", "inf"], "--rate"),
+        # one request a hundred seconds away: the run had lasted 1/rate, far past --duration
+        (["--rate", "0.01", "--duration", "2"], "--rate: 0.01/s for 2 s schedules no request"),
+        (["--rate", "5", "--duration", "2", "--warmup-s", "5"], "--warmup-s: 5 s leaves nothing"),
     ],
 )
 def test_bad_input_exits_2(

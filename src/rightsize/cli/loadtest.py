@@ -173,6 +173,13 @@ def loadtest(
         raise SpecError("--duration", f"must be > 0, got {duration}")
     if duration is None and requests is None:
         duration = 5.0 if find_knee else 10.0
+    if duration is not None and warmup_s >= duration:
+        raise SpecError("--warmup-s", f"{warmup_s:g} s leaves nothing of the {duration:g} s run to record; make it "
+                        "shorter than --duration")  # fmt: skip
+    if rate is not None and not find_knee and duration is not None and requests is None and rate * duration < 1:
+        # the schedule would still send one request, stretching the run to 1/rate seconds (a day at 1e-5/s)
+        raise SpecError("--rate", f"{rate:g}/s for {duration:g} s schedules no request; raise --rate or --duration "
+                        "so that rate x duration >= 1")  # fmt: skip
     only = {  # options of one kind of load only: refused rather than ignored
         "--samples": samples != 1, "--body": body is not None, "--json-body": json_body is not None,
         "--method": method is not None, "--encoding": encoding != "auto", "--header": bool(header),

@@ -90,6 +90,8 @@ def serve_command(
     """Serve MODEL over HTTP with micro-batching; Ctrl-C drains the queue and stops.
 
     With --generate, serve token generation instead (POST /v1/generate, see rightsize.llm.server)."""
+    if log_level.lower() not in LOG_LEVELS:  # uvicorn's own check comes after the model has loaded, as a traceback
+        raise SpecError("--log-level", f"must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
     if generate:
         # options of the prediction server, set away from their defaults: refused, not silently dropped
         _refuse_set("only applies to a prediction server, not to --generate; drop it", seq=seq, image=image,
@@ -186,6 +188,9 @@ def hybrid_note(
         return None
     return ("note: CUDA is here, so the router is hybrid (the default) and a GPU pool serves beside the CPU "
             "workers; --router cpu serves the CPU layout alone")  # fmt: skip
+
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's (uvicorn.config.LOG_LEVELS)
 
 
 def _warn_open(host: str, token: str | None) -> None:

@@ -10,6 +10,7 @@ flushes partial batches at once ("drain"), answers every queued request, then st
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib.util
 import logging
 import socket
@@ -21,7 +22,7 @@ from typing import Any
 import uvicorn
 
 from rightsize.allocator import keep_freed_memory
-from rightsize.errors import RightsizeError, RunFailedError
+from rightsize.errors import RightsizeError, RunFailedError, SpecError
 from rightsize.hosts import allowed_hosts
 from rightsize.serve.app import create_app
 from rightsize.serve.config import ServerConfig
@@ -50,7 +51,12 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise RunFailedError(f"cannot listen on {host}:{port} ({exc.strerror}); pick another --port") from None
+        # the host's fault (not an address this machine has or resolves) or the port's (taken, privileged): the
+        # option to change, exit 2, as the dashboard says it
+        if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+            raise SpecError("--host", f"cannot listen on {host!r} ({exc.strerror}); give an address of this "
+                            "machine, e.g. 127.0.0.1") from None  # fmt: skip
+        raise SpecError("--port", f"cannot listen on {host}:{port} ({exc.strerror}); pick another port") from None
     sock.set_inheritable(True)
     return sock
 

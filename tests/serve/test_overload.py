@@ -60,3 +60,12 @@ def test_default_admission_bounds_the_wait_by_the_measured_service_time() -> Non
         assert p99 <= 3 * t_full_ms + 600, f"admitted p99 {p99:.0f} ms"  # 3 batch times + client overhead
         r = httpx.post(f"{url}/v1/predict", json={"inputs": [[1, 2]]}, timeout=10)
         assert r.status_code == 200
+
+
+def test_the_default_admission_never_refuses_a_queue_only_milliseconds_deep() -> None:
+    """Two batch times of a 3 ms model is 6 ms: an event-loop hiccup on a busy machine is longer, and it refused
+    3.4% of a light 100 req/s load. A slow model keeps its batch-time rule."""
+    from rightsize.serve.service import ADMISSION_FLOOR_MS, admission_limit_ms
+
+    assert admission_limit_ms(2.0, 3.0, 1.0) == ADMISSION_FLOOR_MS == 50.0
+    assert admission_limit_ms(2.0, 400.0, 5.0) == 805.0

@@ -56,6 +56,7 @@ def test_json_header_fallbacks_and_body_precedence() -> None:
         (b'{"inputs": 5}', 422),
         (b'{"inputs": []}', 422),
         (b'{"inputs": [1, 2, 3, 4]}', 422),  # one sample without the batch dimension
+        (b'{"inputs": [' + b",".join([b"1"] * 16) + b"]}", 422),  # the same, longer than max batch: a shape error
         (b'{"inputs": [[1, 2, 3]]}', 422),
         (b'{"inputs": [[1, 2, 3, 4], [1, 2]]}', 422),  # ragged
         (b'{"inputs": [["a", "b", "c", "d"]]}', 422),

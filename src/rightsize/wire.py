@@ -213,6 +213,9 @@ def parse_json_request(body: bytes, spec: InputSpec, priority: Any = None, deadl
     raw = doc["inputs"]
     if not isinstance(raw, list):
         raise BodyError(422, '"inputs" must be a list of samples')
+    if spec.sample_shape and raw and not isinstance(raw[0], list):  # one sample's numbers, not a list of samples
+        raise BodyError(422, f"inputs must be a list of samples of shape {list(spec.sample_shape)}: wrap one sample "
+                        "in a list ([[...]])")  # fmt: skip
     if len(raw) > spec.max_samples:  # before converting: a huge list is refused cheaply
         raise BodyError(413, f"{len(raw)} samples in one request; at most {spec.max_samples} (the server's max batch)")
     try:

@@ -111,6 +111,12 @@ def test_a_server_failing_most_requests_is_no_latency_measurement() -> None:
         ok.response(503 if k < 3 else 200, 0.01)  # 3% shed by admission: valid, and said
     problems, warnings = answer_checks(ok)
     assert problems == [] and warnings[0].startswith("the server refused 3% of requests (503)")
+    late = Recorder(None)
+    late.sent = 100
+    for k in range(100):
+        late.response(504 if k < 20 else 200, 0.01)  # past their deadline in the queue: overload, not failure
+    problems, warnings = answer_checks(late)
+    assert problems == [] and warnings[0].startswith("the server refused 20% of requests (504)")
 
 
 @pytest.mark.slow  # ~2 s: in `make test`, not `make test-fast`

@@ -26,6 +26,7 @@ def test_valid_spec_defaults_and_dedupe() -> None:
         ({"mode": "train"}, "mode: Input should be 'inference' or 'training'"),
         ({"batch": [1]}, "batch: unknown field; Did you mean 'batch_sizes'?"),
         ({"zzz": 1}, "zzz: unknown field; remove it or check its spelling"),
+        ({"timing": {"\n": 1}}, "timing.'\\n': unknown field"),  # a key YAML reads as a newline: still one line
         # a misspelt key is the cause, not the "missing" field it leaves behind
         (
             {"targets": {"online": {"rate_per_sec": 60, "latency": {"percentile": 95, "bound_ms": 80}}}},

@@ -140,14 +140,15 @@ def client_error_problem(status: Mapping[Any, int]) -> str | None:
     return None
 
 
-SERVER_ERROR_LIMIT = 0.05  # a run where the server failed more than this many answers (5xx but 503) is no latency
+SERVER_ERROR_LIMIT = 0.05  # a run where the server failed more than this many answers (5xx but 503/504) is no latency
+SHED = (503, 504)  # the server refusing load (admission) or dropping a request past its deadline: overload, not failure
 
 
 def server_error_problem(status: Mapping[Any, int]) -> str | None:
-    """Why a run is invalid when more than 5% of its answers were server failures (HTTP 5xx other than 503): the
-    percentiles are then of the few answers that worked (a server failing 90% of requests read VALID, p95 45 ms)."""
+    """Why a run is invalid when more than 5% of its answers were server failures (HTTP 5xx other than 503 and 504):
+    the percentiles are then of the few answers that worked (a server failing 90% of requests read VALID, p95 45 ms)."""
     total = sum(status.values())
-    failed = {int(c): n for c, n in status.items() if 500 <= int(c) < 600 and int(c) != 503}
+    failed = {int(c): n for c, n in status.items() if 500 <= int(c) < 600 and int(c) not in SHED}
     if total and sum(failed.values()) / total > SERVER_ERROR_LIMIT:
         codes = ", ".join(f"{c} x{n}" for c, n in sorted(failed.items()))
         return (f"{sum(failed.values()) / total:.0%} of answers were server errors ({codes}): the server failed, and "
@@ -155,17 +156,18 @@ def server_error_problem(status: Mapping[Any, int]) -> str | None:
     return None
 
 
-REFUSED_NOTE = 0.01  # 503s past this share of the answers are said out loud
+REFUSED_NOTE = 0.01  # 503s and 504s past this share of the answers are said out loud
 
 
 def refused_warning(status: Mapping[Any, int]) -> str | None:
-    """A note when the server refused more than 1% of the answers (503, admission control): an overload result,
-    valid, whose percentiles are those of the requests it admitted."""
+    """A note when the server shed more than 1% of the answers (503: admission refused it; 504: its deadline passed
+    in the queue): an overload result, valid, whose percentiles are those of the requests it served."""
     total = sum(status.values())
-    refused = sum(n for c, n in status.items() if int(c) == 503)
-    if total and refused / total > REFUSED_NOTE:
-        return (f"the server refused {refused / total:.0%} of requests (503): the offered load is past what it admits; "
-                "the percentiles are of the admitted requests")  # fmt: skip
+    shed = {int(c): n for c, n in status.items() if int(c) in SHED}
+    if total and sum(shed.values()) / total > REFUSED_NOTE:
+        codes = "/".join(str(c) for c in sorted(shed))
+        return (f"the server refused {sum(shed.values()) / total:.0%} of requests ({codes}): the offered load is past "
+                "what it admits; the percentiles are of the requests it served")  # fmt: skip
     return None
 
 

@@ -106,7 +106,7 @@ def concurrency_chart(plan: LLMPlan) -> str:
 
 
 def _rows(plan: LLMPlan) -> list[list[str]]:
-    return [[c.instance, c.device, str(c.tp), str(c.replicas), str(c.instances), f"{c.usd_per_hour:.2f}",
+    return [[c.instance, c.device, str(c.tp), str(c.replicas), str(c.instances), usd(c.usd_per_hour).lstrip("$"),
              f"{c.ttft_ms:.0f}", f"{c.tpot_ms:.1f}", usd(c.usd_per_m_output_tokens).lstrip("$"),
              _kwh(c.kwh_per_m_output_tokens), f"{c.kv_tokens:,}"] for c in plan.candidates]  # fmt: skip
 
@@ -131,7 +131,7 @@ def _headline(plan: LLMPlan, name: str, target: GenerativeTarget) -> str:
 
 def _stats(rec: LLMCandidate) -> str:
     """The recommendation card's boxes, as the main report's (report.css ``.stat``)."""
-    boxes = [("cost per hour", f"${rec.usd_per_hour:.2f}"),
+    boxes = [("cost per hour", usd(rec.usd_per_hour)),
              ("per 1M output tokens", usd(rec.usd_per_m_output_tokens)),
              ("TTFT / TPOT", f"{num(rec.ttft_ms)} / {num(rec.tpot_ms)} ms"),
              ("layout", f"{rec.instances} x {rec.instance}, tp {rec.tp}, {rec.replicas} replica(s)"),

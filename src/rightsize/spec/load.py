@@ -20,6 +20,7 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
         elif part.startswith("function-") or part in {"literal", "int", "float", "str", "none", "list[...]"}:
             continue  # pydantic's union-branch labels, not fields
         else:
+            part = part if part.isprintable() and part.strip() == part else repr(part)  # a key of "\n": one line
             path += f".{part}" if path else part
     return path
 

@@ -44,6 +44,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import psutil
 import torch
 
 from rightsize.errors import SpecError
@@ -59,6 +60,7 @@ from rightsize.llm.engine_types import (
     QueueFull,
     blocks_for,
 )
+from rightsize.llm.shape import DecoderShape
 
 __all__ = ["BLOCK_TOKENS", "Cancelled", "Engine", "EngineConfig", "EngineStopped", "GenStats", "IterationRecord",
            "PromptTooLong", "QueueFull", "blocks_for"]  # fmt: skip
@@ -86,10 +88,6 @@ class _Request:
 def _check_kv_fits(cfg: EngineConfig, hf_config: Any, max_len: int) -> None:
     """Refuse a static KV cache (``Decoder``: max_seqs slots x max_len positions, fp32 on this CPU) larger than the
     memory this machine has free: allocating it would fail with a traceback, or have the process OOM-killed."""
-    import psutil
-
-    from rightsize.llm.shape import DecoderShape
-
     need = cfg.max_seqs * max_len * DecoderShape.from_hf_config(hf_config).kv_bytes_per_token("fp32")
     free = psutil.virtual_memory().available
     if need > 0.8 * free:  # the weights and the activations need room too

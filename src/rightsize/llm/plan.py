@@ -49,14 +49,9 @@ __all__ = ["BANDS", "LLMCandidate", "LLMPlan", "plan_generative"]
 # Pessimistic edge of a projected step time: 1 + the median |error| of the projected decode speed against
 # published serving figures, per engine (benchmarks/llm_decode_vs_published.py, 2026-11-26, each row projected
 # with the engine it ran): 9.25% over the 32 rows of engines that replay CUDA graphs, 59.0% over the 17 rows of
-# eager engines. CPU steps: no published CPU decode row exists, and their costs are the CPU time model's (its GEMM
-# rule and efficiencies, calibration/projection_fit.json), so they carry that model's held-out error: 1 + the median
-# |error| of its leave-one-source-out projection of the 109 published and lent-machine CPU results, 21.2% (the GPU
-# rows' 10% had stood in for it). Not yet in it: the real CPU runs of benchmarks/llm_sim_vs_server.py, rightsize's
-# own eager engine on one core of the dev VM, put the projected step at x0.67-x1.08 of the measured one on
-# 2026-11-26 and x0.42-x0.72 on 2026-11-27 (decode at 8 sequences the furthest: the engine's per-sequence Python
-# work); they time our engine, not the optimised CPU engines the roofline stands for, so they are reported beside
-# it (docs/generative.md), not folded in. tests/llm/test_plan.py recomputes the bands from the benchmark and the fit.
+# eager engines. CPU steps (no published CPU decode row; costed by the CPU time model's GEMM rule) carry that model's
+# held-out median |error| over its 109 CPU reference rows, 21.2% (calibration/projection_fit.json); our own engine's
+# real CPU runs are reported beside it, not folded in (docs/generative.md). tests/llm/test_plan.py recomputes them.
 BANDS = {"graphs": 1.09, "eager": 1.59, "cpu": 1.21}
 CUDA_CONTEXT_BYTES = 500 * 10**6  # as rightsize.estimate.memory.Overheads.context_bytes
 TP_DEGREES = (1, 2, 4, 8)
@@ -270,8 +265,7 @@ def _level(costs: StepCosts, cfg: LLMSimConfig, rate: float, prompts: np.ndarray
     waits = res.ttft[served]  # in arrival order
     fifth = max(1, waits.size // 5)
     growing = float(np.median(waits[-fifth:])) > QUEUE_GROWTH * float(np.median(waits[:fifth])) and not alone
-    # A replica past capacity never meets the target, however loose its bounds: its queue grows for as long as the
-    # load lasts, and a finite run's percentiles (SIM_REQUESTS) only show the start of that growth.
+    # past capacity a replica never meets the target, however loose the bounds: its queue grows without end
     meets = ttft <= target.ttft.bound_ms and tpot <= target.tpot.bound_ms and not growing
     return _Level(meets, ttft, tpot, res.busy_fraction, res.device_share, res.compute_share, growing=growing)
 

@@ -44,11 +44,12 @@ def format_hours(h: float) -> str:
     return f"{text} {unit}"
 
 
-def format_usd(value: float) -> str:
+def format_usd(value: float, sign: bool = True) -> str:
     """Dollars to the cent, or two significant digits under $0.10 (a 2-vCPU instance's $0.085/h is not $0.08/h):
-    $0.0042, $0.085, $1.23, $1,234."""
+    $0.0042, $0.085, $1.23, $1,234; ``sign=False`` for a table column that names the unit ("0.085")."""
+    cur = "$" if sign else ""
     if abs(value) >= 100:
-        return f"${value:,.0f}"
+        return f"{cur}{value:,.0f}"
     if abs(value) >= 0.1 or value == 0:
-        return f"${value:,.2f}"
-    return f"${value:.2g}"
+        return f"{cur}{value:,.2f}"
+    return f"{cur}{value:.2g}"

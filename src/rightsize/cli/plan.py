@@ -66,7 +66,7 @@ def _table(result: PlanResult, top: int) -> Any:
             else:
                 row += ["-"] * 4
             per_m = c.cost_usd_per_1m_requests
-            row += [f"{c.cost_usd_per_hour:.3f}", format_usd(per_m).lstrip("$") if per_m else "-"]
+            row += [f"{c.cost_usd_per_hour:.3f}", format_usd(per_m, sign=False) if per_m else "-"]
         elif kind == "rules":
             ram = c.memory_capacity_bytes
             row += [f"{ram / 2**30:.0f}" if ram else "-", f"{c.cost_usd_per_hour:.3f}"]
@@ -234,9 +234,9 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
         table.add_column(col, justify="left" if col in ("instance", "device") else "right")
     for c in plan.candidates[:top]:
         kwh = f"{c.kwh_per_m_output_tokens:.3f}" if c.kwh_per_m_output_tokens is not None else "-"
-        cost = format_usd(c.usd_per_hour).lstrip("$") + (" (over budget)" if c.over_budget else "")
+        cost = format_usd(c.usd_per_hour, sign=False) + (" (over budget)" if c.over_budget else "")
         table.add_row(c.instance, c.device, str(c.tp), str(c.replicas), str(c.instances), cost, f"{c.ttft_ms:.0f} ms",
-                      f"{c.tpot_ms:.1f} ms", format_usd(c.usd_per_m_output_tokens).lstrip("$"), kwh)  # fmt: skip
+                      f"{c.tpot_ms:.1f} ms", format_usd(c.usd_per_m_output_tokens, sign=False), kwh)  # fmt: skip
     out_console.print(table)
     rec = plan.recommendation
     if rec is None:

@@ -65,10 +65,10 @@ def num(value: Any, digits: int = 3) -> str:
     return f"{f:.{digits}g}"
 
 
-def usd(value: Any) -> str:
+def usd(value: Any, sign: bool = True) -> str:
     """Dollars (``units.format_usd``): $0.0042, $1.23, $1,234; "-" for a missing or non-finite value."""
     f = finite(value)
-    return "-" if f is None else format_usd(f)
+    return "-" if f is None else format_usd(f, sign)
 
 
 def ms(value: Any) -> str:

@@ -106,8 +106,8 @@ def concurrency_chart(plan: LLMPlan) -> str:
 
 
 def _rows(plan: LLMPlan) -> list[list[str]]:
-    return [[c.instance, c.device, str(c.tp), str(c.replicas), str(c.instances), usd(c.usd_per_hour).lstrip("$"),
-             f"{c.ttft_ms:.0f}", f"{c.tpot_ms:.1f}", usd(c.usd_per_m_output_tokens).lstrip("$"),
+    return [[c.instance, c.device, str(c.tp), str(c.replicas), str(c.instances), usd(c.usd_per_hour, sign=False),
+             f"{c.ttft_ms:.0f}", f"{c.tpot_ms:.1f}", usd(c.usd_per_m_output_tokens, sign=False),
              _kwh(c.kwh_per_m_output_tokens), f"{c.kv_tokens:,}"] for c in plan.candidates]  # fmt: skip
 
 

@@ -154,3 +154,16 @@ def test_rules_on_gpu_facts() -> None:
     small = LoopFacts(wall_s=10, data_wait_s=0.1, batches=100, cpu_s=19, logical_cores=2,
                       loaders=[LoaderInfo(2, False, 4)])  # fmt: skip
     assert [f.check for f in diagnose(small)] == ["batch size"]
+
+
+def test_a_loop_of_milliseconds_gets_no_starving_or_cpu_verdict() -> None:
+    """16 batches in 10 ms: its waits are start-up, its CPU share is between two of the sampler's readings."""
+    blip = LoopFacts(wall_s=0.03, loop_s=0.01, data_wait_s=0.0043, batches=16, cpu_s=0.02, loop_cpu_s=0.031,
+                     logical_cores=2, loaders=[LoaderInfo(0, False, 64)])  # fmt: skip
+    assert blip.cpu_cores_busy <= 2.0  # the window's 3.1 cores fall back to the watch's, capped at the machine
+    findings = diagnose(blip)
+    assert [(f.check, f.severity) for f in findings] == [("loop", "advice")]
+    assert "too short to judge" in findings[0].evidence and "10 ms" in findings[0].evidence
+    longer = LoopFacts(wall_s=2, loop_s=0.5, data_wait_s=0.3, batches=16, cpu_s=0.2, loop_cpu_s=0.1,
+                       logical_cores=2, loaders=[LoaderInfo(0, False, 64)])  # fmt: skip
+    assert diagnose(longer)[0].check == "input pipeline"  # half a second of starving is judged

@@ -195,3 +195,18 @@ def test_cpu_utilization_fix_is_a_sentence_in_every_branch() -> None:
         assert not f.evidence.endswith(("; ", ";"))
     for f in (f for batch in (4, 64) for t in (None, 2, 8) for f in diagnose(_cpu(batch, t))):
         assert not f.fix.startswith("or ") and f.fix[0].islower()
+
+
+def test_json_exit_code_is_the_one_diagnose_exits_with(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    _watched(monkeypatch, -9, None, None)  # SIGKILL: subprocess says -9, a shell (and diagnose) 137
+    code, out, _ = _cli(["diagnose", "--json", "--", "python", "x.py"], capsys)
+    doc = json.loads(out)
+    assert code == 137 and doc["exit_code"] == 137
+    assert doc["error"] == "the program was killed by signal 9 before the probe reported"
+    _watched(monkeypatch, -15, FACTS, "timeout")
+    code, out, _ = _cli(["diagnose", "--json", "--timeout", "5", "--", "python", "x.py"], capsys)
+    assert code == 124 and json.loads(out)["exit_code"] == 124

@@ -64,17 +64,18 @@ def diagnose_cmd(
         elif stopped == "interrupt":
             message = "the program was interrupted before the probe reported"
         else:
-            ended = f"was killed by signal {-rc}" if rc < 0 else f"exited {rc}"
-            message = f"the program {ended} without the probe's report: it never imported torch, or it was killed"
+            message = (f"the program was killed by signal {-rc} before the probe reported" if rc < 0 else
+                       f"the program exited {rc} without the probe's report: it never imported torch, or it was "
+                       "killed")  # fmt: skip
         if as_json:  # stdout still holds one JSON document: a script reads why there is no diagnosis
-            emit_json({"exit_code": rc, "facts": None, "findings": [], "error": message})
+            emit_json({"exit_code": code, "facts": None, "findings": [], "error": message})
         if code == 0:
             raise RunFailedError(message)
         _error(message)
         raise typer.Exit(code)  # the program's failure, not ours: its exit code
     findings = diagnose(facts)
     if as_json:
-        emit_json({"exit_code": rc, "facts": facts.to_dict(), "findings": [f.to_dict() for f in findings]})
+        emit_json({"exit_code": code, "facts": facts.to_dict(), "findings": [f.to_dict() for f in findings]})
     else:
         out_console.print(render(facts, findings), markup=False, highlight=False)
     if stopped == "timeout":

@@ -36,6 +36,10 @@ class LoaderInfo:
     batch_size: int | None
 
 
+# the shortest loop window judged on its own: four of the sampler's 50 ms readings (``LoopProbe.sample_s``)
+MIN_WINDOW_S = 0.2
+
+
 @dataclass
 class LoopFacts:
     """What the probe saw; ``rightsize.diagnose.rules.diagnose`` turns it into findings."""
@@ -68,10 +72,14 @@ class LoopFacts:
 
     @property
     def cpu_cores_busy(self) -> float:
-        """Cores kept busy on average: over the loop window when one was seen (setup does not dilute it)."""
-        if self.loop_s > 0 and self.loop_cpu_s > 0:
-            return self.loop_cpu_s / self.loop_s
-        return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+        """Cores kept busy on average: over the loop window when one was seen (setup does not dilute it) and it spans
+        a few of the sampler's readings, else over the whole watch; never more than the machine has (a window of a
+        few ms between two readings 50 ms apart, interpolated, can read 3 of 2 cores)."""
+        if self.loop_s >= MIN_WINDOW_S and self.loop_cpu_s > 0:
+            busy = self.loop_cpu_s / self.loop_s
+        else:
+            busy = self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+        return min(busy, float(max(1, self.logical_cores)))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"data_wait_fraction": self.data_wait_fraction, "cpu_cores_busy": self.cpu_cores_busy}

@@ -3,6 +3,7 @@
     findings = diagnose(facts)   # [Finding(check, severity, evidence, fix)], worst first
 
 Thresholds (each a judgement call, stated where it is used):
+- too short to judge: a loop window under 0.2 s (four CPU readings) gets no data-wait or CPU verdict;
 - input pipeline starving: the loop waits on its DataLoader > 20% of its time (first batch to last step);
 - CPU underused: a compute loop keeps < 50% of the cores busy (and is not starving);
 - memory headroom: peak < 30% of the GPU (room for a larger batch or a smaller GPU), or > 90% of
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from rightsize.diagnose.probe import LoopFacts
+from rightsize.diagnose.probe import MIN_WINDOW_S, LoopFacts
 
 Severity = Literal["problem", "advice", "ok"]
 STARVING = 0.20
@@ -45,7 +46,16 @@ def diagnose(f: LoopFacts) -> list[Finding]:
                         "your loop in `with rightsize.diagnose.watch():`")]  # fmt: skip
     workers = max((loader.num_workers for loader in f.loaders), default=0)
     batch = next((loader.batch_size for loader in f.loaders if loader.batch_size), None)
-    starving = f.data_wait_fraction > STARVING
+    span = f.loop_s if f.loop_s > 0 else f.wall_s
+    judged = span >= MIN_WINDOW_S  # a loop of a few ms: its waits are start-up, its CPU share between two readings
+    if not judged:
+        out.append(Finding(
+            "loop", "advice",
+            f"the loop ran {span * 1000:.0f} ms ({f.batches} batches, {f.steps} optimizer steps): too short to "
+            "judge its data wait or CPU use",
+            "watch a longer run: a few seconds of steps (the first epoch, or --timeout N to stop it there)",
+        ))  # fmt: skip
+    starving = judged and f.data_wait_fraction > STARVING
     if starving:
         suggest = min(f.logical_cores, 8) if workers == 0 else min(f.logical_cores, max(2 * workers, workers + 2))
         out.append(Finding(
@@ -58,7 +68,7 @@ def diagnose(f: LoopFacts) -> list[Finding]:
             "ahead of time or on the GPU; a faster disk or cached dataset; until then a bigger instance will not help",
         ))  # fmt: skip
     busy = f.cpu_cores_busy / max(1, f.logical_cores)
-    if f.device == "cpu" and not starving and busy < UNDERUSED:
+    if f.device == "cpu" and judged and not starving and busy < UNDERUSED:
         threads = f"; torch uses {f.torch_threads} thread(s)" if f.torch_threads else ""
         processes = "run k worker processes x t threads (`rightsize plan` sizes that) — or pick a smaller instance"
         # a small batch or fewer torch threads than cores: say so first; else (a batch >= 8 on every core) the

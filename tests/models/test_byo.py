@@ -284,3 +284,33 @@ def test_a_factory_module_that_fails_to_import_is_named(tmp_path: Path, monkeypa
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(SpecError, match=r"importing 'broken_user_mod' raised RuntimeError: 'boom'; fix that module"):
         resolve_model("broken_user_mod:make", [4])
+
+
+def test_a_factory_that_fails_prints_or_exits_is_named_and_keeps_stdout_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "noisy_user_mod.py").write_text(
+        textwrap.dedent("""
+        import sys
+        from torch import nn
+        print("importing")
+        def chatty():
+            print("building")
+            return nn.Linear(4, 2)
+        def boom():
+            raise ValueError("factory exploded")
+        def quits():
+            sys.exit(0)
+    """)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert resolve_model("noisy_user_mod:chatty", [4]).build()(torch.randn(1, 4)).shape == (1, 2)
+    out, err = capsys.readouterr()
+    assert out == "" and "importing" in err and "building" in err  # stdout holds a --json document only
+    with pytest.raises(SpecError, match=r"^model: noisy_user_mod:boom\(\) raised ValueError: 'factory exploded'"):
+        resolve_model("noisy_user_mod:boom", [4]).build()  # memory said 'cannot run this input ... use a size'
+    with pytest.raises(SpecError, match=r"called sys\.exit\(0\); a factory must return"):
+        resolve_model("noisy_user_mod:quits", [4]).build()  # rightsize ended silently, exit 0
+    with pytest.raises(SpecError, match=r"^--shape: required for noisy_user_mod:chatty: .*--vocab N"):
+        user_input_options("noisy_user_mod:chatty", None, None)  # the CLI's words, not the spec's input.shape
+    assert user_input_options("ort:distilbert", None, None) == (None, None)  # an ONNX graph says what it takes

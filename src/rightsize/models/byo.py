@@ -17,8 +17,10 @@ fetch its config.json once. ONNX graphs run on ONNX Runtime or OpenVINO (``right
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +85,11 @@ def user_input_options(ref: str, shape: str | None, vocab: int | None) -> tuple[
     given = [option for option, value in (("--shape", dims), ("--vocab", vocab)) if value is not None]
     if given and (ref.startswith("hf:") or _config_dir(ref) is not None or not is_user_ref(ref)):
         raise SpecError(given[0], f"sets a user model's input; {ref!r} takes --seq or --image instead: drop it")
+    reads_its_input = ref.startswith(("hf:", ORT_PREFIX, OV_PREFIX)) or ref.endswith(".onnx") or _config_dir(ref)
+    if not given and is_user_ref(ref) and not reads_its_input:
+        # a factory or a saved program does not say what it takes (``_float_or_tokens``, in the spec's words)
+        raise SpecError("--shape", f"required for {ref}: give the per-sample input shape, e.g. --shape 3,224,224, "
+                        "or --vocab N for token ids below N")  # fmt: skip
     return dims, vocab
 
 
@@ -182,7 +189,8 @@ def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> User
         raise SpecError("model", f"{short(ref)} is not package.module:factory (dotted Python names, then the name of "
                         "a function that returns the torch.nn.Module), e.g. mypkg.models:build")  # fmt: skip
     try:
-        module = importlib.import_module(module_name)
+        with contextlib.redirect_stdout(sys.stderr):  # our stdout is ours (a --json document): its prints go to stderr
+            module = importlib.import_module(module_name)
     except ImportError as exc:
         raise NotFoundError(f"model: cannot import module {module_name!r} ({exc}); check PYTHONPATH") from None
     except Exception as exc:  # the user's module failed while importing: its error, not ours
@@ -193,7 +201,16 @@ def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> User
         raise NotFoundError(f"model: {module_name!r} has no callable {attr!r}")
 
     def build(tiny: bool) -> nn.Module:
-        return _check_module(f"{ref}()", factory())
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                model = factory()
+        except SystemExit as exc:  # a factory that calls sys.exit() would end rightsize silently, exit 0
+            raise SpecError("model", f"{ref}() called sys.exit({exc.code!r}); a factory must return the "
+                            "torch.nn.Module") from None  # fmt: skip
+        except Exception as exc:  # its own failure, before any input: not the input's (memory blamed --seq)
+            raise SpecError("model", f"{ref}() raised {type(exc).__name__}: {short(str(exc))}; fix that "
+                            "factory") from None  # fmt: skip
+        return _check_module(f"{ref}()", model)
 
     return UserEntry(ref, "user", description=f"user model {ref}", builder=build, hf=False,
                      **_float_or_tokens(ref, shape, vocab))  # fmt: skip

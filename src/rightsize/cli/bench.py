@@ -27,7 +27,7 @@ def sweep_table(measurements: list[Measurement], title: str) -> Any:
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=title, title_justify="left")
+    t = Table(title=escape(title), title_justify="left")
     # Ray sweeps tag each result with the instance type its node stands for.
     instances = [str(m.extra.get("instance_type", "")) for m in measurements]
     # `results --model` lists every run's measurements: several models or input sizes get a column each
@@ -43,7 +43,7 @@ def sweep_table(measurements: list[Measurement], title: str) -> Any:
     for i, (m, inst) in enumerate(zip(measurements, instances, strict=True)):
         lat = m.latency_ms
         t.add_row(
-            *([inst] if any(instances) else []), *(models[i : i + 1]), *(inputs[i : i + 1]),
+            *([escape(inst)] if any(instances) else []), *map(escape, models[i : i + 1]), *(inputs[i : i + 1]),
             m.device, m.precision, str(m.batch_size), str(m.threads or "all"),
             m.status if m.status == "ok" else f"[red]failed[/red]: {escape(m.reason or '')}",
             f"{lat.p50:.2f}" if lat else "-", f"{lat.p95:.2f}" if lat else "-", f"{lat.p99:.2f}" if lat else "-",

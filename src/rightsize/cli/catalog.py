@@ -64,6 +64,7 @@ def catalog(
         return
     from rich import box
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"{len(rows)} instances (USD/hour)", box=box.SIMPLE)
@@ -86,15 +87,13 @@ def catalog(
         acc = f"{i.accelerator_count}x {i.accelerator}" if i.accelerator else f"cpu {i.cpu_family}"
         spot = i.price_usd_per_hour("spot")
         table.add_row(
-            i.provider,
-            i.region,
-            i.instance_type,
+            *map(escape, (i.provider, i.region, i.instance_type)),  # a user's --catalog rows: text, not markup
             str(i.vcpus),
             f"{i.ram_gib:g}",
-            acc,
+            escape(acc),
             f"{i.on_demand_usd_per_hour:.4g}",
             f"{spot:.4g}" if spot is not None else "-",
-            i.spot_interruption or "-",
+            escape(i.spot_interruption or "-"),
             i.price_date,
         )
     # Rows are wide; a narrow or piped console would cut names to "…", so print at >= 150 columns.

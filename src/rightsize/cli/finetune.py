@@ -122,7 +122,7 @@ def finetune(
                                          f"no catalog GPU instance holds it: {_no_fit_hint(method, checkpointing)}")
                              if n]})  # fmt: skip
         return
-    out_console.print(f"[bold]{model} {method} fine-tune[/bold] ({framework}), batch {batch} x seq {seq}, "
+    out_console.print(f"[bold]{escape(model)} {method} fine-tune[/bold] ({framework}), batch {batch} x seq {seq}, "
                       f"{PRECISION_WORDS.get(precision, precision)}: {mem.total_gib:.1f} GiB unsharded on one GPU "
                       f"(peak during {mem.peak_phase.replace('_', ' ')}; {mem.params_trainable:,} trainable "
                       "parameters)", highlight=False)  # fmt: skip
@@ -137,9 +137,9 @@ def finetune(
         table.add_column(col, justify="left" if col == "instance" else "right")
     for o in options[:top]:
         nodes = f"{o.nodes} nodes x " if o.nodes > 1 else ""
-        table.add_row(o.instance, f"{nodes}{o.gpus} x {o.accelerator}", str(o.zero_stage), f"{o.gib_per_gpu:.1f}",
-                      f"{o.usable_gib_per_gpu:.1f}", f"{o.train_hours:.2f}", f"{o.usd_per_hour:.2f}",
-                      f"{o.usd:,.2f}")  # fmt: skip
+        table.add_row(escape(o.instance), escape(f"{nodes}{o.gpus} x {o.accelerator}"), str(o.zero_stage),
+                      f"{o.gib_per_gpu:.1f}", f"{o.usable_gib_per_gpu:.1f}", f"{o.train_hours:.2f}",
+                      f"{o.usd_per_hour:.2f}", f"{o.usd:,.2f}")  # fmt: skip
     out_console.print(table)
     if price_note:
         out_console.print(f"[bold yellow]warning[/bold yellow]: {escape(price_note)}", highlight=False)

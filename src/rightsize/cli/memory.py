@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.markup import escape
 
 from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, emit_json, err_console, load_catalog_option, out_console
 
@@ -112,7 +113,7 @@ def _print_estimate(est: MemoryEstimate) -> None:
         "optimizer_step": "the optimizer step",
         "optimizer_step_cpu_heap": "the optimizer step (the CPU heap still holds the activations)",
     }.get(est.peak_phase, "forward")
-    out_console.print(f"[bold]{what}[/bold]: peak during {phase}", highlight=False)
+    out_console.print(f"[bold]{escape(what)}[/bold]: peak during {phase}", highlight=False)
     table = Table(box=box.SIMPLE)
     for col in ("component", "GiB", "share"):
         table.add_column(col, justify="left" if col == "component" else "right")
@@ -122,7 +123,7 @@ def _print_estimate(est: MemoryEstimate) -> None:
     table.add_row("total", _gib(est.total_bytes), "100%", style="bold")
     out_console.print(table)
     if est.fits:
-        out_console.print(f"fits: [bold]{est.tier}[/bold] with {est.headroom_fraction:.0%} headroom")
+        out_console.print(f"fits: [bold]{escape(est.tier or '')}[/bold] with {est.headroom_fraction:.0%} headroom")
     else:
         out_console.print("[bold red]fits no tier[/bold red] " + ", ".join(t["tier"] for t in est.tiers))
     for a in est.advice:
@@ -130,7 +131,7 @@ def _print_estimate(est: MemoryEstimate) -> None:
         out_console.print(f"  - {a.detail}: {a.total_gib:,.2f} GiB{' per GPU' if a.gpus > 1 else ''} ({where})")
     out_console.print(f"[dim]traced in {est.trace_s:.1f} s; assumptions:[/dim]")
     for line in est.assumptions:
-        out_console.print(f"[dim]  · {line}[/dim]", highlight=False)
+        out_console.print(f"[dim]  · {escape(line)}[/dim]", highlight=False)
 
 
 def _print_validation(val: MemoryValidation) -> None:
@@ -145,7 +146,7 @@ def _print_validation(val: MemoryValidation) -> None:
         table.add_row(r.quantity, _gib(r.estimated_bytes), _gib(r.measured_bytes), f"{r.error_pct:+.1f}%")
     out_console.print(table)
     for note in val.notes:
-        out_console.print(f"[dim]{note}[/dim]")
+        out_console.print(f"[dim]{escape(note)}[/dim]")
 
 
 def register(app: typer.Typer) -> None:

@@ -70,7 +70,7 @@ def pipeline(
         if result.plan is not None:
             print_plan(result.plan, top)
     for note in result.notes:
-        err_console.print(f"note: {note}")
+        err_console.print(f"note: {note}", markup=False)
     if not result.exactly_once:
         err_console.print(f"[red]items not processed exactly once[/red]: {payload['ids']}")
         raise typer.Exit(1)

@@ -35,7 +35,7 @@ def _table(result: PlanResult, top: int) -> Any:
 
     kind = result.kind
     shown = min(top, len(result.candidates))
-    t = Table(title=f"{result.workload}: top {shown} of {len(result.candidates)}", title_justify="left")
+    t = Table(title=f"{escape(result.workload)}: top {shown} of {len(result.candidates)}", title_justify="left")
     # online: replicas, and the instances hosting them when a CPU instance runs several ("4 on 1"); else instances
     cols = ["#", "instance", "device", "replicas" if kind == "online" else "n", "prec", "buy"]
     cols += {
@@ -56,7 +56,7 @@ def _table(result: PlanResult, top: int) -> Any:
         if kind == "online" and c.replicas:
             n = f"{c.replicas}" + (f" on {c.count}" if c.replicas != c.count else "")
         buy = {"on-demand": "od"}.get(c.purchase, c.purchase)
-        row = [str(i), f"{c.provider}:{c.instance}", dev, n, c.precision, buy]
+        row = [str(i), escape(f"{c.provider}:{c.instance}"), dev, n, c.precision, buy]
         if kind == "online":
             lat = c.latency
             row.append(f"{c.batching.max_batch}/{c.batching.max_wait_ms:g}" if c.batching else "-")
@@ -112,7 +112,7 @@ def print_plan(result: PlanResult, top: int) -> None:
     if result.fleet:
         _print_fleet(result.fleet)
     if len(result.pareto) > 1:
-        pts = ", ".join(_point(c) for c in result.pareto[:6])
+        pts = escape(", ".join(_point(c) for c in result.pareto[:6]))
         out_console.print(
             f"[bold]Pareto frontier[/bold] (cost vs {'latency' if result.kind == 'online' else 'time'}): {pts}"
         )
@@ -123,7 +123,7 @@ def print_plan(result: PlanResult, top: int) -> None:
 def _print_fleet(fleet: dict[str, Any]) -> None:
     """The request mix's plan: one pool for every request vs pools split by request size (plan.fleet)."""
     mix = ", ".join(f"{m['share']:.0%} x {m['samples']}" for m in fleet["mix"])
-    out_console.print(f"[bold]Request mix[/bold] ({mix} samples): [bold]{fleet['choice']}[/bold]")
+    out_console.print(f"[bold]Request mix[/bold] ({mix} samples): [bold]{escape(fleet['choice'])}[/bold]")
 
     def pool(label: str, c: dict[str, Any]) -> None:
         lat = c.get("latency_ms") or {}
@@ -227,7 +227,7 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
     if json_out:
         emit_json(out)
         return
-    table = Table(title=f"{workload.name}: {g.rate_per_s:g} req/s, TTFT p{g.ttft.percentile:g} <= "
+    table = Table(title=f"{escape(workload.name)}: {g.rate_per_s:g} req/s, TTFT p{g.ttft.percentile:g} <= "
                   f"{g.ttft.bound_ms:g} ms, TPOT p{g.tpot.percentile:g} <= {g.tpot.bound_ms:g} ms")  # fmt: skip
     for col in ("instance", "device", "tp", "replicas", "instances", "$/h", f"TTFT p{g.ttft.percentile:g}",
                 f"TPOT p{g.tpot.percentile:g}", "$/1M out tok", "kWh/1M"):  # fmt: skip
@@ -235,16 +235,17 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
     for c in plan.candidates[:top]:
         kwh = f"{c.kwh_per_m_output_tokens:.3f}" if c.kwh_per_m_output_tokens is not None else "-"
         cost = format_usd(c.usd_per_hour, sign=False) + (" (over budget)" if c.over_budget else "")
-        table.add_row(c.instance, c.device, str(c.tp), str(c.replicas), str(c.instances), cost, f"{c.ttft_ms:.0f} ms",
-                      f"{c.tpot_ms:.1f} ms", format_usd(c.usd_per_m_output_tokens, sign=False), kwh)  # fmt: skip
+        table.add_row(escape(c.instance), c.device, str(c.tp), str(c.replicas), str(c.instances), cost,
+                      f"{c.ttft_ms:.0f} ms", f"{c.tpot_ms:.1f} ms", format_usd(c.usd_per_m_output_tokens, sign=False),
+                      kwh)  # fmt: skip
     out_console.print(table)
     rec = plan.recommendation
     if rec is None:
-        out_console.print(f"[bold red]{plan.why_none(g.budget_usd_per_hour)}[/bold red]", highlight=False)
+        out_console.print(f"[bold red]{escape(plan.why_none(g.budget_usd_per_hour) or '')}[/bold red]", highlight=False)
     else:
         split = f"tensor parallel {rec.tp}, " if rec.device_class == "gpu" else ""  # a CPU replica: all its cores
         per_m = format_usd(rec.usd_per_m_output_tokens)
-        out_console.print(f"[bold]recommendation:[/bold] {rec.instances} x {rec.instance} ({rec.device}, "
+        out_console.print(f"[bold]recommendation:[/bold] {rec.instances} x {escape(rec.instance)} ({rec.device}, "
                           f"{split}{rec.replicas} replica(s)) at {format_usd(rec.usd_per_hour)}/h, "
                           f"{per_m} per 1M output tokens", highlight=False)  # fmt: skip
         if rec.watts is not None and rec.kwh_per_m_output_tokens is not None:
@@ -260,12 +261,13 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
             line = (f"best {cls.upper()} plan: {best.instances} x {best.instance} at {rate}/h{ratio}, "
                     f"{format_usd(best.usd_per_m_output_tokens)} per 1M output tokens, TTFT {best.ttft_ms:.0f} ms, "
                     f"TPOT {best.tpot_ms:.1f} ms")  # fmt: skip
-            out_console.print(line, highlight=False)
+            out_console.print(escape(line), highlight=False)
     for note in plan.notes:
-        out_console.print(f"note: {note}", highlight=False)
+        out_console.print(f"note: {escape(note)}", highlight=False)
     if plan.infeasible:
         shown = "; ".join(f"{i}: {r}" for i, r in plan.infeasible_by_interest()[:3])
-        out_console.print(f"{len(plan.infeasible)} instance options cannot serve it, e.g. {shown}", highlight=False)
+        out_console.print(f"{len(plan.infeasible)} instance options cannot serve it, e.g. {escape(shown)}",
+                          highlight=False)  # fmt: skip
     err_console.print(f"stored as plan {stored}: `rightsize report {stored}` writes its report", highlight=False)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from rightsize.cli._common import JSON_OPTION, STORE_OPTION, check_writable, emit_json, err_console, out_console
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
@@ -57,11 +58,11 @@ def results(
             return
         from rich.table import Table
 
-        t = Table(title=f"runs in {db.path}", title_justify="left")
+        t = Table(title=escape(f"runs in {db.path}"), title_justify="left")
         for col in ("id", "created", "kind", "name", "model", "env", "status", "results", "failed"):
             t.add_column(col)
         for r in runs:
-            t.add_row(r.id, r.created_at, r.kind, r.name or "", r.model or "", r.env_id or "", r.status,
+            t.add_row(r.id, r.created_at, r.kind, escape(r.name or ""), escape(r.model or ""), r.env_id or "", r.status,
                       str(r.n_measurements), str(r.n_failed))  # fmt: skip
         out_console.print(t)
         return
@@ -72,7 +73,7 @@ def results(
     records = [record(m) for m in ms]
     if export is not None:
         written = _export(db, records, export, run_id, model)
-        err_console.print(f"wrote {written}")
+        err_console.print(escape(f"wrote {written}"))
     if limit is not None and len(ms) > limit and (json_out or export is None):  # newest N, in measured order
         err_console.print(f"showing the newest {limit} of {len(ms)} measurements; --limit N shows more")
         ms, records = ms[-limit:], records[-limit:]
@@ -83,7 +84,7 @@ def results(
         if lines:  # a plan, load test or validation measures nothing itself: say what it stored instead
             out_console.print(f"run {run_id} measured nothing itself; it stored:", highlight=False)
             for line in lines:
-                out_console.print(f"  {line}", highlight=False)
+                out_console.print(f"  {escape(line)}", highlight=False)
         else:
             out_console.print(sweep_table(ms, f"run {run_id}" if run_id else f"model {model}"))
 

@@ -96,6 +96,20 @@ def test_spot_and_mixed_candidates() -> None:
         assert mixed[0].spot is not None and (mixed[0].spot.p_meet_deadline or 0) >= spot.spot.p_meet_deadline
 
 
+def test_a_mixed_plan_bills_every_hour_it_runs_at_no_less_than_the_spot_price() -> None:
+    """Its expected hours include the first spin-up; its cost had left that spin-up out (a mixed plan read cheaper
+    than spot on the same fleet, and was recommended)."""
+    cat = small_catalog()
+    opts = pair_options(cat.instances, [_train_curve("T4", 10.0, "fp16")], cat.accelerators)
+    t = TrainingTarget(steps=20_000, batch_size=16, max_nodes=1, deadline_hours=4.0)
+    mixed = [c for c in plan_training(opts, t, purchase=["on_demand", "spot"], rate_of=lambda inst: 1.0)
+             if c.purchase == "mixed"]  # fmt: skip
+    assert mixed
+    for m in mixed:  # the on-demand share of its hours only adds to this floor
+        assert m.cost_usd_total >= m.runtime_hours * m.cost_usd_per_hour  # type: ignore[operator]
+        assert m.spot is not None and m.cost_usd_total == m.spot.expected_cost_usd
+
+
 def test_int8_curves_are_not_trained() -> None:
     cat = small_catalog()
     opts = pair_options(cat.instances, [_train_curve("T4", 1.0, "int8")], cat.accelerators)

@@ -198,14 +198,16 @@ def spot_odds(
             expected_hours=mix.expected_hours + up_h,
             p_meet_deadline=mix.p_meet_deadline,
             policy="mixed",
-            expected_cost_usd=mix.expected_cost_usd,
+            expected_cost_usd=mix.expected_cost_usd + up_h * c.cost_usd_per_hour,
         )
         m.notes.append(
             f"mixed: spot until the slack runs out, then on-demand at ${od_price:.2f}/h "
             f"(expected {format_hours(mix.expected_spot_hours)} on spot)"
         )
         m.runtime_hours = mix.expected_hours + up_h
-        m.cost_usd_total = mix.expected_cost_usd
+        # the first spin-up is billed at the spot price, as the spot row bills it (the simulator bills the work
+        # and its restarts): without it mixed read cheaper than spot on the same fleet, and was recommended
+        m.cost_usd_total = m.spot.expected_cost_usd
         m.feasible = not m.reasons
         if (mix.p_meet_deadline or 0.0) < MIN_P_MEET:
             m.feasible = False

@@ -65,3 +65,26 @@ def test_a_cpu_engines_plan_picks_only_precisions_it_runs(tmp_path: Path, monkey
     result, _ = plan_spec(workload, Store(tmp_path / "s.db"), progress=False)
     assert result.candidates and {c.precision for c in result.candidates} <= {"fp32", "int8"}
     assert all(c.device_class == "cpu" for c in result.candidates)
+
+
+@pytest.mark.slow
+def test_a_gpu_only_instance_filter_plans_the_engine_that_runs_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`instances: [g4dn.xlarge]` with `engines: [torch, onnxruntime]` ended the whole plan with "no service curve
+    matches a catalog instance ... re-run the projection": ONNX Runtime is planned on CPUs only."""
+    from rightsize.errors import SpecError
+
+    monkeypatch.setenv("RIGHTSIZE_ONNX_CACHE", str(tmp_path / "onnx"))
+    spec = {
+        "name": "gpu-only", "model": "distilbert", "tiny": True, "input": {"seq_len": 16}, "batch_sizes": [1],
+        "precisions": ["fp32"], "engines": ["torch", "onnxruntime"], "timing": {"max_time_s": 0.3, "max_repeats": 10},
+        "targets": {"instances": ["g4dn.xlarge"],
+                    "online": {"rate_per_s": 5, "latency": {"percentile": 95, "bound_ms": 200}}},
+    }  # fmt: skip
+    store = Store(tmp_path / "s.db")
+    result, _ = plan_spec(Workload.model_validate(spec), store, progress=False)
+    assert result.recommendation is not None and result.recommendation.instance == "g4dn.xlarge"
+    assert "engine ONNX Runtime: not planned (CPU only; targets.instances keeps no CPU instance)" in result.why
+    with pytest.raises(SpecError, match=r"^targets\.instances: keeps no CPU instance, and engines \['onnxruntime'\]"):
+        plan_spec(Workload.model_validate(spec | {"engines": ["onnxruntime"]}), store, progress=False)

@@ -248,8 +248,22 @@ def plan_spec(
     if workload.engines == ["torch"]:
         return _plan_one(workload, store, catalog, progress, seed)
     from rightsize.models.byo import engine_ref
+    from rightsize.plan.planner import plannable
 
     runs: list[tuple[str, PlanResult, dict[str, Any]]] = []
+    cpu_engines = [e for e in workload.engines if e in ("onnxruntime", "openvino")]
+    if cpu_engines and not any(i.accelerator is None for i in plannable(workload, catalog)):
+        # the filters keep GPU instances only: a CPU engine has nothing to plan (it had ended the whole plan with
+        # "no service curve matches a catalog instance")
+        if len(cpu_engines) == len(workload.engines):
+            raise SpecError("targets.instances", f"keeps no CPU instance, and engines {cpu_engines} run on CPUs "
+                            "only; add a CPU instance or plan engines: [torch]")  # fmt: skip
+        skipped = [f"engine {ENGINE_NAMES[e]}: not planned (CPU only; targets.instances keeps no CPU instance)"
+                   for e in cpu_engines]  # fmt: skip
+        workload = workload.model_copy(update={"engines": [e for e in workload.engines if e not in cpu_engines]})
+        result, context = plan_spec(workload, store, catalog, progress, seed)
+        result.why += skipped
+        return result, context
     for engine in workload.engines:
         w = workload.model_copy(update={"model": engine_ref(workload.model, engine), "engines": ["torch"]})
         if engine in ("onnxruntime", "openvino"):  # CPU engines: ORT fp32 and its own int8; OpenVINO fp32
@@ -261,6 +275,9 @@ def plan_spec(
         result, context = _plan_one(w, store, catalog, progress, seed)
         runs.append((engine, result, context))
     return _pick_engine(runs)
+
+
+ENGINE_NAMES = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
 
 
 def _cost(result: PlanResult) -> float:
@@ -281,7 +298,7 @@ def _cost_key(result: PlanResult) -> tuple[float, float]:
 def _pick_engine(runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> tuple[PlanResult, dict[str, Any]]:
     """The cheapest feasible engine's plan, with a line per other engine saying what it would cost."""
     engine, best, context = min(runs, key=lambda r: _cost_key(r[1]))
-    names = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
+    names = ENGINE_NAMES
     lines = []
     for other, result, _ in runs:
         if other == engine:

@@ -45,6 +45,11 @@ def test_an_address_nothing_listens_on_fails_in_seconds() -> None:
         probe(f"127.0.0.1:{port}")
     assert time.perf_counter() - t0 < 5
     probe("auto")  # no port: left to Ray
+    from rightsize.errors import SpecError
+
+    for bad in ("bogus", "127.0.0.1:99999", ":6379", "ray://h"):  # Ray's answer: a ValueError traceback
+        with pytest.raises(SpecError, match=r"^--ray: .* is not a cluster address; pass auto, HOST:PORT"):
+            probe(bad)
 
 
 def test_what_is_printed_to_fd_1_inside_a_session_goes_to_stderr() -> None:

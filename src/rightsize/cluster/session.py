@@ -98,12 +98,16 @@ def _quiet(ray: Any) -> dict[str, Any]:
 
 
 def probe(address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
-    """RunFailedError unless something accepts a TCP connection at ``address`` (host:port); addresses
-    without a port (``auto``, a bare host) are left to Ray."""
+    """RunFailedError unless something accepts a TCP connection at ``address`` (host:port); ``auto`` and ``local``
+    are left to Ray; anything else without a port is a SpecError."""
     rest = address.split("://", 1)[-1]
     port_text = rest.rsplit(":", 1)[-1] if ":" in rest and not rest.endswith("]") else ""
-    if not port_text.isdigit():
+    if address in ("auto", "local"):
         return
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536 or not host_of(address):
+        # Ray's own answer is a ValueError traceback ("Invalid address format")
+        raise SpecError("--ray", f"{address!r} is not a cluster address; pass auto, HOST:PORT (e.g. 127.0.0.1:6379) "
+                        "or ray://HOST:PORT")  # fmt: skip
     host = host_of(address)
     try:
         with socket.create_connection((host, int(port_text)), timeout=timeout_s):

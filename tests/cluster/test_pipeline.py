@@ -72,6 +72,16 @@ def test_local_pipeline_reads_a_jsonl_file_with_its_own_ids(tmp_path: Path) -> N
     assert res.items == 200 and res.exactly_once and res.ids.expected == 200
     assert sorted(json.loads(line)["id"] for line in out.read_text().splitlines()) == ids
     assert res.stages["read"]["wall_s"] > 0  # the file read, timed in the driver
+    assert not any("worker processes on" in n for n in res.notes)
+
+
+def test_more_local_workers_than_cores_says_what_it_costs(tmp_path: Path) -> None:
+    import os
+
+    w = parse_spec({"model": "simplenet", "tiny": True, "batch_sizes": [32]})
+    workers = (os.cpu_count() or 1) + 2
+    res = run_and_project(w, items=200, workers=workers, output_path=tmp_path / "o.jsonl")
+    assert res.exactly_once and f"{workers} worker processes on {os.cpu_count()} cores" in " ".join(res.notes)
 
 
 def test_file_without_the_payload_column_is_a_spec_error(tmp_path: Path) -> None:

@@ -55,24 +55,30 @@ def check_ids(seen: np.ndarray, expected: np.ndarray) -> IdCheck:
 
 
 class ResultWriter:
-    """Appends ``id, label, score`` rows to a Parquet or JSONL file."""
+    """Appends ``id, label, score`` rows to a Parquet or JSONL file.
+
+    Rows go to a partial file beside ``path``; ``close(keep=True)`` renames it over ``path`` once the run has
+    finished, ``close()`` alone removes it. A run stopped half-way (Ctrl-C, a crash) leaves an existing ``path``
+    as it was: it had been emptied the moment the run started."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._parquet: Any = None
         self._jsonl: Any = None
-        if path.suffix.lower() == ".parquet":
+        suffix = path.suffix.lower()
+        if suffix not in (".parquet", ".jsonl", ".ndjson"):
+            raise SpecError("--output", f"must end in .parquet or .jsonl, got {path.name!r}")
+        self.partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        if suffix == ".parquet":
             import pyarrow as pa
             import pyarrow.parquet as pq
 
             schema = pa.schema([("id", pa.int64()), ("label", pa.int64()), ("score", pa.float32())])
-            self._parquet = pq.ParquetWriter(path, schema)
+            self._parquet = pq.ParquetWriter(self.partial, schema)
             self._parquet.write_table(schema.empty_table())  # pyarrow's one-time setup (~0.3 s) outside the timed stage
             self._pa, self._schema = pa, schema
-        elif path.suffix.lower() in (".jsonl", ".ndjson"):
-            self._jsonl = path.open("w")
         else:
-            raise SpecError("--output", f"must end in .parquet or .jsonl, got {path.name!r}")
+            self._jsonl = self.partial.open("w")
 
     def write(self, batch: Batch) -> None:
         ids, labels, scores = batch["id"], batch["label"], batch["score"]
@@ -86,11 +92,16 @@ class ResultWriter:
                 for i, lab, s in zip(ids, labels, scores, strict=True)
             )
 
-    def close(self) -> None:
+    def close(self, keep: bool = False) -> None:
+        """Finish the file; ``keep``: it becomes ``path`` (else the partial file is removed)."""
         if self._parquet is not None:
             self._parquet.close()
         if self._jsonl is not None:
             self._jsonl.close()
+        if keep:
+            os.replace(self.partial, self.path)
+        else:
+            self.partial.unlink(missing_ok=True)
 
 
 @dataclass
@@ -199,10 +210,12 @@ def run_pipeline(
             for k, v in t.items():
                 totals[stage][k] += v
 
+    finished = False
     try:
         run = run_ray(plan, sink, ray_address) if ray_address is not None else run_local(plan, sink)
+        finished = True
     finally:
-        writer.close()
+        writer.close(keep=finished)
         if tmp is not None:
             tmp.cleanup()
     return _result(workload, plan, run, totals, seen, output_path, full_items)
@@ -224,6 +237,11 @@ def _result(workload: Workload, plan: PipelinePlan, run: EngineRun, totals: dict
         ids=check_ids(ids, expected), output_path=str(output_path) if output_path else None, cluster=run.cluster,
     )  # fmt: skip
     res.notes.extend(run.notes)
+    cores = os.cpu_count() or 1
+    if run.engine == "local" and plan.infer.device == "cpu" and run.workers > cores:
+        res.notes.append(f"{run.workers} worker processes on {cores} cores: they take turns on the CPU, so the "
+                         f"items/s here is lower than {cores} would give; leave --workers out (one per "
+                         "core)")  # fmt: skip
     batch_target = workload.targets.batch if workload.targets else None
     res.full_items = full_items or (batch_target.items if batch_target else DEFAULT_FULL_ITEMS)
     return res

@@ -49,6 +49,10 @@ def test_report_errors_exit_2_and_never_create_a_store(tmp_path: Path, capsys: p
     assert rc == 2 and "no results store" in err and not missing.exists()
     rc, _, err = _run(["report", "-o", str(tmp_path / "r.pdf"), "--store", str(missing)], capsys)
     assert rc == 2 and "--output: must end in .html or .md" in err
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    rc, _, err = _run(["report", "-o", str(tmp_path / "r.html"), "--store", str(empty)], capsys)
+    assert rc == 2 and "is not a rightsize store" in err and empty.stat().st_size == 0  # it got a schema written
 
 
 def test_report_unknown_run_exit_2(

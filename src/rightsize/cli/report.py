@@ -41,7 +41,7 @@ def report(
     path = store if store is not None else default_store_path()
     if not Path(path).is_file():
         raise missing_store_error(Path(path), "`rightsize plan SPEC`")
-    with Store(path) as db:
+    with Store(path, read_only=True) as db:  # a report never writes to the store (an empty file got a schema)
         if (generative := find_generative_plan(db, run)) is not None:
             _generative_report(generative, output, json_out)
             return

@@ -174,3 +174,14 @@ def test_a_measured_input_stage_replaces_the_rule_of_thumb_warning() -> None:
     rule = [w for w in explain("batch", [gpu])[3] if w.startswith("CPU-bound input pipeline risk")]
     assert len(rule) == 1  # 1,000 samples/s per vCPU
     assert not [w for w in explain("batch", [gpu], input_measured=True)[3] if "input pipeline risk" in w]
+
+
+def test_at_the_same_price_a_precision_the_spec_lists_ranks_first() -> None:
+    """bert-finetune lists [fp32, bf16]: an unlisted fp16 at the same price and band had been recommended."""
+    best = _best_c4x()
+    listed = dataclasses.replace(best, precision="bf16")
+    unlisted = dataclasses.replace(best, precision="fp16")
+    assert rank([unlisted, listed], "online", ["fp32", "bf16"])[0] is listed
+    assert rank([listed, unlisted], "online", ["fp32", "fp16"])[0] is unlisted
+    cheaper = dataclasses.replace(unlisted, cost_usd_per_hour=best.cost_usd_per_hour * 0.99)
+    assert rank([listed, cheaper], "online", ["fp32", "bf16"])[0] is cheaper  # price still comes first

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import date
 
 from rightsize.catalog.model import is_unverified, unverified_note
@@ -71,9 +71,9 @@ def _closest(infeasible: Sequence[Candidate], kind: PlanKind, request_samples: i
     return min(infeasible, key=lambda c: (speed(c), _cost(c, kind)), default=None)
 
 
-def rank(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
-    """Feasible first by cost (then a verified price, the narrower band, anchored on its own precision rather than
-    extrapolated, faster, fewer machines); infeasible after.
+def rank(cands: Sequence[Candidate], kind: PlanKind, listed: Collection[str] = ()) -> list[Candidate]:
+    """Feasible first by cost (then a verified price, a precision the spec lists (``listed``), the narrower band,
+    anchored on its own precision rather than extrapolated, faster, fewer machines); infeasible after.
 
     At the same price the better-known plan wins: the image example once recommended int8 MobileNetV2,
     extrapolated from fp32 and 0.4 ms faster at the band's slow edge, over the fp32 this machine measured; and a
@@ -87,6 +87,7 @@ def rank(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
             not c.feasible,
             _cost(c, kind),
             is_unverified(c.price_source, c.purchase),
+            bool(listed) and c.precision not in listed,  # at one price, bf16 as asked before an unasked fp16
             _width(c),
             c.curve is not None and c.curve.extrapolated,
             _speed(c, kind),

@@ -193,7 +193,7 @@ def plan(
             "Cloud Carbon Footprint's method and coefficients (catalog/data/power.csv, grid.csv): per-vCPU and "
             "per-GPU min..max watts at the predicted utilization, RAM 0.392 W/GiB, x PUE, x the region's grid factor"
         )
-    ranked = rank(cands, kind)
+    ranked = rank(cands, kind, workload.precisions)
     why, why_not, alt, warnings = explain(kind, ranked, percentile, bound, samples, input_stage is not None)
     warnings += mix_warnings
     rec = next((c for c in ranked if c.feasible), None)

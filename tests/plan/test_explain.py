@@ -185,3 +185,33 @@ def test_at_the_same_price_a_precision_the_spec_lists_ranks_first() -> None:
     assert rank([listed, unlisted], "online", ["fp32", "fp16"])[0] is unlisted
     cheaper = dataclasses.replace(unlisted, cost_usd_per_hour=best.cost_usd_per_hour * 0.99)
     assert rank([listed, cheaper], "online", ["fp32", "bf16"])[0] is cheaper  # price still comes first
+
+
+def test_the_closest_to_a_budget_is_the_cheapest_that_misses_nothing_else() -> None:
+    """Against a $0.1/h budget the closest had been the fastest of all (8x H200 at $43/h), not c7a.large at $0.103;
+    against max_instances, the one needing the fewest instances (it had named 87058 x c7i.48xlarge)."""
+    from rightsize.plan.explain import infeasible_summary
+
+    target = OnlineTarget(rate_per_s=10, latency=LatencyBound(percentile=95, bound_ms=80))
+    base = rank(plan_online(pair_options(small_catalog().instances, [cpu_curve("c.4x", 11.0, 8.0)], {}), target),
+                "online")[0]  # fmt: skip
+    assert base.latency is not None
+    fast = dataclasses.replace(base, instance="fast", cost_usd_per_hour=43.0, feasible=False,
+                               latency=dataclasses.replace(base.latency, p95=2.0),
+                               reasons=["over budget: 1 replicas cost $43.00/h > $0.1/h"])  # fmt: skip
+    cheap = dataclasses.replace(base, instance="cheap", cost_usd_per_hour=0.103, feasible=False,
+                                reasons=["over budget: 1 replicas cost $0.10/h > $0.1/h"])  # fmt: skip
+    slow = dataclasses.replace(
+        base, instance="slow", cost_usd_per_hour=0.05, feasible=False, reasons=["p95 300 ms > 80 ms"]
+    )  # misses the SLO: not nearer for being cheaper
+    why, _, _, _ = explain("online", [slow, cheap, fast], 95, 80)
+    assert why[1].startswith("closest:") and "cheap" in why[1]
+    big = dataclasses.replace(base, instance="big", count=64, cost_usd_total=9.0, runtime_hours=1.0, feasible=False,
+                              reasons=["needs 1364 instances > max_instances 64"])  # fmt: skip
+    small = dataclasses.replace(big, instance="small", cost_usd_total=5.0, reasons=["needs 87058 instances > "
+                                "max_instances 64"])  # fmt: skip
+    why, _, _, _ = explain("batch", [small, big])
+    assert why[1].startswith("closest:") and "big" in why[1]
+    assert infeasible_summary(
+        [big, dataclasses.replace(small, reasons=["needs 52046400 instances > max_instances 64"])]
+    ) == {"needs 1364-52046400 instances > max_instances 64": 2}  # not 5.20464e+07

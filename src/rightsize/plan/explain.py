@@ -61,6 +61,12 @@ def _closest(infeasible: Sequence[Candidate], kind: PlanKind, request_samples: i
     interruption estimate, fastest of all, can be planned under no deadline."""
     if kind != "online" and (buyable := [c for c in infeasible if missed_targets(c) is not None]):
         infeasible = buyable
+    # one that misses nothing but the budget is nearest at the lowest price (the fastest had named an 8x H200
+    # against a $0.1/h budget a c7a.large misses by $0.003); nothing but max_instances, with the fewest instances
+    if over := [c for c in infeasible if c.reasons and all(r.startswith("over budget") for r in c.reasons)]:
+        return min(over, key=lambda c: (_cost(c, kind), _speed(c, kind)))
+    if kind != "online" and (many := [c for c in infeasible if missed_targets(c) == ["max_instances"]]):
+        return min(many, key=lambda c: (_instances_needed(c), _cost(c, kind)))
 
     def speed(c: Candidate) -> float:
         t = _speed(c, kind)
@@ -69,6 +75,14 @@ def _closest(infeasible: Sequence[Candidate], kind: PlanKind, request_samples: i
         return t
 
     return min(infeasible, key=lambda c: (speed(c), _cost(c, kind)), default=None)
+
+
+def _instances_needed(c: Candidate) -> float:
+    """The instances a candidate's "needs N instances > max_instances" reason asks for (its count otherwise)."""
+    for r in c.reasons:
+        if m := re.match(r"needs (\d+)", r):
+            return float(m.group(1))
+    return float(c.count)
 
 
 def rank(cands: Sequence[Candidate], kind: PlanKind, listed: Collection[str] = ()) -> list[Candidate]:
@@ -128,6 +142,11 @@ def pareto(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
 
+def _whole(v: float) -> str:
+    """A number read off a reason, as written there: 52046400, not 5.20464e+07."""
+    return str(int(v)) if v.is_integer() and abs(v) < 1e18 else f"{v:g}"
+
+
 def infeasible_summary(cands: Sequence[Candidate]) -> dict[str, int]:
     """Reason kind -> number of infeasible candidates, most first. A kind is the reason's text before its first
     colon with its numbers as ranges over the candidates: "needs 74-1304 instances > max_instances 64", not one
@@ -144,7 +163,7 @@ def infeasible_summary(cands: Sequence[Candidate]) -> dict[str, int]:
         text = pieces[0]
         for vs, piece in zip(zip(*values, strict=True), pieces[1:], strict=True):
             lo, hi = min(vs), max(vs)
-            text += (f"{lo:g}" if lo == hi else f"{lo:g}-{hi:g}") + piece
+            text += (_whole(lo) if lo == hi else f"{_whole(lo)}-{_whole(hi)}") + piece
         out[text] = len(values)
     return out
 

@@ -70,3 +70,25 @@ def test_the_api_is_on_the_package_and_loads_lazily() -> None:
 
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         rightsize.nope  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: rs.plan(None), r"^spec: must be a YAML path, a dict in the spec's schema or a Workload, got NoneType"),
+        (lambda: rs.workload(1.5), r"^spec: must be .* got float 1\.5"),
+        (lambda: rs.measure([]), r"^spec: must be .* got list"),
+        (lambda: rs.plan("name: x\nmodel: distilbert\n"), r"^spec: is YAML text, not a path"),
+        (lambda: rs.plan({"model": "distilbert"}, store=123), r"^store: must be a path to a SQLite store"),
+        (lambda: rs.plan({"model": "distilbert"}, seed="a"), r"^seed: must be an integer 0\.\.4294967295, got str"),
+        (lambda: rs.plan({"model": "distilbert"}, seed=-1), r"^seed: must be 0\.\.4294967295, got -1"),
+        (lambda: rs.memory(None), r"^model: must be a zoo name"),
+        (lambda: rs.memory("distilbert", batch_size="8"), r"^batch_size: must be an integer, got str '8'"),
+        (lambda: rs.memory("distilbert", precision=5), r"^precision: must be a string"),
+        (lambda: rs.memory("distilbert", catalog=123), r"^catalog: must be a CSV path, a Catalog or None"),
+    ],
+)
+def test_a_wrong_argument_is_named(call: object, message: str) -> None:
+    """A wrong type had surfaced as pathlib's or numpy's TypeError, or an AttributeError inside did_you_mean."""
+    with pytest.raises(SpecError, match=message):
+        call()  # type: ignore[operator]

@@ -23,6 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rightsize.errors import SpecError
+from rightsize.inputfile import short
+
 if TYPE_CHECKING:
     from rightsize.catalog import Catalog
     from rightsize.estimate.memory import MemoryEstimate
@@ -34,6 +37,16 @@ if TYPE_CHECKING:
 __all__ = ["PlanRecord", "diagnose", "measure", "memory", "plan", "workload"]
 
 
+SEED_MAX = 2**32 - 1  # as the CLI's --seed
+
+
+def _argument(name: str, value: Any, types: tuple[type, ...], what: str) -> None:
+    """A SpecError naming the argument when ``value`` is not of ``types`` (a bool is not an int here): a wrong type
+    had surfaced as pathlib's or numpy's TypeError from deep inside."""
+    if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+        raise SpecError(name, f"must be {what}, got {type(value).__name__} {short(value)}")
+
+
 def workload(spec: str | Path | dict[str, Any] | Workload) -> Workload:
     """A validated ``Workload`` from a YAML path, a dict or a Workload (returned as is)."""
     from rightsize.spec import Workload, load_spec
@@ -43,12 +56,23 @@ def workload(spec: str | Path | dict[str, Any] | Workload) -> Workload:
         return spec
     if isinstance(spec, dict):
         return parse_spec(spec, "spec")
+    _argument("spec", spec, (str, Path), "a YAML path, a dict in the spec's schema or a Workload")
+    if isinstance(spec, str) and ("\n" in spec or spec.lstrip().startswith(("name:", "model:"))):
+        raise SpecError("spec", "is YAML text, not a path; pass the file's path, or yaml.safe_load(text) as a dict")
     return load_spec(spec)
+
+
+def _store_type(store: object) -> None:
+    from rightsize.store import Store
+
+    if store is not None and not isinstance(store, Store):
+        _argument("store", store, (str, Path), "a path to a SQLite store, a Store or None")
 
 
 def _store(store: str | Path | Store | None) -> Store:
     from rightsize.store import Store
 
+    _store_type(store)
     return store if isinstance(store, Store) else Store(store)
 
 
@@ -56,7 +80,11 @@ def _catalog(catalog: str | Path | Catalog | None) -> Catalog:
     """A loaded catalog as is; a CSV path merged over the shipped tables; None: shipped + $RIGHTSIZE_CATALOG."""
     from rightsize.catalog import Catalog, load_catalog
 
-    return catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
+    if isinstance(catalog, Catalog):
+        return catalog
+    if catalog is not None:
+        _argument("catalog", catalog, (str, Path), "a CSV path, a Catalog or None")
+    return load_catalog(catalog)
 
 
 @dataclass
@@ -165,9 +193,12 @@ def plan(
     seed: int = 0,
 ) -> PlanRecord:
     """Plan ``spec`` (measuring this machine when the store has no profile yet), as ``rightsize plan``."""
-    from rightsize.errors import SpecError
     from rightsize.workflows.plan import plan_spec
 
+    _store_type(store)
+    _argument("seed", seed, (int,), f"an integer 0..{SEED_MAX}")
+    if not 0 <= seed <= SEED_MAX:
+        raise SpecError("seed", f"must be 0..{SEED_MAX}, got {seed}")
     w = workload(spec)
     if w.targets is None:
         raise SpecError("targets", "the spec has no targets; add online, batch or training (see examples/)")
@@ -190,6 +221,13 @@ def memory(model: str, *, catalog: str | Path | Catalog | None = None, **kwargs:
     (mode, precision, batch_size, seq_len, device, tiers, …)."""
     from rightsize.estimate.memory_estimate import estimate_memory
 
+    _argument("model", model, (str,), "a zoo name or your model's ref (see docs/models.md)")
+    for name in ("batch_size", "seq_len", "image_size"):
+        if kwargs.get(name) is not None:
+            _argument(name, kwargs[name], (int,), "an integer")
+    for name in ("mode", "precision", "device", "optimizer"):
+        if name in kwargs:
+            _argument(name, kwargs[name], (str,), "a string, as the CLI's option of that name takes")
     return estimate_memory(model, catalog=_catalog(catalog), **kwargs)
 
 

@@ -58,6 +58,8 @@ class RunFailedError(RightsizeError):
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
     """Return ``" Did you mean 'x'?"`` for the closest choice, or ``""``; a choice that differs only in case or
     surrounding spaces wins (``BF16`` -> ``bf16``)."""
+    if not isinstance(name, str):  # a Python caller's 5 for a precision: no suggestion, not an AttributeError here
+        return ""
     options = list(choices)
     folded = [c for c in options if c.lower() == name.strip().lower()]
     close = folded or difflib.get_close_matches(name, options, n=1, cutoff=0.5)

@@ -117,10 +117,13 @@ def interruptions_per_hour(bucket: str | None) -> float | None:
     return -math.log1p(-p) / HOURS_PER_MONTH
 
 
-def gpu_memory_tiers(catalog: Catalog) -> list[tuple[float, list[str]]]:
-    """[(memory GiB, [accelerator names])] sorted by memory, ascending."""
+def gpu_memory_tiers(catalog: Catalog, precision: str | None = None) -> list[tuple[float, list[str]]]:
+    """[(memory GiB, [accelerator names])] sorted by memory, ascending; ``precision`` "bf16" leaves out the GPUs
+    without it (T4, V100: a bf16 model "fit" a T4 that cannot run it)."""
     tiers: dict[float, list[str]] = {}
     for acc in catalog.accelerators.values():
+        if precision == "bf16" and acc.tflops.get("bf16", 0.0) <= 0:
+            continue
         tiers.setdefault(acc.memory_gib, []).append(acc.name)
     return [(mem, sorted(names)) for mem, names in sorted(tiers.items())]
 

@@ -75,7 +75,7 @@ def estimate_memory(
     )  # fmt: skip
     tier_source = "the given tier list"
     if tiers is None:
-        tiers, tier_source = default_tiers(device, catalog)
+        tiers, tier_source = default_tiers(device, catalog, precision)
     est = build_estimate(inp, tiers)
     est.trace_s = round(trace.elapsed_s, 2)
     est.shape, est.vocab = shape, vocab

@@ -78,11 +78,11 @@ def pick_tier(total_bytes: int, tiers: list[GpuTier], headroom: float = TIER_HEA
     return None
 
 
-def catalog_tiers(catalog: Catalog) -> list[GpuTier] | None:
-    """GPU tiers of ``catalog``; None when it names no accelerator."""
+def catalog_tiers(catalog: Catalog, precision: str | None = None) -> list[GpuTier] | None:
+    """GPU tiers of ``catalog`` (those that run ``precision``: ``gpu_memory_tiers``); None when it names none."""
     from rightsize.catalog import gpu_memory_tiers
 
-    return [GpuTier(float(mem), tuple(names)) for mem, names in gpu_memory_tiers(catalog)] or None
+    return [GpuTier(float(mem), tuple(names)) for mem, names in gpu_memory_tiers(catalog, precision)] or None
 
 
 def parse_tiers(text: str) -> list[GpuTier]:
@@ -104,15 +104,17 @@ def parse_tiers(text: str) -> list[GpuTier]:
     return [GpuTier(size, (f"{size:g} GiB GPU",)) for size in sorted(set(sizes))]
 
 
-def default_tiers(device: str, catalog: Catalog | None = None) -> tuple[list[GpuTier], str]:
-    """(tiers, where they came from): ``catalog``'s GPU tiers for CUDA (the built-in list without one), this
-    machine's RAM for CPU."""
+def default_tiers(
+    device: str, catalog: Catalog | None = None, precision: str | None = None
+) -> tuple[list[GpuTier], str]:
+    """(tiers, where they came from): ``catalog``'s GPU tiers that run ``precision`` for CUDA (the built-in list
+    without a catalog), this machine's RAM for CPU."""
     if device == "cpu":
         import psutil
 
         ram_gib = psutil.virtual_memory().total / GIB
         return [GpuTier(round(ram_gib, 1), ("this machine's RAM",))], "this machine's RAM (psutil)"
-    tiers = catalog_tiers(catalog) if catalog is not None else None
+    tiers = catalog_tiers(catalog, precision) if catalog is not None else None
     if tiers is None:
         return list(FALLBACK_GPU_TIERS), "the built-in tier list (no catalog passed)"
-    return tiers, "the catalog's accelerators"
+    return tiers, "the catalog's accelerators" + (" that run bf16" if precision == "bf16" else "")

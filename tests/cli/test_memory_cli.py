@@ -105,3 +105,23 @@ def test_memory_tiers_refusal_states_the_range_it_accepts(rightsize: Run) -> Non
             "error: --tiers: expected 'builtin' or GiB sizes above 0 and at most 16384, such as '8,16,24', "
             f"got '{bad}'\n"
         )
+
+
+def test_training_options_on_an_inference_estimate_are_refused(rightsize: Run) -> None:
+    """An inference estimate holds no optimizer state: --optimizer sgd and --fused were silently ignored."""
+    out = rightsize("memory", "bert-base", "--optimizer", "sgd")
+    assert out.returncode == 2 and out.stderr == "error: --optimizer: applies to training only; add --mode train or " \
+        "drop it\n"  # fmt: skip
+    out = rightsize("memory", "bert-base", "--fused")
+    assert out.returncode == 2 and out.stderr.startswith("error: --fused: applies to training only")
+
+
+def test_bf16_tiers_leave_out_the_gpus_without_bf16() -> None:
+    """llama-7b bf16 at 512 tokens "fit" T4/V100-16GB, which cannot run bf16."""
+    from rightsize.catalog import gpu_memory_tiers, load_catalog
+
+    cat = load_catalog()
+    every = {n for _, names in gpu_memory_tiers(cat) for n in names}
+    bf16 = {n for _, names in gpu_memory_tiers(cat, "bf16") for n in names}
+    assert {"T4", "V100-16GB"} <= every and not {"T4", "V100-16GB"} & bf16
+    assert {"A10G", "L4", "A100-40GB", "H100"} <= bf16 and "P4" not in bf16

@@ -30,8 +30,8 @@ def memory(
     batch: int = typer.Option(1, "--batch", max=100_000_000, help="Batch size."),
     seq: int | None = typer.Option(None, "--seq", max=1_000_000, help="Sequence length (token models)."),
     image: int | None = typer.Option(None, "--image", max=8192, help="Image size in pixels (image models)."),
-    optimizer: str = typer.Option("adamw", "--optimizer", help="adamw | sgd (training)."),
-    fused: bool = typer.Option(False, "--fused", help="Fused optimizer step (no foreach temporary)."),
+    optimizer: str | None = typer.Option(None, "--optimizer", help="adamw | sgd (training; default adamw)."),
+    fused: bool = typer.Option(False, "--fused", help="Fused optimizer step (no foreach temporary; training)."),
     device: str = typer.Option("cuda", "--device", help="cuda (GPU tiers) | cpu (this machine's RAM)."),
     tiers: str | None = typer.Option(
         None, "--tiers", help="GPU memory tiers: 'builtin', or GiB sizes such as '8,16,24' (default: the catalog)."
@@ -50,11 +50,16 @@ def memory(
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Estimate peak memory without allocating it (FakeTensor trace) and pick the smallest GPU tier."""
+    from rightsize.errors import SpecError
     from rightsize.estimate.memory_estimate import estimate_memory
     from rightsize.estimate.memory_tiers import parse_tiers
     from rightsize.models.byo import user_input_options
 
     mode = {"training": "train", "inference": "infer"}.get(mode, mode)  # the spec's words for the same modes
+    if mode == "infer" and (optimizer is not None or fused):  # an inference estimate holds no optimizer state
+        raise SpecError("--fused" if optimizer is None else "--optimizer", "applies to training only; add --mode "
+                        "train or drop it")  # fmt: skip
+    optimizer = optimizer or "adamw"
     dims, vocab = user_input_options(model, shape, vocab)
     kwargs: dict[str, Any] = {
         "mode": mode, "precision": precision, "batch_size": batch, "seq_len": seq, "image_size": image,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rightsize.errors import RunFailedError
+from rightsize.errors import UnsupportedError
 from rightsize.profile import Environment, Latency, Measurement
 from rightsize.spec import Workload
 from rightsize.store import Store
@@ -64,8 +64,22 @@ def test_a_spec_measured_on_another_machine_plans_from_its_measurements(tmp_path
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="here the spec's cuda runs")
 def test_nothing_measured_anywhere_says_why(tmp_path: Path) -> None:
-    with Store(tmp_path / "empty.db") as store, pytest.raises(RunFailedError, match="could not be measured on this"):
+    # what this machine cannot run: exit 2, as a spec it cannot plan (it was a failed run, exit 1)
+    with Store(tmp_path / "empty.db") as store, pytest.raises(UnsupportedError, match="could not be measured on this"):
         plan_spec(Workload.model_validate(SPEC), store, progress=False)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="here the spec's cuda runs")
+def test_this_machines_cpu_sweep_is_not_a_cuda_measurement(tmp_path: Path) -> None:
+    """`devices: [cuda]` on a CPU machine had been planned from its earlier CPU sweep, 'measured on this very
+    device', with no word on it."""
+    cpu = {**SPEC, "devices": ["cpu"], "precisions": ["fp32"], "timing": {"max_time_s": 0.3, "max_repeats": 10}}
+    with Store(tmp_path / "s.db") as store:
+        result, _ = plan_spec(Workload.model_validate(cpu), store, progress=False)
+        assert result.recommendation is not None
+        with pytest.raises(UnsupportedError, match=r"the spec's devices \(cuda\) could not be measured"):
+            plan_spec(Workload.model_validate({**cpu, "devices": ["cuda"]}), store, progress=False)
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="here the spec's cuda runs")

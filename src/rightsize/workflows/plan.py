@@ -349,14 +349,20 @@ def _plan_one(
     listed = list(workload.precisions)
     workload, notes = with_cpu_serving_precisions(workload)  # int8 added for a CPU serving plan: its own note
     profile = ensure_profile(workload, store, progress=progress)
-    if not profile.ok():
+    # this machine's stored measurements on other devices do not count: `devices: [cuda]` on a CPU machine had been
+    # planned from its earlier CPU sweep, "measured on this very device", with no word on it
+    if not any(m.device in workload.devices for m in profile.ok()):
         elsewhere = _measured_elsewhere(workload, store, profile)
         if elsewhere is None:
-            reasons = sorted({m.reason or "failed" for m in profile.measurements}) or [
-                f"the spec's devices ({', '.join(workload.devices)}) could not be measured on this machine and the "
-                "store holds no measurement of this model, mode and input from another; run `rightsize bench SPEC "
-                "--store FILE` where they exist and plan with the same --store, or add cpu to devices"
-            ]
+            failed = [m for m in profile.measurements if m.device in workload.devices]
+            if not failed:
+                raise UnsupportedError(
+                    f"no measurement of {workload.model} to plan from: the spec's devices "
+                    f"({', '.join(workload.devices)}) could not be measured on this machine and the store holds no "
+                    "measurement of this model, mode and input from another; run `rightsize bench SPEC --store FILE` "
+                    "where they exist and plan with the same --store, or add cpu to devices"
+                )
+            reasons = sorted({m.reason or "failed" for m in failed})
             raise RunFailedError(
                 f"no successful measurement of {workload.model} to plan from: {'; '.join(reasons)[:300]}"
             )

@@ -27,3 +27,13 @@ def test_a_small_instance_rate_keeps_two_significant_digits() -> None:
     assert [format_usd(x) for x in (0.0846, 0.0042, 0.34, 12.345, 1234.5, 0.0)] == [
         "$0.085", "$0.0042", "$0.34", "$12.35", "$1,234", "$0.00"
     ]  # fmt: skip
+
+
+def test_two_different_durations_never_read_alike() -> None:
+    """A deadline reason read 'misses the deadline ... 10 h > 10 h (median 6.55 h)'."""
+    from rightsize.units import format_hours_apart
+
+    assert format_hours_apart(10.004, 10) == ("10.004 h", "10 h")
+    assert format_hours_apart(10.3, 10) == ("10.3 h", "10 h")  # apart at three digits: as format_hours
+    assert format_hours_apart(0.5001, 0.5) == ("30.01 min", "30 min")
+    assert format_hours_apart(2.0, 2.0) == ("2 h", "2 h")

@@ -44,6 +44,23 @@ def format_hours(h: float) -> str:
     return f"{text} {unit}"
 
 
+def format_hours_apart(a: float, b: float) -> tuple[str, str]:
+    """``format_hours`` of both, with digits added until two different durations read differently ("10.02 h > 10
+    h", not "10 h > 10 h")."""
+    for digits in range(3, 8):
+        texts = tuple(_hours(h, digits) for h in (a, b))
+        if a == b or texts[0] != texts[1]:
+            return texts[0], texts[1]
+    return texts[0], texts[1]
+
+
+def _hours(h: float, digits: int) -> str:
+    value, unit = (h * 60.0, "min") if abs(h) < 1 else (h, "h")
+    if digits == 3:
+        return format_hours(h)
+    return f"{value:,.{digits}g} {unit}"
+
+
 def format_usd(value: float, sign: bool = True) -> str:
     """Dollars to the cent, or two significant digits under $0.10 (a 2-vCPU instance's $0.085/h is not $0.08/h):
     $0.0042, $0.085, $1.23, $1,234; ``sign=False`` for a table column that names the unit ("0.085")."""

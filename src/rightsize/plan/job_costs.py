@@ -11,7 +11,7 @@ from rightsize.catalog.model import Instance
 from rightsize.plan.result import Candidate, SpotPlan
 from rightsize.plan.spot import daly_interval_hours, daly_wall_hours, simulate_spot
 from rightsize.plan.verify import NO_SPOT_RATE
-from rightsize.units import format_hours
+from rightsize.units import format_hours, format_hours_apart
 
 __all__ = ["MIN_P_MEET", "copy_candidate", "finish", "missed_targets", "spot_odds", "spot_variant"]
 
@@ -68,13 +68,15 @@ def finish(
         c.reasons.append(f"spin-up alone ({format_hours(fixed)}) exceeds the {format_hours(deadline_hours)} deadline")
     elif deadline_hours is not None and hours > deadline_hours:
         c.feasible = False
-        c.reasons.append(f"misses the deadline: {format_hours(hours)} > {format_hours(deadline_hours)}")
+        took, due = format_hours_apart(hours, deadline_hours)
+        c.reasons.append(f"misses the deadline: {took} > {due}")
     elif deadline_hours is not None and at_edge > deadline_hours:
         c.feasible = False
         kept = f", spin-up {format_hours(fixed)} as is" if fixed > 0 else ""
+        took, due = format_hours_apart(at_edge, deadline_hours)
         c.reasons.append(
             f"misses the deadline at the pessimistic edge of the projection band (x{edge:.2f} on the work{kept}): "
-            f"{format_hours(at_edge)} > {format_hours(deadline_hours)} (median {format_hours(hours)})"
+            f"{took} > {due} (median {format_hours(hours)})"
         )
     elif deadline_hours is not None and edge > 1.0:
         note = f"meets the deadline at the pessimistic edge of the projection band (x{edge:.2f})"

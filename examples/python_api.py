@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import rightsize.api as rs
+from rightsize.units import format_usd
 
 SPEC = {
     "name": "notebook-sentiment",
@@ -33,7 +34,7 @@ def main() -> None:
     print(record)
     rec = record.recommendation
     assert rec is not None, record.why
-    print(f"recommended: {rec.instance} ({rec.device_class}, {rec.precision}) at ${rec.cost_usd_per_hour:.2f}/h")
+    print(f"recommended: {rec.instance} ({rec.device_class}, {rec.precision}) at {format_usd(rec.cost_usd_per_hour)}/h")
     for line in record.why[1:]:
         print("  " + line)
 

@@ -98,3 +98,15 @@ def test_an_accumulated_batch_reads_as_micro_batches_of_up_to_its_largest() -> N
     c = _job(grad_accumulation=5, batching=Batching(7, 0.0), kind_hint="training")
     why, _, _, _ = explain("training", [c])
     assert "micro-batches of up to 7, gradient accumulation x5" in why[0] and "batch 7," not in why[0]
+
+
+def test_an_online_frontier_point_counts_instances_as_a_jobs_does() -> None:
+    """'c7i.48xlarge x2 ($8.57/h)' was 2 replicas on 1 instance at one instance's price."""
+    from rightsize.cli.plan import _point
+    from rightsize.plan.result import LatencyPrediction
+
+    lat = LatencyPrediction(p50=5.0, p95=9.0, p99=12.0, mean=5.5, utilization=0.3, mean_batch=1.0)
+    packed = _job(instance="c7i.48xlarge", device_class="cpu", device="cpu", gpus=0, count=1, replicas=2,
+                  cost_usd_per_hour=8.57, latency=lat)  # fmt: skip
+    assert _point(packed) == "c7i.48xlarge x1, 2 replicas ($8.57/h, 9 ms)"
+    assert _point(replace(packed, count=2)) == "c7i.48xlarge x2 ($8.57/h, 9 ms)"

@@ -150,7 +150,9 @@ def _point(c: Candidate) -> str:
     if c.latency is not None:
         ms = c.latency.p_target_ms or c.latency.p95
         est = "~" if c.latency.method == FLUID else ""  # a fluid estimate, as the table marks it
-        return f"{c.instance} x{c.replicas or c.count} ({format_usd(c.cost_usd_per_hour)}/h, {est}{ms:.0f} ms)"
+        # xN counts instances, as a job's frontier does; CPU replicas packed on them are named beside
+        packed = f", {c.replicas} replicas" if c.replicas and c.replicas != c.count else ""
+        return f"{c.instance} x{c.count}{packed} ({format_usd(c.cost_usd_per_hour)}/h, {est}{ms:.0f} ms)"
     missed = missed_targets(c)  # a job's frontier shows what a later deadline or a bigger budget would buy
     late = f", misses {' and '.join(missed)}" if missed else ""
     return f"{c.instance} x{c.count} (${c.cost_usd_total or 0:,.2f}, {format_hours(c.runtime_hours or 0)}{late})"

@@ -110,3 +110,17 @@ def test_an_online_frontier_point_counts_instances_as_a_jobs_does() -> None:
                   cost_usd_per_hour=8.57, latency=lat)  # fmt: skip
     assert _point(packed) == "c7i.48xlarge x1, 2 replicas ($8.57/h, 9 ms)"
     assert _point(replace(packed, count=2)) == "c7i.48xlarge x2 ($8.57/h, 9 ms)"
+
+
+def test_infeasible_job_rows_a_looser_target_buys_come_before_the_unplannable_ones() -> None:
+    """A 1e13-item job's table led with spot rows no target buys ('no interruption estimate'), cheapest of all."""
+    from rightsize.plan.explain import rank
+
+    unplannable = _job(
+        purchase="spot",
+        cost_usd_total=1.0,
+        feasible=False,
+        reasons=["needs 106791 instances > max_instances 64", "no interruption estimate with a source"],
+    )
+    buyable = _job(cost_usd_total=9.0, feasible=False, reasons=["needs 1364 instances > max_instances 64"])
+    assert rank([unplannable, buyable], "batch") == [buyable, unplannable]

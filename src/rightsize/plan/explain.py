@@ -87,7 +87,8 @@ def _instances_needed(c: Candidate) -> float:
 
 def rank(cands: Sequence[Candidate], kind: PlanKind, listed: Collection[str] = ()) -> list[Candidate]:
     """Feasible first by cost (then a verified price, a precision the spec lists (``listed``), the narrower band,
-    anchored on its own precision rather than extrapolated, faster, fewer machines); infeasible after.
+    anchored on its own precision rather than extrapolated, faster, fewer machines); infeasible after (a job's
+    rows that miss only a target before those no target setting buys).
 
     At the same price the better-known plan wins: the image example once recommended int8 MobileNetV2,
     extrapolated from fp32 and 0.4 ms faster at the band's slow edge, over the fp32 this machine measured; and a
@@ -99,6 +100,9 @@ def rank(cands: Sequence[Candidate], kind: PlanKind, listed: Collection[str] = (
         cands,
         key=lambda c: (
             not c.feasible,
+            # an infeasible job row no looser target buys (a spot row without an interruption estimate) after the
+            # ones that miss only a target: the table had led with never-plannable spot rows
+            not c.feasible and kind != "online" and missed_targets(c) is None,
             _cost(c, kind),
             is_unverified(c.price_source, c.purchase),
             bool(listed) and c.precision not in listed,  # at one price, bf16 as asked before an unasked fp16

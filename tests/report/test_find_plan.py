@@ -40,6 +40,8 @@ def test_unique_prefix_finds_and_ambiguous_prefix_is_refused(tmp_path: Path) -> 
         find_plan(st, "abcd")
     with pytest.raises(NotFoundError):
         find_plan(st, "zzzz")
+    with pytest.raises(SpecError, match=r"^RUN: 'abc' is too short for a prefix; give 4 or more characters"):
+        find_plan(st, "abc")  # it said "no plan with run or artifact id 'abc'", as results does not
 
 
 def test_a_generative_plan_is_found_by_its_id_its_prefix_or_as_the_newest_plan(tmp_path: Path) -> None:

@@ -69,6 +69,9 @@ def find_plan(store: Store, ref: str | None = None) -> dict[str, Any]:
     if other is not None:  # a run of another kind (bench, validate, ...): say what it is
         raise SpecError("RUN", f"{ref!r} is a {other.kind} run ({other.name or '?'}), not a plan; `rightsize results "
                         f"{other.id}` shows it (newest plan: run {plans[0]['run_id']})")  # fmt: skip
+    if len(ref) < 4 and any(a["id"].startswith(ref) or (a["run_id"] or "").startswith(ref) for a in plans):
+        raise SpecError("RUN", f"{ref!r} is too short for a prefix; give 4 or more characters of the run or artifact "
+                        f"id (newest plan: run {plans[0]['run_id']})")  # fmt: skip
     raise NotFoundError(
         f"RUN: no plan with run or artifact id {ref!r} in the store; `rightsize results` lists runs "
         f"(newest plan: run {plans[0]['run_id']})"

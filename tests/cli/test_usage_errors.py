@@ -247,3 +247,12 @@ def test_bench_refuses_what_it_cannot_measure_before_measuring(
     ]:
         code, err = _run(argv, capsys)
         assert code == 2 and err.startswith(says) and err.count("\n") == 1, (argv, err)
+
+
+def test_a_comma_separated_provider_list_is_split(capsys: pytest.CaptureFixture[str]) -> None:
+    """`catalog --provider aws,gcp` was one provider named 'aws,gcp': "Did you mean 'gcp'?"."""
+    from cli_kit import run_cli
+
+    rc, out, err = run_cli(["catalog", "--provider", "aws,gcp", "--gpu", "--json"], capsys)
+    assert rc == 0, err
+    assert {r["provider"] for r in json.loads(out)["instances"]} == {"aws", "gcp"}

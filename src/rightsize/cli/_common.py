@@ -45,6 +45,12 @@ def load_catalog_option(path: Path | None) -> Catalog:
     return load_catalog("" if path is None or str(path) in ("", ".") else path)
 
 
+def split_values(values: list[str] | None) -> list[str]:
+    """A repeatable option's values with comma-separated ones split: ``--provider aws,gcp`` is
+    ``--provider aws --provider gcp`` (it had been one provider named 'aws,gcp', "Did you mean 'gcp'?")."""
+    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
+
+
 def check_providers(providers: list[str] | None, catalog: Catalog) -> None:
     """Refuse a ``--provider`` the catalog has no instance of, naming the known ones (and the closest)."""
     from rightsize.errors import NotFoundError, did_you_mean

@@ -16,6 +16,7 @@ from rightsize.cli._common import (
     emit_json,
     load_catalog_option,
     out_console,
+    split_values,
 )
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
 from rightsize.inputfile import short
@@ -28,8 +29,10 @@ def catalog(
     ctx: typer.Context,
     gpu: bool = typer.Option(False, "--gpu", help="Only GPU instances."),
     cpu: bool = typer.Option(False, "--cpu", help="Only CPU instances."),
-    provider: list[str] = typer.Option(None, "--provider", help="Only this provider (aws, gcp, azure); repeatable."),
-    region: list[str] = typer.Option(None, "--region", help="Only this region; repeatable."),
+    provider: list[str] = typer.Option(
+        None, "--provider", help="Only this provider (aws, gcp, azure); repeatable, or comma-separated."
+    ),
+    region: list[str] = typer.Option(None, "--region", help="Only this region; repeatable, or comma-separated."),
     as_json: bool = JSON_OPTION,
     catalog_file: Path | None = CATALOG_OPTION,
 ) -> None:
@@ -41,6 +44,7 @@ def catalog(
     if gpu and cpu:
         raise SpecError("--gpu/--cpu", "pick one of --gpu and --cpu, or neither for both")
     cat = load_catalog_option(catalog_file)
+    provider, region = split_values(provider), split_values(region)
     check_providers(provider, cat)
     _check_regions(region, cat)
     device = "gpu" if gpu else "cpu" if cpu else None

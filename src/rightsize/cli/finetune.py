@@ -17,6 +17,7 @@ from rightsize.cli._common import (
     emit_json,
     load_catalog_option,
     out_console,
+    split_values,
 )
 from rightsize.errors import SpecError
 from rightsize.inputfile import check_finite, short
@@ -63,7 +64,7 @@ def finetune(
         "hf", "--framework", help="Training code: hf (transformers + PEFT: fp32 adapters) | torchtune | litgpt."
     ),
     mfu: float = typer.Option(0.35, "--mfu", help="Model FLOPs utilisation assumed for the time, 0.01-1."),
-    provider: list[str] = typer.Option([], "--provider", help="Only these providers (repeatable)."),
+    provider: list[str] = typer.Option([], "--provider", help="Only these providers (repeatable, or comma-separated)."),
     top: int = typer.Option(8, "--top", min=1, max=10_000, help="Options to show."),
     catalog: Path | None = CATALOG_OPTION,
     json_out: bool = JSON_OPTION,
@@ -107,6 +108,7 @@ def finetune(
             raise
         raise SpecError(flag, exc.problem) from None
     cat = load_catalog_option(catalog)
+    provider = split_values(provider)
     check_providers(provider, cat)
     options = plan_finetune(shape, method, tokens=tokens, batch=batch, seq_len=seq, catalog=cat, precision=precision,
                             lora_rank=rank, lora_targets=lora_targets, gradient_checkpointing=checkpointing, mfu=mfu,

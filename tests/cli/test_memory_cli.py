@@ -125,3 +125,11 @@ def test_bf16_tiers_leave_out_the_gpus_without_bf16() -> None:
     bf16 = {n for _, names in gpu_memory_tiers(cat, "bf16") for n in names}
     assert {"T4", "V100-16GB"} <= every and not {"T4", "V100-16GB"} & bf16
     assert {"A10G", "L4", "A100-40GB", "H100"} <= bf16 and "P4" not in bf16
+
+
+def test_a_tiny_estimate_reads_in_mib_not_zeros() -> None:
+    """A tiny model's parts all read 0.000 GiB beside shares of 16% and +64%."""
+    from rightsize.cli.memory import _amount, _unit
+
+    assert _unit(300_000) == ("MiB", 2**20) and _amount(240_000, 2**20) == "0.23"
+    assert _unit(3 * 2**30) == ("GiB", 2**30) and _amount(3 * 2**30, 2**30) == "3.000"

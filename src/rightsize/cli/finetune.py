@@ -142,7 +142,8 @@ def finetune(
         table.add_row(escape(o.instance), escape(f"{nodes}{o.gpus} x {o.accelerator}"), str(o.zero_stage),
                       f"{o.gib_per_gpu:.1f}", f"{o.usable_gib_per_gpu:.1f}", f"{o.train_hours:.2f}",
                       f"{o.usd_per_hour:.2f}", f"{o.usd:,.2f}")  # fmt: skip
-    out_console.print(table)
+    if options:  # none: the "no catalog GPU instance holds it" line below is the answer, not an empty table
+        out_console.print(table)
     if price_note:
         out_console.print(f"[bold yellow]warning[/bold yellow]: {escape(price_note)}", highlight=False)
     if any(o.nodes > 1 for o in options[:top]):

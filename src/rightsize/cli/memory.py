@@ -101,8 +101,13 @@ def _as_dict(est: MemoryEstimate) -> dict[str, Any]:
     return dataclasses.asdict(est)
 
 
-def _gib(n: int) -> str:
-    return f"{n / GIB:,.3f}"
+def _unit(total_bytes: int) -> tuple[str, int]:
+    """The column's unit: MiB under 0.1 GiB (a tiny model's parts all read 0.000 GiB), else GiB."""
+    return ("MiB", 2**20) if total_bytes < GIB // 10 else ("GiB", GIB)
+
+
+def _amount(n: int, scale: int) -> str:
+    return f"{n / scale:,.3f}" if scale == GIB else f"{n / scale:,.2f}"
 
 
 def _print_estimate(est: MemoryEstimate) -> None:
@@ -120,12 +125,13 @@ def _print_estimate(est: MemoryEstimate) -> None:
     }.get(est.peak_phase, "forward")
     out_console.print(f"[bold]{escape(what)}[/bold]: peak during {phase}", highlight=False)
     table = Table(box=box.SIMPLE)
-    for col in ("component", "GiB", "share"):
+    unit, scale = _unit(est.total_bytes)
+    for col in ("component", unit, "share"):
         table.add_column(col, justify="left" if col == "component" else "right")
     for name, n in est.breakdown.items():
         if n:
-            table.add_row(name.replace("_", " "), _gib(n), f"{100 * n / est.total_bytes:.1f}%")
-    table.add_row("total", _gib(est.total_bytes), "100%", style="bold")
+            table.add_row(name.replace("_", " "), _amount(n, scale), f"{100 * n / est.total_bytes:.1f}%")
+    table.add_row("total", _amount(est.total_bytes, scale), "100%", style="bold")
     out_console.print(table)
     if est.fits:
         out_console.print(f"fits: [bold]{escape(est.tier or '')}[/bold] with {est.headroom_fraction:.0%} headroom")
@@ -145,10 +151,12 @@ def _print_validation(val: MemoryValidation) -> None:
 
     out_console.print(f"[bold]validation on {val.device}[/bold] (this machine, real run)")
     table = Table(box=box.SIMPLE)
-    for col in ("quantity", "estimated GiB", "measured GiB", "error"):
+    unit, scale = _unit(max((max(r.estimated_bytes, r.measured_bytes) for r in val.rows), default=0))
+    for col in ("quantity", f"estimated {unit}", f"measured {unit}", "error"):
         table.add_column(col, justify="left" if col == "quantity" else "right")
     for r in val.rows:
-        table.add_row(r.quantity, _gib(r.estimated_bytes), _gib(r.measured_bytes), f"{r.error_pct:+.1f}%")
+        table.add_row(r.quantity, _amount(r.estimated_bytes, scale), _amount(r.measured_bytes, scale),
+                      f"{r.error_pct:+.1f}%")  # fmt: skip
     out_console.print(table)
     for note in val.notes:
         out_console.print(f"[dim]{escape(note)}[/dim]")

@@ -58,6 +58,8 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"num_key_value_heads": 8}, "num_key_value_heads", "divisor of num_attention_heads (4)"),
     ({"num_attention_heads": 128, "num_key_value_heads": 128}, "num_attention_heads", "more than hidden_size"),
     ({"tie_word_embeddings": "no"}, "tie_word_embeddings", "true or false"),
+    # heads that do not split hidden_size, with no head_dim: named, not a later "shape: head_dim 132 x heads 31"
+    ({"model_type": "llama", "num_attention_heads": 3, "num_key_value_heads": 3}, "num_attention_heads", "divide"),
     ({"model_type": "gpt2", "n_layer": 0, "n_embd": 64, "n_head": 4}, "n_layer", "got 0"),
     ({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 3}, "n_head", "does not divide n_embd"),
     ({"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "n_positions": -1}, "n_positions", "got -1"),

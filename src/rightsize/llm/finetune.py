@@ -193,8 +193,9 @@ def _dims(shape: str | DecoderShape | Mapping[str, Any] | Any) -> _Dims:
     if isinstance(shape, DecoderShape):
         s = shape
         if s.heads * s.head_dim != s.hidden:
-            raise SpecError("shape", f"head_dim {s.head_dim} x heads {s.heads} != hidden {s.hidden}: not modelled "
-                            "by the fine-tune memory arithmetic (it assumes head_dim = hidden / heads)")  # fmt: skip
+            raise SpecError("model", f"head_dim {s.head_dim} x num_attention_heads {s.heads} != hidden_size "
+                            f"{s.hidden}: the fine-tune memory arithmetic assumes head_dim = hidden_size / heads, so "
+                            "it cannot plan this model")  # fmt: skip
         dims = _Dims(s.layers, s.hidden, s.heads, s.kv_heads, s.intermediate, s.vocab, tied=s.tied_embeddings,
                      gated=s.gated_mlp)  # fmt: skip
         # what the block linears and the embeddings / norms above leave out: GPT-2's biases, LayerNorm biases and

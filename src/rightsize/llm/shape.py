@@ -123,6 +123,9 @@ class DecoderShape:
             layers, hidden, heads = dim("num_hidden_layers"), dim("hidden_size"), dim("num_attention_heads")
             kv_heads = dim("num_key_value_heads", heads)
             check_heads(source, ("hidden_size", "num_attention_heads", "num_key_value_heads"), hidden, heads, kv_heads)
+            if get("head_dim") is None and hidden % heads:  # the heads split hidden_size evenly unless head_dim says
+                raise SpecError(f"{source}: num_attention_heads", f"is {heads}, which does not divide hidden_size "
+                                f"({hidden}); use a divisor of it, or give the model's head_dim")  # fmt: skip
             model_type = get("model_type")
             return cls(
                 layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads, head_dim=dim("head_dim", hidden // heads),

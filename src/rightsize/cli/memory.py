@@ -115,7 +115,8 @@ def _print_estimate(est: MemoryEstimate) -> None:
     from rich.table import Table
 
     shape = f"seq {est.seq_len}" if est.seq_len else f"image {est.image_size}" if est.image_size else ""
-    what = f"{est.model} {est.mode} {est.precision} batch {est.batch_size} {shape} on {est.device}"
+    what = " ".join(filter(None, (est.model, est.mode, est.precision, f"batch {est.batch_size}", shape, "on",
+                                  est.device)))  # fmt: skip
     if est.mode == "train":
         what += f", {est.optimizer}{' fused' if est.fused else ''}"
     phase = {

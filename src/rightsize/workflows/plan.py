@@ -9,14 +9,12 @@ planning logic of its own.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rightsize.errors import SpecError, UnsupportedError
-from rightsize.units import format_usd
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -249,6 +247,7 @@ def plan_spec(
         return _plan_one(workload, store, catalog, progress, seed)
     from rightsize.models.byo import engine_ref
     from rightsize.plan.planner import plannable
+    from rightsize.workflows.engine_choice import ENGINE_NAMES, pick_engine
 
     runs: list[tuple[str, PlanResult, dict[str, Any]]] = []
     cpu_engines = [e for e in workload.engines if e in ("onnxruntime", "openvino")]
@@ -274,59 +273,7 @@ def plan_spec(
                                      "precisions": precisions})  # fmt: skip
         result, context = _plan_one(w, store, catalog, progress, seed)
         runs.append((engine, result, context))
-    return _pick_engine(runs)
-
-
-ENGINE_NAMES = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
-
-
-def _cost(result: PlanResult) -> float:
-    rec = result.recommendation
-    if rec is None:
-        return math.inf
-    return rec.cost_usd_total if rec.cost_usd_total is not None else rec.cost_usd_per_hour
-
-
-def _cost_key(result: PlanResult) -> tuple[float, float]:
-    """Cheapest first; at equal cost (both on the smallest instance) the faster answer."""
-    rec = result.recommendation
-    lat = rec.latency.p95 if rec is not None and rec.latency is not None else math.inf
-    hours = rec.runtime_hours if rec is not None and rec.runtime_hours is not None else math.inf
-    return round(_cost(result), 6), min(lat, hours)
-
-
-def _pick_engine(runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> tuple[PlanResult, dict[str, Any]]:
-    """The cheapest feasible engine's plan, with a line per other engine saying what it would cost."""
-    engine, best, context = min(runs, key=lambda r: _cost_key(r[1]))
-    names = ENGINE_NAMES
-    lines = []
-    for other, result, _ in runs:
-        if other == engine:
-            continue
-        if result.recommendation is None:
-            lines.append(f"engine {names[other]}: no feasible plan")
-        else:
-            ratio = _cost(result) / _cost(best) if _cost(best) > 0 else math.inf
-            rec = result.recommendation
-            p95 = f", p95 {rec.latency.p95:.0f} ms" if rec.latency is not None else ""
-            lines.append(
-                f"engine {names[other]}: best plan {rec.instance} {rec.precision} at "
-                f"{format_usd(rec.cost_usd_per_hour)}/h{p95} ({ratio:.2f}x the cost)"
-            )
-    if best.recommendation is not None and not any(
-        c.device_class != best.recommendation.device_class for c in best.candidates
-    ):  # ONNX Runtime plans are CPU-only: the other device class's answer comes from the other engine
-        for other, result, _ in runs:
-            if other != engine and result.alternative is not None:
-                best.alternative = result.alternative
-                best.why_not = [f"{line} (engine {names[other]})" for line in result.why_not]
-                break
-    best.why.append(f"engine: {names[engine]}, the cheapest of {', '.join(names[r[0]] for r in runs)} (ties: faster)")
-    best.why += lines
-    best.assumptions["engines"] = {
-        r[0]: {"model": r[1].model, "cost": None if r[1].recommendation is None else _cost(r[1])} for r in runs
-    }
-    return best, context
+    return pick_engine(runs)
 
 
 def _plan_one(

@@ -110,3 +110,19 @@ def test_a_request_past_a_llamas_trained_context_is_refused() -> None:
                                               "ttft": {"bound_ms": 5000}, "tpot": {"bound_ms": 100}})  # fmt: skip
     with pytest.raises(SpecError, match="trained for 4096"):
         plan_generative(DecoderShape.from_zoo("llama-7b"), target, load_catalog())
+
+
+def test_the_context_check_takes_the_lengths_longest_not_a_samples() -> None:
+    """uniform [200, 800] + [64, 226] can reach 1026 tokens, past GPT-2's 1024: it planned on most seeds, the
+    check reading the largest of 600 random draws."""
+    from rightsize.catalog import load_catalog
+    from rightsize.errors import SpecError
+    from rightsize.llm.plan import plan_generative
+    from rightsize.spec.targets import GenerativeTarget
+
+    target = GenerativeTarget.model_validate({"rate_per_s": 1, "prompt_tokens": {"uniform": [200, 800]},
+                                              "output_tokens": {"uniform": [64, 226]},
+                                              "ttft": {"bound_ms": 5000}, "tpot": {"bound_ms": 100}})  # fmt: skip
+    for seed in range(3):
+        with pytest.raises(SpecError, match=r"^targets\.generative\.prompt_tokens \+ output_tokens: .* up to 1026 "):
+            plan_generative(DecoderShape.from_zoo("gpt2"), target, load_catalog(), seed=seed)

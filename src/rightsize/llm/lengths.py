@@ -39,6 +39,18 @@ def sample_lengths(
     return rng.choice(values, size=n, replace=True)
 
 
+def longest_length(spec: Lengths, base_dir: Path | None = None, field: str = "lengths") -> int:
+    """The most tokens ``spec`` can give one request (fixed; uniform's hi; a CSV's largest): the context check's
+    worst case, not the largest of a random sample (a uniform range past the context had planned on most seeds)."""
+    if spec.fixed is not None:
+        return spec.fixed
+    if spec.uniform is not None:
+        return spec.uniform[1]
+    assert spec.csv is not None
+    path = Path(spec.csv) if base_dir is None or Path(spec.csv).is_absolute() else base_dir / spec.csv
+    return int(_csv_column(path, spec.column, field).max())
+
+
 def _csv_column(path: Path, column: str | None, field: str = "lengths") -> np.ndarray:
     """The token counts of ``column`` (or the only column) of a CSV read through the user-file boundary (regular
     file, <= 4 MiB, UTF-8, BOM dropped). The first non-blank row is a header only when one of its cells is not a

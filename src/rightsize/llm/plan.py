@@ -38,7 +38,7 @@ from rightsize.catalog.model import Catalog, Instance, is_unverified, unverified
 from rightsize.catalog.query import check_filters, filter_instances
 from rightsize.errors import SpecError
 from rightsize.llm.costs import StepCosts, device_numbers, eager_host_floor_ms, project_step_costs
-from rightsize.llm.lengths import sample_lengths
+from rightsize.llm.lengths import longest_length, sample_lengths
 from rightsize.llm.shape import DecoderShape
 from rightsize.llm.sim import WARMUP_SHARE, LLMSimConfig, simulate_llm
 from rightsize.memory_budget import CPU_RAM_FRACTION, CPU_RUNTIME_BYTES, GIB, usable_gpu_bytes
@@ -60,6 +60,7 @@ TP_DEGREES = (1, 2, 4, 8)
 # the shipped examples' candidates from 0.25x to 3x their rate; past it 4-30)
 QUEUE_GROWTH = 2.0
 SIM_REQUESTS = 600  # per simulated load level (the first 10% are warm-up)
+LENGTHS = "targets.generative.prompt_tokens + output_tokens"  # the fields a request's length comes from
 
 
 @dataclass(frozen=True)
@@ -315,16 +316,14 @@ def plan_generative(
     rng = np.random.default_rng(seed)
     prompts = sample_lengths(target.prompt_tokens, SIM_REQUESTS, rng, base_dir, "targets.generative.prompt_tokens")
     outputs = sample_lengths(target.output_tokens, SIM_REQUESTS, rng, base_dir, "targets.generative.output_tokens")
-    longest = int((prompts + outputs).max())
-    if shape.learned_positions and longest > shape.learned_positions:  # GPT-2's wpe: no position past its table
-        raise SpecError("targets.generative.prompt_tokens", f"a request here holds up to {longest} tokens (prompt + "
-                        f"output), but the model's learned position table holds {shape.learned_positions}. To fix: "
-                        "shorter prompts or outputs, or a model with a longer context")  # fmt: skip
-    if shape.max_context and longest > shape.max_context:  # RoPE: positions past training are not a plan
-        raise SpecError("targets.generative.prompt_tokens", f"a request here holds up to {longest} tokens (prompt + "
-                        f"output), but the model was trained for {shape.max_context} (max_position_embeddings). "
-                        "To fix: shorter prompts or outputs, or a longer-context model (hf:DIR with its "
-                        "config.json)")  # fmt: skip
+    longest = longest_length(target.prompt_tokens, base_dir) + longest_length(target.output_tokens, base_dir)
+    # GPT-2's learned position table; RoPE's trained context (positions past training are not a plan)
+    for room, holds in ((shape.learned_positions, "the model's learned position table holds"),
+                        (shape.max_context, "the model was trained for")):  # fmt: skip
+        if room and longest > room:
+            raise SpecError(LENGTHS, f"a request here holds up to {longest} tokens (prompt + output), but {holds} "
+                            f"{room}. To fix: shorter prompts or outputs, or a longer-context model (hf:DIR with "
+                            "its config.json)")  # fmt: skip
     precision = target.weight_precision
     weights = shape.weight_bytes(precision)
     kv_token = shape.kv_bytes_per_token(kv_precision)

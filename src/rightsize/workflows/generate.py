@@ -29,4 +29,16 @@ def plan_generative_spec(workload: Workload, catalog: Catalog, spec_dir: Path | 
                            seed=seed)  # fmt: skip
     if purchase != "on_demand":
         plan.notes.append("priced at spot; generative plans do not yet weigh interruptions")
+    rec = plan.recommendation
+    if rec is not None and rec.device_class == "cpu":
+        plan.notes.append(CPU_ENGINE_NOTE)
     return plan
+
+
+# A CPU recommendation rests on the roofline of an optimised CPU engine; rightsize's own eager engine served
+# slower on the dev VM (docs/generative.md: the projected step at x0.42-x1.08 of the measured one, 2026-11-26/27)
+CPU_ENGINE_NOTE = (
+    "CPU step times assume an optimised CPU engine (llama.cpp, vLLM's or OpenVINO's CPU backend); rightsize's own "
+    "eager engine measured up to ~2.4x slower than projected on a 2-vCPU VM (docs/generative.md): time the engine "
+    "you will deploy before you commit to this plan"
+)

@@ -140,3 +140,22 @@ def test_shipped_examples_are_valid() -> None:
     assert files, "examples/ must ship specs"
     for f in files:
         load_spec(f)
+
+
+@pytest.mark.parametrize(
+    ("generative", "says"),
+    [
+        ({"rate_per_s": 0}, "rate_per_s: Input should be .* 0.000001, got 0; set it to a number 1e-06 or more"),
+        ({"budget_usd_per_hour": 0}, "got 0; set it to a number above 0"),
+        ({"ttft": {"bound_ms": 500, "percentile": 100}}, "ttft.percentile: .* got 100; set it to a number below 100"),
+        ({"engine": "EAGER"}, "engine: Input should be 'graphs' or 'eager', got 'EAGER'; Did you mean 'eager'\\?"),
+        ({"engine": "jit"}, "got 'jit'; use one of graphs, eager"),
+        ({"max_replicas": 2.5}, "max_replicas: .*; write a whole number \\(e.g. 8\\)"),
+        ({"output_tokens": 1e300}, "output_tokens: must be 1 to 1000000 tokens, got 1e\\+300$"),  # 300 digits
+    ],
+)
+def test_a_checked_bound_or_choice_says_what_to_write(generative: dict[str, object], says: str) -> None:
+    """pydantic's own checks named the field and the value but no fix ('Input should be greater than 0, got 0')."""
+    gen = {"rate_per_s": 3, "ttft": {"bound_ms": 500}, "tpot": {"bound_ms": 50}} | generative
+    with pytest.raises(SpecError, match=says):
+        parse_spec(_spec(model="llama-7b", targets={"generative": gen}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,29 @@ def spec_error_from(exc: ValidationError) -> SpecError:
     ):
         msg = f"{msg}, got {short(given)}"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return SpecError(path or "spec", msg + more)
+    return SpecError(path or "spec", msg + _fix(first) + more)
+
+
+def _fix(error: Any) -> str:
+    """What to write instead, for pydantic's own checks (ours say it already): a bound, a whole number, one of the
+    choices with the closest first ("Input should be 'graphs' or 'eager', got 'EAGER'" named no fix)."""
+    kind, ctx = error["type"], error.get("ctx") or {}
+    bounds = {"greater_than_equal": ("ge", "{} or more"), "greater_than": ("gt", "above {}"),
+              "less_than_equal": ("le", "{} or less"), "less_than": ("lt", "below {}")}  # fmt: skip
+    if kind in bounds:
+        key, words = bounds[kind]
+        bound = ctx.get(key)
+        shown = f"{bound:g}" if isinstance(bound, (int, float)) else str(bound)
+        return f"; set it to a number {words.format(shown)}" if key in ctx else ""
+    if kind in ("int_parsing_size", "int_from_float", "int_parsing", "int_type"):
+        return "; write a whole number (e.g. 8)"
+    if kind in ("float_parsing", "float_type"):
+        return "; write a number (e.g. 0.5)"
+    if kind == "literal_error":
+        choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
+        hint = did_you_mean(str(error.get("input")), choices)
+        return f";{hint}" if hint else f"; use one of {', '.join(choices)}" if choices else ""
+    return ""
 
 
 def _check_keys(data: Any, path: str) -> None:

@@ -173,7 +173,8 @@ def _lengths(v: object) -> object:
             n = None
     if n is not None and math.isfinite(n) and float(n).is_integer():
         if not 1 <= n <= 1_000_000:  # checked here, so the error names the field the user wrote, not ".fixed"
-            raise ValueError(f"must be 1 to 1000000 tokens, got {int(n)}")
+            shown = int(n) if abs(n) < 1e15 else f"{n:g}"  # 1e300: not 300 digits
+            raise ValueError(f"must be 1 to 1000000 tokens, got {shown}")
         return {"fixed": int(n)}
     raise ValueError("give a whole number of tokens (e.g. 512), {uniform: [lo, hi]} or {csv: FILE}")
 

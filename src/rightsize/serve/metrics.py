@@ -52,9 +52,10 @@ class BatchLog:
     def since(self, first: int) -> dict[str, Any]:
         """Batches numbered ``first`` onwards still held, and the number the next batch will get."""
         oldest = self.total - len(self._rows)
-        skip = max(0, first - oldest)
+        skip = min(len(self._rows), max(0, first - oldest))  # any int: none past the newest (2**63 had been a 500)
         rows = [list(r) for r in itertools.islice(self._rows, skip, None)]
-        return {"next": self.total, "first": max(first, oldest), "fields": list(self.FIELDS), "batches": rows}
+        return {"next": self.total, "first": min(max(first, oldest), self.total), "fields": list(self.FIELDS),
+                "batches": rows}  # fmt: skip
 
 
 class Histogram:

@@ -61,6 +61,8 @@ def test_json_header_fallbacks_and_body_precedence() -> None:
         (b'{"inputs": [[1, 2, 3, 4], [1, 2]]}', 422),  # ragged
         (b'{"inputs": [["a", "b", "c", "d"]]}', 422),
         (b'{"inputs": [[true, false, true, true]]}', 422),
+        (b'{"inputs": [[true, 0.5, 0, 0]]}', 422),  # numpy reads [true, 0.5] as [1.0, 0.5]: it was a 200
+        (b'{"inputs": [[1, 2, 3, 4], [0, false, 0, 0]]}', 422),
         (b'{"inputs": [[1e39, 0, 0, 0]]}', 422),  # beyond float32
         (b'{"inputs": [[1, 2, 3, {}]]}', 422),
         (b'{"inputs": [[1, 2, 3, 4]], "priority": 1.5}', 422),
@@ -81,6 +83,8 @@ def test_tokens_must_be_integer_ids_below_vocab() -> None:
     assert status_of(b'{"inputs": [[0, -1, 3]]}', TOKENS) == 422
     assert status_of(b'{"inputs": [[0, 1.5, 3]]}', TOKENS) == 422
     assert status_of(b'{"inputs": [[0, 100000000000000000000000, 3]]}', TOKENS) == 422
+    assert status_of(b'{"inputs": [[true, 0, 3]]}', TOKENS) == 422
+    assert status_of(b'{"inputs": [[1, 0, 3]], "note": "true"}', TOKENS) == 200  # the word elsewhere: no bool
 
 
 def test_binary_round_trip_and_request() -> None:

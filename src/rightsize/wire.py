@@ -224,12 +224,29 @@ def parse_json_request(body: bytes, spec: InputSpec, priority: Any = None, deadl
         raise BodyError(
             422, f"inputs must be a rectangular list of samples of shape {list(spec.sample_shape)}"
         ) from None
+    # numpy turns [true, 0.5] into [1.0, 0.5]: a boolean among numbers is looked for in the JSON itself, which costs
+    # a walk only when the body spells one
+    if array.dtype.kind != "b" and (b"true" in body or b"false" in body) and _holds_bool(raw):
+        raise BodyError(422, "inputs must be numbers, got booleans among them")
     inputs = check_inputs(array, spec)
     return ParsedRequest(
         inputs,
         _priority(doc.get("priority", priority)),
         _deadline(doc.get("deadline_ms", deadline_ms)),
     )
+
+
+def _holds_bool(raw: list[Any]) -> bool:
+    """Whether a (rectangular, already converted) list of lists holds a JSON true or false anywhere."""
+    stack: list[Any] = [raw]
+    while stack:
+        items = stack.pop()
+        for x in items:
+            if isinstance(x, bool):
+                return True
+            if isinstance(x, list):
+                stack.append(x)
+    return False
 
 
 def parse_binary_request(body: bytes, spec: InputSpec, priority: Any = None, deadline_ms: Any = None) -> ParsedRequest:

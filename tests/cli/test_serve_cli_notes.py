@@ -41,3 +41,12 @@ def test_a_taken_port_or_a_foreign_host_names_the_option_to_change() -> None:
             bind_socket("127.0.0.1", port)
     with pytest.raises(SpecError, match=r"^--host: cannot listen on '999\.1\.1\.1'"):
         bind_socket("999.1.1.1", 0)
+
+
+@pytest.mark.parametrize("generate", [False, True])
+def test_an_empty_token_is_refused_not_served_without_auth(capsys: pytest.CaptureFixture[str], generate: bool) -> None:
+    """`--token "$RIGHTSIZE_TOKEN"` with the variable unset served every request, silently."""
+    argv = ["serve", "gpt2", "--generate", "--size", "tiny"] if generate else ["serve", "distilbert", "--tiny"]
+    rc, out, err = run_cli([*argv, "--token", " "], capsys)
+    assert (rc, out) == (2, "") and err.startswith("error: --token: is empty (an unset variable?)")
+    assert "loading" not in err

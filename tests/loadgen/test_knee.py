@@ -101,6 +101,19 @@ def test_an_invalid_step_is_retried_and_a_persistent_one_marks_the_knee_generato
     assert limited.rate_per_s == 30 and limited.upper_per_s == 40 and limited.generator_limited
 
 
+def test_a_failing_server_is_not_put_on_the_generator_and_a_short_search_says_so() -> None:
+    """All 500s: every step invalid for the server's failures, and the search had warned the generator fell behind.
+    A search out of --max-steps with its bracket 100% wide reported its knee with no word."""
+    failing = fake_result(10, None, valid=False)
+    failing = LoadResult(**{**failing.__dict__, "problems": ["100% of answers were server errors (500 x100)"]})
+    k = find_knee(lambda r: failing, 50.0, start_rate_per_s=10, max_steps=4)
+    assert k.rate_per_s is None and not k.generator_limited and "fell behind" not in k.render()
+    short = find_knee(lambda r: fake_result(r, 5.0 if r < 2000 else 99.0), 50.0, start_rate_per_s=50, max_steps=7)
+    assert short.stopped_short and "warning: the steps ran out (--max-steps)" in short.render()
+    full = find_knee(lambda r: fake_result(r, 5.0 if r < 2000 else 99.0), 50.0, start_rate_per_s=50, max_steps=30)
+    assert not full.stopped_short and "ran out" not in full.render()
+
+
 @pytest.mark.slow
 def test_knee_of_a_single_worker_server_is_its_capacity(server: TinyServer) -> None:
     """One worker, 10 ms fixed service time, constant arrivals (D/D/1): below capacity latency stays

@@ -86,9 +86,8 @@ def test_errors_are_classified(server: TinyServer, closed_port: int) -> None:
     assert refused.errors == {"connection": 10}
     shed = run_open_loop(Target.from_url(base + "/status/503"), cfg)
     assert shed.status_counts == {"503": 10}
-    # nothing succeeded: invalid, not a VALID run of no latency; server failures say so, 503s are named
-    assert not shed.valid and any(p.startswith("no successful response") for p in shed.problems)
-    assert any(w.startswith("the server refused 100% of requests (503)") for w in shed.warnings)
+    # nothing succeeded: invalid, not a VALID run of no latency; server failures say so, the 503s named as shed load
+    assert not shed.valid and any(p.startswith("the server shed 100% of requests (503 x10)") for p in shed.problems)
     failed = run_open_loop(Target.from_url(base + "/status/500", method="GET"), cfg)
     assert not failed.valid
     assert any(p.startswith("100% of answers were server errors (500 x10)") for p in failed.problems)
@@ -117,6 +116,19 @@ def test_a_server_failing_most_requests_is_no_latency_measurement() -> None:
         late.response(504 if k < 20 else 200, 0.01)  # past their deadline in the queue: overload, not failure
     problems, warnings = answer_checks(late)
     assert problems == [] and warnings[0].startswith("the server refused 20% of requests (504)")
+    most = Recorder(None)
+    most.sent = 100
+    for k in range(100):
+        most.response(503 if k < 95 else 200, 0.01)  # read VALID, with a p95 over the 5 it admitted
+    problems, warnings = answer_checks(most)
+    assert problems == ["the server shed 95% of requests (503 x95): the percentiles would be of the few it served; "
+                        "lower --rate (--find-knee finds what it admits)"] and warnings == []  # fmt: skip
+    locked = Recorder(None)
+    locked.sent = 10
+    for _ in range(10):
+        locked.response(401, 0.01)  # the fix was "the request does not fit this server (... /v1/info ...)"
+    problems, _ = answer_checks(locked)
+    assert problems[0].endswith("the server wants a bearer token; pass --token (or set RIGHTSIZE_TOKEN)")
 
 
 @pytest.mark.slow  # ~2 s: in `make test`, not `make test-fast`

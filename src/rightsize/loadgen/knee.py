@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from rightsize.loadgen.result import LoadResult
+from rightsize.loadgen.result import GENERATOR_BEHIND, LoadResult
 
 __all__ = ["KneeResult", "KneeStep", "find_knee", "meets_slo"]
 
@@ -36,11 +36,18 @@ class KneeResult:
     slo_p95_ms: float
     lower_per_s: float | None  # bracket: the knee lies in [lower, upper)
     upper_per_s: float | None  # None when no run violated the SLO up to max_rate_per_s
-    generator_limited: bool  # the first failing rate failed because the run was invalid (generator behind)
+    generator_limited: bool  # the first failing rate failed because the generator fell behind (its run invalid)
     steps: list[KneeStep] = field(default_factory=list)
+    tolerance: float | None = None  # the bracket's width the search bisects down to; None: not recorded
+
+    @property
+    def stopped_short(self) -> bool:
+        """The search ran out of steps (``max_steps``) with the bracket still wider than ``tolerance``."""
+        lo, hi = self.lower_per_s, self.upper_per_s
+        return self.tolerance is not None and lo is not None and hi is not None and (hi - lo) / lo > self.tolerance
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self) | {"stopped_short": self.stopped_short}
 
     def render(self) -> str:
         lines = [f"knee search, SLO p95 <= {self.slo_p95_ms:g} ms"]
@@ -59,6 +66,11 @@ class KneeResult:
             lines.append(f"knee: {self.rate_per_s:.1f}/s (first failing rate {upper})")
         if self.generator_limited:
             lines.append("warning: the generator fell behind at a failing rate; the knee may be the generator's")
+        if self.stopped_short and self.lower_per_s is not None and self.upper_per_s is not None:
+            width = (self.upper_per_s - self.lower_per_s) / self.lower_per_s
+            lines.append(f"warning: the steps ran out (--max-steps) with the knee between {self.lower_per_s:.1f} and "
+                         f"{self.upper_per_s:.1f}/s ({width:.0%} apart, --tolerance {self.tolerance:.0%}); give "
+                         "more steps or a --start-rate nearer the knee")  # fmt: skip
         return "\n".join(lines)
 
 
@@ -156,9 +168,10 @@ def find_knee(
             lo = mid
         else:
             hi = mid
-    # The search is generator-limited when its first failing rate failed because the run was invalid.
+    # The search is generator-limited when its first failing rate failed because the generator fell behind (a run
+    # invalid for the server's own failures, all 500s, is the server's: it had been put on the generator too)
     at_hi = [s for s in steps if s.rate_per_s == hi]
-    generator_limited = bool(at_hi) and not at_hi[-1].result.valid
+    generator_limited = bool(at_hi) and any(p.startswith(GENERATOR_BEHIND) for p in at_hi[-1].result.problems)
     return KneeResult(
         rate_per_s=lo,
         slo_p95_ms=slo_p95_ms,
@@ -166,4 +179,5 @@ def find_knee(
         upper_per_s=hi,
         generator_limited=generator_limited,
         steps=steps,
+        tolerance=tolerance,
     )

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, replace
 
 from rightsize.loadgen._http import Pool, _Conn, exception_kind
-from rightsize.loadgen.result import LoadResult, Recorder, answer_checks, latency_of
+from rightsize.loadgen.result import GENERATOR_BEHIND, LoadResult, Recorder, answer_checks, latency_of
 from rightsize.loadgen.schedule import Arrival, arrival_offsets_s, check_run_bounds
 from rightsize.loadgen.target import Target
 
@@ -236,7 +236,7 @@ def _result(
         problems.append("no request was scheduled after warm-up; lengthen the run or shorten --warmup-s")
     if lag is not None and lag.p99 > config.max_lag_ms:
         problems.append(
-            f"generator fell behind: p99 send lag {lag.p99:.1f} ms > {config.max_lag_ms:g} ms "
+            f"{GENERATOR_BEHIND}: p99 send lag {lag.p99:.1f} ms > {config.max_lag_ms:g} ms "
             "(lower --rate, or give the generator a free core)"
         )
     if scheduled and achieved < config.min_send_ratio * scheduled_rate:

@@ -122,6 +122,7 @@ class Recorder:
 
 
 BAD_REQUEST_LIMIT = 0.5  # a run where most answers are 4xx measured a wrong request, not the server
+GENERATOR_BEHIND = "generator fell behind"  # how a run invalid for the generator's own lag starts its problem
 
 
 def client_error_problem(status: Mapping[Any, int]) -> str | None:
@@ -133,6 +134,9 @@ def client_error_problem(status: Mapping[Any, int]) -> str | None:
         codes = ", ".join(
             f"{c} x{n}" for c, n in sorted(status.items(), key=lambda kv: int(kv[0])) if 400 <= int(c) < 500
         )
+        if sum(n for code, n in status.items() if int(code) in (401, 403)) / bad > 0.5:  # a token, not the body
+            return (f"{bad / total:.0%} of answers were client errors ({codes}): the server wants a bearer token; "
+                    "pass --token (or set RIGHTSIZE_TOKEN)")  # fmt: skip
         return (
             f"{bad / total:.0%} of answers were client errors ({codes}): the request does not fit this server "
             "(rightsize servers describe a valid one at /v1/info; Target.from_url reads it)"
@@ -157,6 +161,19 @@ def server_error_problem(status: Mapping[Any, int]) -> str | None:
 
 
 REFUSED_NOTE = 0.01  # 503s and 504s past this share of the answers are said out loud
+SHED_LIMIT = 0.5  # past this share shed, the percentiles are of a few admitted requests: no latency of the load
+
+
+def shed_problem(status: Mapping[Any, int]) -> str | None:
+    """Why a run is invalid when the server shed most of it (503 refused, 504 dropped past its deadline): 95% refused
+    with p95 over the 5 admitted read VALID."""
+    total = sum(status.values())
+    shed = {int(c): n for c, n in status.items() if int(c) in SHED}
+    if total and sum(shed.values()) / total > SHED_LIMIT:
+        codes = ", ".join(f"{c} x{n}" for c, n in sorted(shed.items()))
+        return (f"the server shed {sum(shed.values()) / total:.0%} of requests ({codes}): the percentiles would be "
+                "of the few it served; lower --rate (--find-knee finds what it admits)")  # fmt: skip
+    return None
 
 
 def refused_warning(status: Mapping[Any, int]) -> str | None:
@@ -175,10 +192,11 @@ def answer_checks(rec: Recorder) -> tuple[list[str], list[str]]:
     """(problems, warnings) from what the server answered, one rule for open and closed loop: mostly 4xx, server
     failures, too few answers, or no success at all make a run invalid; many 503s are said."""
     problems = [p for p in (client_error_problem(rec.status), server_error_problem(rec.status),
-                            unanswered_problem(rec.sent, rec.status, rec.errors)) if p is not None]  # fmt: skip
+                            shed_problem(rec.status), unanswered_problem(rec.sent, rec.status, rec.errors))
+                if p is not None]  # fmt: skip
     if rec.sent and rec.ok == 0 and not problems:
         problems.append("no successful response: nothing to measure")
-    warnings = [w for w in (refused_warning(rec.status),) if w is not None]
+    warnings = [w for w in (refused_warning(rec.status),) if w is not None and not problems]
     return problems, warnings
 
 

@@ -87,6 +87,10 @@ def meets_slo(result: LoadResult, slo_p95_ms: float, max_error_fraction: float =
     return True, ""
 
 
+def _generator_behind(result: LoadResult) -> bool:
+    return any(p.startswith(GENERATOR_BEHIND) for p in result.problems)
+
+
 def find_knee(
     measure: Callable[[float], LoadResult],
     slo_p95_ms: float,
@@ -104,8 +108,9 @@ def find_knee(
 ) -> KneeResult:
     """Widen ×2 from ``start_rate_per_s`` until the SLO breaks, then bisect; see the module docstring.
 
-    A step whose run is invalid (the generator fell behind, e.g. a CPU hiccup on a shared machine)
-    is re-run up to ``retry_invalid`` times before it counts as a failure. With ``confirm_failures``
+    A step whose run is invalid because the generator fell behind (e.g. a CPU hiccup on a shared machine)
+    is re-run up to ``retry_invalid`` times before it counts as a failure; one the server made invalid (most
+    requests shed or failed) counts at once. With ``confirm_failures``
     = k, a rate that misses the SLO is re-run up to k times and passes if any re-run meets it:
     noise on a shared machine (stalls, preemption) only ever adds latency, so a pass is trustworthy
     and a lone failure may not be. Every run is kept in ``steps``; ``max_steps`` bounds the runs,
@@ -131,7 +136,7 @@ def find_knee(
         s = run(rate)
         invalid_left, confirm_left = retry_invalid, confirm_failures
         while not s.meets_slo and len(steps) < max_steps:
-            if not s.result.valid and invalid_left > 0:
+            if _generator_behind(s.result) and invalid_left > 0:  # the server's own failures are not re-run
                 invalid_left -= 1
             elif s.result.valid and confirm_left > 0:
                 confirm_left -= 1
@@ -171,7 +176,7 @@ def find_knee(
     # The search is generator-limited when its first failing rate failed because the generator fell behind (a run
     # invalid for the server's own failures, all 500s, is the server's: it had been put on the generator too)
     at_hi = [s for s in steps if s.rate_per_s == hi]
-    generator_limited = bool(at_hi) and any(p.startswith(GENERATOR_BEHIND) for p in at_hi[-1].result.problems)
+    generator_limited = bool(at_hi) and _generator_behind(at_hi[-1].result)
     return KneeResult(
         rate_per_s=lo,
         slo_p95_ms=slo_p95_ms,

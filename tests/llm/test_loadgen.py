@@ -96,3 +96,7 @@ def test_an_invalid_run_says_why_timeouts_and_overload_apart() -> None:
     assert why[0].startswith("3 requests got no complete reply within --timeout-s 10 s")
     assert "raise --timeout-s" in why[0]
     assert why[1].startswith("1 requests answered 503") and len(why) == 2
+    plain = GenLoadResult([GenResult(0.0, 0.0, math.nan, math.nan, 0, 200)] * 10, 1.0).summary()  # JSON, not SSE
+    assert not plain["valid"] and _invalid_reasons(plain, 10.0) == [
+        "10 requests answered 200 with no token stream: the URL is not a generation server (POST /v1/generate, "
+        "server-sent events); point it at `rightsize serve MODEL --generate`"]  # fmt: skip

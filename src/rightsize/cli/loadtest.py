@@ -358,6 +358,10 @@ def _invalid_reasons(summary: dict[str, Any], timeout_s: float) -> list[str]:
                        "--timeout-s, or lower --rate")  # fmt: skip
         else:
             out.append(f"{n} requests failed: {error}")
+    if (streamless := summary["statuses"].get("200", 0) - summary["answered"]) > 0:  # a 200 with no token events
+        out.append(f"{streamless} requests answered 200 with no token stream: the URL is not a generation server "
+                   "(POST /v1/generate, server-sent events); point it at `rightsize serve MODEL "
+                   "--generate`")  # fmt: skip
     if n503 := summary["statuses"].get("503"):
         out.append(f"{n503} requests answered 503: the server's queue was full (overload): lower --rate")
     for status, why in sorted(summary.get("refusals", {}).items()):

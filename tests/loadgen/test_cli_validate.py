@@ -112,3 +112,11 @@ def test_a_generative_validation_names_what_it_changed_from_the_spec(
     assert "output_tokens: up to 300000 asked for" in notes and "prompt_tokens" not in notes
     assert "weight_precision int8 is not served here" in notes and "the machine was busy before the run" in notes
     assert report["stand_in"] and report["served_model"] == "llama-1b small"
+
+
+def test_size_on_a_spec_that_is_not_generative_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """`validate small.yaml --size huge` ran, the option (and its bad value) silently ignored."""
+    with pytest.raises(SystemExit) as done:
+        main(["validate", "examples/sentiment-api.yaml", "--size", "huge"])
+    assert done.value.code == 2
+    assert capsys.readouterr().err.startswith("error: --size: sizes the decoder a generative spec serves")

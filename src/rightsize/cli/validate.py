@@ -33,8 +33,8 @@ def validate(
     no_retime: bool = typer.Option(
         False, "--no-retime", help="Skip re-timing the served configuration just before serving."
     ),
-    size: str = typer.Option(
-        "small", "--size", help="Generative specs: size of the decoder served here (tiny | small | full)."
+    size: str | None = typer.Option(
+        None, "--size", help="Generative specs: size of the decoder served here (tiny | small | full; default small)."
     ),
     fleet: str = typer.Option(
         "plan",
@@ -65,10 +65,13 @@ def validate(
     if fleet not in ("plan", "split", "single"):
         raise SpecError("--fleet", f"must be plan, split or single, got {fleet!r}")
     workload = load_spec(spec)
+    if size is not None and (workload.targets is None or workload.targets.generative is None):
+        raise SpecError("--size", "sizes the decoder a generative spec serves; this spec has no targets.generative: "
+                        "drop it")  # fmt: skip
     db = Store(store)
     if workload.targets is not None and workload.targets.generative is not None:
-        report = _validate_generative(workload, spec, fractions if loads is not None else None, duration, size, seed,
-                                      as_json)  # fmt: skip
+        report = _validate_generative(workload, spec, fractions if loads is not None else None, duration,
+                                      size or "small", seed, as_json)  # fmt: skip
         if not no_store:
             report["artifact_id"] = save_result(report, db.path, kind="validate")
         if as_json:

@@ -136,7 +136,7 @@ def client_error_problem(status: Mapping[Any, int]) -> str | None:
         )
         if sum(n for code, n in status.items() if int(code) in (401, 403)) / bad > 0.5:  # a token, not the body
             return (f"{bad / total:.0%} of answers were client errors ({codes}): the server wants a bearer token; "
-                    "pass --token (or set RIGHTSIZE_TOKEN)")  # fmt: skip
+                    "pass --token (or set RIGHTSIZE_TOKEN), or check the one given")  # fmt: skip
         return (
             f"{bad / total:.0%} of answers were client errors ({codes}): the request does not fit this server "
             "(rightsize servers describe a valid one at /v1/info; Target.from_url reads it)"

@@ -128,8 +128,9 @@ def test_a_server_failing_most_requests_is_no_latency_measurement() -> None:
     for _ in range(10):
         locked.response(401, 0.01)  # the fix was "the request does not fit this server (... /v1/info ...)"
     problems, _ = answer_checks(locked)
-    assert problems[0].endswith("the server wants a bearer token; pass --token (or set RIGHTSIZE_TOKEN), or check "
-                               "the one given")
+    assert problems[0].endswith(
+        "the server wants a bearer token; pass --token (or set RIGHTSIZE_TOKEN), or check the one given"
+    )
 
 
 @pytest.mark.slow  # ~2 s: in `make test`, not `make test-fast`

@@ -98,7 +98,7 @@ def serve_command(
                     shape=shape, vocab=vocab, precision=precision, max_batch=max_batch, max_wait_ms=max_wait_ms,
                     workers=workers, router=router, crossover=crossover, lane=lane or None,
                     slo_ms=slo_ms, max_queue_batches=max_queue_batches)  # fmt: skip
-        _warn_open(host, token)
+        _check_access(host, token)
         limits = {"max_seqs": max_seqs, "kv_tokens": kv_tokens, "max_queue": queue_size,
                   "max_prompt_tokens": max_prompt_tokens, "max_new_tokens": max_new_tokens,
                   "threads": threads}  # fmt: skip
@@ -142,7 +142,7 @@ def serve_command(
         token=token,
         log_level=log_level,
     )
-    _warn_open(host, token)
+    _check_access(host, token)
     from rightsize.serve.config import cuda_available
 
     if note := hybrid_note(router, pools is not None, workers, threads, cuda_available()):
@@ -193,7 +193,7 @@ def hybrid_note(
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's (uvicorn.config.LOG_LEVELS)
 
 
-def _warn_open(host: str, token: str | None) -> None:
+def _check_access(host: str, token: str | None) -> None:
     """Refuse an empty token (it served with no auth, silently: `--token "$RIGHTSIZE_TOKEN"` with the variable
     unset); warn when a reachable address serves without one."""
     if token is not None and not token.strip():

@@ -164,27 +164,32 @@ REFUSED_NOTE = 0.01  # 503s and 504s past this share of the answers are said out
 SHED_LIMIT = 0.5  # past this share shed, the percentiles are of a few admitted requests: no latency of the load
 
 
+def _shed(status: Mapping[Any, int]) -> tuple[float, dict[int, int]]:
+    """The share of the answers the server shed (503 refused, 504 dropped past its deadline) and their counts."""
+    total = sum(status.values())
+    shed = {int(c): n for c, n in status.items() if int(c) in SHED}
+    return (sum(shed.values()) / total if total else 0.0), shed
+
+
 def shed_problem(status: Mapping[Any, int]) -> str | None:
     """Why a run is invalid when the server shed most of it (503 refused, 504 dropped past its deadline): 95% refused
     with p95 over the 5 admitted read VALID."""
-    total = sum(status.values())
-    shed = {int(c): n for c, n in status.items() if int(c) in SHED}
-    if total and sum(shed.values()) / total > SHED_LIMIT:
+    share, shed = _shed(status)
+    if share > SHED_LIMIT:
         codes = ", ".join(f"{c} x{n}" for c, n in sorted(shed.items()))
-        return (f"the server shed {sum(shed.values()) / total:.0%} of requests ({codes}): the percentiles would be "
-                "of the few it served; lower --rate (--find-knee finds what it admits)")  # fmt: skip
+        return (f"the server shed {share:.0%} of requests ({codes}): the percentiles would be of the few it served; "
+                "lower --rate (--find-knee finds what it admits)")  # fmt: skip
     return None
 
 
 def refused_warning(status: Mapping[Any, int]) -> str | None:
     """A note when the server shed more than 1% of the answers (503: admission refused it; 504: its deadline passed
     in the queue): an overload result, valid, whose percentiles are those of the requests it served."""
-    total = sum(status.values())
-    shed = {int(c): n for c, n in status.items() if int(c) in SHED}
-    if total and sum(shed.values()) / total > REFUSED_NOTE:
+    share, shed = _shed(status)
+    if share > REFUSED_NOTE:
         codes = "/".join(str(c) for c in sorted(shed))
-        return (f"the server refused {sum(shed.values()) / total:.0%} of requests ({codes}): the offered load is past "
-                "what it admits; the percentiles are of the requests it served")  # fmt: skip
+        return (f"the server refused {share:.0%} of requests ({codes}): the offered load is past what it admits; the "
+                "percentiles are of the requests it served")  # fmt: skip
     return None
 
 

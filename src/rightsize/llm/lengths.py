@@ -29,26 +29,23 @@ def sample_lengths(
 ) -> np.ndarray:
     """``(n,)`` token counts from a spec's lengths: fixed, uniform [lo, hi], or resampled from a CSV column
     (an unreadable or invalid one raises SpecError naming ``field``.csv / ``field``.column)."""
+    return sample_with_longest(spec, n, rng, base_dir, field)[0]
+
+
+def sample_with_longest(
+    spec: Lengths, n: int, rng: np.random.Generator, base_dir: Path | None = None, field: str = "lengths"
+) -> tuple[np.ndarray, int]:
+    """``sample_lengths`` and the most tokens ``spec`` can give one request (fixed; uniform's hi; a CSV's largest,
+    from the one read): the context check's worst case, not the largest of a random sample (a uniform range past
+    the context had planned on most seeds)."""
     if spec.fixed is not None:
-        return np.full(n, spec.fixed, dtype=np.int64)
+        return np.full(n, spec.fixed, dtype=np.int64), spec.fixed
     if spec.uniform is not None:
-        return rng.integers(spec.uniform[0], spec.uniform[1] + 1, size=n, dtype=np.int64)
+        return rng.integers(spec.uniform[0], spec.uniform[1] + 1, size=n, dtype=np.int64), spec.uniform[1]
     assert spec.csv is not None
     path = Path(spec.csv) if base_dir is None or Path(spec.csv).is_absolute() else base_dir / spec.csv
     values = _csv_column(path, spec.column, field)
-    return rng.choice(values, size=n, replace=True)
-
-
-def longest_length(spec: Lengths, base_dir: Path | None = None, field: str = "lengths") -> int:
-    """The most tokens ``spec`` can give one request (fixed; uniform's hi; a CSV's largest): the context check's
-    worst case, not the largest of a random sample (a uniform range past the context had planned on most seeds)."""
-    if spec.fixed is not None:
-        return spec.fixed
-    if spec.uniform is not None:
-        return spec.uniform[1]
-    assert spec.csv is not None
-    path = Path(spec.csv) if base_dir is None or Path(spec.csv).is_absolute() else base_dir / spec.csv
-    return int(_csv_column(path, spec.column, field).max())
+    return rng.choice(values, size=n, replace=True), int(values.max())
 
 
 def _csv_column(path: Path, column: str | None, field: str = "lengths") -> np.ndarray:

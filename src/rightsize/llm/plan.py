@@ -38,7 +38,7 @@ from rightsize.catalog.model import Catalog, Instance, is_unverified, unverified
 from rightsize.catalog.query import check_filters, filter_instances
 from rightsize.errors import SpecError
 from rightsize.llm.costs import StepCosts, device_numbers, eager_host_floor_ms, project_step_costs
-from rightsize.llm.lengths import longest_length, sample_lengths
+from rightsize.llm.lengths import sample_with_longest
 from rightsize.llm.shape import DecoderShape
 from rightsize.llm.sim import WARMUP_SHARE, LLMSimConfig, simulate_llm
 from rightsize.memory_budget import CPU_RAM_FRACTION, CPU_RUNTIME_BYTES, GIB, usable_gpu_bytes
@@ -314,9 +314,10 @@ def plan_generative(
 ) -> LLMPlan:
     """Plan ``target`` for a decoder of ``shape`` over ``catalog`` (module docstring)."""
     rng = np.random.default_rng(seed)
-    prompts = sample_lengths(target.prompt_tokens, SIM_REQUESTS, rng, base_dir, "targets.generative.prompt_tokens")
-    outputs = sample_lengths(target.output_tokens, SIM_REQUESTS, rng, base_dir, "targets.generative.output_tokens")
-    longest = longest_length(target.prompt_tokens, base_dir) + longest_length(target.output_tokens, base_dir)
+    g = "targets.generative"
+    prompts, p_max = sample_with_longest(target.prompt_tokens, SIM_REQUESTS, rng, base_dir, f"{g}.prompt_tokens")
+    outputs, o_max = sample_with_longest(target.output_tokens, SIM_REQUESTS, rng, base_dir, f"{g}.output_tokens")
+    longest = p_max + o_max
     # GPT-2's learned position table; RoPE's trained context (positions past training are not a plan)
     for room, holds in ((shape.learned_positions, "the model's learned position table holds"),
                         (shape.max_context, "the model was trained for")):  # fmt: skip

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 # Piped output (CI logs, `| tee`) gets $COLUMNS if set, else 200 rather than rich's 80: a table row stays on
 # one line.
 _PIPE_WIDTH = int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else 200
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else _PIPE_WIDTH)
+# stderr carries our notes about the user's own text (paths, URLs, hosts, spec names): printed as written, never as
+# rich markup (a name or URL with "[/b]" raised MarkupError); a line that colours a word says markup=True
+err_console = Console(stderr=True, markup=False, width=None if sys.stderr.isatty() else _PIPE_WIDTH)
 out_console = Console(width=None if sys.stdout.isatty() else _PIPE_WIDTH)
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON on stdout.")

@@ -133,7 +133,10 @@ def bench(
         err_console.print(f"note: {note}")
     quality = measurement_quality(result.measurements)
     if quality.problems:
-        err_console.print(f"[yellow]measurement quality:[/yellow] {quality.summary}. {quality.likely_effect}")
+        from rich.markup import escape
+
+        err_console.print(f"[yellow]measurement quality:[/yellow] {escape(quality.summary)}. "
+                          f"{escape(quality.likely_effect)}", markup=True)  # fmt: skip
     if result.reused:
         err_console.print(f"reused {result.reused} stored result(s) from {db.path} (use --fresh to measure again)")
     if not result.measurements and not result.interrupted:  # every config skipped: say so, not an empty table

@@ -187,7 +187,8 @@ def catalog_import(
                    "tables": {c: str(p) for c, p in result.tables.items()}})  # fmt: skip
         return
     out_console.print(result.summary())
-    out_console.print(f"wrote {output}; plan with it: rightsize plan SPEC --catalog {output}  (or RIGHTSIZE_CATALOG)")
+    out_console.print(f"wrote {output}; plan with it: rightsize plan SPEC --catalog {output}  (or RIGHTSIZE_CATALOG)",
+                      markup=False)  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:

@@ -70,9 +70,11 @@ def pipeline(
         if result.plan is not None:
             print_plan(result.plan, top)
     for note in result.notes:
-        err_console.print(f"note: {note}", markup=False)
+        err_console.print(f"note: {note}")
     if not result.exactly_once:
-        err_console.print(f"[red]items not processed exactly once[/red]: {payload['ids']}")
+        from rich.markup import escape
+
+        err_console.print(f"[red]items not processed exactly once[/red]: {escape(str(payload['ids']))}", markup=True)
         raise typer.Exit(1)
 
 

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.markup import escape
 
 from rightsize.cli._common import (
     CATALOG_OPTION,
@@ -65,7 +64,7 @@ def report(
     if json_out:
         emit_json(info)
     else:
-        err_console.print(escape(f"wrote {output} (plan {record['id']}, {len(data.measurements)} measured point(s))"))
+        err_console.print(f"wrote {output} (plan {record['id']}, {len(data.measurements)} measured point(s))")
 
 
 def _generative_report(artifact: dict[str, Any], output: Path, json_out: bool) -> None:
@@ -91,7 +90,7 @@ def _generative_report(artifact: dict[str, Any], output: Path, json_out: bool) -
                    "run_id": artifact["run_id"], "workload": payload.get("name"),
                    "kind": "generative-plan"})  # fmt: skip
     else:
-        err_console.print(escape(f"wrote {output} (generative plan {artifact['id']}, {payload.get('name', '?')})"))
+        err_console.print(f"wrote {output} (generative plan {artifact['id']}, {payload.get('name', '?')})")
 
 
 def register(app: typer.Typer) -> None:

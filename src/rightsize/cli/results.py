@@ -73,7 +73,7 @@ def results(
     records = [record(m) for m in ms]
     if export is not None:
         written = _export(db, records, export, run_id, model)
-        err_console.print(escape(f"wrote {written}"))
+        err_console.print(f"wrote {written}")
     if limit is not None and len(ms) > limit and (json_out or export is None):  # newest N, in measured order
         err_console.print(f"showing the newest {limit} of {len(ms)} measurements; --limit N shows more")
         ms, records = ms[-limit:], records[-limit:]

@@ -147,7 +147,7 @@ def serve_command(
 
     if note := hybrid_note(router, pools is not None, workers, threads, cuda_available()):
         err_console.print(note)
-    err_console.print(f"rightsize serve: loading {model}{' (tiny)' if tiny else ''} …", markup=False)
+    err_console.print(f"rightsize serve: loading {model}{' (tiny)' if tiny else ''} …")
 
     def on_ready(service: Any) -> None:
         info = service.info()
@@ -228,7 +228,7 @@ def _serve_generate(
         raise SpecError("--max-prompt-tokens", f"--max-prompt-tokens {cfg.max_prompt_tokens} + --max-new-tokens "
                         f"{cfg.max_new_tokens} = {longest} is past {model} ({size})'s {room} positions; lower "
                         "them")  # fmt: skip
-    err_console.print(f"rightsize serve --generate: loading {model} ({size}) …", markup=False)
+    err_console.print(f"rightsize serve --generate: loading {model} ({size}) …")
 
     def on_ready(info: dict[str, Any]) -> None:
         if as_json:

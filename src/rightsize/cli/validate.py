@@ -129,8 +129,7 @@ def _validate_generative(workload: Any, spec: Path, fractions: tuple[float, ...]
     model = workload.model if workload.model in GENERATE_MODELS else "llama-1b"
     if model != workload.model:
         err_console.print(f"note: {workload.model} cannot be served on this machine; the simulator's policy is "
-                          f"validated with a stand-in decoder ({model} {size}) at the spec's lengths",
-                          markup=False)  # fmt: skip
+                          f"validated with a stand-in decoder ({model} {size}) at the spec's lengths")  # fmt: skip
     room = max_positions(lm_config(model, size))
     base = spec.resolve().parent
     capped: dict[str, int] = {}  # the lengths this decoder's context cut: name -> the longest asked for

@@ -133,3 +133,28 @@ def test_a_tiny_estimate_reads_in_mib_not_zeros() -> None:
 
     assert _unit(300_000) == ("MiB", 2**20) and _amount(240_000, 2**20) == "0.23"
     assert _unit(3 * 2**30) == ("GiB", 2**30) and _amount(3 * 2**30, 2**30) == "3.000"
+
+
+def test_json_stays_one_document_when_the_users_model_prints_in_forward(
+    rightsize: Run, tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a factory's own prints had been sent to stderr: one in forward() (run by the trace) broke the JSON."""
+    from pathlib import Path
+
+    mod = Path(str(tmp_path)) / "printing_forward_mod.py"
+    mod.write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.l = torch.nn.Linear(16, 2)\n"
+        "    def forward(self, x):\n"
+        "        print('FORWARD PRINT')\n"
+        "        return self.l(x)\n"
+        "def make():\n"
+        "    return M()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = rightsize("memory", "printing_forward_mod:make", "--shape", "16", "--device", "cpu", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["total_bytes"] > 0 and "FORWARD PRINT" in out.stderr

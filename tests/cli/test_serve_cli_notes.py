@@ -50,3 +50,9 @@ def test_an_empty_token_is_refused_not_served_without_auth(capsys: pytest.Captur
     rc, out, err = run_cli([*argv, "--token", " "], capsys)
     assert (rc, out) == (2, "") and err.startswith("error: --token: is empty (an unset variable?)")
     assert "loading" not in err
+
+
+def test_the_dashboard_refuses_an_empty_token_too(capsys: pytest.CaptureFixture[str]) -> None:
+    """It started and locked every request out (401), while an empty Authorization header got in."""
+    rc, out, err = run_cli(["dashboard", "--port", "0", "--token", ""], capsys)
+    assert (rc, out) == (2, "") and err.startswith("error: --token: is empty (an unset variable?)")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import typer
 from rich.console import Console
@@ -51,6 +54,16 @@ def split_values(values: list[str] | None) -> list[str]:
     """A repeatable option's values with comma-separated ones split: ``--provider aws,gcp`` is
     ``--provider aws --provider gcp`` (it had been one provider named 'aws,gcp', "Did you mean 'gcp'?")."""
     return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
+
+
+def check_token(token: str | None) -> None:
+    """Refuse an empty --token: `--token "$RIGHTSIZE_TOKEN"` with the variable unset served without auth (serve) or
+    locked every request out (dashboard), silently."""
+    from rightsize.errors import SpecError
+
+    if token is not None and not token.strip():
+        raise SpecError("--token", "is empty (an unset variable?); give the token, or leave --token out to serve "
+                        "without auth")  # fmt: skip
 
 
 def check_providers(providers: list[str] | None, catalog: Catalog) -> None:
@@ -117,6 +130,29 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def emit_json(obj: Any) -> None:
-    sys.stdout.write(to_json(obj) + "\n")
-    sys.stdout.flush()
+_json_stdout: TextIO | None = None  # the real stdout while a --json command runs (``json_stdout``)
+
+
+@contextlib.contextmanager
+def json_stdout(active: bool) -> Iterator[None]:
+    """With --json, stdout holds one JSON document: what else writes to ``sys.stdout`` meanwhile (a user model's
+    print in forward(), a library's banner) goes to stderr, and ``emit_json`` writes to the real stdout. Only a
+    factory's own prints had been sent aside, so ``memory --json`` on a model that prints in forward() was no JSON."""
+    global _json_stdout
+    if not active:
+        yield
+        return
+    real = sys.stdout
+    _json_stdout, sys.stdout = real, sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout, _json_stdout = real, None
+
+
+def emit_json(obj: Any, one_line: bool = False) -> None:
+    """``obj`` as JSON on stdout (the real one under ``json_stdout``); ``one_line`` for a line a caller reads while
+    the command keeps running (a server's address)."""
+    out = _json_stdout or sys.stdout
+    out.write((json.dumps(json.loads(to_json(obj))) if one_line else to_json(obj)) + "\n")
+    out.flush()

@@ -14,6 +14,7 @@ from typer import Abort, TyperException
 
 from rightsize import __version__
 from rightsize.allocator import keep_freed_memory
+from rightsize.cli._common import json_stdout
 from rightsize.errors import RightsizeError
 
 # Order is the order of ``rightsize --help``.
@@ -117,8 +118,11 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script; exits with 0 ok, 1 failed run, 2 bad input."""
     keep_freed_memory()  # before any thread allocates: glibc fixes its arena limit then (rightsize.allocator)
     _register()
+    args = sys.argv[1:] if argv is None else argv
+    ours = args[: args.index("--")] if "--" in args else args  # after "--": diagnose's program and its options
     try:
-        rc = app(args=argv, standalone_mode=False)
+        with json_stdout("--json" in ours):
+            rc = app(args=argv, standalone_mode=False)
     except RightsizeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import secrets
-import sys
 from pathlib import Path
 
 import typer
 
-from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, STORE_OPTION, err_console, load_catalog_option
+from rightsize.cli._common import (
+    CATALOG_OPTION,
+    JSON_OPTION,
+    STORE_OPTION,
+    check_token,
+    emit_json,
+    err_console,
+    load_catalog_option,
+)
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -35,6 +41,7 @@ def dashboard(
     from rightsize.report.dashboard import check_host, serve_dashboard
 
     check_host(host)
+    check_token(token)
     if host not in _LOOPBACK:
         err_console.print(f"warning: --host {host} exposes the results store beyond this machine")
         token = token or secrets.token_urlsafe(16)
@@ -43,8 +50,7 @@ def dashboard(
         if token:
             url = f"{url}/?token={token}"
         if json_out:  # one line, flushed: a caller reads it while the server keeps running
-            sys.stdout.write(json.dumps({"url": url}) + "\n")
-            sys.stdout.flush()
+            emit_json({"url": url}, one_line=True)
         else:
             err_console.print(f"rightsize dashboard on {url}  (Ctrl-C stops it)")
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from rightsize.cli._common import JSON_OPTION, emit_json, err_console
+from rightsize.cli._common import JSON_OPTION, check_token, emit_json, err_console
 from rightsize.errors import SpecError
 
 
@@ -196,9 +196,7 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvico
 def _check_access(host: str, token: str | None) -> None:
     """Refuse an empty token (it served with no auth, silently: `--token "$RIGHTSIZE_TOKEN"` with the variable
     unset); warn when a reachable address serves without one."""
-    if token is not None and not token.strip():
-        raise SpecError("--token", "is empty (an unset variable?); give the token, or leave --token out to serve "
-                        "without auth")  # fmt: skip
+    check_token(token)
     if host not in ("127.0.0.1", "localhost", "::1") and not token:
         err_console.print(f"warning: serving on {host} without --token; anyone who can reach it can use it")
 

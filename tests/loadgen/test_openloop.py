@@ -123,6 +123,20 @@ def test_a_server_failing_most_requests_is_no_latency_measurement() -> None:
     problems, warnings = answer_checks(most)
     assert problems == ["the server shed 95% of requests (503 x95): the percentiles would be of the few it served; "
                         "lower --rate (--find-knee finds what it admits)"] and warnings == []  # fmt: skip
+    mixed = Recorder(None)
+    mixed.sent = 100
+    for k in range(100):  # 45% refused, 45% rate-limited: neither alone past its limit, VALID over 10 answers
+        mixed.response(503 if k < 45 else 429 if k < 90 else 200, 0.01)
+    problems, _ = answer_checks(mixed)
+    assert problems == ["the server shed 90% of requests (429 x45, 503 x45): the percentiles would be of the few it "
+                        "served; lower --rate (--find-knee finds what it admits)"]  # fmt: skip
+    spread = Recorder(None)
+    spread.sent = 100
+    for k in range(100):
+        spread.response(503 if k < 45 else 404 if k < 90 else 200, 0.01)
+    problems, _ = answer_checks(spread)
+    assert problems == ["only 10% of answers succeeded (404 x45, 503 x45): the percentiles would be of the few that "
+                        "did"]  # fmt: skip
     locked = Recorder(None)
     locked.sent = 10
     for _ in range(10):

@@ -129,10 +129,11 @@ def client_error_problem(status: Mapping[Any, int]) -> str | None:
     """Why a run is invalid when most of its answers are HTTP 4xx (the request is wrong), else None.
     503s are the server refusing load (an overload result, still valid); 4xx say the body or path is bad."""
     total = sum(status.values())
-    bad = sum(n for code, n in status.items() if 400 <= int(code) < 500)
+    bad = sum(n for code, n in status.items() if 400 <= int(code) < 500 and int(code) not in SHED)
     if total and bad / total > BAD_REQUEST_LIMIT:
         codes = ", ".join(
-            f"{c} x{n}" for c, n in sorted(status.items(), key=lambda kv: int(kv[0])) if 400 <= int(c) < 500
+            f"{c} x{n}" for c, n in sorted(status.items(), key=lambda kv: int(kv[0]))
+            if 400 <= int(c) < 500 and int(c) not in SHED
         )
         if sum(n for code, n in status.items() if int(code) in (401, 403)) / bad > 0.5:  # a token, not the body
             return (f"{bad / total:.0%} of answers were client errors ({codes}): the server wants a bearer token; "
@@ -145,7 +146,9 @@ def client_error_problem(status: Mapping[Any, int]) -> str | None:
 
 
 SERVER_ERROR_LIMIT = 0.05  # a run where the server failed more than this many answers (5xx but 503/504) is no latency
-SHED = (503, 504)  # the server refusing load (admission) or dropping a request past its deadline: overload, not failure
+# the server refusing load (503 admission, 429 rate limit) or dropping a request past its deadline (504): overload,
+# not failure
+SHED = (503, 504, 429)
 
 
 def server_error_problem(status: Mapping[Any, int]) -> str | None:
@@ -201,6 +204,12 @@ def answer_checks(rec: Recorder) -> tuple[list[str], list[str]]:
                 if p is not None]  # fmt: skip
     if rec.sent and rec.ok == 0 and not problems:
         problems.append("no successful response: nothing to measure")
+    answered = rec.answered
+    if answered and rec.ok / answered < 0.5 and not problems:  # several kinds, each under its own limit
+        codes = ", ".join(f"{c} x{n}" for c, n in sorted(rec.status.items(), key=lambda kv: int(kv[0]))
+                          if int(c) >= 400)  # fmt: skip
+        problems.append(f"only {rec.ok / answered:.0%} of answers succeeded ({codes}): the percentiles would be of "
+                        "the few that did")  # fmt: skip
     warnings = [w for w in (refused_warning(rec.status),) if w is not None and not problems]
     return problems, warnings
 

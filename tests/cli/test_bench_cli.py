@@ -89,7 +89,7 @@ def test_bad_spec_exits_2_with_one_line(tmp_path: Path, store_path: Path, over: 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="here the spec's cuda runs")
 def test_a_spec_with_nothing_this_machine_can_run_says_so(tmp_path: Path, store_path: Path) -> None:
     res = rightsize("bench", str(_spec(tmp_path, devices=["cuda"], precisions=["fp16"])), store=store_path)
-    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.returncode == 2 and "Traceback" not in res.stderr  # as plan's for the same spec (it was 1)
     assert "note: device cuda skipped: no CUDA device on this machine" in res.stderr
     assert "error: nothing measured: the spec's devices (cuda)" in res.stderr and "devices: [cpu]" in res.stderr
     assert "┏" not in res.stdout  # no empty table

@@ -149,7 +149,7 @@ def bench(
             "devices are",
             markup=False,
         )
-        raise typer.Exit(1)
+        raise typer.Exit(2)  # what this machine cannot run: exit 2, as plan says it for the same spec (was 1)
     if json_out:
         emit_json([record(m) for m in result.measurements])
     else:

@@ -142,11 +142,11 @@ def bench(
     if not result.measurements and not result.interrupted:  # every config skipped: say so, not an empty table
         if json_out:
             emit_json([])
-        devices = ", ".join(workload.devices)
+        devices, precisions = ", ".join(workload.devices), ", ".join(workload.precisions)
         err_console.print(
-            f"error: nothing measured: the spec's devices ({devices}) and precisions leave no config this machine can "
-            "run (see the notes above). To fix: add a device it has (devices: [cpu]), or run the spec where those "
-            "devices are",
+            f"error: nothing measured: the spec's devices ({devices}) and precisions ({precisions}) "
+            "leave no config this machine can run (see the notes above). To fix: a precision the device runs "
+            "(cpu: fp32, bf16, int8), a device it has (devices: [cpu]), or run the spec where those devices are",
             markup=False,
         )
         raise typer.Exit(2)  # what this machine cannot run: exit 2, as plan says it for the same spec (was 1)

@@ -132,7 +132,8 @@ def client_error_problem(status: Mapping[Any, int]) -> str | None:
     bad = sum(n for code, n in status.items() if 400 <= int(code) < 500 and int(code) not in SHED)
     if total and bad / total > BAD_REQUEST_LIMIT:
         codes = ", ".join(
-            f"{c} x{n}" for c, n in sorted(status.items(), key=lambda kv: int(kv[0]))
+            f"{c} x{n}"
+            for c, n in sorted(status.items(), key=lambda kv: int(kv[0]))
             if 400 <= int(c) < 500 and int(c) not in SHED
         )
         if sum(n for code, n in status.items() if int(code) in (401, 403)) / bad > 0.5:  # a token, not the body

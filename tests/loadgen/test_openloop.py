@@ -93,6 +93,18 @@ def test_errors_are_classified(server: TinyServer, closed_port: int) -> None:
     assert any(p.startswith("100% of answers were server errors (500 x10)") for p in failed.problems)
 
 
+def _answered(counts: dict[int, int]) -> object:
+    """A Recorder that sent one request per answer and got ``counts`` of each status."""
+    from rightsize.loadgen.result import Recorder
+
+    rec = Recorder(None)
+    rec.sent = sum(counts.values())
+    for status, n in counts.items():
+        for _ in range(n):
+            rec.response(status, 0.01)
+    return rec
+
+
 def test_a_server_failing_most_requests_is_no_latency_measurement() -> None:
     """A server answering 500 to 9 requests in 10 read VALID with the p95 of its one good answer in 10."""
     from rightsize.loadgen.result import Recorder, answer_checks
@@ -116,32 +128,19 @@ def test_a_server_failing_most_requests_is_no_latency_measurement() -> None:
         late.response(504 if k < 20 else 200, 0.01)  # past their deadline in the queue: overload, not failure
     problems, warnings = answer_checks(late)
     assert problems == [] and warnings[0].startswith("the server refused 20% of requests (504)")
-    most = Recorder(None)
-    most.sent = 100
-    for k in range(100):
-        most.response(503 if k < 95 else 200, 0.01)  # read VALID, with a p95 over the 5 it admitted
-    problems, warnings = answer_checks(most)
+    # read VALID, with a p95 over the 5 it admitted
+    problems, warnings = answer_checks(_answered({503: 95, 200: 5}))
     assert problems == ["the server shed 95% of requests (503 x95): the percentiles would be of the few it served; "
                         "lower --rate (--find-knee finds what it admits)"] and warnings == []  # fmt: skip
-    mixed = Recorder(None)
-    mixed.sent = 100
-    for k in range(100):  # 45% refused, 45% rate-limited: neither alone past its limit, VALID over 10 answers
-        mixed.response(503 if k < 45 else 429 if k < 90 else 200, 0.01)
-    problems, _ = answer_checks(mixed)
+    # 45% refused, 45% rate-limited: neither alone past its limit, VALID over 10 answers
+    problems, _ = answer_checks(_answered({503: 45, 429: 45, 200: 10}))
     assert problems == ["the server shed 90% of requests (429 x45, 503 x45): the percentiles would be of the few it "
                         "served; lower --rate (--find-knee finds what it admits)"]  # fmt: skip
-    spread = Recorder(None)
-    spread.sent = 100
-    for k in range(100):
-        spread.response(503 if k < 45 else 404 if k < 90 else 200, 0.01)
-    problems, _ = answer_checks(spread)
+    problems, _ = answer_checks(_answered({503: 45, 404: 45, 200: 10}))
     assert problems == ["only 10% of answers succeeded (404 x45, 503 x45): the percentiles would be of the few that "
                         "did"]  # fmt: skip
-    locked = Recorder(None)
-    locked.sent = 10
-    for _ in range(10):
-        locked.response(401, 0.01)  # the fix was "the request does not fit this server (... /v1/info ...)"
-    problems, _ = answer_checks(locked)
+    # the fix was "the request does not fit this server (... /v1/info ...)"
+    problems, _ = answer_checks(_answered({401: 10}))
     assert problems[0].endswith(
         "the server wants a bearer token; pass --token (or set RIGHTSIZE_TOKEN), or check the one given"
     )

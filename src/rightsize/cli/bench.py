@@ -146,8 +146,7 @@ def bench(
         err_console.print(
             f"error: nothing measured: the spec's devices ({devices}) and precisions ({precisions}) "
             "leave no config this machine can run (see the notes above). To fix: a precision the device runs "
-            "(cpu: fp32, bf16, int8), a device it has (devices: [cpu]), or run the spec where those devices are",
-            markup=False,
+            "(cpu: fp32, bf16, int8), a device it has (devices: [cpu]), or run the spec where those devices are"
         )
         raise typer.Exit(2)  # what this machine cannot run: exit 2, as plan says it for the same spec (was 1)
     if json_out:

@@ -55,7 +55,7 @@ def dashboard(
             err_console.print(f"rightsize dashboard on {url}  (Ctrl-C stops it)")
 
     def log(line: str) -> None:
-        err_console.print(line, markup=False, highlight=False)
+        err_console.print(line, highlight=False)
 
     try:
         serve_dashboard(

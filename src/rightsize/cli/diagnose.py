@@ -80,15 +80,15 @@ def diagnose_cmd(
         out_console.print(render(facts, findings), markup=False, highlight=False)
     if stopped == "timeout":
         err_console.print(f"note: the program was stopped after --timeout {timeout:g} s; the diagnosis covers the "
-                          f"steps it ran until then (exit code {code})", markup=False, highlight=False)  # fmt: skip
+                          f"steps it ran until then (exit code {code})", highlight=False)  # fmt: skip
     elif stopped == "interrupt":
         err_console.print("note: the program was interrupted; the diagnosis covers the steps it ran until then",
-                          markup=False, highlight=False)  # fmt: skip
+                          highlight=False)  # fmt: skip
     elif rc < 0:
-        err_console.print(f"note: the program was killed by signal {-rc} (exit code {code})", markup=False,
+        err_console.print(f"note: the program was killed by signal {-rc} (exit code {code})",
                           highlight=False)  # fmt: skip
     elif rc != 0:
-        err_console.print(f"note: the program exited with code {rc}", markup=False, highlight=False)
+        err_console.print(f"note: the program exited with code {rc}", highlight=False)
     if code:
         raise typer.Exit(code)
 

@@ -95,6 +95,32 @@ def test_run_and_report_pages_and_errors(two_run_store: tuple[Path, str, str]) -
     assert (s_404, s_post) == (404, 405)
 
 
+def test_other_methods_are_405_with_allow_and_two_hosts_are_400(two_run_store: tuple[Path, str, str]) -> None:
+    import http.client
+    from urllib.parse import urlsplit
+
+    path, _, _ = two_run_store
+    with running_dashboard(path) as url:
+        port = urlsplit(url).port
+        answers = {}
+        for method in ("OPTIONS", "TRACE", "DELETE"):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request(method, "/")
+            r = conn.getresponse()
+            answers[method] = (r.status, r.getheader("Allow"))
+            conn.close()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.putrequest("GET", "/", skip_host=True)
+        conn.putheader("Host", "127.0.0.1")
+        conn.putheader("Host", "rebind.example")
+        conn.endheaders()
+        r = conn.getresponse()
+        two_hosts = (r.status, r.read().decode())
+        conn.close()
+    assert answers == {m: (405, "GET, HEAD") for m in ("OPTIONS", "TRACE", "DELETE")}
+    assert two_hosts[0] == 400 and "more than one Host header" in two_hosts[1]
+
+
 def test_dashboard_never_creates_a_store(tmp_path: Path) -> None:
     missing = tmp_path / "none.sqlite"
     with pytest.raises(NotFoundError, match="no results store"), running_dashboard(missing):

@@ -76,3 +76,5 @@ def test_a_query_value_the_dashboard_does_not_know_is_a_400_naming_it(two_run_st
         assert status == 400 and "cost: unknown &#x27;bogus&#x27;; use one of per1m, hour" in html
         status, _, html = _get(url + "/cost?cost=hour")
         assert status == 200 and "USD per hour" in html
+        status, _, html = _get(url + "/cost?device_class=tpu")
+        assert status == 400 and "device_class: no stored point has &#x27;tpu&#x27;; use one of cpu, gpu" in html

@@ -105,6 +105,8 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         data = body.encode("utf-8")
         self.send_response(status)
+        if status == HTTPStatus.METHOD_NOT_ALLOWED:
+            self.send_header("Allow", "GET, HEAD")
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
@@ -116,11 +118,14 @@ class _Handler(BaseHTTPRequestHandler):
         if not head_only:
             self.wfile.write(data)
 
-    def _refused(self) -> str | None:
-        """Why this request may not see the store (None: it may): foreign Host, missing token."""
+    def _refused(self) -> tuple[int, str] | None:
+        """(status, why) when this request may not see the store (None: it may): two Host headers, a foreign
+        Host, a missing token."""
         allowed = self.server.allowed
+        if len(self.headers.get_all("Host") or []) > 1:
+            return 400, "the request carries more than one Host header"
         if allowed is not None and host_name(self.headers.get("Host", "").encode("latin-1")) not in allowed:
-            return "the Host header does not name this server (it listens on loopback only)"
+            return 421, "the Host header does not name this server (it listens on loopback only)"
         token = self.server.token
         if token is None:
             return None
@@ -133,12 +138,12 @@ class _Handler(BaseHTTPRequestHandler):
             given.append(cookie[TOKEN_COOKIE].value)
         if any(hmac.compare_digest(g.encode(), token.encode()) for g in given):
             return None
-        return "open the URL with ?token=... (printed when the dashboard started)"
+        return 401, "open the URL with ?token=... (printed when the dashboard started)"
 
     def _answer(self, head_only: bool) -> None:
-        why = self._refused()
-        if why is not None:
-            status = 421 if "Host" in why else 401
+        refused = self._refused()
+        if refused is not None:
+            status, why = refused
             self._send(status, f"<!doctype html><title>refused</title><p>{esc(why)}</p>", head_only)
             return
         if self.path.split("?")[0] == "/favicon.ico":
@@ -168,7 +173,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _read_only(self) -> None:
         self._send(405, "<!doctype html><title>read-only</title><p>The dashboard is read-only.</p>")
 
-    do_POST = do_PUT = do_DELETE = do_PATCH = _read_only
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _read_only
 
     def log_message(self, format: str, *args: object) -> None:
         if self.server.log is not None:

@@ -166,6 +166,11 @@ def cost_page(st: Store, query: Mapping[str, Sequence[str]], catalog: Catalog | 
     if cost not in COSTS:
         raise SpecError("cost", f"unknown {cost!r}; use one of {', '.join(COSTS)} (or leave it out: per1m)")
     everything = planned + measured
+    for k, v in filters.items():
+        stored = sorted({p.field(k) for p in everything})
+        if v and v not in stored:
+            use = f"use one of {', '.join(stored)}" if stored else "the store has none"
+            raise SpecError(k, f"no stored point has {v!r}; {use} (or leave it out: all)")
     selects = "".join(
         _select(k, k.replace("_", " "), sorted({p.field(k) for p in everything}), filters[k]) for k in FILTERS
     )

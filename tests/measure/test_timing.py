@@ -32,3 +32,20 @@ def test_adaptive_stops_when_tight_and_caps_when_noisy() -> None:
         lambda: None, TimingPolicy(warmup=0, min_repeats=5, max_repeats=30), timer=lambda f: next(noisy)
     )
     assert not ok and stats.n == 30
+
+
+def test_the_time_cap_bounds_the_warm_up_too() -> None:
+    """warmup: 1000 on a slow model ran for minutes past ``max_time_s`` before the first timed call."""
+    import time
+
+    calls = []
+
+    def slow() -> None:
+        calls.append(1)
+        time.sleep(0.02)
+
+    stats, ok = time_adaptive(
+        slow, TimingPolicy(warmup=1000, min_repeats=3, max_repeats=3, max_time_s=0.1), timer=lambda f: (f(), 1.0)[1]
+    )
+    assert stats.n == 3 and ok
+    assert 2 <= len(calls) - 3 <= 10  # the warm-up stopped near 0.1 s, not after 1000 calls (20 s)

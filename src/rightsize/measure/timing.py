@@ -91,8 +91,11 @@ def time_adaptive(
     ``conditions`` (e.g. ``measure.conditions.RunConditions``) is entered around the timed samples
     only, after the warm-up, so what it records describes exactly the calls the stats come from.
     """
+    warm_until = time.perf_counter() + policy.max_time_s  # the cap bounds the warm-up too (after one call)
     for _ in range(policy.warmup):
         fn()
+        if time.perf_counter() >= warm_until:
+            break
     samples: list[float] = []
     converged = False
     with conditions if conditions is not None else contextlib.nullcontext():

@@ -158,3 +158,18 @@ def test_fuzz_binary_never_crashes(body: bytes) -> None:
         parse_binary_request(body, FEATURES)
     except BodyError as exc:
         assert 400 <= exc.status < 500
+
+
+@pytest.mark.parametrize("parser", ["orjson", "stdlib"])
+@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity"])
+def test_nan_and_infinity_literals_are_not_json_with_either_parser(
+    parser: str, literal: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stdlib parser reads ``NaN`` (a 422 later); orjson refuses it (400): the answer hung on what was installed."""
+    import rightsize.wire as wire
+
+    if parser == "stdlib":
+        monkeypatch.setattr(wire, "_orjson", None)
+    elif wire._orjson is None:
+        pytest.skip("orjson is not installed")
+    assert status_of(b'{"inputs": [[' + literal + b", 0, 0, 0]]}") == 400

@@ -107,9 +107,13 @@ def _np_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # as orjson says: RFC 8259 has no NaN or Infinity
+
+
 def _loads(body: bytes) -> Any:
     try:
-        return _orjson.loads(body) if _orjson is not None else json.loads(body)
+        return _orjson.loads(body) if _orjson is not None else json.loads(body, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise BodyError(400, f"body is not valid JSON: {str(exc)[:120]}") from None
 

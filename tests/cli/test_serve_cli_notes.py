@@ -56,3 +56,12 @@ def test_the_dashboard_refuses_an_empty_token_too(capsys: pytest.CaptureFixture[
     """It started and locked every request out (401), while an empty Authorization header got in."""
     rc, out, err = run_cli(["dashboard", "--port", "0", "--token", ""], capsys)
     assert (rc, out) == (2, "") and err.startswith("error: --token: is empty (an unset variable?)")
+
+
+def test_a_crossover_no_router_uses_is_refused_before_the_model_loads(capsys: pytest.CaptureFixture[str]) -> None:
+    """--crossover 32 with one pool was accepted and never used."""
+    rc, out, err = run_cli(["serve", "distilbert", "--tiny", "--router", "cpu", "--crossover", "32"], capsys)
+    assert (rc, out) == (2, "") and err.startswith(
+        "error: --crossover: steers the size and hybrid routers; with router c"
+    )
+    assert "loading" not in err

@@ -205,6 +205,16 @@ def test_user_input_options_are_refused_where_they_would_be_ignored() -> None:
         user_input_options("hf:some/dir", None, 100)
 
 
+def test_a_size_option_of_the_other_input_kind_is_refused_not_ignored() -> None:
+    """``serve bert-base --image 224`` and ``memory resnet50 --seq 12`` ran on the defaults, silently."""
+    assert user_input_options("bert-base", None, None, seq=64) == (None, None)
+    assert user_input_options("ort:resnet50", None, None, image=160) == (None, None)
+    with pytest.raises(SpecError, match=r"^--image: bert-base takes tokens input, set by --seq: drop --image"):
+        user_input_options("bert-base", None, None, image=224)
+    with pytest.raises(SpecError, match=r"^--seq: ort:resnet50 takes image input, set by --image: drop --seq"):
+        user_input_options("ort:resnet50", None, None, seq=12)
+
+
 @pytest.mark.slow
 def test_each_format_through_bench_and_memory_cli(files: dict[str, Path], tmp_path: Path) -> None:
     """The user's path: a spec naming the file, `rightsize bench`, then `rightsize memory` on it."""

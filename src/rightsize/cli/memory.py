@@ -60,7 +60,7 @@ def memory(
         raise SpecError("--fused" if optimizer is None else "--optimizer", "applies to training only; add --mode "
                         "train or drop it")  # fmt: skip
     optimizer = optimizer or "adamw"
-    dims, vocab = user_input_options(model, shape, vocab)
+    dims, vocab = user_input_options(model, shape, vocab, seq, image)
     kwargs: dict[str, Any] = {
         "mode": mode, "precision": precision, "batch_size": batch, "seq_len": seq, "image_size": image,
         "optimizer": optimizer, "fused": fused, "tiny": tiny, "shape": dims, "vocab": vocab,

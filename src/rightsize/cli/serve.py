@@ -116,7 +116,7 @@ def serve_command(
         raise SpecError("--lane", "gives each lane's workers and threads; drop --workers / --threads")
     if pools is not None and len(pools) == 1:
         raise SpecError("--lane", "needs two or more lanes (one pool is --workers / --threads)")
-    dims, vocab = user_input_options(model, shape, vocab)
+    dims, vocab = user_input_options(model, shape, vocab, seq, image)
     sample_shape = tuple(dims) if dims else None
     config = ServerConfig(
         model=model,
@@ -143,8 +143,11 @@ def serve_command(
         log_level=log_level,
     )
     _check_access(host, token)
-    from rightsize.serve.config import cuda_available
+    from rightsize.serve.config import cuda_available, resolve_router
 
+    if crossover is not None and (routed := resolve_router(config, cuda_available())) in ("cpu", "gpu"):
+        raise SpecError("--crossover", f"steers the size and hybrid routers; with router {routed} one pool serves "
+                        "every request (drop it, or add two --lane pools and --router size)")  # fmt: skip
     if note := hybrid_note(router, pools is not None, workers, threads, cuda_available()):
         err_console.print(note)
     err_console.print(f"rightsize serve: loading {model}{' (tiny)' if tiny else ''} …")

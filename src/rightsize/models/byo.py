@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from rightsize.errors import NotFoundError, SpecError, UnsupportedError, did_you_mean
 from rightsize.inputfile import short
 from rightsize.models.onnx_engine import OrtModule, exported_onnx, onnx_input
-from rightsize.models.zoo import Family, InputKind, ZooEntry, get_entry
+from rightsize.models.zoo import ZOO, Family, InputKind, ZooEntry, get_entry
 
 if TYPE_CHECKING:
     from torch import nn
@@ -78,9 +78,19 @@ def parse_shape(text: str | None, option: str = "--shape") -> list[int] | None:
     return dims
 
 
-def user_input_options(ref: str, shape: str | None, vocab: int | None) -> tuple[list[int] | None, int | None]:
+_TAKES = {"image": "--image", "tokens": "--seq", "features": "neither --seq nor --image (a fixed feature width)"}
+
+
+def user_input_options(
+    ref: str, shape: str | None, vocab: int | None, seq: int | None = None, image: int | None = None
+) -> tuple[list[int] | None, int | None]:
     """``--shape`` and ``--vocab`` parsed for model ``ref``; a SpecError naming the option when ``ref`` is a zoo
-    model or a Hugging Face config (their input is set by ``--seq`` / ``--image``), which would ignore them."""
+    model or a Hugging Face config (their input is set by ``--seq`` / ``--image``), which would ignore them, and
+    when a zoo model's input is not the kind ``--seq`` / ``--image`` sets (``--image`` on a text model)."""
+    entry = ZOO.get(ref.partition(":")[2] if ref.startswith((ORT_PREFIX, OV_PREFIX)) else ref)
+    for option, value, kind in (("--seq", seq, "tokens"), ("--image", image, "image")):
+        if entry is not None and value is not None and entry.kind != kind:
+            raise SpecError(option, f"{ref} takes {entry.kind} input, set by {_TAKES[entry.kind]}: drop {option}")
     dims = parse_shape(shape)
     given = [option for option, value in (("--shape", dims), ("--vocab", vocab)) if value is not None]
     if given and (ref.startswith("hf:") or _config_dir(ref) is not None or not is_user_ref(ref)):

@@ -62,6 +62,6 @@ def test_a_crossover_no_router_uses_is_refused_before_the_model_loads(capsys: py
     """--crossover 32 with one pool was accepted and never used."""
     rc, out, err = run_cli(["serve", "distilbert", "--tiny", "--router", "cpu", "--crossover", "32"], capsys)
     assert (rc, out) == (2, "") and err.startswith(
-        "error: --crossover: steers the size and hybrid routers; with router c"
+        "error: --crossover: steers the size and hybrid routers; with router cpu"
     )
     assert "loading" not in err

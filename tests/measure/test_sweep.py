@@ -1,5 +1,6 @@
 """Sweeps run real tiny models in isolated children and store every result."""
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,46 @@ def test_one_reuse_rule_for_every_executor(store_path: Path) -> None:
         assert stored_result(store, cfg, "other-env", fresh=False) == stored_result(None, cfg, "e1", fresh=False)
     quiet = busy_cfg.result("ok", latency_ms=lat, throughput_per_s=200.0)
     assert not keeps_prior(busy, quiet, fresh=False) and keeps_prior(busy, busy, fresh=False)
+
+
+@pytest.mark.slow  # starts a forkserver that imports torch: seconds
+def test_a_killed_bench_takes_its_measuring_child_with_it(tmp_path: Path) -> None:
+    """SIGKILL of `rightsize bench` left the child measuring on for the rest of its config (up to its time cap)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    script = tmp_path / "long_bench.py"
+    script.write_text(
+        "from rightsize.measure.config import BenchConfig\n"
+        "from rightsize.measure.runner import run_isolated\n"
+        "from rightsize.measure.timing import TimingPolicy\n"
+        "cfg = BenchConfig('simplenet', 'inference', 'cpu', 'fp32', 1, None, {}, 'adamw', True,\n"
+        "                  TimingPolicy(warmup=1000, min_repeats=100000, max_repeats=1000000, target_ci=1e-9,\n"
+        "                               max_time_s=600.0))\n"
+        "if __name__ == '__main__':\n"
+        "    run_isolated(cfg, timeout_s=600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    family: list[psutil.Process] = []
+    try:
+        me = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 120
+        measuring: list[psutil.Process] = []
+        while time.monotonic() < deadline and not measuring and proc.poll() is None:  # forkserver -> its child
+            family = me.children(recursive=True)
+            measuring = [p for p in family if p.ppid() != proc.pid]
+            time.sleep(0.2)
+        assert measuring, "the measuring child never started"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        _, alive = psutil.wait_procs(family, timeout=20)  # the child, then the forkserver it kept alive
+        assert not alive, f"{[' '.join(p.cmdline()[-1:])[:60] for p in alive]} outlived the killed bench"
+    finally:
+        for p in [*family, psutil.Process(proc.pid)] if proc.poll() is None else family:
+            with contextlib.suppress(psutil.Error):
+                p.kill()

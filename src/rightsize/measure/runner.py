@@ -11,9 +11,13 @@ import multiprocessing as mp
 import os
 import resource
 import signal
+import threading
+import time
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any
+
+import psutil
 
 from rightsize.measure.config import BenchConfig
 from rightsize.profile import Measurement
@@ -51,7 +55,31 @@ def classify_failure(exc: BaseException) -> str:
     return text.strip().splitlines()[0][:300]
 
 
-def _child(conn: Connection, cfg_dict: dict[str, Any], cpus: frozenset[int] | None = None) -> None:
+def _exit_with(pid: int, started: float) -> None:
+    """Exit this child when process ``pid`` (rightsize, created at ``started``) is gone: a killed `rightsize bench`
+    left its measuring child running for the rest of its config. (The forkserver does not help: every child holds
+    its liveness pipe, so it outlives rightsize as long as they do.) Runs in a daemon thread, polling twice a
+    second."""
+    while True:
+        time.sleep(0.5)
+        try:
+            proc = psutil.Process(pid)
+            if proc.create_time() != started or proc.status() == psutil.STATUS_ZOMBIE:
+                os._exit(1)
+        except psutil.NoSuchProcess:
+            os._exit(1)
+        except psutil.Error:  # cannot tell: keep measuring
+            continue
+
+
+def _child(
+    conn: Connection,
+    cfg_dict: dict[str, Any],
+    cpus: frozenset[int] | None = None,
+    parent: tuple[int, float] | None = None,
+) -> None:
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=parent, daemon=True, name="rightsize-parent-watch").start()
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     if cpus is not None:  # before torch starts its thread pool, so the pool inherits the mask
         os.sched_setaffinity(0, cpus)
@@ -79,7 +107,8 @@ def run_isolated(cfg: BenchConfig, timeout_s: float | None = None, cpus: frozens
     """Run one config in a fresh child (on ``cpus`` when given); a crash, kill or timeout becomes ``failed``."""
     ctx = _context()
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child, cfg.to_dict(), cpus), daemon=True)
+    me = (os.getpid(), psutil.Process().create_time())
+    proc = ctx.Process(target=_child, args=(child, cfg.to_dict(), cpus, me), daemon=True)
     proc.start()
     child.close()
     limit = timeout_s if timeout_s is not None else cfg.timing.max_time_s * 4 + 300

@@ -170,3 +170,46 @@ def test_cli_generate_limits_reach_the_engine(monkeypatch: pytest.MonkeyPatch) -
     cfg = seen["cfg"]
     assert isinstance(cfg, EngineConfig) and seen["token"] == "t0k"
     assert (cfg.max_queue, cfg.max_prompt_tokens, cfg.max_new_tokens, cfg.max_seqs) == (3, 32, 8, 2)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_reply_cut_by_the_shutdown_ends_with_an_error_not_a_traceback(stream: bool) -> None:
+    """At the end of uvicorn's grace period the request task is cancelled: the CancelledError escaped (a traceback
+    per stream) and the client saw the stream stop mid-way, no error event and no end of the chunked body."""
+    from rightsize.llm.server import STOPPING, GenerateEndpoint, GenerateService
+
+    async def run() -> list[dict[str, object]]:
+        svc = GenerateService(CFG)
+        await svc.start()
+        sent: list[dict[str, object]] = []
+        body = json.dumps({"prompt_len": 8, "max_new_tokens": 4000, "stream": stream}).encode()
+        inbox = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive() -> dict[str, object]:
+            if inbox:
+                return inbox.pop()
+            await asyncio.Event().wait()  # the client stays: only the shutdown ends this request
+            raise AssertionError
+
+        async def send(message: dict[str, object]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/v1/generate", "headers": []}
+        task = asyncio.ensure_future(GenerateEndpoint(svc)(scope, receive, send))
+        deadline = time.monotonic() + (20 if stream else 0.5)
+        while time.monotonic() < deadline and len(sent) < 3:  # tokens flow (stream) or gather (collect)
+            await asyncio.sleep(0.05)
+        task.cancel()
+        await asyncio.wait_for(task, 10)  # returns: no CancelledError escapes to uvicorn's log
+        await svc.stop()
+        assert svc.responses[503] == 1
+        return sent
+
+    sent = asyncio.run(run())
+    last = sent[-1]
+    assert last["type"] == "http.response.body" and last.get("more_body", False) is False
+    if stream:  # the token events, then the error
+        assert sent[0]["status"] == 200 and len(sent) > 2  # tokens went out before the cut
+        assert json.loads(bytes(last["body"]).decode().removeprefix("data: ")) == {"error": STOPPING}
+    else:
+        assert sent[0]["status"] == 503 and json.loads(bytes(last["body"])) == {"detail": STOPPING}

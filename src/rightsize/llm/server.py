@@ -61,6 +61,7 @@ LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.
 _JSON = [(b"content-type", b"application/json")]
 _UNAUTHORIZED = {"detail": "missing or wrong bearer token"}
 _CHALLENGE = (b"www-authenticate", b"Bearer")
+STOPPING = "the server is stopping (its grace period ran out) before the request finished"
 
 
 class GenerateService:
@@ -195,9 +196,14 @@ class GenerateEndpoint:
         except OSError:  # the client left while we were sending
             engine.cancel(rid)
             return CLIENT_GONE, None
-        except asyncio.CancelledError:  # the server is shutting down
+        except asyncio.CancelledError:  # the shutdown's grace period is over: end the reply, not mid-chunk
             engine.cancel(rid)
-            raise
+            with contextlib.suppress(Exception):
+                if stream:  # the stream's headers went out first: close it with an error event
+                    await send({"type": "http.response.body", "body": event({"error": STOPPING}), "more_body": False})
+                else:
+                    await self._reply(send, 503, {"detail": STOPPING})
+            return 503, None
         finally:
             watcher.cancel()
 

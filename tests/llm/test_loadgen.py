@@ -100,3 +100,62 @@ def test_an_invalid_run_says_why_timeouts_and_overload_apart() -> None:
     assert not plain["valid"] and _invalid_reasons(plain, 10.0) == [
         "10 requests answered 200 with no token stream: the URL is not a generation server (POST /v1/generate, "
         "server-sent events); point it at `rightsize serve MODEL --generate`"]  # fmt: skip
+
+
+def _fake_sse_server(reply: bytes) -> tuple[socket.socket, int]:
+    """A listening socket whose thread answers every connection with ``reply`` (raw bytes) and closes."""
+    import threading
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(reply)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return sock, sock.getsockname()[1]
+
+
+def _chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+_TOKENS = _chunk(b'data: {"t":5}\n\n') + _chunk(b'data: {"t":6}\n\n')
+
+
+@pytest.mark.parametrize(
+    ("reply", "cause"),
+    [
+        (_HEAD + _TOKENS, "the stream was cut before its end (HTTP 200)"),  # a server stopping mid-way
+        (_HEAD + _TOKENS + _chunk(b'data: {"error":"the engine stopped"}\n\n') + b"0\r\n\r\n",
+         "the stream ended with the server's error: the engine stopped (HTTP 200)"),
+        (_HEAD + _TOKENS + b"0\r\n\r\n", "the stream ended without its done event (HTTP 200)"),
+        (_HEAD + _TOKENS + _chunk(b'data: {"done":true,"tokens":2}\n\n') + b"0\r\n\r\n",
+         "the stream held fewer or more tokens than asked for (HTTP 200)"),  # 2 of the 4 asked
+        (b"garbage\r\n\r\n", "no HTTP status line (not an HTTP server?) (HTTP -)"),
+    ],
+)  # fmt: skip
+def test_a_stream_that_does_not_end_as_a_whole_answer_is_an_error_with_its_cause(reply: bytes, cause: str) -> None:
+    """A stream cut after 2 tokens, or ended by the server's error event, counted as answered: the run read VALID."""
+    sock, port = _fake_sse_server(reply)
+    with sock:
+        res = run_generation_load(f"http://127.0.0.1:{port}", [0.0, 0.01], [4, 4], [4, 4], timeout_s=10)
+    s = res.summary()
+    assert s["answered"] == 0 and not s["valid"] and s["errors"] == {cause: 2}
+
+
+def test_the_endpoints_url_reaches_the_endpoint_not_a_404() -> None:
+    """``loadtest http://HOST:PORT/v1/generate`` posted to /v1/generate/v1/generate: every request a bare 404."""
+    cfg = EngineConfig(model="gpt2", size="tiny", max_seqs=2, kv_tokens=1024)
+    with running_generate_server(cfg) as url:
+        res = run_generation_load(url + "/v1/generate/", [0.0], [4], [2])
+    assert res.summary()["statuses"] == {"200": 1}

@@ -74,6 +74,9 @@ def test_knee_search_json(server: TinyServer, capsys: pytest.CaptureFixture[str]
         # one request a hundred seconds away: the run had lasted 1/rate, far past --duration
         (["--rate", "0.01", "--duration", "2"], "--rate: 0.01/s for 2 s schedules no request"),
         (["--rate", "5", "--duration", "2", "--warmup-s", "5"], "--warmup-s: 5 s leaves nothing"),
+        # the send times of 86.4e9 requests: a 644 GiB allocation and a traceback
+        (["--rate", "1e6", "--duration", "86400"], "--rate: 1e+06/s schedules 86,400,000,000 requests; at most"),
+        (["--generate", "--rate", "1e6", "--requests", "1000000000000"], "schedules 1,000,000,000,000 requests"),
     ],
 )
 def test_bad_input_exits_2(

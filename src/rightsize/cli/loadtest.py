@@ -180,6 +180,13 @@ def loadtest(
         # the schedule would still send one request, stretching the run to 1/rate seconds (a day at 1e-5/s)
         raise SpecError("--rate", f"{rate:g}/s for {duration:g} s schedules no request; raise --rate or --duration "
                         "so that rate x duration >= 1")  # fmt: skip
+    if rate is not None and not find_knee:
+        from rightsize.loadgen.schedule import MAX_SCHEDULE
+
+        n = min(requests or math.inf, round(rate * duration) if duration is not None else math.inf)
+        if n > MAX_SCHEDULE:
+            raise SpecError("--rate", f"{rate:g}/s schedules {n:,.0f} requests; at most {MAX_SCHEDULE:,} in one run: "
+                            "lower --rate, --duration or --requests")  # fmt: skip
     only = {  # options of one kind of load only: refused rather than ignored
         "--samples": samples != 1, "--body": body is not None, "--json-body": json_body is not None,
         "--method": method is not None, "--encoding": encoding != "auto", "--header": bool(header),
@@ -366,7 +373,9 @@ def _invalid_reasons(summary: dict[str, Any], timeout_s: float) -> list[str]:
         out.append(f"{n503} requests answered 503: the server's queue was full (overload): lower --rate")
     for status, why in sorted(summary.get("refusals", {}).items()):
         if status not in ("401", "503"):  # a request the server would not take: what it said names what to change
-            out.append(f"{summary['statuses'].get(status, 0)} requests answered {status}: {why}")
+            where = " (no POST /v1/generate at this URL: give the generation server's base URL, http://HOST:PORT)"
+            out.append(f"{summary['statuses'].get(status, 0)} requests answered {status}: {why}"
+                       f"{where if status in ('404', '405') else ''}")  # fmt: skip
     lag = summary.get("send_lag_p99_ms", 0.0)
     if not math.isnan(lag) and lag > MAX_SEND_LAG_MS:  # NaN when nothing was sent
         out.append(f"send lag p99 {lag:.1f} ms > {MAX_SEND_LAG_MS:g} ms: this machine could not keep the schedule")

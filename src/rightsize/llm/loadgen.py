@@ -96,9 +96,17 @@ def _pct(values: Sequence[float]) -> dict[str, float]:
     return {f"p{q:g}": float(np.percentile(v, q)) for q in (50, 90, 95, 99)} | {"mean": float(v.mean())}
 
 
+class _Cut(Exception):
+    """A reply that did not end as a complete answer; its message is the cause counted in ``errors``."""
+
+
 async def _one(
-    host: str, port: int, path: str, body: bytes, intended: float, t0: float, timeout_s: float, auth: str = ""
-) -> GenResult:
+    host: str, port: int, path: str, body: bytes, want: int, intended: float, t0: float, timeout_s: float,
+    auth: str = "",
+) -> GenResult:  # fmt: skip
+    """Send one request at its intended time and read its reply: answered only when the stream ends with its
+    ``done`` event, ``want`` tokens and the chunked body's last chunk (a server stopping mid-way, or its error
+    event, counts as an error with that cause)."""
     delay = t0 + intended - time.perf_counter()
     if delay > 0:
         await asyncio.sleep(delay)
@@ -114,24 +122,49 @@ async def _one(
             writer.write(head + body)
             await writer.drain()
             sent = time.perf_counter() - t0
-            status = int((await reader.readline()).split()[1])
+            status_line = (await reader.readline()).split()
+            if len(status_line) < 2 or not status_line[0].startswith(b"HTTP/") or not status_line[1].isdigit():
+                raise _Cut("no HTTP status line (not an HTTP server?)")
+            status = int(status_line[1])
             chunked = False
             while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
                 chunked |= line.lower().startswith(b"transfer-encoding:") and b"chunked" in line.lower()
             if status == 200 and chunked:
-                while (size := int((await reader.readline()).split(b";")[0].strip() or b"0", 16)) > 0:
+                done: int | None = None
+                while True:
+                    size_line = await reader.readline()
+                    if not size_line:
+                        raise _Cut("the stream was cut before its end")
+                    size = int(size_line.split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        break
                     data = await reader.readexactly(size + 2)
                     now = time.perf_counter() - t0
                     for event in data.split(b"\n"):
-                        if event.startswith(b"data: ") and b'"t"' in event:
-                            n = event.count(b'"t"')
+                        if not event.startswith(b"data: "):
+                            continue
+                        if n := event.count(b'"t"'):
                             tokens += n
                             first = now if tokens == n else first
                             last = now
+                        elif b'"error"' in event:
+                            why = str(json.loads(event[6:]).get("error", ""))[:120]
+                            raise _Cut(f"the stream ended with the server's error: {why}")
+                        elif b'"done"' in event:
+                            done = int(json.loads(event[6:]).get("tokens", -1))
+                if done is None:
+                    raise _Cut("the stream ended without its done event")
+                if tokens != want or done != want:
+                    raise _Cut("the stream held fewer or more tokens than asked for")
             elif status != 200:  # a refusal: keep its reason (Connection: close, so the body ends the reply)
                 detail = _detail(await reader.read(4096))
             writer.close()
-    except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
+    except _Cut as exc:
+        return GenResult(intended, sent, first, last, tokens, 0, f"{exc} (HTTP {status or '-'})")
+    except OSError as exc:  # refused, reset, too many open files: the errno's words tell them apart
+        cause = f"{type(exc).__name__}: {exc.strerror}" if exc.strerror else type(exc).__name__
+        return GenResult(intended, sent, first, last, tokens, 0, f"{cause} (HTTP {status or '-'})")
+    except (TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
         return GenResult(intended, sent, first, last, tokens, 0, f"{type(exc).__name__} (HTTP {status or '-'})")
     return GenResult(intended, sent, first, last, tokens, status, detail=detail)
 
@@ -164,14 +197,15 @@ def run_generation_load(
     auth = f"{header[0]}: {header[1]}\r\n" if header else ""
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
-    path = (parts.path.rstrip("/") or "") + "/v1/generate"
+    path = parts.path.rstrip("/")
+    path = path if path.endswith("/v1/generate") else path + "/v1/generate"  # the server's URL or the endpoint's
     bodies = [json.dumps({"prompt_len": int(p), "max_new_tokens": int(o), "stream": True, "seed": seed + i}).encode()
               for i, (p, o) in enumerate(zip(prompts, outputs, strict=True))]  # fmt: skip
 
     async def main() -> GenLoadResult:
         t0 = time.perf_counter() + 0.05
-        tasks = [asyncio.create_task(_one(host, port, path, b, float(t), t0, timeout_s, auth))
-                 for b, t in zip(bodies, offsets_s, strict=True)]  # fmt: skip
+        tasks = [asyncio.create_task(_one(host, port, path, b, int(o), float(t), t0, timeout_s, auth))
+                 for b, o, t in zip(bodies, outputs, offsets_s, strict=True)]  # fmt: skip
         results = list(await asyncio.gather(*tasks))
         return GenLoadResult(results, time.perf_counter() - t0)
 

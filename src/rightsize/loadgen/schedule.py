@@ -21,9 +21,10 @@ def check_run_bounds(duration_s: float | None, requests: int | None, timeout_s: 
         raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
 
 
-__all__ = ["Arrival", "arrival_offsets_s", "schedule_size"]
+__all__ = ["MAX_SCHEDULE", "Arrival", "arrival_offsets_s", "schedule_size"]
 
 Arrival = Literal["poisson", "constant"]
+MAX_SCHEDULE = 10_000_000  # requests in one run: 80 MB of send times (1e6/s x 86400 s asked for 691 GB)
 
 
 def arrival_offsets_s(
@@ -64,4 +65,6 @@ def schedule_size(rate_per_s: float, *, duration_s: float | None = None, request
     n = requests if requests is not None else math.inf
     if duration_s is not None:
         n = min(n, max(1, round(duration_s * rate_per_s)))
+    if n > MAX_SCHEDULE:
+        raise ValueError(f"the schedule holds {n:,.0f} requests; at most {MAX_SCHEDULE:,} in one run")
     return int(n)

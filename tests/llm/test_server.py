@@ -80,11 +80,26 @@ def test_non_stream_matches_the_stream_for_the_same_prompt(url: str) -> None:
         (b'{"prompt_len": 4, "stream": "yes"}', 422, "stream"),
         (b'{"prompt_len": 65}', 413, "max_prompt_tokens=64"),
         (b'{"prompt": [' + b",".join([b"1"] * 65) + b"]}", 413, "max_prompt_tokens=64"),
+        (b'{"prompt": [1], "seed": 5}', 422, "seed: draws a prompt_len request's prompt"),  # was ignored
+        (b'{"prompt_len": "' + b"x" * 100_000 + b'"}', 422, "got 'xxxxx"),  # echoed whole: 100 kB back
     ],
 )
 def test_errors_name_the_field(url: str, body: bytes, status: int, names: str) -> None:
     r = httpx.post(f"{url}/v1/generate", content=body, headers={"content-type": "application/json"})
     assert r.status_code == status and names in r.json()["detail"], r.text
+    assert len(r.json()["detail"]) < 300
+
+
+def test_a_body_of_another_content_type_is_415_and_none_reads_as_json(url: str) -> None:
+    """A web page's cross-site form or text/plain POST started generating on a server without a token."""
+    body = b'{"prompt_len": 4, "max_new_tokens": 2, "stream": false}'
+    for ctype in ("text/plain", "application/x-www-form-urlencoded"):
+        r = httpx.post(f"{url}/v1/generate", content=body, headers={"content-type": ctype})
+        assert r.status_code == 415 and "must be application/json" in r.json()["detail"]
+    r = httpx.post(f"{url}/v1/generate", content=body, headers={"content-type": "application/json; charset=utf-8"})
+    assert r.status_code == 200 and len(r.json()["tokens"]) == 2
+    r = httpx.post(f"{url}/v1/generate", content=body)  # no content type at all
+    assert r.status_code == 200
 
 
 @pytest.mark.slow

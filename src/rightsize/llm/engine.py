@@ -176,7 +176,7 @@ class Engine:
             raise PromptTooLong(f"prompt: {len(prompt)} tokens is over max_prompt_tokens={cfg.max_prompt_tokens}; "
                                 "shorten it")  # fmt: skip
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-            raise ValueError(f"max_new_tokens: must be an integer, got {max_new_tokens!r}")
+            raise ValueError(f"max_new_tokens: must be an integer, got {repr(max_new_tokens)[:60]}")
         if not 1 <= max_new_tokens <= cfg.max_new_tokens:
             raise ValueError(f"max_new_tokens: must be in [1, {cfg.max_new_tokens}], got {max_new_tokens}")
         ids = list(prompt)

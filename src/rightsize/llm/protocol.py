@@ -42,7 +42,8 @@ def parse_request(body: bytes, info: dict[str, Any], seed: int) -> tuple[list[in
         raise Reject(422, f"body: must be a JSON object; {example}")
     for key in req:
         if key not in FIELDS:
-            raise Reject(422, f"{key}: unknown field.{did_you_mean(key, FIELDS)} Fields: {', '.join(FIELDS)}")
+            hint = did_you_mean(key, FIELDS) if len(key) <= 64 else ""
+            raise Reject(422, f"{_shown(key, str)}: unknown field.{hint} Fields: {', '.join(FIELDS)}")
     if ("prompt" in req) == ("prompt_len" in req):
         raise Reject(422, f"prompt: give exactly one of 'prompt' (token ids) and 'prompt_len'; {example}")
     vocab, longest = info["vocab_size"], info["max_prompt_tokens"]
@@ -50,21 +51,30 @@ def parse_request(body: bytes, info: dict[str, Any], seed: int) -> tuple[list[in
         prompt = req["prompt"]
         if not isinstance(prompt, list) or not all(type(t) is int for t in prompt):
             raise Reject(422, f"prompt: must be a list of integer token ids in [0, {vocab})")
+        if "seed" in req:
+            raise Reject(422, "seed: draws a prompt_len request's prompt; a request with 'prompt' ids has none to "
+                         "draw: drop it")  # fmt: skip
     else:
         n = req["prompt_len"]
         if type(n) is not int or n < 1:
-            raise Reject(422, f"prompt_len: must be an integer >= 1, got {n!r}")
+            raise Reject(422, f"prompt_len: must be an integer >= 1, got {_shown(n)}")
         if n > longest:
             raise Reject(413, f"prompt_len: {n} is over max_prompt_tokens={longest}; ask for fewer tokens")
         s = req.get("seed", seed)
         if type(s) is not int or s < 0:
-            raise Reject(422, f"seed: must be an integer >= 0, got {s!r}")
+            raise Reject(422, f"seed: must be an integer >= 0, got {_shown(s)}")
         prompt = np.random.default_rng(s).integers(0, vocab, n).tolist()
     new = req.get("max_new_tokens", min(128, info["max_new_tokens"]))
     stream = req.get("stream", True)
     if not isinstance(stream, bool):
-        raise Reject(422, f"stream: must be true or false, got {stream!r}")
+        raise Reject(422, f"stream: must be true or false, got {_shown(stream)}")
     return prompt, new, stream
+
+
+def _shown(value: Any, form: Any = repr) -> str:
+    """``value`` as a refusal quotes it, cut to 60 characters: a 1 MB value is not echoed back whole."""
+    text = form(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def event(obj: dict[str, Any]) -> bytes:

@@ -150,9 +150,16 @@ class GenerateEndpoint:
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> tuple[int, GenStats | None]:
         svc, engine = self.svc, self.svc.engine
-        if not bearer_ok(self.token, dict(scope["headers"]).get(b"authorization")):
+        headers = dict(scope["headers"])
+        if not bearer_ok(self.token, headers.get(b"authorization")):
             await self._reply(send, 401, _UNAUTHORIZED, [_CHALLENGE])
             return 401, None
+        ctype = headers.get(b"content-type", b"application/json").split(b";", 1)[0].strip().lower()
+        if ctype != b"application/json":  # as the prediction server: a web page's form or text/plain POST is refused
+            shown = ctype[:60].decode("latin-1")
+            await self._reply(send, 415, {"detail": f"content type must be application/json, got {shown!r} (curl: "
+                                          "-H 'content-type: application/json')"})  # fmt: skip
+            return 415, None
         try:
             body = await _read_body(receive)
             svc.requests += 1

@@ -27,7 +27,9 @@ def serve_command(
         max=10_000_000,
         help="A user model takes int64 token ids below this (factory / TorchScript).",
     ),
-    precision: str = typer.Option("fp32", "--precision", help="fp32 | bf16 | int8 (int8: CPU dynamic quantisation)."),
+    precision: str = typer.Option(
+        "fp32", "--precision", help="fp32 | bf16 | int8 (int8, CPU: dynamic quantisation; conv nets static)."
+    ),
     max_batch: int = typer.Option(
         8, "--max-batch", min=1, max=65_536, help="Most samples per batch (and per request)."
     ),

@@ -148,3 +148,62 @@ def test_a_directory_store_says_to_give_a_file_path(
 def test_the_dashboard_still_says_when_there_is_no_store(tmp_path: Path) -> None:
     with pytest.raises(RightsizeError, match=r"no results store at .*; run `rightsize bench SPEC` first"):
         make_server(tmp_path / "absent.sqlite").server_close()
+
+
+_OPEN_AT = """
+import sys, time
+from rightsize.errors import RightsizeError
+from rightsize.store import Store
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
+for path in sys.argv[3:]:
+    time.sleep(max(0.0, float(sys.argv[2]) + float(path.rsplit("/", 1)[1].split(".")[0]) * 0.5 - time.time()))
+    try:
+        Store(path).close()
+        print("ok")
+    except RightsizeError as exc:
+        print(exc)
+"""
+
+
+def test_processes_opening_a_new_store_at_once_all_get_it(tmp_path: Path) -> None:
+    """Two `bench` runs on a fresh RIGHTSIZE_STORE: one read v0 outside the migration's transaction and re-ran the
+    other's CREATE TABLE, reported as "not a rightsize store (table envs already exists)"."""
+    import sys
+    import time
+
+    paths = [str(tmp_path / f"{trial}.sqlite") for trial in range(8)]  # trial i opens at start + 0.5 i s
+    start = str(time.time() + 3.0)  # every child has imported rightsize by then
+    children = [subprocess.Popen([sys.executable, "-c", _OPEN_AT, "x", start, *paths], stdout=subprocess.PIPE,
+                                 text=True) for _ in range(4)]  # fmt: skip
+    answers = [line for c in children for line in c.communicate(timeout=120)[0].splitlines()]
+    assert answers == ["ok"] * 32
+
+
+def test_a_device_or_an_unreachable_path_is_refused_in_one_line(tmp_path: Path) -> None:
+    """/dev/null as the store left /dev/null-journal behind; a name too long was an OSError traceback."""
+    with pytest.raises(RightsizeError, match=r"^--store: '/dev/null' is a device or pipe, not a store file"):
+        Store("/dev/null")
+    with pytest.raises(RightsizeError, match=r"^--store: '/dev/null' is a device or pipe"):
+        Store("/dev/null", read_only=True)
+    assert not Path("/dev/null-journal").exists()
+    with pytest.raises(RightsizeError, match=r"^--store: cannot open .*File name too long"):
+        Store(tmp_path / ("b" * 300) / "x.sqlite")
+
+
+def test_a_read_only_open_checks_the_schema_too(tmp_path: Path) -> None:
+    """A dropped table was a traceback from every `results`; a newer store was read without a word."""
+    path = tmp_path / "s.sqlite"
+    _store(path)
+    con = sqlite3.connect(path)
+    con.execute("DROP TABLE measurements")
+    con.close()
+    with pytest.raises(RightsizeError, match="schema v2 but no table measurements"):
+        Store(path, read_only=True)
+    path2 = tmp_path / "s2.sqlite"
+    _store(path2)
+    con = sqlite3.connect(path2)
+    con.execute("PRAGMA user_version = 99")
+    con.close()
+    for read_only in (True, False):
+        with pytest.raises(RightsizeError, match=r"has schema v99, newer than this rightsize's .*: upgrade rightsize"):
+            Store(path2, read_only=read_only)

@@ -17,6 +17,8 @@ import json
 import os
 import socket
 import sqlite3
+import stat
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -130,15 +132,27 @@ class RunInfo:
     n_failed: int
 
 
+class _Newer(sqlite3.DatabaseError):
+    """A store written by a newer rightsize (a schema version past this one's migrations)."""
+
+
 class Store:
     """A results store on one SQLite file (created with its parent directory on first use)."""
 
     def __init__(self, path: str | Path | None = None, *, read_only: bool = False) -> None:
         """Open (and create or migrate) the store; ``read_only`` never writes and never creates."""
         self.path = Path(path) if path is not None else default_store_path()
-        if self.path.is_dir():
+        try:
+            mode = self.path.stat().st_mode if os.path.lexists(self.path) else None
+        except OSError as exc:  # a folder on the way this user cannot search, a name too long
+            raise RightsizeError(f"--store: cannot open {str(self.path)!r} ({exc.strerror}); pass a path this user "
+                                 "can reach") from None  # fmt: skip
+        if mode is not None and stat.S_ISDIR(mode):
             raise _directory_error(self.path)
-        if not read_only and self.path.is_file() and not os.access(self.path, os.W_OK):
+        if mode is not None and not stat.S_ISREG(mode):  # /dev/null: SQLite made /dev/null-journal beside it
+            raise RightsizeError(f"--store: {str(self.path)!r} is a device or pipe, not a store file; point --store "
+                                 "or RIGHTSIZE_STORE at a file path")  # fmt: skip
+        if not read_only and mode is not None and not os.access(self.path, os.W_OK):
             # refused before SQLite opens it: it would open read-only and fail at the first write, mid-command
             raise self._unwritable("the file is read-only for this user")
         try:
@@ -174,14 +188,26 @@ class Store:
         if not read_only:
             self._check_writable()
         try:
+            self._check_ours()  # before the first write: another application's database is never changed
             if read_only:
+                self._check_version()
                 self._conn.execute("SELECT count(*) FROM runs").fetchone()
                 return
-            self._check_ours()  # before the first write: another application's database is never changed
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._wal()
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._migrate()
             self.close_dead_runs()
+        except _Newer as exc:
+            self._conn.close()
+            raise RightsizeError(f"--store: {str(self.path)!r} {exc}: upgrade rightsize to read it (or pass "
+                                 "another path)") from None  # fmt: skip
+        except sqlite3.OperationalError as exc:
+            self._conn.close()
+            if "locked" in str(exc) or "busy" in str(exc):  # another process held it for more than 30 s
+                raise RightsizeError(f"--store: {str(self.path)!r} stayed locked by another process for 30 s; try "
+                                     "again when it has finished") from None  # fmt: skip
+            raise RightsizeError(f"--store: {str(self.path)!r} is not a rightsize store ({exc}); pass another "
+                                 "path") from None  # fmt: skip
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise RightsizeError(
@@ -218,13 +244,22 @@ class Store:
     def _check_ours(self) -> None:
         """Raise ``sqlite3.DatabaseError`` (reported as "not a rightsize store") for a database rightsize did not
         make: one with tables but no schema version (another application's), or a versioned one without the
-        store's tables. Only an empty database is initialised as a new store."""
-        version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
-        tables = sorted(r[0] for r in self._conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))  # fmt: skip
+        store's tables. Only an empty database is initialised as a new store. Both are read in one snapshot: a
+        process creating the store between the two reads made it look like "tables and no schema version"."""
+        in_tx = self._conn.in_transaction
+        if not in_tx:
+            self._conn.execute("BEGIN")
+        try:
+            version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+            tables = sorted(r[0] for r in self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))  # fmt: skip
+            n_schema = int(self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
+        finally:
+            if not in_tx and self._conn.in_transaction:
+                self._conn.execute("COMMIT")
         if version == 0:
             others = [str(t) for t in tables]
-            if others or self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            if others or n_schema:
                 shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
                 held = f"tables {shown}" if shown else "views or triggers"
                 raise sqlite3.DatabaseError(f"another application's database: it holds {held} and no rightsize "
@@ -245,12 +280,34 @@ class Store:
             raise
         self._conn.execute("COMMIT")
 
-    def _migrate(self) -> None:
+    def _wal(self, wait_s: float = 30.0) -> None:
+        """Switch the store to WAL. The switch answers "database is locked" at once, busy timeout or not, while
+        another process opening the same new store holds a lock: retried for ``wait_s``."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    def _check_version(self) -> int:
         version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
         if version > len(_MIGRATIONS):
-            raise sqlite3.DatabaseError(f"store schema v{version} is newer than this rightsize (v{len(_MIGRATIONS)})")
-        for i in range(version, len(_MIGRATIONS)):
+            raise _Newer(f"has schema v{version}, newer than this rightsize's (v{len(_MIGRATIONS)})")
+        return version
+
+    def _migrate(self) -> None:
+        """Bring the schema to this version, one step per transaction. The version is read again inside each
+        step's IMMEDIATE transaction: two processes opening a new store at once both saw v0 outside it, and the
+        second re-ran the first's CREATE TABLE ("table envs already exists" read as "not a rightsize store")."""
+        while self._check_version() < len(_MIGRATIONS):
             with self._tx() as c:
+                i = self._check_version()
+                if i >= len(_MIGRATIONS):  # another process finished it while this one waited for the lock
+                    break
                 for stmt in _MIGRATIONS[i].split(";"):
                     if stmt.strip():
                         c.execute(stmt)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from rightsize.measure.config import input_of
 from rightsize.measure.env import fingerprint
 from rightsize.measure.sweep import Progress, run_sweep
@@ -16,7 +18,9 @@ def ensure_profile(
 ) -> Profile:
     """Stored profile of this model/mode/input on this machine, measuring what is missing first.
 
-    The sweep reuses every config already stored, so a second call measures nothing.
+    The sweep reuses every config already stored, so a second call measures nothing. A sweep stopped by Ctrl-C
+    raises KeyboardInterrupt once its finished configs are stored: planning from the few measured before the
+    stop answered as if the sweep were whole.
     """
     entry = workload_model(workload)
     env = fingerprint()
@@ -27,9 +31,13 @@ def ensure_profile(
         from rightsize.measure.progress import config_count, sweep_progress
 
         with sweep_progress(config_count(workload)) as cb:
-            run_sweep(workload, store, env=env, on_progress=cb)
+            swept = run_sweep(workload, store, env=env, on_progress=cb)
     else:
-        run_sweep(workload, store, env=env, on_progress=on_progress)
+        swept = run_sweep(workload, store, env=env, on_progress=on_progress)
+    if swept.interrupted:
+        print("interrupted: the configs measured before the stop are stored; nothing was planned from the part "
+              "(run it again to measure the rest)", file=sys.stderr)  # fmt: skip
+        raise KeyboardInterrupt
     profile = store.profile(workload.model, workload.mode, inp, env.id, tiny=workload.tiny)
     if profile is None:
         return Profile(workload.model, workload.mode, inp, env, ())

@@ -220,3 +220,43 @@ def test_bench_refuses_a_mode_its_targets_cannot_plan_from(tmp_path: Path, capsy
     code, _, err = run_cli(["bench", str(spec), "--store", str(tmp_path / "s.sqlite")], capsys)
     assert code == 2 and "measuring" not in err
     assert err.startswith("error: mode: inference does not fit training targets; set mode: training")
+
+
+@pytest.mark.slow  # a forkserver importing torch, then a measurement cut short: ~15 s
+def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path: Path, store_path: Path) -> None:
+    """SIGTERM (docker stop, systemd) ended bench on the spot: its run read 'running' for every reader and the
+    orphaned child printed a BrokenPipe traceback."""
+    import signal
+    import time
+
+    import psutil
+
+    (tmp_path / "sleepy_model.py").write_text(
+        "import time\nimport torch\n\n\nclass Sleepy(torch.nn.Module):\n"
+        "    def forward(self, x):\n        if x.shape[0] == 2:\n            time.sleep(600)\n"
+        "        return x * 2\n\n\n"
+        "def make():\n    return Sleepy()\n"
+    )  # batch 1 is measured (the run starts), batch 2 never ends
+    spec = _spec(tmp_path, model="sleepy_model:make", tiny=False, batch_sizes=[1, 2], precisions=["fp32"],
+                 input={"shape": [4]})  # fmt: skip
+    env = os.environ | {"RIGHTSIZE_STORE": str(store_path), "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "rightsize", "bench", str(spec)], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        me, deadline = psutil.Process(proc.pid), time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:  # until batch 2's child sleeps
+            if len([p for p in me.children(recursive=True) if p.ppid() != proc.pid and p.is_running()]) and (
+                store_path.exists()
+                and rightsize("results", "--json", store=store_path).stdout.strip() not in ("", "[]")
+            ):
+                break
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "interrupted: finished results are stored" in err and "Traceback" not in err
+    listed = rightsize("results", "--json", store=store_path, check=True)
+    assert [r["status"] for r in json.loads(listed.stdout)] == ["interrupted"]

@@ -7,6 +7,7 @@ command), so ``rightsize --help`` stays instant.
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
 
 import typer
@@ -114,9 +115,30 @@ def _usage_line(exc: Exception) -> str | None:
     return f"{message.rstrip('.')} (options: {command} --help)"
 
 
+_TERMINATED: list[int] = []  # the signal that stopped this command, once one has
+
+
+def _stop_as_ctrl_c(signum: int, _frame: object) -> None:
+    """SIGTERM (systemd, docker stop, kill) ended the process on the spot: a sweep's run stayed 'running' for
+    every reader and no cleanup ran. Raised as Ctrl-C instead, so the same cleanup runs; the exit is 143."""
+    _TERMINATED.append(signum)
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script; exits with 0 ok, 1 failed run, 2 bad input."""
     keep_freed_memory()  # before any thread allocates: glibc fixes its arena limit then (rightsize.allocator)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # servers install their own (uvicorn drains)
+        signal.signal(signal.SIGTERM, _stop_as_ctrl_c)
+    try:
+        _main(argv)
+    except SystemExit as exc:
+        if _TERMINATED and exc.code in (130, 0, None):
+            sys.exit(128 + _TERMINATED[0])
+        raise
+
+
+def _main(argv: list[str] | None) -> None:
     _register()
     args = sys.argv[1:] if argv is None else argv
     ours = args[: args.index("--")] if "--" in args else args  # after "--": diagnose's program and its options

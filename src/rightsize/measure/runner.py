@@ -98,7 +98,9 @@ def _child(
         result = cfg.result("failed", reason=reason)
     try:
         conn.send(result.to_dict())
-    except BaseException as exc:
+    except OSError:  # rightsize is gone (the pipe's reader closed): nobody to tell, nothing to print
+        os._exit(1)
+    except BaseException as exc:  # the result would not pickle: send why instead
         conn.send(cfg.result("failed", reason=classify_failure(exc)).to_dict())
     conn.close()
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rightsize.errors import RightsizeError, SpecError
-from rightsize.inputfile import MAX_ALIASES, MAX_DEPTH, load_yaml, read_user_text, short
+from rightsize.inputfile import MAX_ALIASES, MAX_DEPTH, load_yaml, read_user_text, short, write_whole
 from rightsize.spec import load_spec, parse_spec
 from rightsize.spec.schema import Workload
 
@@ -141,3 +141,30 @@ def test_fuzzed_bytes_never_escape_as_other_errors(tmp_path_factory: pytest.Temp
         load_spec(p)
     except RightsizeError as exc:
         assert "\n" not in str(exc)
+
+
+def test_write_whole_keeps_the_old_file_when_the_write_fails(tmp_path: Path) -> None:
+    """`results --export keep.json` on a full disk truncated the previous export to a broken half and printed an
+    OSError traceback (a file-size limit stands in for the full disk)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "keep.json"
+    out.write_text('{"old": true}')
+    code = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from rightsize.errors import SpecError\n"
+        "from rightsize.inputfile import write_whole\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "try:\n"
+        "    write_whole(Path(sys.argv[1]), 'x' * 100_000, '--export')\n"
+        "except SpecError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith(f"--export: cannot write {str(out)!r} (File too large); nothing was changed")
+    assert out.read_text() == '{"old": true}' and sorted(p.name for p in tmp_path.iterdir()) == ["keep.json"]
+    write_whole(out, "new", "--export")
+    assert out.read_text() == "new"

@@ -1,9 +1,11 @@
-"""The one boundary user files cross: size-capped, UTF-8, YAML without surprises, short error values.
+"""The one boundary user files cross: size-capped, UTF-8, YAML without surprises, short error values; and the
+files we write for them, whole or not at all.
 
     text = read_user_text(path, what="spec")          # SpecError on a directory, > cap, not UTF-8
     data = load_yaml(text, source="spec.yaml")         # SpecError on bad syntax, duplicate keys,
                                                        # deep nesting or too many aliases
     short(value)                                       # a repr() that never expands a huge value
+    write_whole(path, text, "--output")                # a temp file renamed over PATH: old file kept on failure
 
 Every number in a spec is then checked by the schema (finite, bounded: ``spec/schema.py``). Limits are
 documented in docs/spec.md ("Limits").
@@ -12,7 +14,9 @@ documented in docs/spec.md ("Limits").
 from __future__ import annotations
 
 import math
+import os
 import reprlib
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +24,16 @@ import yaml
 
 from rightsize.errors import NotFoundError, SpecError
 
-__all__ = ["MAX_ALIASES", "MAX_DEPTH", "MAX_FILE_BYTES", "check_finite", "load_yaml", "read_user_text", "short"]
+__all__ = [
+    "MAX_ALIASES",
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "check_finite",
+    "load_yaml",
+    "read_user_text",
+    "short",
+    "write_whole",
+]
 
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a spec or catalog CSV is kilobytes; 4 MiB is far past any real one
 MAX_DEPTH = 32  # nesting of mappings/lists; a spec needs 4
@@ -125,3 +138,25 @@ def check_finite(option: str, value: float | None, low: float, high: float, low_
     if not (math.isfinite(value) and above and value <= high):
         side = ">" if low_open else ">="
         raise SpecError(option, f"must be a finite number {side} {low:g} and <= {high:g}, got {value}")
+
+
+def write_whole(path: Path, text: str, option: str) -> None:
+    """Write ``text`` to ``path`` through a temp file beside it, renamed over it when complete: a full disk or a
+    Ctrl-C leaves the previous file as it was (writing in place had truncated it). A symlink's target is
+    replaced, not the link. SpecError naming ``option`` when it cannot be written."""
+    target = path.resolve()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+    except OSError as exc:
+        raise SpecError(option, f"cannot write {str(path)!r} ({exc.strerror or exc}); pass a writable path") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise SpecError(option, f"cannot write {str(path)!r} ({exc.strerror or exc}); nothing was changed: "
+                            "free some space or pass another path") from None  # fmt: skip
+        raise

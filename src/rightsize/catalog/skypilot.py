@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
 import statistics
-import tempfile
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -27,7 +25,7 @@ from pathlib import Path
 from rightsize.catalog.load import INSTANCE_COLUMNS
 from rightsize.catalog.model import Catalog, Instance
 from rightsize.errors import NotFoundError, SpecError
-from rightsize.inputfile import short
+from rightsize.inputfile import short, write_whole
 
 CLOUDS = ("aws", "gcp", "azure")
 COLUMNS = (*INSTANCE_COLUMNS, "physical_cores")
@@ -184,13 +182,4 @@ def write_rows(rows: list[dict[str, str]], out: Path) -> None:
     writer = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    target = out.resolve()  # through a symlink: replace the file it names, not the link
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(buf.getvalue())
-        os.replace(tmp, target)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        why = exc.strerror or str(exc)
-        raise SpecError("--output", f"cannot write {str(out)!r} ({why}); pass a writable path") from None
+    write_whole(out, buf.getvalue(), "--output")

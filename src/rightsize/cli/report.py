@@ -27,6 +27,7 @@ def report(
 ) -> None:
     """Write the report of a stored plan (with its measured profile when the store has it)."""
     from rightsize.errors import SpecError
+    from rightsize.inputfile import write_whole
     from rightsize.report import SUFFIXES
     from rightsize.report.html import render_html
     from rightsize.report.markdown import render_markdown
@@ -48,10 +49,7 @@ def report(
         data = stored_report_data(db, record, load_catalog_option(catalog))
     markdown = output.suffix.lower() in (".md", ".markdown")
     text = render_markdown(data) if markdown else render_html(data)
-    try:  # check_writable above made the folder; a write can still fail (disk full, removed since)
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise SpecError("--output", f"cannot write {str(output)!r} ({exc.strerror}); pass a writable path") from None
+    write_whole(output, text, "--output")  # check_writable above made the folder; a write can still fail
     info = {
         "path": str(output),
         "format": "markdown" if markdown else "html",

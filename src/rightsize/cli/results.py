@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from rich.markup import escape
 
 from rightsize.cli._common import JSON_OPTION, STORE_OPTION, check_writable, emit_json, err_console, out_console
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
+from rightsize.inputfile import write_whole
 from rightsize.store.db import MIN_RUN_PREFIX
 
 DEFAULT_RUNS = 20  # runs listed without --limit
@@ -151,8 +153,8 @@ def _export(db: Any, records: list[dict[str, object]], path: Path, run_id: str |
                   for a in arts if a["kind"] == "generative-plan"]  # fmt: skip
     tests = [a for a in arts if a["kind"] in ("loadtest", "validate")]
     if path.suffix == ".json":
-        path.write_text(json.dumps({"measurements": records, "plans": plans, "generative_plans": generative,
-                                    "loadtests": tests}, indent=2, default=str))  # fmt: skip
+        write_whole(path, json.dumps({"measurements": records, "plans": plans, "generative_plans": generative,
+                                      "loadtests": tests}, indent=2, default=str), "--export")  # fmt: skip
         return (f"{len(records)} measurement(s), {len(plans)} plan(s), {len(generative)} generative plan(s), "
                 f"{len(tests)} load test(s) to {path}")  # fmt: skip
     flat = []
@@ -218,10 +220,11 @@ def _loadtest_row(art: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["model"])
-        w.writeheader()
-        w.writerows(rows)
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["model"])
+    w.writeheader()
+    w.writerows(rows)
+    write_whole(path, buf.getvalue(), "--export")
 
 
 def register(app: typer.Typer) -> None:

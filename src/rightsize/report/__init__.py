@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rightsize.errors import RightsizeError, SpecError
+from rightsize.errors import SpecError
+from rightsize.inputfile import write_whole
 from rightsize.plan.result import Candidate, PlanResult
 from rightsize.profile import Environment, Measurement, Profile, ServiceCurve
 from rightsize.report.data import ReportData, build_report_data
@@ -59,9 +60,5 @@ def write_report(
         tiers=tiers,
     )
     text = render_markdown(data) if suffix in (".md", ".markdown") else render_html(data)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise RightsizeError(f"--report: cannot write {str(path)!r} ({exc.strerror}); pass a writable path") from None
+    write_whole(path, text, "--report")
     return path

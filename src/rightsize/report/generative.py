@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rightsize import __version__
+from rightsize.inputfile import write_whole
 from rightsize.llm.plan import LLMCandidate, LLMPlan
 from rightsize.report.fmt import esc, md, num, usd
 from rightsize.report.html import page
@@ -196,4 +197,4 @@ def write_generative_report(plan: LLMPlan, target: GenerativeTarget, name: str, 
     """HTML, or Markdown when ``path`` ends in .md or .markdown."""
     markdown = path.suffix.lower() in (".md", ".markdown")
     text = (render_generative_markdown if markdown else render_generative_html)(plan, target, name)
-    path.write_text(text, encoding="utf-8")
+    write_whole(path, text, "--report")

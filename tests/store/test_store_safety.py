@@ -207,3 +207,30 @@ def test_a_read_only_open_checks_the_schema_too(tmp_path: Path) -> None:
     for read_only in (True, False):
         with pytest.raises(RightsizeError, match=r"has schema v99, newer than this rightsize's .*: upgrade rightsize"):
             Store(path2, read_only=read_only)
+
+
+def test_a_sweep_lock_that_cannot_be_opened_is_one_line(tmp_path: Path) -> None:
+    """A folder named like the lock file was an IsADirectoryError traceback after the progress bar started."""
+    path = tmp_path / "s.sqlite"
+    (tmp_path / "s.sqlite.lock").mkdir()
+    with (
+        Store(path) as st,
+        pytest.raises(RightsizeError, match=r"^--store: cannot open the sweep lock .*Is a dir"),
+        st.sweep_lock(),
+    ):
+        pass
+
+
+def test_a_damaged_row_is_named_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One measurement's JSON overwritten made every read of the store a JSONDecodeError traceback; a plan stored
+    as a JSON list failed `report` with an AttributeError."""
+    path = tmp_path / "s.sqlite"
+    _store(path)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE artifacts SET json = '[]'")
+    con.commit()
+    con.close()
+    rc, out, err = _run(["results", "--export", str(tmp_path / "x.json"), "--store", str(path)], capsys)
+    assert (rc, out) == (2, "")
+    assert err.startswith("error: --store: row ") and "of table artifacts is damaged (TypeError: a JSON list" in err
+    assert len(err.strip().splitlines()) == 1

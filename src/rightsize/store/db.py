@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import platformdirs
 
@@ -130,6 +130,24 @@ class RunInfo:
     status: str
     n_measurements: int
     n_failed: int
+
+
+T = TypeVar("T")
+
+
+def _from_row(build: Callable[[dict[str, Any]], T], text: str, table: str, ident: object) -> T:
+    """``build`` over a stored row's JSON object; a one-line RightsizeError naming the row when the row is damaged
+    (not JSON, not an object, fields missing): it was a JSONDecodeError traceback from every read of the store."""
+    try:
+        value = json.loads(text)
+        if not isinstance(value, dict):
+            raise TypeError(f"a JSON {type(value).__name__}, not an object")
+        return build(value)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise RightsizeError(
+            f"--store: row {ident} of table {table} is damaged ({type(exc).__name__}: "
+            f"{str(exc)[:80]}); delete that row with sqlite3, or restore a copy of the store"
+        ) from None
 
 
 class _Newer(sqlite3.DatabaseError):
@@ -337,11 +355,11 @@ class Store:
         row = self._conn.execute("SELECT json FROM envs WHERE id = ?", (env_id,)).fetchone()
         if row is None:
             raise NotFoundError(f"environment {env_id!r} is not in the store; see `rightsize results`")
-        return Environment.from_dict(json.loads(row["json"]))
+        return _from_row(Environment.from_dict, row["json"], "envs", env_id)
 
     def envs(self) -> list[Environment]:
-        rows = self._conn.execute("SELECT json FROM envs ORDER BY created_at")
-        return [Environment.from_dict(json.loads(r["json"])) for r in rows]
+        rows = self._conn.execute("SELECT id, json FROM envs ORDER BY created_at")
+        return [_from_row(Environment.from_dict, r["json"], "envs", r["id"]) for r in rows]
 
     # -- runs --------------------------------------------------------------------------------------
 
@@ -380,7 +398,12 @@ class Store:
         take turns, so the second reuses what the first measured instead of measuring it again on the
         same cores. ``on_wait`` is called once if another process holds it."""
         lock_path = self.path.with_name(self.path.name + ".lock")
-        with open(lock_path, "a+") as fh:
+        try:
+            lock = open(lock_path, "a+")  # noqa: SIM115  (closed by the with below)
+        except OSError as exc:  # a folder of that name, a read-only folder
+            raise RightsizeError(f"--store: cannot open the sweep lock {str(lock_path)!r} ({exc.strerror}); remove "
+                                 "it or make its folder writable") from None  # fmt: skip
+        with lock as fh:
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -456,12 +479,12 @@ class Store:
     def find_measurement(self, key: str, env_id: str, ok_only: bool = True) -> Measurement | None:
         """The newest stored result of a config on an environment (reused unless --fresh); a contended one never
         hides an older clean one (``newer_wins``)."""
-        sql = "SELECT json FROM measurements WHERE env_id = ? AND key = ?"
+        sql = "SELECT id, json FROM measurements WHERE env_id = ? AND key = ?"
         if ok_only:
             sql += " AND status = 'ok'"
         found: Measurement | None = None
         for row in self._conn.execute(sql + " ORDER BY id", (env_id, key)):
-            m = Measurement.from_dict(json.loads(row["json"]))
+            m = _from_row(Measurement.from_dict, row["json"], "measurements", row["id"])
             found = m if found is None or newer_wins(found, m) else found
         return found
 
@@ -472,8 +495,10 @@ class Store:
             if val is not None:
                 where.append(f"{col} = ?")
                 args.append(val)
-        sql = "SELECT json FROM measurements" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
-        return [Measurement.from_dict(json.loads(r["json"])) for r in self._conn.execute(sql, args)]
+        sql = "SELECT id, json FROM measurements" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
+        return [
+            _from_row(Measurement.from_dict, r["json"], "measurements", r["id"]) for r in self._conn.execute(sql, args)
+        ]
 
     def measured_models(self, run_id: str | None = None) -> dict[str, int]:
         """How many measurements each model has (of ``run_id`` when given), most first."""
@@ -542,6 +567,6 @@ class Store:
         sql = "SELECT * FROM artifacts" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY rowid DESC"
         return [
             {"id": r["id"], "run_id": r["run_id"], "kind": r["kind"], "created_at": r["created_at"],
-             "payload": json.loads(r["json"])}
+             "payload": _from_row(dict, r["json"], "artifacts", r["id"])}
             for r in self._conn.execute(sql, args)
         ]  # fmt: skip

@@ -1,4 +1,4 @@
-"""The results store: one SQLite file, schema migrations by ``PRAGMA user_version``.
+"""The results store: one SQLite file, schema migrations by ``PRAGMA user_version`` (``store.schema``).
 
     envs          id (fingerprint hash) -> fingerprint JSON
     runs          one row per command that produced results (bench, plan, loadtest, pipeline, …)
@@ -18,7 +18,6 @@ import os
 import socket
 import sqlite3
 import stat
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -31,38 +30,8 @@ import platformdirs
 
 from rightsize.errors import NotFoundError, RightsizeError
 from rightsize.profile import Environment, Measurement, Profile
+from rightsize.store.schema import NewerStore, check_ours, check_version, migrate, switch_to_wal
 
-_MIGRATIONS: list[str] = [
-    # v1
-    """
-    CREATE TABLE envs (id TEXT PRIMARY KEY, created_at TEXT NOT NULL, json TEXT NOT NULL);
-    CREATE TABLE runs (
-        id TEXT PRIMARY KEY, created_at TEXT NOT NULL, finished_at TEXT, kind TEXT NOT NULL,
-        name TEXT, model TEXT, env_id TEXT REFERENCES envs(id), status TEXT NOT NULL, spec_json TEXT
-    );
-    CREATE TABLE measurements (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL REFERENCES runs(id),
-        env_id TEXT NOT NULL REFERENCES envs(id), key TEXT NOT NULL, model TEXT NOT NULL, mode TEXT NOT NULL,
-        device TEXT NOT NULL, precision TEXT NOT NULL, batch_size INTEGER NOT NULL, status TEXT NOT NULL,
-        created_at TEXT NOT NULL, json TEXT NOT NULL
-    );
-    CREATE INDEX measurements_key ON measurements(env_id, key);
-    CREATE INDEX measurements_model ON measurements(model, mode);
-    CREATE TABLE artifacts (
-        id TEXT PRIMARY KEY, run_id TEXT REFERENCES runs(id), kind TEXT NOT NULL, created_at TEXT NOT NULL,
-        json TEXT NOT NULL
-    );
-    CREATE INDEX artifacts_kind ON artifacts(kind);
-    """,
-    # v2: who owns a running run, so a killed one can be found and closed
-    """
-    ALTER TABLE runs ADD COLUMN pid INTEGER;
-    ALTER TABLE runs ADD COLUMN host TEXT;
-    """,
-]
-
-
-_TABLES = ("envs", "runs", "measurements", "artifacts")  # what every store version has
 MIN_RUN_PREFIX = 4  # a run id (12 hex characters) may be given by this many of its first characters or more
 
 
@@ -150,10 +119,6 @@ def _from_row(build: Callable[[dict[str, Any]], T], text: str, table: str, ident
         ) from None
 
 
-class _Newer(sqlite3.DatabaseError):
-    """A store written by a newer rightsize (a schema version past this one's migrations)."""
-
-
 class Store:
     """A results store on one SQLite file (created with its parent directory on first use)."""
 
@@ -206,16 +171,16 @@ class Store:
         if not read_only:
             self._check_writable()
         try:
-            self._check_ours()  # before the first write: another application's database is never changed
+            check_ours(self._conn)  # before the first write: another application's database is never changed
             if read_only:
-                self._check_version()
+                check_version(self._conn)
                 self._conn.execute("SELECT count(*) FROM runs").fetchone()
                 return
-            self._wal()
+            switch_to_wal(self._conn)
             self._conn.execute("PRAGMA foreign_keys=ON")
-            self._migrate()
+            migrate(self._conn)
             self.close_dead_runs()
-        except _Newer as exc:
+        except NewerStore as exc:
             self._conn.close()
             raise RightsizeError(f"--store: {str(self.path)!r} {exc}: upgrade rightsize to read it (or pass "
                                  "another path)") from None  # fmt: skip
@@ -259,34 +224,6 @@ class Store:
         except sqlite3.DatabaseError:
             pass  # not a database, locked, ...: told apart (and reported) by the steps after this one
 
-    def _check_ours(self) -> None:
-        """Raise ``sqlite3.DatabaseError`` (reported as "not a rightsize store") for a database rightsize did not
-        make: one with tables but no schema version (another application's), or a versioned one without the
-        store's tables. Only an empty database is initialised as a new store. Both are read in one snapshot: a
-        process creating the store between the two reads made it look like "tables and no schema version"."""
-        in_tx = self._conn.in_transaction
-        if not in_tx:
-            self._conn.execute("BEGIN")
-        try:
-            version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
-            tables = sorted(r[0] for r in self._conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))  # fmt: skip
-            n_schema = int(self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
-        finally:
-            if not in_tx and self._conn.in_transaction:
-                self._conn.execute("COMMIT")
-        if version == 0:
-            others = [str(t) for t in tables]
-            if others or n_schema:
-                shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
-                held = f"tables {shown}" if shown else "views or triggers"
-                raise sqlite3.DatabaseError(f"another application's database: it holds {held} and no rightsize "
-                                            "schema; it was left untouched")  # fmt: skip
-            return
-        missing = [t for t in _TABLES if t not in tables]
-        if missing:
-            raise sqlite3.DatabaseError(f"schema v{version} but no table {missing[0]}; it was left untouched")
-
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: all or nothing."""
@@ -297,39 +234,6 @@ class Store:
             self._conn.execute("ROLLBACK")
             raise
         self._conn.execute("COMMIT")
-
-    def _wal(self, wait_s: float = 30.0) -> None:
-        """Switch the store to WAL. The switch answers "database is locked" at once, busy timeout or not, while
-        another process opening the same new store holds a lock: retried for ``wait_s``."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
-
-    def _check_version(self) -> int:
-        version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
-        if version > len(_MIGRATIONS):
-            raise _Newer(f"has schema v{version}, newer than this rightsize's (v{len(_MIGRATIONS)})")
-        return version
-
-    def _migrate(self) -> None:
-        """Bring the schema to this version, one step per transaction. The version is read again inside each
-        step's IMMEDIATE transaction: two processes opening a new store at once both saw v0 outside it, and the
-        second re-ran the first's CREATE TABLE ("table envs already exists" read as "not a rightsize store")."""
-        while self._check_version() < len(_MIGRATIONS):
-            with self._tx() as c:
-                i = self._check_version()
-                if i >= len(_MIGRATIONS):  # another process finished it while this one waited for the lock
-                    break
-                for stmt in _MIGRATIONS[i].split(";"):
-                    if stmt.strip():
-                        c.execute(stmt)
-                c.execute(f"PRAGMA user_version = {i + 1}")
 
     def close(self) -> None:
         self._conn.close()

@@ -41,7 +41,9 @@ def test_a_70b_fp16_model_plans_tensor_parallel_over_one_instances_gpus(catalog:
     # 129 GiB of fp16 weights: each GPU of the replica holds its share next to the KV cache
     acc = catalog.accelerators[rec.device]
     assert 128 * 2**30 / rec.tp < acc.memory_gib * 2**30 * 0.9
-    assert plan.best("cpu") is None and any("leave KV room" in why for _, why in plan.infeasible)
+    assert plan.best("cpu") is None and any("do not fit on" in why for _, why in plan.infeasible)
+    short = [why for _, why in plan.infeasible if "1 x H200" in why]  # 2 GiB short, not "KV room for 0 tokens"
+    assert short and short[0].startswith("weights 128.5 GiB do not fit on 1 x H200") and "2.0 GiB short" in short[0]
 
 
 def test_tensor_parallel_splits_the_heads_and_replicates_kv_heads_past_their_count(catalog: Catalog) -> None:

@@ -19,7 +19,6 @@ For every catalog instance (CPU instances too, so the CPU-vs-GPU answer stays ho
    the bounds; instances = ceil(R / replicas per instance).
 4. **Cost.** instances x price; $ per 1M output tokens = cost per hour / (output tokens per hour / 1e6).
    Cheapest feasible plan first (ties: lower TTFT). Budget: over-budget plans are kept, marked.
-
 Every figure is projected (no GPU measured here) and says so; the step times' band is in the answer.
 """
 
@@ -452,9 +451,10 @@ def _replica_result(
             return e.problem
         except KeyError:
             return f"CPU family {inst.cpu_family!r} is not in the catalog"
-    if kv_tokens < longest:
-        return (f"weights {(weights / tp if tp else weights) / GIB:.1f} GiB leave KV room for {max(kv_tokens, 0)} "
-                f"tokens on {where}; one request needs {longest}")  # fmt: skip
+    if kv_tokens < longest:  # weights that do not fit say so (they read "leave KV room for 0 tokens")
+        held = f"weights {(weights / tp if tp else weights) / GIB:.1f} GiB"
+        return (f"{held} do not fit on {where}: {-free / GIB:.1f} GiB short before any KV" if free <= 0 else
+                f"{held} leave KV room for {kv_tokens} tokens on {where}; one request needs {longest}")  # fmt: skip
     cfg = LLMSimConfig(max_seqs=target.max_seqs, kv_tokens=kv_tokens)
     edge = _scaled(costs, BANDS[target.engine] if tp else BANDS["cpu"])
     got = _replicas(edge, cfg, prompts, outputs, target, seed)

@@ -102,3 +102,19 @@ def test_report_writes_a_stored_generative_plans_report(tmp_path: Path, capsys: 
         rc, _, err = _run(["report", *ref, "--store", str(store), "-o", str(out)], capsys)
         assert rc == 0 and "generative plan" in err, err
         assert out.read_text() == first.read_text()
+
+
+def test_an_earlier_exports_sibling_csv_is_named_not_passed_off(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A later export with no plans left the earlier all-plans.csv beside it, as if it were this export's."""
+    store = tmp_path / "s.sqlite"
+    build_store(store)
+    csv_out = tmp_path / "all.csv"
+    assert _run(["results", "--store", str(store), "--export", str(csv_out)], capsys)[0] == 0
+    assert (tmp_path / "all-plans.csv").exists()
+    with Store(store) as st:
+        st.save_artifact(None, "loadtest", LOADTEST)
+        run_id = st.artifacts(kind="loadtest")[0]["run_id"]
+    rc, _, err = _run(["results", run_id, "--store", str(store), "--export", str(csv_out)], capsys)
+    assert rc == 0 and "left as they were (not from this export" in err and "all-plans.csv" in err

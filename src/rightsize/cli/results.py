@@ -180,6 +180,10 @@ def _export(db: Any, records: list[dict[str, object]], path: Path, run_id: str |
         test_path = _sibling(path, "loadtests")
         _write_csv(test_path, [_loadtest_row(a) for a in tests])
         out.append(f"{len(tests)} load test(s) to {test_path}")
+    written = {"plans": plans, "generative": generative, "loadtests": tests}
+    stale = [str(_sibling(path, t)) for t in CSV_SIBLINGS if not written[t] and _sibling(path, t).exists()]
+    if stale:  # an earlier export's: read beside this one, it would pass for this export's
+        out.append(f"left as they were (not from this export, which has none of theirs): {', '.join(stale)}")
     return ", ".join(out)
 
 

@@ -147,8 +147,14 @@ class Store:
                 self._conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30)
                 if not os.access(self.path.parent, os.W_OK) and not Path(f"{self.path}-shm").exists():
                     # a WAL store in a folder this user cannot write: SQLite cannot make the -shm file a reader needs,
-                    # "unable to open database file". Nobody can be writing it (no -shm): read it as immutable.
+                    # "unable to open database file". Nobody can be writing it (no -shm): read it as immutable,
+                    # unless its -wal holds commits (immutable reads skip them: the newest runs went missing).
                     self._conn.close()
+                    wal = Path(f"{self.path}-wal")
+                    if wal.exists() and wal.stat().st_size > 0:
+                        raise RightsizeError(f"--store: {str(self.path)!r} has commits in its -wal file that this user "
+                                             "cannot fold in (its folder is read-only); open it once where it can be "
+                                             "written, e.g. `rightsize results` as its owner")  # fmt: skip
                     self._conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=30)
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -234,3 +234,21 @@ def test_a_damaged_row_is_named_in_one_line(tmp_path: Path, capsys: pytest.Captu
     assert (rc, out) == (2, "")
     assert err.startswith("error: --store: row ") and "of table artifacts is damaged (TypeError: a JSON list" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_commits_left_in_the_wal_of_a_read_only_folder_are_not_skipped_silently(tmp_path: Path) -> None:
+    """A store copied with its -wal (no -shm) into a read-only folder: the immutable read skipped the commits in the
+    -wal, so `results` listed the store without its newest runs, and said nothing."""
+    import shutil
+
+    src, folder = tmp_path / "src", tmp_path / "ro"
+    src.mkdir()
+    folder.mkdir()
+    s = Store(src / "s.sqlite")
+    s.save_artifact(None, "note", {"name": "in the wal"})  # committed; the open connection keeps it in -wal
+    shutil.copy(src / "s.sqlite", folder / "s.sqlite")
+    shutil.copy(src / "s.sqlite-wal", folder / "s.sqlite-wal")
+    s.close()
+    assert (folder / "s.sqlite-wal").stat().st_size > 0
+    with _unwritable(folder), pytest.raises(RightsizeError, match="has commits in its -wal file that this user"):
+        Store(folder / "s.sqlite", read_only=True)

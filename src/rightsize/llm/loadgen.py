@@ -148,10 +148,10 @@ async def _one(
                             first = now if tokens == n else first
                             last = now
                         elif b'"error"' in event:
-                            why = str(json.loads(event[6:]).get("error", ""))[:120]
+                            why = str(_event(event).get("error", ""))[:120]
                             raise _Cut(f"the stream ended with the server's error: {why}")
                         elif b'"done"' in event:
-                            done = int(json.loads(event[6:]).get("tokens", -1))
+                            done = int(_event(event).get("tokens", -1))
                 if done is None:
                     raise _Cut("the stream ended without its done event")
                 if tokens != want or done != want:
@@ -167,6 +167,12 @@ async def _one(
     except (TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
         return GenResult(intended, sent, first, last, tokens, 0, f"{type(exc).__name__} (HTTP {status or '-'})")
     return GenResult(intended, sent, first, last, tokens, status, detail=detail)
+
+
+def _event(line: bytes) -> dict[str, Any]:
+    """A server-sent ``data: {...}`` line's object ({} when it holds another JSON value)."""
+    got = json.loads(line[6:])
+    return got if isinstance(got, dict) else {}
 
 
 def _detail(body: bytes) -> str:

@@ -143,6 +143,14 @@ def test_fuzzed_bytes_never_escape_as_other_errors(tmp_path_factory: pytest.Temp
         assert "\n" not in str(exc)
 
 
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_write_whole_keeps_the_old_file_when_the_write_fails(tmp_path: Path) -> None:
     """`results --export keep.json` on a full disk truncated the previous export to a broken half and printed an
     OSError traceback (a file-size limit stands in for the full disk)."""
@@ -166,5 +174,9 @@ def test_write_whole_keeps_the_old_file_when_the_write_fails(tmp_path: Path) -> 
     done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=60)
     assert done.stdout.startswith(f"--export: cannot write {str(out)!r} (File too large); nothing was changed")
     assert out.read_text() == '{"old": true}' and sorted(p.name for p in tmp_path.iterdir()) == ["keep.json"]
+    out.chmod(0o640)
     write_whole(out, "new", "--export")
-    assert out.read_text() == "new"
+    assert out.read_text() == "new" and out.stat().st_mode & 0o777 == 0o640  # the file's mode kept
+    fresh = tmp_path / "fresh.json"
+    write_whole(fresh, "x", "--export")
+    assert fresh.stat().st_mode & 0o777 == 0o666 & ~_umask()  # as open() would make it, not mkstemp's 0600

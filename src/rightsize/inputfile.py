@@ -153,6 +153,8 @@ def write_whole(path: Path, text: str, option: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
+        mode = target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask()
+        os.chmod(tmp, mode)  # mkstemp's 0600 would hide a shared report from the others who read the old one
         os.replace(tmp, target)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
@@ -160,3 +162,9 @@ def write_whole(path: Path, text: str, option: str) -> None:
             raise SpecError(option, f"cannot write {str(path)!r} ({exc.strerror or exc}); nothing was changed: "
                             "free some space or pass another path") from None  # fmt: skip
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

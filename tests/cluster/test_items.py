@@ -71,6 +71,16 @@ def test_stage_time_columns_sum_to_the_stage_total() -> None:
         ("strings.jsonl", b'{"features": ["a", "b"]}\n', r"'features' column must hold a list of numbers per row"),
         ("wide.jsonl", b'{"features": [1, 2, 3]}\n', r"'features' column.s rows hold 3 values, but the model takes 2 "),
         ("nulls.jsonl", b'{"features": [1, 2]}\n{"features": null}\n', r"'features' column has empty \(null\) rows"),
+        # found by an audit: a worker's traceback, truncated ids (every item "missing"), "duplicates", "nan" scores
+        ("strid.jsonl", b'{"id": "a", "features": [1, 2]}\n', r"'id' column must hold whole numbers, got string"),
+        ("floatid.jsonl", b'{"id": 1.5, "features": [1, 2]}\n', r"'id' column must hold whole numbers, got double"),
+        (
+            "nullid.jsonl",
+            b'{"id": 1, "features": [1, 2]}\n{"id": null, "features": [1, 2]}\n',
+            r"'id' column has 1 empty \(null\) rows",
+        ),
+        ("nan.jsonl", b'{"features": [1, NaN]}\n', r"holds NaN or infinite values"),
+        ("nothing.jsonl", b"\n", r"nothing.jsonl' has no rows; give one row per item"),
     ],
 )
 def test_a_bad_input_file_is_one_spec_error_not_an_arrow_traceback(
@@ -82,3 +92,25 @@ def test_a_bad_input_file_is_one_spec_error_not_an_arrow_traceback(
     with pytest.raises(SpecError, match=pattern) as info:
         table_batch(read_table(path, spec), spec)
     assert str(info.value).startswith("--input: ") and "\n" not in str(info.value)
+
+
+def test_text_that_is_not_utf8_or_a_zero_row_parquet_is_refused_in_the_driver(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"text": "fine"}\n{"text": "\xff\xfe"}\n')
+    tokens = ItemSpec("tokens", seq_len=8, vocab=100)
+    with pytest.raises(SpecError, match=r"'text' column holds text that is not UTF-8 \(Invalid UTF8 sequence at "):
+        read_table(bad, tokens)
+    big = tmp_path / "big.parquet"  # uint64 ids past int64: refused, not wrapped
+    pq.write_table(pa.table({"id": pa.array([2**64 - 1], pa.uint64()), "text": ["a"]}), big)
+    with pytest.raises(SpecError, match=r"ids past 2\^63 - 1"):
+        read_table(big, tokens)
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(pa.table({"text": pa.array([], pa.string())}), empty)
+    with pytest.raises(SpecError, match=r"has no rows; give one row per item"):
+        read_table(empty, tokens)
+    cats = tmp_path / "cats.parquet"  # a pandas categorical: dictionary-encoded strings
+    pq.write_table(pa.table({"text": pa.array(["a", "b", "a"]).dictionary_encode()}), cats)
+    assert table_batch(read_table(cats, tokens), tokens)["text"].tolist() == ["a", "b", "a"]

@@ -29,3 +29,52 @@ def test_an_unfinished_run_leaves_an_existing_output_as_it_was(tmp_path: Path, n
         import pyarrow.parquet as pq
 
         assert pq.read_table(path).column("id").to_pylist() == [1, 2]
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path: Path) -> None:
+    """ENOSPC mid-run was a 60-line chained traceback and left `.out.jsonl.PID.partial` behind; a NaN score was
+    written as `nan`, which no JSON reader takes."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "out.jsonl"
+    path.write_text("precious\n")
+    code = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from rightsize.cluster.pipeline import ResultWriter\n"
+        "from rightsize.errors import SpecError\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "w = ResultWriter(Path(sys.argv[1]))\n"
+        "try:\n"
+        "    for _ in range(100):\n"
+        "        w.write({'id': list(range(100)), 'label': [0] * 100, 'score': [0.5] * 100})\n"
+        "    w.close(keep=True)\n"
+        "except SpecError as exc:\n"
+        "    w.close()\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith(f"--output: cannot write {str(path)!r} (File too large); an existing file"), done
+    assert "Traceback" not in done.stderr
+    assert path.read_text() == "precious\n" and [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
+    writer = ResultWriter(path)
+    writer.write({"id": [1], "label": [0], "score": [float("nan")]})
+    writer.close(keep=True)
+    assert json.loads(path.read_text()) == {"id": 1, "label": 0, "score": None}
+
+
+def test_the_input_file_is_never_the_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--input same.jsonl --output same.jsonl` replaced the items with the results, exit 0."""
+    from cli_kit import run_cli
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("model: distilbert\ntiny: true\nbatch_sizes: [2]\ninput: {seq_len: 8}\n"
+                    "targets: {batch: {items: 100, deadline_hours: 1}}\n")  # fmt: skip
+    items = tmp_path / "same.jsonl"
+    items.write_text('{"text": "keep me"}\n')
+    argv = ["pipeline", str(spec), "--input", str(items), "--output", str(tmp_path / "." / "same.jsonl")]
+    rc, out, err = run_cli([*argv, "--store", str(tmp_path / "st.sqlite")], capsys)
+    assert (rc, out) == (2, "") and err.startswith("error: --output: is the --input file")
+    assert items.read_text() == '{"text": "keep me"}\n'

@@ -101,7 +101,7 @@ def check_writable(path: Path, option: str, store: Path | None = None) -> None:
         if existed and not path.is_file():
             raise refuse("is not a regular file")
         db = store if store is not None else default_store_path()
-        if any(_same_file(path, Path(f"{db}{tail}")) for tail in ("", "-wal", "-shm", "-journal")):
+        if any(same_file(path, Path(f"{db}{tail}")) for tail in ("", "-wal", "-shm", "-journal")):
             raise refuse(f"it is the results store {short(str(db))}; every stored run would be lost")
         if existed and _is_sqlite(path):  # another results store (or any database): never written over
             raise refuse("it is an SQLite database, perhaps a results store; its contents would be lost")
@@ -120,7 +120,7 @@ def _is_sqlite(path: Path) -> bool:
         return f.read(16) == b"SQLite format 3\x00"
 
 
-def _same_file(a: Path, b: Path) -> bool:
+def same_file(a: Path, b: Path) -> bool:
     """Whether ``a`` and ``b`` name one file (through links and relative paths), existing or not."""
     try:
         if a.exists() and b.exists():

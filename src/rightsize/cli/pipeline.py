@@ -16,6 +16,7 @@ from rightsize.cli._common import (
     err_console,
     load_catalog_option,
     out_console,
+    same_file,
 )
 
 
@@ -47,12 +48,15 @@ def pipeline(
 ) -> None:
     """Run batch inference end to end (read, preprocess, infer, write), then plan the full job as `plan` does."""
     from rightsize.cli.plan import print_plan
+    from rightsize.errors import SpecError
     from rightsize.spec import load_spec
     from rightsize.store import Store
     from rightsize.workflows.pipeline import run_and_project
 
     workload = load_spec(spec)
     if output is not None:
+        if input_file is not None and same_file(output, input_file):  # the items were overwritten by the results
+            raise SpecError("--output", f"is the --input file {str(input_file)!r}; pass another path")
         check_writable(output, "--output", store)
     cat = load_catalog_option(catalog)
     with Store(store) as db:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing as mp
+import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -81,6 +82,7 @@ _PREDICTOR: Predictor | None = None
 
 def _init_worker(infer: dict[str, Any]) -> None:
     global _PREDICTOR
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's: it ends the pool ("Process ...Worker-1:")
     _PREDICTOR = Predictor(infer)
 
 

@@ -143,6 +143,8 @@ def read_table(path: str | Path, spec: ItemSpec) -> Any:
             why = re.sub(r"\bin row (\d+)", lambda m: f"on line {int(m.group(1)) + 1}", why)
         raise SpecError("--input", f"cannot read {short(str(p))} as {kind} ({why[:160]}); give a {kind} file "
                         f"of one row per item with a {PAYLOAD_COLUMN[spec.kind]!r} column") from None  # fmt: skip
+    if not table.num_rows:  # it "ran" and planned nothing, exit 0
+        raise SpecError("--input", f"{short(str(p))} has no rows; give one row per item")
     col = PAYLOAD_COLUMN[spec.kind]
     if col not in table.column_names:
         if spec.kind == "image":
@@ -153,10 +155,27 @@ def read_table(path: str | Path, spec: ItemSpec) -> Any:
     _check_payload(table.column(col), col, spec)
     if "id" not in table.column_names:
         table = table.append_column("id", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    table = table.set_column(table.column_names.index("id"), "id", _int64_ids(table.column("id")))
     ids = table.column("id").to_numpy()
     if len(np.unique(ids)) != len(ids):
         raise SpecError("--input", "the 'id' column has duplicates; ids must be unique to check every item ran once")
     return table.select(["id", col])
+
+
+def _int64_ids(column: Any) -> Any:
+    """The ``id`` column as int64, or a SpecError: text ids were a worker's traceback, float ids were truncated
+    (every item then "missing"), nulls read as duplicates, ids past int64 wrapped."""
+    import pyarrow as pa
+
+    t = column.type
+    if column.null_count:
+        raise SpecError("--input", f"the 'id' column has {column.null_count} empty (null) rows; give every row an id")
+    if not pa.types.is_integer(t):
+        raise SpecError("--input", f"the 'id' column must hold whole numbers, got {t}; drop it to number the rows")
+    try:
+        return column.cast(pa.int64())  # safe cast: a uint64 past int64's range is refused, not wrapped
+    except pa.ArrowInvalid:
+        raise SpecError("--input", "the 'id' column holds ids past 2^63 - 1; use smaller ids") from None
 
 
 def _check_payload(column: Any, col: str, spec: ItemSpec) -> None:
@@ -167,9 +186,17 @@ def _check_payload(column: Any, col: str, spec: ItemSpec) -> None:
     import pyarrow.compute as pc
 
     t = column.type
+    if pa.types.is_dictionary(t):  # a pandas categorical: the same strings, stored once each
+        column, t = column.cast(t.value_type), t.value_type
     if spec.kind == "tokens":
         if not (pa.types.is_string(t) or pa.types.is_large_string(t)) or column.null_count:
             raise SpecError("--input", f"the {col!r} column must hold a string per row, got {t}")
+        try:  # pyarrow's JSON reader passes bad bytes on; a worker failed on them
+            column.validate(full=True)
+        except pa.ArrowInvalid as exc:
+            where = str(exc).split("Invalid: ")[-1]
+            raise SpecError("--input", f"the {col!r} column holds text that is not UTF-8 ({where}); save the file "
+                            "as UTF-8") from None  # fmt: skip
         return
     lists = pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
     if not lists or not (pa.types.is_integer(t.value_type) or pa.types.is_floating(t.value_type)):
@@ -183,6 +210,9 @@ def _check_payload(column: Any, col: str, spec: ItemSpec) -> None:
     if lo != hi:
         raise SpecError("--input", f"the {col!r} column's rows hold {lo} to {hi} values; every row must hold the "
                         "same number")  # fmt: skip
+    values = pc.list_flatten(column)
+    if pa.types.is_floating(values.type) and not pc.all(pc.is_finite(values)).as_py():  # wrote "score": nan
+        raise SpecError("--input", f"the {col!r} column holds NaN or infinite values; every value must be finite")
     need = spec.features if spec.kind == "features" else spec.image_size**2 * 3
     if lo != need:
         side = spec.image_size

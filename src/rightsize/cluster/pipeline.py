@@ -82,26 +82,44 @@ class ResultWriter:
 
     def write(self, batch: Batch) -> None:
         ids, labels, scores = batch["id"], batch["label"], batch["score"]
-        if self._parquet is not None:
-            cols = [self._pa.array(ids, self._pa.int64()), self._pa.array(labels, self._pa.int64()),
-                    self._pa.array(scores, self._pa.float32())]  # fmt: skip
-            self._parquet.write_table(self._pa.Table.from_arrays(cols, schema=self._schema))
-        else:
-            self._jsonl.writelines(
-                f'{{"id": {int(i)}, "label": {int(lab)}, "score": {float(s):.6g}}}\n'
-                for i, lab, s in zip(ids, labels, scores, strict=True)
-            )
+        try:
+            if self._parquet is not None:
+                cols = [self._pa.array(ids, self._pa.int64()), self._pa.array(labels, self._pa.int64()),
+                        self._pa.array(scores, self._pa.float32())]  # fmt: skip
+                self._parquet.write_table(self._pa.Table.from_arrays(cols, schema=self._schema))
+            else:  # a non-finite score is null: "nan" is not JSON
+                self._jsonl.writelines(
+                    f'{{"id": {int(i)}, "label": {int(lab)}, "score": {_json_number(float(s))}}}\n'
+                    for i, lab, s in zip(ids, labels, scores, strict=True)
+                )
+        except OSError as exc:  # a full disk: one line (the partial file goes in close)
+            raise self._cannot(exc) from None
+
+    def _cannot(self, exc: OSError) -> SpecError:
+        return SpecError("--output", f"cannot write {str(self.path)!r} ({exc.strerror or exc}); an existing file "
+                         "was left as it was: free some space or pass another path")  # fmt: skip
 
     def close(self, keep: bool = False) -> None:
-        """Finish the file; ``keep``: it becomes ``path`` (else the partial file is removed)."""
-        if self._parquet is not None:
-            self._parquet.close()
-        if self._jsonl is not None:
-            self._jsonl.close()
-        if keep:
-            os.replace(self.partial, self.path)
-        else:
+        """Finish the file; ``keep``: it becomes ``path`` (else the partial file is removed, also when finishing
+        it fails: a full disk had left the partial file behind, with a 60-line traceback)."""
+        try:
+            if self._parquet is not None:
+                self._parquet.close()
+            if self._jsonl is not None:
+                self._jsonl.close()
+            if keep:
+                os.replace(self.partial, self.path)
+        except OSError as exc:
             self.partial.unlink(missing_ok=True)
+            if keep:
+                raise self._cannot(exc) from None
+        finally:
+            if not keep:
+                self.partial.unlink(missing_ok=True)
+
+
+def _json_number(x: float) -> str:
+    return f"{x:.6g}" if math.isfinite(x) else "null"
 
 
 @dataclass

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -164,6 +166,7 @@ def _session(
     kwargs = _quiet(ray)
     target = find_running_cluster(ray) if address == "auto" else address
     note = None
+    on_term = signal.getsignal(signal.SIGTERM)  # ray.init installs its own: SIGTERM then dumped a crash report
     if target is not None:
         try:
             if is_loopback(target):
@@ -182,6 +185,8 @@ def _session(
             address="local", _node_ip_address="127.0.0.1", include_dashboard=False,
             object_store_memory=object_store_memory_bytes, num_cpus=num_cpus, **kwargs,
         )  # fmt: skip
+    if on_term is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_term)  # stopped as Ctrl-C: exit 143, the output left as it was
     try:
         yield SessionInfo(address=target, started_local=target is None, reused=False, note=note)
     finally:

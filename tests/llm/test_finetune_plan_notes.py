@@ -145,3 +145,14 @@ def test_finetune_text_says_what_pure_bf16_means(capsys: pytest.CaptureFixture[s
     assert "hf's fp32 LoRA adapters: 16 B/param either way" in lora
     amp = " ".join(_run([*argv, "--method", "full", "--precision", "amp_bf16"], capsys).split())
     assert "B/param" not in amp
+
+
+def test_a_config_without_a_context_length_plans_at_the_default_seq(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No max_position_embeddings and no --seq: `min(2048, *())` was a TypeError traceback."""
+    cfg = {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    out = _run(["finetune", f"hf:{tmp_path}", "--tokens", "1e6", "--json"], capsys)
+    assert json.loads(out)["seq_len"] == 2048

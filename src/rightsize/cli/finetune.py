@@ -91,7 +91,7 @@ def finetune(
         raise SpecError("--targets", f"names no layer (got {short(targets)}); pass q,k,v,o,gate,up,down or all-linear")
     shape = decoder_shape(model)  # one resolution for the memory and the time
     if seq is None:  # 2048, or the longest the model takes (GPT-2: 1024 learned positions)
-        seq = min(DEFAULT_SEQ, *(n for n in (shape.max_context, shape.learned_positions) if n))
+        seq = min([DEFAULT_SEQ, *(n for n in (shape.max_context, shape.learned_positions) if n)])
     if shape.max_context and seq > shape.max_context:  # RoPE: positions past training
         raise SpecError("--seq", f"{seq} tokens, but {short(model)} was trained for {shape.max_context} "
                         f"(max_position_embeddings). To fix: --seq {shape.max_context} or less")  # fmt: skip

@@ -84,6 +84,7 @@ def test_env_var_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         ("aws,us-east-1,x1,100000000000000000000,16,amd-rome,,0,1.0,,,2025-01,s", 3, "vcpus", "whole number"),
         ("aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-13-45,s", 3, "price_date", "YYYY-MM"),
         ("aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-01,=HYPERLINK(x)", 3, "source", "formula"),
+        ("aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-01,-2+3+cmd|' /C calc'!A0", 3, "source", "formula"),  # DDE
     ],
 )
 def test_bad_user_row_names_file_line_and_column(tmp_path: Path, row: str, line: int, column: str, hint: str) -> None:
@@ -136,3 +137,17 @@ def test_fuzzed_catalog_rows_load_or_name_file_line_and_column(tmp_path: Path) -
                 assert 0 < i.on_demand_usd_per_hour <= 1e9 and 1 <= i.vcpus <= 100_000
 
     check()
+
+
+def test_an_unclosed_quote_or_a_doubled_column_is_refused_not_swallowed(tmp_path: Path) -> None:
+    """An unclosed quote in row 2 took the rows after it into its source cell: two priced instances vanished, exit
+    0. A header naming a column twice let the last one's cells win."""
+    f = tmp_path / "swallow.csv"
+    f.write_text(HEADER + 'aws,us-east-1,box1,4,16,amd-rome,,0,2.0,,,2025-01,"my note\n'
+                 "aws,us-east-1,box2,4,16,amd-rome,,0,1.0,,,2025-01,s\n")  # fmt: skip
+    with pytest.raises(SpecError, match=r"swallow.csv line 2.*a cell runs over several lines \(an unclosed quote"):
+        load_catalog(f)
+    g = tmp_path / "twice.csv"
+    g.write_text(HEADER.rstrip("\n") + ",source\n" + "aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-01,s,t\n")
+    with pytest.raises(SpecError, match=r"twice.csv line 1.*column 'source' is in the header twice"):
+        load_catalog(g)

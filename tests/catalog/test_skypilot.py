@@ -131,3 +131,21 @@ def test_import_names_bad_prices_and_never_writes_over_a_database(
     before = other.read_bytes()
     rc, _, err = _run(["catalog", "import", str(skypilot), "-o", str(other), "--force"], capsys)
     assert rc == 2 and "it is an SQLite database" in err and other.read_bytes() == before
+
+
+def test_import_reads_a_bom_refuses_its_own_catalog_and_keeps_prices_the_loader_takes(
+    skypilot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A vms.csv with a byte-order mark was "needs columns InstanceType, Price, Region"; `-o mine.csv --force` with
+    RIGHTSIZE_CATALOG=mine.csv dropped the file's own rows; a 1e-10 price was written, then refused by every
+    command reading the file."""
+    vms = skypilot / "catalogs" / "v8" / "aws" / "vms.csv"
+    vms.write_bytes(b"\xef\xbb\xbf" + vms.read_bytes().replace(b"0.36,0.15", b"0.0000000001,0.15"))
+    out = tmp_path / "o.csv"
+    rc, _, err = _run(["catalog", "import", str(skypilot), "-o", str(out)], capsys)
+    assert rc == 0, err
+    load_catalog(out)  # every written price is one the loader takes
+    mine = tmp_path / "mine.csv"
+    mine.write_text(out.read_text())
+    rc, _, err = _run(["catalog", "import", str(skypilot), "-o", str(mine), "--force", "--catalog", str(mine)], capsys)
+    assert rc == 2 and "--output: is the catalog being read" in err

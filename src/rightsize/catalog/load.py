@@ -103,7 +103,7 @@ class _Row:
         value = (self.cells.get(column) or "").strip() or self.defaults.get(column, "")
         if required and not value:
             raise self._fail(column, "is empty; fill it in")
-        if _FORMULA.match(value):
+        if _FORMULA.match(value) or (value[:1] in ("+", "-") and not _is_number(value)):  # DDE: -2+3+cmd|' /C calc'!A0
             raise self._fail(column, f"looks like a spreadsheet formula ({short(value)}); write the plain value")
         if len(value) > MAX_CELL_CHARS:
             raise self._fail(column, f"is {len(value)} characters long; at most {MAX_CELL_CHARS}")
@@ -185,6 +185,14 @@ def _expansions(raw: str, known: dict[str, object]) -> list[str]:
                   and not kl[len(want)].isalnum())  # fmt: skip
 
 
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
 def read_table(
     path: Path, text: str, required: tuple[str, ...], defaults: dict[str, str] | None = None, user: bool = False
 ) -> Iterator[_Row]:
@@ -197,9 +205,16 @@ def read_table(
         raise SpecError(
             f"{path} line 1", f"missing column(s) {', '.join(missing)}; the header needs {', '.join(required)}"
         )
+    if twice := sorted({h for h in header if header.count(h) > 1}):  # the last one's cells won, silently
+        raise SpecError(f"{path} line 1", f"column {twice[0]!r} is in the header twice; keep one")
+    first = 2  # the line a row starts on: a quoted cell may span lines
     for row in reader:
+        start, first = first, reader.line_num + 1
         if None in row:  # more cells than header columns
             raise SpecError(f"{path} line {reader.line_num}", f"has more cells than the header's {len(header)} columns")
+        if any("\n" in v or "\r" in v for v in row.values() if v):  # the rows after it went into one cell
+            raise SpecError(f"{path} line {start}", "a cell runs over several lines (an unclosed quote?); close the "
+                            "quote or take the line break out")  # fmt: skip
         if not any((v or "").strip() for v in row.values()):
             continue
         yield _Row({k: v or "" for k, v in row.items()}, str(path), reader.line_num, defaults or {}, user)

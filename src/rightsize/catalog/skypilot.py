@@ -28,6 +28,7 @@ from rightsize.errors import NotFoundError, SpecError
 from rightsize.inputfile import short, write_whole
 
 CLOUDS = ("aws", "gcp", "azure")
+MIN_PRICE = 1e-9  # USD/h: the catalog loader's floor (a lower one was written, then refused by every command)
 COLUMNS = (*INSTANCE_COLUMNS, "physical_cores")
 MAX_BYTES = 256 * 2**20  # the aws table is ~10 MB; refuse anything absurd rather than read it
 # Our accelerator names -> SkyPilot's GPU names (GCP attachable GPUs).
@@ -82,7 +83,7 @@ def _rows(path: Path) -> Iterable[dict[str, str]]:
     size = path.stat().st_size
     if size > MAX_BYTES:
         raise SpecError(str(path), f"is {size / 2**20:.0f} MiB; a SkyPilot vms.csv is tens of MiB at most")
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    text = path.read_bytes().decode("utf-8-sig", errors="replace")  # a byte-order mark hid the first column
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         need = {"InstanceType", "Price", "Region"}
@@ -99,7 +100,7 @@ def _price(text: str | None) -> float | None:
         value = float(text or "")
     except ValueError:
         return None
-    return value if 0 < value < 1e5 else None  # NaN, negatives and absurd values are not prices
+    return value if MIN_PRICE <= value < 1e5 else None  # NaN, negatives and absurd values are not prices
 
 
 def read_prices(

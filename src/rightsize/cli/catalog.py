@@ -16,6 +16,7 @@ from rightsize.cli._common import (
     emit_json,
     load_catalog_option,
     out_console,
+    same_file,
     split_values,
 )
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
@@ -168,6 +169,10 @@ def catalog_import(
                         "which --catalog refuses in the future")  # fmt: skip
     if output.exists() and not force:
         raise SpecError("--output", f"{output} exists; pass --force to replace it or choose another file")
+    if catalog_file is not None and str(catalog_file) not in ("", ".") and same_file(output, catalog_file):
+        # the import writes only the cloud rows it re-priced: the file's own rows (on-prem, negotiated) were lost
+        raise SpecError("--output", f"is the catalog being read ({catalog_file}); write the import to another file "
+                        "and keep yours as it is (or merge them by hand)")  # fmt: skip
     check_writable(output, "--output")
     if date is None:
         newest = max(p.stat().st_mtime for p in find_tables(path).values())

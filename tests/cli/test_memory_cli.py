@@ -158,3 +158,20 @@ def test_json_stays_one_document_when_the_users_model_prints_in_forward(
     out = rightsize("memory", "printing_forward_mod:make", "--shape", "16", "--device", "cpu", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["total_bytes"] > 0 and "FORWARD PRINT" in out.stderr
+
+
+def test_gpu_tiers_on_a_cpu_estimate_and_a_validation_past_the_ram_are_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--device cpu --tiers 8,16` answered "fits: 8 GiB GPU" for a CPU estimate; `--validate` of a model its own
+    estimate put past this machine's RAM built it anyway (swap, or the OOM killer on a shared machine)."""
+    import types
+
+    import psutil
+    from cli_kit import run_cli
+
+    rc, out, err = run_cli(["memory", "simplenet", "--tiny", "--device", "cpu", "--tiers", "8,16"], capsys)
+    assert (rc, out) == (2, "") and err.startswith("error: --tiers: lists GPU memory tiers; --device cpu")
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=1000, total=2**34))
+    rc, out, err = run_cli(["memory", "simplenet", "--tiny", "--device", "cpu", "--validate"], capsys)
+    assert rc == 2 and "error: --validate: the estimate, " in err and "of RAM available here" in err

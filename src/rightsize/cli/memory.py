@@ -66,6 +66,9 @@ def memory(
         "optimizer": optimizer, "fused": fused, "tiny": tiny, "shape": dims, "vocab": vocab,
     }  # fmt: skip
     cat = load_catalog_option(catalog_file)
+    if tiers is not None and device == "cpu":  # a CPU estimate (no CUDA context) read against GPU sizes
+        raise SpecError("--tiers", "lists GPU memory tiers; --device cpu is checked against this machine's RAM: "
+                        "drop --tiers, or use --device cuda")  # fmt: skip
     tier_list = parse_tiers(tiers) if tiers is not None else None
     # Building and tracing a large model takes 20-50 s on 2 cores: say what is happening meanwhile.
     with err_console.status(f"tracing {model} ({mode}, batch {batch}) without allocating its memory…"):
@@ -81,6 +84,7 @@ def memory(
 
 def _validate(est: MemoryEstimate, model: str, kwargs: dict[str, Any], tiny: bool) -> MemoryValidation:
     """Validate on this machine's device: a CUDA estimate without a GPU is re-estimated for CPU."""
+    from rightsize.errors import SpecError
     from rightsize.estimate.memory_estimate import estimate_memory
     from rightsize.estimate.memory_validate import validate_memory
 
@@ -91,6 +95,14 @@ def _validate(est: MemoryEstimate, model: str, kwargs: dict[str, Any], tiny: boo
         if not torch.cuda.is_available():
             err_console.print("no CUDA device here: validating the CPU estimate of the same configuration")
             local = estimate_memory(model, device="cpu", advise=False, **kwargs)
+    if local.device == "cpu":  # building it would push a shared machine into swap or the OOM killer
+        import psutil
+
+        free = psutil.virtual_memory().available
+        if local.total_bytes > 0.9 * free:
+            raise SpecError("--validate", f"the estimate, {local.total_bytes / 2**30:.1f} GiB, is over 90% of the "
+                            f"{free / 2**30:.1f} GiB of RAM available here; validate a smaller --batch or --seq, or "
+                            "a lower --precision")  # fmt: skip
     with err_console.status("running the configuration for real…"):
         return validate_memory(local, tiny=tiny)
 

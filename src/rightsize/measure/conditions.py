@@ -214,3 +214,52 @@ class RunConditions:
             "contended": share > CONTENTION_THRESHOLD,
             "threads": threads,
         }
+
+
+def _tree_cpu_s() -> float:
+    """CPU seconds (user + system) of this process and every process under it (a server, its workers)."""
+    import psutil
+
+    total = 0.0
+    me = psutil.Process()
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:  # gone between the listing and the read
+            continue
+    return total
+
+
+def _machine_ticks() -> tuple[int, int] | None:
+    """(busy, total) ``/proc/stat`` ticks of every core of the machine (its first, aggregate line)."""
+    try:
+        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        ticks = [int(x) for x in first[1:9]]
+    except (OSError, ValueError):
+        return None
+    total = sum(ticks)
+    if first[:1] != ["cpu"] or total <= 0:
+        return None
+    return total - ticks[3] - ticks[4], total
+
+
+class OthersBusy:
+    """The share of this machine's cores that processes outside this process's tree kept busy over a ``with``
+    block (0 quiet, 1 every core taken; None where ``/proc/stat`` is unreadable). Every core, not only this
+    process's: a server pinned to other cores is slowed by a process there. Unlike ``others_busy_share`` it may
+    run while this process and its children work: their CPU time is taken out of the cores' busy time."""
+
+    share: float | None = None
+
+    def __enter__(self) -> OthersBusy:
+        self._ticks, self._ours, self._wall = _machine_ticks(), _tree_cpu_s(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        after, ours, wall = _machine_ticks(), _tree_cpu_s(), time.perf_counter() - self._wall
+        if self._ticks is None or after is None or after[1] <= self._ticks[1] or wall <= 0:
+            return
+        cores = (after[1] - self._ticks[1]) / _USER_HZ / wall  # core-seconds per second of wall time
+        busy_s = (after[0] - self._ticks[0]) / _USER_HZ
+        self.share = max(0.0, min(1.0, (busy_s - (ours - self._ours)) / (cores * wall)))

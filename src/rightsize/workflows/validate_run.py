@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rightsize.cpus import CpuSplit, pin_process, pinned
 from rightsize.errors import RunFailedError
+from rightsize.measure.conditions import OthersBusy
 
 if TYPE_CHECKING:
     from rightsize.loadgen.validation import Served, ValidationPoint
@@ -32,6 +33,7 @@ SATURATION_S = 4.0  # seconds of that overload (a queue of ~1 s of work builds, 
 SLOWER_SERVER = 0.9  # levels follow the server's capacity when it is below this fraction of the curve's
 MIN_REQUESTS = 200  # per load level, for a p95 worth comparing (MLPerf asks far more: sources.md load-generation)
 MAX_STRETCH = 6  # a slow level runs up to this many times --duration to reach MIN_REQUESTS
+OTHERS_BUSY = 0.25  # of this machine's cores kept busy by other processes during a level: it is not comparable
 
 
 def measure_open_loop(
@@ -176,10 +178,15 @@ def validate_config(
         before = served_batches(base_url, cursor, token)  # what ran since the last level: not this one's
         if before is not None:
             cursor = before.next
-        m = measure_open_loop(
-            base_url + "/v1/predict", rate, duration_s=level_s, warmup_s=warmup_s, samples=request_samples,
-            arrival=arrival, seed=seed, token=token, cpus=None if cpus is None else cpus.generator,
-        )  # fmt: skip
+        with OthersBusy() as others:
+            m = measure_open_loop(
+                base_url + "/v1/predict", rate, duration_s=level_s, warmup_s=warmup_s, samples=request_samples,
+                arrival=arrival, seed=seed, token=token, cpus=None if cpus is None else cpus.generator,
+            )  # fmt: skip
+        if others.share is not None and others.share > OTHERS_BUSY:  # a busy machine's latency is not the plan's
+            busy = (f"other processes kept {others.share:.0%} of this machine's cores busy during this level: its "
+                    "latency is this machine's load, not the plan's: run it again on a quiet machine")  # fmt: skip
+            m = {**m, "valid": False, "problems": [*m.get("problems", []), busy]}
         after = served_batches(base_url, cursor, token) if before is not None else None
         if before is None or after is None:
             return m, [], None

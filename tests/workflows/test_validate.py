@@ -82,3 +82,18 @@ def test_others_busy_counts_other_processes_not_this_ones_children() -> None:
     if own.share is None or others.share is None:
         pytest.skip("no /proc/stat here")
     assert others.share > own.share + 0.25  # one busy core of this machine's, whatever else runs beside
+
+
+def test_a_report_of_an_infeasible_plan_says_so_first() -> None:
+    """`validate` on a spec no plan meets printed "plan: 0 replica(s)", the verdict buried mid-line."""
+    from rightsize.workflows.validate import render_report
+
+    report = {
+        "name": "absurd", "model": "distilbert", "arrival": "poisson", "duration_s": 2.0, "points": [], "notes": [],
+        "candidate": {"precision": "fp32", "max_batch": 8, "max_wait_ms": 2.0, "why": "no plan was feasible",
+                      "replicas": 0, "feasible": False},
+        "local": {"capacity_per_s": 900.0, "batch_sizes": [1, 4], "per_replica_rate_per_s": 1e6},
+    }  # fmt: skip
+    lines = render_report(report).splitlines()
+    assert lines[0].startswith("no plan meets this spec's target (`rightsize plan` says why)")
+    assert "plan: none meets the target; poisson arrivals" in lines[2] and "0 replica(s)" not in "\n".join(lines)

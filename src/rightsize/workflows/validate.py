@@ -317,15 +317,20 @@ def render_report(report: dict[str, Any]) -> str:
     from rightsize.loadgen.validation import ValidationPoint, render_points
 
     c, local = report["candidate"], report["local"]
+    plan_words = (f"plan: {c['replicas']} replica(s), {local['per_replica_rate_per_s']:.1f}/s each; "
+                  if c.get("feasible", True) else "plan: none meets the target; ")  # fmt: skip
     lines = [
         f"validate {report['name']} ({report['model']}): serving {c['precision']} with max_batch {c['max_batch']}, "
         f"max_wait {c['max_wait_ms']:g} ms: {c['why']}",
         f"local capacity {local['capacity_per_s']:.1f}/s (measured t(b) at b={local['batch_sizes']}"
         + (f", {local['threads']} thread(s)" if local.get("threads") else "")
         + "); "
-        f"plan: {c['replicas']} replica(s), {local['per_replica_rate_per_s']:.1f}/s each; "
-        f"{report['arrival']} arrivals, >= {report['duration_s']:g} s per level",
+        + plan_words
+        + f"{report['arrival']} arrivals, >= {report['duration_s']:g} s per level",
     ]
+    if not c.get("feasible", True):  # it read "plan: 0 replica(s)", the verdict buried mid-line
+        lines.insert(0, "no plan meets this spec's target (`rightsize plan` says why): the levels below check the "
+                     "simulator on this server, not a plan")  # fmt: skip
     if local.get("cpus"):
         lines.append(f"cores: server {local['cpus']['server']}, load generator {local['cpus']['generator']}")
     points = [ValidationPoint.from_dict(p) for p in report["points"]]

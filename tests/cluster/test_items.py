@@ -114,3 +114,11 @@ def test_text_that_is_not_utf8_or_a_zero_row_parquet_is_refused_in_the_driver(tm
     cats = tmp_path / "cats.parquet"  # a pandas categorical: dictionary-encoded strings
     pq.write_table(pa.table({"text": pa.array(["a", "b", "a"]).dictionary_encode()}), cats)
     assert table_batch(read_table(cats, tokens), tokens)["text"].tolist() == ["a", "b", "a"]
+
+
+def test_a_jsonl_line_longer_than_a_mib_is_read(tmp_path: Path) -> None:
+    """pyarrow's 1 MiB default block refused a valid file whose one line was 10 MB ("straddling object")."""
+    long = tmp_path / "long.jsonl"
+    long.write_text('{"text": "' + "w " * 1_000_000 + '"}\n{"text": "short"}\n')
+    tokens = ItemSpec("tokens", seq_len=8, vocab=100)
+    assert read_table(long, tokens).num_rows == 2

@@ -136,7 +136,9 @@ def read_table(path: str | Path, spec: ItemSpec) -> Any:
         else:
             import pyarrow.json as pj
 
-            table = pj.read_json(p)
+            # a block must hold the longest line: the default 1 MiB refused a valid file with a 10 MB line
+            block = max(1 << 20, min(p.stat().st_size + 1, 1 << 28))
+            table = pj.read_json(p, read_options=pj.ReadOptions(block_size=block))
     except (pa.ArrowException, OSError) as exc:  # empty, truncated, not that format, a value no column can hold
         why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         if suffix != ".parquet":  # pyarrow counts JSON rows from 0: say the file's line, as an editor shows it

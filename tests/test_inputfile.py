@@ -172,7 +172,7 @@ def test_write_whole_keeps_the_old_file_when_the_write_fails(tmp_path: Path) -> 
         "    print(exc)\n"
     )
     done = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, timeout=60)
-    assert done.stdout.startswith(f"--export: cannot write {str(out)!r} (File too large); nothing was changed")
+    assert done.stdout.startswith(f"--export: cannot write {str(out)!r} (File too large); it was left as it was")
     assert out.read_text() == '{"old": true}' and sorted(p.name for p in tmp_path.iterdir()) == ["keep.json"]
     out.chmod(0o640)
     write_whole(out, "new", "--export")

@@ -159,7 +159,7 @@ def write_whole(path: Path, text: str, option: str) -> None:
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise SpecError(option, f"cannot write {str(path)!r} ({exc.strerror or exc}); nothing was changed: "
+            raise SpecError(option, f"cannot write {str(path)!r} ({exc.strerror or exc}); it was left as it was: "
                             "free some space or pass another path") from None  # fmt: skip
         raise
 

@@ -118,3 +118,42 @@ def test_an_earlier_exports_sibling_csv_is_named_not_passed_off(
         run_id = st.artifacts(kind="loadtest")[0]["run_id"]
     rc, _, err = _run(["results", run_id, "--store", str(store), "--export", str(csv_out)], capsys)
     assert rc == 0 and "left as they were (not from this export" in err and "all-plans.csv" in err
+
+
+def test_a_dangling_symlink_output_is_written_through_not_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The writability probe created the link's target empty, then deleted the link itself."""
+    store = tmp_path / "s.sqlite"
+    build_store(store)
+    (tmp_path / "sub").mkdir()
+    link = tmp_path / "dl.json"
+    link.symlink_to(tmp_path / "sub" / "target.json")
+    rc, _, err = _run(["results", "--store", str(store), "--export", str(link)], capsys)
+    assert rc == 0, err
+    assert link.is_symlink() and json.loads((tmp_path / "sub" / "target.json").read_text())["measurements"]
+
+
+def test_a_csv_export_that_fails_part_way_names_the_files_it_rewrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It said "nothing was changed" after all.csv and all-plans.csv had been replaced."""
+    import rightsize.cli.results as results
+    from rightsize.errors import SpecError
+
+    store = tmp_path / "s.sqlite"
+    build_store(store)
+    with Store(store) as st:
+        st.save_artifact(None, "loadtest", LOADTEST)
+    real = results.write_whole
+
+    def full_at_loadtests(path: Path, text: str, option: str) -> None:
+        if path.name.endswith("-loadtests.csv"):
+            raise SpecError(option, f"cannot write {str(path)!r} (No space left on device); it was left as it was")
+        real(path, text, option)
+
+    monkeypatch.setattr(results, "write_whole", full_at_loadtests)
+    out = tmp_path / "all.csv"
+    rc, _, err = _run(["results", "--store", str(store), "--export", str(out)], capsys)
+    assert rc == 2 and "(No space left on device)" in err
+    assert f"already rewritten by this export: {out}, {tmp_path / 'all-plans.csv'}" in err

@@ -252,3 +252,25 @@ def test_commits_left_in_the_wal_of_a_read_only_folder_are_not_skipped_silently(
     assert (folder / "s.sqlite-wal").stat().st_size > 0
     with _unwritable(folder), pytest.raises(RightsizeError, match="has commits in its -wal file that this user"):
         Store(folder / "s.sqlite", read_only=True)
+
+
+def test_sweeps_through_a_symlink_and_the_real_path_share_one_lock(tmp_path: Path) -> None:
+    """`--store link.sqlite` and `--store store.sqlite` locked link.sqlite.lock and store.sqlite.lock: both swept."""
+    real = tmp_path / "store.sqlite"
+    Store(real).close()
+    link = tmp_path / "link.sqlite"
+    link.symlink_to(real)
+    waited: list[bool] = []
+    with Store(real) as a, a.sweep_lock():
+        import threading
+
+        def second() -> None:
+            with Store(link) as b, b.sweep_lock(lambda: waited.append(True)):
+                pass
+
+        t = threading.Thread(target=second)
+        t.start()
+        t.join(0.5)
+        assert waited == [True]  # it waits for the first, as with one path
+    t.join(10)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".lock")) == ["store.sqlite.lock"]

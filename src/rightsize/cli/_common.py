@@ -92,8 +92,9 @@ def check_writable(path: Path, option: str, store: Path | None = None) -> None:
     from rightsize.store.db import default_store_path
 
     def refuse(why: str) -> SpecError:
-        return SpecError(option, f"cannot write {short(str(path))} ({why}); pass a writable path")
+        return SpecError(option, f"cannot write {short(str(given))} ({why}); pass a writable path")
 
+    given, path = path, path.resolve()  # a symlink's target: the probe had created it and then deleted the link
     try:
         existed = path.exists()
         if path.is_dir():

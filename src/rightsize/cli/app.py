@@ -139,10 +139,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _main(argv: list[str] | None) -> None:
-    _register()
     args = sys.argv[1:] if argv is None else argv
     ours = args[: args.index("--")] if "--" in args else args  # after "--": diagnose's program and its options
     try:
+        _register()  # inside: a signal while the commands import is a stop, not a traceback
         with json_stdout("--json" in ours):
             rc = app(args=argv, standalone_mode=False)
     except RightsizeError as exc:

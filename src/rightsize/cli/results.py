@@ -166,20 +166,22 @@ def _export(db: Any, records: list[dict[str, object]], path: Path, run_id: str |
         row["input"] = json.dumps(r.get("input"))
         row["extra"] = json.dumps(r.get("extra") or {}, sort_keys=True)
         flat.append(row)
-    _write_csv(path, flat)
-    out = [f"{len(records)} measurement(s) to {path}"]
-    if plans:
-        plan_path = _sibling(path, "plans")
-        _write_csv(plan_path, [plan_summary(a) for a in plans])
-        out.append(f"{len(plans)} plan(s) to {plan_path}")
+    files = [(path, flat, f"{len(records)} measurement(s)")]
+    files += [(_sibling(path, "plans"), [plan_summary(a) for a in plans], f"{len(plans)} plan(s)")] if plans else []
     if generative:
-        gen_path = _sibling(path, "generative")
-        _write_csv(gen_path, [_generative_row(a) for a in generative])
-        out.append(f"{len(generative)} generative plan(s) to {gen_path}")
+        files.append((_sibling(path, "generative"), [_generative_row(a) for a in generative],
+                      f"{len(generative)} generative plan(s)"))  # fmt: skip
     if tests:
-        test_path = _sibling(path, "loadtests")
-        _write_csv(test_path, [_loadtest_row(a) for a in tests])
-        out.append(f"{len(tests)} load test(s) to {test_path}")
+        files.append((_sibling(path, "loadtests"), [_loadtest_row(a) for a in tests], f"{len(tests)} load test(s)"))
+    out: list[str] = []
+    for file, rows, what in files:
+        try:
+            _write_csv(file, rows)
+        except SpecError as exc:  # the files before it are this export's already: say which, not "left as it was"
+            done = ", ".join(str(f) for f, _, _ in files[: len(out)])
+            rewritten = f"; already rewritten by this export: {done}" if done else ""
+            raise SpecError("--export", exc.problem + rewritten) from None
+        out.append(f"{what} to {file}")
     written = {"plans": plans, "generative": generative, "loadtests": tests}
     stale = [str(_sibling(path, t)) for t in CSV_SIBLINGS if not written[t] and _sibling(path, t).exists()]
     if stale:  # an earlier export's: read beside this one, it would pass for this export's

@@ -307,7 +307,8 @@ class Store:
         """Hold the store's sweep lock (an advisory lock on ``<store>.lock``): two sweeps on one store
         take turns, so the second reuses what the first measured instead of measuring it again on the
         same cores. ``on_wait`` is called once if another process holds it."""
-        lock_path = self.path.with_name(self.path.name + ".lock")
+        real = self.path.resolve()  # one lock per store file, whichever link or path names it
+        lock_path = real.with_name(real.name + ".lock")
         try:
             lock = open(lock_path, "a+")  # noqa: SIM115  (closed by the with below)
         except OSError as exc:  # a folder of that name, a read-only folder

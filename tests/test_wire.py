@@ -161,7 +161,7 @@ def test_fuzz_binary_never_crashes(body: bytes) -> None:
 
 
 @pytest.mark.parametrize("parser", ["orjson", "stdlib"])
-@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity"])
+@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity", b"1e400"])
 def test_nan_and_infinity_literals_are_not_json_with_either_parser(
     parser: str, literal: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -111,9 +111,22 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")  # as orjson says: RFC 8259 has no NaN or Infinity
 
 
+def finite_float(text: str) -> float:
+    """A JSON number as float; ValueError past float range (1e400 read as inf), as orjson refuses it."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return value
+
+
+def loads_strict(body: bytes | str) -> Any:
+    """``json.loads`` that refuses what JSON has not: NaN, Infinity, numbers past float range (ValueError)."""
+    return json.loads(body, parse_constant=_no_constant, parse_float=finite_float)
+
+
 def _loads(body: bytes) -> Any:
     try:
-        return _orjson.loads(body) if _orjson is not None else json.loads(body, parse_constant=_no_constant)
+        return _orjson.loads(body) if _orjson is not None else loads_strict(body)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise BodyError(400, f"body is not valid JSON: {str(exc)[:120]}") from None
 

@@ -139,6 +139,14 @@ def test_fuzzed_catalog_rows_load_or_name_file_line_and_column(tmp_path: Path) -
     check()
 
 
+def test_a_spreadsheets_trailing_empty_columns_and_signed_free_text_still_load(tmp_path: Path) -> None:
+    """The checks above must not refuse what loaded before: a header ending in ",," and a note like "+1 GPU spare"."""
+    f = tmp_path / "ok.csv"
+    f.write_text(HEADER.rstrip("\n") + ",,\n" + "aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-01,+1 GPU spare,,\n"
+                 "aws,us-east-1,x2,4,16,amd-rome,,0,1.0,,,2025-01,-10% negotiated,,\n")  # fmt: skip
+    assert {"x1", "x2"} <= {i.instance_type for i in load_catalog(f).instances}
+
+
 def test_an_unclosed_quote_or_a_doubled_column_is_refused_not_swallowed(tmp_path: Path) -> None:
     """An unclosed quote in row 2 took the rows after it into its source cell: two priced instances vanished, exit
     0. A header naming a column twice let the last one's cells win."""

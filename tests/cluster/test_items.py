@@ -73,13 +73,14 @@ def test_stage_time_columns_sum_to_the_stage_total() -> None:
         ("nulls.jsonl", b'{"features": [1, 2]}\n{"features": null}\n', r"'features' column has empty \(null\) rows"),
         # found by an audit: a worker's traceback, truncated ids (every item "missing"), "duplicates", "nan" scores
         ("strid.jsonl", b'{"id": "a", "features": [1, 2]}\n', r"'id' column must hold whole numbers, got string"),
-        ("floatid.jsonl", b'{"id": 1.5, "features": [1, 2]}\n', r"'id' column must hold whole numbers, got double"),
         (
             "nullid.jsonl",
             b'{"id": 1, "features": [1, 2]}\n{"id": null, "features": [1, 2]}\n',
             r"'id' column has 1 empty \(null\) rows",
         ),
         ("nan.jsonl", b'{"features": [1, NaN]}\n', r"holds NaN or infinite values"),
+        ("hole.jsonl", b'{"features": [1, null]}\n', r"holds 1 empty \(null\) values"),
+        ("fracid.jsonl", b'{"id": 1.5, "features": [1, 2]}\n', r"'id' column must hold whole numbers within"),
         ("nothing.jsonl", b"\n", r"nothing.jsonl' has no rows; give one row per item"),
     ],
 )
@@ -122,3 +123,17 @@ def test_a_jsonl_line_longer_than_a_mib_is_read(tmp_path: Path) -> None:
     long.write_text('{"text": "' + "w " * 1_000_000 + '"}\n{"text": "short"}\n')
     tokens = ItemSpec("tokens", seq_len=8, vocab=100)
     assert read_table(long, tokens).num_rows == 2
+
+
+def test_whole_float_ids_are_ids_and_a_categorical_with_nulls_names_them(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    spec = ItemSpec("features", features=2)
+    f = tmp_path / "ids.jsonl"
+    f.write_text('{"id": 1.0, "features": [1, 2]}\n{"id": 7.0, "features": [3, 4]}\n')  # a JSON writer's floats
+    assert table_batch(read_table(f, spec), spec)["id"].tolist() == [1, 7]
+    cats = tmp_path / "cats.parquet"
+    pq.write_table(pa.table({"text": pa.array(["a", None, "b"]).dictionary_encode()}), cats)
+    with pytest.raises(SpecError, match=r"'text' column has 1 empty \(null\) rows"):
+        read_table(cats, ItemSpec("tokens", seq_len=8, vocab=100))

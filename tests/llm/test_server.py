@@ -228,3 +228,10 @@ def test_a_reply_cut_by_the_shutdown_ends_with_an_error_not_a_traceback(stream: 
         assert json.loads(bytes(last["body"]).decode().removeprefix("data: ")) == {"error": STOPPING}
     else:
         assert sent[0]["status"] == 503 and json.loads(bytes(last["body"])) == {"detail": STOPPING}
+
+
+def test_nan_and_out_of_range_numbers_are_not_json_here_either(url: str) -> None:
+    """The generation server read `NaN` and 1e400 with the stdlib parser: 422 "got nan" / "got inf"."""
+    for body in (b'{"prompt_len": NaN}', b'{"prompt_len": 4, "max_new_tokens": 1e400}'):
+        r = httpx.post(f"{url}/v1/generate", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and r.json()["detail"].startswith("body is not valid JSON"), r.text

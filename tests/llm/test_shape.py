@@ -126,3 +126,9 @@ def test_the_context_check_takes_the_lengths_longest_not_a_samples() -> None:
     for seed in range(3):
         with pytest.raises(SpecError, match=r"^targets\.generative\.prompt_tokens \+ output_tokens: .* up to 1026 "):
             plan_generative(DecoderShape.from_zoo("gpt2"), target, load_catalog(), seed=seed)
+
+
+def test_a_gpt2_config_without_n_positions_has_gpt2configs_1024() -> None:
+    """It read as no learned positions, so `finetune` planned 2048 tokens on a model with 1024."""
+    cfg = {"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 2, "vocab_size": 1000}
+    assert DecoderShape.from_hf_config(cfg).learned_positions == 1024

@@ -54,5 +54,7 @@ def test_bad_bounds_raise(rate: float, kwargs: dict[str, Any]) -> None:
 
 
 def test_a_schedule_past_the_cap_is_refused_before_its_allocation() -> None:
-    with pytest.raises(ValueError, match="holds 86,400,000,000 requests; at most 10,000,000"):
+    from rightsize.errors import SpecError
+
+    with pytest.raises(SpecError, match="schedules 86,400,000,000 requests; at most 10,000,000"):
         schedule_size(1e6, duration_s=86_400)

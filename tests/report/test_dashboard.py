@@ -103,7 +103,7 @@ def test_other_methods_are_405_with_allow_and_two_hosts_are_400(two_run_store: t
     with running_dashboard(path) as url:
         port = urlsplit(url).port
         answers = {}
-        for method in ("OPTIONS", "TRACE", "DELETE"):
+        for method in ("OPTIONS", "TRACE", "DELETE", "PROPFIND", "get"):  # no do_ handler: had been 501
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
             conn.request(method, "/")
             r = conn.getresponse()
@@ -117,7 +117,7 @@ def test_other_methods_are_405_with_allow_and_two_hosts_are_400(two_run_store: t
         r = conn.getresponse()
         two_hosts = (r.status, r.read().decode())
         conn.close()
-    assert answers == {m: (405, "GET, HEAD") for m in ("OPTIONS", "TRACE", "DELETE")}
+    assert answers == {m: (405, "GET, HEAD") for m in ("OPTIONS", "TRACE", "DELETE", "PROPFIND", "get")}
     assert two_hosts[0] == 400 and "more than one Host header" in two_hosts[1]
 
 

@@ -36,6 +36,7 @@ __all__ = ["ENV_VAR", "load_catalog", "load_spot_buckets", "read_table"]
 ENV_VAR = "RIGHTSIZE_CATALOG"
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 _FORMULA = re.compile(r"^[=@]|^[+-][^0-9.]")  # a cell a spreadsheet would evaluate
+_DDE = re.compile(r"[|!=(]")  # after a leading sign: a formula's pipe, sheet reference, comparison or call
 MAX_NUMBER = 1e9  # any price, rate, bandwidth or size in the catalog (docs/catalog.md, "Limits")
 MAX_COUNT = 100_000  # vCPUs, cores, accelerators per instance
 MAX_CELL_CHARS = 1000
@@ -103,7 +104,7 @@ class _Row:
         value = (self.cells.get(column) or "").strip() or self.defaults.get(column, "")
         if required and not value:
             raise self._fail(column, "is empty; fill it in")
-        if _FORMULA.match(value) or (value[:1] in ("+", "-") and not _is_number(value)):  # DDE: -2+3+cmd|' /C calc'!A0
+        if _FORMULA.match(value) or (value[:1] in ("+", "-") and _DDE.search(value)):  # -2+3+cmd|' /C calc'!A0
             raise self._fail(column, f"looks like a spreadsheet formula ({short(value)}); write the plain value")
         if len(value) > MAX_CELL_CHARS:
             raise self._fail(column, f"is {len(value)} characters long; at most {MAX_CELL_CHARS}")
@@ -185,14 +186,6 @@ def _expansions(raw: str, known: dict[str, object]) -> list[str]:
                   and not kl[len(want)].isalnum())  # fmt: skip
 
 
-def _is_number(value: str) -> bool:
-    try:
-        float(value)
-    except ValueError:
-        return False
-    return True
-
-
 def read_table(
     path: Path, text: str, required: tuple[str, ...], defaults: dict[str, str] | None = None, user: bool = False
 ) -> Iterator[_Row]:
@@ -205,7 +198,8 @@ def read_table(
         raise SpecError(
             f"{path} line 1", f"missing column(s) {', '.join(missing)}; the header needs {', '.join(required)}"
         )
-    if twice := sorted({h for h in header if header.count(h) > 1}):  # the last one's cells won, silently
+    # a column named twice let the last one's cells win, silently; a spreadsheet's trailing ",," is not a name
+    if twice := sorted({h for h in header if h and header.count(h) > 1}):
         raise SpecError(f"{path} line 1", f"column {twice[0]!r} is in the header twice; keep one")
     first = 2  # the line a row starts on: a quoted cell may span lines
     for row in reader:

@@ -172,6 +172,14 @@ def _int64_ids(column: Any) -> Any:
     t = column.type
     if column.null_count:
         raise SpecError("--input", f"the 'id' column has {column.null_count} empty (null) rows; give every row an id")
+    if pa.types.is_floating(t):  # JSON readers take 1.0 (and anything past int64) as a double
+        import pyarrow.compute as pc
+
+        whole = pc.all(pc.equal(column, pc.floor(column))).as_py()
+        if not whole or pc.max(pc.abs(column)).as_py() >= 2.0**63:
+            raise SpecError("--input", "the 'id' column must hold whole numbers within +-2^63 (got fractions or "
+                            "larger); drop it to number the rows")  # fmt: skip
+        return column.cast(pa.int64())
     if not pa.types.is_integer(t):
         raise SpecError("--input", f"the 'id' column must hold whole numbers, got {t}; drop it to number the rows")
     try:
@@ -191,8 +199,11 @@ def _check_payload(column: Any, col: str, spec: ItemSpec) -> None:
     if pa.types.is_dictionary(t):  # a pandas categorical: the same strings, stored once each
         column, t = column.cast(t.value_type), t.value_type
     if spec.kind == "tokens":
-        if not (pa.types.is_string(t) or pa.types.is_large_string(t)) or column.null_count:
+        if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
             raise SpecError("--input", f"the {col!r} column must hold a string per row, got {t}")
+        if column.null_count:
+            raise SpecError("--input", f"the {col!r} column has {column.null_count} empty (null) rows; every row "
+                            "needs its text")  # fmt: skip
         try:  # pyarrow's JSON reader passes bad bytes on; a worker failed on them
             column.validate(full=True)
         except pa.ArrowInvalid as exc:
@@ -213,6 +224,9 @@ def _check_payload(column: Any, col: str, spec: ItemSpec) -> None:
         raise SpecError("--input", f"the {col!r} column's rows hold {lo} to {hi} values; every row must hold the "
                         "same number")  # fmt: skip
     values = pc.list_flatten(column)
+    if values.null_count:  # pc.is_finite skips them; the model read them as NaN
+        raise SpecError("--input", f"the {col!r} column holds {values.null_count} empty (null) values; every value "
+                        "must be a number")  # fmt: skip
     if pa.types.is_floating(values.type) and not pc.all(pc.is_finite(values)).as_py():  # wrote "score": nan
         raise SpecError("--input", f"the {col!r} column holds NaN or infinite values; every value must be finite")
     need = spec.features if spec.kind == "features" else spec.image_size**2 * 3

@@ -9,14 +9,13 @@ with the fix.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
 
 from rightsize.errors import did_you_mean
 from rightsize.llm.engine import GenStats
-from rightsize.wire import dumps
+from rightsize.wire import dumps, loads_strict
 
 __all__ = ["FIELDS", "Reject", "event", "final_event", "parse_request"]
 
@@ -34,7 +33,7 @@ class Reject(Exception):
 def parse_request(body: bytes, info: dict[str, Any], seed: int) -> tuple[list[int], int, bool]:
     """(prompt ids, max_new_tokens, stream) from a JSON body; Reject(400 | 413 | 422) naming the fix."""
     try:
-        req = json.loads(body)
+        req = loads_strict(body)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise Reject(400, f"body is not valid JSON: {str(exc)[:120]}") from None
     example = 'send e.g. {"prompt_len": 32, "max_new_tokens": 16}'

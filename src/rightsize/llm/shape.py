@@ -117,7 +117,7 @@ class DecoderShape:
                 layers=layers, hidden=hidden, heads=heads, kv_heads=heads, head_dim=hidden // heads,
                 intermediate=dim("n_inner", 4 * hidden), vocab=dim("vocab_size"),
                 tied_embeddings=True if tied is None else tied, gated_mlp=False, bias=True,
-                learned_positions=0 if get("n_positions") is None else dim("n_positions"),
+                learned_positions=dim("n_positions", 1024),  # GPT2Config's default: it planned 2048 past it
             )  # fmt: skip
         if get("num_hidden_layers") is not None:  # Llama naming (Mistral, Qwen2, ... share it)
             layers, hidden, heads = dim("num_hidden_layers"), dim("hidden_size"), dim("num_attention_heads")

@@ -12,6 +12,8 @@ from typing import Literal
 
 import numpy as np
 
+from rightsize.errors import SpecError
+
 
 def check_run_bounds(duration_s: float | None, requests: int | None, timeout_s: float) -> None:
     """Checks shared by open- and closed-loop configs: a run is always bounded, timeouts positive."""
@@ -65,6 +67,7 @@ def schedule_size(rate_per_s: float, *, duration_s: float | None = None, request
     n = requests if requests is not None else math.inf
     if duration_s is not None:
         n = min(n, max(1, round(duration_s * rate_per_s)))
-    if n > MAX_SCHEDULE:
-        raise ValueError(f"the schedule holds {n:,.0f} requests; at most {MAX_SCHEDULE:,} in one run")
+    if n > MAX_SCHEDULE:  # the options' fault wherever it is reached (a knee search's doubled rate too)
+        raise SpecError("--rate", f"{rate_per_s:g}/s schedules {n:,.0f} requests; at most {MAX_SCHEDULE:,} in one "
+                        "run: lower --rate, --duration or --requests")  # fmt: skip
     return int(n)

@@ -175,6 +175,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_TRACE = do_CONNECT = _read_only
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        if code == HTTPStatus.NOT_IMPLEMENTED:  # a method with no do_ handler (PROPFIND, lowercase get): read-only
+            self._read_only()
+            return
+        super().send_error(code, message, explain)
+
     def log_message(self, format: str, *args: object) -> None:
         if self.server.log is not None:
             self.server.log(format % args)

@@ -256,7 +256,9 @@ def validate_spec(
     planned = cand.latency
     return {
         "kind": "validate",
-        "slo_verdict": slo_verdict(points, online.latency.percentile, online.latency.bound_ms, cand.instance),
+        "slo_verdict": slo_verdict(points, online.latency.percentile, online.latency.bound_ms, cand.instance)
+        if cand.feasible
+        else None,  # no plan: nothing to judge at "the plan's per-replica rate"
         "name": workload.name,
         "model": workload.model,
         "candidate": {

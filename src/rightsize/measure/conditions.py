@@ -217,7 +217,8 @@ class RunConditions:
 
 
 def _tree_cpu_s() -> float:
-    """CPU seconds (user + system) of this process and every process under it (a server, its workers)."""
+    """CPU seconds (user + system) of this process and every process under it (a server, its workers), with the
+    children each has already reaped: a generator process that ended within the level is still ours."""
     import psutil
 
     total = 0.0
@@ -225,7 +226,7 @@ def _tree_cpu_s() -> float:
     for p in [me, *me.children(recursive=True)]:
         try:
             t = p.cpu_times()
-            total += t.user + t.system
+            total += t.user + t.system + t.children_user + t.children_system
         except psutil.Error:  # gone between the listing and the read
             continue
     return total

@@ -78,6 +78,11 @@ def parse_shape(text: str | None, option: str = "--shape") -> list[int] | None:
     return dims
 
 
+def zoo_entry_of(ref: str) -> ZooEntry | None:
+    """The zoo entry ``ref`` runs (``ort:``/``ov:`` prefixes read through); None for any other model."""
+    return ZOO.get(ref.partition(":")[2] if ref.startswith((ORT_PREFIX, OV_PREFIX)) else ref)
+
+
 _TAKES = {"image": "--image", "tokens": "--seq", "features": "neither --seq nor --image (a fixed feature width)"}
 
 
@@ -87,7 +92,7 @@ def user_input_options(
     """``--shape`` and ``--vocab`` parsed for model ``ref``; a SpecError naming the option when ``ref`` is a zoo
     model or a Hugging Face config (their input is set by ``--seq`` / ``--image``), which would ignore them, and
     when a zoo model's input is not the kind ``--seq`` / ``--image`` sets (``--image`` on a text model)."""
-    entry = ZOO.get(ref.partition(":")[2] if ref.startswith((ORT_PREFIX, OV_PREFIX)) else ref)
+    entry = zoo_entry_of(ref)
     for option, value, kind in (("--seq", seq, "tokens"), ("--image", image, "image")):
         if entry is not None and value is not None and entry.kind != kind:
             raise SpecError(option, f"{ref} takes {entry.kind} input, set by {_TAKES[entry.kind]}: drop {option}")

@@ -180,13 +180,10 @@ def loadtest(
         # the schedule would still send one request, stretching the run to 1/rate seconds (a day at 1e-5/s)
         raise SpecError("--rate", f"{rate:g}/s for {duration:g} s schedules no request; raise --rate or --duration "
                         "so that rate x duration >= 1")  # fmt: skip
-    if rate is not None and not find_knee:
-        from rightsize.loadgen.schedule import MAX_SCHEDULE
+    if rate is not None and not find_knee:  # past the cap: a SpecError before any connection is tried
+        from rightsize.loadgen.schedule import schedule_size
 
-        n = min(requests or math.inf, round(rate * duration) if duration is not None else math.inf)
-        if n > MAX_SCHEDULE:
-            raise SpecError("--rate", f"{rate:g}/s schedules {n:,.0f} requests; at most {MAX_SCHEDULE:,} in one run: "
-                            "lower --rate, --duration or --requests")  # fmt: skip
+        schedule_size(rate, duration_s=duration, requests=requests)
     only = {  # options of one kind of load only: refused rather than ignored
         "--samples": samples != 1, "--body": body is not None, "--json-body": json_body is not None,
         "--method": method is not None, "--encoding": encoding != "auto", "--header": bool(header),

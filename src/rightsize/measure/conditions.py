@@ -130,7 +130,11 @@ def steal_s() -> float | None:
 def _core_ticks() -> tuple[int, int] | None:
     """(busy, total) ``/proc/stat`` ticks summed over the cores this process may use (idle and iowait are not busy;
     guest time is inside user)."""
-    rows = _my_cores_ticks()
+    return _busy_total(_my_cores_ticks())
+
+
+def _busy_total(rows: list[list[int]] | None) -> tuple[int, int] | None:
+    """(busy, total) ticks of ``/proc/stat`` rows (idle and iowait are not busy); None without ticks."""
     if not rows:
         return None
     total = sum(sum(r[:8]) for r in rows)
@@ -239,10 +243,7 @@ def _machine_ticks() -> tuple[int, int] | None:
         ticks = [int(x) for x in first[1:9]]
     except (OSError, ValueError):
         return None
-    total = sum(ticks)
-    if first[:1] != ["cpu"] or total <= 0:
-        return None
-    return total - ticks[3] - ticks[4], total
+    return _busy_total([ticks]) if first[:1] == ["cpu"] and len(ticks) == 8 else None
 
 
 class OthersBusy:

@@ -305,8 +305,10 @@ def slo_verdict(points: Sequence[ValidationPoint], percentile: float, bound_ms: 
     measured = None if level is None or level.measured_ms is None else level.measured_ms.at(percentile)
     if level is None or measured is None:
         return None
-    if busy := next((n for n in level.notes if n.startswith("other processes kept")), None):
-        return f"SLO not judged here: {busy.split(': its latency')[0]}"  # neither met nor missed by the plan
+    from rightsize.workflows.validate_run import BUSY_EFFECT
+
+    if busy := next((n for n in level.notes if n.endswith(BUSY_EFFECT)), None):
+        return f"SLO not judged here: {busy.removesuffix(': ' + BUSY_EFFECT)}"  # neither met nor missed by the plan
     ok = measured <= bound_ms and level.valid and level.error_fraction <= MAX_ERROR_FRACTION
     word = "met" if ok else "missed"
     why = "" if ok or measured > bound_ms else " (the run was invalid or dropped requests)"

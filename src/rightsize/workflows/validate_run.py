@@ -34,6 +34,12 @@ SLOWER_SERVER = 0.9  # levels follow the server's capacity when it is below this
 MIN_REQUESTS = 200  # per load level, for a p95 worth comparing (MLPerf asks far more: sources.md load-generation)
 MAX_STRETCH = 6  # a slow level runs up to this many times --duration to reach MIN_REQUESTS
 OTHERS_BUSY = 0.25  # of this machine's cores kept busy by other processes during a level: it is not comparable
+BUSY_EFFECT = "its latency is this machine's load, not the plan's: run it again on a quiet machine"
+
+
+def busy_cause(share: float) -> str:
+    """The first half of a busy level's note (``slo_verdict`` quotes it): how busy other processes kept it."""
+    return f"other processes kept {share:.0%} of this machine's cores busy during this level"
 
 
 def measure_open_loop(
@@ -184,8 +190,7 @@ def validate_config(
                 arrival=arrival, seed=seed, token=token, cpus=None if cpus is None else cpus.generator,
             )  # fmt: skip
         if others.share is not None and others.share > OTHERS_BUSY:  # a busy machine's latency is not the plan's
-            busy = (f"other processes kept {others.share:.0%} of this machine's cores busy during this level: its "
-                    "latency is this machine's load, not the plan's: run it again on a quiet machine")  # fmt: skip
+            busy = f"{busy_cause(others.share)}: {BUSY_EFFECT}"
             m = {**m, "valid": False, "problems": [*m.get("problems", []), busy]}
         after = served_batches(base_url, cursor, token) if before is not None else None
         if before is None or after is None:

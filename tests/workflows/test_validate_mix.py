@@ -81,7 +81,7 @@ def test_a_request_far_beyond_the_measured_batches_is_refused_before_serving(
 
 
 def test_a_lanes_planned_pool_says_replicas_on_instances() -> None:
-    from rightsize.workflows.validate_mix import _planned_words
+    from rightsize.workflows.validate_mix_report import _planned_words
 
     assert _planned_words({"replicas": 4, "count": 1, "instance": "c7i.2xlarge"}) == "4 replicas on 1 x c7i.2xlarge"
     assert _planned_words({"replicas": 2, "count": 2, "instance": "g5.xlarge"}) == "2 x g5.xlarge"
@@ -90,7 +90,7 @@ def test_a_lanes_planned_pool_says_replicas_on_instances() -> None:
 
 def test_the_mix_verdict_names_the_level_and_the_class_that_missed() -> None:
     """`validate --fleet split` printed every class's numbers and no answer: met or missed, and by which class."""
-    from rightsize.workflows.validate_mix import mix_slo_verdict
+    from rightsize.workflows.validate_mix_report import mix_slo_verdict
 
     def cls(samples: int, p95: float, valid: bool = True, errors: float = 0.0) -> dict[str, object]:
         return {"samples": samples, "valid": valid, "error_fraction": errors,
@@ -105,3 +105,20 @@ def test_the_mix_verdict_names_the_level_and_the_class_that_missed() -> None:
     assert "missed at 80% by the 8-sample class: p95 412.0 ms" in text
     assert "missed at 95%: the 8-sample run was invalid or dropped requests" in text and "at most 80% busy" in text
     assert mix_slo_verdict([{"label": "50%", "classes": [cls(1, 40.0)]}], 99.9, 300.0, 0.8) is None  # not measured
+
+
+def test_a_busy_level_of_the_mix_is_not_judged() -> None:
+    """`validate --fleet split` beside a CPU hog said "met"/"missed" from this machine's load, not the plan's."""
+    from rightsize.workflows.validate_mix_report import mix_slo_verdict
+    from rightsize.workflows.validate_run import BUSY_EFFECT, busy_cause
+
+    busy = f"{busy_cause(0.57)}: {BUSY_EFFECT}"
+    quiet = {"samples": 1, "valid": True, "error_fraction": 0.0, "measured_ms": {"p50": 20.0, "p95": 40.0}}
+    loud = {"samples": 8, "valid": False, "error_fraction": 0.0, "problems": [busy],
+            "measured_ms": {"p50": 300.0, "p95": 900.0}}  # fmt: skip
+    points = [{"label": "50%", "classes": [quiet, {**quiet, "samples": 8}]},
+              {"label": "80%", "classes": [{**quiet, "problems": [busy], "valid": False}, loud]}]  # fmt: skip
+    text = mix_slo_verdict(points, 95.0, 300.0, 0.8)
+    assert text is not None and "met at 50%" in text
+    assert "not judged at 80%: other processes kept 57% of this machine's cores busy during this level" in text
+    assert "missed" not in text

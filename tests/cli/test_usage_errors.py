@@ -256,3 +256,15 @@ def test_a_comma_separated_provider_list_is_split(capsys: pytest.CaptureFixture[
     rc, out, err = run_cli(["catalog", "--provider", "aws,gcp", "--gpu", "--json"], capsys)
     assert rc == 0, err
     assert {r["provider"] for r in json.loads(out)["instances"]} == {"aws", "gcp"}
+
+
+def test_a_refused_output_leaves_no_folders_behind(tmp_path: Path) -> None:
+    """`report --output new/dirs/<300-char name>` was refused but left new/ and new/dirs/ behind."""
+    from rightsize.cli._common import check_writable
+    from rightsize.errors import SpecError
+
+    with pytest.raises(SpecError, match=r"File name too long"):
+        check_writable(tmp_path / "new" / "dirs" / ("x" * 300 + ".html"), "--output")
+    assert list(tmp_path.iterdir()) == []
+    check_writable(tmp_path / "kept" / "out.html", "--output")  # accepted: its folder stays for the writer
+    assert (tmp_path / "kept").is_dir() and not (tmp_path / "kept" / "out.html").exists()

@@ -95,6 +95,7 @@ def check_writable(path: Path, option: str, store: Path | None = None) -> None:
         return SpecError(option, f"cannot write {short(str(given))} ({why}); pass a writable path")
 
     given, path = path, path.resolve()  # a symlink's target: the probe had created it and then deleted the link
+    made: list[Path] = []
     try:
         existed = path.exists()
         if path.is_dir():
@@ -106,10 +107,14 @@ def check_writable(path: Path, option: str, store: Path | None = None) -> None:
             raise refuse(f"it is the results store {short(str(db))}; every stored run would be lost")
         if existed and _is_sqlite(path):  # another results store (or any database): never written over
             raise refuse("it is an SQLite database, perhaps a results store; its contents would be lost")
+        made = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a"):
             pass
     except OSError as exc:
+        for d in made:  # a refused output leaves no folders behind (deepest first)
+            with contextlib.suppress(OSError):
+                d.rmdir()
         raise refuse(exc.strerror or str(exc)) from None
     if not existed:
         path.unlink(missing_ok=True)

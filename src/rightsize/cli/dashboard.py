@@ -64,6 +64,7 @@ def dashboard(
         )  # fmt: skip
     except KeyboardInterrupt:
         err_console.print("stopped")
+        raise typer.Exit(130) from None  # Ctrl-C, as `serve` and every other command exit (README: exit codes)
 
 
 def register(app: typer.Typer) -> None:

@@ -274,3 +274,20 @@ def test_sweeps_through_a_symlink_and_the_real_path_share_one_lock(tmp_path: Pat
         assert waited == [True]  # it waits for the first, as with one path
     t.join(10)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".lock")) == ["store.sqlite.lock"]
+
+
+def test_an_empty_store_file_and_a_hot_journal_are_named_for_what_they_are(tmp_path: Path) -> None:
+    """Both read "not a rightsize store (...)", which sends a user to look for another path: an empty file is a store
+    not yet written (bench or plan makes it one), and a -journal is a write a read-only open cannot roll back."""
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    with pytest.raises(RightsizeError, match=r"is empty, not yet a rightsize store; a command that stores results"):
+        Store(empty, read_only=True)
+    Store(empty).close()  # a writable command makes it one
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    before = _store(folder / "s.sqlite")
+    (folder / "s.sqlite-journal").write_bytes(os.urandom(4096))  # a hot journal: its header is not SQLite's zeros
+    with pytest.raises(RightsizeError, match=r"has a -journal file left by an interrupted write, which a read-only"):
+        Store(folder / "s.sqlite", read_only=True)
+    assert (folder / "s.sqlite").read_bytes() == before

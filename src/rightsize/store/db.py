@@ -177,6 +177,11 @@ class Store:
         if not read_only:
             self._check_writable()
         try:
+            if read_only and not self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                self._conn.close()  # an empty file (or a database nothing was ever written to): not "not ours"
+                raise RightsizeError(f"--store: {str(self.path)!r} is empty, not yet a rightsize store; a command "
+                                     "that stores results (`rightsize bench` or `plan`) makes it one, or pass "
+                                     "another path")  # fmt: skip
             check_ours(self._conn)  # before the first write: another application's database is never changed
             if read_only:
                 check_version(self._conn)
@@ -195,6 +200,12 @@ class Store:
             if "locked" in str(exc) or "busy" in str(exc):  # another process held it for more than 30 s
                 raise RightsizeError(f"--store: {str(self.path)!r} stayed locked by another process for 30 s; try "
                                      "again when it has finished") from None  # fmt: skip
+            if "readonly" in str(exc) and Path(f"{self.path}-journal").exists():  # a hot journal to roll back
+                raise RightsizeError(
+                    f"--store: {str(self.path)!r} has a -journal file left by an interrupted write, "
+                    "which a read-only command cannot roll back: run one that writes the store "
+                    "(e.g. `rightsize plan`) where it can be written, or pass another path"
+                ) from None
             raise RightsizeError(f"--store: {str(self.path)!r} is not a rightsize store ({exc}); pass another "
                                  "path") from None  # fmt: skip
         except sqlite3.DatabaseError as exc:

@@ -215,6 +215,17 @@ def test_a_size_option_of_the_other_input_kind_is_refused_not_ignored() -> None:
         user_input_options("ort:resnet50", None, None, seq=12)
 
 
+def test_a_hugging_face_configs_input_kind_is_checked_too() -> None:
+    """``serve hf:gpt2 --image 224`` served GPT-2 on the default length, silently: only zoo names were checked."""
+    assert user_input_options("hf:gpt2", None, None, seq=64) == (None, None)
+    assert user_input_options("hf:vit", None, None, image=160) == (None, None)
+    with pytest.raises(SpecError, match=r"^--image: hf:gpt2 takes tokens input, set by --seq: drop --image"):
+        user_input_options("hf:gpt2", None, None, image=224)
+    with pytest.raises(SpecError, match=r"^--seq: hf:vit takes image input, set by --image: drop --seq"):
+        user_input_options("hf:vit", None, None, seq=12)
+    assert user_input_options("hf:not-a-type", None, None, seq=12) == (None, None)  # the build says what is wrong
+
+
 @pytest.mark.slow
 def test_each_format_through_bench_and_memory_cli(files: dict[str, Path], tmp_path: Path) -> None:
     """The user's path: a spec naming the file, `rightsize bench`, then `rightsize memory` on it."""

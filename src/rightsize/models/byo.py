@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rightsize.errors import NotFoundError, SpecError, UnsupportedError, did_you_mean
+from rightsize.errors import NotFoundError, RightsizeError, SpecError, UnsupportedError, did_you_mean
 from rightsize.inputfile import short
 from rightsize.models.onnx_engine import OrtModule, exported_onnx, onnx_input
 from rightsize.models.zoo import ZOO, Family, InputKind, ZooEntry, get_entry
@@ -83,6 +83,21 @@ def zoo_entry_of(ref: str) -> ZooEntry | None:
     return ZOO.get(ref.partition(":")[2] if ref.startswith((ORT_PREFIX, OV_PREFIX)) else ref)
 
 
+def input_kind_of(ref: str) -> InputKind | None:
+    """The input kind of a zoo model (``ort:``/``ov:`` read through) or a Hugging Face config ("image" or "tokens");
+    None for a model that does not say (a factory, a saved program) or a config that cannot be read (its command
+    reports that)."""
+    entry = zoo_entry_of(ref)
+    if entry is not None:
+        return entry.kind
+    if ref.startswith("hf:") or _config_dir(ref) is not None:
+        try:
+            return _hf_entry(ref).kind
+        except RightsizeError:
+            return None
+    return None
+
+
 _TAKES = {"image": "--image", "tokens": "--seq", "features": "neither --seq nor --image (a fixed feature width)"}
 
 
@@ -92,10 +107,10 @@ def user_input_options(
     """``--shape`` and ``--vocab`` parsed for model ``ref``; a SpecError naming the option when ``ref`` is a zoo
     model or a Hugging Face config (their input is set by ``--seq`` / ``--image``), which would ignore them, and
     when a zoo model's input is not the kind ``--seq`` / ``--image`` sets (``--image`` on a text model)."""
-    entry = zoo_entry_of(ref)
+    takes = input_kind_of(ref) if seq is not None or image is not None else None
     for option, value, kind in (("--seq", seq, "tokens"), ("--image", image, "image")):
-        if entry is not None and value is not None and entry.kind != kind:
-            raise SpecError(option, f"{ref} takes {entry.kind} input, set by {_TAKES[entry.kind]}: drop {option}")
+        if takes is not None and value is not None and takes != kind:
+            raise SpecError(option, f"{ref} takes {takes} input, set by {_TAKES[takes]}: drop {option}")
     dims = parse_shape(shape)
     given = [option for option, value in (("--shape", dims), ("--vocab", vocab)) if value is not None]
     if given and (ref.startswith("hf:") or _config_dir(ref) is not None or not is_user_ref(ref)):

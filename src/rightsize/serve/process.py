@@ -37,10 +37,9 @@ def config_to_args(config: ServerConfig) -> list[str]:
     args += ["--max-wait-ms", repr(config.max_wait_ms), "--queue-size", str(config.queue_size)]
     args += ["--max-queue-batches", repr(config.max_queue_batches)]
     args += ["--host", config.host, "--port", str(config.port), "--log-level", config.log_level]
-    from rightsize.models.byo import zoo_entry_of
+    from rightsize.models.byo import input_kind_of
 
-    entry = zoo_entry_of(config.model)  # a spec's input holds both sizes; `serve` refuses the one its model ignores
-    kind = None if entry is None else entry.kind
+    kind = input_kind_of(config.model)  # a spec's input holds both sizes; `serve` refuses the one its model ignores
     optional = {
         "--seq": config.seq_len if kind in (None, "tokens") else None,
         "--image": config.image_size if kind in (None, "image") else None,

@@ -107,9 +107,11 @@ def test_cli_pipeline_json_and_artifact(tmp_path: Path, capsys: pytest.CaptureFi
     payload = json.loads(capsys.readouterr().out)
     assert payload["items"] == 600 and payload["ids"]["exactly_once"] is True and payload["full_items"] == 5_000_000
     assert {"read", "preprocess", "infer", "write"} <= set(payload["stages"])
-    cands = payload["plan"]["candidates"]
-    assert cands and {"gpu", "cpu"} == {c["device_class"] for c in cands}  # CPU and GPU instances, one table
     assert "no batch deadline" in " ".join(payload["notes"])
     with Store(db) as store:
         arts = store.artifacts("pipeline")
     assert len(arts) == 1 and arts[0]["id"] == payload["artifact_id"] and arts[0]["payload"]["items"] == 600
+    cands = arts[0]["payload"]["plan"]["candidates"]  # stored whole, as `plan` stores its plans
+    assert cands and {"gpu", "cpu"} == {c["device_class"] for c in cands}  # CPU and GPU instances, one table
+    # printed as `plan --json` prints: the --top 10 (it had printed all ~800 candidates, 1.8 MB)
+    assert payload["plan"]["candidates"] == cands[:10] and len(cands) > 10

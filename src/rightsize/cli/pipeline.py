@@ -41,7 +41,9 @@ def pipeline(
     full_items: int | None = typer.Option(
         None, "--full-items", min=1, max=10**15, help="Full job size to project (default: targets)."
     ),
-    top: int = typer.Option(10, "--top", min=1, max=10_000, help="Rows of the full job's plan table to print."),
+    top: int = typer.Option(
+        10, "--top", min=1, max=10_000, help="Rows of the full job's plan table to print (and to put in --json)."
+    ),
     json_out: bool = JSON_OPTION,
     store: Path | None = STORE_OPTION,
     catalog: Path | None = CATALOG_OPTION,
@@ -67,8 +69,8 @@ def pipeline(
         )  # fmt: skip
         payload = result.to_dict()
         payload["artifact_id"] = db.save_artifact(None, "pipeline", payload)
-    if json_out:
-        emit_json(payload)
+    if json_out:  # stored whole, as `plan` stores its plans; printed with the --top candidates, as `plan --json`
+        emit_json(payload | {"plan": result.plan.to_dict(top=top) if result.plan is not None else None})
     else:
         _print(payload)
         if result.plan is not None:

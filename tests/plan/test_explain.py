@@ -215,3 +215,18 @@ def test_the_closest_to_a_budget_is_the_cheapest_that_misses_nothing_else() -> N
     assert infeasible_summary(
         [big, dataclasses.replace(small, reasons=["needs 52046400 instances > max_instances 64"])]
     ) == {"needs 1364-52046400 instances > max_instances 64": 2}  # not 5.20464e+07
+
+
+def test_the_other_class_example_quotes_its_own_reason() -> None:
+    """`no GPU plan is feasible; e.g. 1 replica on 1x aws g4dn.xlarge ...: over budget: 1 replicas cost $3.67/h`:
+    the cheapest GPU row was named with the reason most GPU rows had, another instance's price."""
+    rec = _best_c4x()
+    gpu = dict(device_class="gpu", feasible=False, device="T4", gpus=1)
+    cheap = dataclasses.replace(rec, instance="g.small", cost_usd_per_hour=0.53,
+                                reasons=["over budget: 1 replicas cost $0.53/h > $0.12/h"], **gpu)  # fmt: skip
+    dear_why = ["over budget: 1 replicas cost $3.67/h > $0.12/h"]
+    dear = [dataclasses.replace(rec, instance=f"g.big{i}", cost_usd_per_hour=3.67, reasons=dear_why, **gpu)
+            for i in (1, 2)]  # fmt: skip
+    _, why_not, _, _ = explain("online", [rec, cheap, *dear], 95, 80)
+    (line,) = [w for w in why_not if w.startswith("no GPU plan is feasible")]
+    assert "g.small" in line and "$0.53/h > $0.12/h" in line and "$3.67" not in line

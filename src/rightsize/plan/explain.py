@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from collections.abc import Collection, Sequence
 from datetime import date
 
@@ -341,9 +340,9 @@ def explain(
         if alt is None:
             why_not.append(f"no {other.upper()} candidates were evaluated (catalog filters or no curve for them)")
         else:
-            reasons = Counter(c.reasons[0] for c in ranked if c.device_class == other and c.reasons)
-            common = reasons.most_common(1)[0][0] if reasons else "not feasible"
-            why_not.append(f"no {other.upper()} plan is feasible; e.g. {_who(alt)}: {common}")
+            # its own reason: the most common one among the class's rows quoted another instance's price
+            why_not.append(f"no {other.upper()} plan is feasible; e.g. {_who(alt)}: "
+                           f"{alt.reasons[0] if alt.reasons else 'not feasible'}")  # fmt: skip
     warnings = _warnings(kind, rec, bound_ms, request_samples, input_measured)
     fragile = _fragile_choice(kind, rec, alt)
     if fragile:

@@ -122,7 +122,7 @@ def verify_best(
     started = time.perf_counter()
     for _ in range(top + 6):
         if time.perf_counter() - started > budget_s:
-            return  # the rest keep their screening numbers (labelled so)
+            break  # the rest keep their screening numbers (labelled so)
         feas = sorted((c for c in cands if c.feasible), key=lambda c: c.cost_usd_per_hour)
         picks = [c for c in feas[:top] if id(c) not in verified]
         for dc in ("cpu", "gpu"):
@@ -130,10 +130,26 @@ def verify_best(
             if best is not None and id(best) not in verified and best not in picks:
                 picks.append(best)
         if not picks:
-            return
+            break
         for c in picks:
-            _verify_one(c, opt_of[id(c)], target, n, seed, done, buy, band=c is picks[0])
+            _verify_one(c, opt_of[id(c)], target, n, seed, done, buy)
             verified.add(id(c))
+    # The band goes on every feasible candidate at the lowest price: the ranking breaks a price tie on other keys
+    # (explain.rank), and the band had gone on the first by price alone, which then was not the one recommended.
+    feas = [c for c in cands if c.feasible]
+    cheapest = min((c.cost_usd_per_hour for c in feas), default=0.0)
+    for c in feas:
+        if c.cost_usd_per_hour <= cheapest * (1 + 1e-9) and id(c) in verified:
+            _add_band(c, opt_of[id(c)], target, n, seed, buy)
+
+
+def _long_run(curve: ServiceCurve, pol: Policy, replicas: int, target: OnlineTarget, n: int, seed: int
+              ) -> LatencyPrediction:  # fmt: skip
+    """The long simulation that judges the SLO, run on two arrival draws and the worse one kept. Near saturation
+    one draw's percentile moves ~10% with the seed, and a plan that met its SLO on seed 0 and missed it on seeds
+    1-3 was recommended (then a dearer one) by --seed alone."""
+    runs = [simulate_policy(curve, pol, replicas, target, n, seed + k) for k in (1, 5)]
+    return max(runs, key=lambda p: p.p_target_ms or p.p95)
 
 
 def _verify_one(
@@ -144,7 +160,6 @@ def _verify_one(
     seed: int,
     done: dict[tuple[int, int, float, int], tuple[int, LatencyPrediction]],
     buy: str,
-    band: bool,
 ) -> None:
     bound, q = target.latency.bound_ms, float(target.latency.percentile)
     assert c.batching is not None
@@ -154,22 +169,15 @@ def _verify_one(
     key = (id(opt.curve), pol.max_batch, pol.max_wait_ms, c.replicas - spare)
     if key not in done:
         r = c.replicas - spare  # serving replicas: the spare is not counted on to meet the SLO
-        pred = simulate_policy(opt.curve, pol, r, target, n, seed + 1)
+        pred = _long_run(opt.curve, pol, r, target, n, seed)
         step = opt.per_instance if r % opt.per_instance == 0 else 1  # a filled instance grows by a whole one
         for _ in range(3):  # the screening run was short; add replicas until the long run agrees
             if (pred.p_target_ms or 0.0) <= bound or r + step > target.max_replicas:
                 break
             r += step
-            pred = simulate_policy(opt.curve, pol, r, target, n, seed + 1)
+            pred = _long_run(opt.curve, pol, r, target, n, seed)
         done[key] = (r, pred)
     r, pred = done[key]
-    if band and pred.band_ms is None and (opt.curve.band_lo != 1.0 or opt.curve.band_hi != 1.0):
-        lo = simulate_policy(opt.curve.at_band_edge("lo"), pol, r, target, n // 2, seed + 2)
-        hi = simulate_policy(opt.curve.at_band_edge("hi"), pol, r, target, n // 2, seed + 2)
-        at = pred.p_target_ms or pred.p95  # a curve sized at its band's slow edge: the shorter run's noise aside,
-        band_ms = (min(at, lo.p_target_ms or lo.p95), max(at, hi.p_target_ms or hi.p95))  # the prediction is in it
-        pred = replace(pred, band_ms=band_ms)
-        done[key] = (r, pred)
     apply_plan(c, opt, pol, r + spare, pred, target, buy)
     c.notes = [x for x in c.notes if not x.startswith("not simulated")]
     if (pred.p_target_ms or 0.0) > bound:
@@ -178,3 +186,22 @@ def _verify_one(
             f"latency SLO not met in the long simulation: p{q:g} {pred.p_target_ms:.0f} ms > {bound:g} ms "
             f"with {r} replicas"
         )
+
+
+def _add_band(c: Candidate, opt: Option, target: OnlineTarget, n: int, seed: int, buy: str) -> None:
+    """The verified candidate's percentile at both ends of its curve's band (``LatencyPrediction.band_ms``). A curve
+    already sized at its slow edge (``at_pessimistic_edge``: band up to 1) is its own slow end; simulating it again
+    had put the run-to-run noise above the prediction, "30 ms > 27 ms at the pessimistic end", beside "meets"."""
+    curve, pred = opt.curve, c.latency
+    if pred is None or pred.band_ms is not None or c.batching is None or (curve.band_lo == 1.0 == curve.band_hi):
+        return
+    pol = Policy(c.batching.max_batch, c.batching.max_wait_ms)
+    r = c.replicas - spot_spare(opt, buy)
+
+    def edge(which: str) -> float:
+        run = simulate_policy(curve.at_band_edge(which), pol, r, target, n // 2, seed + 2)
+        return run.p_target_ms or run.p95
+
+    at = pred.p_target_ms or pred.p95
+    hi = at if curve.band_hi <= 1.0 else edge("hi")
+    c.latency = replace(pred, band_ms=(min(at, edge("lo")), max(at, hi)))

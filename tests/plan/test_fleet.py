@@ -189,3 +189,15 @@ def test_the_fleet_notes_say_how_many_replicas_run_on_how_many_instances() -> No
     assert f"{small.replicas} replicas on {small.count} x c.2x (cpu) for smaller requests" in note
     assert f"{large.count} x p.a100 (A100-80GB) for the rest" in note and small.count < small.replicas
     assert "two clouds: aws and gcp behind one router" in note
+
+
+def test_the_fleet_breaks_a_price_tie_as_the_planners_table_does() -> None:
+    """The spec listed fp32; the table recommended the fp32 T4 and the Request mix section the fp16 one at the
+    same price (its own tie-break: faster alone)."""
+    instances = (instance("g.t4", 0.53, vcpus=4, ram_gib=16, acc="T4", count=1),)
+    curves = [gpu_curve("T4", 6.0, 0.4, precision="fp32"), gpu_curve("T4", 3.0, 0.2, precision="fp16")]
+    options = pair_options(instances, curves, ACCELERATORS)  # type: ignore[arg-type]
+    mix = [(1, 0.95), (32, 0.05)]
+    assert plan_fleet(options, _target(20, 250), mix).single.precision == "fp16"  # type: ignore[union-attr]
+    listed = plan_fleet(options, _target(20, 250), mix, listed=["fp32"])
+    assert listed.single is not None and listed.single.precision == "fp32"

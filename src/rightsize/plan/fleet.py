@@ -262,17 +262,17 @@ def _cost_bound(opt: Option, pool: Pool, target: OnlineTarget, buy: str) -> floa
     return math.inf if sizing is None else math.ceil((sizing[1] + spare) / opt.per_instance) * unit_price(opt, buy)
 
 
-def _better(a: Candidate, b: Candidate) -> bool:
-    """Cheaper, or as cheap and faster at the SLO percentile (the planner's table ranks ties the same way)."""
-    if a.cost_usd_per_hour != b.cost_usd_per_hour:
-        return a.cost_usd_per_hour < b.cost_usd_per_hour
-    pa = (a.latency.p_target_ms or a.latency.p95) if a.latency else math.inf
-    pb = (b.latency.p_target_ms or b.latency.p95) if b.latency else math.inf
-    return pa < pb
+def _better(a: Candidate, b: Candidate, listed: Sequence[str] = ()) -> bool:
+    """``a`` ranks before ``b`` in the planner's table (``explain.rank``: cheaper; at one price a verified price, a
+    precision the spec lists (``listed``), the narrower band, faster). A tie-break of its own (faster alone) had
+    put an unlisted fp16 T4 in the Request mix section beside the recommended fp32 one, at the same price."""
+    from rightsize.plan.explain import rank
+
+    return rank([a, b], "online", listed)[0] is a
 
 
 def _cheapest(
-    options: Sequence[Option], pool: Pool, target: OnlineTarget, buy: str, n: int, seed: int
+    options: Sequence[Option], pool: Pool, target: OnlineTarget, buy: str, n: int, seed: int, listed: Sequence[str] = ()
 ) -> tuple[Candidate | None, int]:
     """Branch and bound over options: simulate in order of cost bound until the bound exceeds the best found."""
     bounds = sorted(((_cost_bound(o, pool, target, buy), i) for i, o in enumerate(options)), key=lambda x: x[0])
@@ -283,7 +283,7 @@ def _cheapest(
             break
         cand, k = _plan_pool(options[i], pool, target, buy, n, seed)
         sims += k
-        if cand.feasible and (best is None or _better(cand, best)):
+        if cand.feasible and (best is None or _better(cand, best, listed)):
             best = cand
     return best, sims
 
@@ -323,6 +323,7 @@ def plan_fleet(
     n: int = 3000,
     seed: int = 0,
     singles: Sequence[Candidate] | None = None,
+    listed: Sequence[str] = (),
 ) -> FleetPlan:
     """The cheapest single pool and the cheapest two-pool size split for ``mix`` ((samples, share) pairs).
     ``singles``: ``plan_mixed_single``'s rows for the same mix, when already planned (the single pool is then
@@ -334,18 +335,18 @@ def plan_fleet(
     mixed = sorted((int(s), float(p)) for s, p in mix)
     everything = Pool(tuple(s for s, _ in mixed), tuple(p for _, p in mixed))
     if singles is None:
-        single, sims = _cheapest(options, everything, target, buy, n, seed)
+        single, sims = _cheapest(options, everything, target, buy, n, seed, listed)
     else:
         single, sims = None, 0
         for row in singles:
-            if row.feasible and (single is None or _better(row, single)):
+            if row.feasible and (single is None or _better(row, single, listed)):
                 single = row
     split: tuple[int, Candidate, Candidate] | None = None
     for cut in range(1, len(mixed)):
         small = Pool(everything.sizes[:cut], everything.shares[:cut])
         large = Pool(everything.sizes[cut:], everything.shares[cut:])
-        a, k1 = _cheapest(options, small, target, buy, n, seed)
-        b, k2 = _cheapest(options, large, target, buy, n, seed + 1)
+        a, k1 = _cheapest(options, small, target, buy, n, seed, listed)
+        b, k2 = _cheapest(options, large, target, buy, n, seed + 1, listed)
         sims += k1 + k2
         if a is not None and b is not None:
             cost = a.cost_usd_per_hour + b.cost_usd_per_hour

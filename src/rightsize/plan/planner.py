@@ -140,7 +140,8 @@ def plan(
                 # plan.fleet also tries pools split by request size and says which is cheaper.
                 samples = o.sizes()[-1][0]
                 cands = plan_mixed_single(options, o, t.purchase, seed=seed)
-                fleet = plan_fleet(options, o, o.sizes(), t.purchase, seed=seed, singles=cands)
+                fleet = plan_fleet(options, o, o.sizes(), t.purchase, seed=seed, singles=cands,
+                                   listed=workload.precisions)  # fmt: skip
                 if fleet.choice == "split":
                     mix_warnings.append(f"request_mix: a fleet split by request size is cheaper than any one pool "
                                         f"({fleet.notes[-1]}); see Request mix")  # fmt: skip

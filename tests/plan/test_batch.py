@@ -162,6 +162,26 @@ def test_the_band_stretches_the_work_not_the_spin_up() -> None:
     assert not c.feasible and "(x1.74 on the work, spin-up 8.6 min as is): 15.3 min > 13.2 min" in c.reasons[-1]
 
 
+def test_the_budget_is_judged_at_the_band_edge_where_the_deadline_is() -> None:
+    """A "$0.29 total" met a $0.30 budget at the median, while the deadline was judged at the band's slow edge, where
+    the same run costs (0.586 h x 1.54 + 0.143 h) x $0.4025 = $0.42."""
+    from dataclasses import replace
+
+    from rightsize.plan.job_costs import finish
+
+    cat = small_catalog()
+    projected = replace(cpu_curve("c.2x", 10.0, 10.0), provenance="projected", band_lo=0.69, band_hi=1.54)
+    (c, *_) = plan_batch(pair_options(cat.instances[:1], [projected], cat.accelerators),
+                         BatchTarget(items=1000, deadline_hours=10, max_instances=1), ["on_demand"])  # fmt: skip
+    c = replace(c, cost_usd_per_hour=0.4025, reasons=[], notes=[])
+    finish(c, 0.586 + 0.143, None, 0.30, fixed_hours=0.143)
+    assert c.cost_usd_total == pytest.approx(0.293, abs=1e-3) and not c.feasible
+    assert c.reasons[-1] == ("over budget at the pessimistic edge of the projection band (x1.54 on the work): "
+                             "$0.42 > $0.30 (median $0.29)")  # fmt: skip
+    finish(c, 0.586 + 0.143, None, 0.45, fixed_hours=0.143)
+    assert c.feasible
+
+
 def test_a_spot_row_without_an_interruption_estimate_costs_what_it_shows() -> None:
     cat = small_catalog()
     target = BatchTarget(items=1_000_000, deadline_hours=4)

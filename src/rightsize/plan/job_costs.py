@@ -85,6 +85,12 @@ def finish(
     if budget_usd is not None and c.cost_usd_total > budget_usd:
         c.feasible = False
         c.reasons.append(f"over budget: ${c.cost_usd_total:,.2f} > ${budget_usd:,.2f}")
+    elif budget_usd is not None and at_edge * c.cost_usd_per_hour > budget_usd:  # judged where the deadline is
+        c.feasible = False
+        c.reasons.append(
+            f"over budget at the pessimistic edge of the projection band (x{edge:.2f} on the work): "
+            f"${at_edge * c.cost_usd_per_hour:,.2f} > ${budget_usd:,.2f} (median ${c.cost_usd_total:,.2f})"
+        )
 
 
 def spot_variant(

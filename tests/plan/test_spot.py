@@ -119,3 +119,40 @@ def test_odds_reach_the_cheapest_feasible_rows_past_refused_ones() -> None:
     spot_odds(cands, {id(c): c.spot.expected_hours for c in cands}, 1.0, None, 0.01, 0.05, top=16)  # type: ignore[union-attr]
     assert not any(c.feasible for c in tight)
     assert all(c.feasible and c.spot is not None and c.spot.p_meet_deadline is not None for c in easy)
+
+
+def test_switching_to_on_demand_never_lowers_the_deadline_odds_under_a_band() -> None:
+    """Each run's wall clock was scaled by its drawn speed after the policy had decided on nominal work: a slow run
+    switched too late, and mixed (spot, then on-demand when the slack runs out) met a 4.5 h deadline less often
+    than pure spot on the same fleet (0.861 vs 0.878)."""
+    args = (3.0, 0.5, 0.05, 0.1, 0.06, 0.53)
+    for due in (3.6, 4.5, 5.0):
+        spot = simulate_spot(*args, due, policy="spot", samples=1000, seed=0, band=(0.69, 1.54))
+        mixed = simulate_spot(*args, due, policy="mixed", samples=1000, seed=0, band=(0.69, 1.54))
+        assert (mixed.p_meet_deadline or 0.0) >= (spot.p_meet_deadline or 0.0), due
+        assert mixed.expected_hours <= spot.expected_hours
+    # it meets the deadline whenever the run's own work fits on on-demand: speed <= (4.5 - 0.1) / 3, ~93% of runs
+    late = simulate_spot(*args, 4.5, policy="mixed", samples=1000, seed=0, band=(0.69, 1.54))
+    assert (late.p_meet_deadline or 0.0) >= 0.9  # 0.72 when the policy switched on nominal work
+
+
+def test_a_mixed_row_is_costed_on_its_spot_rows_basis() -> None:
+    """The spot row's runtime is the closed form at the median speed, the mixed row's was the simulated mean over
+    the band (x1.06 slower on average): mixed read 5% slower and dearer than spot for that alone."""
+    from rightsize.plan.job_costs import spot_odds
+    from rightsize.plan.result import Candidate, SpotPlan
+
+    def row(purchase: str, price: float) -> Candidate:
+        spot = SpotPlan(interruptions_per_hour=0.5, checkpoint_interval_min=5.0, expected_hours=3.335,
+                        p_meet_deadline=None, policy="spot", expected_cost_usd=3.335 * price)  # fmt: skip
+        return Candidate(instance="g", provider="aws", region="us-east-1", device_class="gpu", device="T4",
+                         count=1, precision="fp16", purchase=purchase, cost_usd_per_hour=price, feasible=True,
+                         provenance="projected", price_date="2025-06", runtime_hours=3.335,
+                         cost_usd_total=3.335 * price, spot=spot if purchase == "spot" else None, cold_start_s=0.0,
+                         band=(0.69, 1.54))  # fmt: skip
+
+    spot, od = row("spot", 0.06), row("on-demand", 0.53)
+    (mixed,) = spot_odds([spot, od], {id(spot): 3.0}, 6.0, None, 0.05, 0.1)
+    assert mixed.runtime_hours is not None and mixed.cost_usd_total is not None
+    assert spot.runtime_hours - 0.3 < mixed.runtime_hours <= spot.runtime_hours  # type: ignore[operator]
+    assert spot.cost_usd_total <= mixed.cost_usd_total  # type: ignore[operator]  # on-demand hours cost more

@@ -212,10 +212,17 @@ def spot_odds(
             f"mixed: spot until the slack runs out, then on-demand at ${od_price:.2f}/h "
             f"(expected {format_hours(mix.expected_spot_hours)} on spot)"
         )
-        m.runtime_hours = mix.expected_hours + up_h
-        # the first spin-up is billed at the spot price, as the spot row bills it (the simulator bills the work
-        # and its restarts): without it mixed read cheaper than spot on the same fleet, and was recommended
-        m.cost_usd_total = m.spot.expected_cost_usd
+        # On the spot row's own basis (its runtime and cost: the closed form at the median speed) plus what the
+        # policy changes, mixed minus spot, both simulated on the same draws and band. Mixed's simulated mean alone
+        # carried the band's mean slow-down (x1.06) that the spot row does not, and read 5% slower and dearer.
+        # The first spin-up stays billed at the spot price, as the spot row bills it.
+        base_h = c.runtime_hours if c.runtime_hours is not None else run.expected_hours + up_h
+        base_usd = c.cost_usd_total
+        if base_usd is None:
+            base_usd = run.expected_cost_usd + up_h * c.cost_usd_per_hour
+        m.runtime_hours = base_h + (mix.expected_hours - run.expected_hours)
+        m.cost_usd_total = base_usd + (mix.expected_cost_usd - run.expected_cost_usd)
+        m.spot = replace(m.spot, expected_hours=m.runtime_hours, expected_cost_usd=m.cost_usd_total)
         m.feasible = not m.reasons
         if (mix.p_meet_deadline or 0.0) < MIN_P_MEET:
             m.feasible = False

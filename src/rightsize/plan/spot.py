@@ -99,8 +99,9 @@ def simulate_spot(
     on-demand for the rest (one more restart, then no interruptions).
 
     ``band`` (lo, hi): the projection's uncertainty on ``work_hours``. Each run draws its own speed from
-    a lognormal whose 5th and 95th percentiles are lo and hi, and its wall clock is scaled by it, so
-    the deadline odds include "the projection was optimistic", not just interruptions.
+    a lognormal whose 5th and 95th percentiles are lo and hi (stratified, ``_speed_strata``), and its work is
+    scaled by it before it runs (interruptions, checkpoints and restarts are not), so the deadline odds include
+    "the projection was optimistic", not just interruptions, and the mixed policy switches on its run's real work.
     """
     rng = np.random.default_rng(seed)
     lo, hi = band
@@ -116,24 +117,54 @@ def simulate_spot(
     tau = daly_interval_hours(checkpoint_hours, m)
     if not math.isfinite(tau):
         tau = max(work_hours / 50.0, 1e-3)  # checkpoints are free: any fine grain
-    expected = daly_wall_hours(work_hours, checkpoint_hours, restart_hours, m)
-    if not expected <= MAX_SIM_HOURS:  # hopeless (or infinite): nothing to simulate
-        never = math.inf
+    if not daly_wall_hours(work_hours, checkpoint_hours, restart_hours, m) <= MAX_SIM_HOURS:
+        never = math.inf  # hopeless (or infinite): nothing to simulate
         return SpotOutcome(policy, tau, never, None if deadline_hours is None else 0.0, never, never, never)
     mixed = policy == "mixed" and deadline_hours is not None
     due = deadline_hours if deadline_hours is not None else math.inf
-    if work_hours / tau > MAX_SEGMENTS:
-        # Thousands of short segments: each run's wall time concentrates at the expectation (law of
-        # large numbers), so take it instead of simulating every segment. Mixed switches at once
-        # when even the expectation is late.
-        if mixed and expected > due:
-            t, spot_t = np.full(samples, work_hours + restart_hours), np.zeros(samples)
+    # Each run's work is the projected work x a speed drawn from the band (stratified: SPEED_STRATA quantiles of
+    # the lognormal whose 5th-95th percentiles are lo-hi), drawn before the run, so the mixed policy switches on
+    # the work its run really has. Scaling each run's wall clock afterwards (as before) let mixed switch too late
+    # on a slow run: its deadline odds came out below pure spot's on the same fleet.
+    speeds = _speed_strata(band, samples)
+    ts, spots = [], []
+    for speed, k in speeds:
+        work = work_hours * speed
+        expected = daly_wall_hours(work, checkpoint_hours, restart_hours, m)
+        if not expected <= MAX_SIM_HOURS:
+            t, spot_t = np.full(k, math.inf), np.full(k, math.inf)
+        elif work / tau > MAX_SEGMENTS:
+            # Thousands of short segments: each run's wall time concentrates at the expectation (law of
+            # large numbers), so take it instead of simulating every segment. Mixed switches at once
+            # when even the expectation is late.
+            if mixed and expected > due:
+                t, spot_t = np.full(k, work + restart_hours), np.zeros(k)
+            else:
+                t, spot_t = np.full(k, expected), np.full(k, expected)
         else:
-            t, spot_t = np.full(samples, expected), np.full(samples, expected)
-    else:
-        t, spot_t = _segments(rng, work_hours, tau, m, checkpoint_hours, restart_hours, samples, mixed, due)
-    return _outcome(policy, tau, t, spot_t, band, rng, samples, spot_usd_per_hour, on_demand_usd_per_hour,
-                    deadline_hours)  # fmt: skip
+            t, spot_t = _segments(rng, work, tau, m, checkpoint_hours, restart_hours, k, mixed, due)
+        ts.append(t)
+        spots.append(spot_t)
+    return _outcome(policy, tau, np.concatenate(ts), np.concatenate(spots), (1.0, 1.0), rng, samples,
+                    spot_usd_per_hour, on_demand_usd_per_hour, deadline_hours)  # fmt: skip
+
+
+SPEED_STRATA = 20  # speeds drawn from the projection band per spot simulation (equal-probability strata)
+
+
+def _speed_strata(band: tuple[float, float], samples: int) -> list[tuple[float, int]]:
+    """(speed, runs) pairs: the band's lognormal (5th-95th percentile = lo-hi) at SPEED_STRATA equal-probability
+    quantiles, the ``samples`` runs shared among them; [(1.0, samples)] without a band."""
+    from statistics import NormalDist
+
+    lo, hi = band
+    if not hi > lo > 0:
+        return [(1.0, samples)]
+    mu, sigma = (math.log(lo) + math.log(hi)) / 2, (math.log(hi) - math.log(lo)) / (2 * 1.645)
+    n = min(SPEED_STRATA, samples)
+    z = [NormalDist().inv_cdf((i + 0.5) / n) for i in range(n)]
+    counts = [samples // n + (1 if i < samples % n else 0) for i in range(n)]
+    return [(math.exp(mu + sigma * zi), k) for zi, k in zip(z, counts, strict=True) if k > 0]
 
 
 def _outcome(

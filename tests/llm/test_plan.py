@@ -465,3 +465,16 @@ def test_a_stored_cpu_recommendation_reads_without_a_tensor_parallel_degree() ->
     )
     gpu = rec | {"device": "A10G", "device_class": "gpu", "instance": "g5.xlarge", "usd_per_hour": 1.006}
     assert "(A10G, tensor parallel 1, 1 replica(s)) at $1.01/h" in recommendation_words(gpu)
+
+
+def test_tokens_served_use_the_specs_mean_length_not_the_draws() -> None:
+    """$/1M tokens of a uniform [80, 240] output read 0.6% low and moved with --seed: the draws' mean, not 160."""
+    import numpy as np
+
+    from rightsize.llm.lengths import mean_length
+    from rightsize.spec.targets import Lengths
+
+    drawn = np.array([80, 81, 100, 120])
+    assert mean_length(Lengths(uniform=(80, 240)), drawn) == 160.0
+    assert mean_length(Lengths(fixed=128), drawn) == 128.0
+    assert mean_length(Lengths(csv="lengths.csv"), drawn) == pytest.approx(95.25)  # a CSV: its draws

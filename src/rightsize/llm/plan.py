@@ -37,7 +37,7 @@ from rightsize.catalog.model import Catalog, Instance, is_unverified, unverified
 from rightsize.catalog.query import check_filters, filter_instances
 from rightsize.errors import SpecError
 from rightsize.llm.costs import StepCosts, device_numbers, eager_host_floor_ms, project_step_costs
-from rightsize.llm.lengths import sample_with_longest
+from rightsize.llm.lengths import mean_length, sample_with_longest
 from rightsize.llm.shape import DecoderShape
 from rightsize.llm.sim import WARMUP_SHARE, LLMSimConfig, simulate_llm
 from rightsize.memory_budget import CPU_RAM_FRACTION, CPU_RUNTIME_BYTES, GIB, usable_gpu_bytes
@@ -469,7 +469,7 @@ def _candidate(inst: Instance, tp: int, price: float, got: tuple[int, _Level, in
     per_instance = inst.accelerator_count // tp if tp else 1
     n_inst = math.ceil(replicas / per_instance)
     cost = n_inst * price
-    tokens_s = target.rate_per_s * float(outputs.mean())
+    tokens_s = target.rate_per_s * mean_length(target.output_tokens, outputs)
     over = target.budget_usd_per_hour is not None and cost > target.budget_usd_per_hour
     return LLMCandidate(
         provider=inst.provider, region=inst.region, instance=inst.instance_type,

@@ -230,3 +230,15 @@ def test_the_other_class_example_quotes_its_own_reason() -> None:
     _, why_not, _, _ = explain("online", [rec, cheap, *dear], 95, 80)
     (line,) = [w for w in why_not if w.startswith("no GPU plan is feasible")]
     assert "g.small" in line and "$0.53/h > $0.12/h" in line and "$3.67" not in line
+
+
+def test_an_over_budget_reason_shows_enough_digits_to_differ() -> None:
+    """The reason "over budget: 1 replicas cost $0.10/h > $0.1/h" read as a contradiction."""
+    from rightsize.plan.verify import mark_over_budget
+
+    near, far = _best_c4x(), _best_c4x()
+    near.cost_usd_per_hour, far.cost_usd_per_hour = 0.1004, 0.68
+    mark_over_budget(near, 0.1)
+    mark_over_budget(far, 0.5)
+    assert near.reasons[-1] == "over budget: 1 replicas cost $0.1004/h > $0.1000/h"
+    assert far.reasons[-1] == "over budget: 1 replicas cost $0.68/h > $0.50/h"

@@ -52,7 +52,10 @@ def mark_over_budget(c: Candidate, budget: float | None) -> None:
     """A feasible candidate above the hourly budget becomes infeasible, saying so."""
     if c.feasible and budget is not None and c.cost_usd_per_hour > budget:
         c.feasible = False
-        c.reasons.append(f"over budget: {c.replicas} replicas cost ${c.cost_usd_per_hour:.2f}/h > ${budget:g}/h")
+        digits = 2 if f"{c.cost_usd_per_hour:.2f}" != f"{budget:.2f}" else 4  # not "$0.10/h > $0.1/h"
+        c.reasons.append(
+            f"over budget: {c.replicas} replicas cost ${c.cost_usd_per_hour:.{digits}f}/h > ${budget:.{digits}f}/h"
+        )
 
 
 def unit_price(opt: Option, buy: str) -> float:

@@ -92,3 +92,15 @@ def test_a_spot_spare_serves_nothing_when_traffic_resumes() -> None:
     assert keep.late_fraction == 0.0
     half = next(p for p in idle_policies(2, 0.2, 10.0, 95.0, cold, gpu=False) if p.warm == 1)
     assert half.late_fraction > 0  # without a spare, half the load waits
+
+
+def test_a_day_averaged_price_says_so_beside_the_always_on_one() -> None:
+    """The line "3 replicas on 3x c7a.large: $0.10/h" read as what they cost running ($0.31/h): a day's average."""
+    curves = [cpu_curve("c.2x", 20.0, 15.0), cpu_curve("c.4x", 11.0, 8.0)]
+    part = plan(_workload(95, 8, 1), curves, small_catalog())
+    assert part.recommendation is not None
+    assert "/h averaged over the day" in part.why[0]
+    (idle,) = [line for line in part.why if line.startswith("idle policy: scale to zero")]
+    assert "; always-on would be $" in idle and idle.endswith("/day")
+    full = plan(_workload(95, 24, 1), curves, small_catalog())
+    assert "averaged" not in full.why[0]

@@ -187,7 +187,9 @@ def _who(c: Candidate) -> str:
 def _money(c: Candidate, kind: PlanKind) -> str:
     if kind in ("online", "rules"):
         extra = f", {format_usd(c.cost_usd_per_1m_requests)} per 1M requests" if c.cost_usd_per_1m_requests else ""
-        return f"{format_usd(c.cost_usd_per_hour)}/h{extra}"
+        # an idle policy prices the day: not what the instances cost while they run
+        averaged = " averaged over the day" if c.idle_policy else ""
+        return f"{format_usd(c.cost_usd_per_hour)}/h{averaged}{extra}"
     return f"${c.cost_usd_total or 0.0:,.2f} total ({format_usd(c.cost_usd_per_hour)}/h)"
 
 
@@ -308,7 +310,8 @@ def explain(
     if kind in ("batch", "training") and (quick := _near_tie(rec, feas)) is not None:
         why.insert(2, quick)
     if rec.idle_policy:
-        why.append(f"idle policy: {rec.idle_policy}")
+        always = (rec.idle or {}).get("always_on_usd_per_day")
+        why.append(f"idle policy: {rec.idle_policy}" + (f"; always-on would be ${always:.2f}/day" if always else ""))
     if rec.energy is not None:
         e = rec.energy
         why.append(

@@ -156,3 +156,37 @@ def test_a_mixed_row_is_costed_on_its_spot_rows_basis() -> None:
     assert mixed.runtime_hours is not None and mixed.cost_usd_total is not None
     assert spot.runtime_hours - 0.3 < mixed.runtime_hours <= spot.runtime_hours  # type: ignore[operator]
     assert spot.cost_usd_total <= mixed.cost_usd_total  # type: ignore[operator]  # on-demand hours cost more
+
+
+def test_a_run_switched_before_it_starts_pays_no_restart() -> None:
+    """A 0.26 h deadline for 0.2 h of work: the mixed rule switched every run before its first segment and charged
+    it a restart it never had (10 min): it met the deadline in 5% of runs where spot met it in 94%."""
+    args = (0.2, 0.5, 5 / 60, 10 / 60, 0.06, 0.53, 0.257)
+    spot = simulate_spot(*args, policy="spot", samples=1000, seed=0, band=(0.69, 1.54))
+    mixed = simulate_spot(*args, policy="mixed", samples=1000, seed=0, band=(0.69, 1.54))
+    assert (mixed.p_meet_deadline or 0.0) >= (spot.p_meet_deadline or 0.0)
+    assert mixed.expected_hours <= 0.2 * 1.6  # the work on on-demand, no restart
+
+
+def test_a_mixed_rows_budget_is_judged_at_the_band_edge_too() -> None:
+    """Every other job row met its budget at the band's slow edge; the mixed row dropped that reason with the
+    others it re-judges and checked its median cost only, so a mixed plan over the budget there was recommended."""
+    from rightsize.plan.job_costs import spot_odds
+    from rightsize.plan.result import Candidate, SpotPlan
+
+    def rows() -> tuple[Candidate, Candidate]:
+        spot = SpotPlan(interruptions_per_hour=3.0, checkpoint_interval_min=5.0, expected_hours=2.0,
+                        p_meet_deadline=None, policy="spot", expected_cost_usd=0.12)  # fmt: skip
+        common = dict(instance="g", provider="aws", region="us-east-1", device_class="gpu", device="T4", count=1,
+                      precision="fp16", feasible=True, provenance="projected", price_date="2025-06",
+                      runtime_hours=2.0, cold_start_s=0.0, band=(0.69, 1.54))  # fmt: skip
+        return (Candidate(purchase="spot", cost_usd_per_hour=0.06, cost_usd_total=0.12, spot=spot, **common),
+                Candidate(purchase="on-demand", cost_usd_per_hour=0.53, cost_usd_total=1.06, **common))  # fmt: skip
+
+    spot, od = rows()
+    (free,) = spot_odds([spot, od], {id(spot): 1.6}, 3.0, None, 0.05, 0.1)
+    assert free.feasible and free.cost_usd_total is not None
+    spot, od = rows()
+    (tight,) = spot_odds([spot, od], {id(spot): 1.6}, 3.0, free.cost_usd_total * 1.05, 0.05, 0.1)
+    assert not tight.feasible
+    assert tight.reasons[-1].startswith("over budget at the pessimistic edge of the projection band (x1.54")

@@ -150,6 +150,16 @@ def spot_variant(
 _REJUDGED_BY_MIXED = ("misses the deadline", "spot meets the deadline", "over budget")
 
 
+def _cost_at_edge(c: Candidate, fixed_hours: float) -> float:
+    """A job row's total cost with its work (not its ``fixed_hours`` of spin-up) stretched to the band's slow edge,
+    at the row's own mean price per hour (a mixed row pays spot and on-demand hours)."""
+    hours, total = c.runtime_hours or 0.0, c.cost_usd_total or 0.0
+    if hours <= 0:
+        return total
+    fixed = min(max(0.0, fixed_hours), hours)
+    return total * (fixed + (hours - fixed) * max(1.0, c.band[1])) / hours
+
+
 def spot_odds(
     cands: list[Candidate],
     work_hours: dict[int, float],
@@ -230,5 +240,11 @@ def spot_odds(
         if budget_usd is not None and m.cost_usd_total > budget_usd:
             m.feasible = False
             m.reasons.append(f"over budget: ${m.cost_usd_total:,.2f} > ${budget_usd:,.2f}")
+        elif budget_usd is not None and (edge_usd := _cost_at_edge(m, up_h)) > budget_usd:  # as finish() judges
+            m.feasible = False
+            m.reasons.append(
+                f"over budget at the pessimistic edge of the projection band (x{max(1.0, m.band[1]):.2f} on the "
+                f"work): ${edge_usd:,.2f} > ${budget_usd:,.2f} (median ${m.cost_usd_total:,.2f})"
+            )
         mixed.append(m)
     return mixed

@@ -124,7 +124,7 @@ def test_check_writable_leaves_no_probe_and_keeps_an_existing_file(tmp_path: Pat
 
     new = tmp_path / "made" / "out.csv"
     check_writable(new, "--export")
-    assert new.parent.is_dir() and not new.exists()  # the folder is made, the probe file is gone
+    assert not new.parent.exists()  # the probe file and its folder are gone (the writer makes the folder)
     old = tmp_path / "old.csv"
     old.write_text("kept")
     check_writable(old, "--export")
@@ -258,7 +258,7 @@ def test_a_comma_separated_provider_list_is_split(capsys: pytest.CaptureFixture[
     assert {r["provider"] for r in json.loads(out)["instances"]} == {"aws", "gcp"}
 
 
-def test_a_refused_output_leaves_no_folders_behind(tmp_path: Path) -> None:
+def test_the_output_probe_leaves_no_folders_behind(tmp_path: Path) -> None:
     """`report --output new/dirs/<300-char name>` was refused but left new/ and new/dirs/ behind."""
     from rightsize.cli._common import check_writable
     from rightsize.errors import SpecError
@@ -266,5 +266,5 @@ def test_a_refused_output_leaves_no_folders_behind(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"File name too long"):
         check_writable(tmp_path / "new" / "dirs" / ("x" * 300 + ".html"), "--output")
     assert list(tmp_path.iterdir()) == []
-    check_writable(tmp_path / "kept" / "out.html", "--output")  # accepted: its folder stays for the writer
-    assert (tmp_path / "kept").is_dir() and not (tmp_path / "kept" / "out.html").exists()
+    check_writable(tmp_path / "kept" / "out.html", "--output")  # accepted: the writer makes the folder
+    assert list(tmp_path.iterdir()) == []  # `report RUN -o new/x.html` with no such RUN had left new/ behind

@@ -82,7 +82,8 @@ def check_providers(providers: list[str] | None, catalog: Catalog) -> None:
 
 def check_writable(path: Path, option: str, store: Path | None = None) -> None:
     """Refuse (exit 2, naming ``option``) an output ``path`` that cannot be written, before the work that ends in
-    writing it: its folder is made when missing and the file opened for appending (a probe left nowhere).
+    writing it: its folder is made when missing and the file opened for appending, then both removed again
+    (a probe left nowhere; the writer makes the folder).
 
     Also refused: anything but a regular file where one exists (a FIFO would hang the write, a device would be
     replaced by an atomic rename), and the results store itself or its SQLite side files (``store``, default
@@ -96,6 +97,7 @@ def check_writable(path: Path, option: str, store: Path | None = None) -> None:
 
     given, path = path, path.resolve()  # a symlink's target: the probe had created it and then deleted the link
     made: list[Path] = []
+    existed = True  # until known: nothing is unlinked that the probe did not make
     try:
         existed = path.exists()
         if path.is_dir():
@@ -112,12 +114,14 @@ def check_writable(path: Path, option: str, store: Path | None = None) -> None:
         with path.open("a"):
             pass
     except OSError as exc:
-        for d in made:  # a refused output leaves no folders behind (deepest first)
-            with contextlib.suppress(OSError):
-                d.rmdir()
         raise refuse(exc.strerror or str(exc)) from None
-    if not existed:
-        path.unlink(missing_ok=True)
+    finally:
+        if not existed:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+        for d in made:  # deepest first: the probe leaves no folders behind, whether the output is refused here or
+            with contextlib.suppress(OSError):  # the command fails later; its writer makes them (write_whole)
+                d.rmdir()
 
 
 def _is_sqlite(path: Path) -> bool:

@@ -49,7 +49,7 @@ def report(
         data = stored_report_data(db, record, load_catalog_option(catalog))
     markdown = output.suffix.lower() in (".md", ".markdown")
     text = render_markdown(data) if markdown else render_html(data)
-    write_whole(output, text, "--output")  # check_writable above made the folder; a write can still fail
+    write_whole(output, text, "--output")  # makes the folder; a write can still fail after check_writable
     info = {
         "path": str(output),
         "format": "markdown" if markdown else "html",

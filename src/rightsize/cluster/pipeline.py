@@ -214,6 +214,7 @@ def run_pipeline(
             raise UnsupportedError("--device cuda: this machine has no CUDA device; use --device cpu or --ray")
     tmp = None if output_path else tempfile.TemporaryDirectory(prefix="rightsize-pipeline-")
     out = Path(output_path) if output_path else Path(tmp.name if tmp else ".") / "out.parquet"
+    out.parent.mkdir(parents=True, exist_ok=True)  # --output in a new folder (check_writable made none)
     writer = ResultWriter(out)
     seen: list[np.ndarray] = []
     totals: dict[str, dict[str, float]] = {s: {"wall_s": 0.0, "cpu_s": 0.0} for s in STAGES}

@@ -124,3 +124,14 @@ def test_infeasible_job_rows_a_looser_target_buys_come_before_the_unplannable_on
     )
     buyable = _job(cost_usd_total=9.0, feasible=False, reasons=["needs 1364 instances > max_instances 64"])
     assert rank([unplannable, buyable], "batch") == [buyable, unplannable]
+
+
+def test_a_frontier_of_several_precisions_names_each_points() -> None:
+    """The frontier's "Standard_NC4as_T4_v3 x1 ($0.53/h, 37 ms)" was the fp16 row beside the fp32 recommendation."""
+    from dataclasses import replace
+
+    from rightsize.cli.plan import _point
+
+    job = _job()
+    assert _point(job, precision=True) == f"g6.xlarge x16 {job.precision} ($6.45, 30 min)"
+    assert _point(replace(job, precision="fp32")) == "g6.xlarge x16 ($6.45, 30 min)"  # one precision: as before

@@ -112,7 +112,10 @@ def print_plan(result: PlanResult, top: int) -> None:
     if result.fleet:
         _print_fleet(result.fleet)
     if len(result.pareto) > 1:
-        pts = escape(", ".join(_point(c) for c in result.pareto[:6]))
+        shown = result.pareto[:6]
+        # several precisions: each point says its own (an fp16 point at the fp32 recommendation's price read as it)
+        tagged = len({c.precision for c in [*shown, *result.candidates[:1]]}) > 1
+        pts = escape(", ".join(_point(c, tagged) for c in shown))
         out_console.print(
             f"[bold]Pareto frontier[/bold] (cost vs {'latency' if result.kind == 'online' else 'time'}): {pts}"
         )
@@ -146,16 +149,18 @@ def _print_fleet(fleet: dict[str, Any]) -> None:
         out_console.print(f"  {escape(line)}")
 
 
-def _point(c: Candidate) -> str:
+def _point(c: Candidate, precision: bool = False) -> str:
+    """A frontier point in words; ``precision``: name the point's precision after its instance count."""
+    name = f"{c.instance} x{c.count}" + (f" {c.precision}" if precision else "")
     if c.latency is not None:
         ms = c.latency.p_target_ms or c.latency.p95
         est = "~" if c.latency.method == FLUID else ""  # a fluid estimate, as the table marks it
         # xN counts instances, as a job's frontier does; CPU replicas packed on them are named beside
         packed = f", {c.replicas} replicas" if c.replicas and c.replicas != c.count else ""
-        return f"{c.instance} x{c.count}{packed} ({format_usd(c.cost_usd_per_hour)}/h, {est}{ms:.0f} ms)"
+        return f"{name}{packed} ({format_usd(c.cost_usd_per_hour)}/h, {est}{ms:.0f} ms)"
     missed = missed_targets(c)  # a job's frontier shows what a later deadline or a bigger budget would buy
     late = f", misses {' and '.join(missed)}" if missed else ""
-    return f"{c.instance} x{c.count} (${c.cost_usd_total or 0:,.2f}, {format_hours(c.runtime_hours or 0)}{late})"
+    return f"{name} (${c.cost_usd_total or 0:,.2f}, {format_hours(c.runtime_hours or 0)}{late})"
 
 
 def plan_cmd(

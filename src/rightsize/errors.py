@@ -74,5 +74,7 @@ def input_refused(model: str, seq_len: int | None, image_size: int | None, exc: 
     field, what = ("seq", f"{seq_len} tokens") if seq_len else ("image", f"{image_size} px") if image_size else (
         "input", "this input")  # fmt: skip
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    hint = ("token models: at most their position table, e.g. 512 for BERT" if field == "seq" else
+            "image models: a config's own image_size (a ViT's 224), or one its strides can shrink")  # fmt: skip
     return SpecError(field, f"{model} cannot run {what} ({type(exc).__name__}: {first}); use a size it takes "
-                     "(token models: at most their position table, e.g. 512 for BERT)")  # fmt: skip
+                     f"({hint})")  # fmt: skip

@@ -1,0 +1,14 @@
+"""One-line errors: the hint an input a model refuses gets."""
+
+from __future__ import annotations
+
+
+def test_an_image_size_refused_gets_an_image_models_hint() -> None:
+    """`serve hf:vit --image 160` was told about token models' position tables."""
+    from rightsize.errors import SpecError, input_refused
+
+    err = input_refused("hf:vit", None, 160, ValueError("Input image size (160*160) doesn't match model (224*224)."))
+    assert isinstance(err, SpecError) and "image models: a config's own image_size" in str(err)
+    assert "token models" not in str(err)
+    seq = input_refused("bert-base", 4096, None, IndexError("index out of range in self"))
+    assert "token models: at most their position table" in str(seq)

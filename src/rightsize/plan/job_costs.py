@@ -82,15 +82,9 @@ def finish(
         note = f"meets the deadline at the pessimistic edge of the projection band (x{edge:.2f})"
         if note not in c.notes:  # finished again (a spot variant, a re-costed plan): one note
             c.notes.append(note)
-    if budget_usd is not None and c.cost_usd_total > budget_usd:
+    if budget_usd is not None and (why := over_budget(c, fixed, budget_usd)) is not None:
         c.feasible = False
-        c.reasons.append(f"over budget: ${c.cost_usd_total:,.2f} > ${budget_usd:,.2f}")
-    elif budget_usd is not None and at_edge * c.cost_usd_per_hour > budget_usd:  # judged where the deadline is
-        c.feasible = False
-        c.reasons.append(
-            f"over budget at the pessimistic edge of the projection band (x{edge:.2f} on the work): "
-            f"${at_edge * c.cost_usd_per_hour:,.2f} > ${budget_usd:,.2f} (median ${c.cost_usd_total:,.2f})"
-        )
+        c.reasons.append(why)
 
 
 def spot_variant(
@@ -150,14 +144,20 @@ def spot_variant(
 _REJUDGED_BY_MIXED = ("misses the deadline", "spot meets the deadline", "over budget")
 
 
-def _cost_at_edge(c: Candidate, fixed_hours: float) -> float:
-    """A job row's total cost with its work (not its ``fixed_hours`` of spin-up) stretched to the band's slow edge,
-    at the row's own mean price per hour (a mixed row pays spot and on-demand hours)."""
+def over_budget(c: Candidate, fixed_hours: float, budget_usd: float) -> str | None:
+    """Why a job row is over ``budget_usd``, or None: at its median cost, or at the band's slow edge, where its
+    deadline is judged (its work stretched, not its ``fixed_hours`` of spin-up; at the row's own mean price per
+    hour, so a mixed row's spot and on-demand hours count as they are billed)."""
     hours, total = c.runtime_hours or 0.0, c.cost_usd_total or 0.0
-    if hours <= 0:
-        return total
+    if total > budget_usd:
+        return f"over budget: ${total:,.2f} > ${budget_usd:,.2f}"
+    edge = max(1.0, c.band[1])
     fixed = min(max(0.0, fixed_hours), hours)
-    return total * (fixed + (hours - fixed) * max(1.0, c.band[1])) / hours
+    at_edge = total * (fixed + (hours - fixed) * edge) / hours if hours > 0 else total
+    if at_edge > budget_usd:
+        return (f"over budget at the pessimistic edge of the projection band (x{edge:.2f} on the work): "
+                f"${at_edge:,.2f} > ${budget_usd:,.2f} (median ${total:,.2f})")  # fmt: skip
+    return None
 
 
 def spot_odds(
@@ -211,13 +211,6 @@ def spot_odds(
         # the mixed policy re-judges the deadline and the budget; what it cannot change stays (more instances than
         # max_instances, a spin-up past the deadline: a 1e12-item job had 8,262 "feasible" mixed instances)
         m.reasons = [r for r in c.reasons if not r.startswith(_REJUDGED_BY_MIXED)]
-        m.spot = replace(
-            c.spot,
-            expected_hours=mix.expected_hours + up_h,
-            p_meet_deadline=mix.p_meet_deadline,
-            policy="mixed",
-            expected_cost_usd=mix.expected_cost_usd + up_h * c.cost_usd_per_hour,
-        )
         m.notes.append(
             f"mixed: spot until the slack runs out, then on-demand at ${od_price:.2f}/h "
             f"(expected {format_hours(mix.expected_spot_hours)} on spot)"
@@ -232,19 +225,14 @@ def spot_odds(
             base_usd = run.expected_cost_usd + up_h * c.cost_usd_per_hour
         m.runtime_hours = base_h + (mix.expected_hours - run.expected_hours)
         m.cost_usd_total = base_usd + (mix.expected_cost_usd - run.expected_cost_usd)
-        m.spot = replace(m.spot, expected_hours=m.runtime_hours, expected_cost_usd=m.cost_usd_total)
+        m.spot = replace(c.spot, expected_hours=m.runtime_hours, p_meet_deadline=mix.p_meet_deadline, policy="mixed",
+                         expected_cost_usd=m.cost_usd_total)  # fmt: skip
         m.feasible = not m.reasons
         if (mix.p_meet_deadline or 0.0) < MIN_P_MEET:
             m.feasible = False
             m.reasons.append(f"mixed policy meets the deadline in only {mix.p_meet_deadline or 0.0:.0%} of runs")
-        if budget_usd is not None and m.cost_usd_total > budget_usd:
+        if budget_usd is not None and (why := over_budget(m, up_h, budget_usd)) is not None:  # as finish() judges
             m.feasible = False
-            m.reasons.append(f"over budget: ${m.cost_usd_total:,.2f} > ${budget_usd:,.2f}")
-        elif budget_usd is not None and (edge_usd := _cost_at_edge(m, up_h)) > budget_usd:  # as finish() judges
-            m.feasible = False
-            m.reasons.append(
-                f"over budget at the pessimistic edge of the projection band (x{max(1.0, m.band[1]):.2f} on the "
-                f"work): ${edge_usd:,.2f} > ${budget_usd:,.2f} (median ${m.cost_usd_total:,.2f})"
-            )
+            m.reasons.append(why)
         mixed.append(m)
     return mixed

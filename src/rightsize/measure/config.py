@@ -8,6 +8,8 @@ from typing import Any
 from rightsize.cpus import usable_cores
 from rightsize.errors import SpecError
 from rightsize.measure.timing import TimingPolicy
+from rightsize.models.byo import is_user_ref
+from rightsize.models.revision import model_revision
 from rightsize.profile import Measurement
 from rightsize.spec import Workload
 
@@ -68,12 +70,28 @@ class BenchConfig:
 
 
 def input_of(workload: Workload, family_kind: str) -> dict[str, int]:
-    """The input fields that matter for the model's kind (so keys don't vary with unused fields)."""
+    """The input fields that matter for the model's kind (so keys don't vary with unused fields).
+
+    A user's model adds what defines its input and itself: the spec's ``input.shape`` (``dim0``, ``dim1``, ...),
+    the token vocabulary (``vocab``) and the checksum of the file its ref names (``rev``,
+    ``models.revision``). Without them a changed shape or an edited model was planned from the old timings.
+    """
+    inp: dict[str, int] = {}
     if family_kind == "tokens":
-        return {"seq_len": workload.input.seq_len}
-    if family_kind == "image":
-        return {"image_size": workload.input.image_size}
-    return {}
+        inp["seq_len"] = workload.input.seq_len
+    elif family_kind == "image":
+        inp["image_size"] = workload.input.image_size
+    if not is_user_ref(workload.model):
+        return inp
+    for i, d in enumerate(workload.input.shape or ()):
+        inp[f"dim{i}"] = d
+    vocab = workload.input.token_vocab()
+    if vocab is not None:
+        inp["vocab"] = vocab
+    rev = model_revision(workload.model)
+    if rev is not None:
+        inp["rev"] = rev
+    return inp
 
 
 def fit_threads(workload: Workload, cores: int | None = None) -> tuple[Workload, list[str]]:

@@ -53,16 +53,21 @@ def sweep_progress(
         transient=False,
     )
     task = bar.add_task(description, total=total)
+    n_reused = 0
 
     def update(cfg: BenchConfig, m: Measurement | None, reused: bool) -> None:
+        nonlocal n_reused
         if m is None:
             if show_started:
                 bar.update(task, description=label(cfg))
             return
+        n_reused += reused
         where = m.extra.get("instance_type") or (str(m.extra.get("ray_node_id", ""))[:8] or None)
         status = "reused" if reused else "contended" if m.extra.get("contended") else m.status
         bar.update(task, advance=1, description=f"{label(cfg, where)} [{status}]")
 
     with bar:
         yield update
-        bar.update(task, description="done", total=bar.tasks[0].completed)
+        # the stored results a sweep reused are named: a warm `plan` otherwise read as if it had measured them
+        done = f"done ({n_reused} reused from the store)" if n_reused else "done"
+        bar.update(task, description=done, total=bar.tasks[0].completed)

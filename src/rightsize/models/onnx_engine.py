@@ -75,8 +75,8 @@ def quantized_onnx(path: Path) -> Path:
 
 
 def exported_onnx(entry: ZooEntry, tiny: bool) -> Path:
-    """``entry``'s model exported to ONNX with dynamic batch (and sequence) dims, cached by ref, size and
-    versions: the export takes seconds to a minute, every later build is a file open."""
+    """``entry``'s model exported to ONNX with dynamic batch (and sequence) dims, cached by ref, its file's
+    checksum, size and versions: the export takes seconds to a minute, every later build is a file open."""
     import logging
     import warnings
 
@@ -104,7 +104,12 @@ def exported_onnx(entry: ZooEntry, tiny: bool) -> Path:
         finally:
             quiet.setLevel(level)
 
+    from rightsize.models.revision import model_revision
+
+    # the file's checksum too: an edited factory or config.json under the same ref exported the old model again
     key = f"{entry.name}|tiny={tiny}|{entry.sample_shape(tiny=tiny)}|torch={torch.__version__}"
+    if (rev := model_revision(entry.name)) is not None:
+        key += f"|rev={rev}"
     return _cached(key, ".onnx", write)
 
 

@@ -52,8 +52,7 @@ def memory_models(
         want -= {"int8", "int4"}
     key = f"{workload.model}|{mode}|{workload.input.seq_len}|{workload.input.image_size}|{workload.optimizer}"
     key += f"|tiny={int(workload.tiny)}|v{_MEMORY_CACHE_VERSION}"
-    if workload.input.shape or workload.input.dtype != "float32":  # a user's model: its input is part of it
-        key += f"|shape={workload.input.shape}|vocab={workload.input.token_vocab()}"
+    key += _user_model_key(workload)
     cached: dict[str, dict[str, Any]] = {}
     for art in store.artifacts(kind=MEMORY_CACHE_KIND):
         p = art["payload"]
@@ -158,6 +157,19 @@ def _estimate(
     return out
 
 
+def _user_model_key(workload: Workload) -> str:
+    """The part of a cache key a user's model adds: its input (shape, token vocabulary) and the checksum of its file
+    (``models.revision``), so a changed input or an edited model is traced again, not read from the old one's."""
+    from rightsize.models.revision import model_revision
+
+    key = ""
+    if workload.input.shape or workload.input.dtype != "float32":
+        key += f"|shape={workload.input.shape}|vocab={workload.input.token_vocab()}"
+    if (rev := model_revision(workload.model)) is not None:
+        key += f"|rev={rev}"
+    return key
+
+
 def work_profile(workload: Workload, store: Store) -> WorkProfile | None:
     """The model's traced ops (``rightsize.estimate.work``), cached in the store so a warm plan needs no torch.
 
@@ -168,6 +180,7 @@ def work_profile(workload: Workload, store: Store) -> WorkProfile | None:
 
     key = f"{workload.model}|{workload.mode}|{workload.input.seq_len}|{workload.input.image_size}"
     key += f"|tiny={int(workload.tiny)}|v{_WORK_CACHE_VERSION}"
+    key += _user_model_key(workload)
     for art in store.artifacts(kind=WORK_CACHE_KIND):
         if art["payload"].get("key") == key:
             cached = art["payload"].get("work")

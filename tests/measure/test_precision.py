@@ -67,3 +67,16 @@ def test_a_quantized_graph_that_cannot_run_falls_back_to_dynamic(monkeypatch: py
     assert int8_scheme(q) == "dynamic"  # not a model that fails in the timed runs
     with torch.inference_mode():
         assert q(entry.example_input(2, tiny=True)).shape[0] == 2
+
+
+def test_int8_that_quantizes_nothing_is_refused_not_timed_as_fp32() -> None:
+    """A TorchScript model's layers are script modules: dynamic quantization swapped none, and its fp32 speed was
+    stored and planned as int8."""
+    from torch import nn
+
+    from rightsize.errors import UnsupportedError
+
+    scripted = torch.jit.script(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)))
+    with pytest.raises(UnsupportedError, match=r"^precision: int8 quantized nothing in this model .*use fp32 or bf16"):
+        prepare_inference(scripted, "int8")
+    assert int8_scheme(prepare_inference(nn.Sequential(nn.Linear(8, 2)), "int8")) == "dynamic"

@@ -59,3 +59,20 @@ def test_a_recommendation_at_a_precision_the_spec_did_not_list_says_so() -> None
     assert unlisted_precision(result("int8"), ["fp32"], None, added=["int8"]) == []  # added for CPU serving, said so
     (named,) = unlisted_precision(result("bf16"), ["fp32"], None, added=["int8"])
     assert "the spec's precisions (fp32) do not list" in named  # the spec's own list, not the one rightsize extended
+
+
+def test_a_model_int8_cannot_quantize_is_not_planned_at_int8() -> None:
+    """A TorchScript file (its layers are script modules) was projected at int8 from its fp32 timings: a precision
+    `rightsize serve` cannot run it at, and whose int8 config had failed here."""
+    from rightsize.profile import Environment, Measurement, Profile
+    from rightsize.workflows.plan import no_int8
+
+    env = Environment.from_dict({"id": "e", "cpu_model": "x", "physical_cores": 2, "logical_cores": 2})
+    failed = Measurement("mymod:make", "inference", "cpu", "int8", 1, None, {}, "failed",
+                         reason="UnsupportedError: precision: int8 quantized nothing in this model (...)")  # fmt: skip
+    ran = Measurement("mymod:make", "inference", "cpu", "fp32", 1, None, {}, "failed", reason="x")
+    assert "measured here" in (no_int8("mymod:make", Profile("mymod:make", "inference", {}, env, (failed,))) or "")
+    assert no_int8("mymod:make", Profile("mymod:make", "inference", {}, env, (ran,))) is None
+    for ref in ("model.pt", "model.ts", "model.pt2"):
+        assert "TorchScript or torch.export" in (no_int8(ref, Profile(ref, "inference", {}, env, ())) or "")
+    assert no_int8("ort:model.pt", Profile("ort:model.pt", "inference", {}, env, ())) is None  # ONNX Runtime's own

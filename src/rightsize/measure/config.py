@@ -20,6 +20,10 @@ SUPPORTED: dict[str, dict[str, set[str]]] = {
     "training": {"cpu": {"fp32", "bf16"}, "cuda": {"fp32", "bf16", "fp16"}},
 }
 
+# The failure an int8 config records when dynamic quantization found no nn.Linear to swap (measure.precision): the
+# model cannot run int8 here, so no plan projects it (workflows.plan).
+INT8_NOTHING_QUANTIZED = "int8 quantized nothing in this model"
+
 
 @dataclass(frozen=True)
 class BenchConfig:

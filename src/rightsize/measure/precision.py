@@ -80,6 +80,16 @@ def prepare_inference(model: nn.Module, precision: str, example: torch.Tensor | 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao.quantization deprecation notice
         quantized = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+    if not any(isinstance(m, torch.ao.nn.quantized.dynamic.Linear) for m in quantized.modules()):
+        # a TorchScript module's layers are script modules, not nn.Linear: int8 timed the fp32 model, labelled int8
+        from rightsize.errors import UnsupportedError
+        from rightsize.measure.config import INT8_NOTHING_QUANTIZED
+
+        raise UnsupportedError(
+            f"precision: {INT8_NOTHING_QUANTIZED} (dynamic quantization replaces torch.nn.Linear layers; "
+            "a TorchScript or torch.export model shows none); use fp32 or bf16, or give a factory (module:function) "
+            "that returns the nn.Module"
+        )
     quantized.rightsize_int8 = "dynamic"
     return quantized
 

@@ -201,6 +201,22 @@ def work_profile(workload: Workload, store: Store) -> WorkProfile | None:
     return work
 
 
+def no_int8(model: str, profile: Profile) -> str | None:
+    """Why ``model`` cannot run int8, or None. PyTorch's int8 here swaps nn.Linear layers for quantized ones, and a
+    TorchScript or torch.export file exposes none (its layers are script or graph modules); an int8 config measured
+    here that quantized nothing says the same of any model. The projection had planned such a model at int8 from
+    its fp32 timings, a precision ``rightsize serve`` cannot run."""
+    from rightsize.measure.config import INT8_NOTHING_QUANTIZED
+    from rightsize.models.byo import TORCHSCRIPT_SUFFIXES
+
+    if not model.startswith(("ort:", "ov:")) and model.endswith((*TORCHSCRIPT_SUFFIXES, ".pt2")):
+        return f"{INT8_NOTHING_QUANTIZED}: a TorchScript or torch.export file shows no torch.nn.Linear layers to swap"
+    for m in profile.measurements:
+        if m.precision == "int8" and INT8_NOTHING_QUANTIZED in (m.reason or ""):
+            return f"{INT8_NOTHING_QUANTIZED} (measured here: no torch.nn.Linear layers)"
+    return None
+
+
 def unlisted_precision(
     result: PlanResult, listed: Sequence[str], allowed: Sequence[str] | None, added: Sequence[str] = ()
 ) -> list[str]:
@@ -340,6 +356,9 @@ def _plan_one(
 
         runs = ENGINE_PRECISIONS["openvino" if workload.model.startswith("ov:") else "onnxruntime"]
         curves = [c for c in curves if c.device.startswith("cpu") and c.precision in runs]
+    if (why := no_int8(workload.model, profile)) is not None and any(c.precision == "int8" for c in curves):
+        curves = [c for c in curves if c.precision != "int8"]
+        notes.append(f"int8 not planned: {why}")
     allowed = workload.targets.precisions if workload.targets is not None else None
     if allowed is not None:
         curves = [c for c in curves if c.precision in allowed]

@@ -335,3 +335,44 @@ def test_a_factory_that_fails_prints_or_exits_is_named_and_keeps_stdout_clean(
     with pytest.raises(SpecError, match=r"^--shape: required for noisy_user_mod:chatty: .*--vocab N"):
         user_input_options("noisy_user_mod:chatty", None, None)  # the CLI's words, not the spec's input.shape
     assert user_input_options("ort:distilbert", None, None) == (None, None)  # an ONNX graph says what it takes
+
+
+def test_tuple_and_dict_outputs_give_one_tensor_and_two_inputs_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memory` and `serve` raised a traceback on a model returning (logits, aux) or {"logits": ...}; a forward of
+    two inputs failed every config with "missing 1 required positional argument"."""
+    from rightsize.models.zoo import main_output
+
+    (tmp_path / "outmodels.py").write_text(
+        textwrap.dedent("""
+        from torch import nn
+        class Out(nn.Module):
+            def __init__(self, how):
+                super().__init__()
+                self.l, self.how = nn.Linear(4, 3), how
+            def forward(self, x):
+                y = self.l(x)
+                return (y, y.sum(-1)) if self.how == "tuple" else {"score": y.sum(-1), "logits": y}
+        class Two(nn.Module):
+            def forward(self, x, mask):
+                return x * mask
+        def tup():
+            return Out("tuple")
+        def dic():
+            return Out("dict")
+        def two():
+            return Two()
+    """)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for ref in ("outmodels:tup", "outmodels:dic"):
+        entry = resolve_model(ref, [4])
+        out = entry.build()(entry.example_input(2))
+        assert isinstance(out, torch.Tensor) and out.shape == (2, 3)  # the logits, not the (2,) score
+    with pytest.raises(SpecError, match=r"^model: outmodels:two\(\)'s forward takes 2 inputs \(x, mask\); .*wrap it"):
+        resolve_model("outmodels:two", [4]).build()
+    t = torch.ones(2)
+    assert main_output(([t, 1], None)) is t and main_output({"a": None, "b": (t,)}) is t
+    with pytest.raises(SpecError, match=r"^model: its forward returned a tuple holding no tensor"):
+        main_output((1, "x"))

@@ -207,7 +207,23 @@ def _check_module(ref: str, model: Any) -> nn.Module:
 
     if not isinstance(model, torch_nn.Module):
         raise SpecError("model", f"{ref} returned {type(model).__name__}, not a torch.nn.Module; point it at a model")
+    inputs = _required_inputs(model)
+    if len(inputs) > 1:  # every config failed with "forward() missing 1 required positional argument", or a traceback
+        raise SpecError("model", f"{ref}'s forward takes {len(inputs)} inputs ({', '.join(inputs)}); rightsize feeds "
+                        "one batch tensor: wrap it in a module whose forward(x) makes the others")  # fmt: skip
     return model
+
+
+def _required_inputs(model: nn.Module) -> list[str]:
+    """The names of ``model.forward``'s required positional parameters (none known: an empty list)."""
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):  # a builtin or a script method without a Python signature
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in params if p.kind in kinds and p.default is inspect.Parameter.empty]
 
 
 # --- package.module:factory ----------------------------------------------------------------------

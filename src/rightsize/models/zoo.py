@@ -39,6 +39,29 @@ def _module_base() -> type:
 _ZOO_MODEL_CLS: type | None = None
 
 
+def main_output(out: Any) -> Any:
+    """The tensor a model's (tuple, list or dict) output stands for: its ``logits`` entry, else its first tensor,
+    looked for depth-first. A SpecError on ``model`` when it holds none."""
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, dict):
+        values = [out["logits"]] if isinstance(out.get("logits"), torch.Tensor) else list(out.values())
+    elif isinstance(out, (tuple, list)):
+        values = list(out)
+    else:
+        values = []
+    for v in values:
+        if isinstance(v, (torch.Tensor, tuple, list, dict)):
+            try:
+                return main_output(v)
+            except SpecError:
+                continue
+    raise SpecError("model", f"its forward returned a {type(out).__name__} holding no tensor; return the output "
+                    "tensor (or a tuple/dict whose first entry is one)")  # fmt: skip
+
+
 def _zoo_model_cls() -> type:
     global _ZOO_MODEL_CLS
     if _ZOO_MODEL_CLS is None:
@@ -57,7 +80,10 @@ def _zoo_model_cls() -> type:
 
             def forward(self, x: torch.Tensor) -> torch.Tensor:
                 if not self.hf:
-                    return self.inner(x)
+                    out = self.inner(x)
+                    # a user's model may return (logits, aux) or {"logits": ...}: measuring, memory and serving
+                    # all read one tensor (memory and serve raised a traceback on a tuple)
+                    return main_output(out) if isinstance(out, (tuple, list, dict)) else out
                 if self.kind == "tokens":
                     out = self.inner(input_ids=x)
                 else:

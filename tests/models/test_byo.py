@@ -372,6 +372,12 @@ def test_tuple_and_dict_outputs_give_one_tensor_and_two_inputs_are_refused(
         assert isinstance(out, torch.Tensor) and out.shape == (2, 3)  # the logits, not the (2,) score
     with pytest.raises(SpecError, match=r"^model: outmodels:two\(\)'s forward takes 2 inputs \(x, mask\); .*wrap it"):
         resolve_model("outmodels:two", [4]).build()
+    import outmodels  # type: ignore[import-not-found]
+
+    scripted = tmp_path / "two.pt"  # a loaded TorchScript module's Python signature is (*args): its schema is read
+    torch.jit.script(outmodels.two()).save(str(scripted))
+    with pytest.raises(SpecError, match=r"forward takes 2 inputs \(x, mask\)"):
+        resolve_model(str(scripted), [4]).build()
     t = torch.ones(2)
     assert main_output(([t, 1], None)) is t and main_output({"a": None, "b": (t,)}) is t
     with pytest.raises(SpecError, match=r"^model: its forward returned a tuple holding no tensor"):

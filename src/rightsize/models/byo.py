@@ -218,9 +218,12 @@ def _required_inputs(model: nn.Module) -> list[str]:
     """The names of ``model.forward``'s required positional parameters (none known: an empty list)."""
     import inspect
 
+    schema = getattr(model.forward, "schema", None)  # a loaded TorchScript module: its signature is (*args)
+    if schema is not None:
+        return [a.name for a in schema.arguments if a.name != "self" and not a.has_default_value()]
     try:
         params = inspect.signature(model.forward).parameters.values()
-    except (TypeError, ValueError):  # a builtin or a script method without a Python signature
+    except (TypeError, ValueError):  # a builtin without a Python signature
         return []
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return [p.name for p in params if p.kind in kinds and p.default is inspect.Parameter.empty]

@@ -382,3 +382,21 @@ def test_tuple_and_dict_outputs_give_one_tensor_and_two_inputs_are_refused(
     assert main_output(([t, 1], None)) is t and main_output({"a": None, "b": (t,)}) is t
     with pytest.raises(SpecError, match=r"^model: its forward returned a tuple holding no tensor"):
         main_output((1, "x"))
+
+
+def test_a_factory_module_in_the_working_directory_gets_the_pythonpath_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `rightsize` command does not import from the working directory: "check PYTHONPATH" named no folder."""
+    import sys
+
+    from rightsize.errors import NotFoundError
+
+    (tmp_path / "cwdonlymod.py").write_text("def make():\n    return None\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    with pytest.raises(NotFoundError, match=rf"cannot import module 'cwdonlymod' .*; it is in {tmp_path}: run with "
+                       rf"PYTHONPATH={tmp_path}$"):  # fmt: skip
+        resolve_model("cwdonlymod:make", [4])
+    with pytest.raises(NotFoundError, match=r"cannot import module 'nosuchmod_xyz' .*; check PYTHONPATH$"):
+        resolve_model("nosuchmod_xyz:make", [4])

@@ -159,3 +159,23 @@ def test_a_checked_bound_or_choice_says_what_to_write(generative: dict[str, obje
     gen = {"rate_per_s": 3, "ttft": {"bound_ms": 500}, "tpot": {"bound_ms": 50}} | generative
     with pytest.raises(SpecError, match=says):
         parse_spec(_spec(model="llama-7b", targets={"generative": gen}))
+
+
+def test_a_relative_model_path_is_found_next_to_the_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`hf:./dir` was read next to the spec in a generative spec and from the working directory in an online one:
+    the same spec planned from another folder said "not found"."""
+    spec_dir = tmp_path / "specs"
+    (spec_dir / "tinybert").mkdir(parents=True)
+    (spec_dir / "tinybert" / "config.json").write_text("{}")
+    (spec_dir / "model.onnx").write_bytes(b"")
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    for ref, want in (("hf:./tinybert", f"hf:{spec_dir / 'tinybert'}"), ("model.onnx", str(spec_dir / "model.onnx")),
+                      ("ort:./model.onnx", f"ort:{spec_dir / 'model.onnx'}")):  # fmt: skip
+        (spec_dir / "s.yaml").write_text(f"model: '{ref}'\n")
+        assert load_spec(spec_dir / "s.yaml").model == want
+    (elsewhere / "model.onnx").write_bytes(b"")  # in the working directory: read from there, as before
+    for ref in ("model.onnx", "distilbert", "mypkg.mod:build", "hf:gpt2", "hf:./missing"):
+        (spec_dir / "s.yaml").write_text(f"model: '{ref}'\n")
+        assert load_spec(spec_dir / "s.yaml").model == ref

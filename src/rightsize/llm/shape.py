@@ -277,8 +277,8 @@ _ENCODER_TYPES = frozenset({"bert", "roberta", "distilbert", "albert", "electra"
 
 def decoder_shape(model: str, tiny: bool = False, base_dir: Path | None = None) -> DecoderShape:
     """A zoo decoder by name (``gpt2``, ``llama-7b``, ...), or ``hf:DIR`` holding a decoder's config.json (no
-    weights, no transformers; a relative DIR is read from ``base_dir`` when given): the one resolver of a decoder
-    reference, for serving plans (``targets.generative``) and fine-tune plans alike."""
+    weights, no transformers; a relative DIR not in the working directory is read from ``base_dir``): the one
+    resolver of a decoder reference, for serving plans (``targets.generative``) and fine-tune plans alike."""
     if model.startswith("hf:"):
         config = _read_hf_config(model[3:], base_dir)
         kind = config.get("model_type") if isinstance(config, dict) else None
@@ -306,7 +306,7 @@ def _read_hf_config(ref: str, base_dir: Path | None) -> Any:
     """The parsed config.json of ``hf:ref`` (DIR/config.json or the file itself), read through the user-file
     boundary (regular file, size cap, UTF-8): a FIFO, a huge file or JSON nested too deep is a SpecError."""
     path = Path(ref)
-    path = path if path.is_absolute() or base_dir is None else base_dir / path
+    path = path if path.is_absolute() or base_dir is None or path.exists() else base_dir / path  # spec.load's rule
     cfg = path / "config.json" if path.is_dir() else path
     fix = "To fix: point hf: at a directory holding a decoder's transformers config.json"
     try:

@@ -241,7 +241,11 @@ def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> User
         with contextlib.redirect_stdout(sys.stderr):  # our stdout is ours (a --json document): its prints go to stderr
             module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise NotFoundError(f"model: cannot import module {module_name!r} ({exc}); check PYTHONPATH") from None
+        top, cwd = module_name.split(".")[0], Path.cwd()
+        here = getattr(exc, "name", None) == top and ((cwd / f"{top}.py").is_file() or (cwd / top).is_dir())
+        # the `rightsize` command does not import from the working directory, as `python` would
+        fix = f"it is in {cwd}: run with PYTHONPATH={cwd}" if here else "check PYTHONPATH"
+        raise NotFoundError(f"model: cannot import module {module_name!r} ({exc}); {fix}") from None
     except Exception as exc:  # the user's module failed while importing: its error, not ours
         raise SpecError("model", f"importing {module_name!r} raised {type(exc).__name__}: {short(str(exc))}; fix "
                         "that module") from None  # fmt: skip

@@ -110,9 +110,32 @@ def parse_spec(data: Any, source: str = "spec") -> Workload:
 
 
 def load_spec(path: str | Path) -> Workload:
-    """Read and validate a YAML workload spec."""
+    """Read and validate a YAML workload spec; a relative model path is found next to the spec when it is not in
+    the working directory (``model_beside_spec``)."""
     p = Path(path)
     if not p.is_file():
         what = "is not a regular file" if p.exists() else "not found"  # a directory, /dev/null, a pipe
         raise NotFoundError(f"spec file {str(p)!r} {what}; pass the path to a YAML spec such as examples/quick.yaml")
-    return parse_spec(load_yaml(read_user_text(p, "spec"), p.name), p.name)
+    return model_beside_spec(parse_spec(load_yaml(read_user_text(p, "spec"), p.name), p.name), p.parent)
+
+
+_PATH_PREFIXES = ("hf:", "ort:", "ov:")
+_MODEL_SUFFIXES = (".onnx", ".pt", ".pth", ".ts", ".torchscript", ".jit", ".pt2")
+
+
+def model_beside_spec(workload: Workload, spec_dir: Path) -> Workload:
+    """``workload`` with a relative model path that is not in the working directory but is next to the spec
+    rewritten to that file's absolute path. One rule for every plan: `hf:./dir` in a generative spec was read
+    next to the spec, in an online spec from the working directory ("not found" from another folder)."""
+    ref = workload.model
+    prefix = next((x for x in _PATH_PREFIXES if ref.startswith(x)), "")
+    rest = ref[len(prefix) :]
+    if not rest or not (prefix or "/" in rest or rest.endswith(_MODEL_SUFFIXES)):
+        return workload  # a zoo name or package.module:factory
+    try:
+        here = Path(rest)
+        if here.is_absolute() or here.exists() or not (spec_dir / here).exists():
+            return workload
+        return workload.model_copy(update={"model": prefix + str((spec_dir / here).resolve())})
+    except OSError:  # a name too long for a path: resolving the model reports it
+        return workload

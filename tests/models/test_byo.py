@@ -205,6 +205,17 @@ def test_user_input_options_are_refused_where_they_would_be_ignored() -> None:
         user_input_options("hf:some/dir", None, 100)
 
 
+def test_seq_or_image_on_a_model_whose_input_shape_gives_is_refused_and_a_typo_is_not_blamed_on_shape() -> None:
+    """`memory mm:make --shape 64 --seq 32` read "seq: must be >= 1 ..."; `memory mymodel --shape 64` (a typo of a
+    zoo name) blamed --shape ("'mymodel' takes --seq or --image instead")."""
+    with pytest.raises(SpecError, match=r"^--seq: mm:make takes the input --shape gives it .*: drop --seq$"):
+        user_input_options("mm:make", "64", None, seq=32)
+    with pytest.raises(SpecError, match=r"^--image: m\.pt takes the input --shape gives it"):
+        user_input_options("m.pt", "64", None, image=32)
+    assert user_input_options("m.onnx", None, None, seq=32) == (None, None)  # symbolic dims take --seq
+    assert user_input_options("mymodel", "64", None) == ([64], None)  # resolving it says it is not in the zoo
+
+
 def test_a_size_option_of_the_other_input_kind_is_refused_not_ignored() -> None:
     """``serve bert-base --image 224`` and ``memory resnet50 --seq 12`` ran on the defaults, silently."""
     assert user_input_options("bert-base", None, None, seq=64) == (None, None)

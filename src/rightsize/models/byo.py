@@ -113,9 +113,14 @@ def user_input_options(
             raise SpecError(option, f"{ref} takes {takes} input, set by {_TAKES[takes]}: drop {option}")
     dims = parse_shape(shape)
     given = [option for option, value in (("--shape", dims), ("--vocab", vocab)) if value is not None]
-    if given and (ref.startswith("hf:") or _config_dir(ref) is not None or not is_user_ref(ref)):
+    # a name neither in the zoo nor a user's reference: resolving it says so (this blamed --shape for a typo)
+    if given and (ref.startswith("hf:") or _config_dir(ref) is not None or ref in ZOO):
         raise SpecError(given[0], f"sets a user model's input; {ref!r} takes --seq or --image instead: drop it")
     reads_its_input = ref.startswith(("hf:", ORT_PREFIX, OV_PREFIX)) or ref.endswith(".onnx") or _config_dir(ref)
+    for option, value in (("--seq", seq), ("--image", image)):
+        if value is not None and is_user_ref(ref) and not reads_its_input:
+            raise SpecError(option, f"{ref} takes the input --shape gives it (and --vocab for token ids): drop "
+                            f"{option}")  # fmt: skip
     if not given and is_user_ref(ref) and not reads_its_input:
         # a factory or a saved program does not say what it takes (``_float_or_tokens``, in the spec's words)
         raise SpecError("--shape", f"required for {ref}: give the per-sample input shape, e.g. --shape 3,224,224, "

@@ -17,8 +17,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from rightsize.errors import NotFoundError, SpecError, UnsupportedError
 from rightsize.measure.precision import prepare_inference
 from rightsize.models import resolve_model
-from rightsize.models.byo import parse_shape, user_input_options
 from rightsize.models.onnx_engine import onnx_activation_bytes, onnx_flops, onnx_input
+from rightsize.models.user_input import user_input_options
 
 pytest.importorskip("onnxruntime")
 
@@ -185,56 +185,6 @@ def test_factory_with_token_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         resolve_model("mymodels:make")
     with pytest.raises(SpecError, match=r"not a torch\.nn\.Module"):
         resolve_model("mymodels:not_a_model", [6]).build()
-
-
-def test_parse_shape() -> None:
-    assert parse_shape("3,224,224") == [3, 224, 224] == parse_shape("3x224x224")
-    assert parse_shape(None) is None
-    with pytest.raises(SpecError, match="--shape"):
-        parse_shape("3,a")
-    with pytest.raises(SpecError, match="--shape"):
-        parse_shape("0,3")
-
-
-def test_user_input_options_are_refused_where_they_would_be_ignored() -> None:
-    assert user_input_options("mymodels:make", "3x8", 50) == ([3, 8], 50)
-    assert user_input_options("resnet50", None, None) == (None, None)
-    with pytest.raises(SpecError, match="--shape: sets a user model's input; 'resnet50' takes --seq or --image"):
-        user_input_options("resnet50", "3,64,64", None)
-    with pytest.raises(SpecError, match="--vocab"):
-        user_input_options("hf:some/dir", None, 100)
-
-
-def test_seq_or_image_on_a_model_whose_input_shape_gives_is_refused_and_a_typo_is_not_blamed_on_shape() -> None:
-    """`memory mm:make --shape 64 --seq 32` read "seq: must be >= 1 ..."; `memory mymodel --shape 64` (a typo of a
-    zoo name) blamed --shape ("'mymodel' takes --seq or --image instead")."""
-    with pytest.raises(SpecError, match=r"^--seq: mm:make takes the input --shape gives it .*: drop --seq$"):
-        user_input_options("mm:make", "64", None, seq=32)
-    with pytest.raises(SpecError, match=r"^--image: m\.pt takes the input --shape gives it"):
-        user_input_options("m.pt", "64", None, image=32)
-    assert user_input_options("m.onnx", None, None, seq=32) == (None, None)  # symbolic dims take --seq
-    assert user_input_options("mymodel", "64", None) == ([64], None)  # resolving it says it is not in the zoo
-
-
-def test_a_size_option_of_the_other_input_kind_is_refused_not_ignored() -> None:
-    """``serve bert-base --image 224`` and ``memory resnet50 --seq 12`` ran on the defaults, silently."""
-    assert user_input_options("bert-base", None, None, seq=64) == (None, None)
-    assert user_input_options("ort:resnet50", None, None, image=160) == (None, None)
-    with pytest.raises(SpecError, match=r"^--image: bert-base takes tokens input, set by --seq: drop --image"):
-        user_input_options("bert-base", None, None, image=224)
-    with pytest.raises(SpecError, match=r"^--seq: ort:resnet50 takes image input, set by --image: drop --seq"):
-        user_input_options("ort:resnet50", None, None, seq=12)
-
-
-def test_a_hugging_face_configs_input_kind_is_checked_too() -> None:
-    """``serve hf:gpt2 --image 224`` served GPT-2 on the default length, silently: only zoo names were checked."""
-    assert user_input_options("hf:gpt2", None, None, seq=64) == (None, None)
-    assert user_input_options("hf:vit", None, None, image=160) == (None, None)
-    with pytest.raises(SpecError, match=r"^--image: hf:gpt2 takes tokens input, set by --seq: drop --image"):
-        user_input_options("hf:gpt2", None, None, image=224)
-    with pytest.raises(SpecError, match=r"^--seq: hf:vit takes image input, set by --image: drop --seq"):
-        user_input_options("hf:vit", None, None, seq=12)
-    assert user_input_options("hf:not-a-type", None, None, seq=12) == (None, None)  # the build says what is wrong
 
 
 @pytest.mark.slow

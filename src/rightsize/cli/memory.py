@@ -53,7 +53,7 @@ def memory(
     from rightsize.errors import SpecError
     from rightsize.estimate.memory_estimate import estimate_memory
     from rightsize.estimate.memory_tiers import parse_tiers
-    from rightsize.models.byo import user_input_options
+    from rightsize.models.user_input import user_input_options
 
     mode = {"training": "train", "inference": "infer"}.get(mode, mode)  # the spec's words for the same modes
     if mode == "infer" and (optimizer is not None or fused):  # an inference estimate holds no optimizer state

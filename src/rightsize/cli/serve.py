@@ -110,7 +110,7 @@ def serve_command(
     _refuse_set("only applies to a generation server; add --generate (or drop the option)", size=size,
                 max_seqs=max_seqs, kv_tokens=kv_tokens, max_prompt_tokens=max_prompt_tokens,
                 max_new_tokens=max_new_tokens)  # fmt: skip
-    from rightsize.models.byo import user_input_options
+    from rightsize.models.user_input import user_input_options
     from rightsize.serve.config import ServerConfig, cpu_cores, parse_lanes
 
     pools = parse_lanes(lane, cpu_cores()) if lane else None

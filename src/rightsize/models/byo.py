@@ -65,19 +65,6 @@ class UserEntry(ZooEntry):
         return super().count_params(tiny)
 
 
-def parse_shape(text: str | None, option: str = "--shape") -> list[int] | None:
-    """``"3,224,224"`` (or ``3x224x224``) -> [3, 224, 224]; a SpecError naming ``option`` otherwise."""
-    if not text:
-        return None
-    try:
-        dims = [int(s) for s in text.replace("x", ",").split(",") if s.strip()]
-    except ValueError:
-        raise SpecError(option, f"must be comma-separated integers like 3,224,224, got {text!r}") from None
-    if not dims or any(not 1 <= d <= 1_000_000 for d in dims) or len(dims) > 8:
-        raise SpecError(option, f"needs 1-8 dimensions, each 1..1000000, got {text!r}")
-    return dims
-
-
 def zoo_entry_of(ref: str) -> ZooEntry | None:
     """The zoo entry ``ref`` runs (``ort:``/``ov:`` prefixes read through); None for any other model."""
     return ZOO.get(ref.partition(":")[2] if ref.startswith((ORT_PREFIX, OV_PREFIX)) else ref)
@@ -90,42 +77,12 @@ def input_kind_of(ref: str) -> InputKind | None:
     entry = zoo_entry_of(ref)
     if entry is not None:
         return entry.kind
-    if ref.startswith("hf:") or _config_dir(ref) is not None:
+    if ref.startswith("hf:") or config_dir(ref) is not None:
         try:
             return _hf_entry(ref).kind
         except RightsizeError:
             return None
     return None
-
-
-_TAKES = {"image": "--image", "tokens": "--seq", "features": "neither --seq nor --image (a fixed feature width)"}
-
-
-def user_input_options(
-    ref: str, shape: str | None, vocab: int | None, seq: int | None = None, image: int | None = None
-) -> tuple[list[int] | None, int | None]:
-    """``--shape`` and ``--vocab`` parsed for model ``ref``; a SpecError naming the option when ``ref`` is a zoo
-    model or a Hugging Face config (their input is set by ``--seq`` / ``--image``), which would ignore them, and
-    when a zoo model's input is not the kind ``--seq`` / ``--image`` sets (``--image`` on a text model)."""
-    takes = input_kind_of(ref) if seq is not None or image is not None else None
-    for option, value, kind in (("--seq", seq, "tokens"), ("--image", image, "image")):
-        if takes is not None and value is not None and takes != kind:
-            raise SpecError(option, f"{ref} takes {takes} input, set by {_TAKES[takes]}: drop {option}")
-    dims = parse_shape(shape)
-    given = [option for option, value in (("--shape", dims), ("--vocab", vocab)) if value is not None]
-    # a name neither in the zoo nor a user's reference: resolving it says so (this blamed --shape for a typo)
-    if given and (ref.startswith("hf:") or _config_dir(ref) is not None or ref in ZOO):
-        raise SpecError(given[0], f"sets a user model's input; {ref!r} takes --seq or --image instead: drop it")
-    reads_its_input = ref.startswith(("hf:", ORT_PREFIX, OV_PREFIX)) or ref.endswith(".onnx") or _config_dir(ref)
-    for option, value in (("--seq", seq), ("--image", image)):
-        if value is not None and is_user_ref(ref) and not reads_its_input:
-            raise SpecError(option, f"{ref} takes the input --shape gives it (and --vocab for token ids): drop "
-                            f"{option}")  # fmt: skip
-    if not given and is_user_ref(ref) and not reads_its_input:
-        # a factory or a saved program does not say what it takes (``_float_or_tokens``, in the spec's words)
-        raise SpecError("--shape", f"required for {ref}: give the per-sample input shape, e.g. --shape 3,224,224, "
-                        "or --vocab N for token ids below N")  # fmt: skip
-    return dims, vocab
 
 
 ORT_PREFIX = "ort:"  # the same model on ONNX Runtime: the CPU engine the planner compares with PyTorch eager
@@ -151,7 +108,7 @@ def engine_of(ref: str) -> str:
 
 def is_user_ref(ref: str) -> bool:
     """Whether ``ref`` names a user's model (anything but a zoo name)."""
-    return ":" in ref or ref.endswith((".onnx", ".pt2", *TORCHSCRIPT_SUFFIXES)) or _config_dir(ref) is not None
+    return ":" in ref or ref.endswith((".onnx", ".pt2", *TORCHSCRIPT_SUFFIXES)) or config_dir(ref) is not None
 
 
 def resolve_model(ref: str, shape: list[int] | None = None, vocab: int | None = None) -> ZooEntry:
@@ -174,7 +131,7 @@ def resolve_user(ref: str, shape: list[int] | None = None, vocab: int | None = N
     """The entry for a user's model ref (see the module docstring); ``vocab`` set means token-id inputs."""
     if ref.startswith((ORT_PREFIX, OV_PREFIX)):
         return _engine_entry(ref, shape, vocab)
-    if ref.startswith("hf:") or _config_dir(ref) is not None:
+    if ref.startswith("hf:") or config_dir(ref) is not None:
         return _hf_entry(ref)
     if ref.endswith(".onnx"):
         return _onnx_entry(ref, shape, vocab)
@@ -185,7 +142,7 @@ def resolve_user(ref: str, shape: list[int] | None = None, vocab: int | None = N
     return _factory_entry(ref, shape, vocab)
 
 
-def _config_dir(ref: str) -> Path | None:
+def config_dir(ref: str) -> Path | None:
     path = Path(ref[3:] if ref.startswith("hf:") else ref)
     try:
         return path if path.is_dir() and (path / "config.json").exists() else None  # a FIFO: read_user_text refuses
@@ -336,7 +293,7 @@ def _hf_config(ref: str) -> Any:
     from rightsize.hf_config import check_hf_config
     from rightsize.inputfile import read_user_text, short
 
-    directory = _config_dir(ref)
+    directory = config_dir(ref)
     if directory is not None:
         field = f"{directory / 'config.json'}"
         try:
@@ -411,7 +368,7 @@ def _hf_entry(ref: str) -> UserEntry:
     image = image[0] if isinstance(image, (list, tuple)) and image else image  # [height, width]
     max_pos = getattr(cfg, "max_position_embeddings", None) or 512
     cap = learned_positions(cfg)
-    source = f"{directory / 'config.json'}" if (directory := _config_dir(ref)) is not None else ref
+    source = f"{directory / 'config.json'}" if (directory := config_dir(ref)) is not None else ref
     errors: tuple[type[Exception], ...] = (*_config_errors(), RuntimeError)
 
     def build(tiny: bool) -> nn.Module:
@@ -521,5 +478,5 @@ def _engine_entry(ref: str, shape: list[int] | None, vocab: int | None) -> Engin
 
 __all__ = [
     "ORT_PREFIX", "OV_PREFIX", "TORCHSCRIPT_SUFFIXES", "EngineEntry", "UserEntry", "engine_of", "engine_ref",
-    "is_user_ref", "parse_shape", "resolve_model", "resolve_user", "workload_model",
+    "is_user_ref", "resolve_model", "resolve_user", "workload_model",
 ]  # fmt: skip

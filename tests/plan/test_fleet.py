@@ -201,3 +201,26 @@ def test_the_fleet_breaks_a_price_tie_as_the_planners_table_does() -> None:
     assert plan_fleet(options, _target(20, 250), mix).single.precision == "fp16"  # type: ignore[union-attr]
     listed = plan_fleet(options, _target(20, 250), mix, listed=["fp32"])
     assert listed.single is not None and listed.single.precision == "fp32"
+
+
+def test_a_mix_rows_cheapest_projected_pool_carries_its_band() -> None:
+    """A request-mix plan printed no latency band: the online planner's band step never ran on the mix's rows."""
+    from rightsize.plan.fleet import plan_mixed_single
+
+    instances, curves = _hybrid_catalog()
+    options = pair_options(instances, curves, ACCELERATORS)  # type: ignore[arg-type]
+    target = _target(50, 200, request_mix=[{"samples": 1, "share": 0.9}, {"samples": 8, "share": 0.1}])
+    rows = plan_mixed_single(options, target)
+    feasible = sorted((c for c in rows if c.feasible), key=lambda c: c.cost_usd_per_hour)
+    gpu = next(c for c in feasible if c.device_class == "gpu")
+    cpu = next(c for c in feasible if c.device_class == "cpu")
+    assert feasible[0] is cpu and cpu.latency is not None and cpu.latency.band_ms is None  # a measured curve: none
+    if gpu.cost_usd_per_hour > cpu.cost_usd_per_hour:  # only the lowest price gets one, as in plan_online
+        assert gpu.latency is not None and gpu.latency.band_ms is None
+    gpu_only = plan_mixed_single([o for o in options if o.instance.accelerator], target)
+    row = next(c for c in gpu_only if c.feasible)
+    assert row.latency is not None and row.latency.band_ms is not None
+    lo, hi = row.latency.band_ms
+    at = row.latency.p_target_ms or row.latency.p95
+    assert hi == at  # sized at the slow edge (x1.25): the prediction is the band's slow end
+    assert lo < 0.9 * at  # the fast edge (x0.8/1.25 of the sized times) is well below it

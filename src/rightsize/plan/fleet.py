@@ -27,7 +27,7 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -312,7 +312,28 @@ def plan_mixed_single(
             cand, _ = _plan_pool(at_pessimistic_edge(opt), everything, target, buy, n, seed)
         mark_over_budget(cand, target.budget_usd_per_hour)
         out.append(cand)
+    feasible = [(c, o) for c, o in zip(out, options, strict=True) if c.feasible]
+    cheapest = min((c.cost_usd_per_hour for c, _ in feasible), default=0.0)
+    for c, opt in feasible:  # as the online planner: every candidate at the lowest price (the ranking breaks ties)
+        if c.cost_usd_per_hour <= cheapest * (1 + 1e-9):
+            _add_mix_band(c, opt, everything, target, buy, n, seed)
     return out
+
+
+def _add_mix_band(c: Candidate, opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, seed: int) -> None:
+    """The band on a pool sized at its curve's slow edge (``at_pessimistic_edge``): the prediction is its slow end,
+    the same requests on the curve's fast edge its fast end. A request-mix plan had printed no band at all."""
+    pred, curve = c.latency, opt.curve
+    if pred is None or c.batching is None or curve.provenance != "projected" or curve.band_lo >= 1.0:
+        return
+    b = c.batching.max_batch
+    t, s = service_tables(curve.at_band_edge("lo"), b, 1)
+    arrivals, sizes = _draw(pool, target, n, np.random.default_rng(seed))  # the draws _plan_pool sized on
+    r = c.replicas - spot_spare(opt, buy)
+    lat = run_sized(arrivals, sizes, r, b, c.batching.max_wait_ms, t, s, np.random.default_rng(seed + 1))[0]
+    at = pred.p_target_ms or pred.p95
+    fast = float(np.percentile(lat[n // 10 :], float(target.latency.percentile)))
+    c.latency = replace(pred, band_ms=(min(at, fast), at))
 
 
 def plan_fleet(

@@ -91,8 +91,8 @@ def _instances_needed(c: Candidate) -> float:
 
 def rank(cands: Sequence[Candidate], kind: PlanKind, listed: Collection[str] = ()) -> list[Candidate]:
     """Feasible first by cost (then a verified price, a precision the spec lists (``listed``), the narrower band,
-    anchored on its own precision rather than extrapolated, faster beyond the simulation's noise, more capacity,
-    fewer machines); infeasible after (a job's
+    anchored on its own precision rather than extrapolated, faster beyond the simulation's noise, fewer
+    machines); infeasible after (a job's
     rows that miss only a target before those no target setting buys).
 
     At the same price the better-known plan wins: the image example once recommended int8 MobileNetV2,
@@ -108,7 +108,8 @@ def rank(cands: Sequence[Candidate], kind: PlanKind, listed: Collection[str] = (
 
     def speed(c: Candidate) -> float:
         """Faster breaks a tie only beyond the simulation's noise: fp32 (72 ms) and int8 (77 ms) on one
-        c7a.large swapped places with --seed, each the recommendation on some seeds."""
+        c7a.large swapped places with --seed, each the recommendation on some seeds. Within it the order is the
+        candidates' own (the spec's precisions, then the catalog's), which no draw moves."""
         t = _speed(c, kind)
         return 0.0 if t <= fastest[(c.feasible, _cost(c, kind))] * (1 + SPEED_NOISE) else t
 
@@ -125,7 +126,6 @@ def rank(cands: Sequence[Candidate], kind: PlanKind, listed: Collection[str] = (
             _width(c),
             c.curve is not None and c.curve.extrapolated,
             speed(c),
-            -(c.throughput_per_s or 0.0),  # then the more capacity, which no arrival draw moves
             c.count,
             c.instance,
         ),

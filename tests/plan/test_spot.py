@@ -190,3 +190,28 @@ def test_a_mixed_rows_budget_is_judged_at_the_band_edge_too() -> None:
     (tight,) = spot_odds([spot, od], {id(spot): 1.6}, 3.0, free.cost_usd_total * 1.05, 0.05, 0.1)
     assert not tight.feasible
     assert tight.reasons[-1].startswith("over budget at the pessimistic edge of the projection band (x1.54")
+
+
+def test_a_mixed_row_misses_a_deadline_at_the_band_edge_as_its_twins_do() -> None:
+    """bert-finetune with a 15 min deadline: p4d on-demand and spot were refused at the band's slow edge (15.9 min),
+    the mixed row dropped that reason with the spot odds it re-judges and was recommended at $3.07."""
+    from rightsize.plan.job_costs import deadline_miss, spot_odds
+    from rightsize.plan.result import Candidate, SpotPlan
+
+    def rows(hours: float) -> tuple[Candidate, Candidate]:
+        spot = SpotPlan(interruptions_per_hour=0.02, checkpoint_interval_min=5.0, expected_hours=hours,
+                        p_meet_deadline=None, policy="spot", expected_cost_usd=hours * 0.06)  # fmt: skip
+        common = dict(instance="g", provider="aws", region="us-east-1", device_class="gpu", device="T4", count=1,
+                      precision="fp16", feasible=True, provenance="projected", price_date="2025-06",
+                      runtime_hours=hours, cold_start_s=0.0, band=(0.69, 1.54))  # fmt: skip
+        on_spot = Candidate(purchase="spot", cost_usd_per_hour=0.06, cost_usd_total=hours * 0.06, spot=spot, **common)
+        return on_spot, Candidate(purchase="on-demand", cost_usd_per_hour=0.53, cost_usd_total=hours * 0.53, **common)
+
+    spot, od = rows(1.96)  # 1.96 h x 1.54 = 3.0 h at the edge: past a 2.8 h deadline, inside it at the median
+    (mixed,) = spot_odds([spot, od], {id(spot): 1.95}, 2.8, None, 0.05, 0.1)
+    assert mixed.runtime_hours is not None and mixed.runtime_hours * 1.54 > 2.8 > mixed.runtime_hours
+    assert not mixed.feasible
+    assert any(r.startswith("misses the deadline at the pessimistic edge of the projection band (x1.54") for r in
+               mixed.reasons)  # fmt: skip
+    assert deadline_miss(1.0, 0.0, 1.54, 2.5) is None and deadline_miss(3.0, 0.0, 1.0, 2.5) == (
+        "misses the deadline: 3 h > 2.5 h")  # fmt: skip

@@ -259,3 +259,22 @@ def test_at_the_same_price_faster_wins_only_beyond_the_simulations_noise() -> No
     assert rank([fp32, int8], "online")[0] is fp32 and rank([int8, fp32], "online")[0] is int8
     slow = at(110.0, "fp32")  # 53% slower: a real difference, the faster wins
     assert rank([slow, int8], "online")[0] is int8
+
+
+def test_a_request_mix_batched_across_requests_is_not_told_it_does_not_batch() -> None:
+    """mixed-sizes-api at 40 ms: "batching max 32, wait 2 ms, mean batch 2.9" and beside it "no micro-batching":
+    the check compared the batch cap with the mix's largest request (32 samples), not its smallest (1)."""
+    from rightsize.plan.result import Batching, Candidate, LatencyPrediction
+
+    lat = LatencyPrediction(p50=10.0, p95=32.0, p99=40.0, mean=12.0, n=3000, utilization=0.39, mean_batch=2.9,
+                            method="event simulation")  # fmt: skip
+    gpu = Candidate(instance="g.t4", provider="aws", region="us-east-1", device_class="gpu", device="T4", count=1,
+                    precision="fp16", purchase="on-demand", cost_usd_per_hour=0.53, feasible=True,
+                    provenance="projected", price_date="2025-06", batching=Batching(32, 2.0), latency=lat,
+                    replicas=1)  # fmt: skip
+
+    def told(**kw: int) -> bool:
+        return any("no micro-batching" in w for w in explain("online", [gpu], 95, 40, 32, **kw)[3])  # type: ignore[arg-type]
+
+    assert not told(smallest_request=1)
+    assert told()  # one size of 32 samples: a batch of 32 holds one request

@@ -294,10 +294,12 @@ def explain(
     bound_ms: float | None = None,
     request_samples: int = 1,
     input_measured: bool = False,
+    smallest_request: int | None = None,
 ) -> tuple[list[str], list[str], Candidate | None, list[str]]:
     """(why, why_not, alternative, warnings) for the top-ranked feasible candidate; ``input_measured``: the plan
     bounded each instance by a measured input stage (``rightsize pipeline``), so the rule-of-thumb warning on it
-    is left out."""
+    is left out. ``request_samples``: the largest request; ``smallest_request``: a request mix's smallest (a batch
+    bigger than it holds several requests)."""
     feas = [c for c in ranked if c.feasible]
     rec = feas[0] if feas else None
     if rec is None:
@@ -364,7 +366,7 @@ def explain(
             # its own reason: the most common one among the class's rows quoted another instance's price
             why_not.append(f"no {other.upper()} plan is feasible; e.g. {_who(alt)}: "
                            f"{alt.reasons[0] if alt.reasons else 'not feasible'}")  # fmt: skip
-    warnings = _warnings(kind, rec, bound_ms, request_samples, input_measured)
+    warnings = _warnings(kind, rec, bound_ms, smallest_request or request_samples, input_measured)
     fragile = _fragile_choice(kind, rec, alt)
     if fragile:
         warnings.append(fragile)
@@ -392,6 +394,7 @@ def price_age(price_date: str, today: date | None = None) -> str:
 def _warnings(
     kind: PlanKind, rec: Candidate, bound_ms: float | None, request_samples: int, input_measured: bool = False
 ) -> list[str]:
+    """``request_samples``: the smallest request (a batch of more samples batches several requests)."""
     out: list[str] = []
     if rec.device_class == "gpu" and kind == "online" and rec.latency is not None:
         if rec.latency.utilization < GPU_IDLE_UTILIZATION:

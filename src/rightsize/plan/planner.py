@@ -195,7 +195,9 @@ def plan(
             "per-GPU min..max watts at the predicted utilization, RAM 0.392 W/GiB, x PUE, x the region's grid factor"
         )
     ranked = rank(cands, kind, workload.precisions)
-    why, why_not, alt, warnings = explain(kind, ranked, percentile, bound, samples, input_stage is not None)
+    smallest = t.online.sizes()[0][0] if t.online is not None and t.online.request_mix is not None else None
+    why, why_not, alt, warnings = explain(kind, ranked, percentile, bound, samples, input_stage is not None,
+                                          smallest_request=smallest)  # fmt: skip
     warnings += mix_warnings
     rec = next((c for c in ranked if c.feasible), None)
     if kind == "rules" and rec is not None:

@@ -156,6 +156,8 @@ def test_a_mixed_row_is_costed_on_its_spot_rows_basis() -> None:
     assert mixed.runtime_hours is not None and mixed.cost_usd_total is not None
     assert spot.runtime_hours - 0.3 < mixed.runtime_hours <= spot.runtime_hours  # type: ignore[operator]
     assert spot.cost_usd_total <= mixed.cost_usd_total  # type: ignore[operator]  # on-demand hours cost more
+    # its $/h is the run's average: it had shown the spot price, and $/h x hours did not give the total
+    assert mixed.cost_usd_per_hour * mixed.runtime_hours == pytest.approx(mixed.cost_usd_total)
 
 
 def test_a_run_switched_before_it_starts_pays_no_restart() -> None:

@@ -208,7 +208,8 @@ def _money(c: Candidate, kind: PlanKind) -> str:
         # an idle policy prices the day: not what the instances cost while they run
         averaged = " averaged over the day" if c.idle_policy else ""
         return f"{format_usd(c.cost_usd_per_hour)}/h{averaged}{extra}"
-    return f"${c.cost_usd_total or 0.0:,.2f} total ({format_usd(c.cost_usd_per_hour)}/h)"
+    averaged = " averaged over the run" if c.purchase == "mixed" else ""  # spot hours, then on-demand ones
+    return f"${c.cost_usd_total or 0.0:,.2f} total ({format_usd(c.cost_usd_per_hour)}/h{averaged})"
 
 
 def ms(value: float) -> str:

@@ -233,6 +233,8 @@ def spot_odds(
             base_usd = run.expected_cost_usd + up_h * c.cost_usd_per_hour
         m.runtime_hours = base_h + (mix.expected_hours - run.expected_hours)
         m.cost_usd_total = base_usd + (mix.expected_cost_usd - run.expected_cost_usd)
+        if m.runtime_hours > 0:  # its $/h is the run's average (spot, then on-demand): $/h x hours read as the total
+            m.cost_usd_per_hour = m.cost_usd_total / m.runtime_hours
         m.spot = replace(c.spot, expected_hours=m.runtime_hours, p_meet_deadline=mix.p_meet_deadline, policy="mixed",
                          expected_cost_usd=m.cost_usd_total)  # fmt: skip
         m.feasible = not m.reasons

@@ -224,3 +224,21 @@ def test_a_mix_rows_cheapest_projected_pool_carries_its_band() -> None:
     at = row.latency.p_target_ms or row.latency.p95
     assert hi == at  # sized at the slow edge (x1.25): the prediction is the band's slow end
     assert lo < 0.9 * at  # the fast edge (x0.8/1.25 of the sized times) is well below it
+
+
+def test_on_a_full_tie_the_fleets_one_pool_is_the_tables_first_row() -> None:
+    """mixed-sizes at 400/s: the table recommended fp16 g5.xlarge and the Request mix section bf16 g5.xlarge, tied
+    on every key: the fleet replaced its best with each later tied row, the table keeps the first."""
+    import dataclasses
+
+    from rightsize.plan.explain import rank
+    from rightsize.plan.fleet import plan_mixed_single
+
+    instances = (instance("g.t4", 0.53, vcpus=4, ram_gib=16, acc="T4", count=1),)
+    options = pair_options(instances, [gpu_curve("T4", 3.0, 0.2, precision="fp16")], ACCELERATORS)  # type: ignore[arg-type]
+    mix = [(1, 0.95), (32, 0.05)]
+    target = _target(20, 250, request_mix=[{"samples": s, "share": p} for s, p in mix])
+    (first,) = [c for c in plan_mixed_single(options, target) if c.feasible]
+    twin = dataclasses.replace(first, precision="bf16")
+    plan = plan_fleet(options, target, mix, singles=[first, twin], listed=["fp16", "bf16"])
+    assert plan.single is first is rank([first, twin], "online", ["fp16", "bf16"])[0]

@@ -268,7 +268,9 @@ def _better(a: Candidate, b: Candidate, listed: Sequence[str] = ()) -> bool:
     put an unlisted fp16 T4 in the Request mix section beside the recommended fp32 one, at the same price."""
     from rightsize.plan.explain import rank
 
-    return rank([a, b], "online", listed)[0] is a
+    # b listed first: on a full tie b stays, as the table keeps the earlier row (a later tied row had replaced it,
+    # and the Request mix section named bf16 beside the recommended fp16 g5.xlarge)
+    return rank([b, a], "online", listed)[0] is a
 
 
 def _cheapest(

@@ -135,3 +135,29 @@ def test_a_frontier_of_several_precisions_names_each_points() -> None:
     job = _job()
     assert _point(job, precision=True) == f"g6.xlarge x16 {job.precision} ($6.45, 30 min)"
     assert _point(replace(job, precision="fp32")) == "g6.xlarge x16 ($6.45, 30 min)"  # one precision: as before
+
+
+def test_a_frontier_of_several_purchase_options_names_each_points_and_counts_the_rest() -> None:
+    """bert-finetune with mixed rows printed "Standard_NC4as_T4_v3 x1 fp16 ($0.02, ...)" then "... ($0.08, ...)": a
+    spot and a mixed row read as one point twice; and the fastest 2 of 8 points were dropped without a word."""
+    from rich.console import Console
+
+    from rightsize.cli import plan as cli_plan
+    from rightsize.plan.result import PlanResult
+
+    job = _job()
+    assert cli_plan._point(replace(job, purchase="spot"), purchase=True) == "g6.xlarge x16 spot ($6.45, 30 min)"
+    points = [replace(job, purchase="spot" if i % 2 else "on-demand", cost_usd_total=1.0 + i,
+                      runtime_hours=1.0 - i / 10) for i in range(8)]  # fmt: skip
+    result = PlanResult(workload="w", model="m", kind="batch", target={}, recommendation=points[0],
+                        candidates=points, pareto=points)  # fmt: skip
+    console = Console(width=400, record=True)
+    original = cli_plan.out_console
+    cli_plan.out_console = console
+    try:
+        cli_plan.print_plan(result, 3)
+    finally:
+        cli_plan.out_console = original
+    line = next(x for x in console.export_text().splitlines() if x.startswith("Pareto frontier"))
+    assert "g6.xlarge x16 on-demand ($1.00" in line and "g6.xlarge x16 spot ($2.00" in line
+    assert line.endswith("(+2 more, the fastest: `--json` lists them)")

@@ -113,11 +113,15 @@ def print_plan(result: PlanResult, top: int) -> None:
         _print_fleet(result.fleet)
     if len(result.pareto) > 1:
         shown = result.pareto[:6]
-        # several precisions: each point says its own (an fp16 point at the fp32 recommendation's price read as it)
+        # several precisions: each point says its own (an fp16 point at the fp32 recommendation's price read as it);
+        # several purchase options too (a spot, a mixed and an on-demand T4 read as one point three times)
         tagged = len({c.precision for c in [*shown, *result.candidates[:1]]}) > 1
-        pts = escape(", ".join(_point(c, tagged) for c in shown))
+        buys = len({c.purchase for c in [*shown, *result.candidates[:1]]}) > 1
+        pts = escape(", ".join(_point(c, tagged, buys) for c in shown))
+        more = len(result.pareto) - len(shown)
+        rest = f" (+{more} more, the fastest: `--json` lists them)" if more > 0 else ""
         out_console.print(
-            f"[bold]Pareto frontier[/bold] (cost vs {'latency' if result.kind == 'online' else 'time'}): {pts}"
+            f"[bold]Pareto frontier[/bold] (cost vs {'latency' if result.kind == 'online' else 'time'}): {pts}{rest}"
         )
     n = len(result.candidates)
     out_console.print(f"[dim]planned {n} candidates in {result.elapsed_s:.2f} s; prices {result.price_date}[/dim]")
@@ -149,9 +153,11 @@ def _print_fleet(fleet: dict[str, Any]) -> None:
         out_console.print(f"  {escape(line)}")
 
 
-def _point(c: Candidate, precision: bool = False) -> str:
-    """A frontier point in words; ``precision``: name the point's precision after its instance count."""
+def _point(c: Candidate, precision: bool = False, purchase: bool = False) -> str:
+    """A frontier point in words; ``precision`` / ``purchase``: name the point's precision / purchase option after
+    its instance count."""
     name = f"{c.instance} x{c.count}" + (f" {c.precision}" if precision else "")
+    name += f" {c.purchase}" if purchase else ""
     if c.latency is not None:
         ms = c.latency.p_target_ms or c.latency.p95
         est = "~" if c.latency.method == FLUID else ""  # a fluid estimate, as the table marks it

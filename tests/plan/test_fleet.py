@@ -242,3 +242,19 @@ def test_on_a_full_tie_the_fleets_one_pool_is_the_tables_first_row() -> None:
     twin = dataclasses.replace(first, precision="bf16")
     plan = plan_fleet(options, target, mix, singles=[first, twin], listed=["fp16", "bf16"])
     assert plan.single is first is rank([first, twin], "online", ["fp16", "bf16"])[0]
+
+
+def test_a_mix_refused_by_its_budget_says_budget_not_slo() -> None:
+    """A $0.50/h budget against a T4 pool that meets the SLO at $0.53/h printed "no single pool and no size split
+    meets the SLO for this mix"."""
+    from rightsize.plan.fleet import plan_mixed_single
+
+    instances = (instance("g.t4", 0.53, vcpus=4, ram_gib=16, acc="T4", count=1),)
+    options = pair_options(instances, [gpu_curve("T4", 3.0, 0.2, precision="fp16")], ACCELERATORS)  # type: ignore[arg-type]
+    mix = [(1, 0.95), (32, 0.05)]
+    target = _target(20, 250, request_mix=[{"samples": s, "share": p} for s, p in mix], budget_usd_per_hour=0.5)
+    rows = plan_mixed_single(options, target)
+    plan = plan_fleet(options, target, mix, singles=rows)
+    assert plan.choice == "none"
+    assert plan.notes[-1].startswith("nothing meets the SLO within the $0.5/h budget: the cheapest single pool costs "
+                                     "$0.53/h")  # fmt: skip

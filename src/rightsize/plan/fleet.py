@@ -377,14 +377,24 @@ def plan_fleet(
                 split = (large.sizes[0], a, b)
     plan = FleetPlan(mixed, single, split, "none", sims)
     budget = target.budget_usd_per_hour
+    over: list[str] = []
     if budget is not None:
+        # the table's rows over the budget were marked so before they reached here: the cheapest of them is the
+        # single pool the budget refuses
+        priced = [r.cost_usd_per_hour for r in singles or () if r.reasons and all(
+            x.startswith("over budget") for x in r.reasons)]  # fmt: skip
+        if single is None and priced:
+            over.append(f"the cheapest single pool costs ${min(priced):.2f}/h")
         for name, cost in (("single pool", plan.single_cost), ("size split", plan.split_cost)):
             if math.isfinite(cost) and cost > budget:
-                plan.notes.append(f"the cheapest {name} costs ${cost:.2f}/h, over the ${budget:g}/h budget")
+                over.append(f"the cheapest {name} costs ${cost:.2f}/h")
+                plan.notes.append(f"{over[-1]}, over the ${budget:g}/h budget")
         plan.single = single = single if plan.single_cost <= budget else None
         plan.split = split = split if plan.split_cost <= budget else None
     if single is None and split is None:
-        plan.notes.append("no single pool and no size split meets the SLO for this mix")
+        # a pool that meets the SLO over the budget is not "no pool meets the SLO" (the last note is the one shown)
+        plan.notes.append(f"nothing meets the SLO within the ${budget:g}/h budget: {' and '.join(over)}" if over
+                          else "no single pool and no size split meets the SLO for this mix")  # fmt: skip
         return plan
     plan.choice = "split" if plan.split_cost < plan.single_cost else "single"
     if split is not None:

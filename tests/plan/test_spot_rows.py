@@ -70,6 +70,8 @@ def test_an_online_spot_plan_rates_its_rows_and_keeps_a_spare_instance() -> None
     assert any(n.startswith("spot: ") and "Spot Advisor bucket <5%" in n for n in rec.notes)
     assert any("spare instance" in n for n in rec.notes)
     assert any(w.startswith("spot: ") for w in res.warnings)  # type: ignore[attr-defined]  # shown under Check
+    month = f"(about {rate * rec.count * 730:.2g} a month)"  # 0.05 had read "about 0.1 a month" (one decimal)
+    assert any(month in n for n in rec.notes)
 
 
 def test_interruptions_too_frequent_for_one_spare_are_refused_and_the_note_gives_the_fleet_rate() -> None:

@@ -298,7 +298,7 @@ def _spot_online(cands: list[Candidate], instances: Sequence[Instance], t: Targe
             continue
         c.notes.append(
             f"spot: {rate:.2g} interruptions/h per instance ({src}), {fleet:.2g}/h over its {c.count} instance(s) "
-            f"(about {fleet * 730:.1f} a month); the spare instance carries the load while one is replaced"
+            f"(about {fleet * 730:.2g} a month); the spare instance carries the load while one is replaced"
         )
 
 

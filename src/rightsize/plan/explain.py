@@ -45,7 +45,8 @@ def _cost(c: Candidate, kind: PlanKind) -> float:
 SPEED_NOISE = 0.15
 
 
-def _speed(c: Candidate, kind: PlanKind) -> float:
+def speed_of(c: Candidate, kind: PlanKind) -> float:
+    """What "faster" means for a candidate: its SLO percentile online, its runtime for a job (smaller is faster)."""
     if kind == "online":
         return target_ms(c)
     return c.runtime_hours if c.runtime_hours is not None else math.inf
@@ -68,12 +69,12 @@ def _closest(infeasible: Sequence[Candidate], kind: PlanKind, request_samples: i
     # one that misses nothing but the budget is nearest at the lowest price (the fastest had named an 8x H200
     # against a $0.1/h budget a c7a.large misses by $0.003); nothing but max_instances, with the fewest instances
     if over := [c for c in infeasible if c.reasons and all(r.startswith("over budget") for r in c.reasons)]:
-        return min(over, key=lambda c: (_cost(c, kind), _speed(c, kind)))
+        return min(over, key=lambda c: (_cost(c, kind), speed_of(c, kind)))
     if kind != "online" and (many := [c for c in infeasible if missed_targets(c) == ["max_instances"]]):
         return min(many, key=lambda c: (_instances_needed(c), _cost(c, kind)))
 
     def speed(c: Candidate) -> float:
-        t = _speed(c, kind)
+        t = speed_of(c, kind)
         if math.isinf(t) and kind == "online" and c.curve is not None:
             t = c.curve.t_ms(request_samples) * max(1.0, c.band[1])
         return t
@@ -104,13 +105,13 @@ def rank(cands: Sequence[Candidate], kind: PlanKind, listed: Collection[str] = (
     fastest: dict[tuple[bool, float], float] = {}
     for c in cands:
         key = (c.feasible, _cost(c, kind))
-        fastest[key] = min(fastest.get(key, math.inf), _speed(c, kind))
+        fastest[key] = min(fastest.get(key, math.inf), speed_of(c, kind))
 
     def speed(c: Candidate) -> float:
         """Faster breaks a tie only beyond the simulation's noise: fp32 (72 ms) and int8 (77 ms) on one
         c7a.large swapped places with --seed, each the recommendation on some seeds. Within it the order is the
         candidates' own (the spec's precisions, then the catalog's), which no draw moves."""
-        t = _speed(c, kind)
+        t = speed_of(c, kind)
         return 0.0 if t <= fastest[(c.feasible, _cost(c, kind))] * (1 + SPEED_NOISE) else t
 
     return sorted(
@@ -148,15 +149,15 @@ def pareto(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
             if kind == "online"
             else c.runtime_hours is not None and c.cost_usd_total is not None and missed_targets(c) is not None
         )
-        and math.isfinite(_speed(c, kind))
+        and math.isfinite(speed_of(c, kind))
     ]
-    pool.sort(key=lambda c: (_cost(c, kind), _speed(c, kind)))
+    pool.sort(key=lambda c: (_cost(c, kind), speed_of(c, kind)))
     out: list[Candidate] = []
     best = math.inf
     for c in pool:
-        if _speed(c, kind) < best - 1e-12:
+        if speed_of(c, kind) < best - 1e-12:
             out.append(c)
-            best = _speed(c, kind)
+            best = speed_of(c, kind)
     return out
 
 

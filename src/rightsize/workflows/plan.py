@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rightsize.errors import SpecError, UnsupportedError
+from rightsize.workflows.precisions import faster_unlisted, no_int8, unlisted_precision, with_cpu_serving_precisions
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from rightsize.catalog import Catalog
     from rightsize.plan import MemoryModel, PlanResult
     from rightsize.plan.result import Candidate
@@ -201,62 +200,6 @@ def work_profile(workload: Workload, store: Store) -> WorkProfile | None:
     return work
 
 
-def no_int8(model: str, profile: Profile) -> str | None:
-    """Why ``model`` cannot run int8, or None. PyTorch's int8 here swaps nn.Linear layers for quantized ones, and a
-    TorchScript or torch.export file exposes none (its layers are script or graph modules); an int8 config measured
-    here that quantized nothing says the same of any model. The projection had planned such a model at int8 from
-    its fp32 timings, a precision ``rightsize serve`` cannot run."""
-    from rightsize.measure.config import INT8_NOTHING_QUANTIZED
-    from rightsize.models.byo import TORCHSCRIPT_SUFFIXES
-
-    if not model.startswith(("ort:", "ov:")) and model.endswith((*TORCHSCRIPT_SUFFIXES, ".pt2")):
-        return f"{INT8_NOTHING_QUANTIZED}: a TorchScript or torch.export file shows no torch.nn.Linear layers to swap"
-    for m in profile.measurements:
-        if m.precision == "int8" and INT8_NOTHING_QUANTIZED in (m.reason or ""):
-            return f"{INT8_NOTHING_QUANTIZED} (measured here: no torch.nn.Linear layers)"
-    return None
-
-
-def unlisted_precision(
-    result: PlanResult, listed: Sequence[str], allowed: Sequence[str] | None, added: Sequence[str] = ()
-) -> list[str]:
-    """A note when the recommendation runs a precision the spec's ``precisions`` did not list (that list is what to
-    measure here; the plan weighs every precision the hardware runs unless ``targets.precisions`` says which):
-    a spec of [fp32] was recommended bf16, projected, with no word on it."""
-    rec = result.recommendation
-    if rec is None or allowed is not None or rec.precision in (*listed, *added) or rec.precision == "tf32":
-        return []  # ``added``: int8 on a CPU serving plan, which says so in its own note
-    return [f"the recommendation runs {rec.precision}, which the spec's precisions ({', '.join(listed)}) do not list: "
-            f"{rec.precision} changes the model's outputs slightly (check its accuracy on your own data); "
-            f"targets.precisions: [{', '.join(listed)}] plans only those"]  # fmt: skip
-
-
-def with_cpu_serving_precisions(workload: Workload) -> tuple[Workload, list[str]]:
-    """An online or batch inference plan on CPU always tries int8 for zoo models: it is the CPU's usual
-    inference precision, and it must be measured here to be planned well. A convolution net is quantized
-    statically (its convolutions run int8), any other model dynamically (its Linear layers);
-    ``measure.precision`` says which ran."""
-    notes: list[str] = []
-    targets = workload.targets
-    inference = targets is not None and (targets.online is not None or targets.batch is not None)
-    if not inference or "cpu" not in workload.devices or "int8" in workload.precisions or workload.mode != "inference":
-        return workload, notes
-    if targets is not None and targets.precisions is not None and "int8" not in targets.precisions:
-        return workload, notes  # the plan may not recommend it: nothing to measure it for
-    try:
-        from rightsize.models.zoo import get_entry
-
-        family = get_entry(workload.model).family
-    except Exception:  # a user model: leave the precisions as given
-        return workload, notes
-    how = "static quantization: convolutions too" if family == "cnn" else "dynamic quantization of Linear layers"
-    notes.append(
-        f"int8 ({how}) added to the CPU precisions: CPU inference plans always try it; int8 changes the "
-        "model's outputs slightly: check its accuracy on your own data before you ship an int8 plan"
-    )
-    return workload.model_copy(update={"precisions": [*workload.precisions, "int8"]}), notes
-
-
 def plan_spec(
     workload: Workload, store: Store, catalog: Catalog | None = None, progress: bool = True, seed: int = 0
 ) -> tuple[PlanResult, dict[str, Any]]:
@@ -369,6 +312,7 @@ def _plan_one(
     prep_s = time.perf_counter() - t0
     result = plan(workload, curves, catalog, memory, seed=seed)
     notes += unlisted_precision(result, listed, allowed, added=[p for p in workload.precisions if p not in listed])
+    notes += faster_unlisted(result, workload.precisions) if allowed is None else []
     result.assumptions["profile"] = f"{len(profile.ok())} measured configs on {profile.env.cpu_model}"
     result.assumptions["projection"] = {
         "model": projection.source,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from rightsize.spec import Workload
-from rightsize.workflows.plan import with_cpu_serving_precisions
+from rightsize.workflows.precisions import with_cpu_serving_precisions
 
 ONLINE = {"online": {"rate_per_s": 10, "latency": {"percentile": 95, "bound_ms": 100}}}
 BATCH = {"batch": {"items": 100000, "deadline_hours": 2}}
@@ -45,7 +45,7 @@ def test_a_recommendation_at_a_precision_the_spec_did_not_list_says_so() -> None
     """`precisions: [fp32]` was recommended bf16 (projected) with no word on it."""
     from types import SimpleNamespace
 
-    from rightsize.workflows.plan import unlisted_precision
+    from rightsize.workflows.precisions import unlisted_precision
 
     def result(precision: str) -> Any:
         return SimpleNamespace(recommendation=SimpleNamespace(precision=precision))
@@ -65,7 +65,7 @@ def test_a_model_int8_cannot_quantize_is_not_planned_at_int8() -> None:
     """A TorchScript file (its layers are script modules) was projected at int8 from its fp32 timings: a precision
     `rightsize serve` cannot run it at, and whose int8 config had failed here."""
     from rightsize.profile import Environment, Measurement, Profile
-    from rightsize.workflows.plan import no_int8
+    from rightsize.workflows.precisions import no_int8
 
     env = Environment.from_dict({"id": "e", "cpu_model": "x", "physical_cores": 2, "logical_cores": 2})
     failed = Measurement("mymod:make", "inference", "cpu", "int8", 1, None, {}, "failed",
@@ -76,3 +76,30 @@ def test_a_model_int8_cannot_quantize_is_not_planned_at_int8() -> None:
     for ref in ("model.pt", "model.ts", "model.pt2"):
         assert "TorchScript or torch.export" in (no_int8(ref, Profile(ref, "inference", {}, env, ())) or "")
     assert no_int8("ort:model.pt", Profile("ort:model.pt", "inference", {}, env, ())) is None  # ONNX Runtime's own
+
+
+def test_a_listed_precision_kept_at_a_price_tie_names_the_faster_unlisted_one() -> None:
+    """mixed-sizes-api lists fp32: the pick was fp32 T4 at 61 ms while the frontier showed the same T4 at fp16 in
+    37 ms, the same price, with no word on why."""
+    from dataclasses import replace
+
+    from rightsize.plan.result import Candidate, LatencyPrediction, PlanResult
+    from rightsize.workflows.precisions import faster_unlisted
+
+    def at(precision: str, p95: float) -> Candidate:
+        lat = LatencyPrediction(p50=p95 / 2, p95=p95, p99=p95 * 1.2, mean=p95 / 2, n=3000, utilization=0.4,
+                                mean_batch=2.0, method="event simulation", p_target_ms=p95)  # fmt: skip
+        return Candidate(instance="nc4", provider="azure", region="eastus", device_class="gpu", device="T4",
+                         count=1, precision=precision, purchase="on-demand", cost_usd_per_hour=0.53, feasible=True,
+                         provenance="projected", price_date="2025-06", latency=lat, replicas=1)  # fmt: skip
+
+    rec, fp16 = at("fp32", 61.0), at("fp16", 37.0)
+    result = PlanResult(workload="w", model="m", kind="online", target={}, recommendation=rec,
+                        candidates=[rec, fp16], pareto=[])  # fmt: skip
+    (note,) = faster_unlisted(result, ["fp32"])
+    assert note.startswith("nc4 runs fp16 at the same price, the SLO percentile in 37 ms against 61 ms at fp32")
+    assert faster_unlisted(result, ["fp32", "fp16"]) == []  # listed: the ranking already weighed it
+    near = replace(result, candidates=[rec, at("fp16", 56.0)])  # within the simulation's noise: no claim
+    assert faster_unlisted(near, ["fp32"]) == []
+    dearer = replace(result, candidates=[rec, replace(fp16, cost_usd_per_hour=0.6)])
+    assert faster_unlisted(dearer, ["fp32"]) == []

@@ -45,3 +45,16 @@ def test_an_edited_hugging_face_config_is_a_new_model(tmp_path: Path) -> None:
     after = input_of(_workload(f"hf:{d}", seq_len=16), "tokens")
     assert before["seq_len"] == after["seq_len"] == 16 and before["rev"] != after["rev"]
     assert "rev" not in input_of(_workload("hf:gpt2", seq_len=16), "tokens")  # a built-in name: fixed by transformers
+
+
+def test_a_user_models_ops_are_traced_with_its_new_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """input_of's dim0/vocab/rev went on to trace_work as keywords it does not take: the TypeError was cached as
+    "trace failed" and every user model's projection fell back to the coarse profile."""
+    from rightsize.store import Store
+    from rightsize.workflows.plan import work_profile
+
+    (tmp_path / "tracedmodels.py").write_text("def make():\n    from torch import nn\n    return nn.Linear(8, 2)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with Store(tmp_path / "s.sqlite") as store:
+        work = work_profile(_workload("tracedmodels:make", shape=[8]), store)
+    assert work is not None and any(op[0] == "gemm" for op in work.ops)

@@ -190,7 +190,9 @@ def work_profile(workload: Workload, store: Store) -> WorkProfile | None:
         from rightsize.models import workload_model
 
         entry = workload_model(workload)
-        work = trace_work(entry, mode=workload.mode, tiny=workload.tiny, **input_of(workload, entry.kind))
+        # the sizes only: a user model's shape, vocabulary and file are in ``entry`` (input_of adds them for keys)
+        size = {k: v for k, v in input_of(workload, entry.kind).items() if k in ("seq_len", "image_size")}
+        work = trace_work(entry, mode=workload.mode, tiny=workload.tiny, **size)
     except ImportError:  # no torch here: nothing to cache, a later run with torch traces it
         return None
     except Exception:  # any failure to trace a user model falls back to the coarse profile, labelled

@@ -361,3 +361,45 @@ def test_a_factory_module_in_the_working_directory_gets_the_pythonpath_fix(
         resolve_model("cwdonlymod:make", [4])
     with pytest.raises(NotFoundError, match=r"cannot import module 'nosuchmod_xyz' .*; check PYTHONPATH$"):
         resolve_model("nosuchmod_xyz:make", [4])
+
+
+def test_a_forward_rightsize_cannot_call_or_read_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forward returning a float or None, one taking its input by keyword only, and a .pt2 exported for one batch
+    size each raised a traceback (memory: 'float' has no attribute 'untyped_storage'; a 147-line guard failure)."""
+    (tmp_path / "oddmodels.py").write_text(
+        textwrap.dedent("""
+        from torch import nn
+        class Scalar(nn.Module):
+            def __init__(self, what):
+                super().__init__()
+                self.l, self.what = nn.Linear(4, 3), what
+            def forward(self, x):
+                return float(self.l(x).sum()) if self.what == "float" else None
+        class Kw(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.l = nn.Linear(4, 3)
+            def forward(self, *, x):
+                return self.l(x)
+        def scalar():
+            return Scalar("float")
+        def nothing():
+            return Scalar("none")
+        def kw():
+            return Kw()
+    """)
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for ref, kind in (("oddmodels:scalar", "float"), ("oddmodels:nothing", "NoneType")):
+        entry = resolve_model(ref, [4])
+        with pytest.raises(SpecError, match=rf"^model: its forward returned a {kind} holding no tensor"):
+            entry.build()(entry.example_input(2))
+    with pytest.raises(SpecError, match=r"^model: oddmodels:kw\(\)'s forward takes x by keyword only; .*wrap it"):
+        resolve_model("oddmodels:kw", [4]).build()
+    fixed = tmp_path / "fixed.pt2"
+    torch.export.save(torch.export.export(nn.Linear(4, 3), (torch.ones(2, 4),)), str(fixed))
+    with pytest.raises(SpecError, match=r"^model: .*fixed\.pt2 was exported for batch 2 only; re-export it with a "
+                       r"dynamic batch"):  # fmt: skip
+        resolve_model(str(fixed), [4])

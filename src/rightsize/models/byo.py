@@ -169,26 +169,46 @@ def _check_module(ref: str, model: Any) -> nn.Module:
 
     if not isinstance(model, torch_nn.Module):
         raise SpecError("model", f"{ref} returned {type(model).__name__}, not a torch.nn.Module; point it at a model")
-    inputs = _required_inputs(model)
-    if len(inputs) > 1:  # every config failed with "forward() missing 1 required positional argument", or a traceback
+    inputs, keyword_only = _required_inputs(model)
+    # every config failed with "forward() missing 1 required positional argument", or memory raised a traceback
+    if len(inputs) > 1:
         raise SpecError("model", f"{ref}'s forward takes {len(inputs)} inputs ({', '.join(inputs)}); rightsize feeds "
                         "one batch tensor: wrap it in a module whose forward(x) makes the others")  # fmt: skip
+    if keyword_only:
+        raise SpecError("model", f"{ref}'s forward takes {', '.join(keyword_only)} by keyword only; rightsize passes "
+                        "one batch tensor by position: wrap it in a module whose forward(x) passes it on")  # fmt: skip
     return model
 
 
-def _required_inputs(model: nn.Module) -> list[str]:
-    """The names of ``model.forward``'s required positional parameters (none known: an empty list)."""
+def _required_inputs(model: nn.Module) -> tuple[list[str], list[str]]:
+    """The names of ``model.forward``'s required positional parameters and of its required keyword-only ones (none
+    known: two empty lists)."""
     import inspect
 
     schema = getattr(model.forward, "schema", None)  # a loaded TorchScript module: its signature is (*args)
     if schema is not None:
-        return [a.name for a in schema.arguments if a.name != "self" and not a.has_default_value()]
+        return [a.name for a in schema.arguments if a.name != "self" and not a.has_default_value()], []
     try:
         params = inspect.signature(model.forward).parameters.values()
     except (TypeError, ValueError):  # a builtin without a Python signature
-        return []
+        return [], []
+    required = [p for p in params if p.default is inspect.Parameter.empty]
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return [p.name for p in params if p.kind in kinds and p.default is inspect.Parameter.empty]
+    return [p.name for p in required if p.kind in kinds], [
+        p.name for p in required if p.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
+
+
+def _static_batch(program: Any) -> int | None:
+    """The batch size a ``torch.export`` program was traced for when its first input's batch dimension is fixed
+    (exported without ``dynamic_shapes``), else None."""
+    users = set(program.graph_signature.user_inputs)
+    for node in program.graph.nodes:
+        if node.op == "placeholder" and node.name in users:
+            val = node.meta.get("val")
+            dims = getattr(val, "shape", ())
+            return int(dims[0]) if dims and isinstance(dims[0], int) else None
+    return None
 
 
 # --- package.module:factory ----------------------------------------------------------------------
@@ -262,12 +282,17 @@ def _exported_entry(ref: str, shape: list[int] | None, vocab: int | None) -> Use
         import torch
 
         try:
-            module = _check_module(ref, torch.export.load(str(path)).module())
+            program = torch.export.load(str(path))
+            module = _check_module(ref, program.module())
         except (RuntimeError, ValueError, KeyError, OSError) as exc:
             raise SpecError(
                 "model", f"{ref} is not a torch.export archive ({type(exc).__name__}); save one with "
                 "torch.export.save(torch.export.export(model, (example,)), path)"
             ) from None  # fmt: skip
+        if (fixed := _static_batch(program)) is not None:  # every other batch failed a guard, in a 147-line traceback
+            dynamic = "dynamic_shapes=({0: torch.export.Dim('batch')},)"
+            raise SpecError("model", f"{ref} was exported for batch {fixed} only; re-export it with a dynamic batch: "
+                            f"torch.export.export(model, (x,), {dynamic})")  # fmt: skip
         # An exported program is traced in one mode and refuses train()/eval(); the wrapper's eval() reaches it.
         module.train = types.MethodType(lambda self, mode=True: self, module)  # type: ignore[method-assign]
         return module

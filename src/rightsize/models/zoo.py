@@ -82,8 +82,9 @@ def _zoo_model_cls() -> type:
                 if not self.hf:
                     out = self.inner(x)
                     # a user's model may return (logits, aux) or {"logits": ...}: measuring, memory and serving
-                    # all read one tensor (memory and serve raised a traceback on a tuple)
-                    return main_output(out) if isinstance(out, (tuple, list, dict)) else out
+                    # all read one tensor (memory and serve raised a traceback on a tuple, a float or None); an
+                    # FX proxy (static int8 traces this forward) stands for whatever it returns
+                    return out if isinstance(out, (torch.Tensor, torch.fx.Proxy)) else main_output(out)  # type: ignore[return-value]
                 if self.kind == "tokens":
                     out = self.inner(input_ids=x)
                 else:

@@ -403,3 +403,15 @@ def test_a_forward_rightsize_cannot_call_or_read_is_refused_in_one_line(
     with pytest.raises(SpecError, match=r"^model: .*fixed\.pt2 was exported for batch 2 only; re-export it with a "
                        r"dynamic batch"):  # fmt: skip
         resolve_model(str(fixed), [4])
+
+
+def test_a_factory_edited_in_a_running_process_is_imported_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a notebook the first import stayed: the edited factory's new checksum keyed the old model's memory."""
+    src = tmp_path / "livemodels.py"
+    src.write_text("from torch import nn\ndef make():\n    return nn.Linear(4, 3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert resolve_model("livemodels:make", [4]).build()(torch.ones(1, 4)).shape == (1, 3)
+    src.write_text("from torch import nn\ndef make():\n    return nn.Linear(4, 7)\n")  # same size, same second
+    assert resolve_model("livemodels:make", [4]).build()(torch.ones(1, 4)).shape == (1, 7)

@@ -214,6 +214,29 @@ def _static_batch(program: Any) -> int | None:
 # --- package.module:factory ----------------------------------------------------------------------
 
 
+# The checksum of each factory module's file when this process imported it (``models.revision``).
+_IMPORTED_AT: dict[str, int | None] = {}
+
+
+def _import_current(module_name: str, ref: str) -> types.ModuleType:
+    """``module_name`` imported, or imported again when its file changed since this process imported it. Python
+    keeps the first import: in a notebook (the Python API), an edited factory's new checksum keyed the old
+    module's memory estimate, which every later plan then reused."""
+    from rightsize.models.revision import model_revision
+
+    rev = model_revision(ref)
+    module = sys.modules.get(module_name)
+    if module is not None and module_name in _IMPORTED_AT and _IMPORTED_AT[module_name] != rev:
+        # its bytecode cache is keyed by whole seconds and size: a same-size edit within a second would reload it
+        with contextlib.suppress(OSError, TypeError):
+            Path(module.__cached__).unlink()
+        module = importlib.reload(module)
+    else:
+        module = importlib.import_module(module_name)
+    _IMPORTED_AT[module_name] = rev
+    return module
+
+
 def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> UserEntry:
     module_name, _, attr = ref.partition(":")
     if not all(p.isidentifier() for p in module_name.split(".")) or not attr.isidentifier():
@@ -221,7 +244,7 @@ def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> User
                         "a function that returns the torch.nn.Module), e.g. mypkg.models:build")  # fmt: skip
     try:
         with contextlib.redirect_stdout(sys.stderr):  # our stdout is ours (a --json document): its prints go to stderr
-            module = importlib.import_module(module_name)
+            module = _import_current(module_name, ref)
     except ImportError as exc:
         top, cwd = module_name.split(".")[0], Path.cwd()
         here = getattr(exc, "name", None) == top and ((cwd / f"{top}.py").is_file() or (cwd / top).is_dir())

@@ -18,7 +18,6 @@ fetch its config.json once. ONNX graphs run on ONNX Runtime or OpenVINO (``right
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import sys
 import types
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from rightsize.errors import NotFoundError, RightsizeError, SpecError, UnsupportedError, did_you_mean
 from rightsize.inputfile import short
 from rightsize.models.onnx_engine import OrtModule, exported_onnx, onnx_input
+from rightsize.models.user_module import check_module, import_current, static_batch
 from rightsize.models.zoo import ZOO, Family, InputKind, ZooEntry, get_entry
 
 if TYPE_CHECKING:
@@ -164,77 +164,7 @@ def _float_or_tokens(ref: str, shape: list[int] | None, vocab: int | None) -> di
     return {"kind": "features", "user_shape": tuple(shape), "features": shape[0]}
 
 
-def _check_module(ref: str, model: Any) -> nn.Module:
-    from torch import nn as torch_nn
-
-    if not isinstance(model, torch_nn.Module):
-        raise SpecError("model", f"{ref} returned {type(model).__name__}, not a torch.nn.Module; point it at a model")
-    inputs, keyword_only = _required_inputs(model)
-    # every config failed with "forward() missing 1 required positional argument", or memory raised a traceback
-    if len(inputs) > 1:
-        raise SpecError("model", f"{ref}'s forward takes {len(inputs)} inputs ({', '.join(inputs)}); rightsize feeds "
-                        "one batch tensor: wrap it in a module whose forward(x) makes the others")  # fmt: skip
-    if keyword_only:
-        raise SpecError("model", f"{ref}'s forward takes {', '.join(keyword_only)} by keyword only; rightsize passes "
-                        "one batch tensor by position: wrap it in a module whose forward(x) passes it on")  # fmt: skip
-    return model
-
-
-def _required_inputs(model: nn.Module) -> tuple[list[str], list[str]]:
-    """The names of ``model.forward``'s required positional parameters and of its required keyword-only ones (none
-    known: two empty lists)."""
-    import inspect
-
-    schema = getattr(model.forward, "schema", None)  # a loaded TorchScript module: its signature is (*args)
-    if schema is not None:
-        return [a.name for a in schema.arguments if a.name != "self" and not a.has_default_value()], []
-    try:
-        params = inspect.signature(model.forward).parameters.values()
-    except (TypeError, ValueError):  # a builtin without a Python signature
-        return [], []
-    required = [p for p in params if p.default is inspect.Parameter.empty]
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return [p.name for p in required if p.kind in kinds], [
-        p.name for p in required if p.kind is inspect.Parameter.KEYWORD_ONLY
-    ]
-
-
-def _static_batch(program: Any) -> int | None:
-    """The batch size a ``torch.export`` program was traced for when its first input's batch dimension is fixed
-    (exported without ``dynamic_shapes``), else None."""
-    users = set(program.graph_signature.user_inputs)
-    for node in program.graph.nodes:
-        if node.op == "placeholder" and node.name in users:
-            val = node.meta.get("val")
-            dims = getattr(val, "shape", ())
-            return int(dims[0]) if dims and isinstance(dims[0], int) else None
-    return None
-
-
 # --- package.module:factory ----------------------------------------------------------------------
-
-
-# The checksum of each factory module's file when this process imported it (``models.revision``).
-_IMPORTED_AT: dict[str, int | None] = {}
-
-
-def _import_current(module_name: str, ref: str) -> types.ModuleType:
-    """``module_name`` imported, or imported again when its file changed since this process imported it. Python
-    keeps the first import: in a notebook (the Python API), an edited factory's new checksum keyed the old
-    module's memory estimate, which every later plan then reused."""
-    from rightsize.models.revision import model_revision
-
-    rev = model_revision(ref)
-    module = sys.modules.get(module_name)
-    if module is not None and module_name in _IMPORTED_AT and _IMPORTED_AT[module_name] != rev:
-        # its bytecode cache is keyed by whole seconds and size: a same-size edit within a second would reload it
-        with contextlib.suppress(OSError, TypeError):
-            Path(module.__cached__).unlink()
-        module = importlib.reload(module)
-    else:
-        module = importlib.import_module(module_name)
-    _IMPORTED_AT[module_name] = rev
-    return module
 
 
 def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> UserEntry:
@@ -244,7 +174,7 @@ def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> User
                         "a function that returns the torch.nn.Module), e.g. mypkg.models:build")  # fmt: skip
     try:
         with contextlib.redirect_stdout(sys.stderr):  # our stdout is ours (a --json document): its prints go to stderr
-            module = _import_current(module_name, ref)
+            module = import_current(module_name, ref)
     except ImportError as exc:
         top, cwd = module_name.split(".")[0], Path.cwd()
         here = getattr(exc, "name", None) == top and ((cwd / f"{top}.py").is_file() or (cwd / top).is_dir())
@@ -268,7 +198,7 @@ def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> User
         except Exception as exc:  # its own failure, before any input: not the input's (memory blamed --seq)
             raise SpecError("model", f"{ref}() raised {type(exc).__name__}: {short(str(exc))}; fix that "
                             "factory") from None  # fmt: skip
-        return _check_module(f"{ref}()", model)
+        return check_module(f"{ref}()", model)
 
     return UserEntry(ref, "user", description=f"user model {ref}", builder=build, hf=False,
                      **_float_or_tokens(ref, shape, vocab))  # fmt: skip
@@ -284,7 +214,7 @@ def _torchscript_entry(ref: str, shape: list[int] | None, vocab: int | None) -> 
         import torch
 
         try:
-            return _check_module(ref, torch.jit.load(str(path), map_location="cpu"))
+            return check_module(ref, torch.jit.load(str(path), map_location="cpu"))
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()[0].split(". ")[0][:120] if str(exc).strip() else type(exc).__name__
             raise SpecError(
@@ -306,13 +236,13 @@ def _exported_entry(ref: str, shape: list[int] | None, vocab: int | None) -> Use
 
         try:
             program = torch.export.load(str(path))
-            module = _check_module(ref, program.module())
+            module = check_module(ref, program.module())
         except (RuntimeError, ValueError, KeyError, OSError) as exc:
             raise SpecError(
                 "model", f"{ref} is not a torch.export archive ({type(exc).__name__}); save one with "
                 "torch.export.save(torch.export.export(model, (example,)), path)"
             ) from None  # fmt: skip
-        if (fixed := _static_batch(program)) is not None:  # every other batch failed a guard, in a 147-line traceback
+        if (fixed := static_batch(program)) is not None:  # every other batch failed a guard, in a 147-line traceback
             dynamic = "dynamic_shapes=({0: torch.export.Dim('batch')},)"
             raise SpecError("model", f"{ref} was exported for batch {fixed} only; re-export it with a dynamic batch: "
                             f"torch.export.export(model, (x,), {dynamic})")  # fmt: skip

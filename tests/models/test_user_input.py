@@ -54,3 +54,13 @@ def test_a_hugging_face_configs_input_kind_is_checked_too() -> None:
     with pytest.raises(SpecError, match=r"^--seq: hf:vit takes image input, set by --image: drop --seq"):
         user_input_options("hf:vit", None, None, seq=12)
     assert user_input_options("hf:not-a-type", None, None, seq=12) == (None, None)  # the build says what is wrong
+
+
+def test_an_engine_prefix_reads_through_to_the_model_underneath() -> None:
+    """`memory ort:mm:make --seq 64` read the spec's words ("input.shape: required ..."), not "drop --seq"."""
+    with pytest.raises(SpecError, match=r"^--seq: ort:mm:make takes the input --shape gives it"):
+        user_input_options("ort:mm:make", "32", None, seq=64)
+    with pytest.raises(SpecError, match=r"^--shape: required for ov:mm:make"):
+        user_input_options("ov:mm:make", None, None)
+    assert user_input_options("ort:distilbert", None, None, seq=64) == (None, None)
+    assert user_input_options("ort:m.onnx", None, None, seq=64) == (None, None)

@@ -40,7 +40,9 @@ def user_input_options(
     # a name neither in the zoo nor a user's reference: resolving it says so (this blamed --shape for a typo)
     if given and (ref.startswith("hf:") or config_dir(ref) is not None or ref in ZOO):
         raise SpecError(given[0], f"sets a user model's input; {ref!r} takes --seq or --image instead: drop it")
-    reads_its_input = ref.startswith(("hf:", ORT_PREFIX, OV_PREFIX)) or ref.endswith(".onnx") or config_dir(ref)
+    # on ONNX Runtime / OpenVINO, the model underneath decides (`ort:mm:make` is a factory: --shape, not --seq)
+    inner = ref.partition(":")[2] if ref.startswith((ORT_PREFIX, OV_PREFIX)) else ref
+    reads_its_input = inner.startswith("hf:") or inner.endswith(".onnx") or config_dir(inner) or inner in ZOO
     for option, value in (("--seq", seq), ("--image", image)):
         if value is not None and is_user_ref(ref) and not reads_its_input:
             raise SpecError(option, f"{ref} takes the input --shape gives it (and --vocab for token ids): drop "

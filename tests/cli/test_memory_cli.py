@@ -175,3 +175,24 @@ def test_gpu_tiers_on_a_cpu_estimate_and_a_validation_past_the_ram_are_refused(
     monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(available=1000, total=2**34))
     rc, out, err = run_cli(["memory", "simplenet", "--tiny", "--device", "cpu", "--validate"], capsys)
     assert rc == 2 and "error: --validate: the estimate, " in err and "of RAM available here" in err
+
+
+def test_a_torchscript_estimate_runs_bf16_and_refuses_int8_as_bench_does(
+    tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`memory m.pt --precision bf16` and `int8` both read "cannot run this input (... TorchScript interpreter)":
+    the loaded file kept its fp32 weights beside a bf16 input; int8 is refused by bench, serve and plan."""
+    from pathlib import Path
+
+    import torch
+    from cli_kit import run_cli
+
+    path = Path(str(tmp_path)) / "m.pt"
+    torch.jit.script(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))).save(
+        str(path)
+    )
+    rc, out, err = run_cli(["memory", str(path), "--shape", "8", "--precision", "bf16", "--json"], capsys)
+    assert rc == 0, err
+    assert json.loads(out)["total_bytes"] > 0
+    rc, out, err = run_cli(["memory", str(path), "--shape", "8", "--precision", "int8"], capsys)
+    assert (rc, out) == (2, "") and err.startswith("error: --precision: int8 quantized nothing in this model")

@@ -54,6 +54,7 @@ def memory(
     from rightsize.estimate.memory_estimate import estimate_memory
     from rightsize.estimate.memory_tiers import parse_tiers
     from rightsize.models.user_input import user_input_options
+    from rightsize.workflows.precisions import int8_unquantizable
 
     mode = {"training": "train", "inference": "infer"}.get(mode, mode)  # the spec's words for the same modes
     if mode == "infer" and (optimizer is not None or fused):  # an inference estimate holds no optimizer state
@@ -61,6 +62,9 @@ def memory(
                         "train or drop it")  # fmt: skip
     optimizer = optimizer or "adamw"
     dims, vocab = user_input_options(model, shape, vocab, seq, image)
+    if precision == "int8" and (why := int8_unquantizable(model)) is not None:  # as bench, serve and plan refuse it
+        raise SpecError("--precision", f"{why}; use fp32 or bf16, or export it to ONNX (a .onnx runs int8 on ONNX "
+                        "Runtime)")  # fmt: skip
     kwargs: dict[str, Any] = {
         "mode": mode, "precision": precision, "batch_size": batch, "seq_len": seq, "image_size": image,
         "optimizer": optimizer, "fused": fused, "tiny": tiny, "shape": dims, "vocab": vocab,

@@ -342,6 +342,8 @@ def _trace(
     tensors = FakeTensorMode() if fake else contextlib.nullcontext()
     with tensors, _default_dtype(model_dtype), _attention_for(target):
         model = entry.build(tiny)
+        if mode == "infer" and not fake:  # a loaded TorchScript or torch.export file (traced for real) keeps its
+            model = model.to(model_dtype)  # saved dtype: a bf16 input failed in the TorchScript interpreter
         stats = _model_stats(model)
         x, y = _fake_inputs(entry, batch_size, seq_len, image_size, tiny)
         inner_cfg = getattr(getattr(model, "inner", None), "config", None)

@@ -13,16 +13,25 @@ if TYPE_CHECKING:
     from rightsize.spec import Workload
 
 
+def int8_unquantizable(model: str) -> str | None:
+    """Why ``model``'s format cannot run int8 in PyTorch here (a TorchScript or torch.export file), or None."""
+    from rightsize.measure.config import INT8_NOTHING_QUANTIZED
+    from rightsize.models.byo import TORCHSCRIPT_SUFFIXES
+
+    if not model.startswith(("ort:", "ov:")) and model.endswith((*TORCHSCRIPT_SUFFIXES, ".pt2")):
+        return f"{INT8_NOTHING_QUANTIZED}: a TorchScript or torch.export file shows no torch.nn.Linear layers to swap"
+    return None
+
+
 def no_int8(model: str, profile: Profile) -> str | None:
     """Why ``model`` cannot run int8, or None. PyTorch's int8 here swaps nn.Linear layers for quantized ones, and a
     TorchScript or torch.export file exposes none (its layers are script or graph modules); an int8 config measured
     here that quantized nothing says the same of any model. The projection had planned such a model at int8 from
     its fp32 timings, a precision ``rightsize serve`` cannot run."""
     from rightsize.measure.config import INT8_NOTHING_QUANTIZED
-    from rightsize.models.byo import TORCHSCRIPT_SUFFIXES
 
-    if not model.startswith(("ort:", "ov:")) and model.endswith((*TORCHSCRIPT_SUFFIXES, ".pt2")):
-        return f"{INT8_NOTHING_QUANTIZED}: a TorchScript or torch.export file shows no torch.nn.Linear layers to swap"
+    if (why := int8_unquantizable(model)) is not None:
+        return why
     for m in profile.measurements:
         if m.precision == "int8" and INT8_NOTHING_QUANTIZED in (m.reason or ""):
             return f"{INT8_NOTHING_QUANTIZED} (measured here: no torch.nn.Linear layers)"

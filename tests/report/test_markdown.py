@@ -116,3 +116,15 @@ def test_a_spot_job_shorter_than_its_checkpoint_interval_reads_none_needed() -> 
     assert checkpoint_every({"checkpoint_interval_min": 1859.0}, 0.25) == "none needed (longer than the job)"
     assert checkpoint_every({"checkpoint_interval_min": 15.5}, 4.88) == "15.5 min"
     assert checkpoint_every({"checkpoint_interval_min": 15.5}, None) == "15.5 min"
+
+
+def test_a_mixed_runs_cost_per_hour_is_labelled_its_average() -> None:
+    """The plan says "$/h averaged over the run" for a mixed spot/on-demand row; the report printed it as a price."""
+    from rightsize.report.html import _stats
+    from rightsize.report.markdown import _headline
+
+    row = {"cost_usd_total": 3.07, "cost_usd_per_hour": 14.36, "runtime_hours": 0.21, "purchase": "mixed",
+           "device": "A100", "precision": "fp32", "instance": "p4d.24xlarge", "count": 1}  # fmt: skip
+    assert "$14.36/h averaged over the run" in _headline(row, "training")
+    assert ("cost per hour (run average)", "$14.36") in _stats(row, "training")
+    assert "averaged" not in _headline({**row, "purchase": "spot"}, "training")

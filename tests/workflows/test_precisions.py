@@ -99,6 +99,7 @@ def test_a_listed_precision_kept_at_a_price_tie_names_the_faster_unlisted_one() 
     (note,) = faster_unlisted(result, ["fp32"])
     assert note.startswith("nc4 runs fp16 at the same price, the SLO percentile in 37 ms against 61 ms at fp32")
     assert faster_unlisted(result, ["fp32", "fp16"]) == []  # listed: the ranking already weighed it
+    assert faster_unlisted(result, ["bf16"]) == []  # the pick itself unlisted: "the spec lists it" would be false
     near = replace(result, candidates=[rec, at("fp16", 56.0)])  # within the simulation's noise: no claim
     assert faster_unlisted(near, ["fp32"]) == []
     dearer = replace(result, candidates=[rec, replace(fp16, cost_usd_per_hour=0.6)])

@@ -109,8 +109,8 @@ def rank(cands: Sequence[Candidate], kind: PlanKind, listed: Collection[str] = (
 
     def speed(c: Candidate) -> float:
         """Faster breaks a tie only beyond the simulation's noise: fp32 (72 ms) and int8 (77 ms) on one
-        c7a.large swapped places with --seed, each the recommendation on some seeds. Within it the order is the
-        candidates' own (the spec's precisions, then the catalog's), which no draw moves."""
+        c7a.large swapped places with --seed, each the recommendation on some seeds. Within it the keys after
+        decide (fewer machines, the instance's name), then the candidates' own order: none moves with a draw."""
         t = speed_of(c, kind)
         return 0.0 if t <= fastest[(c.feasible, _cost(c, kind))] * (1 + SPEED_NOISE) else t
 

@@ -110,7 +110,11 @@ def _stats(c: Mapping[str, Any], kind: str) -> list[tuple[str, str]]:
     rows = [
         ("total cost", usd(c.get("cost_usd_total"))),
         ("time to train" if kind == "training" else "run time", hours(c.get("runtime_hours"))),
-        ("cost per hour", usd(c.get("cost_usd_per_hour"))),
+        # a mixed run's $/h is its average: spot hours, then on-demand ones
+        (
+            "cost per hour (run average)" if c.get("purchase") == "mixed" else "cost per hour",
+            usd(c.get("cost_usd_per_hour")),
+        ),
     ]
     spot = c.get("spot") or {}
     if spot:

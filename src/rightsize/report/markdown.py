@@ -33,7 +33,8 @@ def _headline(c: Mapping[str, Any], kind: str) -> str:
         )
     else:
         total, per_h = usd(c.get("cost_usd_total")), usd(c.get("cost_usd_per_hour"))
-        nums = f"{total} total, {hours(c.get('runtime_hours'))}, {per_h}/h"
+        averaged = " averaged over the run" if c.get("purchase") == "mixed" else ""  # spot hours, then on-demand
+        nums = f"{total} total, {hours(c.get('runtime_hours'))}, {per_h}/h{averaged}"
     what = ", ".join(str(v) for v in (c.get("device"), c.get("precision"), c.get("purchase")) if v)
     return f"**{md(candidate_label(c))}** ({md(what)}; {md(c.get('provenance', '?'))}) — {md(nums)}"
 

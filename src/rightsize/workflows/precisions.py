@@ -60,7 +60,7 @@ def faster_unlisted(result: PlanResult, listed: Sequence[str]) -> list[str]:
     from rightsize.units import format_hours
 
     rec = result.recommendation
-    if rec is None or result.kind == "rules":
+    if rec is None or result.kind == "rules" or rec.precision not in listed:  # unlisted: another note says so
         return []
     mine = speed_of(rec, result.kind)
     same = [c for c in result.candidates if c.feasible and c.precision not in listed and c.precision != "tf32"

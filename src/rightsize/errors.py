@@ -66,11 +66,19 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     return f" Did you mean '{close[0]}'?" if close else ""
 
 
-def input_refused(model: str, seq_len: int | None, image_size: int | None, exc: BaseException) -> BaseException:
+def input_refused(
+    model: str, seq_len: int | None, image_size: int | None, exc: BaseException, shape: tuple[int, ...] | None = None
+) -> BaseException:
     """The one-line error for a model that cannot run the requested input (a sequence past its position table, an
-    image too small for its strides); anything else is a bug and keeps its traceback."""
+    image too small for its strides, a user model's ``shape`` its forward does not take); anything else is a bug
+    and keeps its traceback."""
     if not isinstance(exc, (RuntimeError, ValueError, IndexError)):
         return exc
+    if shape is not None:  # a factory, TorchScript or .pt2 model: its input is the shape given, not --seq/--image
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        return SpecError("input.shape", f"{model} cannot run samples of shape {list(shape)} ({type(exc).__name__}: "
+                         f"{first}); give the per-sample shape its forward takes (--shape, or input.shape in a spec; "
+                         "--vocab / input.vocab_size for token ids)")  # fmt: skip
     field, what = ("seq", f"{seq_len} tokens") if seq_len else ("image", f"{image_size} px") if image_size else (
         "input", "this input")  # fmt: skip
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]

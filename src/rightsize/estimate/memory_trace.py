@@ -314,7 +314,10 @@ def trace_memory(
         try:
             stats, result = _trace(entry, mode, batch_size, seq_len, image_size, compute, amp, "cpu", tiny, fake=False)
         except (RuntimeError, ValueError, IndexError) as real:
-            raise input_refused(entry.name, seq_len, image_size, real) from None
+            # a model whose input is the shape given (not --seq/--image) is told about its shape
+            shape = entry.sample_shape(seq_len, image_size, tiny) if getattr(entry, "fmt", None) in (
+                "factory", "torchscript", "export") else None  # fmt: skip
+            raise input_refused(entry.name, seq_len, image_size, real, shape) from None
         notes = (f"traced with real tensors on this CPU (FakeTensorMode could not run it: {type(exc).__name__})",)
     finally:
         fake_log.removeFilter(quiet)

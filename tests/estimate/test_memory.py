@@ -368,3 +368,14 @@ def test_inference_advice_offers_half_precision_and_never_gradient_accumulation(
     assert "fp16" in advice and advice["fp16"].detail.startswith("half precision: --precision fp16")
     assert advice["fp16"].total_bytes < 0.6 * total  # weights and activations halve
     assert "gradient" not in advice["batch"].detail and "more, smaller batches" in advice["batch"].detail
+
+
+def test_the_fused_attention_note_comes_only_with_attention() -> None:
+    """`memory` of a pure MLP printed "fused attention assumed (FlashAttention ...)": it has no attention."""
+    from rightsize.estimate.memory_trace import trace_memory
+    from rightsize.models.zoo import get_entry
+
+    notes = {name: trace_memory(get_entry(name), mode="infer", batch_size=2, target="cuda", tiny=True)[1].notes
+             for name in ("distilbert", "resnet50")}  # fmt: skip
+    assert any("fused attention assumed" in n for n in notes["distilbert"])
+    assert not any("fused attention" in n for n in notes["resnet50"])

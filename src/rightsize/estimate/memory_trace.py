@@ -130,9 +130,15 @@ def _fused_attention_fn() -> Any:
             return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
     def sdpa(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        sdpa.calls += 1  # type: ignore[attr-defined]
         return _FusedAttention.apply(query, key, value)
 
+    sdpa.calls = 0  # type: ignore[attr-defined]  # the estimate names its fused-attention assumption only if used
     return sdpa
+
+
+# Calls the last trace made to scaled_dot_product_attention (read after it: one trace at a time per process).
+_ATTENTION_CALLS = [0]
 
 
 @contextlib.contextmanager
@@ -141,10 +147,12 @@ def _attention_for(target: Target) -> Iterator[None]:
 
     original = F.scaled_dot_product_attention
     if target == "cuda":
-        F.scaled_dot_product_attention = _fused_attention_fn()
+        F.scaled_dot_product_attention = fused = _fused_attention_fn()
+        fused.calls = 0  # the stand-in is built once per process: count this trace's calls only
     try:
         yield
     finally:
+        _ATTENTION_CALLS[0] = getattr(F.scaled_dot_product_attention, "calls", 0)
         F.scaled_dot_product_attention = original
 
 
@@ -321,7 +329,7 @@ def trace_memory(
         notes = (f"traced with real tensors on this CPU (FakeTensorMode could not run it: {type(exc).__name__})",)
     finally:
         fake_log.removeFilter(quiet)
-    if target == "cuda":
+    if target == "cuda" and _ATTENTION_CALLS[0]:  # an MLP or a CNN has no attention to assume anything of
         notes += ("fused attention assumed (FlashAttention / memory-efficient SDPA)",)
     return stats, TraceResult(**result, elapsed_s=time.perf_counter() - t0, notes=notes)
 

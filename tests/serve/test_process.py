@@ -80,3 +80,32 @@ def test_lane_flags_are_checked() -> None:
                        (["a=1x2", "b=1x1"], "3 threads"), (["a=1x1:fp64"], "precision must be")):  # fmt: skip
         with pytest.raises(SpecError, match=match):
             parse_lanes(bad, 2)
+
+
+@pytest.mark.slow  # starts a server process (~3 s)
+@pytest.mark.parametrize(("sig", "rc"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_stopped_server_says_so_without_a_traceback(sig: str, rc: int) -> None:
+    """uvicorn re-raised the signal inside the event loop: SIGTERM logged starlette's CancelledError traceback, and
+    Ctrl-C ended silently."""
+    import json
+    import signal
+
+    cmd = [sys.executable, "-m", "rightsize", "serve", "simplenet", "--tiny", "--port", "0", "--json"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        text = ""
+        while True:  # the ready document (indented JSON): the server is up
+            text += proc.stdout.readline()
+            try:
+                ready = json.loads(text)
+                break
+            except json.JSONDecodeError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert httpx.get(f"{ready['url']}/v1/info").status_code == 200
+        proc.send_signal(getattr(signal, sig))
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == rc and "Traceback" not in err, err
+    assert "stopped: requests in flight were answered" in err

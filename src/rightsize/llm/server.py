@@ -45,7 +45,15 @@ from rightsize.llm.engine import Engine, EngineConfig, EngineStopped, GenStats, 
 from rightsize.llm.protocol import Reject, event, final_event, parse_request
 from rightsize.serve.endpoint import bearer_ok
 from rightsize.serve.metrics import Histogram
-from rightsize.serve.server import bind_socket, raise_start_error, run_blocking, run_in_thread, url_of, uvicorn_config
+from rightsize.serve.server import (
+    QuietStopServer,
+    bind_socket,
+    raise_start_error,
+    run_blocking,
+    run_in_thread,
+    url_of,
+    uvicorn_config,
+)
 from rightsize.wire import dumps
 
 __all__ = ["GenerateService", "create_generate_app", "running_generate_server", "serve_generate"]
@@ -331,7 +339,7 @@ def _build(cfg: EngineConfig, host: str, port: int, on_ready: Callable[[dict[str
     svc = GenerateService(cfg, on_ready)
     config = uvicorn_config(create_generate_app(svc, token), host, port, log_level,
                             read_timeout_s=10.0, max_connections=1024, graceful_s=5)  # fmt: skip
-    return uvicorn.Server(config), svc
+    return QuietStopServer(config), svc
 
 
 def _check(svc: GenerateService) -> Callable[[], None]:

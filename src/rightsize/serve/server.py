@@ -13,7 +13,9 @@ import contextlib
 import errno
 import importlib.util
 import logging
+import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,7 +32,27 @@ from rightsize.serve.guard import HostCheck, protocol_class
 from rightsize.serve.service import Service
 
 
-class _DrainingServer(uvicorn.Server):
+class QuietStopServer(uvicorn.Server):
+    """uvicorn.Server whose stop on SIGINT/SIGTERM ends without a traceback.
+
+    uvicorn re-raises the signal it caught once it has shut down, still inside the event loop: the asyncio runner
+    then raised KeyboardInterrupt beside starlette's lifespan task, which logged a CancelledError traceback on every
+    Ctrl-C of `rightsize serve`. The signal is kept in ``stopped_by`` instead, and ``run_blocking`` raises it once
+    the loop has ended (Ctrl-C: "interrupted", exit 130; SIGTERM: 143)."""
+
+    stopped_by: list[int]
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                self.stopped_by = list(self._captured_signals)
+                self._captured_signals.clear()
+
+
+class _DrainingServer(QuietStopServer):
     """uvicorn.Server that starts draining the batch queues the moment shutdown begins."""
 
     def __init__(self, config: uvicorn.Config, service: Service) -> None:
@@ -135,6 +157,10 @@ def run_blocking(server: uvicorn.Server, sock: socket.socket, check: Callable[[]
     finally:
         sock.close()
     check()
+    stopped = getattr(server, "stopped_by", [])
+    if stopped:  # outside the event loop now (QuietStopServer): the default handler, or rightsize's SIGTERM one
+        print("stopped: requests in flight were answered", file=sys.stderr)
+        signal.raise_signal(stopped[-1])
 
 
 @contextlib.contextmanager

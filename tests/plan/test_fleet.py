@@ -258,3 +258,16 @@ def test_a_mix_refused_by_its_budget_says_budget_not_slo() -> None:
     assert plan.choice == "none"
     assert plan.notes[-1].startswith("nothing meets the SLO within the $0.5/h budget: the cheapest single pool costs "
                                      "$0.53/h")  # fmt: skip
+
+
+def test_a_multi_gpu_instance_in_a_mix_serves_with_every_gpu() -> None:
+    """One replica needed on an 8-GPU instance, spot: the row read "9 on 2" (1 serving + an 8-GPU spare), where every
+    instance bought serves, as the online planner fills them: 16 on 2."""
+    from rightsize.plan.fleet import plan_mixed_single
+
+    eight = instance("p.8x", 20.4, vcpus=96, ram_gib=1152, acc="A100-80GB", count=8, spot=10.2)
+    options = pair_options([eight], [gpu_curve("A100-80GB", 3.0, 0.1)], ACCELERATORS)  # type: ignore[arg-type]
+    mix = [{"samples": 1, "share": 0.95}, {"samples": 32, "share": 0.05}]
+    for buy, replicas, count in ((("on_demand",), 8, 1), (("spot",), 16, 2)):
+        (row,) = [c for c in plan_mixed_single(options, _target(20, 250, request_mix=mix), buy) if c.feasible]
+        assert (row.replicas, row.count) == (replicas, count)

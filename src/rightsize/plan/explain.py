@@ -92,9 +92,8 @@ def _instances_needed(c: Candidate) -> float:
 
 def rank(cands: Sequence[Candidate], kind: PlanKind, listed: Collection[str] = ()) -> list[Candidate]:
     """Feasible first by cost (then a verified price, a precision the spec lists (``listed``), the narrower band,
-    anchored on its own precision rather than extrapolated, faster beyond the simulation's noise, fewer
-    machines); infeasible after (a job's
-    rows that miss only a target before those no target setting buys).
+    anchored on its own precision rather than extrapolated, faster beyond the simulation's noise, fewer machines);
+    infeasible after (a job's rows that miss only a target before those no target setting buys).
 
     At the same price the better-known plan wins: the image example once recommended int8 MobileNetV2,
     extrapolated from fp32 and 0.4 ms faster at the band's slow edge, over the fp32 this machine measured; and a
@@ -107,11 +106,8 @@ def rank(cands: Sequence[Candidate], kind: PlanKind, listed: Collection[str] = (
         key = (c.feasible, _cost(c, kind))
         fastest[key] = min(fastest.get(key, math.inf), speed_of(c, kind))
 
-    def speed(c: Candidate) -> float:
-        """Faster breaks a tie only beyond the simulation's noise: fp32 (72 ms) and int8 (77 ms) on one
-        c7a.large swapped places with --seed, each the recommendation on some seeds. Within it the keys after
-        decide (fewer machines, the instance's name), then the candidates' own order: none moves with a draw."""
-        t = speed_of(c, kind)
+    def speed(c: Candidate) -> float:  # fp32 (72 ms) and int8 (77 ms) on one c7a.large had swapped with --seed;
+        t = speed_of(c, kind)  # within the noise the keys after decide (machines, name), none moved by a draw
         return 0.0 if t <= fastest[(c.feasible, _cost(c, kind))] * (1 + SPEED_NOISE) else t
 
     return sorted(

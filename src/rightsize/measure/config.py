@@ -21,7 +21,7 @@ SUPPORTED: dict[str, dict[str, set[str]]] = {
 }
 
 # The failure an int8 config records when dynamic quantization found no nn.Linear to swap (measure.precision): the
-# model cannot run int8 here, so no plan projects it (workflows.plan).
+# model cannot run int8 here, so no plan projects it (workflows.precisions).
 INT8_NOTHING_QUANTIZED = "int8 quantized nothing in this model"
 
 
@@ -85,17 +85,21 @@ def input_of(workload: Workload, family_kind: str) -> dict[str, int]:
         inp["seq_len"] = workload.input.seq_len
     elif family_kind == "image":
         inp["image_size"] = workload.input.image_size
+    return inp | user_model_fields(workload)
+
+
+def user_model_fields(workload: Workload) -> dict[str, int]:
+    """What defines a user's model beyond its sizes: ``dim0``, ``dim1``, ... of ``input.shape``, ``vocab`` and the
+    ``rev`` checksum of its file; empty for a zoo model. The key of its measurements (``input_of``) and of the trace
+    and memory caches (``workflows.plan``)."""
     if not is_user_ref(workload.model):
-        return inp
-    for i, d in enumerate(workload.input.shape or ()):
-        inp[f"dim{i}"] = d
-    vocab = workload.input.token_vocab()
-    if vocab is not None:
-        inp["vocab"] = vocab
-    rev = model_revision(workload.model)
-    if rev is not None:
-        inp["rev"] = rev
-    return inp
+        return {}
+    out = {f"dim{i}": d for i, d in enumerate(workload.input.shape or ())}
+    if (vocab := workload.input.token_vocab()) is not None:
+        out["vocab"] = vocab
+    if (rev := model_revision(workload.model)) is not None:
+        out["rev"] = rev
+    return out
 
 
 def fit_threads(workload: Workload, cores: int | None = None) -> tuple[Workload, list[str]]:

@@ -157,16 +157,11 @@ def _estimate(
 
 
 def _user_model_key(workload: Workload) -> str:
-    """The part of a cache key a user's model adds: its input (shape, token vocabulary) and the checksum of its file
-    (``models.revision``), so a changed input or an edited model is traced again, not read from the old one's."""
-    from rightsize.models.revision import model_revision
+    """The part of a cache key a user's model adds (``measure.config.user_model_fields``: its input's shape and
+    vocabulary, its file's checksum), so a changed input or an edited model is traced again."""
+    from rightsize.measure.config import user_model_fields
 
-    key = ""
-    if workload.input.shape or workload.input.dtype != "float32":
-        key += f"|shape={workload.input.shape}|vocab={workload.input.token_vocab()}"
-    if (rev := model_revision(workload.model)) is not None:
-        key += f"|rev={rev}"
-    return key
+    return "".join(f"|{k}={v}" for k, v in user_model_fields(workload).items())
 
 
 def work_profile(workload: Workload, store: Store) -> WorkProfile | None:

@@ -180,3 +180,15 @@ def test_write_whole_keeps_the_old_file_when_the_write_fails(tmp_path: Path) -> 
     fresh = tmp_path / "fresh.json"
     write_whole(fresh, "x", "--export")
     assert fresh.stat().st_mode & 0o777 == 0o666 & ~_umask()  # as open() would make it, not mkstemp's 0600
+
+
+def test_an_alias_inside_its_own_anchor_is_refused_not_recursed_into() -> None:
+    """`a: &a [*a]` is one alias at depth 1, under both limits: PyYAML built a list holding itself, and the spec's key
+    check recursed until RecursionError, a 53-line traceback, exit 1."""
+    from rightsize.inputfile import load_yaml
+
+    inside = r"^s\.yaml: an alias \(\*[ab]\) refers to the value it is inside \(line 1\)"
+    for text in ("a: &a [*a]\n", "x: &b {y: {z: *b}}\n"):
+        with pytest.raises(SpecError, match=inside):
+            load_yaml(text, "s.yaml")
+    assert load_yaml("base: &b [1, 2]\nother: *b\n", "s.yaml") == {"base": [1, 2], "other": [1, 2]}

@@ -95,18 +95,25 @@ def _check_shape(text: str, source: str) -> None:
     """Refuse nesting deeper than MAX_DEPTH and more than MAX_ALIASES aliases, from the event stream
     (before anything is composed, so neither recursion nor expansion can run away)."""
     depth = aliases = 0
+    open_anchors: list[str | None] = []  # the anchors of the collections being read, outermost first
     for event in yaml.parse(text, Loader=_Loader):
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
+            open_anchors.append(event.anchor)
             if depth > MAX_DEPTH:
                 line = event.start_mark.line + 1 if event.start_mark else 0
                 raise SpecError(source, f"nests deeper than {MAX_DEPTH} levels (line {line}); flatten it")
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
+            open_anchors.pop()
         elif isinstance(event, yaml.AliasEvent):
             aliases += 1
             if aliases > MAX_ALIASES:
                 raise SpecError(source, f"uses more than {MAX_ALIASES} YAML aliases (*name); write the values out")
+            if event.anchor in open_anchors:  # `a: &a [*a]`: a value holding itself sent every reader into recursion
+                line = event.start_mark.line + 1 if event.start_mark else 0
+                raise SpecError(source, f"an alias (*{event.anchor}) refers to the value it is inside (line "
+                                f"{line}); write the values out")  # fmt: skip
 
 
 def load_yaml(text: str, source: str) -> Any:

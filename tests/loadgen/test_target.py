@@ -67,3 +67,38 @@ def test_parse_header() -> None:
     for bad in ("novalue", ": x", "A B: c"):
         with pytest.raises(SpecError, match="--header"):
             parse_header(bad)
+
+
+@pytest.mark.parametrize("length", ["99999999999999999999", "1000000000000"])
+def test_a_hostile_content_length_on_v1_info_reads_as_no_info(length: str) -> None:
+    """`loadtest` against a server answering /v1/info with Content-Length 10^20 raised OverflowError (10^12:
+    MemoryError, after asking for a terabyte): a 54-line traceback, exit 1."""
+    import socket
+    import threading
+
+    from rightsize.loadgen.target import server_info
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+
+    def answer() -> None:
+        conn, _ = srv.accept()
+        conn.recv(65536)
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {length}\r\n\r\nabc".encode())
+        conn.close()
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        assert server_info(f"http://127.0.0.1:{srv.getsockname()[1]}", timeout_s=5.0) is None
+    finally:
+        thread.join(5)
+        srv.close()
+
+
+def test_a_url_with_neither_scheme_nor_port_is_bad_input() -> None:
+    """`loadtest notaurl` dialled notaurl:80 and failed as a connection error (exit 1), not as the URL (exit 2)."""
+    with pytest.raises(SpecError, match=r"^URL: 'notaurl' has neither http:// nor a :port"):
+        Target.from_url("notaurl")
+    assert Target.from_url("127.0.0.1:8123").port == 8123 and Target.from_url("http://h/v1/x").port == 80

@@ -61,6 +61,8 @@ def split_http_url(url: str, example: str) -> tuple[SplitResult, str, int]:
     if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):  # urlsplit drops CR/LF/tab silently
         raise SpecError("URL", f"{short(url)} holds whitespace or a control character (a line break would end the "
                         f"request line); percent-encode it, e.g. %20; expected e.g. {example}")  # fmt: skip
+    if "://" not in url and ":" not in url.partition("/")[0]:  # "notaurl" had been dialled as host notaurl:80
+        raise SpecError("URL", f"{short(url)} has neither http:// nor a :port; expected e.g. {example}")
     try:
         parts = urlsplit(url if "://" in url else f"http://{url}")
         port = parts.port or 80
@@ -73,6 +75,9 @@ def split_http_url(url: str, example: str) -> tuple[SplitResult, str, int]:
     return parts, parts.hostname, port
 
 
+_INFO_MAX_BYTES = 1 << 20  # a rightsize server's /v1/info is a few hundred bytes
+
+
 def server_info(url: str, token: str | None = None, timeout_s: float = 5.0) -> dict[str, Any] | None:
     """``GET /v1/info`` of a rightsize server (sample shape, dtype, max batch), or None if it has none."""
     parts = urlsplit(url if "://" in url else f"http://{url}")
@@ -82,12 +87,15 @@ def server_info(url: str, token: str | None = None, timeout_s: float = 5.0) -> d
     try:
         conn.request("GET", "/v1/info", headers={"Authorization": f"Bearer {token}"} if token else {})
         resp = conn.getresponse()
-        data = resp.read()
         if resp.status != 200:
+            return None
+        # a capped read: a hostile Content-Length (10^20) overflowed read() and 10^12 asked it for a terabyte
+        data = resp.read(_INFO_MAX_BYTES + 1)
+        if len(data) > _INFO_MAX_BYTES:
             return None
         info = json.loads(data)
         return info if isinstance(info, dict) else None
-    except (OSError, ValueError, http.client.HTTPException):
+    except (OSError, ValueError, OverflowError, MemoryError, http.client.HTTPException):
         return None
     finally:
         conn.close()

@@ -179,3 +179,13 @@ def test_a_relative_model_path_is_found_next_to_the_spec(tmp_path: Path, monkeyp
     for ref in ("model.onnx", "distilbert", "mypkg.mod:build", "hf:gpt2", "hf:./missing"):
         (spec_dir / "s.yaml").write_text(f"model: '{ref}'\n")
         assert load_spec(spec_dir / "s.yaml").model == ref
+
+
+def test_an_empty_list_and_a_count_too_large_to_read_say_what_to_write() -> None:
+    """`batch_sizes: []` read "List should have at least 1 item after validation, not 0" and `request_samples: 1e308`
+    "exceeded maximum size": neither said what to write instead."""
+    with pytest.raises(SpecError, match=r"^batch_sizes: .*; list at least one value, or drop the field for its"):
+        parse_spec({"model": "distilbert", "batch_sizes": []})
+    online = {"rate_per_s": 5, "latency": {"percentile": 95, "bound_ms": 80}, "request_samples": 1e308}
+    with pytest.raises(SpecError, match=r"^targets\.online\.request_samples: .*; write a whole number within the"):
+        parse_spec({"model": "distilbert", "targets": {"online": online}})

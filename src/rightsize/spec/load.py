@@ -71,7 +71,11 @@ def _fix(error: Any) -> str:
         bound = ctx.get(key)
         shown = f"{bound:g}" if isinstance(bound, (int, float)) else str(bound)
         return f"; set it to a number {words.format(shown)}" if key in ctx else ""
-    if kind in ("int_parsing_size", "int_from_float", "int_parsing", "int_type"):
+    if kind == "too_short":  # `batch_sizes: []` read "List should have at least 1 item after validation, not 0"
+        return "; list at least one value, or drop the field for its default"
+    if kind == "int_parsing_size":  # 1e308 for a count: "exceeded maximum size" named no range
+        return "; write a whole number within the field's range (e.g. 8)"
+    if kind in ("int_from_float", "int_parsing", "int_type"):
         return "; write a whole number (e.g. 8)"
     if kind in ("float_parsing", "float_type"):
         return "; write a number (e.g. 0.5)"

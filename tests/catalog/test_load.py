@@ -81,6 +81,8 @@ def test_env_var_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         ("aws,us-east-1,x1,four,16,amd-rome,,0,1.0,,,2025-01,s", 3, "vcpus", "whole number"),
         ("aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,June 2025,s", 3, "price_date", "YYYY-MM"),
         ("aws,us-east-1,x1,4,16,amd-rome,,0,inf,,,2025-01,s", 3, "on_demand_usd_per_hour", "finite"),
+        ("aws,us-east-1,x1,4,16,amd-rome,,0,NaN,,,2025-01,s", 3, "on_demand_usd_per_hour", "must be a finite number"),
+        ("aws,us-east-1,x1,4,16,amd-rome,FOO9000,1,1.0,,,2025-01,s", 3, "accelerator", ". Known: A"),  # names, a fix
         ("aws,us-east-1,x1,100000000000000000000,16,amd-rome,,0,1.0,,,2025-01,s", 3, "vcpus", "whole number"),
         ("aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-13-45,s", 3, "price_date", "YYYY-MM"),
         ("aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-01,=HYPERLINK(x)", 3, "source", "formula"),

@@ -120,7 +120,9 @@ class _Row:
             value = float(raw)
         except ValueError:
             raise self._fail(column, f"must be a number, got {short(raw)}") from None
-        if not value >= minimum:  # also rejects NaN
+        if value != value:  # NaN: "must be >= 1e-09, got 'NaN'" read as a bound problem
+            raise self._fail(column, f"must be a finite number, got {short(raw)}")
+        if not value >= minimum:
             raise self._fail(column, f"must be >= {minimum:g}, got {short(raw)}")
         if not value <= maximum:  # also rejects inf
             raise self._fail(column, f"must be a finite number <= {maximum:g}, got {short(raw)}")
@@ -167,6 +169,9 @@ class _Row:
             if len(several) > 1:
                 raise self._fail(column, f"{raw!r} is ambiguous: {', '.join(several)}; write one of them")
             hint = f" Did you mean {several[0]!r}?" if several else did_you_mean(raw, known)
+            if not hint:  # nothing close: the names it takes, so the fix is in the message
+                names = sorted(known)
+                hint = f" Known: {', '.join(names[:12])}{', ...' if len(names) > 12 else ''}."
             raise self._fail(column, f"unknown name {raw!r}.{hint}")
         return raw or None
 

@@ -110,3 +110,14 @@ def test_binary_bodies_are_served(capsys: pytest.CaptureFixture[str]) -> None:
     result = json.loads(out)
     assert result["responses_ok"] == result["requests_sent"] >= 30 and result["errors"] == {}, result
     assert rc in (0, 1)  # 1 only when this shared machine made the generator fall behind
+
+
+def test_a_body_that_is_a_directory_and_a_foreign_scheme_say_what_they_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--body d` (a directory) read "no file 'd'"; `ftp://...` read "got 'ftp'://" (the quote misplaced)."""
+    rc, _, err = run_cli(["http://127.0.0.1:9/v1/predict", "--body", str(tmp_path), "--rate", "1", "--no-store"],
+                         capsys)  # fmt: skip
+    assert rc == 2 and f"--body: {str(tmp_path)!r} is a directory; give the file holding the request body" in err
+    rc, _, err = run_cli(["ftp://127.0.0.1:9/x", "--rate", "1", "--no-store"], capsys)
+    assert rc == 2 and "got 'ftp://'" in err

@@ -41,8 +41,9 @@ def build_target(
         raise SpecError("--body", "give --body FILE or --json-body TEXT, not both")
     payload: bytes | None = None
     if body is not None:
-        if not body.is_file():
-            raise NotFoundError(f"--body: no file {str(body)!r}")
+        if not body.is_file():  # a directory had read "no file"
+            what = "is a directory" if body.is_dir() else "is not a regular file" if body.exists() else "not found"
+            raise NotFoundError(f"--body: {str(body)!r} {what}; give the file holding the request body")
         payload = body.read_bytes()
     elif json_body is not None:
         try:

@@ -69,7 +69,7 @@ def split_http_url(url: str, example: str) -> tuple[SplitResult, str, int]:
     except ValueError as exc:  # "http://[::1", "http://h:99999"
         raise SpecError("URL", f"cannot read {short(url)} ({exc}); expected e.g. {example}") from None
     if parts.scheme != "http":
-        raise SpecError("URL", f"only http:// is supported (plain HTTP/1.1), got {short(parts.scheme)}://")
+        raise SpecError("URL", f"only http:// is supported (plain HTTP/1.1), got {short(parts.scheme + '://')}")
     if not parts.hostname:
         raise SpecError("URL", f"no host in {short(url)}; expected e.g. {example}")
     return parts, parts.hostname, port

@@ -131,8 +131,8 @@ def test_deep_nesting_and_broken_json_are_spec_errors(tmp_path: Path) -> None:
     _refused_by_both(f"hf:{long}", "number too long")
     with pytest.raises(SpecError, match="not valid JSON"):
         decoder_shape(f"hf:{_config_dir(tmp_path, '{not json', 'broken')}")
-    with pytest.raises(SpecError, match=r"has no layer count.*num_hidden_layers"):
-        decoder_shape(f"hf:{_config_dir(tmp_path, [1, 2], 'list')}")
+    with pytest.raises(SpecError, match=r"config\.json holds a JSON list, not an object of fields"):
+        decoder_shape(f"hf:{_config_dir(tmp_path, [1, 2], 'list')}")  # it read "has no layer count"
     with pytest.raises(SpecError, match="no decoder config"):
         decoder_shape(f"hf:{tmp_path / 'missing'}")
 

@@ -281,7 +281,10 @@ def decoder_shape(model: str, tiny: bool = False, base_dir: Path | None = None) 
     resolver of a decoder reference, for serving plans (``targets.generative``) and fine-tune plans alike."""
     if model.startswith("hf:"):
         config = _read_hf_config(model[3:], base_dir)
-        kind = config.get("model_type") if isinstance(config, dict) else None
+        if not isinstance(config, dict):  # `[1, 2]` had read "has no layer count"
+            raise SpecError("model", f"{short(model)}'s config.json holds a JSON {type(config).__name__}, not an "
+                            "object of fields. To fix: point hf: at a decoder's transformers config.json")  # fmt: skip
+        kind = config.get("model_type")
         if isinstance(kind, str) and kind in _ENCODER_TYPES and not config.get("is_decoder"):
             raise SpecError("model", f"{short(model)} holds a {short(kind)} config: an encoder, not a decoder; token "
                             "generation and decoder fine-tunes need one. To fix: point hf: at a decoder's config.json "

@@ -96,6 +96,7 @@ class _Row:
         self.line = line
         self.defaults = defaults
         self.user = user  # a user's file: its written dates may not lie in the future
+        self.header: tuple[str, ...] = ()  # the file's columns (rows() sets it); cells of a short row are absent
 
     def _fail(self, column: str, problem: str) -> SpecError:
         return SpecError(f"{self.where} line {self.line}, column {column!r}", problem)
@@ -103,6 +104,10 @@ class _Row:
     def text(self, column: str, required: bool = True) -> str:
         value = (self.cells.get(column) or "").strip() or self.defaults.get(column, "")
         if required and not value:
+            if column not in self.cells:  # a short row: "is empty" pointed at the cell, not at the missing commas
+                given = sum(1 for c in self.cells if c in self.header)
+                raise self._fail(column, f"is missing: the row has {given} of the header's {len(self.header)} "
+                                 "cells; write the row in full (empty cells as ,,)")  # fmt: skip
             raise self._fail(column, "is empty; fill it in")
         if _FORMULA.match(value) or (value[:1] in ("+", "-") and _DDE.search(value)):  # -2+3+cmd|' /C calc'!A0
             raise self._fail(column, f"looks like a spreadsheet formula ({short(value)}); write the plain value")
@@ -216,7 +221,10 @@ def read_table(
                             "quote or take the line break out")  # fmt: skip
         if not any((v or "").strip() for v in row.values()):
             continue
-        yield _Row({k: v or "" for k, v in row.items()}, str(path), reader.line_num, defaults or {}, user)
+        r = _Row({k: v or "" for k, v in row.items() if v is not None}, str(path), reader.line_num, defaults or {},
+                 user)  # fmt: skip
+        r.header = tuple(header)
+        yield r
 
 
 def _accelerator(r: _Row) -> Accelerator:

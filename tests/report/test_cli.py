@@ -82,3 +82,15 @@ def test_dashboard_command_serves_until_interrupted(two_run_store: tuple[Path, s
         os.kill(proc.pid, signal.SIGINT)  # Ctrl-C: the command stops cleanly
         _, err = proc.communicate(timeout=20)
     assert proc.returncode == 130 and "stopped" in err  # Ctrl-C's exit code, as serve's (was 0)
+
+
+def test_a_report_path_without_a_report_suffix_is_quoted_as_given() -> None:
+    """`report RUN -o /dev/full` read "got 'full'": the file name alone, not the path the user typed."""
+    import pytest
+
+    from rightsize.errors import SpecError
+    from rightsize.report import check_report_path
+
+    with pytest.raises(SpecError, match=r"^--output: must end in \.html or \.md, got '/dev/full'$"):
+        check_report_path(Path("/dev/full"), "--output")
+    check_report_path(Path("out/r.MD"), "--report")

@@ -19,7 +19,6 @@ from rightsize.cli._common import (
     out_console,
 )
 from rightsize.errors import SpecError
-from rightsize.inputfile import short
 from rightsize.plan.fleet import replicas_on
 from rightsize.plan.job_costs import missed_targets
 from rightsize.plan.online import FLUID_METHOD as FLUID
@@ -188,10 +187,9 @@ def plan_cmd(
             "targets", f"{spec.name} has no targets; add online, batch, training or generative (see examples/)"
         )
     if report is not None:
-        from rightsize.report import SUFFIXES
+        from rightsize.report import check_report_path
 
-        if report.suffix.lower() not in SUFFIXES:  # before the work, for every kind of plan
-            raise SpecError("--report", f"must end in .html or .md, got {short(report.name)}")
+        check_report_path(report, "--report")  # before the work, for every kind of plan
         check_writable(report, "--report", store)
     db = Store(store)
     if workload.targets.generative is not None:

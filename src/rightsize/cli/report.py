@@ -26,17 +26,15 @@ def report(
     catalog: Path | None = CATALOG_OPTION,
 ) -> None:
     """Write the report of a stored plan (with its measured profile when the store has it)."""
-    from rightsize.errors import SpecError
     from rightsize.inputfile import write_whole
-    from rightsize.report import SUFFIXES
+    from rightsize.report import check_report_path
     from rightsize.report.html import render_html
     from rightsize.report.markdown import render_markdown
     from rightsize.report.stored import find_generative_plan, find_plan, stored_report_data
     from rightsize.store import Store
     from rightsize.store.db import default_store_path, missing_store_error
 
-    if output.suffix.lower() not in SUFFIXES:
-        raise SpecError("--output", f"must end in .html or .md, got {output.name!r}")
+    check_report_path(output, "--output")
     check_writable(output, "--output", store)
     path = store if store is not None else default_store_path()
     if not Path(path).is_file():

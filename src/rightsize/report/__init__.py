@@ -14,16 +14,31 @@ from pathlib import Path
 from typing import Any
 
 from rightsize.errors import SpecError
-from rightsize.inputfile import write_whole
+from rightsize.inputfile import short, write_whole
 from rightsize.plan.result import Candidate, PlanResult
 from rightsize.profile import Environment, Measurement, Profile, ServiceCurve
 from rightsize.report.data import ReportData, build_report_data
 from rightsize.report.html import render_html
 from rightsize.report.markdown import render_markdown
 
-__all__ = ["SUFFIXES", "ReportData", "build_report_data", "render_html", "render_markdown", "write_report"]
+__all__ = [
+    "SUFFIXES",
+    "ReportData",
+    "build_report_data",
+    "check_report_path",
+    "render_html",
+    "render_markdown",
+    "write_report",
+]
 
 SUFFIXES = (".html", ".htm", ".md", ".markdown")
+
+
+def check_report_path(path: Path, option: str) -> None:
+    """A SpecError naming ``option`` unless ``path`` ends in .html or .md (the path as given: `-o /dev/full` read
+    "got 'full'")."""
+    if Path(path).suffix.lower() not in SUFFIXES:
+        raise SpecError(option, f"must end in .html or .md, got {short(str(path))}")
 
 
 def write_report(
@@ -46,9 +61,8 @@ def write_report(
     Returns ``path``. Raises SpecError for an unknown suffix, RightsizeError when it cannot write.
     """
     path = Path(path)
+    check_report_path(path, "--report")
     suffix = path.suffix.lower()
-    if suffix not in SUFFIXES:
-        raise SpecError("--report", f"must end in .html or .md, got {path.name!r}")
     data = build_report_data(
         result,
         profile=profile,

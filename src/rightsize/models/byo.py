@@ -65,9 +65,14 @@ class UserEntry(ZooEntry):
         return super().count_params(tiny)
 
 
+def without_engine(ref: str) -> str:
+    """``ref`` without an ``ort:``/``ov:`` prefix: the model the engine runs."""
+    return ref.partition(":")[2] if ref.startswith((ORT_PREFIX, OV_PREFIX)) else ref
+
+
 def zoo_entry_of(ref: str) -> ZooEntry | None:
     """The zoo entry ``ref`` runs (``ort:``/``ov:`` prefixes read through); None for any other model."""
-    return ZOO.get(ref.partition(":")[2] if ref.startswith((ORT_PREFIX, OV_PREFIX)) else ref)
+    return ZOO.get(without_engine(ref))
 
 
 def input_kind_of(ref: str) -> InputKind | None:

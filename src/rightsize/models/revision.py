@@ -16,20 +16,17 @@ import zlib
 from functools import lru_cache
 from pathlib import Path
 
-_ENGINE_PREFIXES = ("ort:", "ov:")
-
 
 def model_file(ref: str) -> Path | None:
     """The file that defines a user's model ref, or None (a zoo model, a built-in Hugging Face name, a ref that
     names nothing readable: resolving the model reports that)."""
-    for prefix in _ENGINE_PREFIXES:
-        if ref.startswith(prefix):
-            ref = ref[len(prefix) :]
-    path = Path(ref[3:] if ref.startswith("hf:") else ref)
+    from rightsize.models.byo import config_dir, without_engine
+
+    ref = without_engine(ref)
+    if (directory := config_dir(ref)) is not None:
+        return directory / "config.json"
+    path = Path(ref[3:] if ref.startswith("hf:") else ref)  # hf: may name the config file itself
     try:
-        if path.is_dir():
-            config = path / "config.json"
-            return config if config.is_file() else None
         if path.is_file():
             return path
     except OSError:

@@ -5,7 +5,7 @@ option, where the model would ignore it."""
 from __future__ import annotations
 
 from rightsize.errors import SpecError
-from rightsize.models.byo import ORT_PREFIX, OV_PREFIX, config_dir, input_kind_of, is_user_ref
+from rightsize.models.byo import config_dir, input_kind_of, is_user_ref, without_engine
 from rightsize.models.zoo import ZOO
 
 
@@ -41,7 +41,7 @@ def user_input_options(
     if given and (ref.startswith("hf:") or config_dir(ref) is not None or ref in ZOO):
         raise SpecError(given[0], f"sets a user model's input; {ref!r} takes --seq or --image instead: drop it")
     # on ONNX Runtime / OpenVINO, the model underneath decides (`ort:mm:make` is a factory: --shape, not --seq)
-    inner = ref.partition(":")[2] if ref.startswith((ORT_PREFIX, OV_PREFIX)) else ref
+    inner = without_engine(ref)
     reads_its_input = inner.startswith("hf:") or inner.endswith(".onnx") or config_dir(inner) or inner in ZOO
     for option, value in (("--seq", seq), ("--image", image)):
         if value is not None and is_user_ref(ref) and not reads_its_input:

@@ -89,14 +89,15 @@ class _Row:
     """One CSV row with typed getters whose errors name file, line and column."""
 
     def __init__(
-        self, cells: dict[str, str], where: str, line: int, defaults: dict[str, str], user: bool = False
-    ) -> None:
+        self, cells: dict[str, str], where: str, line: int, defaults: dict[str, str], user: bool = False,
+        header: tuple[str, ...] = (),
+    ) -> None:  # fmt: skip
         self.cells = cells
         self.where = where
         self.line = line
         self.defaults = defaults
         self.user = user  # a user's file: its written dates may not lie in the future
-        self.header: tuple[str, ...] = ()  # the file's columns (rows() sets it); cells of a short row are absent
+        self.header = header  # the file's columns: the cells of a short row are absent from ``cells``
 
     def _fail(self, column: str, problem: str) -> SpecError:
         return SpecError(f"{self.where} line {self.line}, column {column!r}", problem)
@@ -221,10 +222,8 @@ def read_table(
                             "quote or take the line break out")  # fmt: skip
         if not any((v or "").strip() for v in row.values()):
             continue
-        r = _Row({k: v or "" for k, v in row.items() if v is not None}, str(path), reader.line_num, defaults or {},
-                 user)  # fmt: skip
-        r.header = tuple(header)
-        yield r
+        cells = {k: v or "" for k, v in row.items() if v is not None}
+        yield _Row(cells, str(path), reader.line_num, defaults or {}, user, tuple(header))
 
 
 def _accelerator(r: _Row) -> Accelerator:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from rightsize.errors import NotFoundError, RightsizeError, SpecError, UnsupportedError, did_you_mean
 from rightsize.inputfile import short
 from rightsize.models.onnx_engine import OrtModule, exported_onnx, onnx_input
+from rightsize.models.refs import ORT_PREFIX, OV_PREFIX, config_dir, without_engine
 from rightsize.models.user_module import check_module, import_current, static_batch
 from rightsize.models.zoo import ZOO, Family, InputKind, ZooEntry, get_entry
 
@@ -65,11 +66,6 @@ class UserEntry(ZooEntry):
         return super().count_params(tiny)
 
 
-def without_engine(ref: str) -> str:
-    """``ref`` without an ``ort:``/``ov:`` prefix: the model the engine runs."""
-    return ref.partition(":")[2] if ref.startswith((ORT_PREFIX, OV_PREFIX)) else ref
-
-
 def zoo_entry_of(ref: str) -> ZooEntry | None:
     """The zoo entry ``ref`` runs (``ort:``/``ov:`` prefixes read through); None for any other model."""
     return ZOO.get(without_engine(ref))
@@ -90,8 +86,6 @@ def input_kind_of(ref: str) -> InputKind | None:
     return None
 
 
-ORT_PREFIX = "ort:"  # the same model on ONNX Runtime: the CPU engine the planner compares with PyTorch eager
-OV_PREFIX = "ov:"  # the same model on OpenVINO (exported to ONNX, compiled for the CPU)
 ENGINE_PREFIX = {"onnxruntime": ORT_PREFIX, "openvino": OV_PREFIX}
 
 
@@ -145,14 +139,6 @@ def resolve_user(ref: str, shape: list[int] | None = None, vocab: int | None = N
     if ref.endswith(".pt2"):
         return _exported_entry(ref, shape, vocab)
     return _factory_entry(ref, shape, vocab)
-
-
-def config_dir(ref: str) -> Path | None:
-    path = Path(ref[3:] if ref.startswith("hf:") else ref)
-    try:
-        return path if path.is_dir() and (path / "config.json").exists() else None  # a FIFO: read_user_text refuses
-    except OSError:
-        return None
 
 
 def _float_or_tokens(ref: str, shape: list[int] | None, vocab: int | None) -> dict[str, Any]:

@@ -16,12 +16,12 @@ import zlib
 from functools import lru_cache
 from pathlib import Path
 
+from rightsize.models.refs import config_dir, without_engine
+
 
 def model_file(ref: str) -> Path | None:
     """The file that defines a user's model ref, or None (a zoo model, a built-in Hugging Face name, a ref that
     names nothing readable: resolving the model reports that)."""
-    from rightsize.models.byo import config_dir, without_engine
-
     ref = without_engine(ref)
     if (directory := config_dir(ref)) is not None:
         return directory / "config.json"

@@ -258,6 +258,15 @@ def test_a_comma_separated_provider_list_is_split(capsys: pytest.CaptureFixture[
     assert {r["provider"] for r in json.loads(out)["instances"]} == {"aws", "gcp"}
 
 
+def test_a_provider_list_that_names_nothing_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """`finetune --provider ,` (an empty variable joined by a script) had meant every provider, silently."""
+    for argv in (["finetune", "llama-7b", "--tokens", "1e8", "--provider", ","], ["catalog", "--region", " , "]):
+        code, err = _run(argv, capsys)
+        flag = argv[-2]
+        assert code == 2 and err.startswith(f"error: {flag}: ") and "names nothing" in err, (argv, err)
+        assert err.count("\n") == 1, err
+
+
 def test_the_output_probe_leaves_no_folders_behind(tmp_path: Path) -> None:
     """`report --output new/dirs/<300-char name>` was refused but left new/ and new/dirs/ behind."""
     from rightsize.cli._common import check_writable

@@ -50,10 +50,20 @@ def load_catalog_option(path: Path | None) -> Catalog:
     return load_catalog("" if path is None or str(path) in ("", ".") else path)
 
 
-def split_values(values: list[str] | None) -> list[str]:
+def split_values(values: list[str] | None, option: str) -> list[str]:
     """A repeatable option's values with comma-separated ones split: ``--provider aws,gcp`` is
-    ``--provider aws --provider gcp`` (it had been one provider named 'aws,gcp', "Did you mean 'gcp'?")."""
-    return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
+    ``--provider aws --provider gcp`` (it had been one provider named 'aws,gcp', "Did you mean 'gcp'?").
+    A value that names nothing (``--provider ,``) is refused: it had meant every provider, silently."""
+    from rightsize.errors import SpecError
+
+    parts = []
+    for value in values or []:
+        named = [part.strip() for part in value.split(",") if part.strip()]
+        if not named:
+            raise SpecError(option, f"{value!r} names nothing; give a name (e.g. {option} aws), or leave {option} out "
+                            "for all")  # fmt: skip
+        parts += named
+    return parts
 
 
 def check_token(token: str | None) -> None:

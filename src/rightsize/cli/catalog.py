@@ -45,7 +45,7 @@ def catalog(
     if gpu and cpu:
         raise SpecError("--gpu/--cpu", "pick one of --gpu and --cpu, or neither for both")
     cat = load_catalog_option(catalog_file)
-    provider, region = split_values(provider), split_values(region)
+    provider, region = split_values(provider, "--provider"), split_values(region, "--region")
     check_providers(provider, cat)
     _check_regions(region, cat)
     device = "gpu" if gpu else "cpu" if cpu else None

@@ -108,7 +108,7 @@ def finetune(
             raise
         raise SpecError(flag, exc.problem) from None
     cat = load_catalog_option(catalog)
-    provider = split_values(provider)
+    provider = split_values(provider, "--provider")
     check_providers(provider, cat)
     options = plan_finetune(shape, method, tokens=tokens, batch=batch, seq_len=seq, catalog=cat, precision=precision,
                             lora_rank=rank, lora_targets=lora_targets, gradient_checkpointing=checkpointing, mfu=mfu,

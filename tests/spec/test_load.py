@@ -181,6 +181,24 @@ def test_a_relative_model_path_is_found_next_to_the_spec(tmp_path: Path, monkeyp
         assert load_spec(spec_dir / "s.yaml").model == ref
 
 
+def test_a_factory_module_next_to_the_spec_names_its_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`model: mymod:build` with mymod.py beside the spec, planned from another folder, said only "check
+    PYTHONPATH"."""
+    spec_dir, elsewhere = tmp_path / "specs", tmp_path / "work"
+    spec_dir.mkdir()
+    elsewhere.mkdir()
+    (spec_dir / "besidemod_rs.py").write_text("def build(): ...\n")
+    (spec_dir / "s.yaml").write_text("model: 'besidemod_rs:build'\n")
+    monkeypatch.chdir(elsewhere)
+    with pytest.raises(NotFoundError, match=rf"^model: module 'besidemod_rs' is next to the spec in {spec_dir}, "
+                       rf"which is not on the import path; run with PYTHONPATH={spec_dir}$"):  # fmt: skip
+        load_spec(spec_dir / "s.yaml")
+    monkeypatch.syspath_prepend(str(spec_dir))  # importable: loaded as written
+    assert load_spec(spec_dir / "s.yaml").model == "besidemod_rs:build"
+    monkeypatch.chdir(spec_dir)  # from the spec's own folder the model's import error says it (test_byo)
+    assert load_spec(spec_dir / "s.yaml").model == "besidemod_rs:build"
+
+
 def test_an_empty_list_and_a_count_too_large_to_read_say_what_to_write() -> None:
     """`batch_sizes: []` read "List should have at least 1 item after validation, not 0" and `request_samples: 1e308`
     "exceeded maximum size": neither said what to write instead."""

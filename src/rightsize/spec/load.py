@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,7 @@ def model_beside_spec(workload: Workload, spec_dir: Path) -> Workload:
     prefix = next((x for x in _PATH_PREFIXES if ref.startswith(x)), "")
     rest = ref[len(prefix) :]
     if not rest or not (prefix or "/" in rest or rest.endswith(_MODEL_SUFFIXES)):
+        _check_factory_importable(ref, spec_dir)
         return workload  # a zoo name or package.module:factory
     try:
         here = Path(rest)
@@ -143,3 +145,21 @@ def model_beside_spec(workload: Workload, spec_dir: Path) -> Workload:
         return workload.model_copy(update={"model": prefix + str((spec_dir / here).resolve())})
     except OSError:  # a name too long for a path: resolving the model reports it
         return workload
+
+
+def _check_factory_importable(ref: str, spec_dir: Path) -> None:
+    """A ``module:factory`` whose module sits next to the spec but is not importable names that folder: the
+    import error said only "check PYTHONPATH" (`rightsize` does not import from a spec's folder, as `python
+    script.py` would from the script's)."""
+    top = ref.partition(":")[0].split(".")[0]
+    if ":" not in ref or not top.isidentifier():
+        return
+    try:
+        beside = (spec_dir / f"{top}.py").is_file() or (spec_dir / top / "__init__.py").is_file()
+        if not beside or spec_dir.resolve() == Path.cwd().resolve() or importlib.util.find_spec(top) is not None:
+            return
+    except (OSError, ImportError, ValueError):
+        return  # resolving the model reports it
+    folder = spec_dir.resolve()
+    raise NotFoundError(f"model: module {top!r} is next to the spec in {folder}, which is not on the import path; "
+                        f"run with PYTHONPATH={folder}")  # fmt: skip

@@ -52,7 +52,7 @@ def test_bench_json_contract_and_reuse(tmp_path: Path, store_path: Path) -> None
     # ("measured again and read no better while the machine was busy; kept the stored result") only if the new
     # timing is no better (sweep.py).
     calm = [r for r in records if not r["extra"]["contended"]]
-    found = re.search(r"reused (\d+) stored result\(s\)", second.stderr)
+    found = re.search(r"done \((\d+) reused from the store\)", second.stderr)
     assert found is not None, second.stderr
     assert len(calm) <= int(found.group(1)) <= len(records)
     again = json.loads(second.stdout)

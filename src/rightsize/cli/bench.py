@@ -138,7 +138,7 @@ def bench(
         err_console.print(f"[yellow]measurement quality:[/yellow] {escape(quality.summary)}. "
                           f"{escape(quality.likely_effect)}", markup=True)  # fmt: skip
     if result.reused:
-        err_console.print(f"reused {result.reused} stored result(s) from {db.path} (use --fresh to measure again)")
+        err_console.print(f"the reused results are in {db.path}; --fresh measures them again")  # the bar counted them
     if not result.measurements and not result.interrupted:  # every config skipped: say so, not an empty table
         if json_out:
             emit_json([])

@@ -150,6 +150,15 @@ def test_one_reuse_rule_for_every_executor(store_path: Path) -> None:
         assert stored_result(store, cfg, "other-env", fresh=False) == stored_result(None, cfg, "e1", fresh=False)
     quiet = busy_cfg.result("ok", latency_ms=lat, throughput_per_s=200.0)
     assert not keeps_prior(busy, quiet, fresh=False) and keeps_prior(busy, busy, fresh=False)
+    # a busy re-reading faster at p50 but far slower at p95 does not replace a busy stored one (p95 0.69 -> 33 ms)
+    tail = busy_cfg.result("ok", latency_ms=Latency(p50=4.0, p95=60.0, p99=70.0), throughput_per_s=250.0,
+                           extra={"contended": True})  # fmt: skip
+    calm_tail = busy_cfg.result("ok", latency_ms=Latency(p50=4.0, p95=6.5, p99=7.0), throughput_per_s=250.0,
+                                extra={"contended": True})  # fmt: skip
+    assert keeps_prior(busy, tail, fresh=True) and keeps_prior(busy, tail, fresh=False)
+    assert not keeps_prior(busy, calm_tail, fresh=False)  # faster and its tail no worse: it replaces the stored one
+    quiet_tail = busy_cfg.result("ok", latency_ms=Latency(p50=4.0, p95=60.0, p99=70.0), throughput_per_s=250.0)
+    assert not keeps_prior(busy, quiet_tail, fresh=False)  # a quiet reading is trusted, its tail too
 
 
 @pytest.mark.slow  # starts a forkserver that imports torch: seconds

@@ -275,6 +275,9 @@ class ServiceCurve:
     # AMX), anchored on its fp32 measurement: less known than one anchored on its own precision, even where the two
     # bands come out alike (the planner's tie-break, plan/explain.rank)
     extrapolated: bool = False
+    # what a plan row must say about this curve's footing (a precision extrapolated from fp32, anchors timed while
+    # this machine was busy): each candidate built on it carries these as notes (plan/options.Option.candidate)
+    caveats: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         n = len(self.batch_sizes)

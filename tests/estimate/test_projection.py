@@ -114,6 +114,10 @@ def test_only_contended_local_points_still_anchor_and_say_so() -> None:
     busy = _local([_m(b, 2 * _truth_local(b, 2), extra={"contended": True}) for b in (1, 8)])
     c = _by(project_curves(busy, CAT, MODEL, _work()), "cpu:c6i.2xlarge", "fp32", 4)
     assert "x3.40" in c.source and "timed while this machine was busy" in c.source  # 2 x the true k of 1.70
+    amx = _by(project_curves(busy, CAT, MODEL, _work()), "cpu:c7i.2xlarge", "bf16", 4)
+    # contended and extrapolated: both said (the second had overwritten the first), and carried to the plan's rows
+    assert [c.split(" ")[0] for c in amx.caveats] == ["anchored", "bf16"], amx.caveats
+    assert all(c in amx.source for c in amx.caveats)
 
 
 def test_isa_path_missing_here_is_extrapolated_with_a_wider_band() -> None:

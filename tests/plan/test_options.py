@@ -28,3 +28,21 @@ def test_a_cpu_worker_keeps_room_for_its_runtime_and_an_int8_one_for_its_float_c
     assert low.memory is not None and low.memory.load_bytes == 2.5 * GIB  # the fp32 weights twice
     assert not low.fits(1) and low.memory.max_batch(low.usable_bytes) == 0  # 2.5 GiB > 2.4 usable
     assert high.fits(1) and high.need_bytes(1) == 2.5 * GIB  # the load, not the 0.41 GiB it runs in
+
+
+def test_a_row_says_what_its_curve_stands_on() -> None:
+    """An AMX bf16 row extrapolated from fp32 read `proj` like every other row, and a request-mix row sized at the
+    band's slow edge said nothing of it: the curve's caveats and its edge reach the candidate's notes."""
+    from rightsize.plan.online import at_pessimistic_edge
+
+    inst = instance("s.large", 0.17, vcpus=4, ram_gib=4)
+    curve = replace(cpu_curve("s.large", 10, 1, "bf16"), provenance="projected", band_lo=0.7, band_hi=2.0,
+                    extrapolated=True, caveats=("bf16 extrapolated from fp32 (AMX; not measured here)",))  # fmt: skip
+    (opt,) = pair_options([inst], [curve], {}, {})
+    assert opt.candidate().notes == ["bf16 extrapolated from fp32 (AMX; not measured here)"]
+    edge = at_pessimistic_edge(opt).candidate()
+    assert edge.notes[0].startswith("bf16 extrapolated")
+    assert edge.notes[1] == ("sized at the pessimistic edge of the projection band (x2.00): latencies shown are at "
+                             "that edge")  # fmt: skip
+    (plain,) = pair_options([inst], [cpu_curve("s.large", 10, 1)], {}, {})
+    assert plain.candidate().notes == []  # a measured curve: nothing to say

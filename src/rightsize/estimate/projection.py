@@ -300,13 +300,15 @@ def _project_cpu(
         lo, hi = min(lo, wide.lo), max(hi, wide.hi)
     elif extrapolated:  # a fit file without that band
         lo, hi = lo / ISA_EXTRAPOLATION_WIDENING, hi * ISA_EXTRAPOLATION_WIDENING
-    note = ""
+    caveats = []
     if contended:
-        note = ("anchored on measurements timed while this machine was busy (every local point contended: the "
-                "projection reads slow; `rightsize bench --fresh` on a quiet machine); ")  # fmt: skip
+        caveats.append("anchored on measurements timed while this machine was busy (every local point contended: "
+                       "the projection reads slow; `rightsize bench --fresh` on a quiet machine)")  # fmt: skip
     if extrapolated:
         path = cpu_kernel_path(target, prec, convs)
-        note = f"{prec} extrapolated from fp32 ({target.name} {path}; not measured here); "
+        caveats.append(f"{prec} extrapolated from fp32 ({target.name} {path}; not measured here; band x{lo:.2f}-"
+                       f"x{hi:.2f})")  # fmt: skip
+    note = "".join(f"{c}; " for c in caveats)  # both: a contended extrapolation had lost its contended words
     if prec == "int8":
         note += "int8 = static quantization (convolutions too); " if convs else "int8 = dynamic quantization; "
     local_b = {m.batch_size for m in profile.ok("cpu", anchored_on)}
@@ -336,6 +338,7 @@ def _project_cpu(
                 threads=threads,
                 workers=workers,
                 extrapolated=extrapolated,
+                caveats=tuple(caveats),
             )
         )
     return out

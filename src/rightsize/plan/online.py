@@ -442,8 +442,6 @@ def _apply(
         r = math.ceil(r / k) * k
         pred = full[(id(g), r)]
     apply_plan(c, opt, p, r + spot_spare(opt, buy), pred, target, buy)
-    if opt.curve.source.startswith("sized at"):
-        c.notes.append(opt.curve.source.split(";")[0] + ": latencies shown are at that edge")
     if buy == "spot":
         c.notes.append(SPOT_SPARE)
     if not g.simulated:

@@ -208,6 +208,7 @@ def curve_from_dict(d: Mapping[str, Any]) -> ServiceCurve:
         band_los=tuple(float(x) for x in los) if los is not None and his is not None else None,
         band_his=tuple(float(x) for x in his) if los is not None and his is not None else None,
         extrapolated=bool(d.get("extrapolated", False)),
+        caveats=tuple(str(x) for x in d.get("caveats") or ()),
     )
 
 

@@ -31,3 +31,23 @@ def test_a_plan_whose_sweep_was_interrupted_stops_and_stores_no_plan(
     assert (rc, out) == (130, "") and "interrupted: the configs measured before the stop are stored; nothing " in err
     with Store(store, read_only=True) as st:
         assert not [r for r in st.runs() if r.kind == "plan"]
+
+
+def test_a_plan_says_when_it_kept_timings_taken_while_the_machine_was_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`bench` printed "N config(s) stored while the machine was busy … reused" but `plan`, reusing the same
+    timings, dropped the sweep's notes: docs/measuring.md promised the note in both."""
+    import rightsize.measure.profile_source as source
+    from rightsize.spec import parse_spec
+
+    busy = "2 config(s) stored while the machine was busy, and other work holds 67% of its cores now: reused"
+
+    def swept(*_: Any, **__: Any) -> SweepResult:
+        return SweepResult("r1", fingerprint(), notes=["power not measured", busy], busy_notes=[busy])
+
+    monkeypatch.setattr(source, "run_sweep", swept)
+    with Store(tmp_path / "store.sqlite") as store:
+        source.ensure_profile(parse_spec({"model": "simplenet", "tiny": True}), store, progress=False)
+    err = capsys.readouterr().err
+    assert f"note: {busy}\n" in err and "power not measured" not in err

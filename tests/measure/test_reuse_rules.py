@@ -138,6 +138,7 @@ def test_a_busy_result_is_reused_while_the_machine_is_still_busy(
         "2 config(s) stored while the machine was busy, and other work holds 67% of its cores now: "
         "reused, not measured again (`rightsize bench SPEC --fresh` measures them when it is quiet)"
     ]
+    assert kept.busy_notes == kept.notes  # what `plan` prints (measure/profile_source.ensure_profile): it had not
     monkeypatch.setattr(sweep_mod, "busy_now", lambda: 0.05)
     quiet, script = _sweep(monkeypatch, store, (1.0, 0.01, 10.0), w=_workload(batch_sizes=[1, 2, 4]))
     assert script.calls == 3 and quiet.reused == 0

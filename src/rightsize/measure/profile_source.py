@@ -34,6 +34,8 @@ def ensure_profile(
             swept = run_sweep(workload, store, env=env, on_progress=cb)
     else:
         swept = run_sweep(workload, store, env=env, on_progress=on_progress)
+    for note in swept.busy_notes:  # a plan from timings kept while the machine was busy says so where it starts
+        print(f"note: {note}", file=sys.stderr)
     if swept.interrupted:
         print("interrupted: the configs measured before the stop are stored; nothing was planned from the part "
               "(run it again to measure the rest)", file=sys.stderr)  # fmt: skip

@@ -40,6 +40,8 @@ class SweepResult:
     reused: int = 0
     notes: list[str] = field(default_factory=list)
     interrupted: bool = False
+    # the notes about timings taken or kept while the machine was busy (also in ``notes``): `plan` prints these
+    busy_notes: list[str] = field(default_factory=list)
 
 
 # A contended config is measured up to this many more times. Contention on a shared VM comes in
@@ -244,6 +246,10 @@ class SweepBook:
         self._by_index[index] = m
         self._notify(cfg, m, True)
 
+    def busy_note(self, note: str) -> None:
+        self.result.notes.append(note)
+        self.result.busy_notes.append(note)
+
     def measured(self, index: int, cfg: BenchConfig, m: Measurement, env: Environment) -> None:
         self._by_index[index] = m
         if self.store is not None:
@@ -325,7 +331,7 @@ def drive(jobs: Sequence[SweepJob], store: Store | None, book: SweepBook, execut
         else:
             todo.append(job)
     if kept_busy and share is not None:
-        book.result.notes.append(
+        book.busy_note(
             f"{kept_busy} config(s) stored while the machine was busy, and other work holds {share:.0%} of its "
             "cores now: reused, not measured again (`rightsize bench SPEC --fresh` measures them when it is quiet)"
         )
@@ -340,8 +346,8 @@ def drive(jobs: Sequence[SweepJob], store: Store | None, book: SweepBook, execut
             prior = priors.get(job.index)
             if prior is not None and prior.env_id == m.env_id and keeps_prior(prior, m, fresh):
                 busy = "failed" if m.status != "ok" else "read no better while the machine was busy"
-                book.reused(job.index, job.cfg, prior, f"{label(job.cfg)}: measured again and {busy}; kept the "
-                            "stored result")  # fmt: skip
+                book.reused(job.index, job.cfg, prior)
+                book.busy_note(f"{label(job.cfg)}: measured again and {busy}; kept the stored result")
             else:
                 book.measured(job.index, job.cfg, m, env)
     except KeyboardInterrupt:

@@ -11,8 +11,9 @@ import pytest
 
 from rightsize.catalog import load_catalog
 from rightsize.catalog.model import Catalog, is_unverified
-from rightsize.llm.finetune import model_state_bytes
+from rightsize.llm.finetune import finetune_memory, model_state_bytes
 from rightsize.llm.finetune_plan import QLORA_STEP_FACTOR, plan_finetune, qlora_note, unverified_note
+from rightsize.llm.finetune_words import no_fit_hint
 
 REFERENCES = Path(__file__).resolve().parents[2] / "src" / "rightsize" / "llm" / "data" / "llm_references.csv"
 LITGPT_TABLE = "https://github.com/Lightning-AI/litgpt/blob/0cc02afa1dca7434418cf612690da13d38d294fd/tutorials/"
@@ -142,9 +143,84 @@ def test_finetune_text_says_what_pure_bf16_means(capsys: pytest.CaptureFixture[s
     fp16 = " ".join(_run([*argv, "--method", "full", "--precision", "fp16"], capsys).split())
     assert "fp16: pure fp16 weights, grads and AdamW states (8 B/param); amp_fp16 keeps" in fp16
     lora = " ".join(_run([*argv, "--method", "lora"], capsys).split())  # PEFT's fp32 adapters: 16 B either way
-    assert "hf's fp32 LoRA adapters: 16 B/param either way" in lora
+    assert "hf keeps them in fp32 whatever --precision" in lora and "pure bf16" not in lora
     amp = " ".join(_run([*argv, "--method", "full", "--precision", "amp_bf16"], capsys).split())
     assert "B/param" not in amp
+
+
+def test_finetune_text_says_qlora_keeps_an_nf4_base_and_trains_only_the_adapters(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """QLoRA printed "pure bf16 (no fp32 master weights ...)" and "pure bf16 weights, grads and AdamW states
+    (8 B/param)" over an NF4 base whose adapters PEFT trains in fp32: the header and the line now say what
+    finetune_memory counts."""
+    argv = ["finetune", "llama-7b", "--tokens", "50e6", "--provider", "aws", "--top", "4"]
+    qlora = " ".join(_run([*argv, "--method", "qlora"], capsys).split())
+    assert (
+        "qlora fine-tune (hf), batch 4 x seq 2048, NF4 frozen base (double-quantised), bf16 compute, fp32 adapters:"
+        in qlora
+    )
+    assert ("qlora: NF4 frozen base (double-quantised), bf16 compute; embeddings, LM head and norms stay bf16; "
+            "only the adapters train, their weights, grads and AdamW states in fp32 (4 + 4 + 8 = 16 B/param)"
+            ) in qlora  # fmt: skip
+    assert "pure bf16" not in qlora and "8 B/param" not in qlora
+    lora = " ".join(_run([*argv, "--method", "lora"], capsys).split())
+    assert "lora fine-tune (hf), batch 4 x seq 2048, bf16 frozen base, fp32 adapters:" in lora
+    assert "lora: bf16 frozen base; only the adapters train, their weights, grads and AdamW states in fp32" in lora
+    tt = " ".join(_run([*argv, "--method", "lora", "--framework", "torchtune"], capsys).split())  # model-dtype adapters
+    assert ("their weights, grads and AdamW states in bf16 (2 + 2 + 4 = 8 B/param); amp_bf16 adds fp32 master weights "
+            "(16 B/param)") in tt  # fmt: skip
+    amp = " ".join(
+        _run([*argv, "--method", "qlora", "--framework", "torchtune", "--precision", "amp_bf16"], capsys).split()
+    )
+    assert "bf16 adapters with fp32 master weights:" in amp
+    assert "their weights and grads in bf16, fp32 master weights and AdamW states (2 + 2 + 12 = 16 B/param)" in amp
+
+
+def test_finetune_no_fit_hint_names_the_term_that_dominates(capsys: pytest.CaptureFixture[str]) -> None:
+    """A batch 64 x seq 4096 LoRA (activations 66 GiB, logits 94 GiB against 12.6 GiB of weights) was told to try
+    --method qlora, which shrinks only the weights: the hint now follows the largest term."""
+    out = " ".join(_run(["finetune", "llama-7b", "--tokens", "1e7", "--method", "lora", "--batch", "64", "--seq",
+                         "4096"], capsys).split())  # fmt: skip
+    assert ("no catalog GPU instance holds it: activations and logits take 159.8 of its 192.4 GiB on one GPU, growing "
+            "with --batch x --seq, and no sharding splits them: try a smaller --batch or --seq") in out  # fmt: skip
+    assert "--method qlora" not in out
+    ckpt_off = finetune_memory("llama-7b", "lora", batch=64, seq_len=4096, gradient_checkpointing=False)
+    assert no_fit_hint(ckpt_off).endswith("try --checkpointing, a smaller --batch or --seq")
+    states = {m: no_fit_hint(finetune_memory("llama-70b", m, batch=1, seq_len=512)) for m in ("full", "lora", "qlora")}
+    assert states["full"].startswith("the model states (weights, gradients, optimizer states) take 642.4 of its")
+    assert states["full"].endswith("try --method lora or qlora") and states["lora"].endswith("try --method qlora")
+    assert states["qlora"].endswith("try a GPU with more memory (another --provider) or a smaller model")
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--batch", "1000000", "--seq", "4096", "--tokens", "5e7"],
+         "--tokens: 50,000,000 tokens to train on, fewer than one step's 4,096,000,000 (--batch 1000000 x --seq "
+         "4096). To fix: --tokens 4,096,000,000 or more, or a smaller --batch or --seq"),
+        (["--tokens", "1000", "--method", "lora", "--batch", "64", "--seq", "4096"],
+         "--tokens: 1,000 tokens to train on, fewer than one step's 262,144 (--batch 64 x --seq 4096)."),
+    ],
+)  # fmt: skip
+def test_finetune_refuses_a_step_larger_than_the_run(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """batch x seq > --tokens planned a fraction of one step (hours for a run that never completes a step)."""
+    from rightsize.cli.app import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["finetune", "llama-7b", *argv])
+    cap = capsys.readouterr()
+    lines = cap.err.strip().splitlines()
+    assert exc.value.code == 2 and cap.out == "" and len(lines) == 1 and says in lines[0]
+    assert "Traceback" not in cap.err
+
+
+def test_finetune_plans_a_run_of_exactly_one_step(capsys: pytest.CaptureFixture[str]) -> None:
+    got = json.loads(_run(["finetune", "llama-7b", "--batch", "4", "--seq", "2048", "--tokens", "8192", "--json"],
+                          capsys))  # fmt: skip
+    assert got["options"]
 
 
 def test_a_config_without_a_context_length_plans_at_the_default_seq(

@@ -23,13 +23,6 @@ from rightsize.errors import SpecError
 from rightsize.inputfile import check_finite, short
 
 GIB = 2**30
-# What each --precision keeps in memory: "bf16" is pure (as `memory --precision bf16` is not: that one is AMP)
-PRECISION_WORDS = {
-    "bf16": "pure bf16 (no fp32 master weights; amp_bf16 keeps them)",
-    "fp16": "pure fp16 (no fp32 master weights; amp_fp16 keeps them)",
-    "amp_bf16": "amp_bf16 (fp32 master weights and Adam states)",
-    "amp_fp16": "amp_fp16 (fp32 master weights and Adam states)",
-}
 MIN_MFU = 0.01  # below 1% of peak no fine-tune runs; a smaller --mfu is a typo (1e-3 for 0.3?)
 # finetune_memory's field names -> this command's options, for its errors
 _FLAGS = {"method": "--method", "precision": "--precision", "lora_rank": "--rank", "lora_targets": "--targets",
@@ -75,6 +68,7 @@ def finetune(
 
     from rightsize.llm.finetune import finetune_memory
     from rightsize.llm.finetune_plan import plan_finetune, qlora_note, small_step_note, spin_up_hours, unverified_note
+    from rightsize.llm.finetune_words import header_words, no_fit_hint, precision_line
     from rightsize.llm.shape import decoder_shape
 
     check_finite("--tokens", tokens, 1.0, 1e15, low_open=False)
@@ -98,6 +92,10 @@ def finetune(
     if shape.learned_positions and seq > shape.learned_positions:  # GPT-2's wpe: no position past its table
         raise SpecError("--seq", f"{seq} tokens, but the learned position table of {short(model)} holds "
                         f"{shape.learned_positions}. To fix: --seq {shape.learned_positions} or less")  # fmt: skip
+    if batch * seq > tokens:  # not one step: the hours and the per-step notes would describe a run that never runs
+        raise SpecError("--tokens", f"{tokens:,.0f} tokens to train on, fewer than one step's {batch * seq:,} "
+                        f"(--batch {batch} x --seq {seq}). To fix: --tokens {batch * seq:,} or more, or a smaller "
+                        "--batch or --seq")  # fmt: skip
     try:
         mem = finetune_memory(shape, method, batch=batch, seq_len=seq, precision=precision, lora_rank=rank,
                               lora_targets=lora_targets, gradient_checkpointing=checkpointing,
@@ -121,16 +119,16 @@ def finetune(
                    "batch": batch, "seq_len": seq,
                    "memory_one_gpu": mem.to_dict(), "options": [o.to_dict() for o in options[:top]],
                    "notes": [n for n in (price_note, step_note, slow_note, None if options else
-                                         f"no catalog GPU instance holds it: {_no_fit_hint(method, checkpointing)}")
+                                         f"no catalog GPU instance holds it: {no_fit_hint(mem)}")
                              if n]})  # fmt: skip
         return
     out_console.print(f"[bold]{escape(model)} {method} fine-tune[/bold] ({framework}), batch {batch} x seq {seq}, "
-                      f"{PRECISION_WORDS.get(precision, precision)}: {mem.total_gib:.1f} GiB unsharded on one GPU "
+                      f"{header_words(mem)}: {mem.total_gib:.1f} GiB unsharded on one GPU "
                       f"(peak during {mem.peak_phase.replace('_', ' ')}; {mem.params_trainable:,} trainable "
                       "parameters)", highlight=False)  # fmt: skip
     parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in mem.breakdown().items() if v >= 0.05 * GIB)
     out_console.print(f"  GiB: {parts}", highlight=False)
-    if (meaning := _precision_line(precision, method, framework)) is not None:
+    if (meaning := precision_line(mem)) is not None:
         out_console.print(f"  {meaning}", highlight=False)
     up_min = spin_up_hours() * 60
     title = f"instances that hold it, {tokens:,.0f} tokens at {mfu:.0%} MFU (assumed: hours are projected)"
@@ -159,29 +157,7 @@ def finetune(
     if precision in ("bf16", "amp_bf16"):
         out_console.print("  GPUs without bf16 (T4, V100) are left out; --precision fp16 plans them", highlight=False)
     if not options:
-        hint = _no_fit_hint(method, checkpointing)
-        out_console.print(f"[bold red]no catalog GPU instance holds it[/bold red]: {hint}")
-
-
-def _precision_line(precision: str, method: str, framework: str) -> str | None:
-    """What pure bf16 / fp16 keeps per trained parameter against its amp_ twin (``finetune.model_state_bytes``), which
-    is what ``rightsize memory --precision bf16`` means; None for the others."""
-    from rightsize.llm.finetune import FRAMEWORKS, model_state_bytes
-
-    if precision not in ("bf16", "fp16"):
-        return None
-    line = (f"{precision}: pure {precision} weights, grads and AdamW states ({model_state_bytes(precision)} B/param); "
-            f"amp_{precision} keeps fp32 master weights ({model_state_bytes('amp_' + precision)} B/param)")  # fmt: skip
-    if method != "full" and FRAMEWORKS[framework].adapter_fp32:  # PEFT upcasts the adapters whatever the precision
-        line += f"; {framework}'s fp32 LoRA adapters: {model_state_bytes('fp32')} B/param either way"
-    return line
-
-
-def _no_fit_hint(method: str, checkpointing: bool) -> str:
-    """What to change when no instance holds the fine-tune."""
-    tries = [] if method == "qlora" else ["--method qlora"]
-    tries += [] if checkpointing else ["--checkpointing"]
-    return "try " + ", ".join([*tries, "a smaller --batch or --seq"])
+        out_console.print(f"[bold red]no catalog GPU instance holds it[/bold red]: {escape(no_fit_hint(mem))}")
 
 
 def register(app: typer.Typer) -> None:

@@ -157,3 +157,29 @@ def test_a_csv_export_that_fails_part_way_names_the_files_it_rewrote(
     rc, _, err = _run(["results", "--store", str(store), "--export", str(out)], capsys)
     assert rc == 2 and "(No space left on device)" in err
     assert f"already rewritten by this export: {out}, {tmp_path / 'all-plans.csv'}" in err
+
+
+def test_a_file_rightsize_did_not_write_is_never_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`results --export data.csv` replaced a user's data.csv and data-plans.csv, and `report -o mine.html` a user's
+    own page, silently: an existing file is replaced only when it is one of ours (an earlier export or report)."""
+    store = tmp_path / "s.sqlite"
+    build_store(store)
+    mine = {tmp_path / "data.csv": "a,b\n1,2\n", tmp_path / "data-plans.csv": "x\n", tmp_path / "mine.html": "<p>",
+            tmp_path / "mine.json": '{"mine": 1}'}  # fmt: skip
+    for path, text in mine.items():
+        path.write_text(text)
+    for argv, victim in ((["results", "--export", str(tmp_path / "data.csv")], tmp_path / "data.csv"),
+                         (["results", "--export", str(tmp_path / "mine.json")], tmp_path / "mine.json"),
+                         (["report", "-o", str(tmp_path / "mine.html")], tmp_path / "mine.html")):  # fmt: skip
+        rc, out, err = _run([*argv, "--store", str(store)], capsys)
+        assert rc == 2 and out == "" and err.count("\n") == 1, err
+        assert f"{victim.name}' exists and was not written by rightsize; its contents would be lost: choose" in err
+    (tmp_path / "data.csv").unlink()  # the sibling still blocks the export
+    rc, _, err = _run(["results", "--export", str(tmp_path / "data.csv"), "--store", str(store)], capsys)
+    assert rc == 2 and "data-plans.csv' exists and was not written by rightsize" in err
+    assert all(p.read_text() == text for p, text in mine.items() if p.exists())  # every byte kept
+    for out_file in (tmp_path / "r.html", tmp_path / "r.md", tmp_path / "e.json", tmp_path / "e.csv"):
+        argv = ["report", "-o"] if out_file.suffix in (".html", ".md") else ["results", "--export"]
+        for _ in range(2):  # ours: written again in place
+            rc, _, err = _run([*argv, str(out_file), "--store", str(store)], capsys)
+            assert rc == 0, err

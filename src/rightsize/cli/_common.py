@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,14 +91,16 @@ def check_providers(providers: list[str] | None, catalog: Catalog) -> None:
             )
 
 
-def check_writable(path: Path, option: str, store: Path | None = None) -> None:
+def check_writable(path: Path, option: str, store: Path | None = None, *, only_ours: bool = False) -> None:
     """Refuse (exit 2, naming ``option``) an output ``path`` that cannot be written, before the work that ends in
     writing it: its folder is made when missing and the file opened for appending, then both removed again
     (a probe left nowhere; the writer makes the folder).
 
     Also refused: anything but a regular file where one exists (a FIFO would hang the write, a device would be
     replaced by an atomic rename), and the results store itself or its SQLite side files (``store``, default
-    ``$RIGHTSIZE_STORE`` or the user cache's): writing a report over the store would destroy every stored run."""
+    ``$RIGHTSIZE_STORE`` or the user cache's): writing a report over the store would destroy every stored run.
+    With ``only_ours``, an existing non-empty file rightsize did not write (``written_by_rightsize``): `report -o
+    mine.html` and `results --export data.csv` had replaced a user's own page and data, silently."""
     from rightsize.errors import SpecError
     from rightsize.inputfile import short
     from rightsize.store.db import default_store_path
@@ -119,6 +122,9 @@ def check_writable(path: Path, option: str, store: Path | None = None) -> None:
             raise refuse(f"it is the results store {short(str(db))}; every stored run would be lost")
         if existed and _is_sqlite(path):  # another results store (or any database): never written over
             raise refuse("it is an SQLite database, perhaps a results store; its contents would be lost")
+        if existed and only_ours and not written_by_rightsize(path):
+            raise SpecError(option, f"{short(str(given))} exists and was not written by rightsize; its contents would "
+                            "be lost: choose another file, or remove it first")  # fmt: skip
         made = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a"):
@@ -132,6 +138,22 @@ def check_writable(path: Path, option: str, store: Path | None = None) -> None:
         for d in made:  # deepest first: the probe leaves no folders behind, whether the output is refused here or
             with contextlib.suppress(OSError):  # the command fails later; its writer makes them (write_whole)
                 d.rmdir()
+
+
+# The first bytes of what rightsize writes: a report's version stamp or generator tag, an export's JSON head or one of
+# its CSV headers (results._export)
+_OURS = re.compile(
+    rb'rightsize \d+\.\d+|<meta name="generator" content="rightsize|^\{\s*"measurements":'
+    rb"|^(model,mode,device,precision,batch_size|id,created_at,name,model,kind|artifact_id,run_id,created_at,name,"
+    rb"model|id,kind,created_at,url,mode),"
+)
+
+
+def written_by_rightsize(path: Path) -> bool:
+    """Whether ``path`` is empty or one of rightsize's own reports or exports (its first 64 KiB say so)."""
+    with path.open("rb") as f:
+        head = f.read(65536)
+    return not head or _OURS.search(head) is not None
 
 
 def _is_sqlite(path: Path) -> bool:

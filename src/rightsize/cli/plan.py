@@ -190,7 +190,7 @@ def plan_cmd(
         from rightsize.report import check_report_path
 
         check_report_path(report, "--report")  # before the work, for every kind of plan
-        check_writable(report, "--report", store)
+        check_writable(report, "--report", store, only_ours=True)
     db = Store(store)
     if workload.targets.generative is not None:
         _plan_generative(workload, spec, db, load_catalog_option(catalog), json_out, top, seed, report)

@@ -35,7 +35,7 @@ def report(
     from rightsize.store.db import default_store_path, missing_store_error
 
     check_report_path(output, "--output")
-    check_writable(output, "--output", store)
+    check_writable(output, "--output", store, only_ours=True)
     path = store if store is not None else default_store_path()
     if not Path(path).is_file():
         raise missing_store_error(Path(path), "`rightsize plan SPEC`")

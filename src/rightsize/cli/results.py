@@ -37,7 +37,9 @@ def results(
     export: Path | None = typer.Option(
         None,
         "--export",
-        help="Write measurements, plans and load tests: FILE.json, or FILE.csv + FILE-plans.csv + FILE-loadtests.csv.",
+        help="Write measurements, plans and load tests: FILE.json, or FILE.csv + FILE-plans.csv + "
+        "FILE-generative.csv + FILE-loadtests.csv (each sibling when non-empty). An existing file rightsize did not "
+        "write is refused.",
     ),
     store: Path | None = STORE_OPTION,
 ) -> None:
@@ -48,10 +50,10 @@ def results(
     if export is not None and export.suffix not in (".csv", ".json"):
         raise SpecError("--export", f"must end in .csv or .json, got {export.name!r}")
     if export is not None:
-        check_writable(export, "--export", store)
+        check_writable(export, "--export", store, only_ours=True)
         if export.suffix == ".csv":  # plans and load tests go beside it (_export)
             for tail in CSV_SIBLINGS:
-                check_writable(_sibling(export, tail), "--export", store)
+                check_writable(_sibling(export, tail), "--export", store, only_ours=True)
     db = Store(store, read_only=True)  # reading never creates a store (a missing path: exit 2)
     if run is None and model is None and export is None:
         runs = db.runs(limit=limit or DEFAULT_RUNS)

@@ -174,8 +174,8 @@ def render_generative_html(
 
 
 def render_generative_markdown(plan: LLMPlan, target: GenerativeTarget, name: str) -> str:
-    lines = [f"# {md(name)}: generative serving plan", "", _headline(plan, name, target), "",
-             "Every figure is projected: no GPU was measured for this plan.", "",
+    lines = [f"# {md(name)}: generative serving plan", "", f"generative serving plan · rightsize {__version__}", "",
+             _headline(plan, name, target), "", "Every figure is projected: no GPU was measured for this plan.", "",
              "| " + " | ".join(_HEAD) + " |", "|" + "---|" * len(_HEAD)]  # fmt: skip
     lines += ["| " + " | ".join(md(v) for v in r) + " |" for r in _rows(plan)]
     for c in _shown(plan):

@@ -34,6 +34,7 @@ def page(title: str, body: str, *, extra_css: str = "", script: str = "") -> str
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<meta name="generator" content="rightsize {__version__}">'
         f"<title>{esc(title)}</title><style>{asset_text('report.css')}{extra_css}</style></head>"
         f"<body>{body}{js}</body></html>"
     )

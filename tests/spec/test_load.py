@@ -181,6 +181,14 @@ def test_a_relative_model_path_is_found_next_to_the_spec(tmp_path: Path, monkeyp
         assert load_spec(spec_dir / "s.yaml").model == ref
 
 
+def test_a_nan_or_inf_says_what_to_write() -> None:
+    """`deadline_hours: .nan` read "Input should be a finite number, got nan": the field and the value, no fix."""
+    for value in (float("nan"), float("inf")):
+        with pytest.raises(SpecError, match=r"^targets\.batch\.deadline_hours: Input should be a finite number, got "
+                           r"(nan|inf); write a number \(YAML's \.nan and \.inf are not\), e.g\. 0\.5$"):  # fmt: skip
+            parse_spec({"model": "distilbert", "targets": {"batch": {"items": 10, "deadline_hours": value}}})
+
+
 def test_a_factory_module_next_to_the_spec_names_its_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`model: mymod:build` with mymod.py beside the spec, planned from another folder, said only "check
     PYTHONPATH"."""

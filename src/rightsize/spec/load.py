@@ -78,6 +78,8 @@ def _fix(error: Any) -> str:
         return "; write a whole number within the field's range (e.g. 8)"
     if kind in ("int_from_float", "int_parsing", "int_type"):
         return "; write a whole number (e.g. 8)"
+    if kind == "finite_number":  # `.nan` / `.inf` in YAML: "Input should be a finite number, got nan" named no fix
+        return "; write a number (YAML's .nan and .inf are not), e.g. 0.5"
     if kind in ("float_parsing", "float_type"):
         return "; write a number (e.g. 0.5)"
     if kind == "literal_error":

@@ -291,3 +291,24 @@ def test_an_empty_store_file_and_a_hot_journal_are_named_for_what_they_are(tmp_p
     with pytest.raises(RightsizeError, match=r"has a -journal file left by an interrupted write, which a read-only"):
         Store(folder / "s.sqlite", read_only=True)
     assert (folder / "s.sqlite").read_bytes() == before
+
+
+def test_a_store_that_cannot_be_opened_for_a_full_disk_is_not_called_foreign(tmp_path: Path) -> None:
+    """A file-size limit (or a full disk) read "is not a rightsize store (disk I/O error); pass another path": the
+    store was fine, and the message invited throwing it away."""
+    import resource
+    import sys
+
+    path = tmp_path / "s.sqlite"
+    Store(path).close()
+    before = path.read_bytes()
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20 * 1024, 20 * 1024))  # the WAL index (32 KiB) cannot be made
+
+    code = "from rightsize.cli.app import main; main(['results', '--limit', '1'])"
+    proc = subprocess.run([sys.executable, "-c", code], env=os.environ | {"RIGHTSIZE_STORE": str(path)},
+                          capture_output=True, text=True, timeout=120, preexec_fn=limit)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "a full disk or a file-size limit?); nothing in it was changed" in proc.stderr
+    assert "not a rightsize store" not in proc.stderr and path.read_bytes() == before

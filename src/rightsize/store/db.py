@@ -206,6 +206,11 @@ class Store:
                     "which a read-only command cannot roll back: run one that writes the store "
                     "(e.g. `rightsize plan`) where it can be written, or pass another path"
                 ) from None
+            if "disk I/O error" in str(exc) or "full" in str(exc):  # "not a store" had invited deleting a good one
+                raise RightsizeError(
+                    f"--store: cannot open {str(self.path)!r} ({exc}: a full disk or a file-size "
+                    "limit?); nothing in it was changed: free space and try again"
+                ) from None
             raise RightsizeError(f"--store: {str(self.path)!r} is not a rightsize store ({exc}); pass another "
                                  "path") from None  # fmt: skip
         except sqlite3.DatabaseError as exc:

@@ -257,6 +257,6 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path: Path, store_path: Path) 
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 143, err
-    assert "interrupted: finished results are stored" in err and "Traceback" not in err
+    assert "interrupted: 1 finished config(s) are stored" in err and "Traceback" not in err
     listed = rightsize("results", "--json", store=store_path, check=True)
     assert [r["status"] for r in json.loads(listed.stdout)] == ["interrupted"]

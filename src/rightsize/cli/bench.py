@@ -151,6 +151,8 @@ def bench(
         raise typer.Exit(2)  # what this machine cannot run: exit 2, as plan says it for the same spec (was 1)
     if json_out:
         emit_json([record(m) for m in result.measurements])
+    elif result.interrupted and not result.measurements:
+        pass  # no empty table: the line below says it
     else:
         title = f"{workload.model} {workload.mode} on {result.env.machine_label}"
         out_console.print(sweep_table(result.measurements, title))
@@ -158,7 +160,9 @@ def bench(
         _print_power(result.measurements)
         _print_int8(result.measurements)
     if result.interrupted:
-        err_console.print("interrupted: finished results are stored")
+        new = len(result.measurements) - result.reused
+        err_console.print(f"interrupted: {new} finished config(s) are stored" if new else
+                          "interrupted before a config finished: nothing new was stored")  # fmt: skip
         raise typer.Exit(130)
     if result.measurements and all(m.status == "failed" for m in result.measurements):
         raise typer.Exit(1)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import math
-import multiprocessing as mp
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ import numpy as np
 
 from rightsize.cluster.items import Batch, ItemSpec, read_table, table_batch
 from rightsize.cluster.stages import InferSpec, Predictor, preprocess_stage, read_stage
+from rightsize.measure.runner import forkserver_context
 
 Sink = Callable[[Batch], None]
 BLOCK_BYTES = 64 * 1024**2  # target size of one chunk/block of items in memory (raw + preprocessed)
@@ -107,9 +107,8 @@ def run_local(plan: PipelinePlan, sink: Sink) -> EngineRun:
         chunks = ((spec, table_batch(table.slice(i, step), plan.items)) for i in range(0, table.num_rows, step))
     else:
         chunks = ((spec, (i, min(i + step, plan.n_items))) for i in range(0, plan.n_items, step))
-    ctx = mp.get_context("forkserver")
     # Workers fork from a server that imported torch once (no effect if this process's server already runs).
-    ctx.set_forkserver_preload(["torch", "rightsize.cluster.stages"])
+    ctx = forkserver_context(["torch", "rightsize.cluster.stages"])
     with ctx.Pool(run.workers, initializer=_init_worker, initargs=(plan.infer.to_dict(),)) as pool:
         for out in pool.imap_unordered(_run_chunk, chunks):
             sink(out)

@@ -41,9 +41,28 @@ _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memor
 def _context() -> Any:
     global _CTX
     if _CTX is None:
-        _CTX = mp.get_context("forkserver")
-        _CTX.set_forkserver_preload(_PRELOAD)
+        _CTX = forkserver_context(_PRELOAD)
     return _CTX
+
+
+def forkserver_context(preload: list[str]) -> Any:
+    """The forkserver context, its server started now with Ctrl-C ignored: the server protects itself from SIGINT
+    only after its preload, so a Ctrl-C in the seconds it spends importing torch printed a KeyboardInterrupt
+    traceback from it beside rightsize's one-line "interrupted". An ignored SIGINT survives the server's exec (a
+    Python started with SIGINT ignored keeps it so); rightsize's own handler is back before this returns. The
+    preload takes effect only if this process's server is not running yet."""
+    from multiprocessing import forkserver
+
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(preload)
+    if threading.current_thread() is not threading.main_thread():  # signal handlers are the main thread's
+        return ctx
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return ctx
 
 
 def classify_failure(exc: BaseException) -> str:

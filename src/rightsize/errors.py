@@ -13,9 +13,11 @@ traceback for these. Messages say what was wrong and how to fix it.
 from __future__ import annotations
 
 import difflib
+import sys
 from collections.abc import Iterable
 
 __all__ = [
+    "STOP_LINES",
     "NotFoundError",
     "RightsizeError",
     "RunFailedError",
@@ -23,6 +25,7 @@ __all__ = [
     "UnsupportedError",
     "did_you_mean",
     "input_refused",
+    "print_stop",
 ]
 
 
@@ -86,3 +89,14 @@ def input_refused(
             "image models: a config's own image_size (a ViT's 224), or one its strides can shrink")  # fmt: skip
     return SpecError(field, f"{model} cannot run {what} ({type(exc).__name__}: {first}); use a size it takes "
                      f"({hint})")  # fmt: skip
+
+
+# The line a command printed when Ctrl-C or SIGTERM stopped it. typer turns a KeyboardInterrupt into exit 130 with no
+# word (a bench waiting for another sweep's lock ended silently), so the CLI says "interrupted" unless one is here.
+STOP_LINES: list[str] = []
+
+
+def print_stop(line: str) -> None:
+    """Say on stderr how Ctrl-C / SIGTERM stopped this command (what was kept): the CLI then adds no "interrupted"."""
+    print(line, file=sys.stderr, flush=True)
+    STOP_LINES.append(line)

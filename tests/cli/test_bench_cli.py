@@ -260,3 +260,31 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path: Path, store_path: Path) 
     assert "interrupted: 1 finished config(s) are stored" in err and "Traceback" not in err
     listed = rightsize("results", "--json", store=store_path, check=True)
     assert [r["status"] for r in json.loads(listed.stdout)] == ["interrupted"]
+
+
+def test_ctrl_c_while_waiting_for_another_sweep_says_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bench waiting for another sweep's lock, stopped by Ctrl-C, exited 130 with no word: typer turns an uncaught
+    KeyboardInterrupt into exit 130 silently. A command that said how it stopped gets no second line."""
+    import rightsize.measure.sweep as sweep
+    from cli_kit import run_cli
+
+    def waiting(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt  # as Ctrl-C inside the lock's flock()
+
+    monkeypatch.setattr(sweep, "run_sweep", waiting)
+    spec = _spec(tmp_path, batch_sizes=[1], precisions=["fp32"])
+    rc, out, err = run_cli(["bench", str(spec), "--store", str(tmp_path / "s.sqlite")], capsys)
+    assert (rc, out) == (130, "") and err.endswith("\ninterrupted\n"), err
+
+    def stopped(*_: object, **__: object) -> object:
+        from rightsize.measure.env import fingerprint
+        from rightsize.measure.sweep import SweepResult
+
+        return SweepResult(None, fingerprint(), interrupted=True)
+
+    monkeypatch.setattr(sweep, "run_sweep", stopped)
+    rc, out, err = run_cli(["bench", str(spec), "--store", str(tmp_path / "s.sqlite")], capsys)
+    assert (rc, out) == (130, "") and err.endswith("interrupted before a config finished: nothing new was stored\n")
+    assert "\ninterrupted\n" not in err

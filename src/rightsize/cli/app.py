@@ -16,7 +16,7 @@ from typer import Abort, TyperException
 from rightsize import __version__
 from rightsize.allocator import keep_freed_memory
 from rightsize.cli._common import json_stdout
-from rightsize.errors import RightsizeError
+from rightsize.errors import STOP_LINES, RightsizeError
 
 # Order is the order of ``rightsize --help``.
 COMMAND_MODULES = [
@@ -128,6 +128,7 @@ def _stop_as_ctrl_c(signum: int, _frame: object) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script; exits with 0 ok, 1 failed run, 2 bad input."""
     keep_freed_memory()  # before any thread allocates: glibc fixes its arena limit then (rightsize.allocator)
+    STOP_LINES.clear()  # one command's (the tests call main in one process)
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:  # servers install their own (uvicorn drains)
         signal.signal(signal.SIGTERM, _stop_as_ctrl_c)
     try:
@@ -149,7 +150,8 @@ def _main(argv: list[str] | None) -> None:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except (Abort, KeyboardInterrupt):
-        print("interrupted", file=sys.stderr)
+        if not STOP_LINES:
+            print("interrupted", file=sys.stderr)
         sys.exit(130)
     except ModuleNotFoundError as exc:  # an optional dependency this command needs is not installed
         package = (exc.name or "").split(".")[0]
@@ -169,4 +171,6 @@ def _main(argv: list[str] | None) -> None:
         else:
             print(f"error: {exc}", file=sys.stderr)
         sys.exit(int(getattr(exc, "exit_code", 2) or 2))
+    if rc == 130 and not STOP_LINES:  # typer's exit for a KeyboardInterrupt no command caught: it says nothing
+        print("interrupted", file=sys.stderr)
     sys.exit(rc if isinstance(rc, int) else 0)

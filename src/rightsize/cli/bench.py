@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from rightsize.cli._common import JSON_OPTION, STORE_OPTION, emit_json, err_console, out_console
+from rightsize.errors import print_stop
 from rightsize.measure.quality import SLOW_VS_BEST, is_contended, measurement_quality
 from rightsize.profile import Measurement
 from rightsize.units import format_bytes
@@ -161,8 +162,8 @@ def bench(
         _print_int8(result.measurements)
     if result.interrupted:
         new = len(result.measurements) - result.reused
-        err_console.print(f"interrupted: {new} finished config(s) are stored" if new else
-                          "interrupted before a config finished: nothing new was stored")  # fmt: skip
+        print_stop(f"interrupted: {new} finished config(s) are stored" if new else
+                   "interrupted before a config finished: nothing new was stored")  # fmt: skip
         raise typer.Exit(130)
     if result.measurements and all(m.status == "failed" for m in result.measurements):
         raise typer.Exit(1)

@@ -63,7 +63,9 @@ def dashboard(
             catalog=load_catalog_option(catalog),
         )  # fmt: skip
     except KeyboardInterrupt:
-        err_console.print("stopped")
+        from rightsize.errors import print_stop
+
+        print_stop("stopped")
         raise typer.Exit(130) from None  # Ctrl-C, as `serve` and every other command exit (README: exit codes)
 
 

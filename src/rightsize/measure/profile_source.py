@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from rightsize.errors import print_stop
 from rightsize.measure.config import input_of
 from rightsize.measure.env import fingerprint
 from rightsize.measure.sweep import Progress, run_sweep
@@ -37,8 +38,8 @@ def ensure_profile(
     for note in swept.busy_notes:  # a plan from timings kept while the machine was busy says so where it starts
         print(f"note: {note}", file=sys.stderr)
     if swept.interrupted:
-        print("interrupted: the configs measured before the stop are stored; nothing was planned from the part "
-              "(run it again to measure the rest)", file=sys.stderr)  # fmt: skip
+        print_stop("interrupted: the configs measured before the stop are stored; nothing was planned from the part "
+                   "(run it again to measure the rest)")  # fmt: skip
         raise KeyboardInterrupt
     profile = store.profile(workload.model, workload.mode, inp, env.id, tiny=workload.tiny)
     if profile is None:

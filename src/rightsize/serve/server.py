@@ -15,7 +15,6 @@ import importlib.util
 import logging
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,7 +23,7 @@ from typing import Any
 import uvicorn
 
 from rightsize.allocator import keep_freed_memory
-from rightsize.errors import RightsizeError, RunFailedError, SpecError
+from rightsize.errors import RightsizeError, RunFailedError, SpecError, print_stop
 from rightsize.hosts import allowed_hosts
 from rightsize.serve.app import create_app
 from rightsize.serve.config import ServerConfig
@@ -159,7 +158,7 @@ def run_blocking(server: uvicorn.Server, sock: socket.socket, check: Callable[[]
     check()
     stopped = getattr(server, "stopped_by", [])
     if stopped:  # outside the event loop now (QuietStopServer): the default handler, or rightsize's SIGTERM one
-        print("stopped: requests in flight were answered", file=sys.stderr)
+        print_stop("stopped: requests in flight were answered")
         signal.raise_signal(stopped[-1])
 
 

@@ -267,8 +267,9 @@ def test_ctrl_c_while_waiting_for_another_sweep_says_interrupted(
 ) -> None:
     """A bench waiting for another sweep's lock, stopped by Ctrl-C, exited 130 with no word: typer turns an uncaught
     KeyboardInterrupt into exit 130 silently. A command that said how it stopped gets no second line."""
-    import rightsize.measure.sweep as sweep
     from cli_kit import run_cli
+
+    import rightsize.measure.sweep as sweep
 
     def waiting(*_: object, **__: object) -> None:
         raise KeyboardInterrupt  # as Ctrl-C inside the lock's flock()

@@ -142,6 +142,50 @@ def test_usage_line_shows_the_command(capsys: pytest.CaptureFixture[str]) -> Non
     assert "124" in out and "stderr" in out  # the exit codes and where --json sends the program's output
 
 
+def test_a_directory_as_cmd_says_it_is_a_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`diagnose -- ./adir` said "cannot run './adir' (Permission denied)", which reads as a permissions problem."""
+    (tmp_path / "adir").mkdir()
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _cli(["diagnose", "--", "./adir"], capsys)
+    assert code == 2 and out == ""
+    assert err == "error: CMD: './adir' is a directory; give a Python program, e.g. python train.py\n"
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("nan", "nan is not a number"), ("NaN", "nan is not a number"), ("0", "0 s is under 1 s"),
+     ("-inf", "-inf s is under 1 s")],
+)  # fmt: skip
+def test_timeout_that_is_not_seconds_is_one_line(
+    value: str, problem: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--timeout nan said "Input should be greater than or equal to 1"; the program must not start."""
+    seen = _watched(monkeypatch, 0, FACTS, None)
+    code, out, err = _cli(["diagnose", "--timeout", value, "--", "python", "x.py"], capsys)
+    assert code == 2 and out == "" and seen == []
+    assert err == f"error: --timeout: {problem}; give seconds, e.g. --timeout 600 (inf: no limit)\n"
+
+
+def test_timeout_inf_is_no_limit(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    limits: list[float | None] = []
+
+    def fake(
+        cmd: list[str], timeout_s: float | None = None, stdout_to_stderr: bool = False
+    ) -> tuple[int, LoopFacts | None, Stop]:
+        limits.append(timeout_s)
+        return 0, FACTS, None
+
+    monkeypatch.setattr(rightsize.diagnose.run, "run_watched", fake)
+    for args in (["--timeout", "inf"], [], ["--timeout", "5"]):
+        code, _, _ = _cli(["diagnose", *args, "--", "python", "ok.py"], capsys)
+        assert code == 0
+    assert limits == [None, None, 5.0]
+    code, out, _ = _cli(["diagnose", "--help"], capsys)
+    assert "inf, the default: no limit" in " ".join(out.split())
+
+
 def _fresh(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     """``rightsize`` as a fresh interpreter has it: ``rightsize.diagnose`` not imported yet (undone after the test)."""
     for name in [m for m in sys.modules if m == "rightsize.diagnose" or m.startswith("rightsize.diagnose.")]:

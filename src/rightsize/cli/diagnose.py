@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 import typer
@@ -27,13 +28,27 @@ def _error(message: str) -> None:
     print(f"error: {message}", file=sys.stderr)
 
 
+def _timeout_s(timeout: float | None) -> float | None:
+    """--timeout in seconds, None for no limit (not given, or inf). Checked here rather than by the option's range:
+    its message for nan was "Input should be greater than or equal to 1"."""
+    from rightsize.errors import SpecError
+
+    if timeout is None or timeout == math.inf:
+        return None
+    if math.isnan(timeout):
+        raise SpecError("--timeout", "nan is not a number; give seconds, e.g. --timeout 600 (inf: no limit)")
+    if timeout < 1:
+        raise SpecError("--timeout", f"{timeout:g} s is under 1 s; give seconds, e.g. --timeout 600 (inf: no limit)")
+    return timeout
+
+
 def diagnose_cmd(
     ctx: typer.Context,
     timeout: float | None = typer.Option(
         None,
         "--timeout",
-        min=1,
-        help="Stop the program after this many seconds (SIGTERM) and diagnose what ran; exit code 124.",
+        help="Stop the program with SIGTERM after this many seconds (at least 1; inf, the default: no limit) and "
+        "diagnose what ran; exit code 124.",
     ),
     as_json: bool = typer.Option(
         False,
@@ -51,6 +66,7 @@ def diagnose_cmd(
     from rightsize.diagnose.run import run_watched
     from rightsize.errors import RunFailedError, SpecError
 
+    timeout = _timeout_s(timeout)
     if ctx.args and ctx.args[0].startswith("-"):
         raise SpecError(
             "CMD", f"No such option: {ctx.args[0]}; put the program after --: rightsize diagnose -- python x.py"

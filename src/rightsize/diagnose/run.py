@@ -64,6 +64,10 @@ def run_watched(
         except FileNotFoundError:
             raise SpecError("CMD", f"{cmd[0]!r} not found; give a Python program, e.g. python train.py") from None
         except OSError as exc:  # a file that is not executable, a folder, an empty name
+            if os.path.isdir(cmd[0]):  # exec's "Permission denied" for a folder reads as a permissions problem
+                raise SpecError(
+                    "CMD", f"{cmd[0]!r} is a directory; give a Python program, e.g. python train.py"
+                ) from None
             raise SpecError("CMD", f"cannot run {cmd[0]!r} ({exc.strerror or exc}); give a Python program, e.g. "
                             "python train.py") from None  # fmt: skip
         stopped: Stop = None

@@ -1,0 +1,38 @@
+"""`rightsize pipeline`'s per-stage table: stage times summed over the workers are labelled as busy time, not wall."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+import rightsize.cli.pipeline as pipeline_cli
+
+# 200 items in 12.3 s on 2 workers: infer kept the two busy 13.70 s together, more than the run's wall time
+PAYLOAD: dict[str, Any] = {
+    "model": "distilbert", "engine": "local", "device": "cpu", "precision": "fp32", "items": 200, "wall_s": 12.3,
+    "throughput_items_per_s": 16.3, "workers": 2, "batch_size": 32,
+    "ids": {"unique": 200, "expected": 200, "missing": 0, "duplicated": 0},
+    "stages": {"read": {"wall_s": 0.0, "cpu_s": 0.0}, "preprocess": {"wall_s": 0.0, "cpu_s": 0.0},
+               "infer": {"wall_s": 13.70, "cpu_s": 12.9}, "write": {"wall_s": 0.0, "cpu_s": 0.0}},
+}  # fmt: skip
+
+
+def test_stage_times_summed_over_workers_are_not_called_wall(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The columns said "wall s" and "share of wall": infer's 13.70 s in a 12.3 s run read as a measuring error."""
+    buf = io.StringIO()
+    monkeypatch.setattr(pipeline_cli, "out_console", Console(file=buf, width=200))
+    pipeline_cli._print(PAYLOAD)
+    out = buf.getvalue()
+    assert "200 items in 12.3 s" in out
+    lines = [line.rstrip() for line in out.splitlines()]
+    assert "per-stage busy time, summed over 2 worker(s): can exceed the 12.3 s run" in lines  # one line
+    header = next(line for line in out.splitlines() if "stage" in line and "µs/item" in line)
+    assert [c.strip() for c in header.strip("┃ ").split("┃")] == [
+        "stage", "busy s (all workers)", "CPU s (all workers)", "share of busy", "µs/item (CPU)"
+    ]  # fmt: skip
+    assert "wall s" not in out and "share of wall" not in out
+    infer = next(line for line in out.splitlines() if "infer" in line)
+    assert [c.strip() for c in infer.strip("│ ").split("│")] == ["infer", "13.70", "12.90", "100%", "64500.0"]

@@ -6,7 +6,7 @@ import pytest
 
 from rightsize.loadgen.validation import ValidationPoint
 from rightsize.profile import Latency
-from rightsize.workflows.validate import slo_verdict
+from rightsize.workflows.validate import slo_verdict, speed_note
 
 
 def _level(label: str, measured: Latency | None, **kw: object) -> ValidationPoint:
@@ -97,3 +97,12 @@ def test_a_report_of_an_infeasible_plan_says_so_first() -> None:
     lines = render_report(report).splitlines()
     assert lines[0].startswith("no plan meets this spec's target (`rightsize plan` says why)")
     assert "plan: none meets the target; poisson arrivals" in lines[2] and "0 replica(s)" not in "\n".join(lines)
+
+
+def test_the_speed_drift_note_says_faster_or_slower() -> None:
+    """The note said "+18% off the profile's speed", which read as slower when the machine was faster."""
+    assert speed_note(44.1, 37.4) == (
+        "this machine is 18% faster now than when profiled (capacity 44.1/s re-timed vs 37.4/s profiled); "
+        "levels use the re-timed one"
+    )
+    assert speed_note(30.0, 37.4).startswith("this machine is 20% slower now than when profiled (capacity 30.0/s")

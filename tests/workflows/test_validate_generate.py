@@ -14,6 +14,7 @@ from rightsize.workflows.validate_generate import (
     MIN_LEVEL_REQUESTS,
     STRETCH,
     level_seconds,
+    light_level_line,
     overheads,
     render_generative,
     summarise,
@@ -76,3 +77,11 @@ def test_a_slow_models_levels_run_long_enough_for_their_requests() -> None:
     assert level_seconds(0.5, 10.0) == min(MIN_LEVEL_REQUESTS / 0.5, STRETCH * 10.0)
     assert level_seconds(0.1, 10.0) == STRETCH * 10.0
     assert level_seconds(50.0, 10.0) == 10.0  # a fast model's levels keep the duration asked for
+
+
+def test_the_light_level_line_gives_its_requests_and_a_duration_that_is_not_zero() -> None:
+    """A fast model's light level printed "a request every 0.02 s for 0 s": 16 requests over 0.32 s, rounded."""
+    assert light_level_line(0.02, 16 * 0.02) == (
+        "light level: 16 request(s), one every 0.02 s over 0.32 s, for the overheads"
+    )
+    assert light_level_line(1.5, 18.0) == "light level: 12 request(s), one every 1.5 s over 18 s, for the overheads"

@@ -141,6 +141,16 @@ def local_server_config(
     )
 
 
+def speed_note(capacity: float, profile_capacity: float) -> str:
+    """The note for a machine whose re-timed capacity drifted from the profile's, worded by direction: "+18% off the
+    profile's speed" read as slower when it was faster."""
+    change = capacity / profile_capacity - 1
+    return (
+        f"this machine is {abs(change):.0%} {'faster' if change > 0 else 'slower'} now than when profiled "
+        f"(capacity {capacity:.1f}/s re-timed vs {profile_capacity:.1f}/s profiled); levels use the re-timed one"
+    )
+
+
 def validate_spec(
     workload: Workload,
     store: Store,
@@ -215,10 +225,7 @@ def validate_spec(
         profile_capacity if now is None else workers * capacity_per_s(now, batching.max_batch, online.request_samples)
     )
     if now is not None and abs(capacity / profile_capacity - 1) > 0.1:
-        notes.append(
-            f"this machine is {capacity / profile_capacity - 1:+.0%} off the profile's speed now "
-            f"(capacity {capacity:.1f}/s re-timed vs {profile_capacity:.1f}/s profiled); levels use the re-timed one"
-        )
+        notes.append(speed_note(capacity, profile_capacity))
     per_replica = online.rate_per_s / max(1, cand.replicas) * workers  # this server runs `workers` replicas
     loads: list[tuple[str, float]] = []
     if per_replica <= 0.95 * capacity:

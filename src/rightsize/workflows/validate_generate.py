@@ -43,7 +43,7 @@ from rightsize.errors import RunFailedError, SpecError
 from rightsize.llm.costs import StepCosts, fit_step_costs
 from rightsize.llm.loadgen import run_generation_load
 from rightsize.llm.sim import Lengths, LLMSimConfig, draw_lengths, simulate_llm
-from rightsize.loadgen.schedule import Arrival, arrival_offsets_s
+from rightsize.loadgen.schedule import Arrival, arrival_offsets_s, schedule_size
 
 __all__ = ["LEVELS", "TARGET", "render_generative", "validate_generative"]
 
@@ -188,6 +188,17 @@ def _err(pred: float, meas: float) -> float:
     return round(100.0 * (pred - meas) / meas, 1) if meas else float("nan")
 
 
+def _secs(s: float) -> str:
+    """A duration a short run does not round to "0 s": two significant digits below 10 s ("0.32 s"), whole above."""
+    return f"{s:.2g} s" if s < 10 else f"{s:.0f} s"
+
+
+def light_level_line(gap_s: float, light_s: float) -> str:
+    """The progress line of the light level: its requests and how long it lasts ("for 0 s" was 0.3 s rounded)."""
+    n = schedule_size(1.0 / gap_s, duration_s=light_s)  # what run_level sends at this rate and length
+    return f"light level: {n} request(s), one every {_secs(gap_s)} over {_secs(n * gap_s)}, for the overheads"
+
+
 def validate_generative(
     model: str = "gpt2",
     size: str = "small",
@@ -223,14 +234,14 @@ def validate_generative(
         rates = [rate_for_busy(costs, cfg, f, draw_p, draw_o) for f in fractions]
         gap_s = LIGHT_GAP * alone_ms(costs, cfg, draw_p, draw_o) / 1e3
         light_s = min(LIGHT_REQUESTS * gap_s, STRETCH * duration_s)
-        say(f"light level: a request every {gap_s:.2f} s for {light_s:.0f} s, for the overheads")
+        say(light_level_line(gap_s, light_s))
         light = run_level(url, 1.0 / gap_s, light_s, seed + 2, draw_p, draw_o, "constant")
         over = overheads(costs, cfg, light)
         overhead, per_token = over["ttft_ms"], over["tpot_ms"]
         levels = []
         for i, (busy, rate) in enumerate(zip(fractions, rates, strict=True)):
             secs = level_seconds(rate, duration_s)
-            say(f"level {i + 1}/{len(rates)}: {rate:.2f} req/s ({busy:.0%} busy in the simulator), {secs:.0f} s")
+            say(f"level {i + 1}/{len(rates)}: {rate:.2f} req/s ({busy:.0%} busy in the simulator), {_secs(secs)}")
             lv = run_level(url, rate, secs, seed + 10 + i, draw_p, draw_o)
             s = lv["summary"]
             meas = {"ttft_p50": s["ttft_ms"]["p50"], "ttft_p95": s["ttft_ms"]["p95"], "tpot_p50": s["tpot_ms"]["p50"]}

@@ -153,9 +153,12 @@ def test_a_jobs_spin_up_draws_the_idle_floor_and_an_epoch_is_its_work_alone() ->
     idle_w, _ = instance_watts(by_key[("aws", "us-east-1", "g.t4")], 0.0, cat.power, cat.accelerators)
     assert idle_w < e.watts
     assert e.kwh == pytest.approx(e.kwh_per_hour * 2.0 + idle_w / 1000 * e.pue * 155 / 3600, rel=1e-3)
+    # the printed line names the spin-up and its draw, so watts x hours x PUE checks out by hand (it had not)
+    assert e.spin_up_min == pytest.approx(155 / 60, abs=0.05) and e.idle_watts == pytest.approx(idle_w, abs=0.05)
     plain = opt.candidate(batching=Batching(64, 0.0), runtime_hours=2.0)
     add_energy([plain], by_key, cat.accelerators, "batch", table=cat.power)
     assert plain.energy is not None and plain.energy.kwh_per_epoch is None  # a batch job has no epochs
+    assert plain.energy.spin_up_min is None and plain.energy.idle_watts is None
 
 
 def test_memory_bound_kernels_draw_less_than_compute_bound_ones() -> None:

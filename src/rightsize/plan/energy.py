@@ -138,7 +138,7 @@ def add_energy(
         watts *= max(1, c.count)
         pue, kg, site = table.site(c.provider, c.region)
         kwh_per_hour = watts / 1000.0 * pue
-        per_epoch = None
+        per_epoch, up_h, idle_watts = None, 0.0, 0.0
         if kind == "online" and rate_per_s:
             basis, kwh = "per 1M requests", kwh_per_hour / (rate_per_s * 3600.0) * 1e6
         elif c.runtime_hours is not None:
@@ -155,4 +155,5 @@ def add_energy(
             notes=[site, *notes], device_share=None if share is None else round(share, 3),
             compute_share=None if compute is None else round(compute, 3),
             kwh_per_epoch=None if per_epoch is None else round(per_epoch, 4),
+            spin_up_min=round(up_h * 60, 1) if up_h else None, idle_watts=round(idle_watts, 1) if up_h else None,
         )  # fmt: skip

@@ -338,6 +338,7 @@ def explain(
             + f" ({e.watts:.0f} W at {e.utilization:.0%} busy"
             + (f", the GPU computing {e.device_share:.0%} of it" if e.device_share is not None else "")
             + (f", its math units {e.compute_share:.0%} of that" if e.compute_share is not None else "")
+            + (f"; spin-up {e.spin_up_min:.0f} min at the idle {e.idle_watts:.0f} W" if e.spin_up_min else "")
             + f", PUE {e.pue:g}), "
             f"{e.co2e_kg:.3g} kg CO2e at {e.grid_kg_per_kwh * 1000:.0f} g/kWh ({e.notes[0] if e.notes else 'grid'})"
         )

@@ -81,6 +81,8 @@ class Energy:
     device_share: float | None = None  # GPU: the share of its busy time the GPU computes (plan/energy.py)
     compute_share: float | None = None  # GPU: the share of that device time its math units work
     kwh_per_epoch: float | None = None  # training with epochs: one epoch's work (no spin-up), at the wall
+    spin_up_min: float | None = None  # a job's spin-up, billed at the idle draw (``idle_watts``), inside ``kwh``
+    idle_watts: float | None = None
 
 
 @dataclass

@@ -16,7 +16,7 @@ from datetime import date
 
 from rightsize.catalog.model import is_unverified, unverified_note
 from rightsize.plan.job_costs import missed_targets
-from rightsize.plan.result import Candidate, PlanKind
+from rightsize.plan.result import MEASURED_WORDS, Candidate, PlanKind
 from rightsize.plan.training import SMALL_WORKER_BATCH
 from rightsize.units import format_hours, format_usd
 
@@ -312,7 +312,7 @@ def explain(
         return why, [], None, []
     perf = _perf(rec, kind, percentile)
     source = {
-        "measured": "times measured on this very device",
+        "measured": MEASURED_WORDS,
         "projected": f"times projected from the measured profile ({_band_words(rec.band)})",
         "rule": "sized by rules, not measured",
     }[rec.provenance]

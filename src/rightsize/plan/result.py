@@ -25,6 +25,10 @@ from rightsize.profile import Latency, ServiceCurve
 PlanKind = Literal["online", "batch", "training", "rules", "generative"]
 DeviceClass = Literal["cpu", "gpu"]
 Provenance = Literal["measured", "projected", "rule"]
+# a "measured" row was timed on this machine, taken as the instance when its CPU family and cores (or its GPU model)
+# match; "this very device" had claimed this VM was the instance
+MEASURED_WORDS = ("times measured here, on the same CPU family and cores (or GPU) as the instance, with no band: a "
+                  "shared machine's timings move between runs")  # fmt: skip
 
 __all__ = ["Batching", "Candidate", "LatencyPrediction", "PlanKind", "PlanResult", "SpotPlan"]
 

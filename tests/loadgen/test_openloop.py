@@ -220,3 +220,14 @@ def test_queued_requests_time_out_too(server: TinyServer) -> None:
     # a request that expired in the queue was never written to a socket: scheduled, not sent
     assert 1 <= r.requests_sent < 10 and r.requests_answered == 0 and not r.valid
     assert any("achieved send rate" in p for p in r.problems) and f"sent (written) {r.requests_sent} " in r.render()
+
+
+def test_a_generator_short_of_cpu_is_named_not_only_the_server() -> None:
+    """The send lag sees only the dispatch; a generator whose thread used a whole core also reads answers late, and
+    its latencies then include its own queueing: the run says so."""
+    from rightsize.loadgen.openloop import generator_busy_warning
+
+    assert generator_busy_warning(1.0, 7.0) is None  # 15% of a core: the 5,000/s run on the 2-vCPU VM
+    line = generator_busy_warning(4.8, 5.0)
+    assert line is not None and line.startswith("the load generator was CPU-bound (96% of a core over the run)")
+    assert generator_busy_warning(0.0, 0.0) is None

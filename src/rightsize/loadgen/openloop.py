@@ -181,6 +181,7 @@ async def open_loop(target: Target, config: OpenLoopConfig) -> LoadResult:
     await pool.prefill(min(config.prefill_connections, config.connections))
     pool.start()
     rec = Recorder(config.slo_ms)
+    cpu0, wall0 = time.thread_time(), clock()  # this thread runs the whole generator (the event loop)
     t0 = clock() + _START_DELAY_S
     warm_end = t0 + config.warmup_s
     engine = _Engine(target, config, pool, rec, warm_end)
@@ -210,9 +211,23 @@ async def open_loop(target: Target, config: OpenLoopConfig) -> LoadResult:
     scheduled = sum(1 for t in intended if t >= warm_end)
     send_span_s = max(window_s, engine.last_start - warm_end)
     done_span_s = max(window_s, engine.last_done - warm_end)
-    return replace(
-        _result(target, config, rec, pool, window_s, scheduled, send_span_s, done_span_s), schedule_start_s=t0
-    )
+    result = _result(target, config, rec, pool, window_s, scheduled, send_span_s, done_span_s)
+    if (busy := generator_busy_warning(time.thread_time() - cpu0, clock() - wall0)) is not None:
+        result.warnings.append(busy)
+    return replace(result, schedule_start_s=t0)
+
+
+GENERATOR_CPU_BOUND = 0.9  # the generator's thread busy this share of the run: it ran out of core
+
+
+def generator_busy_warning(cpu_s: float, wall_s: float) -> str | None:
+    """A warning when the generator's own thread used nearly a whole core over the run: sends and reads then wait
+    for it, and the latencies include its queueing (the send lag sees only the dispatch). It had blamed only the
+    server ("the server shed 92%") with the client on the same 2 cores."""
+    if wall_s <= 0 or cpu_s / wall_s < GENERATOR_CPU_BOUND:
+        return None
+    return (f"the load generator was CPU-bound ({cpu_s / wall_s:.0%} of a core over the run): latencies may include "
+            "its own delays; give it a core of its own (another machine, or a lower --rate)")  # fmt: skip
 
 
 def _result(

@@ -83,7 +83,8 @@ def test_env_var_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         ("aws,us-east-1,x1,4,16,amd-rome,,0,inf,,,2025-01,s", 3, "on_demand_usd_per_hour", "finite"),
         ("aws,us-east-1,x1,4,16,amd-rome,,0,NaN,,,2025-01,s", 3, "on_demand_usd_per_hour", "must be a finite number"),
         ("aws,us-east-1,x1,4,16,amd-rome,FOO9000,1,1.0,,,2025-01,s", 3, "accelerator", ". Known: A"),  # names, a fix
-        ("aws,us-east-1,x1,4", 3, "cpu_family", "is missing: the row has 4 of the header's 13 cells"),  # was "empty"
+        ("aws,us-east-1,x1,4", 3, "ram_gib", "is missing: the row has 4 of the header's 13 cells"),  # was "empty"
+        ("aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-01", 3, "source", "the row has 12 of the header's 13 cells"),
         ("aws,us-east-1,x1,100000000000000000000,16,amd-rome,,0,1.0,,,2025-01,s", 3, "vcpus", "whole number"),
         ("aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-13-45,s", 3, "price_date", "YYYY-MM"),
         ("aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-01,=HYPERLINK(x)", 3, "source", "formula"),

@@ -222,6 +222,12 @@ def read_table(
                             "quote or take the line break out")  # fmt: skip
         if not any((v or "").strip() for v in row.values()):
             continue
+        absent = [k for k, v in row.items() if v is None]
+        if user and absent:  # refused as a longer row is: a dropped comma shifts every cell after it (a row short of
+            given = len(header) - len(absent)  # an optional column, e.g. its source, had passed)
+            where = f"{path} line {reader.line_num}, column {absent[0]!r}"
+            raise SpecError(where, f"is missing: the row has {given} of the header's {len(header)} cells; write the "
+                            "row in full (empty cells as ,,)")  # fmt: skip
         cells = {k: v or "" for k, v in row.items() if v is not None}
         yield _Row(cells, str(path), reader.line_num, defaults or {}, user, tuple(header))
 

@@ -171,8 +171,7 @@ def roomier(failed: Measurement, cfg: BenchConfig) -> bool:
 def keeps_prior(prior: Measurement | None, m: Measurement, fresh: bool) -> bool:
     """Keep what the store had instead of ``m``: ``m`` was timed on a busy CPU and is no better (a clean stored result
     is never replaced by a contended one, a contended one never by a slower one nor by one whose tail is much worse,
-    ``--fresh`` or not); or, without
-    ``fresh``, the stored one was busy and ``m`` is no better (it failed, say)."""
+    ``--fresh`` or not); or, without ``fresh``, the stored one was busy and ``m`` is no better (it failed, say)."""
     if prior is None or prior.status != "ok":
         return False
     if m.status == "ok" and is_contended(m):

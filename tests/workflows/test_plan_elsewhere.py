@@ -20,7 +20,7 @@ SPEC = {
 }  # fmt: skip
 
 
-def _gpu_box_store(path: Path) -> None:
+def _gpu_box_store(path: Path, extra: dict[str, object] | None = None) -> None:
     env = Environment.from_dict({"id": "gpubox000001", "cpu_model": "Intel(R) Xeon(R) Processor", "machine": "x86_64",
                                  "physical_cores": 16, "logical_cores": 16,
                                  "gpus": [{"name": "NVIDIA H100 80GB HBM3", "memory_bytes": 85 * 10**9}]})  # fmt: skip
@@ -44,6 +44,7 @@ def _gpu_box_store(path: Path) -> None:
                     "throughput_per_s": b * 1e3 / t,
                     "flops_per_sample": 2e6,
                     "param_bytes": 4_000_000,
+                    "extra": extra or {},
                 }
             )
             for b, t in ((1, 4.0), (8, 4.5))
@@ -112,3 +113,19 @@ def test_a_mode_that_does_not_match_the_targets_is_refused_before_measuring(
     refused = pytest.raises(SpecError, match=r"^mode: inference does not fit training targets; set mode: training")
     with Store(tmp_path / "s.db") as store, refused:
         plan_spec(Workload.model_validate(spec), store, progress=False)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="here the spec's cuda runs")
+def test_a_plan_from_disturbed_timings_says_under_its_recommendation_that_it_may_change(tmp_path: Path) -> None:
+    """On a busy machine a T4 was recommended that a quiet re-run replaced with 2 x c7a.large at 40% of its price;
+    the only word was one bullet under Check. The recommendation now says it may change, and why."""
+    calm_path, busy_path = tmp_path / "calm.db", tmp_path / "busy.db"
+    _gpu_box_store(calm_path)
+    _gpu_box_store(busy_path, {"contended": True, "contention": 0.5})
+    with Store(calm_path) as store:
+        calm, _ = plan_spec(Workload.model_validate(SPEC), store, progress=False)
+    with Store(busy_path) as store:
+        busy, _ = plan_spec(Workload.model_validate(SPEC), store, progress=False)
+    assert not any("may change" in line for line in calm.why)
+    assert busy.why[1].startswith("the answer may change on a quiet machine: 2 of 2 local timings were disturbed")
+    assert "a CPU plan may beat" not in busy.why[1]  # the disturbed timings are the GPU's own

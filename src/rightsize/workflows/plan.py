@@ -317,12 +317,23 @@ def _plan_one(
         "work": "traced ops (FakeTensorMode)" if work is not None else "coarse: measured FLOPs only (trace failed)",
     }
     result.warnings += notes
-    from rightsize.measure.quality import measurement_quality
+    from rightsize.measure.quality import is_contended, measurement_quality
 
     quality = measurement_quality(profile.measurements)
     result.assumptions["measurement_quality"] = quality.to_dict()
     if quality.problems:
         result.warnings.append(f"measurements: {quality.summary}; {quality.likely_effect}")
+    if quality.contended and result.recommendation is not None and result.why:
+        # under the recommendation, not only in Check: on a busy machine a T4 was recommended that a quiet re-run
+        # replaced with 2 x c7a.large at 40% of its price
+        cpu_slow = any(m.device == "cpu" and is_contended(m) for m in profile.ok())
+        flip = (
+            " and a CPU plan may beat this GPU one" if cpu_slow and result.recommendation.device_class == "gpu" else ""
+        )
+        n, slow = f"{quality.contended} of {quality.measured}", f"{quality.worst_slowdown:.1f}x"
+        result.why.insert(1, f"the answer may change on a quiet machine: {n} local timings were disturbed (about "
+                          f"{slow} slow, or more), so the plans built on them read slower than they are{flip}; re-run "
+                          "`rightsize bench SPEC --fresh` when it is quiet")  # fmt: skip
     context = {"profile": profile, "curves": curves, "memory": breakdowns, "prep_s": prep_s, "catalog": catalog}
     return result, context
 

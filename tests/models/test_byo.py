@@ -415,3 +415,14 @@ def test_a_factory_edited_in_a_running_process_is_imported_again(
     assert resolve_model("livemodels:make", [4]).build()(torch.ones(1, 4)).shape == (1, 3)
     src.write_text("from torch import nn\ndef make():\n    return nn.Linear(4, 7)\n")  # same size, same second
     assert resolve_model("livemodels:make", [4]).build()(torch.ones(1, 4)).shape == (1, 7)
+
+
+def test_a_missing_local_config_folder_is_not_offered_as_a_hub_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hf:./bert-base-uncased` (README's example, before fetching it) suggested `huggingface-cli download
+    ./bert-base-uncased`, which is no hub id."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(NotFoundError, match=r"no folder 'bert-base-uncased' holding config\.json here\. .*"
+                       r"--local-dir './bert-base-uncased'`, e\.g\. google-bert/bert-base-uncased\)"):  # fmt: skip
+        resolve_model("hf:./bert-base-uncased")

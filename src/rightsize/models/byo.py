@@ -287,6 +287,13 @@ def _hf_config(ref: str) -> Any:
     name = ref[3:] if ref.startswith("hf:") else ref
     if name in CONFIG_MAPPING:
         return CONFIG_MAPPING[name]()
+    if name.startswith((".", "/", "~")):  # a folder that is not there: `download ./bert-base-uncased` is no hub id
+        folder = Path(name).expanduser()
+        raise NotFoundError(
+            f"model: {ref!r}: no folder {short(str(folder))} holding config.json here. rightsize never downloads: "
+            f"fetch a hub model's config into it once (`huggingface-cli download ORG/MODEL config.json --local-dir "
+            f"{short(name)}`, e.g. google-bert/{folder.name}), or pass a type like hf:bert"
+        )
     raise NotFoundError(
         f"model: {ref!r} is neither a directory holding config.json nor a transformers model type."
         f"{did_you_mean(name, CONFIG_MAPPING.keys())} rightsize never downloads: fetch a hub model's config once "

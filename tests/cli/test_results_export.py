@@ -183,3 +183,26 @@ def test_a_file_rightsize_did_not_write_is_never_replaced(tmp_path: Path, capsys
         for _ in range(2):  # ours: written again in place
             rc, _, err = _run([*argv, str(out_file), "--store", str(store)], capsys)
             assert rc == 0, err
+
+
+def test_the_ours_check_reads_stamps_not_any_mention(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Round 2 of the replace rule: a user's notes quoting "rightsize 1.0" were replaced; an export of a run with no
+    measurements (its CSV is the header "model" alone) was refused the second time; a sibling this export does not
+    write blocked it."""
+    from rightsize.cli._common import written_by_rightsize
+
+    notes = tmp_path / "notes.md"
+    notes.write_text("# My notes\nWe upgraded to rightsize 1.0 last week; keep these numbers!\n")
+    plan_only = tmp_path / "p.csv"
+    plan_only.write_bytes(b"model\r\n")
+    assert not written_by_rightsize(notes) and written_by_rightsize(plan_only)
+    store = tmp_path / "s.sqlite"
+    build_store(store)
+    with Store(store) as st:
+        plan_id = st.artifacts(kind="plan")[0]["id"]
+    rc, _, err = _run(["report", plan_id, "-o", str(notes), "--store", str(store)], capsys)
+    assert rc == 2 and "was not written by rightsize" in err and "keep these numbers" in notes.read_text()
+    (tmp_path / "f-loadtests.csv").write_text("my,plans\n1,2\n")  # the store has no load tests: never written
+    rc, _, err = _run(["results", "--export", str(tmp_path / "f.csv"), "--store", str(store)], capsys)
+    assert rc == 0, err
+    assert (tmp_path / "f-loadtests.csv").read_text() == "my,plans\n1,2\n" and "none of theirs" in err

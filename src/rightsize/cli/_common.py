@@ -61,8 +61,9 @@ def split_values(values: list[str] | None, option: str) -> list[str]:
     for value in values or []:
         named = [part.strip() for part in value.split(",") if part.strip()]
         if not named:
-            raise SpecError(option, f"{value!r} names nothing; give a name (e.g. {option} aws), or leave {option} out "
-                            "for all")  # fmt: skip
+            example = {"--region": "us-east-1"}.get(option, "aws")
+            raise SpecError(option, f"{value!r} names nothing; give a name (e.g. {option} {example}), or leave "
+                            f"{option} out for all")  # fmt: skip
         parts += named
     return parts
 
@@ -122,9 +123,8 @@ def check_writable(path: Path, option: str, store: Path | None = None, *, only_o
             raise refuse(f"it is the results store {short(str(db))}; every stored run would be lost")
         if existed and _is_sqlite(path):  # another results store (or any database): never written over
             raise refuse("it is an SQLite database, perhaps a results store; its contents would be lost")
-        if existed and only_ours and not written_by_rightsize(path):
-            raise SpecError(option, f"{short(str(given))} exists and was not written by rightsize; its contents would "
-                            "be lost: choose another file, or remove it first")  # fmt: skip
+        if existed and only_ours:
+            check_ours(path, option, shown=given)
         made = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a"):
@@ -140,13 +140,24 @@ def check_writable(path: Path, option: str, store: Path | None = None, *, only_o
                 d.rmdir()
 
 
-# The first bytes of what rightsize writes: a report's version stamp or generator tag, an export's JSON head or one of
-# its CSV headers (results._export)
+# The first bytes of what rightsize writes: a report's "· rightsize 0.1.0" stamp or generator tag, an export's JSON
+# head or one of its CSV headers (results._export; an export of no measurements is the header "model" alone). A bare
+# "rightsize 1.0" in a user's notes had let `report -o notes.md` replace them.
 _OURS = re.compile(
-    rb'rightsize \d+\.\d+|<meta name="generator" content="rightsize|^\{\s*"measurements":'
+    rb'\xc2\xb7 rightsize \d+\.\d+\.\d+|<meta name="generator" content="rightsize|^\{\s*"measurements":'
     rb"|^(model,mode,device,precision,batch_size|id,created_at,name,model,kind|artifact_id,run_id,created_at,name,"
-    rb"model|id,kind,created_at,url,mode),"
+    rb"model|id,kind,created_at,url,mode),|^model\r?\n?$"
 )
+
+
+def check_ours(path: Path, option: str, shown: Path | None = None) -> None:
+    """Refuse (naming ``option``) to replace an existing non-empty ``path`` rightsize did not write."""
+    from rightsize.errors import SpecError
+    from rightsize.inputfile import short
+
+    if path.is_file() and not written_by_rightsize(path):
+        raise SpecError(option, f"{short(str(shown or path))} exists and was not written by rightsize; its contents "
+                        "would be lost: choose another file, or remove it first")  # fmt: skip
 
 
 def written_by_rightsize(path: Path) -> bool:

@@ -11,7 +11,15 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from rightsize.cli._common import JSON_OPTION, STORE_OPTION, check_writable, emit_json, err_console, out_console
+from rightsize.cli._common import (
+    JSON_OPTION,
+    STORE_OPTION,
+    check_ours,
+    check_writable,
+    emit_json,
+    err_console,
+    out_console,
+)
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
 from rightsize.inputfile import write_whole
 from rightsize.store.db import MIN_RUN_PREFIX
@@ -53,7 +61,7 @@ def results(
         check_writable(export, "--export", store, only_ours=True)
         if export.suffix == ".csv":  # plans and load tests go beside it (_export)
             for tail in CSV_SIBLINGS:
-                check_writable(_sibling(export, tail), "--export", store, only_ours=True)
+                check_writable(_sibling(export, tail), "--export", store)  # a foreign one: refused if written (_export)
     db = Store(store, read_only=True)  # reading never creates a store (a missing path: exit 2)
     if run is None and model is None and export is None:
         runs = db.runs(limit=limit or DEFAULT_RUNS)
@@ -175,6 +183,8 @@ def _export(db: Any, records: list[dict[str, object]], path: Path, run_id: str |
                       f"{len(generative)} generative plan(s)"))  # fmt: skip
     if tests:
         files.append((_sibling(path, "loadtests"), [_loadtest_row(a) for a in tests], f"{len(tests)} load test(s)"))
+    for file, _, _ in files[1:]:  # before any is written; a sibling this export does not write is left alone
+        check_ours(file, "--export")
     out: list[str] = []
     for file, rows, what in files:
         try:

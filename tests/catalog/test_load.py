@@ -72,6 +72,13 @@ def test_env_var_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert load_catalog().accelerators["MI300X"].memory_gib == 192
 
 
+def test_a_header_with_a_trailing_comma_loads(tmp_path: Path) -> None:
+    """A spreadsheet's header ending in "," names no column: its full rows were refused as short, naming column ''."""
+    f = tmp_path / "trail.csv"
+    f.write_text(HEADER.rstrip("\n") + ",\n" + "aws,us-east-1,ok1,4,16,amd-rome,,0,1.0,,,2025-01,s\n")
+    assert any(i.instance_type == "ok1" for i in load_catalog(f).instances)
+
+
 @pytest.mark.parametrize(
     ("row", "line", "column", "hint"),
     [

@@ -222,7 +222,7 @@ def read_table(
                             "quote or take the line break out")  # fmt: skip
         if not any((v or "").strip() for v in row.values()):
             continue
-        absent = [k for k, v in row.items() if v is None]
+        absent = [k for k, v in row.items() if v is None and k]  # a trailing "," in the header names no column
         if user and absent:  # refused as a longer row is: a dropped comma shifts every cell after it (a row short of
             given = len(header) - len(absent)  # an optional column, e.g. its source, had passed)
             where = f"{path} line {reader.line_num}, column {absent[0]!r}"

@@ -264,6 +264,7 @@ def test_a_provider_list_that_names_nothing_is_refused(capsys: pytest.CaptureFix
         code, err = _run(argv, capsys)
         flag = argv[-2]
         assert code == 2 and err.startswith(f"error: {flag}: ") and "names nothing" in err, (argv, err)
+        assert ("e.g. --region us-east-1" in err) == (flag == "--region"), err
         assert err.count("\n") == 1, err
 
 

@@ -138,8 +138,8 @@ def bench(
 
         err_console.print(f"[yellow]measurement quality:[/yellow] {escape(quality.summary)}. "
                           f"{escape(quality.likely_effect)}", markup=True)  # fmt: skip
-    if result.reused:
-        err_console.print(f"the reused results are in {db.path}; --fresh measures them again")  # the bar counted them
+    if result.reused:  # the bar counted them; under --fresh these are busy re-readings that kept the stored one
+        err_console.print(f"the reused results are in {db.path}" + ("" if fresh else "; --fresh measures them again"))
     if not result.measurements and not result.interrupted:  # every config skipped: say so, not an empty table
         if json_out:
             emit_json([])

@@ -276,7 +276,8 @@ class ServiceCurve:
     # bands come out alike (the planner's tie-break, plan/explain.rank)
     extrapolated: bool = False
     # what a plan row must say about this curve's footing (a precision extrapolated from fp32, anchors timed while
-    # this machine was busy): each candidate built on it carries these as notes (plan/options.Option.candidate)
+    # this machine was busy, sizing at the band's slow edge): each candidate built on it carries these as notes
+    # (plan/options.Option.candidate)
     caveats: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -298,7 +298,8 @@ def at_pessimistic_edge(opt: Option) -> Option:
     his = sorted(set(c.band_his or (c.band_hi,)))
     x = f"x{his[0]:.2f}" if len(his) == 1 else f"x{his[0]:.2f}-x{his[-1]:.2f} by batch size"
     note = f"sized at the pessimistic edge of the projection band ({x})"
-    return replace(opt, curve=c.at_band_edge("hi", source=f"{note}; {c.source}"))
+    caveats = (*c.caveats, f"{note}: latencies shown are at that edge")  # each row built on it says so
+    return replace(opt, curve=c.at_band_edge("hi", source=f"{note}; {c.source}", caveats=caveats))
 
 
 def plan_online(

@@ -101,7 +101,7 @@ class Option:
             "memory_capacity_bytes": int(self.capacity_bytes), "vcpus": inst.vcpus,
             "workers_per_instance": self.per_instance if not inst.accelerator else 1,
             "threads_per_worker": self.curve.threads if not inst.accelerator else None, "curve": self.curve,
-            "notes": curve_notes(self.curve),
+            "notes": list(self.curve.caveats),  # what the row stands on (extrapolated, busy anchors, band edge)
         }  # fmt: skip
         return Candidate(**(base | fields))
 
@@ -161,13 +161,3 @@ def pair_options(
                 ram = inst.ram_gib * GIB
                 out.append(Option(inst, c, k, usable_cpu_bytes(ram, k), ram / k, mem))
     return out
-
-
-def curve_notes(curve: ServiceCurve) -> list[str]:
-    """What a row must say about the curve it was sized on: its footing (``curve.caveats``: extrapolated from
-    fp32, anchored on busy timings), and that its latencies are at the band's slow edge when they are
-    (``online.at_pessimistic_edge``; a request-mix row had said nothing of either)."""
-    notes = list(curve.caveats)
-    if curve.source.startswith("sized at"):
-        notes.append(curve.source.split(";")[0] + ": latencies shown are at that edge")
-    return notes

@@ -152,9 +152,7 @@ def bench(
         raise typer.Exit(2)  # what this machine cannot run: exit 2, as plan says it for the same spec (was 1)
     if json_out:
         emit_json([record(m) for m in result.measurements])
-    elif result.interrupted and not result.measurements:
-        pass  # no empty table: the line below says it
-    else:
+    elif result.measurements or not result.interrupted:  # interrupted with none: no empty table, the line below says it
         title = f"{workload.model} {workload.mode} on {result.env.machine_label}"
         out_console.print(sweep_table(result.measurements, title))
         _print_epochs(result.measurements)

@@ -10,11 +10,10 @@ train in fp32 whatever ``--precision``).
 
 from __future__ import annotations
 
-from rightsize.llm.finetune import FinetuneMemory, model_state_bytes
+from rightsize.llm.finetune import GIB, FinetuneMemory, model_state_bytes
 
 __all__ = ["FULL_PRECISION_WORDS", "header_words", "no_fit_hint", "precision_line"]
 
-GIB = 2**30
 # A full fine-tune's --precision in the header: "bf16" is pure (as `memory --precision bf16` is not: that one is AMP)
 FULL_PRECISION_WORDS = {
     "bf16": "pure bf16 (no fp32 master weights; amp_bf16 keeps them)",

@@ -209,6 +209,20 @@ def test_a_read_only_open_checks_the_schema_too(tmp_path: Path) -> None:
             Store(path2, read_only=read_only)
 
 
+def test_a_negative_schema_version_is_refused_untouched(tmp_path: Path) -> None:
+    """``PRAGMA user_version = -5`` passed as an old store, and the migration loop ran ``_MIGRATIONS[-5]``."""
+    path = tmp_path / "s.sqlite"
+    _store(path)
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA user_version = -5")
+    con.close()
+    before = path.read_bytes()
+    for read_only in (True, False):
+        with pytest.raises(RightsizeError, match=r"is not a rightsize store \(schema v-5 is not one rightsize writes"):
+            Store(path, read_only=read_only)
+    assert path.read_bytes() == before
+
+
 def test_a_sweep_lock_that_cannot_be_opened_is_one_line(tmp_path: Path) -> None:
     """A folder named like the lock file was an IsADirectoryError traceback after the progress bar started."""
     path = tmp_path / "s.sqlite"

@@ -61,6 +61,8 @@ def check_ours(conn: sqlite3.Connection) -> None:
     finally:
         if not in_tx and conn.in_transaction:
             conn.execute("COMMIT")
+    if version < 0:  # SQLite stores any integer; migrate() would index its migrations from the end
+        raise sqlite3.DatabaseError(f"schema v{version} is not one rightsize writes; it was left untouched")
     if version == 0:
         others = [str(t) for t in tables]
         if others or n_schema:

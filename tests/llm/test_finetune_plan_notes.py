@@ -187,6 +187,8 @@ def test_finetune_no_fit_hint_names_the_term_that_dominates(capsys: pytest.Captu
     assert "--method qlora" not in out
     ckpt_off = finetune_memory("llama-7b", "lora", batch=64, seq_len=4096, gradient_checkpointing=False)
     assert no_fit_hint(ckpt_off).endswith("try --checkpointing, a smaller --batch or --seq")
+    no_logits = no_fit_hint(finetune_memory("llama-70b", "qlora", batch=64, seq_len=4096))  # QLoRA: no logits term
+    assert no_logits.startswith("activations take ") and "logits" not in no_logits, no_logits
     states = {m: no_fit_hint(finetune_memory("llama-70b", m, batch=1, seq_len=512)) for m in ("full", "lora", "qlora")}
     assert states["full"].startswith("the model states (weights, gradients, optimizer states) take 642.4 of its")
     assert states["full"].endswith("try --method lora or qlora") and states["lora"].endswith("try --method qlora")

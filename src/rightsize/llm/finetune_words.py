@@ -93,8 +93,9 @@ def no_fit_hint(mem: FinetuneMemory) -> str:
     of = f"of its {mem.total_bytes / GIB:.1f} GiB on one GPU"
     if moving >= states:
         tries = ([] if mem.gradient_checkpointing else ["--checkpointing"]) + ["a smaller --batch or --seq"]
-        return (f"activations and logits take {moving / GIB:.1f} {of}, growing with --batch x --seq, and no "
-                f"sharding splits them: try {', '.join(tries)}")  # fmt: skip
+        terms = " and ".join(k for k in ("activations", "logits") if b[k] > 0) or "activations"  # both plural
+        return (f"{terms} take {moving / GIB:.1f} {of}, growing with --batch x --seq, and no sharding splits them: "
+                f"try {', '.join(tries)}")  # fmt: skip
     fix = {"full": "--method lora or qlora", "lora": "--method qlora"}.get(
         mem.method, "a GPU with more memory (another --provider) or a smaller model"
     )

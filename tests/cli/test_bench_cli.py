@@ -258,6 +258,7 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path: Path, store_path: Path) 
             proc.kill()
     assert proc.returncode == 143, err
     assert "interrupted: 1 finished config(s) are stored" in err and "Traceback" not in err
+    assert re.search(r"stopped\s.*1/2", err) and "done" not in err, err  # the bar had read "done 1/1"
     listed = rightsize("results", "--json", store=store_path, check=True)
     assert [r["status"] for r in json.loads(listed.stdout)] == ["interrupted"]
 
@@ -289,3 +290,4 @@ def test_ctrl_c_while_waiting_for_another_sweep_says_interrupted(
     rc, out, err = run_cli(["bench", str(spec), "--store", str(tmp_path / "s.sqlite")], capsys)
     assert (rc, out) == (130, "") and err.endswith("interrupted before a config finished: nothing new was stored\n")
     assert "\ninterrupted\n" not in err
+    assert re.search(r"stopped\s.*0/1", err) and "done" not in err, err  # the bar read "done 0/0"

@@ -130,6 +130,8 @@ def bench(
 
         with sweep_progress(config_count(workload)) as cb:
             result = run_sweep(workload, db, fresh=fresh, memory_limit_bytes=limit, epochs=epochs, on_progress=cb)
+            if result.interrupted:
+                cb.stop()
     for note in result.notes:
         err_console.print(f"note: {note}")
     quality = measurement_quality(result.measurements)

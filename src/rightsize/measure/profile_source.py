@@ -33,6 +33,8 @@ def ensure_profile(
 
         with sweep_progress(config_count(workload)) as cb:
             swept = run_sweep(workload, store, env=env, on_progress=cb)
+            if swept.interrupted:
+                cb.stop()
     else:
         swept = run_sweep(workload, store, env=env, on_progress=on_progress)
     for note in swept.busy_notes:  # a plan from timings kept while the machine was busy says so where it starts

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 if TYPE_CHECKING:
     from rightsize.measure.config import BenchConfig
@@ -38,10 +38,42 @@ def label(cfg: BenchConfig, where: str | None = None) -> str:
     return f"{cfg.model} {cfg.mode} {cfg.device} {cfg.precision} b{cfg.batch_size}{threads}{at}"
 
 
+class SweepBar:
+    """The callback ``sweep_progress`` yields: call it as a sweep's ``on_progress``; ``stop()`` when the sweep
+    was interrupted, so the bar ends "stopped 2/6", not "done 2/2" (a finished sweep's total shrinks to what it
+    ran: configs this machine cannot run are skipped with a note)."""
+
+    def __init__(self, bar: Progress, task: TaskID, show_started: bool) -> None:
+        self.bar, self.task, self.show_started = bar, task, show_started
+        self.n_reused = 0
+        self.stopped = False
+
+    def __call__(self, cfg: BenchConfig, m: Measurement | None, reused: bool) -> None:
+        if m is None:
+            if self.show_started:
+                self.bar.update(self.task, description=label(cfg))
+            return
+        self.n_reused += reused
+        where = m.extra.get("instance_type") or (str(m.extra.get("ray_node_id", ""))[:8] or None)
+        status = "reused" if reused else "contended" if m.extra.get("contended") else m.status
+        self.bar.update(self.task, advance=1, description=f"{label(cfg, where)} [{status}]")
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def close(self) -> None:
+        if self.stopped:
+            self.bar.update(self.task, description="stopped")
+            return
+        # the stored results a sweep reused are named: a warm `plan` otherwise read as if it had measured them
+        done = f"done ({self.n_reused} reused from the store)" if self.n_reused else "done"
+        self.bar.update(self.task, description=done, total=self.bar.tasks[0].completed)
+
+
 @contextmanager
 def sweep_progress(
     total: int, description: str = "measuring", *, show_started: bool = True, console: Console | None = None
-) -> Iterator[ProgressCallback]:
+) -> Iterator[SweepBar]:
     """Yield a sweep callback that advances one bar of ``total`` configs; ``show_started``: name the config
     being measured (a local sweep; on a cluster the scheduler decides when a submitted one starts)."""
     bar = Progress(
@@ -52,22 +84,7 @@ def sweep_progress(
         console=console or Console(stderr=True),
         transient=False,
     )
-    task = bar.add_task(description, total=total)
-    n_reused = 0
-
-    def update(cfg: BenchConfig, m: Measurement | None, reused: bool) -> None:
-        nonlocal n_reused
-        if m is None:
-            if show_started:
-                bar.update(task, description=label(cfg))
-            return
-        n_reused += reused
-        where = m.extra.get("instance_type") or (str(m.extra.get("ray_node_id", ""))[:8] or None)
-        status = "reused" if reused else "contended" if m.extra.get("contended") else m.status
-        bar.update(task, advance=1, description=f"{label(cfg, where)} [{status}]")
-
+    update = SweepBar(bar, bar.add_task(description, total=total), show_started)
     with bar:
         yield update
-        # the stored results a sweep reused are named: a warm `plan` otherwise read as if it had measured them
-        done = f"done ({n_reused} reused from the store)" if n_reused else "done"
-        bar.update(task, description=done, total=bar.tasks[0].completed)
+        update.close()

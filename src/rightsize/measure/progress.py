@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from rightsize.measure.config import BenchConfig
     from rightsize.profile import Measurement
     from rightsize.spec import Workload
-
-ProgressCallback = Any  # (cfg, measurement or None when it starts, reused) -> None; see measure.sweep.Progress
 
 
 def config_count(workload: Workload) -> int:

@@ -95,3 +95,52 @@ def test_interruptions_too_frequent_for_one_spare_are_refused_and_the_note_gives
     rec, cands = rec_and_cands(30.0)  # 30/h: ~2.6 instances down on average, one spare cannot cover it
     assert rec is None
     assert any("spot interruptions too frequent for one spare" in r for c in cands for r in c.reasons)
+
+
+def test_cheaper_spot_rows_left_out_for_want_of_an_estimate_are_named_under_check() -> None:
+    """A T4 spot job at $0.05 lost to an L4 one at $0.29 without a word: the table lists feasible rows first and
+    only `--json`'s infeasible_summary counted the rows excluded for want of an interruption estimate."""
+    import dataclasses
+
+    from plan_fixtures import gpu_curve, small_catalog
+
+    from rightsize.plan.job_costs import unrated_spot_note
+    from rightsize.plan.planner import plan
+    from rightsize.spec import Workload
+
+    rows = (
+        instance("g.rated", 0.53, acc="T4", count=1, spot=0.40, bucket="<5%"),
+        instance("g.unrated", 0.53, acc="T4", count=1, spot=0.06, bucket=None),
+    )
+    targets = {"training": {"dataset_size": 10_000, "epochs": 1, "batch_size": 64, "max_nodes": 1,
+                            "deadline_hours": 100}, "purchase": ["spot"]}  # fmt: skip
+    w = Workload.model_validate({"name": "t", "model": "resnet50", "mode": "training", "targets": targets})
+    curves = [gpu_curve("T4", 20.0, 1.0)]
+    res = plan(w, curves, dataclasses.replace(small_catalog(), instances=rows))
+    rec = res.recommendation
+    assert rec is not None and rec.instance == "g.rated" and rec.purchase == "spot"
+    [note] = [n for n in res.warnings if "left out" in n]
+    unrated = next(c for c in res.candidates if c.instance == "g.unrated" and c.purchase == "spot")
+    assert note.startswith("spot: 1 cheaper spot row(s) were left out: the catalog has no interruption estimate")
+    cost = f"would cost ${unrated.cost_usd_total:,.2f} if never interrupted"
+    assert f"g.unrated (T4, {unrated.precision}), {cost}" in note
+    assert f"against ${rec.cost_usd_total:,.2f}" in note and note.endswith("targets.interruptions_per_hour to a "
+                                                                          "rate you trust to plan them")  # fmt: skip
+    assert unrated.cost_usd_total is not None and rec.cost_usd_total is not None
+    assert unrated.cost_usd_total < rec.cost_usd_total
+    dear = dataclasses.replace(unrated, cost_usd_total=rec.cost_usd_total * 2)  # dearer: nothing to say
+    assert unrated_spot_note(rec, [rec, dear], "training") is None
+
+
+def test_a_spot_only_online_plan_counts_the_instance_types_left_unsized() -> None:
+    import dataclasses
+
+    from plan_fixtures import small_catalog
+
+    rows = tuple(
+        dataclasses.replace(i, spot_interruption=None) if i.instance_type == "c.4x" else i
+        for i in small_catalog().instances
+    )
+    res = _online_spot(rows)
+    [note] = [n for n in res.warnings if "left out" in n]  # type: ignore[attr-defined]
+    assert note.startswith("spot: 1 instance type(s) with a spot price were left out of this spot-only plan, unsized")

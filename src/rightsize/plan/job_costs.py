@@ -13,7 +13,7 @@ from rightsize.plan.spot import daly_interval_hours, daly_wall_hours, simulate_s
 from rightsize.plan.verify import NO_SPOT_RATE
 from rightsize.units import format_hours, format_hours_apart
 
-__all__ = ["MIN_P_MEET", "copy_candidate", "finish", "missed_targets", "spot_odds", "spot_variant"]
+__all__ = ["MIN_P_MEET", "copy_candidate", "finish", "missed_targets", "spot_odds", "spot_variant", "unrated_spot_note"]
 
 MIN_P_MEET = 0.9  # a spot plan must meet the deadline in at least 90% of simulated runs
 
@@ -250,3 +250,30 @@ def spot_odds(
             m.reasons.append(why)
         mixed.append(m)
     return mixed
+
+
+def unrated_spot_note(rec: Candidate | None, ranked: list[Candidate], kind: str) -> str | None:
+    """A check line on spot rows left out for want of an interruption estimate (``NO_SPOT_RATE``: the catalog's
+    Spot Advisor buckets cover few instances), which the table (feasible rows first) hid: a job's when one would
+    have cost less than the recommendation at its uninterrupted time (a T4 spot job at $0.05 lost to an L4 one at
+    $0.29 without a word); a spot-only online plan's, whose rows are left unsized, by their count."""
+    if rec is None:
+        return None
+    unrated = [c for c in ranked if c.reasons == [NO_SPOT_RATE]]
+    fix = "set targets.interruptions_per_hour to a rate you trust to plan them"
+    if kind == "online":
+        n = len({(c.provider, c.region, c.instance) for c in unrated})
+        return (f"spot: {n} instance type(s) with a spot price were left out of this spot-only plan, unsized: the "
+                f"catalog has no interruption estimate for them (AWS Spot Advisor buckets cover few); {fix}"
+                if n else None)  # fmt: skip
+    mine = rec.cost_usd_total if rec.cost_usd_total is not None else math.inf
+    cheaper = sorted((c for c in unrated if c.cost_usd_total is not None and c.cost_usd_total < mine),
+                     key=lambda c: c.cost_usd_total or 0.0)  # fmt: skip
+    if not cheaper:
+        return None
+    c = cheaper[0]
+    n_of = f" x{c.count}" if c.count > 1 else ""
+    return (f"spot: {len(cheaper)} cheaper spot row(s) were left out: the catalog has no interruption estimate for "
+            f"their instances (AWS Spot Advisor buckets cover few); the cheapest, {c.provider} {c.instance}{n_of} "
+            f"({c.device}, {c.precision}), would cost ${c.cost_usd_total:,.2f} if never interrupted, against "
+            f"${mine:,.2f}; {fix}")  # fmt: skip

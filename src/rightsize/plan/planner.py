@@ -22,7 +22,7 @@ from rightsize.plan.coldstart import GPU_IMAGE_FACTOR, choose_idle_policy, idle_
 from rightsize.plan.energy import add_energy
 from rightsize.plan.explain import explain, infeasible_summary, pareto, rank
 from rightsize.plan.fleet import FleetPlan, plan_fleet, plan_mixed_single
-from rightsize.plan.job_costs import MIN_P_MEET
+from rightsize.plan.job_costs import MIN_P_MEET, unrated_spot_note
 from rightsize.plan.online import plan_online
 from rightsize.plan.options import (
     USABLE_RAM_FRACTION,
@@ -200,6 +200,8 @@ def plan(
                                           smallest_request=smallest)  # fmt: skip
     warnings += mix_warnings
     rec = next((c for c in ranked if c.feasible), None)
+    if spot_words := unrated_spot_note(rec, ranked, kind):
+        warnings.append(spot_words)
     if kind == "rules" and rec is not None:
         why.insert(1, "; ".join(assumptions.get("sizing", [])))
     dates = sorted({c.price_date for c in ranked if c.price_date})

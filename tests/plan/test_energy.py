@@ -262,3 +262,30 @@ def test_llm_serving_power_against_the_ml_energy_readings() -> None:
     small = next(r for r in rows if r["id"] == "mlenergy-v3-llama31-8b-h100-tp1-s8")
     watts, compute = bench.llm_modelled_watts(small, 128)
     assert compute < 0.05 and watts < 0.7 * 714  # decode reads weights; measured 486 W of a 714 W maximum
+
+
+def test_a_spot_only_online_plans_spare_instance_draws_the_idle_floor() -> None:
+    """A spot-only plan's spare instance stands by: it had been counted busy (2 x 55 W for one L4 serving)."""
+    from rightsize.plan.energy import add_energy
+
+    workload = Workload.model_validate({
+        "name": "e", "model": "distilbert",
+        "targets": {"online": {"rate_per_s": 10, "latency": {"percentile": 95, "bound_ms": 200}},
+                    "purchase": ["spot"]},
+    })  # fmt: skip
+    cat = small_catalog()
+    result = plan(workload, [cpu_curve("c.2x", 20.0, 15.0)], cat)
+    rec = result.recommendation
+    assert rec is not None and rec.purchase == "spot" and rec.energy is not None and rec.latency is not None
+    inst = next(i for i in cat.instances if i.instance_type == rec.instance and i.region == rec.region)
+    assert cat.power is not None
+    busy, _ = instance_watts(inst, rec.latency.utilization, cat.power, cat.accelerators)
+    idle, _ = instance_watts(inst, 0.0, cat.power, cat.accelerators)
+    assert rec.count >= 2 and rec.energy.spare_watts == pytest.approx(idle, abs=0.05)
+    assert rec.energy.watts == pytest.approx(busy * (rec.count - 1) + idle, abs=0.05)
+    assert any(f"the spot spare instance idle at {idle:.0f} W of that" in line for line in result.why)
+    od = dataclasses.replace(rec, purchase="on_demand", energy=None)  # the same fleet bought on demand: all busy
+    add_energy([od], {(inst.provider, inst.region, inst.instance_type): inst}, cat.accelerators, "online", 10,
+               table=cat.power)  # fmt: skip
+    assert od.energy is not None and od.energy.spare_watts is None
+    assert od.energy.watts == pytest.approx(busy * rec.count, abs=0.05)

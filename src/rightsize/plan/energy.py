@@ -135,7 +135,9 @@ def add_energy(
         watts, notes = instance_watts(
             inst, u, table, accelerators, 1.0 if share is None else share, 1.0 if compute is None else compute
         )
-        watts *= max(1, c.count)
+        spare = 1 if kind == "online" and c.purchase == "spot" and c.count > 1 else 0  # verify.spot_spare
+        spare_watts = instance_watts(inst, 0.0, table, accelerators)[0] * spare  # it stands by: the idle draw
+        watts = watts * (max(1, c.count) - spare) + spare_watts
         pue, kg, site = table.site(c.provider, c.region)
         kwh_per_hour = watts / 1000.0 * pue
         per_epoch, up_h, idle_watts = None, 0.0, 0.0
@@ -156,4 +158,20 @@ def add_energy(
             compute_share=None if compute is None else round(compute, 3),
             kwh_per_epoch=None if per_epoch is None else round(per_epoch, 4),
             spin_up_min=round(up_h * 60, 1) if up_h else None, idle_watts=round(idle_watts, 1) if up_h else None,
+            spare_watts=round(spare_watts, 1) if spare else None,
         )  # fmt: skip
+
+
+def energy_line(e: Energy) -> str:
+    """The recommendation's energy line: kWh on its basis, the watts and what they stand on, CO2e."""
+    return (
+        f"energy {e.kwh:.3g} kWh {e.basis}"
+        + (f", {e.kwh_per_epoch:.3g} kWh per epoch" if e.kwh_per_epoch is not None else "")
+        + f" ({e.watts:.0f} W at {e.utilization:.0%} busy"
+        + (f", the GPU computing {e.device_share:.0%} of it" if e.device_share is not None else "")
+        + (f", its math units {e.compute_share:.0%} of that" if e.compute_share is not None else "")
+        + (f"; the spot spare instance idle at {e.spare_watts:.0f} W of that" if e.spare_watts else "")
+        + (f"; spin-up {e.spin_up_min:.0f} min at the idle {e.idle_watts:.0f} W" if e.spin_up_min else "")
+        + f", PUE {e.pue:g}), "
+        f"{e.co2e_kg:.3g} kg CO2e at {e.grid_kg_per_kwh * 1000:.0f} g/kWh ({e.notes[0] if e.notes else 'grid'})"
+    )

@@ -15,6 +15,7 @@ from collections.abc import Collection, Sequence
 from datetime import date
 
 from rightsize.catalog.model import is_unverified, unverified_note
+from rightsize.plan.energy import energy_line
 from rightsize.plan.job_costs import missed_targets
 from rightsize.plan.result import MEASURED_WORDS, Candidate, PlanKind
 from rightsize.plan.training import SMALL_WORKER_BATCH
@@ -331,17 +332,7 @@ def explain(
         always = (rec.idle or {}).get("always_on_usd_per_day")
         why.append(f"idle policy: {rec.idle_policy}" + (f"; always-on would be ${always:.2f}/day" if always else ""))
     if rec.energy is not None:
-        e = rec.energy
-        why.append(
-            f"energy {e.kwh:.3g} kWh {e.basis}"
-            + (f", {e.kwh_per_epoch:.3g} kWh per epoch" if e.kwh_per_epoch is not None else "")
-            + f" ({e.watts:.0f} W at {e.utilization:.0%} busy"
-            + (f", the GPU computing {e.device_share:.0%} of it" if e.device_share is not None else "")
-            + (f", its math units {e.compute_share:.0%} of that" if e.compute_share is not None else "")
-            + (f"; spin-up {e.spin_up_min:.0f} min at the idle {e.idle_watts:.0f} W" if e.spin_up_min else "")
-            + f", PUE {e.pue:g}), "
-            f"{e.co2e_kg:.3g} kg CO2e at {e.grid_kg_per_kwh * 1000:.0f} g/kWh ({e.notes[0] if e.notes else 'grid'})"
-        )
+        why.append(energy_line(rec.energy))
     other = "gpu" if rec.device_class == "cpu" else "cpu"
     alt = next((c for c in feas if c.device_class == other), None)
     why_not: list[str] = []

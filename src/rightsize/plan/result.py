@@ -87,6 +87,7 @@ class Energy:
     kwh_per_epoch: float | None = None  # training with epochs: one epoch's work (no spin-up), at the wall
     spin_up_min: float | None = None  # a job's spin-up, billed at the idle draw (``idle_watts``), inside ``kwh``
     idle_watts: float | None = None
+    spare_watts: float | None = None  # a spot-only online plan's spare instance, standing by at the idle draw
 
 
 @dataclass

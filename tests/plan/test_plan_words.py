@@ -49,6 +49,10 @@ def test_a_job_frontier_shows_what_a_looser_target_buys_and_nothing_else() -> No
     assert missed_targets(unpriced) is None and missed_targets(capped) == ["max_instances"]
     assert missed_targets(plan) == [] and missed_targets(_job(feasible=False)) is None
     assert [c.instance for c in pareto([plan, late, unpriced, capped], "batch")] == ["late", "g6.xlarge", "capped"]
+    # a dearer point a hair faster is no trade-off: a $55/h p5 stood on the frontier 0.0015 ms ahead of a $22/h p4d
+    hair = _job(instance="hair", cost_usd_total=20.0, runtime_hours=0.1 * 0.995)
+    step = _job(instance="step", cost_usd_total=30.0, runtime_hours=0.1 * 0.98)
+    assert [c.instance for c in pareto([plan, capped, hair, step], "batch")] == ["g6.xlarge", "capped", "step"]
 
 
 def test_a_batch_fleets_spot_line_gives_the_rate_per_instance_too() -> None:

@@ -98,6 +98,11 @@ def test_a_listed_precision_kept_at_a_price_tie_names_the_faster_unlisted_one() 
                         candidates=[rec, fp16], pareto=[])  # fmt: skip
     (note,) = faster_unlisted(result, ["fp32"])
     assert note.startswith("nc4 runs fp16 at the same price, the SLO percentile in 37 ms against 61 ms at fp32")
+    # resnet50-api, listing fp32 too, is recommended a cheaper fp16: the note must not read "unlisted never wins"
+    assert (
+        "a precision they do not list wins only by being cheaper; add fp16 to precisions to have it win this tie"
+        in note
+    )
     assert faster_unlisted(result, ["fp32", "fp16"]) == []  # listed: the ranking already weighed it
     assert faster_unlisted(result, ["bf16"]) == []  # the pick itself unlisted: "the spec lists it" would be false
     near = replace(result, candidates=[rec, at("fp16", 56.0)])  # within the simulation's noise: no claim

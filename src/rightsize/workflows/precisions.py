@@ -76,8 +76,9 @@ def faster_unlisted(result: PlanResult, listed: Sequence[str]) -> list[str]:
     else:
         how = f"{format_hours(best.runtime_hours or 0.0)} against {format_hours(rec.runtime_hours or 0.0)}"
     return [f"{rec.instance} runs {best.precision} at the same price, {how} at {rec.precision}: the plan keeps "
-            f"{rec.precision} because the spec's precisions list it; add {best.precision} to precisions to have it "
-            "recommended (it changes the model's outputs slightly: check its accuracy on your own data)"]  # fmt: skip
+            f"{rec.precision} because the spec's precisions list it and a precision they do not list wins only by "
+            f"being cheaper; add {best.precision} to precisions to have it win this tie (it changes the model's "
+            "outputs slightly: check its accuracy on your own data)"]  # fmt: skip
 
 
 def with_cpu_serving_precisions(workload: Workload) -> tuple[Workload, list[str]]:

@@ -81,3 +81,29 @@ def test_cold_start_notes_and_spin_up() -> None:
     r = plan(w, [cpu_curve("c.2x", 20.0, 15.0)], small_catalog())
     assert r.recommendation is not None and r.recommendation.cold_start_s == pytest.approx(155.0)
     assert any("first request after idle waits 155 s" in n for n in r.recommendation.notes)
+
+
+def test_a_projected_option_cheaper_at_its_bands_centre_is_named() -> None:
+    """Projected options are sized at their band's slow edge, a measured one at its timing: the family measured here
+    won every CPU plan (c6i.large at $0.085/h never beat c7a.large at $0.103/h) and nothing said a cheaper one might
+    do at the band's centre."""
+    from plan_fixtures import BATCHES, instance
+
+    from rightsize.profile import ServiceCurve
+
+    cat = small_catalog()
+    cat = dataclasses.replace(cat, instances=(*cat.instances, instance("c.cheap", 0.20, vcpus=8)))
+    lat = tuple(30.0 + 15.0 * (b - 1) for b in BATCHES)  # 30 ms at the centre, 60 ms x2 at the slow edge
+    cheap = ServiceCurve("cpu:c.cheap", "fp32", BATCHES, lat, (0.1,) * len(BATCHES), "projected", 0.5, 2.0,
+                         instance="c.cheap")  # fmt: skip
+    online = {"rate_per_s": 10, "latency": {"percentile": 95, "bound_ms": 50}}
+    w = parse_spec({"model": "distilbert", "targets": {"online": online}})
+    r = plan(w, [cpu_curve("c.4x", 11.0, 8.0), cheap], cat)
+    assert r.recommendation is not None and r.recommendation.instance == "c.4x"
+    assert not next(c for c in r.candidates if c.instance == "c.cheap").feasible  # 60 ms+ at the slow edge
+    [note] = [n for n in r.warnings if n.startswith("projected options are sized at the slow edge")]
+    assert "at the band's centre, aws c.cheap x2 (fp32) would meet the SLO for $0.40/h against $0.68/h" in note
+    measured = dataclasses.replace(cheap, provenance="measured", band_lo=1.0, band_hi=1.0)
+    r2 = plan(w, [cpu_curve("c.4x", 11.0, 8.0), measured], cat)  # measured and cheaper: the pick, nothing to add
+    assert r2.recommendation is not None and r2.recommendation.instance == "c.cheap"
+    assert not [n for n in r2.warnings if "band's centre" in n]

@@ -311,14 +311,17 @@ def plan_online(
     simulate_groups: int = 8,
     verify_top: int = 2,
     seed: int = 0,
+    at_edge: bool = True,
 ) -> list[Candidate]:
     """One candidate per option (feasible, or infeasible with reasons), unranked.
 
     ``purchase``: serving uses on-demand unless only spot is allowed (then spot + one spare instance).
+    ``at_edge``: size projected curves at the slow edge of their band (False: at its centre, for the what-if
+    ``planner.cheaper_at_centre`` reports, never for a recommendation).
     """
     buy = "on-demand" if "on_demand" in purchase else "spot"
     s, bound, q = target.request_samples, target.latency.bound_ms, target.latency.percentile
-    options = [at_pessimistic_edge(o) for o in options]
+    options = [at_pessimistic_edge(o) for o in options] if at_edge else list(options)
     cands = [_candidate(o, target, buy) for o in options]
     groups: dict[tuple[str, str, int, int], _Group] = {}
     group_of: dict[int, _Group] = {}

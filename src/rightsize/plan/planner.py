@@ -37,6 +37,7 @@ from rightsize.plan.verify import NO_SPOT_RATE
 from rightsize.profile import ServiceCurve
 from rightsize.spec.schema import Workload
 from rightsize.spec.targets import ColdStart, OnlineTarget, Targets
+from rightsize.units import format_usd
 
 __all__ = ["plan", "plan_kind"]
 
@@ -116,6 +117,7 @@ def plan(
     assumptions: dict[str, Any] = {}
     fleet: FleetPlan | None = None
     mix_warnings: list[str] = []
+    centred: list[Candidate] = []  # online: the projected options sized at their band's centre (cheaper_at_centre)
     percentile, bound, samples = 95.0, None, 1
     if kind == "rules":
         cands, size = plan_rules(instances, t.kind, t.data_gb, t.rows, t.purchase)
@@ -148,6 +150,8 @@ def plan(
                 assumptions["request_mix"] = {"sizes": fleet.mix, "fleet": fleet.notes}
             else:
                 cands = plan_online(options, o, t.purchase, seed=seed)
+                projected = [x for x in options if x.curve.provenance == "projected" and x.curve.band_hi > 1.0]
+                centred = plan_online(projected, o, t.purchase, seed=seed, at_edge=False, verify_top=1)
             cands += excluded
             _spot_online(cands, instances, t, o)
             _cold_start_online(cands, t)
@@ -202,6 +206,8 @@ def plan(
     rec = next((c for c in ranked if c.feasible), None)
     if spot_words := unrated_spot_note(rec, ranked, kind):
         warnings.append(spot_words)
+    if centre_words := cheaper_at_centre(rec, centred):
+        warnings.append(centre_words)
     if kind == "rules" and rec is not None:
         why.insert(1, "; ".join(assumptions.get("sizing", [])))
     dates = sorted({c.price_date for c in ranked if c.price_date})
@@ -223,6 +229,29 @@ def plan(
         infeasible_summary=infeasible_summary(ranked),
         fleet=fleet.to_dict() if fleet is not None else None,
     )
+
+
+AT_CENTRE_SAVING = 0.1  # a projected option cheaper by at least this share at its band's centre is named
+
+
+def cheaper_at_centre(rec: Candidate | None, centred: Sequence[Candidate]) -> str | None:
+    """A check line naming the cheapest other instance that would serve the target at the centre of its projection
+    band, when it costs at least AT_CENTRE_SAVING less than the recommendation. Projected options are sized at the
+    band's slow edge (x2.16 on CPUs) and a measured one at its timing, so the family measured here won every CPU
+    plan: c6i.large at $0.085/h never beat c7a.large at $0.103/h. Measuring it there is how to find out."""
+    if rec is None:
+        return None
+    others = [c for c in centred if c.feasible and c.instance != rec.instance]
+    if not others:
+        return None
+    c = min(others, key=lambda c: (c.cost_usd_per_hour, c.instance))
+    if c.cost_usd_per_hour > rec.cost_usd_per_hour * (1.0 - AT_CENTRE_SAVING):
+        return None
+    n = f" x{c.count}" if c.count > 1 else ""
+    return (f"projected options are sized at the slow edge of their band; at the band's centre, {c.provider} "
+            f"{c.instance}{n} ({c.precision}) would meet the SLO for {format_usd(c.cost_usd_per_hour)}/h against "
+            f"{format_usd(rec.cost_usd_per_hour)}/h: measure it there (`rightsize bench` on one) before ruling it "
+            "out")  # fmt: skip
 
 
 def _common_assumptions(memory: Mapping[str, MemoryModel] | None) -> dict[str, Any]:

@@ -278,3 +278,24 @@ def test_a_request_mix_batched_across_requests_is_not_told_it_does_not_batch() -
 
     assert not told(smallest_request=1)
     assert told()  # one size of 32 samples: a batch of 32 holds one request
+
+
+def test_a_text_model_gets_no_jpeg_decode_warning() -> None:
+    """batch-embedding (DistilBERT) was warned of a 300/s-per-vCPU JPEG decode rate, 'tokenizing is far cheaper'
+    in the same breath: the planner now leaves the rule out for a model that reads tokens."""
+    from plan_fixtures import gpu_curve, small_catalog
+
+    from rightsize.plan.planner import plan
+    from rightsize.spec import Workload
+
+    w = Workload.model_validate({"name": "b", "model": "distilbert", "targets": {
+        "batch": {"items": 2_000_000, "deadline_hours": 24}}})  # fmt: skip
+    curves = [gpu_curve("T4", 1.0, 0.05)]  # ~16,000 samples/s at batch 256 on a 4-vCPU host
+
+    def rule(text: bool) -> list[str]:
+        r = plan(w, curves, small_catalog(), text_input=text)
+        assert r.recommendation is not None and r.recommendation.device_class == "gpu"
+        return [x for x in r.warnings if x.startswith("CPU-bound input pipeline risk")]
+
+    assert len(rule(False)) == 1 and "about what decoding JPEGs allows)" in rule(False)[0]
+    assert rule(True) == []

@@ -300,9 +300,10 @@ def explain(
     smallest_request: int | None = None,
 ) -> tuple[list[str], list[str], Candidate | None, list[str]]:
     """(why, why_not, alternative, warnings) for the top-ranked feasible candidate; ``input_measured``: the plan
-    bounded each instance by a measured input stage (``rightsize pipeline``), so the rule-of-thumb warning on it
-    is left out. ``request_samples``: the largest request; ``smallest_request``: a request mix's smallest (a batch
-    bigger than it holds several requests)."""
+    bounded each instance by a measured input stage (``rightsize pipeline``), or the model reads text (tokenizing
+    is far cheaper than the JPEG decode the rule assumes), so the rule-of-thumb warning on it is left out.
+    ``request_samples``: the largest request; ``smallest_request``: a request mix's smallest (a batch bigger than it
+    holds several requests)."""
     feas = [c for c in ranked if c.feasible]
     rec = feas[0] if feas else None
     if rec is None:
@@ -435,9 +436,9 @@ def _warnings(
         if per_vcpu > SAMPLES_PER_VCPU_PER_S:
             out.append(
                 f"CPU-bound input pipeline risk: {per_vcpu:,.0f} samples/s per vCPU must be read and prepared on the "
-                f"host (over {SAMPLES_PER_VCPU_PER_S:.0f}/s per vCPU: about what decoding JPEGs allows; tokenizing "
-                "short texts is far cheaper); use enough loader workers and prefetching, or an instance with more "
-                "vCPUs per GPU; `rightsize pipeline` measures your own input stage"
+                f"host (over {SAMPLES_PER_VCPU_PER_S:.0f}/s per vCPU: about what decoding JPEGs allows); use enough "
+                "loader workers and prefetching, or an instance with more vCPUs per GPU; `rightsize pipeline` "
+                "measures your own input stage"
             )
     if rec.provenance == "projected":
         out.append(

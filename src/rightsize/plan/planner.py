@@ -105,10 +105,12 @@ def plan(
     *,
     seed: int = 0,
     input_stage: InputStage | None = None,
+    text_input: bool = False,
 ) -> PlanResult:
     """Plan ``workload`` over ``catalog``. ``curves``: per device and precision (``estimate.projection``);
     ``memory``: per precision, one replica's (inference) or worker's (training) need; ``input_stage``: a
-    batch job's measured read/preprocess/write work per item (``rightsize pipeline``)."""
+    batch job's measured read/preprocess/write work per item (``rightsize pipeline``); ``text_input``: the model
+    reads tokens, whose preparation the JPEG-decode rule of thumb (``explain.SAMPLES_PER_VCPU_PER_S``) overstates."""
     started = time.perf_counter()
     instances = plannable(workload, catalog)
     t = workload.targets
@@ -200,8 +202,8 @@ def plan(
         )
     ranked = rank(cands, kind, workload.precisions)
     smallest = t.online.sizes()[0][0] if t.online is not None and t.online.request_mix is not None else None
-    why, why_not, alt, warnings = explain(kind, ranked, percentile, bound, samples, input_stage is not None,
-                                          smallest_request=smallest)  # fmt: skip
+    why, why_not, alt, warnings = explain(kind, ranked, percentile, bound, samples,
+                                          input_stage is not None or text_input, smallest_request=smallest)  # fmt: skip
     warnings += mix_warnings
     rec = next((c for c in ranked if c.feasible), None)
     if spot_words := unrated_spot_note(rec, ranked, kind):

@@ -307,7 +307,7 @@ def _plan_one(
                             "them on the catalog's hardware; add fp32")  # fmt: skip
     memory, breakdowns = memory_models(workload, store, {c.precision for c in curves})
     prep_s = time.perf_counter() - t0
-    result = plan(workload, curves, catalog, memory, seed=seed)
+    result = plan(workload, curves, catalog, memory, seed=seed, text_input="seq_len" in profile.input)
     notes += unlisted_precision(result, listed, allowed, added=[p for p in workload.precisions if p not in listed])
     notes += faster_unlisted(result, workload.precisions) if allowed is None else []
     result.assumptions["profile"] = f"{len(profile.ok())} measured configs on {profile.env.cpu_model}"

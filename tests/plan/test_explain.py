@@ -103,7 +103,7 @@ def test_at_the_same_price_and_band_a_precision_anchored_on_itself_ranks_before_
 
 
 def test_a_replica_near_full_says_why_it_still_keeps_up_and_what_to_watch() -> None:
-    from rightsize.plan.explain import _warnings
+    from rightsize.plan.checks import check_warnings
     from rightsize.plan.result import Batching
 
     cat = small_catalog()
@@ -111,13 +111,13 @@ def test_a_replica_near_full_says_why_it_still_keeps_up_and_what_to_watch() -> N
     target = OnlineTarget(rate_per_s=10, latency=LatencyBound(percentile=95, bound_ms=80))
     rec = rank(plan_online(pair_options(cat.instances, curves, cat.accelerators), target), "online")[0]
     assert rec.latency is not None and rec.latency.utilization < 0.9
-    assert not any(w.startswith("busy") for w in _warnings("online", rec, 80, 1))
+    assert not any(w.startswith("busy") for w in check_warnings("online", rec, 80, 1))
     busy = dataclasses.replace(rec.latency, utilization=0.99, mean_batch=3.7)
     batched = dataclasses.replace(rec, latency=busy, batching=Batching(max_batch=8, max_wait_ms=0.0))
-    (w,) = [w for w in _warnings("online", batched, 80, 1) if w.startswith("busy")]
+    (w,) = [w for w in check_warnings("online", batched, 80, 1) if w.startswith("busy")]
     assert "busy 99%" in w and "mean 3.7 of at most 8" in w and "validate" in w
     full = dataclasses.replace(batched, latency=dataclasses.replace(busy, mean_batch=8.0))
-    (w,) = [w for w in _warnings("online", full, 80, 1) if w.startswith("busy")]
+    (w,) = [w for w in check_warnings("online", full, 80, 1) if w.startswith("busy")]
     assert "no room for bigger batches" in w
 
 

@@ -84,7 +84,7 @@ def test_the_spot_odds_line_says_the_band_is_in_them() -> None:
 
 def test_a_job_shorter_than_the_checkpoint_interval_is_told_it_needs_none() -> None:
     """A 24-minute job on spot had been told to checkpoint every 1,315 min."""
-    from rightsize.plan.explain import _warnings
+    from rightsize.plan.checks import check_warnings
     from rightsize.plan.result import Candidate, SpotPlan
 
     def spot(runtime_hours: float) -> Candidate:
@@ -93,10 +93,10 @@ def test_a_job_shorter_than_the_checkpoint_interval_is_told_it_needs_none() -> N
                          provenance="projected", price_date="2026-01-01", runtime_hours=runtime_hours,
                          spot=SpotPlan(3.5e-05, 1315.0, runtime_hours, 1.0, "spot", 0.2))  # fmt: skip
 
-    short = [w for w in _warnings("batch", spot(0.4), None, 1) if w.startswith("spot:")]
+    short = [w for w in check_warnings("batch", spot(0.4), None, 1) if w.startswith("spot:")]
     assert short == ["spot: 3.5e-05 interruptions/h assumed; no checkpoint needed: Young/Daly's interval (1,315 min) "
                      "is longer than the job (24 min); an interruption restarts it"]  # fmt: skip
-    long = [w for w in _warnings("batch", spot(48.0), None, 1) if w.startswith("spot:")]
+    long = [w for w in check_warnings("batch", spot(48.0), None, 1) if w.startswith("spot:")]
     assert long[0].endswith("checkpoint every 1315 min (Young/Daly)")
 
 

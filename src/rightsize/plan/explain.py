@@ -15,6 +15,7 @@ from collections.abc import Collection, Sequence
 from datetime import date
 
 from rightsize.catalog.model import is_unverified, unverified_note
+from rightsize.plan.checks import GPU_IDLE_UTILIZATION, band_words, check_warnings
 from rightsize.plan.energy import energy_line
 from rightsize.plan.job_costs import missed_targets
 from rightsize.plan.result import MEASURED_WORDS, Candidate, PlanKind
@@ -22,11 +23,6 @@ from rightsize.plan.training import SMALL_WORKER_BATCH
 from rightsize.units import format_hours, format_usd
 
 __all__ = ["explain", "infeasible_summary", "pareto", "rank", "target_ms"]
-
-GPU_IDLE_UTILIZATION = 0.20  # seed: "Is GPU utilization consistently < 20%? Try CPU autoscaling."
-MEMORY_HEADROOM = 0.80  # warn above 80% of device memory
-NEAR_FULL_UTILIZATION = 0.90  # an online replica this busy has little slack left (queueing grows as 1/(1-u))
-SAMPLES_PER_VCPU_PER_S = 300.0  # input pipeline rate per vCPU worth checking (assumption: ~JPEG decode)
 
 
 def target_ms(c: Candidate) -> float:
@@ -319,7 +315,7 @@ def explain(
     perf = _perf(rec, kind, percentile)
     source = {
         "measured": MEASURED_WORDS,
-        "projected": f"times projected from the measured profile ({_band_words(rec.band)})",
+        "projected": f"times projected from the measured profile ({band_words(rec.band)})",
         "rule": "sized by rules, not measured",
     }[rec.provenance]
     why = [
@@ -361,7 +357,7 @@ def explain(
             # its own reason: the most common one among the class's rows quoted another instance's price
             why_not.append(f"no {other.upper()} plan is feasible; e.g. {_who(alt)}: "
                            f"{alt.reasons[0] if alt.reasons else 'not feasible'}")  # fmt: skip
-    warnings = _warnings(kind, rec, bound_ms, smallest_request or request_samples, input_measured)
+    warnings = check_warnings(kind, rec, bound_ms, smallest_request or request_samples, input_measured)
     fragile = _fragile_choice(kind, rec, alt)
     if fragile:
         warnings.append(fragile)
@@ -386,89 +382,6 @@ def price_age(price_date: str, today: date | None = None) -> str:
     return f", {months} months old" if months < 24 else f", {months / 12:.1f} years old"
 
 
-def _warnings(
-    kind: PlanKind, rec: Candidate, bound_ms: float | None, request_samples: int, input_measured: bool = False
-) -> list[str]:
-    """``request_samples``: the smallest request (a batch of more samples batches several requests)."""
-    out: list[str] = []
-    if rec.device_class == "gpu" and kind == "online" and rec.latency is not None:
-        if rec.latency.utilization < GPU_IDLE_UTILIZATION:
-            out.append(
-                f"GPU busy only {rec.latency.utilization:.0%}: under 20% means overbuying; it is still the cheapest "
-                "plan that meets the SLO here, but re-check CPU autoscaling if the model or prices change"
-            )
-        if rec.batching and rec.batching.max_batch <= request_samples and rec.latency.utilization >= 0.3:
-            out.append(
-                f"no micro-batching while the GPU is {rec.latency.utilization:.0%} busy: add a small batch window "
-                "(5-10 ms) and re-plan; batching raises throughput at little latency cost"
-            )
-    lat, bat = rec.latency, rec.batching
-    if kind == "online" and lat is not None and lat.utilization >= NEAR_FULL_UTILIZATION:
-        if bat is not None and bat.max_batch > request_samples and lat.mean_batch < bat.max_batch:
-            out.append(
-                f"busy {lat.utilization:.0%}: it keeps up because batches grow with the load (mean "
-                f"{lat.mean_batch:.1f} of at most {bat.max_batch} samples; replicas were sized for full batches "
-                "under the headroom), but the latency rises steeply with any extra traffic or a slower server; "
-                "check with `rightsize validate` and keep a replica in reserve if the rate can exceed the plan"
-            )
-        else:
-            out.append(
-                f"busy {lat.utilization:.0%} with no room for bigger batches: any extra traffic queues; "
-                "add a replica if the rate can exceed the plan"
-            )
-    if rec.memory_bytes and rec.memory_capacity_bytes:
-        share = rec.memory_bytes / rec.memory_capacity_bytes
-        if share > MEMORY_HEADROOM:
-            out.append(
-                f"memory headroom: the plan needs {share:.0%} of device memory; OOM risk from fragmentation and "
-                "workspaces; log max allocated memory, or lower the batch / use mixed precision"
-            )
-    # the rule of thumb, unless the plan measured the input stage (`rightsize pipeline`: it had warned of a 300/s
-    # JPEG-decode rate beside its own 21 us per item)
-    if (
-        rec.device_class == "gpu"
-        and kind in ("batch", "training")
-        and rec.throughput_per_s
-        and rec.vcpus
-        and not input_measured
-    ):
-        per_vcpu = rec.throughput_per_s / (rec.vcpus * max(1, rec.count))
-        if per_vcpu > SAMPLES_PER_VCPU_PER_S:
-            out.append(
-                f"CPU-bound input pipeline risk: {per_vcpu:,.0f} samples/s per vCPU must be read and prepared on the "
-                f"host (over {SAMPLES_PER_VCPU_PER_S:.0f}/s per vCPU: about what decoding JPEGs allows); use enough "
-                "loader workers and prefetching, or an instance with more vCPUs per GPU; `rightsize pipeline` "
-                "measures your own input stage"
-            )
-    if rec.provenance == "projected":
-        out.append(
-            f"projected, not measured on {rec.instance if rec.device == 'cpu' else rec.device} "
-            f"({_band_words(rec.band)}); "
-            "check with `rightsize validate` before committing"
-        )
-    if kind == "online" and rec.latency and rec.latency.band_ms and bound_ms and rec.latency.band_ms[1] > bound_ms:
-        out.append(
-            f"at the pessimistic end of the band the percentile would be {rec.latency.band_ms[1]:.0f} ms "
-            f"> {bound_ms:g} ms: consider one more replica"
-        )
-    if kind == "online" and rec.spot_interruptions_per_hour is not None:  # its rate, source and spare instance
-        out += [n for n in rec.notes if n.startswith("spot")]
-    if rec.purchase in ("spot", "mixed") and rec.spot:
-        every = rec.spot.checkpoint_interval_min
-        runtime_min = 60.0 * (rec.runtime_hours or 0.0)
-        how = (
-            f"checkpoint every {every:.0f} min (Young/Daly)"
-            if not runtime_min or every < runtime_min
-            else f"no checkpoint needed: Young/Daly's interval ({every:,.0f} min) is longer than the job "
-            f"({runtime_min:,.0f} min); an interruption restarts it"
-        )
-        stalls = rec.spot.stalls_per_hour
-        per = "" if stalls is None or stalls == rec.spot.interruptions_per_hour else (
-            f" over the fleet ({stalls:.2g}/h per instance, each stalling only its own)")  # fmt: skip
-        out.append(f"spot: {rec.spot.interruptions_per_hour:.2g} interruptions/h{per} assumed; {how}")
-    return out
-
-
 def _fragile_choice(kind: PlanKind, rec: Candidate, alt: Candidate | None) -> str | None:
     """A job whose bill grows with its run time (batch, training) won on a projection whose band reaches past
     the other device class's cost: at the band's slow edge the answer would flip, so say so (an online plan is
@@ -485,11 +398,3 @@ def _fragile_choice(kind: PlanKind, rec: Candidate, alt: Candidate | None) -> st
         f"${cost * hi:,.2f}, more than {_who(alt)} (${other:,.2f}); time the model on a {rec.instance} "
         "(`rightsize bench` there) before committing"
     )
-
-
-def _band_words(band: tuple[float, float]) -> str:
-    """The band in words: an online plan sized at its slow edge has band (lo/hi, 1)."""
-    lo, hi = band
-    if hi == 1.0 and lo < 1.0:
-        return f"times shown are the slow edge of the projection band; the true ones may be down to x{lo:.2f} of them"
-    return f"true times may be x{lo:.2f}-x{hi:.2f} of those shown"

@@ -110,7 +110,7 @@ def plan(
     """Plan ``workload`` over ``catalog``. ``curves``: per device and precision (``estimate.projection``);
     ``memory``: per precision, one replica's (inference) or worker's (training) need; ``input_stage``: a
     batch job's measured read/preprocess/write work per item (``rightsize pipeline``); ``text_input``: the model
-    reads tokens, whose preparation the JPEG-decode rule of thumb (``explain.SAMPLES_PER_VCPU_PER_S``) overstates."""
+    reads tokens, whose preparation the JPEG-decode rule of thumb (``checks.SAMPLES_PER_VCPU_PER_S``) overstates."""
     started = time.perf_counter()
     instances = plannable(workload, catalog)
     t = workload.targets

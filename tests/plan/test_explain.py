@@ -119,6 +119,17 @@ def test_a_replica_near_full_says_why_it_still_keeps_up_and_what_to_watch() -> N
     full = dataclasses.replace(batched, latency=dataclasses.replace(busy, mean_batch=8.0))
     (w,) = [w for w in check_warnings("online", full, 80, 1) if w.startswith("busy")]
     assert "no room for bigger batches" in w
+    # resnet50-api at 300/s on a T4 read "busy 98%... the latency rises steeply with any extra traffic" while its
+    # full batches served 595/s and 450/s still met the SLO: with room, the line says where the slack is
+    roomy = dataclasses.replace(batched, throughput_per_s=20.0, latency=dataclasses.replace(busy, mean_batch=3.0))
+    (w,) = [w for w in check_warnings("online", roomy, 80, 1, rate_per_s=10) if w.startswith("busy")]
+    assert w.startswith("busy 99% though its full batches would serve 20/s, 2.0x the rate: with a 0 ms batch window")
+    assert "extra traffic mostly grows its batches (mean 3.0 of at most 8)" in w
+    (w,) = [w for w in check_warnings("online", roomy, 80, 1, rate_per_s=18) if w.startswith("busy")]
+    assert "latency rises steeply" in w  # 1.1x: no real room
+    near = dataclasses.replace(roomy, latency=dataclasses.replace(busy, mean_batch=4.5))  # over half full
+    (w,) = [w for w in check_warnings("online", near, 80, 1, rate_per_s=10) if w.startswith("busy")]
+    assert "latency rises steeply" in w
 
 
 def test_with_no_feasible_plan_the_closest_is_the_fastest_not_the_cheapest() -> None:

@@ -14,10 +14,19 @@ NEAR_FULL_UTILIZATION = 0.90  # an online replica this busy has little slack lef
 SAMPLES_PER_VCPU_PER_S = 300.0  # input pipeline rate per vCPU worth checking (assumption: ~JPEG decode)
 
 
+FULL_BATCH_ROOM = 1.25  # a busy replica whose full batches serve this much more than the rate has room to grow
+
+
 def check_warnings(
-    kind: PlanKind, rec: Candidate, bound_ms: float | None, request_samples: int, input_measured: bool = False
+    kind: PlanKind,
+    rec: Candidate,
+    bound_ms: float | None,
+    request_samples: int,
+    input_measured: bool = False,
+    rate_per_s: float | None = None,
 ) -> list[str]:
-    """``request_samples``: the smallest request (a batch of more samples batches several requests)."""
+    """``request_samples``: the smallest request (a batch of more samples batches several requests); ``rate_per_s``:
+    an online target's rate, against which a busy replica's full-batch capacity is its room."""
     out: list[str] = []
     if rec.device_class == "gpu" and kind == "online" and rec.latency is not None:
         if rec.latency.utilization < GPU_IDLE_UTILIZATION:
@@ -32,7 +41,18 @@ def check_warnings(
             )
     lat, bat = rec.latency, rec.batching
     if kind == "online" and lat is not None and lat.utilization >= NEAR_FULL_UTILIZATION:
-        if bat is not None and bat.max_batch > request_samples and lat.mean_batch < bat.max_batch:
+        room = rec.throughput_per_s / rate_per_s if rec.throughput_per_s and rate_per_s else 0.0
+        if bat is not None and bat.max_batch > request_samples and lat.mean_batch < bat.max_batch <= 2 * lat.mean_batch:
+            room = 0.0  # batches near full: little left to grow into
+        if bat is not None and bat.max_batch > request_samples and room >= FULL_BATCH_ROOM:
+            # a GPU with no batch window runs whatever is queued: busy at any load, its slack is in the batch size
+            out.append(
+                f"busy {lat.utilization:.0%} though its full batches would serve {rec.throughput_per_s:,.0f}/s, "
+                f"{room:.1f}x the rate: with a {bat.max_wait_ms:g} ms batch window it runs whatever is queued, so "
+                f"it reads busy at any load and extra traffic mostly grows its batches (mean {lat.mean_batch:.1f} of "
+                f"at most {bat.max_batch}); `rightsize validate` checks it here"
+            )
+        elif bat is not None and bat.max_batch > request_samples and lat.mean_batch < bat.max_batch:
             out.append(
                 f"busy {lat.utilization:.0%}: it keeps up because batches grow with the load (mean "
                 f"{lat.mean_batch:.1f} of at most {bat.max_batch} samples; replicas were sized for full batches "

@@ -190,20 +190,21 @@ def test_a_device_or_an_unreachable_path_is_refused_in_one_line(tmp_path: Path) 
         Store(tmp_path / ("b" * 300) / "x.sqlite")
 
 
-def test_a_read_only_open_checks_the_schema_too(tmp_path: Path) -> None:
-    """A dropped table was a traceback from every `results`; a newer store was read without a word."""
-    path = tmp_path / "s.sqlite"
+def _tampered(path: Path, sql: str) -> Path:
+    """A store made by rightsize, then changed by ``sql`` behind its back."""
     _store(path)
     con = sqlite3.connect(path)
-    con.execute("DROP TABLE measurements")
+    con.execute(sql)
     con.close()
+    return path
+
+
+def test_a_read_only_open_checks_the_schema_too(tmp_path: Path) -> None:
+    """A dropped table was a traceback from every `results`; a newer store was read without a word."""
+    path = _tampered(tmp_path / "s.sqlite", "DROP TABLE measurements")
     with pytest.raises(RightsizeError, match="schema v2 but no table measurements"):
         Store(path, read_only=True)
-    path2 = tmp_path / "s2.sqlite"
-    _store(path2)
-    con = sqlite3.connect(path2)
-    con.execute("PRAGMA user_version = 99")
-    con.close()
+    path2 = _tampered(tmp_path / "s2.sqlite", "PRAGMA user_version = 99")
     for read_only in (True, False):
         with pytest.raises(RightsizeError, match=r"has schema v99, newer than this rightsize's .*: upgrade rightsize"):
             Store(path2, read_only=read_only)
@@ -211,11 +212,7 @@ def test_a_read_only_open_checks_the_schema_too(tmp_path: Path) -> None:
 
 def test_a_negative_schema_version_is_refused_untouched(tmp_path: Path) -> None:
     """``PRAGMA user_version = -5`` passed as an old store, and the migration loop ran ``_MIGRATIONS[-5]``."""
-    path = tmp_path / "s.sqlite"
-    _store(path)
-    con = sqlite3.connect(path)
-    con.execute("PRAGMA user_version = -5")
-    con.close()
+    path = _tampered(tmp_path / "s.sqlite", "PRAGMA user_version = -5")
     before = path.read_bytes()
     for read_only in (True, False):
         with pytest.raises(RightsizeError, match=r"is not a rightsize store \(schema v-5 is not one rightsize writes"):

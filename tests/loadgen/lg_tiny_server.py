@@ -6,6 +6,7 @@ the test process would add up to the 5 ms switch interval to every response). Pa
     /work/<ms>            200 after <ms> milliseconds (any number in flight)
     /serial/<ms>          200 after <ms> milliseconds, one request at a time (a single worker)
     /status/<NNN>         NNN at once
+    /v1/info, /v1/predict 404 (it describes nothing), 200
     /drop                 close the connection without answering
     /chunked, /eof        a chunked body; a body that ends when the connection closes
     /control/stall/<in_ms>/<ms>   hold every /work and /serial request arriving in that window until it ends
@@ -78,6 +79,9 @@ class _Handler:
             return False
         if parts[0] == "status":
             self.write(writer, int(parts[1]), b'{"error":"x"}')
+            return True
+        if parts[0] == "v1":  # not a rightsize server: no /v1/info; /v1/predict answers anything
+            self.write(writer, 404 if parts[1:] == ["info"] else 200, b'{"ok":true}')
             return True
         delay_s = float(parts[1]) / 1000 if len(parts) > 1 else 0.0
         start, end = self.stall

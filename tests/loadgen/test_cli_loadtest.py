@@ -89,7 +89,22 @@ def test_bad_input_exits_2(
 
 def test_unreachable_server_exits_1(closed_port: int, capsys: pytest.CaptureFixture[str]) -> None:
     rc, _, err = run_cli([f"http://127.0.0.1:{closed_port}", "--rate", "5", "--no-store"], capsys)
-    assert rc == 1 and "cannot connect" in err
+    assert rc == 1 and "cannot connect" in err and "guessed body" not in err
+
+
+def test_a_guessed_body_is_said(server: TinyServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bare URL whose /v1/info says nothing got a made-up 4-feature body without a word: a slow rightsize server
+    would have answered every request 422."""
+    args = ["--rate", "20", "--requests", "4", "--slo-ms", "5000", "--max-lag-ms", "1000", "--no-store"]
+    _, _, err = run_cli([server.url(""), *args], capsys)  # the tiny server answers no /v1/info
+    assert err.startswith(
+        f"warning: 127.0.0.1:{server.port}/v1/info did not describe the server (not a rightsize "
+        'server, or no answer in 5 s): sending a guessed body {"inputs":[[0.0,0.0,0.0,0.0]]}; pass'
+    )
+    _, _, err = run_cli([server.url(""), *args, "--timeout-s", "2"], capsys)
+    assert "no answer in 2 s" in err
+    _, _, err = run_cli([server.url("/v1/predict"), *args, "--json-body", '{"inputs": [[1.0]]}'], capsys)
+    assert "guessed" not in err  # a body given: nothing guessed
 
 
 def test_an_invalid_run_exits_1(server: TinyServer, capsys: pytest.CaptureFixture[str]) -> None:

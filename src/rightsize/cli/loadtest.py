@@ -33,8 +33,10 @@ def build_target(
     token: str | None,
     samples: int,
     encoding: str = "auto",
+    timeout_s: float = 5.0,
 ) -> Any:
-    """The request every send repeats; without a body, ask the server's /v1/info for a valid sample."""
+    """The request every send repeats; without a body, ask the server's /v1/info (within ``timeout_s``, at most
+    5 s) for a valid sample, and warn when it did not say: the body sent is then a guess."""
     from rightsize.loadgen import Target, parse_header
 
     if body is not None and json_body is not None:
@@ -52,8 +54,16 @@ def build_target(
             raise SpecError("--json-body", f"not valid JSON ({exc})") from None
         payload = json_body.encode()
     parsed = [parse_header(h) for h in headers]
-    return Target.from_url(url, method=method, body=payload, headers=parsed, token=token, samples=samples,
-                           encoding=encoding)  # fmt: skip
+    target = Target.from_url(url, method=method, body=payload, headers=parsed, token=token, samples=samples,
+                             encoding=encoding, info_timeout_s=min(5.0, timeout_s))  # fmt: skip
+    check_reachable(target.host, target.port)  # a closed port: its one line, not a guessed-body warning first
+    if target.body_guessed:
+        shown = target.body.decode(errors="replace")
+        err_console.print(f"warning: {target.host}:{target.port}/v1/info did not describe the server (not a rightsize "
+                          f"server, or no answer in {min(5.0, timeout_s):g} s): sending a guessed body {shown}; pass "
+                          "--body FILE or --json-body TEXT with a request your server takes", markup=False,
+                          highlight=False, soft_wrap=True)  # fmt: skip
+    return target
 
 
 def check_reachable(host: str, port: int, timeout_s: float = 3.0) -> None:
@@ -210,9 +220,8 @@ def loadtest(
 
     target = build_target(
         url, method=method, body=body, json_body=json_body, headers=header, token=token, samples=samples,
-        encoding=encoding,
+        encoding=encoding, timeout_s=timeout_s,
     )  # fmt: skip
-    check_reachable(target.host, target.port)
     loop_name = event_loop_name()
 
     payload: dict[str, Any]

@@ -158,6 +158,7 @@ class Target:
     method: str = "POST"
     body: bytes = b""
     headers: tuple[tuple[str, str], ...] = ()
+    body_guessed: bool = field(default=False, compare=False)  # /v1/info did not describe the server: a made-up body
     raw: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -175,10 +176,12 @@ class Target:
         content_type: str = "application/json",
         samples: int = 1,
         encoding: str = "auto",
+        info_timeout_s: float = 5.0,
     ) -> Target:
         """Parse ``http://host[:port][/path]``; a missing path means ``DEFAULT_PATH``. Without ``body``, a POST to
-        ``DEFAULT_PATH`` asks the server's ``/v1/info`` for its sample shape and sends ``samples`` zero samples
-        of it (a rightsize server); other servers get a small default JSON body."""
+        ``DEFAULT_PATH`` asks the server's ``/v1/info`` (waiting up to ``info_timeout_s``) for its sample shape and
+        sends ``samples`` zero samples of it (a rightsize server); other servers get a small default JSON body,
+        and ``body_guessed`` says so."""
         auth = bearer_header(token)
         if method is not None and not _TOKEN.fullmatch(method):
             raise SpecError("--method", f"{short(method)} is not an HTTP method; give e.g. GET or POST")
@@ -188,8 +191,11 @@ class Target:
             path = DEFAULT_PATH
         if parts.query:
             path += "?" + parts.query
+        guessed = False
         if body is None and path.split("?")[0] == DEFAULT_PATH and (method or "POST").upper() == "POST":
-            body, content_type = payload_for_server(server_info(f"http://{parts.netloc}", token), samples, encoding)
+            info = server_info(f"http://{parts.netloc}", token, timeout_s=info_timeout_s)
+            body, content_type = payload_for_server(info, samples, encoding)
+            guessed = not info or not isinstance(info.get("sample_shape"), list)
         if body is None:
             body = b""
         hdrs = list(headers)
@@ -205,6 +211,7 @@ class Target:
             method=(method or ("POST" if body else "GET")).upper(),
             body=body,
             headers=tuple(hdrs),
+            body_guessed=guessed,
         )
 
     @property

@@ -222,6 +222,17 @@ def test_queued_requests_time_out_too(server: TinyServer) -> None:
     assert any("achieved send rate" in p for p in r.problems) and f"sent (written) {r.requests_sent} " in r.render()
 
 
+def test_a_server_that_went_away_is_named_not_only_the_send_rate(closed_port: int) -> None:
+    """A server stopped mid-run read "INVALID: achieved send rate 27.8/s < 95% of scheduled 100.0/s" alone, beside
+    289 connection errors, and errors above sent with no word on why."""
+    target = Target.from_url(f"http://127.0.0.1:{closed_port}/work/0", body=b"{}")
+    r = run_open_loop(target, OpenLoopConfig(rate_per_s=50, requests=10, arrival="constant", max_lag_ms=LOOSE_LAG_MS))
+    assert r.requests_sent == 0 and r.errors == {"connection": 10} and not r.valid
+    [p] = [p for p in r.problems if p.startswith("achieved send rate")]
+    assert p.endswith(": 10 connection errors (refused, reset or closed: the server stopped or turned connections "
+                      "away); a request never written counts under errors, not under sent")  # fmt: skip
+
+
 def test_a_generator_short_of_cpu_is_named_not_only_the_server() -> None:
     """The send lag sees only the dispatch; a generator whose thread used a whole core also reads answers late, and
     its latencies then include its own queueing: the run says so."""

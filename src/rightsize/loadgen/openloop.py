@@ -255,8 +255,13 @@ def _result(
             "(lower --rate, or give the generator a free core)"
         )
     if scheduled and achieved < config.min_send_ratio * scheduled_rate:
+        # a server that went away refuses what the generator would send: say so, not just the rate
+        refused = rec.errors.get("connection", 0)
+        cause = (f": {refused} connection errors (refused, reset or closed: the server stopped or turned connections "
+                 "away); a request never written counts under errors, not under sent" if refused else "")  # fmt: skip
         problems.append(
             f"achieved send rate {achieved:.1f}/s < {config.min_send_ratio:.0%} of scheduled {scheduled_rate:.1f}/s"
+            + cause
         )
     answers, notes = answer_checks(rec)
     problems += answers

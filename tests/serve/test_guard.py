@@ -74,6 +74,8 @@ def test_foreign_host_is_refused_and_bearer_is_case_insensitive() -> None:
         r = httpx.get(f"{url}/healthz", headers={"host": "rebind.example:8000"})
         assert r.status_code == 421 and "loopback" in r.json()["detail"]
         assert httpx.get(f"{url}/healthz", headers={"host": "localhost"}).status_code == 200
+        # each refusal is counted: refused DNS-rebinding attempts had been invisible in /metrics
+        assert 'rightsize_responses_total{code="421"} 1' in httpx.get(f"{url}/metrics", headers=ok).text
 
 
 def test_host_names() -> None:

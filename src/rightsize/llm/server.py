@@ -337,8 +337,9 @@ def create_generate_app(svc: GenerateService, token: str | None = None) -> FastA
 def _build(cfg: EngineConfig, host: str, port: int, on_ready: Callable[[dict[str, Any]], None] | None,
            log_level: str, token: str | None) -> tuple[uvicorn.Server, GenerateService]:  # fmt: skip
     svc = GenerateService(cfg, on_ready)
-    config = uvicorn_config(create_generate_app(svc, token), host, port, log_level,
-                            read_timeout_s=10.0, max_connections=1024, graceful_s=5)  # fmt: skip
+    config = uvicorn_config(create_generate_app(svc, token), host, port, log_level, read_timeout_s=10.0,
+                            max_connections=1024, graceful_s=5,
+                            on_refused=lambda code: svc.on_done(code, None))  # fmt: skip
     return QuietStopServer(config), svc
 
 

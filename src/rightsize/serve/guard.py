@@ -94,11 +94,15 @@ def protocol_class(read_timeout_s: float, max_connections: int) -> type[asyncio.
 
 
 class HostCheck:
-    """Outermost ASGI middleware: 421 for an HTTP request whose Host header is not in ``allowed``."""
+    """Outermost ASGI middleware: 421 for an HTTP request whose Host header is not in ``allowed``; ``on_refused``
+    counts each in the server's metrics (refused DNS-rebinding attempts had been invisible in /metrics)."""
 
-    def __init__(self, app: ASGIApp, allowed: frozenset[bytes] | None) -> None:
+    def __init__(
+        self, app: ASGIApp, allowed: frozenset[bytes] | None, on_refused: Callable[[int], None] | None = None
+    ) -> None:
         self.app = app
         self.allowed = allowed
+        self.on_refused = on_refused
 
     async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Any]], send: Any) -> None:
         if self.allowed is not None and scope["type"] == "http":
@@ -109,5 +113,7 @@ class HostCheck:
                             "headers": [(b"content-type", b"application/json"),
                                         (b"content-length", str(len(body)).encode())]})  # fmt: skip
                 await send({"type": "http.response.body", "body": body})
+                if self.on_refused is not None:
+                    self.on_refused(421)
                 return
         await self.app(scope, receive, send)

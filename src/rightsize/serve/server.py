@@ -89,10 +89,19 @@ def url_of(host: str, sock: socket.socket) -> str:
 
 
 def uvicorn_config(
-    app: Any, host: str, port: int, log_level: str, *, read_timeout_s: float, max_connections: int, graceful_s: float
+    app: Any,
+    host: str,
+    port: int,
+    log_level: str,
+    *,
+    read_timeout_s: float,
+    max_connections: int,
+    graceful_s: float,
+    on_refused: Callable[[int], None] | None = None,
 ) -> uvicorn.Config:
     """uvicorn settings every rightsize server shares: uvloop/httptools when installed (the guarded protocol
-    when it loads), the Host check, no access log, lifespan on, a deep accept backlog."""
+    when it loads), the Host check (``on_refused(421)`` counts what it refuses), no access log, lifespan on, a deep
+    accept backlog."""
     fast = {
         "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
         "http": "httptools" if importlib.util.find_spec("httptools") else "h11",
@@ -101,7 +110,7 @@ def uvicorn_config(
     if guarded is not None:
         fast["http"] = guarded  # type: ignore[assignment]
     config = uvicorn.Config(
-        HostCheck(app, allowed_hosts(host)),
+        HostCheck(app, allowed_hosts(host), on_refused),
         host=host,
         port=port,
         log_level=log_level,
@@ -191,7 +200,8 @@ def _build(config: ServerConfig, on_ready: Callable[[Service], None] | None) -> 
     service = Service(config, on_ready)
     app = create_app(config, service)
     cfg = uvicorn_config(app, config.host, config.port, config.log_level, read_timeout_s=config.read_timeout_s,
-                         max_connections=config.max_connections, graceful_s=config.drain_timeout_s)  # fmt: skip
+                         max_connections=config.max_connections, graceful_s=config.drain_timeout_s,
+                         on_refused=service.metrics.on_response)  # fmt: skip
     return _DrainingServer(cfg, service), service
 
 

@@ -94,6 +94,9 @@ def test_bad_invocations_exit_2_without_a_traceback(
         ),
         (["plan", "examples/quick.yaml", "--nope"], "error: No such option: --nope"),
         (["plan"], "error: Missing argument 'spec' (options: rightsize plan --help)"),
+        # a range refusing nan had said "Input should be greater than or equal to 0": nan is not below 0
+        (["serve", "simplenet", "--max-wait-ms", "nan"], "error: --max-wait-ms: nan is not a number; give a number"),
+        (["results", "--limit=NaN"], "error: --limit: nan is not a number; give a number in the range --help shows"),
     ],
 )
 def test_a_usage_error_is_one_line_naming_the_option(

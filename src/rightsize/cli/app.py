@@ -96,9 +96,21 @@ def _register() -> None:
         _registered.append(name)
 
 
-def _usage_line(exc: Exception) -> str | None:
+def _raw_value(args: list[str], opts: list[str]) -> str | None:
+    """The text given to an option (``--x V`` or ``--x=V``) in ``args``, the last one given; None when absent."""
+    found = None
+    for i, a in enumerate(args):
+        if a in opts and i + 1 < len(args):
+            found = args[i + 1]
+        elif "=" in a and a.split("=", 1)[0] in opts:
+            found = a.split("=", 1)[1]
+    return found
+
+
+def _usage_line(exc: Exception, args: list[str] | None = None) -> str | None:
     """A usage error as the one line every other bad input gets (click's own is four: usage, a hint, a blank line,
-    ``Error: ...``), with where to read the options; None for "no command given", whose help is the answer."""
+    ``Error: ...``), with where to read the options; None for "no command given", whose help is the answer. A range
+    refusing nan ("--max-wait-ms: Input should be greater than or equal to 0": nan is not below 0) says what it is."""
     from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
     if not isinstance(exc, UsageError) or isinstance(exc, NoArgsIsHelpError) or exc.ctx is None:
@@ -106,6 +118,10 @@ def _usage_line(exc: Exception) -> str | None:
     message = exc.format_message().replace("Invalid value for ", "")  # "'--limit': 0 is not in the range x>=1."
     if message.startswith("'") and "': " in message:  # the option first, as every other error names its field
         name, _, rest = message[1:].partition("': ")
+        opts = list(getattr(getattr(exc, "param", None), "opts", None) or [])
+        raw = _raw_value(args or [], opts) if opts else None
+        if raw is not None and raw.strip().lower().lstrip("+-") == "nan":
+            rest = "nan is not a number; give a number in the range --help shows"
         message = f"{name}: {rest}"
     names, ctx = [], exc.ctx
     while ctx.parent is not None:  # the subcommands' names; the root's would be argv[0]'s ("python -m pytest")
@@ -162,7 +178,7 @@ def _main(argv: list[str] | None) -> None:
         )
         sys.exit(1)
     except TyperException as exc:  # typer's own click: usage errors, bad or missing options (exit 2)
-        line = _usage_line(exc)
+        line = _usage_line(exc, ours)
         show = getattr(exc, "show", None)
         if line is not None:
             print(f"error: {line}", file=sys.stderr)

@@ -34,7 +34,11 @@ def serve_command(
         8, "--max-batch", min=1, max=65_536, help="Most samples per batch (and per request)."
     ),
     max_wait_ms: float = typer.Option(
-        2.0, "--max-wait-ms", min=0.0, help="A partial batch waits until the oldest request's arrival + this."
+        2.0,
+        "--max-wait-ms",
+        min=0.0,
+        max=60_000.0,
+        help="A partial batch waits until the oldest request's arrival + this.",
     ),
     workers: int | None = typer.Option(
         None, "--workers", min=1, max=1024, help="CPU worker processes, each with its own model copy (default: 1)."

@@ -18,8 +18,11 @@ def test_parse_shape() -> None:
 def test_user_input_options_are_refused_where_they_would_be_ignored() -> None:
     assert user_input_options("mymodels:make", "3x8", 50) == ([3, 8], 50)
     assert user_input_options("resnet50", None, None) == (None, None)
-    with pytest.raises(SpecError, match="--shape: sets a user model's input; 'resnet50' takes --seq or --image"):
+    with pytest.raises(SpecError, match="--shape: sets a user model's input; 'resnet50' takes --image instead"):
         user_input_options("resnet50", "3,64,64", None)
+    # the zoo model's own kind: simplenet's had read "takes --seq or --image", beside --seq's "takes neither"
+    with pytest.raises(SpecError, match="--shape: sets a user model's input; 'simplenet' has a fixed feature width"):
+        user_input_options("simplenet", "3,4", None)
     with pytest.raises(SpecError, match="--vocab"):
         user_input_options("hf:some/dir", None, 100)
 

@@ -58,7 +58,10 @@ def test_without_any_cpu_plan_the_gpu_batching_runs_at_fp32() -> None:
     assert picked is gpu and batching == Batching(16, 4.0) and precision == "fp32" and "no CPU plan" in why
 
 
-@pytest.mark.parametrize(("args", "message"), [(["--loads", "0.5,1.5"], "--loads"), (["--loads", "x"], "--loads")])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--loads", "0.5,1.5"], "--loads"), (["--loads", "x"], "--loads"), (["--loads", ""], "--loads: is empty")],
+)  # '' had meant the default levels, and planned and measured for minutes
 def test_bad_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str) -> None:
     spec = tmp_path / "w.yaml"
     spec.write_text("model: simplenet\n")

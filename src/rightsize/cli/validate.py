@@ -54,6 +54,8 @@ def validate(
     check_finite("--duration", duration, 0.0, 86_400.0)
     check_finite("--warmup-s", warmup_s, 0.0, 3_600.0, low_open=False)
 
+    if loads is not None and not loads.strip(" ,"):  # '' had meant the default levels
+        raise SpecError("--loads", f"is empty; give comma-separated fractions like 0.5,0.8, got {loads!r}")
     try:
         fractions = tuple(float(x) for x in (loads or "0.5,0.8").split(",") if x.strip())
     except ValueError:

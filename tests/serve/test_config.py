@@ -46,8 +46,10 @@ def test_pools_follow_router_and_machine() -> None:
     assert (cpu.name, cpu.device, cpu.workers, cpu.threads) == ("cpu", "cpu", 2, 1)
     cpu, gpu = resolve_pools(cfg, has_cuda=True, cores=2)
     assert (gpu.name, gpu.device, gpu.workers) == ("gpu", "cuda", 2)  # two batches in flight
-    with pytest.raises(UnsupportedError, match="--router cpu"):
+    with pytest.raises(UnsupportedError, match=r"--router cpu$"):
         resolve_pools(ServerConfig(router="gpu"), has_cuda=False, cores=2)
+    with pytest.raises(UnsupportedError, match=r"use --router cpu \(or --router size with two CPU lanes: --lane small"):
+        resolve_pools(ServerConfig(router="size"), has_cuda=False, cores=2)  # the no-GPU way docs/serving.md gives
     with pytest.raises(SpecError, match="two pools"):
         resolve_pools(ServerConfig(router="hybrid", pools=(PoolConfig("a"),)), has_cuda=False, cores=2)
 

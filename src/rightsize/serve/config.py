@@ -196,7 +196,8 @@ def resolve_pools(config: ServerConfig, has_cuda: bool, cores: int) -> tuple[Poo
             raise SpecError("--router", f"{router!r} needs two pools (small-request pool first), got {len(pools)}")
         return tuple(replace(p, predict=p.predict or config.predict) for p in pools)
     if router != "cpu" and not has_cuda:
-        raise UnsupportedError(f"--router {router} needs CUDA, which this machine lacks; use --router cpu")
+        lanes = " (or --router size with two CPU lanes: --lane small=1x1 --lane large=1x1)" if router == "size" else ""
+        raise UnsupportedError(f"--router {router} needs CUDA, which this machine lacks; use --router cpu{lanes}")
     made: list[PoolConfig] = []
     if router != "gpu":
         w, t = split_threads(cores, config.workers, config.threads)

@@ -72,6 +72,24 @@ def test_the_api_is_on_the_package_and_loads_lazily() -> None:
         rightsize.nope  # noqa: B018
 
 
+def test_rs_plan_and_measure_stay_callable_once_their_subpackages_are_imported() -> None:
+    """The README's order (rs.plan, then rs.measure; or a notebook cell run twice) failed with "'module' object is
+    not callable": importing rightsize.plan / rightsize.measure binds the packages over the API's names."""
+    code = (
+        "import rightsize as rs, rightsize.plan, rightsize.measure, rightsize.api as api\n"
+        "api.plan = lambda *a, **k: ('plan', a, k)\n"
+        "api.measure = lambda *a, **k: ('measure', a, k)\n"
+        "assert rs.plan('x.yaml', seed=1) == ('plan', ('x.yaml',), {'seed': 1}), rs.plan\n"
+        "assert rs.measure('q.yaml') == ('measure', ('q.yaml',), {})\n"
+        "from rightsize.plan import plan_kind, PlanResult\n"  # the packages keep their contents
+        "import rightsize.measure.sweep as sweep\n"
+        "assert sweep.__name__ == 'rightsize.measure.sweep' and callable(plan_kind)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-800:]
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [

@@ -9,6 +9,8 @@ stays light (no torch, no pydantic models) for tools that only need the version.
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 __version__ = "0.1.0"
@@ -27,3 +29,27 @@ def __getattr__(name: str) -> Any:
 
         return getattr(api, name)
     raise AttributeError(f"module 'rightsize' has no attribute {name!r}")
+
+
+class _ApiPackage(types.ModuleType):
+    """A subpackage named like an API function (``rightsize.plan``, ``rightsize.measure``), callable as that
+    function: importing it binds the package over ``rs.plan``, and the README's ``rs.plan(...)`` then a second
+    call failed with "'module' object is not callable"."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from rightsize import api
+
+        return getattr(api, self.__name__.rsplit(".", 1)[1])(*args, **kwargs)
+
+
+class _Package(types.ModuleType):
+    """``rightsize`` itself: the import system binds each subpackage here by setattr; ``plan`` and ``measure``
+    become ``_ApiPackage`` on the way, keeping their contents and their ``import rightsize.plan`` uses."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("plan", "measure") and type(value) is types.ModuleType:
+            value.__class__ = _ApiPackage
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -72,7 +72,7 @@ def test_an_unknown_option_exits_2_for_every_command(command: str, capsys: pytes
         # a token with a line break would end the Authorization header and inject another
         (["loadtest", "http://127.0.0.1:9/", "--rate", "5", "--token", "a\r\nX-Injected: 1"], "--token: must be one"),
         # a zoo model's input is --seq / --image: --shape and --vocab were ignored without a word
-        (["memory", "resnet50", "--shape", "3,64,64"], "--shape: sets a user model's input; 'resnet50' takes --seq"),
+        (["memory", "resnet50", "--shape", "3,64,64"], "--shape: sets a user model's input; 'resnet50' takes --image"),
         (["serve", "distilbert", "--vocab", "100"], "--vocab: sets a user model's input"),
     ],
 )

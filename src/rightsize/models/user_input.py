@@ -39,9 +39,9 @@ def user_input_options(
     given = [option for option, value in (("--shape", dims), ("--vocab", vocab)) if value is not None]
     # a name neither in the zoo nor a user's reference: resolving it says so (this blamed --shape for a typo)
     if given and (ref.startswith("hf:") or config_dir(ref) is not None or ref in ZOO):
-        kind = input_kind_of(ref) if ref in ZOO else None  # a zoo model's own kind ('simplenet': neither option)
+        zoo_kind = input_kind_of(ref) if ref in ZOO else None  # its own kind ('simplenet': neither option)
         own = {"image": "takes --image instead", "tokens": "takes --seq instead", "features": "has a fixed feature "
-               "width"}.get(kind or "", "takes --seq or --image instead")  # fmt: skip
+               "width"}.get(zoo_kind or "", "takes --seq or --image instead")  # fmt: skip
         raise SpecError(given[0], f"sets a user model's input; {ref!r} {own}: drop it")
     # on ONNX Runtime / OpenVINO, the model underneath decides (`ort:mm:make` is a factory: --shape, not --seq)
     inner = without_engine(ref)

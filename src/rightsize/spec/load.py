@@ -42,6 +42,8 @@ def spec_error_from(exc: ValidationError) -> SpecError:
         msg = f"unknown field;{hint}" if hint else "unknown field; remove it or check its spelling"
     elif first["type"] == "missing":
         msg = "required field is missing"
+    elif first["type"] == "too_long":  # pydantic's "List should have at most 5 items after validation, not 6"
+        msg = f"has {(first.get('ctx') or {}).get('actual_length', 'too many')} values"
     # Our validators report list indices in the message ("[0] must be ..."); join them to the path.
     given = first.get("input")
     head, sep, rest = msg.partition(": ")
@@ -74,6 +76,8 @@ def _fix(error: Any) -> str:
         return f"; set it to a number {words.format(shown)}" if key in ctx else ""
     if kind == "too_short":  # `batch_sizes: []` read "List should have at least 1 item after validation, not 0"
         return "; list at least one value, or drop the field for its default"
+    if kind == "too_long":  # 6 precisions read "List should have at most 5 items after validation, not 6"
+        return f"; list at most {ctx.get('max_length', 'the allowed number of')}, each once"
     if kind == "int_parsing_size":  # 1e308 for a count: "exceeded maximum size" named no range
         return "; write a whole number within the field's range (e.g. 8)"
     if kind in ("int_from_float", "int_parsing", "int_type"):

@@ -65,6 +65,12 @@ def test_a_cpu_engines_plan_picks_only_precisions_it_runs(tmp_path: Path, monkey
     result, _ = plan_spec(workload, Store(tmp_path / "s.db"), progress=False)
     assert result.candidates and {c.precision for c in result.candidates} <= {"fp32", "int8"}
     assert all(c.device_class == "cpu" for c in result.candidates)
+    # a bare .onnx runs on ONNX Runtime too: it had been planned at bf16 and on GPUs, which `serve` refuses
+    [exported] = sorted((tmp_path / "onnx").rglob("*.onnx"))
+    bare = workload.model_copy(update={"name": "bare-onnx", "model": str(exported), "tiny": False})
+    result, _ = plan_spec(bare, Store(tmp_path / "s.db"), progress=False)
+    assert result.candidates and {c.precision for c in result.candidates} <= {"fp32", "int8"}
+    assert all(c.device_class == "cpu" for c in result.candidates)
 
 
 @pytest.mark.slow

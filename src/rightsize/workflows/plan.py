@@ -291,11 +291,14 @@ def _plan_one(
     work = work_profile(workload, store)
     projection = load_projection_model()
     curves = project_curves(profile, catalog, projection, work, measured=others)
-    if workload.model.startswith(("ort:", "ov:")):  # measured on a CPU engine (ONNX Runtime, OpenVINO): CPUs only,
-        from rightsize.models.onnx_engine import ENGINE_PRECISIONS  # at the precisions it runs (no bf16 there)
+    from rightsize.models.byo import engine_of
 
-        runs = ENGINE_PRECISIONS["openvino" if workload.model.startswith("ov:") else "onnxruntime"]
-        curves = [c for c in curves if c.device.startswith("cpu") and c.precision in runs]
+    # measured on a CPU engine (ONNX Runtime, OpenVINO; a bare .onnx runs on ONNX Runtime too, and had been planned
+    # at bf16 and on GPUs, which `serve` refuses): CPUs only, at the precisions the engine runs
+    if (engine := engine_of(workload.model)) != "torch":
+        from rightsize.models.onnx_engine import ENGINE_PRECISIONS
+
+        curves = [c for c in curves if c.device.startswith("cpu") and c.precision in ENGINE_PRECISIONS[engine]]
     if (why := no_int8(workload.model, profile)) is not None and any(c.precision == "int8" for c in curves):
         curves = [c for c in curves if c.precision != "int8"]
         notes.append(f"int8 not planned: {why}")

@@ -62,9 +62,9 @@ def test_memory_json_contract(rightsize: Run) -> None:
 def test_memory_bad_input_exits_2_naming_the_field(rightsize: Run) -> None:
     out = rightsize("memory", "resnet50", "--batch", "0")
     assert out.returncode == 2
-    assert out.stderr.strip() == "error: batch: must be >= 1, got 0"
+    assert out.stderr.strip() == "error: --batch: must be >= 1, got 0"  # the option's name, as every command
     out = rightsize("memory", "resnet50", "--precision", "fp9")
-    assert out.returncode == 2 and out.stderr.startswith("error: precision: unknown precision 'fp9'")
+    assert out.returncode == 2 and out.stderr.startswith("error: --precision: unknown precision 'fp9'")
     out = rightsize("memory", "resnet50", "--mode", "trian")
     assert out.returncode == 2 and "Did you mean 'train'?" in out.stderr
 

@@ -75,8 +75,13 @@ def memory(
                         "drop --tiers, or use --device cuda")  # fmt: skip
     tier_list = parse_tiers(tiers) if tiers is not None else None
     # Building and tracing a large model takes 20-50 s on 2 cores: say what is happening meanwhile.
-    with err_console.status(f"tracing {model} ({mode}, batch {batch}) without allocating its memory…"):
-        est = estimate_memory(model, device=device, catalog=cat, tiers=tier_list, **kwargs)
+    try:
+        with err_console.status(f"tracing {model} ({mode}, batch {batch}) without allocating its memory…"):
+            est = estimate_memory(model, device=device, catalog=cat, tiers=tier_list, **kwargs)
+    except SpecError as exc:  # the estimator names its arguments ("batch: must be >= 1"): here they are options
+        if exc.field in _OPTION_OF:
+            raise SpecError(_OPTION_OF[exc.field], exc.problem) from None
+        raise
     val = _validate(est, model, kwargs, tiny) if validate else None
     if json_out:
         emit_json({**_as_dict(est), **({"validation": val.to_dict()} if val else {})})
@@ -84,6 +89,9 @@ def memory(
     _print_estimate(est)
     if val is not None:
         _print_validation(val)
+
+
+_OPTION_OF = {name: f"--{name}" for name in ("batch", "seq", "image", "precision", "mode", "device")}
 
 
 def _validate(est: MemoryEstimate, model: str, kwargs: dict[str, Any], tiny: bool) -> MemoryValidation:

@@ -290,4 +290,5 @@ def test_ctrl_c_while_waiting_for_another_sweep_says_interrupted(
     rc, out, err = run_cli(["bench", str(spec), "--store", str(tmp_path / "s.sqlite")], capsys)
     assert (rc, out) == (130, "") and err.endswith("interrupted before a config finished: nothing new was stored\n")
     assert "\ninterrupted\n" not in err
-    assert re.search(r"stopped\s.*0/1", err) and "done" not in err, err  # the bar read "done 0/0"
+    assert re.search(r"simplenet: stopped\s.*0/1", err) and "done" not in err, err  # it read "done 0/0"; the
+    # model's name on the bar's last line: a plan comparing two engines drew two bars alike

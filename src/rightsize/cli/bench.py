@@ -128,7 +128,7 @@ def bench(
         from rightsize.measure.progress import config_count, sweep_progress
         from rightsize.measure.sweep import run_sweep
 
-        with sweep_progress(config_count(workload)) as cb:
+        with sweep_progress(config_count(workload), name=workload.model) as cb:
             result = run_sweep(workload, db, fresh=fresh, memory_limit_bytes=limit, epochs=epochs, on_progress=cb)
             if result.interrupted:
                 cb.stop()

@@ -31,7 +31,7 @@ def ensure_profile(
     if on_progress is None and progress:
         from rightsize.measure.progress import config_count, sweep_progress
 
-        with sweep_progress(config_count(workload)) as cb:
+        with sweep_progress(config_count(workload), name=workload.model) as cb:
             swept = run_sweep(workload, store, env=env, on_progress=cb)
             if swept.interrupted:
                 cb.stop()

@@ -41,8 +41,9 @@ class SweepBar:
     was interrupted, so the bar ends "stopped 2/6", not "done 2/2" (a finished sweep's total shrinks to what it
     ran: configs this machine cannot run are skipped with a note)."""
 
-    def __init__(self, bar: Progress, task: TaskID, show_started: bool) -> None:
+    def __init__(self, bar: Progress, task: TaskID, show_started: bool, name: str | None = None) -> None:
         self.bar, self.task, self.show_started = bar, task, show_started
+        self.prefix = f"{name}: " if name else ""
         self.n_reused = 0
         self.stopped = False
 
@@ -61,19 +62,25 @@ class SweepBar:
 
     def close(self) -> None:
         if self.stopped:
-            self.bar.update(self.task, description="stopped")
+            self.bar.update(self.task, description=f"{self.prefix}stopped")
             return
         # the stored results a sweep reused are named: a warm `plan` otherwise read as if it had measured them
         done = f"done ({self.n_reused} reused from the store)" if self.n_reused else "done"
-        self.bar.update(self.task, description=done, total=self.bar.tasks[0].completed)
+        self.bar.update(self.task, description=self.prefix + done, total=self.bar.tasks[0].completed)
 
 
 @contextmanager
 def sweep_progress(
-    total: int, description: str = "measuring", *, show_started: bool = True, console: Console | None = None
+    total: int,
+    description: str = "measuring",
+    *,
+    show_started: bool = True,
+    console: Console | None = None,
+    name: str | None = None,
 ) -> Iterator[SweepBar]:
     """Yield a sweep callback that advances one bar of ``total`` configs; ``show_started``: name the config
-    being measured (a local sweep; on a cluster the scheduler decides when a submitted one starts)."""
+    being measured (a local sweep; on a cluster the scheduler decides when a submitted one starts); ``name``: the
+    model the sweep measures, on its final line (a plan comparing engines drew two bars alike)."""
     bar = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -82,7 +89,7 @@ def sweep_progress(
         console=console or Console(stderr=True),
         transient=False,
     )
-    update = SweepBar(bar, bar.add_task(description, total=total), show_started)
+    update = SweepBar(bar, bar.add_task(description, total=total), show_started, name)
     with bar:
         yield update
         update.close()

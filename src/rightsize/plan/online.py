@@ -312,13 +312,16 @@ def plan_online(
     verify_top: int = 2,
     seed: int = 0,
     at_edge: bool = True,
+    frontier: bool = True,
 ) -> list[Candidate]:
     """One candidate per option (feasible, or infeasible with reasons), unranked.
 
     ``purchase``: serving uses on-demand unless only spot is allowed (then spot + one spare instance).
     ``at_edge``: size projected curves at the slow edge of their band (False: at its centre, for the what-if
-    ``planner.cheaper_at_centre`` reports, never for a recommendation).
+    ``planner.cheaper_at_centre`` reports, never for a recommendation). ``frontier``: simulate the groups the
+    cost-vs-latency frontier would quote (False: the cheapest picks only, all a what-if needs).
     """
+    rounds = FRONTIER_ROUNDS if frontier else 0
     buy = "on-demand" if "on_demand" in purchase else "spot"
     s, bound, q = target.request_samples, target.latency.bound_ms, target.latency.percentile
     options = [at_pessimistic_edge(o) for o in options] if at_edge else list(options)
@@ -375,11 +378,11 @@ def plan_online(
     # The cost-vs-latency frontier quotes each of its points as a trade-off; a fluid estimate reads the tail low
     # (up to 2x at 60-70% busy), so a group it puts on the frontier (as the options will read: whole instances,
     # spot spares) is simulated, until none is left there.
-    for round_ in range(FRONTIER_ROUNDS + 1):
+    for round_ in range(rounds + 1):
         placed = [(o, group_of[id(o)]) for o in options if id(o) in group_of and group_of[id(o)].best is not None]
         full = _filled(placed, target, n_screen, rng)
         todo = {id(g): g for g in _frontier(placed, full, price, buy) if not g.simulated}
-        if not todo or round_ == FRONTIER_ROUNDS:
+        if not todo or round_ == rounds:
             break
         for g in todo.values():
             g.best = None
@@ -394,7 +397,7 @@ def plan_online(
     # Verifying the cheapest picks adds replicas or latency to them, which can leave a fluid point undominated:
     # simulate its group and plan its options afresh (they are not the verified picks: those are simulated).
     index = {id(c): i for i, c in enumerate(cands)}
-    for _ in range(FRONTIER_ROUNDS):
+    for _ in range(rounds):
         live = [c for c in cands if c.feasible and c.latency is not None]
         points = [(c.cost_usd_per_hour, target_ms(c), c.latency is not None and c.latency.method != FLUID_METHOD)
                   for c in live]  # fmt: skip

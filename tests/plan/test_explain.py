@@ -122,14 +122,25 @@ def test_a_replica_near_full_says_why_it_still_keeps_up_and_what_to_watch() -> N
     # resnet50-api at 300/s on a T4 read "busy 98%... the latency rises steeply with any extra traffic" while its
     # full batches served 595/s and 450/s still met the SLO: with room, the line says where the slack is
     roomy = dataclasses.replace(batched, throughput_per_s=20.0, latency=dataclasses.replace(busy, mean_batch=3.0))
-    (w,) = [w for w in check_warnings("online", roomy, 80, 1, rate_per_s=10) if w.startswith("busy")]
-    assert w.startswith("busy 99% though its full batches would serve 20/s, 2.0x the rate: with a 0 ms batch window")
+    (w,) = [w for w in check_warnings("online", roomy, 80, 1, samples_per_s=10) if w.startswith("busy")]
+    assert w.startswith("busy 99% though its full batches would serve 20 samples/s, 2.0x the rate: with no batch "
+                        "window it runs whatever is queued")  # fmt: skip
     assert "extra traffic mostly grows its batches (mean 3.0 of at most 8)" in w
-    (w,) = [w for w in check_warnings("online", roomy, 80, 1, rate_per_s=18) if w.startswith("busy")]
-    assert "latency rises steeply" in w  # 1.1x: no real room
+
+    def busy_line(c: object, samples_per_s: float) -> str:
+        (w,) = [w for w in check_warnings("online", c, 80, 1, samples_per_s=samples_per_s) if w.startswith("busy")]
+        return w
+
+    assert "latency rises steeply" in busy_line(roomy, 18)  # 1.1x: no real room
     near = dataclasses.replace(roomy, latency=dataclasses.replace(busy, mean_batch=4.5))  # over half full
-    (w,) = [w for w in check_warnings("online", near, 80, 1, rate_per_s=10) if w.startswith("busy")]
-    assert "latency rises steeply" in w
+    assert "latency rises steeply" in busy_line(near, 10)
+    # a 5 ms window fills batches on purpose: "runs whatever is queued" would be false
+    windowed = dataclasses.replace(roomy, batching=Batching(max_batch=8, max_wait_ms=5.0))
+    assert "latency rises steeply" in busy_line(windowed, 10)
+    # a spot-only plan's spare instance serves nothing: 2 instances at 20/s are 10/s of room, 1.0x, not 2.0x
+    spot = dataclasses.replace(roomy, purchase="spot", count=2)
+    assert "latency rises steeply" in busy_line(spot, 10)
+    assert "would serve 20 samples/s, 2.0x" in busy_line(dataclasses.replace(spot, throughput_per_s=40.0), 10)
 
 
 def test_with_no_feasible_plan_the_closest_is_the_fastest_not_the_cheapest() -> None:

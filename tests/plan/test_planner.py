@@ -107,3 +107,15 @@ def test_a_projected_option_cheaper_at_its_bands_centre_is_named() -> None:
     r2 = plan(w, [cpu_curve("c.4x", 11.0, 8.0), measured], cat)  # measured and cheaper: the pick, nothing to add
     assert r2.recommendation is not None and r2.recommendation.instance == "c.cheap"
     assert not [n for n in r2.warnings if "band's centre" in n]
+
+
+def test_the_busy_lines_rate_is_in_samples() -> None:
+    """The busy line divided samples/s of capacity by requests/s: 4-sample requests read 7.4x of room, not 1.9x."""
+    from rightsize.plan.planner import _samples_per_s
+    from rightsize.spec.targets import OnlineTarget
+
+    latency = {"percentile": 95, "bound_ms": 100}
+    assert _samples_per_s(OnlineTarget(rate_per_s=80, latency=latency, request_samples=4)) == 320  # type: ignore[arg-type]
+    mix = [{"samples": 1, "share": 0.75}, {"samples": 9, "share": 0.25}]
+    assert _samples_per_s(OnlineTarget(rate_per_s=10, latency=latency, request_mix=mix)) == 30  # type: ignore[arg-type]
+    assert _samples_per_s(None) is None

@@ -23,10 +23,11 @@ def check_warnings(
     bound_ms: float | None,
     request_samples: int,
     input_measured: bool = False,
-    rate_per_s: float | None = None,
+    samples_per_s: float | None = None,
 ) -> list[str]:
-    """``request_samples``: the smallest request (a batch of more samples batches several requests); ``rate_per_s``:
-    an online target's rate, against which a busy replica's full-batch capacity is its room."""
+    """``request_samples``: the smallest request (a batch of more samples batches several requests);
+    ``samples_per_s``: an online target's rate in samples (requests x their mean samples), against which a busy
+    replica's full-batch capacity is its room."""
     out: list[str] = []
     if rec.device_class == "gpu" and kind == "online" and rec.latency is not None:
         if rec.latency.utilization < GPU_IDLE_UTILIZATION:
@@ -41,16 +42,19 @@ def check_warnings(
             )
     lat, bat = rec.latency, rec.batching
     if kind == "online" and lat is not None and lat.utilization >= NEAR_FULL_UTILIZATION:
-        room = rec.throughput_per_s / rate_per_s if rec.throughput_per_s and rate_per_s else 0.0
-        if bat is not None and bat.max_batch > request_samples and lat.mean_batch < bat.max_batch <= 2 * lat.mean_batch:
-            room = 0.0  # batches near full: little left to grow into
+        # the serving replicas' full-batch capacity (a spot-only plan's spare instance stands by, serving nothing)
+        serving = (rec.count - 1) / rec.count if rec.purchase == "spot" and rec.count > 1 else 1.0
+        capacity = (rec.throughput_per_s or 0.0) * serving
+        room = capacity / samples_per_s if capacity and samples_per_s else 0.0
+        if bat is not None and (bat.max_wait_ms > 0 or bat.max_batch <= 2 * lat.mean_batch):
+            room = 0.0  # a window fills batches on purpose, or batches near full: little left to grow into
         if bat is not None and bat.max_batch > request_samples and room >= FULL_BATCH_ROOM:
             # a GPU with no batch window runs whatever is queued: busy at any load, its slack is in the batch size
             out.append(
-                f"busy {lat.utilization:.0%} though its full batches would serve {rec.throughput_per_s:,.0f}/s, "
-                f"{room:.1f}x the rate: with a {bat.max_wait_ms:g} ms batch window it runs whatever is queued, so "
-                f"it reads busy at any load and extra traffic mostly grows its batches (mean {lat.mean_batch:.1f} of "
-                f"at most {bat.max_batch}); `rightsize validate` checks it here"
+                f"busy {lat.utilization:.0%} though its full batches would serve {capacity:,.0f} samples/s, "
+                f"{room:.1f}x the rate: with no batch window it runs whatever is queued, so it reads busy at any "
+                f"load and extra traffic mostly grows its batches (mean {lat.mean_batch:.1f} of at most "
+                f"{bat.max_batch}); `rightsize validate` checks it here"
             )
         elif bat is not None and bat.max_batch > request_samples and lat.mean_batch < bat.max_batch:
             out.append(

@@ -294,13 +294,13 @@ def explain(
     request_samples: int = 1,
     input_measured: bool = False,
     smallest_request: int | None = None,
-    rate_per_s: float | None = None,
+    samples_per_s: float | None = None,
 ) -> tuple[list[str], list[str], Candidate | None, list[str]]:
     """(why, why_not, alternative, warnings) for the top-ranked feasible candidate; ``input_measured``: the plan
     bounded each instance by a measured input stage (``rightsize pipeline``), or the model reads text (tokenizing
     is far cheaper than the JPEG decode the rule assumes), so the rule-of-thumb warning on it is left out.
     ``request_samples``: the largest request; ``smallest_request``: a request mix's smallest (a batch bigger than it
-    holds several requests); ``rate_per_s``: an online target's rate."""
+    holds several requests); ``samples_per_s``: an online target's rate in samples."""
     feas = [c for c in ranked if c.feasible]
     rec = feas[0] if feas else None
     if rec is None:
@@ -358,7 +358,7 @@ def explain(
             # its own reason: the most common one among the class's rows quoted another instance's price
             why_not.append(f"no {other.upper()} plan is feasible; e.g. {_who(alt)}: "
                            f"{alt.reasons[0] if alt.reasons else 'not feasible'}")  # fmt: skip
-    warnings = check_warnings(kind, rec, bound_ms, smallest_request or request_samples, input_measured, rate_per_s)
+    warnings = check_warnings(kind, rec, bound_ms, smallest_request or request_samples, input_measured, samples_per_s)
     fragile = _fragile_choice(kind, rec, alt)
     if fragile:
         warnings.append(fragile)

@@ -205,7 +205,7 @@ def plan(
     smallest = t.online.sizes()[0][0] if t.online is not None and t.online.request_mix is not None else None
     why, why_not, alt, warnings = explain(kind, ranked, percentile, bound, samples,
                                           input_stage is not None or text_input, smallest_request=smallest,
-                                          rate_per_s=t.online.rate_per_s if t.online is not None else None)  # fmt: skip
+                                          samples_per_s=_samples_per_s(t.online))  # fmt: skip
     warnings += mix_warnings
     rec = next((c for c in ranked if c.feasible), None)
     if spot_words := unrated_spot_note(rec, ranked, kind):
@@ -233,6 +233,11 @@ def plan(
         infeasible_summary=infeasible_summary(ranked),
         fleet=fleet.to_dict() if fleet is not None else None,
     )
+
+
+def _samples_per_s(o: OnlineTarget | None) -> float | None:
+    """An online target's rate in samples per second: requests x their mean samples (a mix's by share)."""
+    return None if o is None else o.rate_per_s * sum(n * share for n, share in o.sizes())
 
 
 AT_CENTRE_SAVING = 0.1  # a projected option cheaper by at least this share at its band's centre is named

@@ -76,7 +76,8 @@ def test_rs_plan_and_measure_stay_callable_once_their_subpackages_are_imported()
     """The README's order (rs.plan, then rs.measure; or a notebook cell run twice) failed with "'module' object is
     not callable": importing rightsize.plan / rightsize.measure binds the packages over the API's names."""
     code = (
-        "import rightsize as rs, rightsize.plan, rightsize.measure, rightsize.api as api\n"
+        "import rightsize as rs, rightsize.plan, rightsize.measure, rightsize.api as api, inspect\n"
+        "assert 'store' in inspect.signature(rs.plan).parameters\n"  # the function's, not (*args, **kwargs)
         "api.plan = lambda *a, **k: ('plan', a, k)\n"
         "api.measure = lambda *a, **k: ('measure', a, k)\n"
         "assert rs.plan('x.yaml', seed=1) == ('plan', ('x.yaml',), {'seed': 1}), rs.plan\n"
@@ -84,6 +85,8 @@ def test_rs_plan_and_measure_stay_callable_once_their_subpackages_are_imported()
         "from rightsize.plan import plan_kind, PlanResult\n"  # the packages keep their contents
         "import rightsize.measure.sweep as sweep\n"
         "assert sweep.__name__ == 'rightsize.measure.sweep' and callable(plan_kind)\n"
+        "import copy, pickle\n"  # a process pool maps rs.plan: it pickled until the first call
+        "assert pickle.loads(pickle.dumps(rs.plan)) is api.plan and copy.deepcopy(rs.measure) is api.measure\n"
         "print('ok')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

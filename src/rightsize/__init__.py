@@ -25,21 +25,33 @@ def __getattr__(name: str) -> Any:
 
         return importlib.import_module("rightsize.diagnose")
     if name in _API:
-        from rightsize import api
-
-        return getattr(api, name)
+        return _api_function(name)
     raise AttributeError(f"module 'rightsize' has no attribute {name!r}")
+
+
+def _api_function(name: str) -> Any:
+    from rightsize import api
+
+    return getattr(api, name)
 
 
 class _ApiPackage(types.ModuleType):
     """A subpackage named like an API function (``rightsize.plan``, ``rightsize.measure``), callable as that
     function: importing it binds the package over ``rs.plan``, and the README's ``rs.plan(...)`` then a second
-    call failed with "'module' object is not callable"."""
+    call failed with "'module' object is not callable". It pickles (a process pool mapping ``rs.plan``) and has
+    a signature as the function does."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from rightsize import api
+        return _api_function(self.__name__.rsplit(".", 1)[1])(*args, **kwargs)
 
-        return getattr(api, self.__name__.rsplit(".", 1)[1])(*args, **kwargs)
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return _api_function, (self.__name__.rsplit(".", 1)[1],)
+
+    @property
+    def __signature__(self) -> Any:
+        import inspect
+
+        return inspect.signature(_api_function(self.__name__.rsplit(".", 1)[1]))
 
 
 class _Package(types.ModuleType):

@@ -107,6 +107,21 @@ def test_a_projected_option_cheaper_at_its_bands_centre_is_named() -> None:
     r2 = plan(w, [cpu_curve("c.4x", 11.0, 8.0), measured], cat)  # measured and cheaper: the pick, nothing to add
     assert r2.recommendation is not None and r2.recommendation.instance == "c.cheap"
     assert not [n for n in r2.warnings if "band's centre" in n]
+    # the shortlist is priced as the plan buys: on demand here, so a cheap spot price does not put a dear instance
+    # on it (D4s_v5s at $0.19/h on demand had crowded out F2s_v2 at $0.085/h)
+    from rightsize.plan.options import pair_options
+    from rightsize.plan.planner import _could_undercut
+
+    spotty = instance("c.spotty", 0.90, vcpus=8, spot=0.05, bucket="<5%")
+    cat2 = dataclasses.replace(cat, instances=(*cat.instances, spotty))
+    dear = dataclasses.replace(cheap, device="cpu:c.spotty", instance="c.spotty")
+    curves = [cpu_curve("c.4x", 11.0, 8.0), cheap, dear]
+    options = pair_options(cat2.instances, curves, cat2.accelerators)
+    measured_best = r.candidates[0]
+    assert measured_best.provenance == "measured"
+    shortlist = {o.instance.instance_type for o in _could_undercut(options, [measured_best], ["on_demand"])}
+    assert shortlist == {"c.cheap"}
+    assert "c.spotty" in {o.instance.instance_type for o in _could_undercut(options, [measured_best], ["spot"])}
 
 
 def test_the_busy_lines_rate_is_in_samples() -> None:

@@ -152,7 +152,7 @@ def plan(
                 assumptions["request_mix"] = {"sizes": fleet.mix, "fleet": fleet.notes}
             else:
                 cands = plan_online(options, o, t.purchase, seed=seed)
-                if undercut := _could_undercut(options, cands):
+                if undercut := _could_undercut(options, cands, t.purchase):
                     centred = plan_online(undercut, o, t.purchase, seed=seed, at_edge=False, verify_top=0,
                                           frontier=False, simulate_groups=2, n_screen=1000)  # fmt: skip
             cands += excluded
@@ -244,7 +244,7 @@ AT_CENTRE_SAVING = 0.1  # a projected option cheaper by at least this share at i
 AT_CENTRE_OPTIONS = 24  # the cheapest options per instance the what-if sizes again (a lead, not a second plan)
 
 
-def _could_undercut(options: Sequence[Option], cands: Sequence[Candidate]) -> list[Option]:
+def _could_undercut(options: Sequence[Option], cands: Sequence[Candidate], purchase: Sequence[str]) -> list[Option]:
     """When the cheapest feasible plan is a measured one (planned at its timing, where the projected ones are
     planned at their band's slow edge), the projected options (band past 1) whose one instance costs under
     (1 - AT_CENTRE_SAVING) of it, the AT_CENTRE_OPTIONS cheapest: only they can be named by ``cheaper_at_centre``.
@@ -253,11 +253,14 @@ def _could_undercut(options: Sequence[Option], cands: Sequence[Candidate]) -> li
     if best is None or best.provenance != "measured":  # all sized at their edges: no measured one to favour
         return []
     cap = best.cost_usd_per_hour * (1.0 - AT_CENTRE_SAVING)
+    # at the price the plan buys (plan_online): ranked by their spot prices, on-demand D4s_v5s at $0.19/h had
+    # crowded F2s_v2 at $0.085/h out of the list
+    buy = "on-demand" if "on_demand" in purchase else "spot"
     priced = []
     for x in options:
-        prices = [v for v in (x.instance.on_demand_usd_per_hour, x.instance.price_usd_per_hour("spot")) if v]
-        if x.curve.provenance == "projected" and x.curve.band_hi > 1.0 and prices and min(prices) < cap:
-            priced.append((min(prices), x))
+        price = x.instance.price_usd_per_hour(buy)
+        if x.curve.provenance == "projected" and x.curve.band_hi > 1.0 and price and price < cap:
+            priced.append((price, x))
     priced.sort(key=lambda px: px[0])
     return [x for _, x in priced[:AT_CENTRE_OPTIONS]]
 

@@ -121,7 +121,8 @@ def test_cheaper_spot_rows_left_out_for_want_of_an_estimate_are_named_under_chec
     assert rec is not None and rec.instance == "g.rated" and rec.purchase == "spot"
     [note] = [n for n in res.warnings if "left out" in n]
     unrated = next(c for c in res.candidates if c.instance == "g.unrated" and c.purchase == "spot")
-    assert note.startswith("spot: 1 cheaper spot row(s) were left out: the catalog has no interruption estimate")
+    assert note.startswith("spot: 1 cheaper spot row(s) (1 instance type(s)) were left out: the catalog has no "
+                           "interruption estimate for them (its Spot Advisor buckets cover three")  # fmt: skip
     cost = f"would cost ${unrated.cost_usd_total:,.2f} if never interrupted"
     assert f"g.unrated (T4, {unrated.precision}), {cost}" in note
     assert f"against ${rec.cost_usd_total:,.2f}" in note and note.endswith("targets.interruptions_per_hour to a "
@@ -130,6 +131,10 @@ def test_cheaper_spot_rows_left_out_for_want_of_an_estimate_are_named_under_chec
     assert unrated.cost_usd_total < rec.cost_usd_total
     dear = dataclasses.replace(unrated, cost_usd_total=rec.cost_usd_total * 2)  # dearer: nothing to say
     assert unrated_spot_note(rec, [rec, dear], "training") is None
+    # nothing feasible (a budget only the unrated row meets): the note had vanished with the recommendation
+    alone = unrated_spot_note(None, [unrated], "training")
+    assert alone is not None and alone.startswith("spot: 1 spot row(s) meeting every target (1 instance type(s))")
+    assert "if never interrupted; set targets.interruptions_per_hour" in alone
 
 
 def test_a_spot_only_online_plan_counts_the_instance_types_left_unsized() -> None:
@@ -144,3 +149,4 @@ def test_a_spot_only_online_plan_counts_the_instance_types_left_unsized() -> Non
     res = _online_spot(rows)
     [note] = [n for n in res.warnings if "left out" in n]  # type: ignore[attr-defined]
     assert note.startswith("spot: 1 instance type(s) with a spot price were left out of this spot-only plan, unsized")
+    assert "Spot Advisor buckets cover three AWS types" in note

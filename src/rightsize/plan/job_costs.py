@@ -119,10 +119,11 @@ def spot_variant(
         return None
     if rate_per_node_hour is None:  # no interruption estimate with a source: not planned as spot, and it says so
         c = copy_candidate(base, "spot", price * nodes)
+        # judged uninterrupted, at the spot price the row shows: a row that also misses the deadline or the budget
+        # says so (``unrated_spot_note`` had offered 904 such rows as "meeting every target")
+        finish(c, compute_hours + spin_up_hours, deadline_hours, budget_usd, fixed_hours=spin_up_hours)
         c.feasible = False
         c.reasons.append(NO_SPOT_RATE)
-        c.runtime_hours = compute_hours + spin_up_hours  # the uninterrupted figure, at the spot price the row shows
-        c.cost_usd_total = c.runtime_hours * c.cost_usd_per_hour
         return c
     rate = rate_per_node_hour * nodes
     stalls = rate_per_node_hour if independent else rate
@@ -254,26 +255,29 @@ def spot_odds(
 
 def unrated_spot_note(rec: Candidate | None, ranked: list[Candidate], kind: str) -> str | None:
     """A check line on spot rows left out for want of an interruption estimate (``NO_SPOT_RATE``: the catalog's
-    Spot Advisor buckets cover few instances), which the table (feasible rows first) hid: a job's when one would
-    have cost less than the recommendation at its uninterrupted time (a T4 spot job at $0.05 lost to an L4 one at
-    $0.29 without a word); a spot-only online plan's, whose rows are left unsized, by their count."""
-    if rec is None:
-        return None
+    Spot Advisor buckets cover three AWS instance types), which the table (feasible rows first) hid: a job's when
+    one would have cost less than the recommendation, or met every target when nothing did, at its uninterrupted
+    time (a T4 spot job at $0.05 lost to an L4 one at $0.29 without a word); a spot-only online plan's, whose rows
+    are left unsized, by their count."""
     unrated = [c for c in ranked if c.reasons == [NO_SPOT_RATE]]
     fix = "set targets.interruptions_per_hour to a rate you trust to plan them"
+    why = "the catalog has no interruption estimate for them (its Spot Advisor buckets cover three AWS types)"
     if kind == "online":
         n = len({(c.provider, c.region, c.instance) for c in unrated})
-        return (f"spot: {n} instance type(s) with a spot price were left out of this spot-only plan, unsized: the "
-                f"catalog has no interruption estimate for them (AWS Spot Advisor buckets cover few); {fix}"
-                if n else None)  # fmt: skip
-    mine = rec.cost_usd_total if rec.cost_usd_total is not None else math.inf
+        if rec is None or not n:
+            return None
+        return f"spot: {n} instance type(s) with a spot price were left out of this spot-only plan, unsized: " \
+               f"{why}; {fix}"  # fmt: skip
+    mine = math.inf if rec is None or rec.cost_usd_total is None else rec.cost_usd_total
     cheaper = sorted((c for c in unrated if c.cost_usd_total is not None and c.cost_usd_total < mine),
                      key=lambda c: c.cost_usd_total or 0.0)  # fmt: skip
     if not cheaper:
         return None
     c = cheaper[0]
+    types = len({(x.provider, x.region, x.instance) for x in cheaper})
     n_of = f" x{c.count}" if c.count > 1 else ""
-    return (f"spot: {len(cheaper)} cheaper spot row(s) were left out: the catalog has no interruption estimate for "
-            f"their instances (AWS Spot Advisor buckets cover few); the cheapest, {c.provider} {c.instance}{n_of} "
-            f"({c.device}, {c.precision}), would cost ${c.cost_usd_total:,.2f} if never interrupted, against "
-            f"${mine:,.2f}; {fix}")  # fmt: skip
+    against = f", against ${mine:,.2f}" if rec is not None else ""
+    what = "cheaper spot row(s)" if rec is not None else "spot row(s) meeting every target"
+    return (f"spot: {len(cheaper)} {what} ({types} instance type(s)) were left out: {why}; the cheapest, {c.provider} "
+            f"{c.instance}{n_of} ({c.device}, {c.precision}), would cost ${c.cost_usd_total:,.2f} if never "
+            f"interrupted{against}; {fix}")  # fmt: skip

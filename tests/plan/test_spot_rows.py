@@ -150,3 +150,15 @@ def test_a_spot_only_online_plan_counts_the_instance_types_left_unsized() -> Non
     [note] = [n for n in res.warnings if "left out" in n]  # type: ignore[attr-defined]
     assert note.startswith("spot: 1 instance type(s) with a spot price were left out of this spot-only plan, unsized")
     assert "Spot Advisor buckets cover three AWS types" in note
+
+
+def test_an_unrated_spot_row_is_judged_against_the_deadline_and_budget_too() -> None:
+    """Rows without an estimate skipped the deadline and budget checks, and the Check line offered 904 of them as
+    "meeting every target" under a $0.05 budget they were all over."""
+    inst = instance("g.t4", 0.53, acc="T4", count=1, spot=0.19, bucket=None)
+    options = pair_options([inst], [gpu_curve("T4", 20.0, 1.0)], ACCELERATORS)
+    tight = TARGET.model_copy(update={"budget_usd": 1e-6})
+    [c] = [c for c in plan_training(options, tight, ("spot",), rate_of=lambda _: None) if c.purchase == "spot"]
+    assert not c.feasible and any(r.startswith("over budget") for r in c.reasons) and c.reasons[-1].startswith("no int")
+    [c] = _spot(None)  # within budget and deadline: the estimate alone keeps it out
+    assert c.reasons == [c.reasons[-1]] and c.reasons[-1].startswith("no interruption estimate")

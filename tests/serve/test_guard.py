@@ -76,6 +76,13 @@ def test_foreign_host_is_refused_and_bearer_is_case_insensitive() -> None:
         assert httpx.get(f"{url}/healthz", headers={"host": "localhost"}).status_code == 200
         # each refusal is counted: refused DNS-rebinding attempts had been invisible in /metrics
         assert 'rightsize_responses_total{code="421"} 1' in httpx.get(f"{url}/metrics", headers=ok).text
+        # no Host at all (an HTTP/1.0 health check) is no rebinding: it had been refused 421
+        import socket
+
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+            assert sock.recv(64).startswith(b"HTTP/1.1 200")
 
 
 def test_host_names() -> None:

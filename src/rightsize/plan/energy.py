@@ -152,7 +152,7 @@ def add_energy(
         else:
             basis, kwh = "per hour", kwh_per_hour
         c.energy = Energy(
-            watts=round(watts, 1), utilization=round(u, 3), kwh_per_hour=round(kwh_per_hour, 4), basis=basis,
+            watts=round(watts, 1), utilization=round(u, 4), kwh_per_hour=round(kwh_per_hour, 4), basis=basis,
             kwh=round(kwh, 4), co2e_kg=round(kwh * kg, 4), pue=pue, grid_kg_per_kwh=kg,
             notes=[site, *notes], device_share=None if share is None else round(share, 3),
             compute_share=None if compute is None else round(compute, 3),

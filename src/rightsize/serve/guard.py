@@ -106,8 +106,9 @@ class HostCheck:
 
     async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Any]], send: Any) -> None:
         if self.allowed is not None and scope["type"] == "http":
-            host = host_name(dict(scope["headers"]).get(b"host", b""))
-            if host not in self.allowed:
+            raw = dict(scope["headers"]).get(b"host")
+            # no Host at all (HTTP/1.0 health checks) is no rebinding: a browser always sends the name it resolved
+            if raw is not None and host_name(raw) not in self.allowed:
                 body = b'{"detail":"Host header does not name this server (it listens on loopback only)"}'
                 await send({"type": "http.response.start", "status": 421,
                             "headers": [(b"content-type", b"application/json"),

@@ -77,7 +77,7 @@ def _fix(error: Any) -> str:
     if kind == "too_short":  # `batch_sizes: []` read "List should have at least 1 item after validation, not 0"
         return "; list at least one value, or drop the field for its default"
     if kind == "too_long":  # 6 precisions read "List should have at most 5 items after validation, not 6"
-        return f"; list at most {ctx.get('max_length', 'the allowed number of')}, each once"
+        return f"; list at most {ctx.get('max_length', 'the allowed number of')}"
     if kind == "int_parsing_size":  # 1e308 for a count: "exceeded maximum size" named no range
         return "; write a whole number within the field's range (e.g. 8)"
     if kind in ("int_from_float", "int_parsing", "int_type"):

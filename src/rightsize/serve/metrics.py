@@ -167,8 +167,11 @@ class ServeMetrics:
         ]
         family("rightsize_routed_total", "counter", "Requests routed per pool; reason fixed|home|spill.")
         out += [f'rightsize_routed_total{{pool="{p}",reason="{r}"}} {c}' for (p, r), c in sorted(self.routed.items())]
-        family("rightsize_responses_total", "counter", "Answers of /v1/predict by HTTP status code, and the Host "
-               "check's 421s on any path.")
+        family(
+            "rightsize_responses_total",
+            "counter",
+            "Answers of /v1/predict by HTTP status code, and the Host check's 421s on any path.",
+        )
         out += [f'rightsize_responses_total{{code="{c}"}} {n}' for c, n in sorted(self.responses.items())]
         family("rightsize_pool_utilization", "gauge", "Busy fraction of a pool's workers since the last scrape.")
         for p in self.pools:

@@ -6,6 +6,7 @@ or, with no reference, as the newest plan in the store.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rightsize.catalog import Catalog, gpu_memory_tiers
@@ -78,10 +79,17 @@ def find_plan(store: Store, ref: str | None = None) -> dict[str, Any]:
     )
 
 
-def matching_profile(store: Store, model: str | None, mode: str, env_id: str | None) -> Profile | None:
-    """The stored profile of ``model`` in ``mode`` on ``env_id`` (any env when None): the largest one."""
+def matching_profile(
+    store: Store, model: str | None, mode: str, env_id: str | None, key: Mapping[str, Any] | None = None
+) -> Profile | None:
+    """The stored profile of ``model`` in ``mode`` the plan was built from (``key``: its env, input and tiny flag,
+    recorded by the plan since 2026-11-28), else on ``env_id`` (any env when None): the largest one. Without the
+    key a model with several profiles had charted another run's timings beside the plan's numbers."""
     if not model:
         return None
+    if key and isinstance(key.get("input"), dict) and (exact := store.profile(
+            model, mode, key["input"], str(key.get("env")), tiny=bool(key.get("tiny")))) is not None:  # fmt: skip
+        return exact
     profiles = store.profiles(model, tiny=None)
     fits = [p for p in profiles if p.mode == mode and (env_id is None or p.env.id == env_id)]
     if not fits and env_id is not None:
@@ -100,7 +108,8 @@ def stored_report_data(store: Store, record: dict[str, Any], catalog: Catalog | 
         except NotFoundError:
             env_id = None
     mode = "training" if payload.get("kind") == "training" else "inference"
-    profile = matching_profile(store, payload.get("model"), mode, env_id)
+    key = (payload.get("assumptions") or {}).get("profile_key")
+    profile = matching_profile(store, payload.get("model"), mode, env_id, key if isinstance(key, Mapping) else None)
     env = None
     if env_id:
         try:

@@ -314,6 +314,8 @@ def _plan_one(
     notes += unlisted_precision(result, listed, allowed, added=[p for p in workload.precisions if p not in listed])
     notes += faster_unlisted(result, workload.precisions) if allowed is None else []
     result.assumptions["profile"] = f"{len(profile.ok())} measured configs on {profile.env.cpu_model}"
+    # which stored profile: a report rendered later from the store charts this one, not the model's largest
+    result.assumptions["profile_key"] = {"env": profile.env.id, "input": profile.input, "tiny": workload.tiny}
     result.assumptions["projection"] = {
         "model": projection.source,
         "bands": {k: b.to_dict() for k, b in projection.bands.items()},

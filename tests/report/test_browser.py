@@ -93,6 +93,9 @@ def test_online_report_draws_every_chart_offline(watched: Watched, tmp_path: Pat
     watched.shot("report-online")
     assert watched.errors == [] and watched.dialogs == []
     assert requests == [path.as_uri()]  # offline: the page fetched nothing but itself
+    watched.page.set_viewport_size({"width": 390, "height": 800})  # a phone: the 480 px chart columns had scrolled
+    wide = watched.page.evaluate("document.documentElement.scrollWidth")  # every report sideways to 508 px
+    assert wide <= 390, wide
 
 
 def test_training_report_draws_cluster_and_spot_charts(watched: Watched, tmp_path: Path) -> None:

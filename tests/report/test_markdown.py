@@ -128,3 +128,26 @@ def test_a_mixed_runs_cost_per_hour_is_labelled_its_average() -> None:
     assert "$14.36/h averaged over the run" in _headline(row, "training")
     assert ("cost per hour (run average)", "$14.36") in _stats(row, "training")
     assert "averaged" not in _headline({**row, "purchase": "spot"}, "training")
+
+
+def test_markdown_carries_the_cards_caveats_and_a_check_heading(plan_online: PlanResult) -> None:
+    """The HTML card listed "sized at the pessimistic edge of the projection band ..." and the Markdown dropped it;
+    its warnings were headed "Warnings" where the CLI says "Check"."""
+    assert plan_online.recommendation is not None and plan_online.alternative is not None
+    rec = replace(plan_online.recommendation, notes=["sized at the pessimistic edge of the projection band (x2.16)"])
+    alt = replace(plan_online.alternative, notes=["bf16 extrapolated from fp32 (not measured here)"])
+    plan = replace(plan_online, recommendation=rec, alternative=alt, warnings=["spot: left out"])
+    md = render_markdown(build_report_data(plan))
+    assert "- note: sized at the pessimistic edge of the projection band (x2.16)" in md
+    assert "- note: bf16 extrapolated from fp32 (not measured here)" in md
+    assert "## Check\n\n- spot: left out" in md and "## Warnings" not in md
+
+
+def test_the_target_reads_as_the_spec_writes_it() -> None:
+    """The HTML target table showed Python's `False` and `{'samples': 1, 'share': 0.95}`."""
+    from rightsize.report.html import flatten
+
+    target = {"online": {"request_mix": [{"samples": 1, "share": 0.95}, {"samples": 32, "share": 0.05}]},
+              "spot": False, "rate": 0.5}  # fmt: skip
+    assert dict(flatten(target)) == {"online.request_mix": "samples 1 share 0.95, samples 32 share 0.05",
+                                     "spot": "false", "rate": "0.5"}  # fmt: skip

@@ -168,7 +168,8 @@ def fleet_rows(fleet: Mapping[str, Any] | None) -> tuple[str, list[list[str]]]:
     if not fleet:
         return "", []
     mix = ", ".join(f"{m['share']:.0%} x {m['samples']}" for m in fleet.get("mix") or [])
-    title = f"Request mix ({mix} samples): {fleet.get('choice', '?')}"
+    choice = {"single": "one pool serves every size", "split": "a fleet split by size"}.get(str(fleet.get("choice")))
+    title = f"Request mix ({mix} samples): {choice or fleet.get('choice', '?')}"
 
     def row(plan: str, requests: str, c: Mapping[str, Any]) -> list[str]:
         lat, b = c.get("latency_ms") or {}, c.get("batching") or {}

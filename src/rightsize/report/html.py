@@ -49,11 +49,17 @@ def flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
                 continue
             out += flatten(v, f"{prefix}.{k}" if prefix else str(k))
         return out
-    if isinstance(obj, list | tuple):
-        return [(prefix, ", ".join(str(v) for v in obj))]
-    if isinstance(obj, float):
-        return [(prefix, num(obj, 4))]
-    return [(prefix, str(obj))]
+    if isinstance(obj, list | tuple):  # a request mix's entries read "samples 1 share 0.95", not a Python dict
+        return [(prefix, ", ".join(" ".join(f"{k} {_value(x)}" for k, x in v.items()) if isinstance(v, Mapping)
+                                   else _value(v) for v in obj))]  # fmt: skip
+    return [(prefix, _value(obj))]
+
+
+def _value(v: Any) -> str:
+    """One value as the spec writes it: true / false (not Python's False), floats to 4 significant digits."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return num(v, 4) if isinstance(v, float) else str(v)
 
 
 def _dl(rows: Sequence[tuple[str, str]], cls: str = "kv") -> str:
@@ -252,14 +258,14 @@ def _summary(data: ReportData) -> str:
     if plan.get("why_not"):
         parts.append(f"<section><h3>Why not the alternative</h3>{_list(plan['why_not'], 'why-not')}</section>")
     if plan.get("warnings"):
-        parts.append(f'<section class="warn"><h3>Warnings</h3>{_list(plan["warnings"], "warnings")}</section>')
+        parts.append(f'<section class="warn"><h3>Check</h3>{_list(plan["warnings"], "warnings")}</section>')
     title, mix_rows = fleet_rows(plan.get("fleet"))
     if mix_rows:
         head = "".join(f"<th>{esc(h)}</th>" for h in FLEET_HEAD)
         body = "".join("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in r) + "</tr>" for r in mix_rows)
         notes = _list((plan.get("fleet") or {}).get("notes") or [], "fleet-notes")
-        parts.append(f'<section class="fleet"><h3>{esc(title)}</h3><table><thead><tr>{head}</tr></thead>'
-                     f"<tbody>{body}</tbody></table>{notes}</section>")  # fmt: skip
+        parts.append(f'<section class="fleet"><h3>{esc(title)}</h3><div class="scroll"><table><thead><tr>{head}'
+                     f"</tr></thead><tbody>{body}</tbody></table></div>{notes}</section>")  # fmt: skip
     return "".join(parts)
 
 

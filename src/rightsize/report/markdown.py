@@ -101,6 +101,7 @@ def render_markdown(data: ReportData) -> str:
     if rec is not None:
         out += ["## Recommendation", "", _headline(rec, kind), ""]
         out += [f"- {md(w)}" for w in plan.get("why") or []]
+        out += [f"- note: {md(n)}" for n in rec.get("notes") or []]  # its caveats, as the HTML card lists them
     else:
         out += ["## No candidate meets the target", ""]
         out += [f"- {md(w)}" for w in plan.get("why") or []]
@@ -112,9 +113,10 @@ def render_markdown(data: ReportData) -> str:
         out += ["", "## Why not the alternative", ""]
         if isinstance(alt, Mapping):
             out += [_headline(alt, kind), ""]
+            out += [f"- note: {md(n)}" for n in alt.get("notes") or []]
         out += [f"- {md(w)}" for w in plan.get("why_not") or []]
     if plan.get("warnings"):
-        out += ["", "## Warnings", ""] + [f"- {md(w)}" for w in plan["warnings"]]
+        out += ["", "## Check", ""] + [f"- {md(w)}" for w in plan["warnings"]]
     title, fleet = fleet_rows(plan.get("fleet"))
     if fleet:
         out += ["", f"## {md(title)}", "", *_table(FLEET_HEAD, fleet)]

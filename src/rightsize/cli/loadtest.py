@@ -54,13 +54,14 @@ def build_target(
             raise SpecError("--json-body", f"not valid JSON ({exc})") from None
         payload = json_body.encode()
     parsed = [parse_header(h) for h in headers]
+    info_wait_s = min(5.0, timeout_s)
     target = Target.from_url(url, method=method, body=payload, headers=parsed, token=token, samples=samples,
-                             encoding=encoding, info_timeout_s=min(5.0, timeout_s))  # fmt: skip
+                             encoding=encoding, info_timeout_s=info_wait_s)  # fmt: skip
     check_reachable(target.host, target.port)  # a closed port: its one line, not a guessed-body warning first
     if target.body_guessed:
         shown = target.body.decode(errors="replace")
         err_console.print(f"warning: {target.host}:{target.port}/v1/info did not describe the server (not a rightsize "
-                          f"server, or no answer in {min(5.0, timeout_s):g} s): sending a guessed body {shown}; pass "
+                          f"server, or no answer in {info_wait_s:g} s): sending a guessed body {shown}; pass "
                           "--body FILE or --json-body TEXT with a request your server takes", markup=False,
                           highlight=False, soft_wrap=True)  # fmt: skip
     return target

@@ -101,6 +101,11 @@ def server_info(url: str, token: str | None = None, timeout_s: float = 5.0) -> d
         conn.close()
 
 
+def describes(info: dict[str, Any] | None) -> bool:
+    """Whether ``server_info``'s answer gives a sample shape to build a request from (a rightsize server's does)."""
+    return isinstance(info, dict) and isinstance(info.get("sample_shape"), list)
+
+
 def body_for_server(info: dict[str, Any] | None, samples: int = 1) -> bytes:
     """A valid JSON ``/v1/predict`` body for a server described by ``server_info`` (zeros of its sample shape)."""
     return payload_for_server(info, samples, "json")[0]
@@ -115,7 +120,7 @@ def payload_for_server(info: dict[str, Any] | None, samples: int = 1, encoding: 
     """
     if encoding not in ENCODINGS:
         raise SpecError("--encoding", f"must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
-    if not info or not isinstance(info.get("sample_shape"), list):
+    if info is None or not describes(info):
         return default_body(samples=samples), "application/json"
     shape = tuple(int(d) for d in info["sample_shape"])
     dtype = str(info.get("dtype") or "float32")
@@ -195,7 +200,7 @@ class Target:
         if body is None and path.split("?")[0] == DEFAULT_PATH and (method or "POST").upper() == "POST":
             info = server_info(f"http://{parts.netloc}", token, timeout_s=info_timeout_s)
             body, content_type = payload_for_server(info, samples, encoding)
-            guessed = not info or not isinstance(info.get("sample_shape"), list)
+            guessed = not describes(info)
         if body is None:
             body = b""
         hdrs = list(headers)

@@ -5,6 +5,7 @@ CPU-bound input pipeline) and what the plan rests on (a projection's band, spot 
 from __future__ import annotations
 
 from rightsize.plan.result import Candidate, PlanKind
+from rightsize.plan.verify import spare_instances
 
 __all__ = ["GPU_IDLE_UTILIZATION", "SAMPLES_PER_VCPU_PER_S", "band_words", "check_warnings"]
 
@@ -43,7 +44,7 @@ def check_warnings(
     lat, bat = rec.latency, rec.batching
     if kind == "online" and lat is not None and lat.utilization >= NEAR_FULL_UTILIZATION:
         # the serving replicas' full-batch capacity (a spot-only plan's spare instance stands by, serving nothing)
-        serving = (rec.count - 1) / rec.count if rec.purchase == "spot" and rec.count > 1 else 1.0
+        serving = 1.0 - spare_instances(rec) / max(1, rec.count)
         capacity = (rec.throughput_per_s or 0.0) * serving
         room = capacity / samples_per_s if capacity and samples_per_s else 0.0
         if bat is not None and (bat.max_wait_ms > 0 or bat.max_batch <= 2 * lat.mean_batch):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from rightsize.catalog.model import Accelerator, Instance, PowerTable
 from rightsize.plan.result import Candidate, Energy
+from rightsize.plan.verify import spare_instances
 
 # CCF's GPUs draw min/max = 8/71 (T4), 18/153 (A10G), 35/306 (V100), 46/407 (A100): ~0.115 at idle, and
 # max about 1.02 x the datasheet TDP; used for GPUs power.csv has no row for (named in the note).
@@ -135,7 +136,7 @@ def add_energy(
         watts, notes = instance_watts(
             inst, u, table, accelerators, 1.0 if share is None else share, 1.0 if compute is None else compute
         )
-        spare = 1 if kind == "online" and c.purchase == "spot" and c.count > 1 else 0  # verify.spot_spare
+        spare = spare_instances(c) if kind == "online" else 0
         spare_watts = instance_watts(inst, 0.0, table, accelerators)[0] * spare  # it stands by: the idle draw
         watts = watts * (max(1, c.count) - spare) + spare_watts
         pue, kg, site = table.site(c.provider, c.region)

@@ -35,7 +35,7 @@ from rightsize.plan.arrivals import arrival_times_ms
 from rightsize.plan.options import Option
 from rightsize.plan.result import Batching, Candidate, LatencyPrediction
 from rightsize.plan.sim import service_tables
-from rightsize.plan.verify import NO_SPOT_OFFER, SPOT_SPARE, mark_over_budget, spot_spare, unit_price
+from rightsize.plan.verify import NO_SPOT_OFFER, SPOT_SPARE, mark_over_budget, serving_buy, spot_spare, unit_price
 from rightsize.spec.targets import OnlineTarget
 
 __all__ = ["FleetPlan", "Pool", "plan_fleet", "plan_mixed_single", "replicas_on", "run_sized"]
@@ -308,7 +308,7 @@ def plan_mixed_single(
     the cheapest row here is the fleet's "one pool"."""
     from rightsize.plan.online import at_pessimistic_edge
 
-    buy = "on-demand" if "on_demand" in purchase else "spot"
+    buy = serving_buy(purchase)
     sizes = target.sizes()
     everything = Pool(tuple(s for s, _ in sizes), tuple(p for _, p in sizes))
     out = []
@@ -359,7 +359,7 @@ def plan_fleet(
     the best of them, not simulated again)."""
     from rightsize.plan.online import at_pessimistic_edge
 
-    buy = "on-demand" if "on_demand" in purchase else "spot"
+    buy = serving_buy(purchase)
     options = [at_pessimistic_edge(o) for o in options]  # projected curves at the slow edge of their band
     mixed = sorted((int(s), float(p)) for s, p in mix)
     everything = Pool(tuple(s for s, _ in mixed), tuple(p for _, p in mixed))

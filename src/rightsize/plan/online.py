@@ -35,6 +35,7 @@ from rightsize.plan.verify import (
     Policy,
     apply_plan,
     mark_over_budget,
+    serving_buy,
     spot_spare,
     unit_price,
     verify_best,
@@ -322,7 +323,7 @@ def plan_online(
     cost-vs-latency frontier would quote (False: the cheapest picks only, all a what-if needs).
     """
     rounds = FRONTIER_ROUNDS if frontier else 0
-    buy = "on-demand" if "on_demand" in purchase else "spot"
+    buy = serving_buy(purchase)
     s, bound, q = target.request_samples, target.latency.bound_ms, target.latency.percentile
     options = [at_pessimistic_edge(o) for o in options] if at_edge else list(options)
     cands = [_candidate(o, target, buy) for o in options]

@@ -33,7 +33,7 @@ from rightsize.plan.options import (
 from rightsize.plan.result import Candidate, PlanKind, PlanResult
 from rightsize.plan.rules import plan_rules
 from rightsize.plan.training import ScalingModel, plan_training, training_steps
-from rightsize.plan.verify import NO_SPOT_RATE
+from rightsize.plan.verify import NO_SPOT_RATE, serving_buy
 from rightsize.profile import ServiceCurve
 from rightsize.spec.schema import Workload
 from rightsize.spec.targets import ColdStart, OnlineTarget, Targets
@@ -255,7 +255,7 @@ def _could_undercut(options: Sequence[Option], cands: Sequence[Candidate], purch
     cap = best.cost_usd_per_hour * (1.0 - AT_CENTRE_SAVING)
     # at the price the plan buys (plan_online): ranked by their spot prices, on-demand D4s_v5s at $0.19/h had
     # crowded F2s_v2 at $0.085/h out of the list
-    buy = "on-demand" if "on_demand" in purchase else "spot"
+    buy = serving_buy(purchase)
     priced = []
     for x in options:
         price = x.instance.price_usd_per_hour(buy)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from rightsize.catalog.model import Instance
 from rightsize.memory_budget import CPU_RAM_FRACTION
 from rightsize.plan.result import Candidate
+from rightsize.plan.verify import serving_buy
 
 __all__ = ["RuleSizing", "cpu_family_class", "plan_rules", "rule_sizing"]
 
@@ -81,7 +82,7 @@ def plan_rules(
 ) -> tuple[list[Candidate], RuleSizing]:
     """Candidates ranked: CPUs that hold the data in RAM with the wanted vCPUs and family, cheapest first."""
     size = rule_sizing(kind, data_gb, rows)
-    buy = "on-demand" if "on_demand" in purchase else "spot"
+    buy = serving_buy(purchase)
     out: list[tuple[tuple[int, int, int, float], Candidate]] = []
     for inst in instances:
         price = inst.price_usd_per_hour(buy) or inst.on_demand_usd_per_hour

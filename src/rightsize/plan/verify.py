@@ -23,7 +23,9 @@ __all__ = [
     "Policy",
     "apply_plan",
     "mark_over_budget",
+    "serving_buy",
     "simulate_policy",
+    "spare_instances",
     "spot_spare",
     "unit_price",
     "verify_best",
@@ -35,6 +37,17 @@ NO_SPOT_RATE = (
     "no interruption estimate for this instance (no Spot Advisor bucket in the catalog): excluded from spot "
     "plans; set targets.interruptions_per_hour to plan it"
 )
+
+
+def serving_buy(purchase: Sequence[str]) -> str:
+    """What serving buys: on-demand unless the spec allows only spot (then spot, with ``spot_spare``)."""
+    return "on-demand" if "on_demand" in purchase else "spot"
+
+
+def spare_instances(c: Candidate) -> int:
+    """The instances of an online candidate that stand by, serving nothing: one in a spot-only plan
+    (``spot_spare``), none otherwise."""
+    return 1 if c.purchase == "spot" and c.count > 1 else 0
 
 
 def spot_spare(opt: Option, buy: str) -> int:

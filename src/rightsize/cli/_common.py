@@ -187,6 +187,20 @@ _json_stdout: TextIO | None = None  # the real stdout while a --json command run
 
 
 @contextlib.contextmanager
+def options_named(names: dict[str, str]) -> Iterator[None]:
+    """Re-raise a SpecError naming an API argument (``batch``) as this command's option (``--batch``): every
+    other error names the option the user typed."""
+    from rightsize.errors import SpecError
+
+    try:
+        yield
+    except SpecError as exc:
+        if exc.field not in names:
+            raise
+        raise SpecError(names[exc.field], exc.problem) from None
+
+
+@contextlib.contextmanager
 def json_stdout(active: bool) -> Iterator[None]:
     """With --json, stdout holds one JSON document: what else writes to ``sys.stdout`` meanwhile (a user model's
     print in forward(), a library's banner) goes to stderr, and ``emit_json`` writes to the real stdout. Only a

@@ -16,6 +16,7 @@ from rightsize.cli._common import (
     check_providers,
     emit_json,
     load_catalog_option,
+    options_named,
     out_console,
     split_values,
 )
@@ -96,15 +97,10 @@ def finetune(
         raise SpecError("--tokens", f"{tokens:,.0f} tokens to train on, fewer than one step's {batch * seq:,} "
                         f"(--batch {batch} x --seq {seq}). To fix: --tokens {batch * seq:,} or more, or a smaller "
                         "--batch or --seq")  # fmt: skip
-    try:
+    with options_named(_FLAGS):
         mem = finetune_memory(shape, method, batch=batch, seq_len=seq, precision=precision, lora_rank=rank,
                               lora_targets=lora_targets, gradient_checkpointing=checkpointing,
                               framework=framework)  # fmt: skip
-    except SpecError as exc:  # the API's field names -> this command's options
-        flag = _FLAGS.get(exc.field)
-        if flag is None:
-            raise
-        raise SpecError(flag, exc.problem) from None
     cat = load_catalog_option(catalog)
     provider = split_values(provider, "--provider")
     check_providers(provider, cat)

@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.markup import escape
 
-from rightsize.cli._common import CATALOG_OPTION, JSON_OPTION, emit_json, err_console, load_catalog_option, out_console
+from rightsize.cli._common import (
+    CATALOG_OPTION,
+    JSON_OPTION,
+    emit_json,
+    err_console,
+    load_catalog_option,
+    options_named,
+    out_console,
+)
 
 if TYPE_CHECKING:
     from rightsize.estimate.memory import MemoryEstimate
@@ -75,13 +83,11 @@ def memory(
                         "drop --tiers, or use --device cuda")  # fmt: skip
     tier_list = parse_tiers(tiers) if tiers is not None else None
     # Building and tracing a large model takes 20-50 s on 2 cores: say what is happening meanwhile.
-    try:
-        with err_console.status(f"tracing {model} ({mode}, batch {batch}) without allocating its memory…"):
-            est = estimate_memory(model, device=device, catalog=cat, tiers=tier_list, **kwargs)
-    except SpecError as exc:  # the estimator names its arguments ("batch: must be >= 1"): here they are options
-        if exc.field in _OPTION_OF:
-            raise SpecError(_OPTION_OF[exc.field], exc.problem) from None
-        raise
+    with (  # the estimator names its arguments ("batch: must be >= 1"): here they are options
+        options_named(_OPTION_OF),
+        err_console.status(f"tracing {model} ({mode}, batch {batch}) without allocating its memory…"),
+    ):
+        est = estimate_memory(model, device=device, catalog=cat, tiers=tier_list, **kwargs)
     val = _validate(est, model, kwargs, tiny) if validate else None
     if json_out:
         emit_json({**_as_dict(est), **({"validation": val.to_dict()} if val else {})})

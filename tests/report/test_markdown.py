@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from report_kit import MEMORY, XSS, profile_for
+from report_kit import MEMORY, XSS, curves, profile_for
 
 from rightsize.plan.result import PlanResult
 from rightsize.report import build_report_data, render_markdown
@@ -52,6 +52,24 @@ def test_the_measured_profile_names_each_points_threads_and_what_disturbed_it(pl
     assert rows[1].startswith("| cpu | fp32 | 2 | 1 |") and "contended, ~4.0x slow |" in rows[1]
     svg = "".join(latency_charts(data))
     assert "fp32 1 thr" in svg and "fp32 2 thr" in svg and "(measured, contended, ~4.0x slow)" in svg
+
+
+def test_projected_layouts_of_one_instance_are_told_apart_in_the_legend(plan_online: PlanResult) -> None:
+    """Two k workers x t threads curves of one instance and precision had drawn two legend entries alike."""
+    from rightsize.profile import ServiceCurve
+    from rightsize.report.charts import latency_charts
+
+    bs = (1, 2, 4)
+
+    def cpu(workers: int, threads: int) -> ServiceCurve:
+        times = tuple(5.0 * threads + b for b in bs)
+        return ServiceCurve("cpu:c7i.2xlarge", "int8", bs, times, (0.05,) * 3, "projected", 0.7, 1.5,
+                            instance="c7i.2xlarge", threads=threads, workers=workers)  # fmt: skip
+
+    data = build_report_data(plan_online, curves=[cpu(4, 2), cpu(2, 4), curves()[0]])
+    svg = "".join(latency_charts(data))
+    assert "c7i.2xlarge int8 4 × 2 thr projected (median)" in svg and "c7i.2xlarge int8 2 × 4 thr projected" in svg
+    assert "A10G fp16 projected" in svg  # a lone curve keeps its short name
 
 
 def test_markdown_escapes_html_and_table_syntax(plan_online: PlanResult) -> None:

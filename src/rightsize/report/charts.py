@@ -11,6 +11,7 @@ spot-cost/-time   spot and mixed vs on-demand per configuration (``charts_jobs``
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -99,12 +100,16 @@ def latency_charts(data: ReportData) -> list[str]:
             if m.throughput_per_s
         ]
         thr.append(Series(f"{label} measured", tp, c))
-    for cv in _pick_curves(data):
+    picked = _pick_curves(data)
+    # k workers x t threads of one instance are curves alike but for their layout: name it when it tells them apart
+    alike = Counter((cv.instance or cv.device, cv.precision, cv.provenance) for cv in picked)
+    for cv in picked:
         c = PALETTE[color % len(PALETTE)]
         color += 1
         dev = cv.instance or cv.device
         tag = cv.provenance
-        label = f"{dev} {cv.precision} {tag}"
+        shape = f" {cv.workers} × {cv.threads} thr" if cv.threads and alike[(dev, cv.precision, tag)] > 1 else ""
+        label = f"{dev} {cv.precision}{shape} {tag}"
         bs, ts = cv.batch_sizes, cv.latency_ms
         edges = [cv.band_at(b) for b in bs]
         band = [(b, t * lo, t * hi) for b, t, (lo, hi) in zip(bs, ts, edges, strict=True)] if tag == "projected" else []

@@ -34,6 +34,11 @@ def test_html_and_markdown_reports_carry_the_curves_and_the_cost_per_token(tmp_p
         fig = re.search(rf'<figure[^>]*data-chart="{chart}".*?</figure>', html, re.S)
         assert fig is not None, chart
         assert fig.group(0).count('class="pt"') >= shown  # at least one point per candidate
+        # every point is projected: hollow, as the main report draws projected points
+        assert fig.group(0).count('class="pt"') == len(re.findall(r'class="pt"[^>]*fill="#fff"', fig.group(0)))
+        if chart != "tokens-concurrency":  # the SLO's line carries its value
+            bound = TARGET.ttft.bound_ms if chart == "ttft-rate" else TARGET.tpot.bound_ms
+            assert f"{chart[:4].upper()} bound {bound:,g} ms" in fig.group(0)
     assert html.count("<tr>") == len(plan.candidates) + 1 and f"{rec.usd_per_m_output_tokens:.2f}" in html
     assert rec.watts is not None and f"{rec.watts:.0f} W at {rec.busy:.0%} busy" in html  # the power box
     assert f"math units {rec.compute_share:.0%} of that" in html

@@ -65,19 +65,19 @@ def rate_charts(plan: LLMPlan, target: GenerativeTarget) -> list[str]:
         color, rec = PALETTE[i % len(PALETTE)], c is plan.recommendation
         name = _label(c) + (" (recommended)" if rec else "")
         ttft.append(Series(name, [Point(r, t, f"{name}: TTFT {num(t)} ms at {num(r)} req/s") for r, t, _ in pts],
-                           color, dashed=True, highlight=rec))  # fmt: skip
+                           color, dashed=True, hollow=True, highlight=rec))  # fmt: skip
         tpot.append(Series(name, [Point(r, p, f"{name}: TPOT {num(p)} ms at {num(r)} req/s") for r, _, p in pts],
-                           color, dashed=True, highlight=rec))  # fmt: skip
+                           color, dashed=True, hollow=True, highlight=rec))  # fmt: skip
     rate = Ref("x", target.rate_per_s, f"target {num(target.rate_per_s)} req/s", REF_COLORS["rate"])
     note = "Projected (roofline step times x the band's slow edge) and simulated; points past capacity are left out"
     note += f" (from {', '.join(ends)})." if ends else "."
     return [
         xy_chart("ttft-rate", f"TTFT p{target.ttft.percentile:g} vs request rate", ttft, Axis("request rate (req/s)"),
                  Axis(f"TTFT p{target.ttft.percentile:g} (ms)", log=True),
-                 refs=[Ref("y", target.ttft.bound_ms, "TTFT bound"), rate], note=note),
+                 refs=[Ref("y", target.ttft.bound_ms, f"TTFT bound {num(target.ttft.bound_ms)} ms"), rate], note=note),
         xy_chart("tpot-rate", f"TPOT p{target.tpot.percentile:g} vs request rate", tpot, Axis("request rate (req/s)"),
                  Axis(f"TPOT p{target.tpot.percentile:g} (ms)"),
-                 refs=[Ref("y", target.tpot.bound_ms, "TPOT bound"), rate], note=note),
+                 refs=[Ref("y", target.tpot.bound_ms, f"TPOT bound {num(target.tpot.bound_ms)} ms"), rate], note=note),
     ]  # fmt: skip
 
 
@@ -100,7 +100,7 @@ def concurrency_chart(plan: LLMPlan) -> str:
     for i, c in enumerate(_shown(plan)):
         pts = [Point(b, tps, f"{_label(c)}: {num(tps)} tokens/s at {b} sequences")
                for b, tps in concurrency_points(plan, c)]  # fmt: skip
-        series.append(Series(_label(c), pts, PALETTE[i % len(PALETTE)], dashed=True))
+        series.append(Series(_label(c), pts, PALETTE[i % len(PALETTE)], dashed=True, hollow=True))
     return xy_chart("tokens-concurrency", "decode tokens/s vs concurrency (one replica)", series,
                     Axis("sequences decoding together", log=True), Axis("output tokens/s", log=True),
                     note=f"Mean context {ctx:.0f} tokens; stops where the KV cache is full.")  # fmt: skip

@@ -28,6 +28,10 @@ def test_a_cpu_worker_keeps_room_for_its_runtime_and_an_int8_one_for_its_float_c
     assert low.memory is not None and low.memory.load_bytes == 2.5 * GIB  # the fp32 weights twice
     assert not low.fits(1) and low.memory.max_batch(low.usable_bytes) == 0  # 2.5 GiB > 2.4 usable
     assert high.fits(1) and high.need_bytes(1) == 2.5 * GIB  # the load, not the 0.41 GiB it runs in
+    # the candidate says its figure is the load's (the report names the float copy, not activations)
+    assert high.memory_fields(1) == {"memory_bytes": int(2.5 * GIB), "memory_at_load": True}
+    (steady,) = pair_options([big], [cpu_curve("s.xlarge", 10, 1)], {}, memory)
+    assert steady.memory_fields(1)["memory_at_load"] is False
 
 
 def test_a_row_says_what_its_curve_stands_on() -> None:

@@ -88,3 +88,28 @@ def test_batch_row_is_added_once_and_only_where_it_applies() -> None:
     online = plan | {"kind": "online"}
     inf = at_planned_batch(memory_view(MEMORY) or mv, online)
     assert "activations" in inf.breakdown and "more activations at batch 32" in inf.breakdown
+
+
+def test_a_quantizing_cpu_workers_load_peak_is_named_as_such(tmp_path: Path) -> None:
+    """sentiment-api's int8 CPU worker peaks while it quantizes a copy of its float model (2 x the fp32 weights):
+    the report had called that gap "more activations at batch 1", under a GPU-tiers title."""
+    weights = 0.249 * GIB
+    breakdown = {"weights": weights, "activations": 0.0015 * GIB, "fragmentation": 0.0005 * GIB}
+    plan = _bert_plan("cpu", batch=1)
+    assert plan.recommendation is not None
+    rec = replace(plan.recommendation, precision="int8", memory_bytes=int(2 * weights), memory_at_load=True)
+    stored = replace(plan, recommendation=rec, candidates=[rec]).to_dict()
+    stored["memory"] = {"breakdown": breakdown, "label": "estimate on a CPU", "tiers": []}
+    md = write_report(stored, tmp_path / "r.md").read_text()
+    rows = _memory_rows(md)
+    assert "float model copied while quantizing" in rows and "more activations at batch 1" not in rows
+    assert rows["total at load peak"] == format_bytes(2 * weights)
+    assert "loading, not serving, sets the peak" in md
+    html = write_report(stored, tmp_path / "r.html").read_text()
+    assert "Memory of one worker on a CPU" in html and "GPU memory tiers" not in html
+
+
+def test_breakdown_components_read_as_words() -> None:
+    mv = memory_view({"breakdown": BERT_BATCH1})
+    assert mv is not None
+    assert "CUDA context" in mv.breakdown and "optimizer states" in mv.breakdown and "cuda_context" not in mv.breakdown

@@ -130,7 +130,7 @@ def _option(
         thr, bound = input_stage.bound(inst, cpus or {}, thr)
         base.notes.append(bound)
     base.batching = Batching(b, 0.0)
-    base.memory_bytes = None if opt.memory is None else int(opt.memory.bytes_at(b))
+    opt.size_memory(base, b)
     avail_h = target.deadline_hours - up.total_hours
     if avail_h <= 0:
         base.reasons.append(

@@ -253,7 +253,7 @@ def _plan_pool(opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, 
             cand.cost_usd_per_1m_requests = cand.cost_usd_per_hour / (target.rate_per_s * pool.share * 3600.0) * 1e6
             cand.gpus = instances * opt.per_instance if opt.instance.accelerator else 0
             cand.throughput_per_s = (r + spare) * opt.curve.throughput_per_s(b)
-            cand.memory_bytes = None if opt.memory is None else int(opt.memory.bytes_at(b))
+            opt.size_memory(cand, b)
             cand.feasible = True
             return cand, sims
     cand.reasons.append(f"p{q:g} above {bound:g} ms up to {min(target.max_replicas, r_min + _R_STEPS[-1])} replicas")

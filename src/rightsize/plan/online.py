@@ -284,7 +284,7 @@ def _candidate(opt: Option, target: OnlineTarget, buy: str) -> Candidate:
         count=0,
         purchase=buy,
         cost_usd_per_hour=unit_price(opt, buy),
-        memory_bytes=None if opt.memory is None else int(opt.memory.bytes_at(target.request_samples)),
+        **opt.memory_fields(target.request_samples),
         kind_hint="online",
     )
 

@@ -108,6 +108,18 @@ class Option:
     def need_bytes(self, batch: float) -> float | None:
         return None if self.memory is None else self.memory.bytes_at(batch)
 
+    def memory_fields(self, batch: float) -> dict[str, Any]:
+        """A candidate's ``memory_bytes`` at ``batch`` and ``memory_at_load``: whether loading sets that peak."""
+        if self.memory is None:
+            return {"memory_bytes": None, "memory_at_load": False}
+        steady = self.memory.fixed_bytes + self.memory.per_sample_bytes * batch
+        return {"memory_bytes": int(self.memory.bytes_at(batch)), "memory_at_load": self.memory.load_bytes > steady}
+
+    def size_memory(self, c: Candidate, batch: float) -> None:
+        """Set ``c``'s memory fields (``memory_fields``) for ``batch``."""
+        fields = self.memory_fields(batch)
+        c.memory_bytes, c.memory_at_load = fields["memory_bytes"], fields["memory_at_load"]
+
 
 # A curve's precision -> the memory model to use when there is none for it (same bytes per element).
 _MEMORY_FALLBACK = {"tf32": "fp32", "bf16": "fp16", "fp16": "bf16"}

@@ -118,6 +118,7 @@ class Candidate:
     cold_start_s: float | None = None  # scale-from-zero: provisioning + image pull + model load
     memory_bytes: int | None = None  # estimated peak per device
     memory_capacity_bytes: int | None = None  # per device
+    memory_at_load: bool = False  # memory_bytes is the load's peak (a CPU int8 worker quantizing), not serving's
     grad_accumulation: int = 1  # training
     spot: SpotPlan | None = None
     reasons: list[str] = field(default_factory=list)  # why infeasible (or notes when feasible)

@@ -194,7 +194,7 @@ def _option(
         base.batching = Batching(micro, 0.0)
         base.band = curve.band_at(micro)  # a projected curve's band at the micro-batch it runs
         base.grad_accumulation = accum
-        base.memory_bytes = None if opt.memory is None else int(opt.memory.bytes_at(micro))
+        opt.size_memory(base, micro)
         base.throughput_per_s = target.batch_size * 1000.0 / step_ms
         speedup = one_ms / step_ms
         base.scaling_efficiency = round(speedup / workers, 3)  # 1.0 for one worker

@@ -90,7 +90,7 @@ def apply_plan(
     c.cost_usd_per_1m_requests = c.cost_usd_per_hour / (target.rate_per_s * 3600.0) * 1e6
     c.throughput_per_s = replicas * opt.curve.throughput_per_s(policy.max_batch)
     if opt.memory is not None:
-        c.memory_bytes = int(opt.memory.bytes_at(policy.max_batch))
+        opt.size_memory(c, policy.max_batch)
     c.feasible = True
 
 

@@ -262,7 +262,7 @@ def pareto_chart(data: ReportData) -> str:
 
 
 def memory_chart(data: ReportData) -> str:
-    """Stacked memory breakdown per device vs the GPU memory tiers that could hold it."""
+    """Stacked memory breakdown per device vs the GPU memory tiers that could hold it (a CPU's: no tiers)."""
     mv = data.memory
     if mv is None:
         return stacked_hbars(
@@ -282,14 +282,15 @@ def memory_chart(data: ReportData) -> str:
         if fits
         else "No catalog GPU tier holds it on one device."
     )
+    on_cpu = "on a CPU" in mv.label  # a CPU recommendation's own breakdown: GPU tiers say nothing of it
     return stacked_hbars(
         "memory",
-        "Memory per device vs GPU memory tiers",
+        "Memory of one worker on a CPU" if on_cpu else "Memory per device vs GPU memory tiers",
         rows,
         colors,
         Axis("GiB"),
-        refs=refs,
-        note=f"Total {need:.3g} GiB. {fit_note if mv.tiers else ''}".strip(),
+        refs=[] if on_cpu else refs,
+        note=f"Total {need:.3g} GiB. {fit_note if mv.tiers and not on_cpu else ''}".strip(),
     )
 
 

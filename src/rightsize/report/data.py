@@ -23,6 +23,7 @@ from rightsize.profile import Environment, Measurement, Profile, ServiceCurve
 from rightsize.report.fmt import finite
 
 __all__ = [
+    "LOAD_PEAK",
     "MemoryView",
     "RateSweep",
     "ReportData",
@@ -234,6 +235,11 @@ def _tiers(raw: Any) -> list[tuple[float, str]]:
     return sorted(out)
 
 
+def _component(key: str) -> str:
+    """A breakdown key in words: "cuda_context" -> "CUDA context", "optimizer_states" -> "optimizer states"."""
+    return {"cuda_context": "CUDA context", "kv_cache": "KV cache"}.get(key, key.replace("_", " "))
+
+
 def memory_view(
     memory: Any, *, tiers: Sequence[Any] = (), measured_peak_bytes: float | None = None
 ) -> MemoryView | None:
@@ -257,12 +263,15 @@ def memory_view(
         tiers_raw = memory.get("tiers")
     else:
         return None
-    parts = {str(k): float(v) for k, v in breakdown.items() if (finite(v) or 0) > 0}
+    parts = {_component(str(k)): float(v) for k, v in breakdown.items() if (finite(v) or 0) > 0}
     if not parts:
         return None
     return MemoryView(
         breakdown=parts, tiers=tuple(_tiers(tiers_raw or tiers)), label=label, measured_peak_bytes=measured_peak_bytes
     )
+
+
+LOAD_PEAK = "load peak"  # MemoryView.at_batch when loading, not a batch, sets the recommendation's memory figure
 
 
 def at_planned_batch(mem: MemoryView, plan: Mapping[str, Any]) -> MemoryView:
@@ -271,9 +280,10 @@ def at_planned_batch(mem: MemoryView, plan: Mapping[str, Any]) -> MemoryView:
     The planner stores the estimate's breakdown at batch 1 (training: the optimizer step's peak, no activations)
     while a candidate's ``memory_bytes`` is its memory line, fixed + per-sample x batch, at the batch it runs
     (training: the micro-batch). The difference is what the batch adds: shown as one activations row, labelled
-    with the batch. Unchanged for a CPU recommendation whose breakdown is the GPU estimate (plans stored before
-    the CPU's own was: CUDA context included), for one without a batch or a memory figure, and for a breakdown
-    that already reaches the figure.
+    with the batch; or, when loading sets the figure (``memory_at_load``), the float copy a quantizing worker
+    holds. Unchanged for a CPU recommendation whose breakdown is the GPU estimate (plans stored before the CPU's
+    own was: CUDA context included), for one without a batch or a memory figure, and for a breakdown that already
+    reaches the figure.
     """
     c = plan.get("recommendation")
     if not isinstance(c, Mapping) or plan.get("kind") == "rules":
@@ -288,7 +298,10 @@ def at_planned_batch(mem: MemoryView, plan: Mapping[str, Any]) -> MemoryView:
     if added < 1.0:  # already at that batch (or the figure is int()-truncated): nothing to add
         return mem
     at = f"{'micro-batch' if plan.get('kind') == 'training' else 'batch'} {batch}"
-    row = f"{'more activations' if 'activations' in mem.breakdown else 'activations'} at {at}"
+    if c.get("memory_at_load"):  # the figure is loading's peak: an int8 worker quantizing a copy of its float model
+        row, at = "float model copied while quantizing", LOAD_PEAK
+    else:
+        row = f"{'more activations' if 'activations' in mem.breakdown else 'activations'} at {at}"
     return replace(mem, breakdown=mem.breakdown | {row: added}, label=f"{mem.label}, {at}", at_batch=at)
 
 

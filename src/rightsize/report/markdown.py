@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rightsize import __version__
-from rightsize.report.data import FLEET_HEAD, ReportData, candidate_key, candidate_label, fleet_rows
+from rightsize.report.data import FLEET_HEAD, LOAD_PEAK, ReportData, candidate_key, candidate_label, fleet_rows
 from rightsize.report.fmt import checkpoint_every, format_bytes, hours, md, num, pct, quality_word, usd
 from rightsize.report.html import env_rows, flatten
 
@@ -165,7 +165,10 @@ def render_markdown(data: ReportData) -> str:
         mem.append([f"total at {at}" if at else "total", format_bytes(data.memory.total_bytes)])
         fits = [g for g, _ in data.memory.tiers if g * 1024**3 >= data.memory.total_bytes]
         out += ["", "## Memory per device", ""]
-        if at:
+        if at == LOAD_PEAK:
+            out += ["At load: an int8 worker quantizes a copy of its float model, so loading, not serving, sets the "
+                    "peak (the total is the candidate's memory figure).", ""]  # fmt: skip
+        elif at:
             out += [
                 f"At {md(at)}, the batch the recommendation runs: the estimate's components at batch 1 plus the "
                 "activations its memory line adds at that batch (the total is the candidate's memory figure).",

@@ -45,6 +45,7 @@ def test_online_candidate_json() -> None:
     assert d["latency_ms"]["p95"] == 45.0 and d["latency_ms"]["band"] == [30.0, 80.0]
     assert d["utilization"] == 0.4 and d["time_to_train_hours"] is None
     assert d["latency_method"] == "simulation"
+    assert _cand(replicas=3, kind_hint="online").to_dict()["replicas"] == 3
 
 
 def test_training_candidate_json_and_non_finite_numbers() -> None:
@@ -52,6 +53,7 @@ def test_training_candidate_json_and_non_finite_numbers() -> None:
     d = c.to_dict()
     assert d["time_to_train_hours"] == 5.5 and d["latency_ms"] is None
     assert d["cost_usd_total"] is None  # inf is not JSON
+    assert d["replicas"] is None and d["count"] == 2  # a job runs on instances: no serving replicas (it read 0)
     json.dumps(d, allow_nan=False)
 
 

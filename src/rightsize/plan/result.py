@@ -159,6 +159,8 @@ class Candidate:
             d["latency_ms"] = None
         d.pop("latency", None)
         d["time_to_train_hours"] = self.runtime_hours if self.kind_hint == "training" else None
+        if self.kind_hint in ("batch", "training"):  # jobs run on ``count`` instances; serving replicas are online's
+            d["replicas"] = None
         d["band"] = list(self.band)
         return _clean(d)
 

@@ -98,8 +98,10 @@ def test_binary_round_trip_and_request() -> None:
     assert parse_binary_request(ids, TOKENS).inputs.dtype == np.int64
 
 
-def _header(code: int = 1, ndim: int = 2, shape: tuple[int, ...] = (1, 4), magic: bytes = b"RSZT", v: int = 1) -> bytes:
-    return struct.pack(f"<4sBBBB{len(shape)}I", magic, v, code, ndim, 0, *shape)
+def _header(
+    code: int = 1, ndim: int = 2, shape: tuple[int, ...] = (1, 4), magic: bytes = b"RSZT", v: int = 1, reserved: int = 0
+) -> bytes:
+    return struct.pack(f"<4sBBBB{len(shape)}I", magic, v, code, ndim, reserved, *shape)
 
 
 @pytest.mark.parametrize(
@@ -109,6 +111,7 @@ def _header(code: int = 1, ndim: int = 2, shape: tuple[int, ...] = (1, 4), magic
         b"RSZT",
         _header(magic=b"NOPE") + bytes(16),
         _header(v=2) + bytes(16),
+        _header(reserved=7) + bytes(16),  # the reserved byte must be 0
         _header(code=9) + bytes(16),
         _header(ndim=0, shape=()) + bytes(16),
         _header(ndim=3, shape=(1, 4)),  # header claims more dims than it has

@@ -148,9 +148,11 @@ def decode_tensor(body: bytes) -> np.ndarray:
     """The array in a binary body (read-only view of ``body``); BodyError 400 when malformed."""
     if len(body) < 8 or body[:4] != MAGIC:
         raise BodyError(400, "binary body must start with the 8-byte header b'RSZT' version dtype ndim 0")
-    version, code, ndim, _reserved = body[4], body[5], body[6], body[7]
+    version, code, ndim, reserved = body[4], body[5], body[6], body[7]
     if version != VERSION:
         raise BodyError(400, f"binary body version {version} is not supported; use {VERSION}")
+    if reserved != 0:  # kept 0 so a later version can give it a meaning without old servers misreading it
+        raise BodyError(400, f"binary header byte 7 is reserved and must be 0, got {reserved}")
     dtype = DTYPE_BY_CODE.get(code)
     if dtype is None:
         raise BodyError(400, f"binary dtype code {code} is unknown; use one of {sorted(DTYPE_BY_CODE)}")

@@ -43,7 +43,7 @@ from starlette.routing import Route
 from rightsize import __version__
 from rightsize.llm.engine import Engine, EngineConfig, EngineStopped, GenStats, PromptTooLong, QueueFull
 from rightsize.llm.protocol import Reject, event, final_event, parse_request
-from rightsize.serve.endpoint import bearer_ok
+from rightsize.serve.endpoint import ClientGone, bearer_ok, read_body
 from rightsize.serve.metrics import Histogram
 from rightsize.serve.server import (
     QuietStopServer,
@@ -54,7 +54,7 @@ from rightsize.serve.server import (
     url_of,
     uvicorn_config,
 )
-from rightsize.wire import dumps
+from rightsize.wire import BodyError, dumps
 
 __all__ = ["GenerateService", "create_generate_app", "running_generate_server", "serve_generate"]
 
@@ -169,7 +169,7 @@ class GenerateEndpoint:
                                           "-H 'content-type: application/json')"})  # fmt: skip
             return 415, None
         try:
-            body = await _read_body(receive)
+            body = await _body(receive, headers.get(b"content-length"))
             svc.requests += 1
             prompt, new, stream = parse_request(body, engine.info(), svc.requests)
         except Reject as exc:
@@ -262,18 +262,15 @@ class GenerateEndpoint:
         return status, None
 
 
-async def _read_body(receive: Receive) -> bytes:
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ConnectionError("client left")
-        chunks.append(message.get("body", b""))
-        size += len(chunks[-1])
-        if size > MAX_BODY_BYTES:
-            raise Reject(413, f"body must be at most {MAX_BODY_BYTES} bytes")
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+async def _body(receive: Receive, declared: bytes | None) -> bytes:
+    """The body, by the prediction server's reader (``read_body``: size limit, stall timeout) in this server's
+    terms: Reject for a refused body, ConnectionError when the client left."""
+    try:
+        return await read_body(receive, declared, MAX_BODY_BYTES)
+    except BodyError as exc:
+        raise Reject(exc.status, exc.detail) from None
+    except ClientGone:
+        raise ConnectionError("client left") from None
 
 
 # --- the app and uvicorn -------------------------------------------------------------------------------

@@ -69,7 +69,7 @@ MAX_DEADLINE_MS = 3_600_000.0
 
 
 class BodyError(Exception):
-    """A request body the server refuses: ``status`` is 400, 408, 413, 415 or 422."""
+    """A request body the server refuses: ``status`` is 400, 413, 415 or 422."""
 
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(detail)

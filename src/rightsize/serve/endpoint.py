@@ -44,24 +44,16 @@ def error_reply(status: int, detail: str, extra: Headers | None = None) -> Reply
     return status, _JSON + (extra or []), dumps({"detail": detail})
 
 
-# A client that stops sending mid-body is answered 408 this long after its last bytes (it had held its connection
-# and its worker's read until it left, then counted 499): uvicorn times idle keep-alives, not a request's body.
-BODY_TIMEOUT_S = 30.0
-
-
-async def read_body(receive: Receive, declared: bytes | None, limit: int, timeout_s: float = BODY_TIMEOUT_S) -> bytes:
-    """A request's body, whole: BodyError 400/413 past ``limit`` bytes, 408 when it stalls ``timeout_s``;
-    ClientGone when the client leaves. Both servers (/v1/predict and /v1/generate) read bodies with it."""
+async def read_body(receive: Receive, declared: bytes | None, limit: int) -> bytes:
+    """A request's body, whole: BodyError 400/413 past ``limit`` bytes; ClientGone when the client leaves (or the
+    connection guard, serve/guard.py, closes a request unread ``read_timeout_s`` after it began). Both servers
+    (/v1/predict and /v1/generate) read bodies with it."""
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
         raise BodyError(413 if declared.isdigit() else 400, f"body must be at most {limit} bytes")
     chunks: list[bytes] = []
     size = 0
     while True:
-        try:
-            message = await asyncio.wait_for(receive(), timeout_s)
-        except asyncio.TimeoutError:
-            raise BodyError(408, f"the request body stopped arriving ({size} bytes in {timeout_s:g} s after the "
-                            "last); send it whole") from None  # fmt: skip
+        message = await receive()
         if message["type"] == "http.disconnect":
             raise ClientGone
         chunk = message.get("body", b"")

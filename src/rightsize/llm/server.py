@@ -263,7 +263,7 @@ class GenerateEndpoint:
 
 
 async def _body(receive: Receive, declared: bytes | None) -> bytes:
-    """The body, by the prediction server's reader (``read_body``: size limit, stall timeout) in this server's
+    """The body, by the prediction server's reader (``read_body``: declared and read size limits) in this server's
     terms: Reject for a refused body, ConnectionError when the client left."""
     try:
         return await read_body(receive, declared, MAX_BODY_BYTES)

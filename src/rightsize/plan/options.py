@@ -53,6 +53,10 @@ class MemoryModel:
     def bytes_at(self, batch: float) -> float:
         return max(self.fixed_bytes + self.per_sample_bytes * batch, self.load_bytes)
 
+    def at_load(self, batch: float) -> bool:
+        """Whether loading, not serving ``batch``, sets ``bytes_at(batch)``."""
+        return self.load_bytes > self.fixed_bytes + self.per_sample_bytes * batch
+
     def max_batch(self, capacity_bytes: float) -> int:
         """Largest batch that fits ``capacity_bytes`` (0 when even the fixed part or the load does not)."""
         if self.load_bytes > capacity_bytes:
@@ -112,13 +116,12 @@ class Option:
         """A candidate's ``memory_bytes`` at ``batch`` and ``memory_at_load``: whether loading sets that peak."""
         if self.memory is None:
             return {"memory_bytes": None, "memory_at_load": False}
-        steady = self.memory.fixed_bytes + self.memory.per_sample_bytes * batch
-        return {"memory_bytes": int(self.memory.bytes_at(batch)), "memory_at_load": self.memory.load_bytes > steady}
+        return {"memory_bytes": int(self.memory.bytes_at(batch)), "memory_at_load": self.memory.at_load(batch)}
 
     def size_memory(self, c: Candidate, batch: float) -> None:
         """Set ``c``'s memory fields (``memory_fields``) for ``batch``."""
-        fields = self.memory_fields(batch)
-        c.memory_bytes, c.memory_at_load = fields["memory_bytes"], fields["memory_at_load"]
+        for name, value in self.memory_fields(batch).items():
+            setattr(c, name, value)
 
 
 # A curve's precision -> the memory model to use when there is none for it (same bytes per element).

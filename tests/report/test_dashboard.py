@@ -220,6 +220,14 @@ def test_index_lists_generative_plans_apart_from_the_other_plans(tmp_path: Path)
     assert status == 200 and f"{rec['instances']} x {rec['instance']}" in page
     table = re.search(r'data-table="generative-candidates".*?</table>', page, re.S)
     assert table is not None and table.group(0).count("<tr>") == len(art["payload"]["candidates"]) + 1
+    # and links its full report, which /report/ID serves with the charts `rightsize report ID` writes (it had
+    # answered 404: the dashboard looked for an online/batch/training plan only)
+    assert f'href="/report/{art["id"]}"' in page
+    with running_dashboard(db) as url:
+        status, report = _get(url + f"/report/{art['id']}")
+    assert status == 200 and "generative serving plan" in report
+    for chart in ("ttft-rate", "tpot-rate", "tokens-concurrency"):
+        assert f'data-chart="{chart}"' in report
 
 
 def test_load_test_and_validation_runs_show_their_results(tmp_path: Path) -> None:

@@ -66,18 +66,12 @@ def report(
 def _generative_report(artifact: dict[str, Any], output: Path, json_out: bool) -> None:
     """Write a stored generative plan's report from the plan state stored with it (``LLMPlan.state``)."""
     from rightsize.errors import SpecError
-    from rightsize.llm.plan import LLMPlan
-    from rightsize.report.generative import write_generative_report
-    from rightsize.spec.targets import GenerativeTarget
+    from rightsize.report.generative import stored_generative, write_generative_report
 
-    payload, run_id = artifact["payload"], artifact["run_id"] or artifact["id"]
-    if "report_state" not in payload:
-        raise SpecError("RUN", f"generative plan {run_id} was stored before its report could be written from the "
-                        "store; plan it again (`rightsize plan SPEC --report PATH`)")  # fmt: skip
-    plan = LLMPlan.from_state(payload["report_state"])
-    target = GenerativeTarget.model_validate(payload["target"])
+    payload = artifact["payload"]
+    plan, target, name = stored_generative(artifact)
     try:
-        write_generative_report(plan, target, str(payload.get("name", "?")), output)
+        write_generative_report(plan, target, name, output)
     except OSError as exc:
         raise SpecError("--output", f"cannot write {str(output)!r} ({exc.strerror}); pass a writable path") from None
     markdown = output.suffix.lower() in (".md", ".markdown")

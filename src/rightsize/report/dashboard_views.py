@@ -205,7 +205,9 @@ def _generative_run(st: Store, run_id: str, name: str, created: str) -> str:
     notes = "".join(f"<li>{esc(n)}</li>" for n in p.get("notes") or [])
     return (f'<p class="sub">generative plan · {esc(name)} · model {esc(p.get("model", "-"))} · {esc(created)}</p>'
             f'<section class="card rec"><h2>Recommendation</h2><p class="headline">{esc(what)}</p>'
-            '<p class="note">Every figure is projected: no GPU was measured for this plan.</p></section>'
+            '<p class="note">Every figure is projected: no GPU was measured for this plan.</p>'
+            + (f'<p><a href="/report/{esc(arts[0]["id"])}">Full report</a>: TTFT and TPOT vs rate, tokens/s vs '
+               "concurrency</p>" if "report_state" in p else "") + "</section>"
             f"<section><h2>Candidates</h2>{_table(head, rows, 'generative-candidates')}</section>"
             + (f"<section><h2>Cannot serve it</h2><ul>{cannot}</ul></section>" if cannot else "")
             + (f"<section><h2>Notes</h2><ul>{notes}</ul></section>" if notes else ""))  # fmt: skip
@@ -408,7 +410,12 @@ def bad_request(message: str) -> str:
 
 
 def report_page(st: Store, artifact_id: str, catalog: Catalog | None = None) -> str:
+    """The full report of a stored plan: the main report, or a generative plan's (its charts and candidates)."""
     from rightsize.report.html import render_html
-    from rightsize.report.stored import find_plan, stored_report_data
+    from rightsize.report.stored import find_generative_plan, find_plan, stored_report_data
 
+    if (generative := find_generative_plan(st, artifact_id)) is not None:
+        from rightsize.report.generative import render_generative_html, stored_generative  # llm.plan: only here
+
+        return render_generative_html(*stored_generative(generative))
     return render_html(stored_report_data(st, find_plan(st, artifact_id), catalog))

@@ -24,10 +24,30 @@ from rightsize.report.html import page
 from rightsize.report.svg import PALETTE, REF_COLORS, Axis, Point, Ref, Series, xy_chart
 from rightsize.spec.targets import GenerativeTarget
 
-__all__ = ["recommendation_words", "render_generative_html", "render_generative_markdown", "write_generative_report"]
+__all__ = [
+    "recommendation_words",
+    "render_generative_html",
+    "render_generative_markdown",
+    "stored_generative",
+    "write_generative_report",
+]
 
 RATE_FACTORS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 CHART_CANDIDATES = 4
+
+
+def stored_generative(artifact: Mapping[str, Any]) -> tuple[LLMPlan, GenerativeTarget, str]:
+    """(plan, target, name) of a stored generative plan artifact, rebuilt from the plan state stored with it
+    (``LLMPlan.state``): what ``rightsize report ID`` and the dashboard's /report/ID render."""
+    from rightsize.errors import SpecError
+
+    payload = artifact["payload"]
+    if "report_state" not in payload:
+        run_id = artifact.get("run_id") or artifact["id"]
+        raise SpecError("RUN", f"generative plan {run_id} was stored before its report could be written from the "
+                        "store; plan it again (`rightsize plan SPEC --report PATH`)")  # fmt: skip
+    plan = LLMPlan.from_state(payload["report_state"])
+    return plan, GenerativeTarget.model_validate(payload["target"]), str(payload.get("name", "?"))
 
 
 def recommendation_words(rec: Mapping[str, Any] | None) -> str:

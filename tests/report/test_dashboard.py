@@ -213,6 +213,7 @@ def test_index_lists_generative_plans_apart_from_the_other_plans(tmp_path: Path)
     section = re.search(r"<h2>Generative plans</h2>(.*?)</section>", html, re.S)
     assert section is not None and f"{rec['instances']} x {rec['instance']}" in section.group(1)
     assert f"tp {rec['tp']}" in section.group(1) and f"{rec['usd_per_m_output_tokens']:.2f}" in section.group(1)
+    assert f'<a href="/report/{art["id"]}">{art["id"]}</a>' in section.group(1)  # its id opens its report
     assert "No plan stored yet" in html  # not counted among the online/batch/training plans
     # its run page shows the plan itself (it has no measurements or environment to show)
     with running_dashboard(db) as url:

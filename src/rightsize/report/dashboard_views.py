@@ -175,11 +175,14 @@ def _generative_plans(st: Store) -> str:
                      f"{rec.get('ttft_ms', 0):.0f}", f"{rec.get('tpot_ms', 0):.1f}"]  # fmt: skip
         else:
             what, cells = "no plan meets the target", ["-", "-", "-", "-"]
-        rows.append([a["id"], a["created_at"], str(p.get("name", "")), str(p.get("model", "")), what, *cells])
+        # the full report when the plan state was stored with it (rightsize report ID); else the run's page
+        to = f"/report/{a['id']}" if "report_state" in p else f"/run/{a['run_id'] or a['id']}"
+        link = f'<a href="{esc(to)}">{esc(a["id"])}</a>'
+        rows.append([link, a["created_at"], str(p.get("name", "")), str(p.get("model", "")), what, *cells])
     if not rows:
         return ""
     head = ["id", "created", "workload", "model", "recommendation", "$/h", "$/1M out tok", "TTFT ms", "TPOT ms"]
-    return f"<section><h2>Generative plans</h2>{_table(head, rows, 'generative-plans')}</section>"
+    return f"<section><h2>Generative plans</h2>{_table(head, rows, 'generative-plans', raw=0)}</section>"
 
 
 def _generative_run(st: Store, run_id: str, name: str, created: str) -> str:

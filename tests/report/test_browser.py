@@ -211,3 +211,25 @@ def test_dashboard_escapes_a_script_model_name(watched: Watched, tmp_path: Path)
             watched.page.locator('a[href^="/report/"]').first.click()
         assert f"model {XSS}" in watched.page.locator("header").inner_text()
     assert watched.dialogs == [] and watched.errors == []
+
+
+def test_dashboard_serves_a_generative_plans_report(watched: Watched, tmp_path: Path) -> None:
+    """A generative plan's report under the dashboard (its CSP, no console errors), every chart drawn, phone-wide."""
+    from rightsize.cli.app import main
+    from rightsize.store import Store
+
+    db = tmp_path / "s.db"
+    with pytest.raises(SystemExit):
+        main(["plan", "examples/llama-1b-int8-assistant.yaml", "--json", "--store", str(db)])
+    (art,) = Store(db).artifacts(kind="generative-plan")
+    with running_dashboard(db) as url:
+        watched.page.goto(f"{url}/run/{art['run_id']}")
+        watched.page.locator("text=Full report").click()
+        watched.page.wait_for_load_state()
+        pts = watched.points()
+        assert list(pts) == ["ttft-rate", "tpot-rate", "tokens-concurrency"] and all(n > 0 for n in pts.values())
+        watched.shot("dashboard-generative-report")
+        watched.page.set_viewport_size({"width": 390, "height": 800})
+        wide = watched.page.evaluate("document.documentElement.scrollWidth")
+    assert wide <= 390, wide
+    assert watched.errors == [] and watched.dialogs == []

@@ -65,3 +65,20 @@ def test_a_crossover_no_router_uses_is_refused_before_the_model_loads(capsys: py
         "error: --crossover: steers the size and hybrid routers; with router cpu"
     )
     assert "loading" not in err
+
+
+@pytest.mark.parametrize("generate", [False, True])
+def test_an_address_it_cannot_listen_on_is_refused_before_the_model_loads(
+    capsys: pytest.CaptureFixture[str], generate: bool
+) -> None:
+    """`--host 999.1.1.1` had warned about serving it without a token, loaded the model, then failed; a taken port
+    likewise failed only once the model had loaded."""
+    argv = ["serve", "gpt2", "--generate", "--size", "tiny"] if generate else ["serve", "distilbert", "--tiny"]
+    rc, out, err = run_cli([*argv, "--host", "999.1.1.1"], capsys)
+    assert (rc, out) == (2, "") and err.startswith("error: --host: cannot listen on '999.1.1.1'")
+    assert "loading" not in err and "warning" not in err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        rc, out, err = run_cli([*argv, "--port", str(taken.getsockname()[1])], capsys)
+    assert rc == 2 and err.startswith("error: --port: cannot listen on 127.0.0.1:") and "loading" not in err

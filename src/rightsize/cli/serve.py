@@ -104,7 +104,7 @@ def serve_command(
                     shape=shape, vocab=vocab, precision=precision, max_batch=max_batch, max_wait_ms=max_wait_ms,
                     workers=workers, router=router, crossover=crossover, lane=lane or None,
                     slo_ms=slo_ms, max_queue_batches=max_queue_batches)  # fmt: skip
-        _check_access(host, token)
+        _check_access(host, port, token)
         limits = {"max_seqs": max_seqs, "kv_tokens": kv_tokens, "max_queue": queue_size,
                   "max_prompt_tokens": max_prompt_tokens, "max_new_tokens": max_new_tokens,
                   "threads": threads}  # fmt: skip
@@ -148,7 +148,7 @@ def serve_command(
         token=token,
         log_level=log_level,
     )
-    _check_access(host, token)
+    _check_access(host, port, token)
     from rightsize.serve.config import cuda_available, resolve_router
 
     if crossover is not None and (routed := resolve_router(config, cuda_available())) in ("cpu", "gpu"):
@@ -202,10 +202,14 @@ def hybrid_note(
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's (uvicorn.config.LOG_LEVELS)
 
 
-def _check_access(host: str, token: str | None) -> None:
+def _check_access(host: str, port: int, token: str | None) -> None:
     """Refuse an empty token (it served with no auth, silently: `--token "$RIGHTSIZE_TOKEN"` with the variable
-    unset); warn when a reachable address serves without one."""
+    unset) and an address this machine cannot listen on, before the model loads (`--host 999.1.1.1` had warned
+    about its token, loaded the model, then failed); warn when a reachable address serves without a token."""
+    from rightsize.serve.server import bind_socket
+
     check_token(token)
+    bind_socket(host, port).close()  # SpecError naming --host or --port; the server binds again once loaded
     if host not in ("127.0.0.1", "localhost", "::1") and not token:
         err_console.print(f"warning: serving on {host} without --token; anyone who can reach it can use it")
 

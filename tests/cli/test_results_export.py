@@ -206,3 +206,18 @@ def test_the_ours_check_reads_stamps_not_any_mention(tmp_path: Path, capsys: pyt
     rc, _, err = _run(["results", "--export", str(tmp_path / "f.csv"), "--store", str(store)], capsys)
     assert rc == 0, err
     assert (tmp_path / "f-loadtests.csv").read_text() == "my,plans\n1,2\n" and "none of theirs" in err
+
+
+def test_a_generation_load_test_shows_its_ttft_and_tpot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """It read "0.0/s achieved of 0.0/s offered, p50 0.0 ms": the online load test's keys, which it has not."""
+    store = tmp_path / "s.sqlite"
+    gen = {"kind": "loadtest-generate", "url": "http://127.0.0.1:9/v1/generate", "rate_per_s": 3.0, "sent": 60,
+           "answered": 60, "ttft_ms": {"p50": 28.4, "p95": 51.0}, "tpot_ms": {"p50": 6.61}, "valid": True,
+           "output_tokens_per_s": 75.2}  # fmt: skip
+    with Store(store) as st:
+        run_id = st.start_run("loadtest", name="lt")
+        art = st.save_artifact(run_id, "loadtest", gen)
+    rc, out, err = _run(["results", run_id, "--store", str(store)], capsys)
+    assert rc == 0, err
+    assert f"generation load test {art}: 3/s offered, 60 sent, 60 answered, TTFT p50 28.4 ms, p95 51.0 ms" in out
+    assert "TPOT p50 6.61 ms, 75.2 output tokens/s, valid" in out and "achieved" not in out

@@ -133,6 +133,13 @@ def _stored_results(db: Any, run_id: str) -> list[str]:
 
             out.append(f"generative plan {a['id']}: {recommendation_words(p.get('recommendation'))}; `rightsize "
                        f"report {a['id']}` writes its report")  # fmt: skip
+        elif kind == "loadtest" and p.get("kind") == "loadtest-generate":  # TTFT/TPOT, not request latency
+            t, o = p.get("ttft_ms") or {}, p.get("tpot_ms") or {}
+            out.append(f"generation load test {a['id']}: {p.get('rate_per_s', 0):g}/s offered, {p.get('sent', 0)} "
+                       f"sent, {p.get('answered', 0)} answered, TTFT p50 {t.get('p50', 0):.1f} ms, p95 "
+                       f"{t.get('p95', 0):.1f} ms, TPOT p50 {o.get('p50', 0):.2f} ms, "
+                       f"{p.get('output_tokens_per_s', 0):.1f} output tokens/s, "
+                       f"{'valid' if p.get('valid') else 'NOT valid'}")  # fmt: skip
         elif kind == "loadtest":
             lat = p.get("latency_ms") or {}
             out.append(f"load test {a['id']}: {p.get('achieved_rate_per_s', 0):.1f}/s achieved of "

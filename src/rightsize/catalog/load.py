@@ -249,6 +249,7 @@ def _accelerator(r: _Row) -> Accelerator:
         source=r.text("source"),
         date=r.date("date"),
         fp32_dual_issue=r.choice("fp32_dual_issue", ("0", "1")) == "1",
+        exposed_gib=r.number("exposed_gib", required=False, minimum=1e-9),
     )
 
 

@@ -32,6 +32,15 @@ class Accelerator:
     # Ampere GA10x / Ada: the datasheet FP32 rate counts a second FP32 lane that is shared with INT32,
     # so dense FP32 math (SGEMM, convolutions) issues at about half of it.
     fp32_dual_issue: bool = False
+    # GiB the driver exposes to a process (torch.cuda.mem_get_info's total; nvidia-smi's MiB): a "24 GB" A10G exposes
+    # 22.49 (ECC on GDDR6 reserves ~6%), an "80 GB" H100 79.18. None where no source records it (docs/sources.md
+    # `gpu-exposed-memory`): then the nominal ``memory_gib``.
+    exposed_gib: float | None = None
+
+    @property
+    def usable_memory_gib(self) -> float:
+        """What a process can allocate on it: ``exposed_gib`` where recorded, else the nominal size."""
+        return self.exposed_gib or self.memory_gib
 
     def peak_flops_per_s(self, precision: str) -> float:
         """Dense peak in FLOP/s (int8: op/s) for ``precision``; 0.0 when unsupported."""

@@ -33,9 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from rightsize.catalog.model import Catalog, Instance, is_unverified, unverified_note
+from rightsize.catalog.model import Accelerator, Catalog, Instance, is_unverified, unverified_note
 from rightsize.catalog.query import check_filters, filter_instances
 from rightsize.errors import SpecError
+from rightsize.estimate.memory import Overheads
 from rightsize.llm.costs import StepCosts, device_numbers, eager_host_floor_ms, project_step_costs
 from rightsize.llm.lengths import mean_length, sample_with_longest
 from rightsize.llm.shape import DecoderShape
@@ -52,7 +53,12 @@ __all__ = ["BANDS", "LLMCandidate", "LLMPlan", "plan_generative"]
 # held-out median |error| over its 109 CPU reference rows, 21.2% (calibration/projection_fit.json); our own engine's
 # real CPU runs are reported beside it, not folded in (docs/generative.md). tests/llm/test_plan.py recomputes them.
 BANDS = {"graphs": 1.09, "eager": 1.59, "cpu": 1.21}
-CUDA_CONTEXT_BYTES = 500 * 10**6  # as rightsize.estimate.memory.Overheads.context_bytes
+# A GPU replica's KV room: 90% of what the driver exposes (vLLM's gpu_memory_utilization 0.9, of
+# torch.cuda.mem_get_info's total) less the weights, the CUDA context (rightsize.estimate.memory.Overheads) and the
+# engine's profile pass over the longest request, never under PROFILE_TOKENS (vLLM's max_num_batched_tokens floor).
+# Checked against vLLM's own count in benchmarks/llm_kv_room_vs_published.py.
+CUDA_CONTEXT_BYTES = Overheads().context_bytes
+PROFILE_TOKENS = 2048
 TP_DEGREES = (1, 2, 4, 8)
 # Past capacity (LLMPlan.sweep): the queue grows for as long as the run lasts, so the median TTFT of the last fifth
 # of a run's requests is this many times that of the first fifth or more (under capacity it stays ~1: 0.9-1.1 over
@@ -427,10 +433,10 @@ def _replica_result(
 ) -> tuple[int, _Level, int, str, StepCosts, LLMSimConfig] | str:  # fmt: skip
     if tp:
         acc = catalog.accelerators[inst.accelerator or ""]
-        free = usable_gpu_bytes(acc.memory_gib * GIB) - CUDA_CONTEXT_BYTES - weights / tp
+        free = gpu_kv_room(shape, acc, tp, weights, longest, target.max_seqs)
         kv_tokens = int(free / (kv_token / shape.kv_shards(tp))) if free > 0 else 0
-        where = (f"{tp} x {acc.name} ({acc.memory_gib:g} GiB each, of which the usable share less the CUDA context "
-                 "holds weights and KV)")  # fmt: skip
+        where = (f"{tp} x {acc.name} ({acc.usable_memory_gib:g} GiB each exposed, of which 90% less the CUDA context "
+                 "and the prefill's activations holds weights and KV)")  # fmt: skip
         try:
             numbers = device_numbers(acc, precision)
             link = catalog.links.get((inst.provider, inst.instance_type))
@@ -461,6 +467,13 @@ def _replica_result(
     if isinstance(got, str):
         return got
     return got[0], got[1], kv_tokens, costs.source, edge, cfg
+
+
+def gpu_kv_room(shape: DecoderShape, acc: Accelerator, tp: int, weights: float, longest: int, seqs: int) -> float:
+    """Bytes of each of ``tp`` ``acc`` GPUs left for KV blocks next to its share of ``weights`` (see PROFILE_TOKENS);
+    negative when the weights do not fit."""
+    profile = shape.prefill_activation_bytes(max(longest, PROFILE_TOKENS), tp, seqs)
+    return usable_gpu_bytes(acc.usable_memory_gib * GIB) - CUDA_CONTEXT_BYTES - weights / tp - profile
 
 
 def _candidate(inst: Instance, tp: int, price: float, got: tuple[int, _Level, int, str],

@@ -52,6 +52,7 @@ from rightsize.estimate.timemodel import (
     gpu_time_split_ms,
     regime_of,
     same_kernel_path,
+    shared_socket,
 )
 from rightsize.profile import Environment, Profile, ServiceCurve, WorkProfile, measured_curve
 
@@ -317,7 +318,12 @@ def _project_cpu(
     # Training runs one process on every core; serving and batch inference try every layout.
     layouts = [(1, inst.cores)] if profile.mode == "training" else cpu_layouts(inst.cores, target.cores_per_socket)
     for workers, threads in layouts:
-        ts = [k * cpu_time_ms(work, b, target, threads, prec, model.cpu, convs) for b in batches]
+        shared = shared_socket(target, _workers_per_socket(inst, target, workers))
+        same = _same_cpu_curve(profile, work, local, inst, shared, prec, workers, threads, model.cpu, convs)
+        if same is not None:
+            out.append(same)
+            continue
+        ts = [k * cpu_time_ms(work, b, shared, threads, prec, model.cpu, convs) for b in batches]
         out.append(
             ServiceCurve(
                 device=f"cpu:{inst.instance_type}",
@@ -342,3 +348,57 @@ def _project_cpu(
             )
         )
     return out
+
+
+def _workers_per_socket(inst: Instance, family: CpuFamily, workers: int) -> int:
+    """Workers of a k-worker layout on each socket of ``inst`` (one socket unless its cores span more)."""
+    sockets = math.ceil(inst.cores / family.cores_per_socket) if family.cores_per_socket else 1
+    return math.ceil(workers / max(1, sockets))
+
+
+def _same_cpu_curve(
+    profile: Profile,
+    work: WorkProfile,
+    local: CpuFamily,
+    inst: Instance,
+    shared: CpuFamily,
+    prec: str,
+    workers: int,
+    threads: int,
+    params: CpuParams,
+    convs: bool,
+) -> ServiceCurve | None:
+    """``workers`` x ``threads`` on an instance of this machine's own CPU family, ``threads`` a thread count measured
+    here without contention: each worker runs what was measured, so its t(batch) is the measurement, with no band (as
+    the measured instance's own), times what sharing the socket's memory bandwidth with the other workers costs
+    (``cpu_time_ms`` on ``shared`` over on the family alone; 1.0 while the workers' cores do not saturate it).
+    None for any other layout: the CPU model projects it, with its band."""
+    cores = profile.env.physical_cores
+    if local.name != inst.cpu_family or not cores:
+        return None
+    mine = [m for m in profile.ok("cpu", prec) if (m.threads or cores) == threads]
+    if not mine or any(m.extra.get("contended") for m in mine):
+        return None
+    curve = measured_curve(profile, prec, "cpu", threads=None if threads == cores else threads)
+    if curve is None or (curve.threads or cores) != threads:
+        return None
+    target = replace(shared, memory_bandwidth_gbps=local.memory_bandwidth_gbps)
+    share = [cpu_time_ms(work, b, shared, threads, prec, params, convs)
+             / cpu_time_ms(work, b, target, threads, prec, params, convs) for b in curve.batch_sizes]  # fmt: skip
+    return replace(
+        curve,
+        device=f"cpu:{inst.instance_type}",
+        latency_ms=tuple(t * f for t, f in zip(curve.latency_ms, share, strict=True)),
+        provenance="projected",
+        band_lo=1.0,
+        band_hi=1.0,
+        source=(
+            f"each of {workers} worker(s) x {threads} thread(s) runs as measured here on the same CPU "
+            f"({local.name}, {profile.env.id}); the workers share the socket's memory bandwidth "
+            f"(x{max(share):.2f} at most); no band, as the measured instance's own"
+        ),
+        instance=inst.instance_type,
+        threads=threads,
+        workers=workers,
+        memory_bytes=curve.memory_bytes,
+    )

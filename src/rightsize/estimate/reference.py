@@ -33,6 +33,7 @@ from rightsize.estimate.timemodel import (
     gpu_time_split_ms,
     regime_of,
     same_kernel_path,
+    shared_socket,
 )
 from rightsize.profile import Measurement, WorkProfile
 
@@ -303,8 +304,7 @@ def predict_row(
     k = anchor_factor(anchor, row.mode, row.precision if same else "fp32", cpu)
     if k is None:
         return None
-    if row.instances > 1:  # processes side by side share the socket's memory bandwidth
-        fam = replace(fam, memory_bandwidth_gbps=fam.memory_bandwidth_gbps / row.instances)
+    fam = shared_socket(fam, row.instances)  # processes side by side share the socket's memory bandwidth
     if row.clock_ghz:
         fam = replace(fam, sustained_ghz=row.clock_ghz)
     t = cpu_time_ms(work, row.batch_size, fam, row.cpu_threads, row.precision, cpu, convs)

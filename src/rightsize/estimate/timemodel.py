@@ -42,6 +42,7 @@ __all__ = [
     "gpu_time_split_ms",
     "precision_bytes",
     "same_kernel_path",
+    "shared_socket",
 ]
 
 # Storage bytes per element relative to fp32 for compute ops and for element-wise/normalisation ops.
@@ -275,6 +276,14 @@ def wide_vector_share(family: CpuFamily, precision: str, params: CpuParams, conv
     if cpu_kernel_path(family, precision, conv).startswith("AMX"):
         return 1.0
     return (1.0 + params.wide_vector) / 2.0
+
+
+def shared_socket(family: CpuFamily, workers_per_socket: int) -> CpuFamily:
+    """``family`` as each of ``workers_per_socket`` processes side by side on one socket sees it: its share of the
+    socket's memory bandwidth (the reference rows' multi-instance runs and the planner's k-worker layouts alike)."""
+    if workers_per_socket <= 1:
+        return family
+    return replace(family, memory_bandwidth_gbps=family.memory_bandwidth_gbps / workers_per_socket)
 
 
 def weight_bytes(op: tuple[str, int, float, float, float, float]) -> float:

@@ -396,6 +396,12 @@ def measured_curve(
     pts = [by_batch[b][1] for b in sorted(by_batch)]
     stats = [m.latency_ms for m in pts if m.latency_ms is not None]
     used = {m.threads for m in pts}
+    busy = [str(m.batch_size) for m in pts if m.extra.get("contended")]
+    caveats = (
+        (f"batch {', '.join(busy)} timed only while this machine was busy: its times read slow (a plan from them "
+         "errs safe, or calls a fitting option infeasible); `rightsize bench --fresh` on a quiet machine",)
+        if busy else ()
+    )  # fmt: skip
     return ServiceCurve(
         device=name or f"{device}:local",
         precision=precision,
@@ -406,6 +412,7 @@ def measured_curve(
         source=profile.env.id,
         memory_bytes=tuple(m.peak_memory_bytes for m in pts),
         threads=next(iter(used)) if len(used) == 1 and device == "cpu" else None,
+        caveats=caveats,
     )
 
 

@@ -252,3 +252,21 @@ def test_workers_filling_a_socket_share_its_memory_bandwidth() -> None:
     assert full.workers == 32 and slice_.workers == 8
     assert full.latency_ms[0] > 1.03 * _truth_local(1, 1)
     assert slice_.latency_ms[0] == pytest.approx(_truth_local(1, 1))
+
+
+def test_a_measured_curve_built_on_busy_timings_says_which_batches() -> None:
+    """A batch timed only while the machine was busy stays in the measured curve (nothing quieter exists), and the
+    curve says so, so a row it makes infeasible carries the reason in its notes; a quiet timing of the same batch
+    wins over it and leaves no caveat."""
+    busy = {"contended": True, "contention": 0.75}
+    local = _local([_m(1, 12.0), _m(8, 311.0, extra=busy)])
+    (c,) = [
+        c for c in project_curves(local, CAT, MODEL, _work()) if c.instance == "c6i.xlarge" and c.precision == "fp32"
+    ]
+    assert c.provenance == "measured" and c.latency_ms == (12.0, 311.0)
+    assert len(c.caveats) == 1 and c.caveats[0].startswith("batch 8 timed only while this machine was busy")
+    quiet = _local([_m(1, 12.0), _m(8, 311.0, extra=busy), _m(8, 60.0)])
+    (q,) = [
+        c for c in project_curves(quiet, CAT, MODEL, _work()) if c.instance == "c6i.xlarge" and c.precision == "fp32"
+    ]
+    assert q.latency_ms == (12.0, 60.0) and q.caveats == ()

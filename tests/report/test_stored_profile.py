@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rightsize.profile import Latency, Measurement
-from rightsize.report.stored import matching_profile
+from rightsize.report.stored import matching_profile, stored_report_data
 from rightsize.store import Store
 
 
@@ -34,3 +34,28 @@ def test_the_plans_own_profile_not_the_largest(tmp_path: Path) -> None:
         assert own.ok()[0].latency_ms.p50 == 47.0
         # a key naming no stored profile (its env gone) falls back to the largest
         assert matching_profile(s, "distilbert", "inference", None, key | {"env": "elsewhere"}) == largest
+
+
+def test_a_later_bench_does_not_redraw_a_stored_plans_points(tmp_path: Path) -> None:
+    """A plan from a contended 311 ms point, then a quiet re-bench at 12 ms: `rightsize report PLAN` charts the 311 ms
+    the plan saw (it had charted today's 12 ms beside numbers planned from 311)."""
+    with Store(tmp_path / "s.sqlite") as s:
+        s.save_env({"id": "env1", "cpu_model": "test cpu", "gpus": []})
+        run = s.start_run("bench", name="t", model="distilbert", env_id="env1")
+        s.add_measurements(run, [_m(128, 311.0, 1)])
+        plan_id = s.save_artifact(None, "plan", {"kind": "online", "model": "distilbert"})
+        with s._tx() as c:  # the re-bench lands a second later (stored times have whole seconds)
+            c.execute("UPDATE artifacts SET created_at = ? WHERE id = ?", ("2026-01-01T00:00:00+00:00", plan_id))
+            c.execute("UPDATE measurements SET created_at = ?", ("2025-12-31T23:59:59+00:00",))
+        s.add_measurements(run, [_m(128, 12.0, 1)])
+        s.finish_run(run)
+        key = {"env": "env1", "input": {"seq_len": 128}, "tiny": False}
+        for k in (key, None):
+            then = matching_profile(s, "distilbert", "inference", None, k, until="2026-01-01T00:00:00+00:00")
+            now = matching_profile(s, "distilbert", "inference", None, k)
+            assert then is not None and now is not None
+            assert [m.latency_ms.p50 for m in then.ok() if m.latency_ms] == [311.0]
+            assert [m.latency_ms.p50 for m in now.ok() if m.latency_ms] == [12.0]
+        (plan,) = [a for a in s.artifacts(kind="plan") if a["id"] == plan_id]
+        charted = stored_report_data(s, plan).measurements  # what `rightsize report PLAN` draws
+        assert [m.latency_ms.p50 for m in charted if m.latency_ms] == [311.0]

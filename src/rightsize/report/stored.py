@@ -80,17 +80,25 @@ def find_plan(store: Store, ref: str | None = None) -> dict[str, Any]:
 
 
 def matching_profile(
-    store: Store, model: str | None, mode: str, env_id: str | None, key: Mapping[str, Any] | None = None
+    store: Store,
+    model: str | None,
+    mode: str,
+    env_id: str | None,
+    key: Mapping[str, Any] | None = None,
+    until: str | None = None,
 ) -> Profile | None:
     """The stored profile of ``model`` in ``mode`` the plan was built from (``key``: its env, input and tiny flag,
     recorded by the plan since 2026-11-28), else on ``env_id`` (any env when None): the largest one. Without the
-    key a model with several profiles had charted another run's timings beside the plan's numbers."""
+    key a model with several profiles had charted another run's timings beside the plan's numbers. ``until`` (the
+    plan's time): the measurements stored by then, so a later `bench` of the same configs does not redraw a stored
+    plan's chart with timings it never saw."""
     if not model:
         return None
-    if key and isinstance(key.get("input"), dict) and (exact := store.profile(
-            model, mode, key["input"], str(key.get("env")), tiny=bool(key.get("tiny")))) is not None:  # fmt: skip
-        return exact
-    profiles = store.profiles(model, tiny=None)
+    if key and isinstance(key.get("input"), dict):
+        exact = store.profile(model, mode, key["input"], str(key.get("env")), tiny=bool(key.get("tiny")), until=until)
+        if exact is not None:
+            return exact
+    profiles = store.profiles(model, tiny=None, until=until)
     fits = [p for p in profiles if p.mode == mode and (env_id is None or p.env.id == env_id)]
     if not fits and env_id is not None:
         fits = [p for p in profiles if p.mode == mode]
@@ -109,7 +117,8 @@ def stored_report_data(store: Store, record: dict[str, Any], catalog: Catalog | 
             env_id = None
     mode = "training" if payload.get("kind") == "training" else "inference"
     key = (payload.get("assumptions") or {}).get("profile_key")
-    profile = matching_profile(store, payload.get("model"), mode, env_id, key if isinstance(key, Mapping) else None)
+    profile = matching_profile(store, payload.get("model"), mode, env_id, key if isinstance(key, Mapping) else None,
+                               until=record.get("created_at"))  # fmt: skip
     env = None
     if env_id:
         try:

@@ -416,12 +416,16 @@ class Store:
         return found
 
     def measurements(self, *, run_id: str | None = None, model: str | None = None, env_id: str | None = None,
-                     mode: str | None = None) -> list[Measurement]:  # fmt: skip
+                     mode: str | None = None, until: str | None = None) -> list[Measurement]:  # fmt: skip
+        """Stored measurements, oldest first; ``until`` (an ISO time, as ``created_at``): only those stored by then."""
         where, args = [], []
         for col, val in (("run_id", run_id), ("model", model), ("env_id", env_id), ("mode", mode)):
             if val is not None:
                 where.append(f"{col} = ?")
                 args.append(val)
+        if until is not None:
+            where.append("created_at <= ?")
+            args.append(until)
         sql = "SELECT id, json FROM measurements" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
         return [
             _from_row(Measurement.from_dict, r["json"], "measurements", r["id"]) for r in self._conn.execute(sql, args)
@@ -433,10 +437,12 @@ class Store:
         rows = self._conn.execute(sql + " GROUP BY model ORDER BY n DESC, model", (run_id,) if run_id else ())
         return {str(r["model"]): int(r["n"]) for r in rows}
 
-    def profiles(self, model: str | None = None, *, tiny: bool | None = False) -> list[Profile]:
-        """One Profile per (env, model, mode, input): the newest result of each config."""
+    def profiles(
+        self, model: str | None = None, *, tiny: bool | None = False, until: str | None = None
+    ) -> list[Profile]:
+        """One Profile per (env, model, mode, input): the newest result of each config (stored by ``until``)."""
         latest: dict[tuple[str, str], Measurement] = {}
-        for m in self.measurements(model=model):
+        for m in self.measurements(model=model, until=until):
             if tiny is not None and m.tiny != tiny:
                 continue
             slot = (m.env_id or "", m.key)
@@ -454,9 +460,9 @@ class Store:
         ]  # fmt: skip
 
     def profile(
-        self, model: str, mode: str, input: dict[str, int], env_id: str, *, tiny: bool = False
+        self, model: str, mode: str, input: dict[str, int], env_id: str, *, tiny: bool = False, until: str | None = None
     ) -> Profile | None:
-        for p in self.profiles(model, tiny=tiny):
+        for p in self.profiles(model, tiny=tiny, until=until):
             if p.mode == mode and p.input == input and p.env.id == env_id:
                 return p
         return None

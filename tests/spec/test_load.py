@@ -219,3 +219,22 @@ def test_an_empty_list_and_a_count_too_large_to_read_say_what_to_write() -> None
     online = {"rate_per_s": 5, "latency": {"percentile": 95, "bound_ms": 80}, "request_samples": 1e308}
     with pytest.raises(SpecError, match=r"^targets\.online\.request_samples: .*; write a whole number within the"):
         parse_spec({"model": "distilbert", "targets": {"online": online}})
+
+
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"model": "llama-7b", "targets": {"generative": {"rate_per_s": 1, "ttft": "2s"}}},
+         "targets.generative.ttft: must be a mapping of its fields, e.g. {percentile: 95, bound_ms: 1000}, got '2s'"),
+        ({"targets": {"online": {"rate_per_s": 5, "latency": 80}}},
+         "targets.online.latency: must be a mapping of its fields, e.g. {percentile: 95, bound_ms: 80}, got 80"),
+        ({"targets": {"online": 5}}, "targets.online: must be a mapping of its fields (rate_per_s, latency, "),
+        ({"timing": 5}, "timing: must be a mapping of its fields (warmup, min_repeats, max_repeats, target_ci, "),
+    ],
+)  # fmt: skip
+def test_a_section_given_as_one_value_names_its_fields_not_a_class(over: dict[str, object], message: str) -> None:
+    """`ttft: 2s` read "Input should be a valid dictionary or instance of LatencyBound": a class name, no fix."""
+    with pytest.raises(SpecError) as err:
+        parse_spec(_spec(**over))
+    text = str(err.value)
+    assert text.startswith(message) and "LatencyBound" not in text and "instance" not in text

@@ -5,9 +5,9 @@ from __future__ import annotations
 import importlib.util
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
 from rightsize.inputfile import load_yaml, read_user_text, short
@@ -42,6 +42,8 @@ def spec_error_from(exc: ValidationError) -> SpecError:
         msg = f"unknown field;{hint}" if hint else "unknown field; remove it or check its spelling"
     elif first["type"] == "missing":
         msg = "required field is missing"
+    elif first["type"] == "model_type":  # "Input should be a valid dictionary or instance of LatencyBound" (a class)
+        msg = "must be a mapping of its fields" + _example(tuple(first["loc"]))
     elif first["type"] == "too_long":  # pydantic's "List should have at most 5 items after validation, not 6"
         msg = f"has {(first.get('ctx') or {}).get('actual_length', 'too many')} values"
     # Our validators report list indices in the message ("[0] must be ..."); join them to the path.
@@ -61,6 +63,36 @@ def spec_error_from(exc: ValidationError) -> SpecError:
         msg = f"{msg}, got {short(given)}"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return SpecError(path or "spec", msg + _fix(first) + more)
+
+
+def _example(loc: tuple[int | str, ...]) -> str:
+    """For the section at ``loc`` of a Workload: ", e.g. {...}" from its description, else its fields by name."""
+    cls: Any = Workload
+    info = None
+    for part in loc:
+        fields = getattr(cls, "model_fields", None)
+        if isinstance(part, int) or not fields:
+            continue  # a list index, or a union branch's label
+        if part not in fields:
+            return ""
+        info = fields[part]
+        cls = _model_in(info.annotation)
+    found = re.search(r"e\.g\. (\{[^}]*\})", (info.description or "") if info else "")
+    if found:
+        return f", e.g. {found.group(1)}"
+    fields = getattr(cls, "model_fields", None) or {}
+    names = sorted(fields, key=lambda n: not fields[n].is_required())  # the required ones first
+    return f" ({', '.join(names[:6])}{', ...' if len(names) > 6 else ''})" if names else ""
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model class inside ``annotation`` (itself, or inside Optional / a union / a list), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        if (found := _model_in(arg)) is not None:
+            return found
+    return None
 
 
 def _fix(error: Any) -> str:

@@ -67,7 +67,7 @@ class OnlineTarget(SpecModel):
     """Online inference: serve ``rate_per_s`` requests within a latency percentile bound."""
 
     rate_per_s: float = Field(..., gt=0, le=10_000_000, description="peak request rate")
-    latency: LatencyBound
+    latency: LatencyBound = Field(..., description="latency bound, e.g. {percentile: 95, bound_ms: 80}")
     request_samples: int = Field(1, ge=1, le=1_000_000, description="samples per request")
     request_mix: list[RequestClass] | None = Field(
         None,

@@ -50,6 +50,9 @@ def test_stream_tokens_then_done_and_the_iteration_log(url: str) -> None:
     assert [r["kind"] for r in rows[1:]] == ["decode"] * 11 and rows[1]["context_tokens"] == 21
     assert set(rows[0]) == {"i", "t_s", "kind", "seqs", "tokens", "context_tokens", "ms"}
     assert httpx.get(f"{url}/v1/iterations", params={"since": -1}).status_code == 422
+    bad = httpx.get(f"{url}/v1/iterations", params={"since": "abc"})  # was pydantic's error list
+    assert bad.status_code == 422 and bad.json() == {
+        "detail": "since: must be a whole number >= 0 (the 'next' of a previous reply), got 'abc'"}  # fmt: skip
     assert httpx.get(f"{url}/v1/iterations", params={"since": 2**63}).json()["iterations"] == []  # was a 500
 
 

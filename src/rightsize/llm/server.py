@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from contextlib import asynccontextmanager
@@ -307,12 +308,14 @@ def create_generate_app(svc: GenerateService, token: str | None = None) -> FastA
         return json_reply(svc.info())
 
     @app.get("/v1/iterations", summary="The engine's iterations one by one, from number `since`")
-    async def iterations(request: Request, since: int = 0) -> Response:
+    async def iterations(request: Request, since: str = "0") -> Response:
         if (denied := refused(request)) is not None:
             return denied
-        if since < 0:
-            return json_reply({"detail": "since: must be >= 0 (the 'next' of a previous reply)"}, 422)
-        nxt, records = svc.engine.iterations(since)
+        if not re.fullmatch(r"\d{1,30}", since.strip()):  # FastAPI's own check answered pydantic's error list
+            got = since if len(since) <= 40 else since[:40] + "..."
+            return json_reply({"detail": f"since: must be a whole number >= 0 (the 'next' of a previous reply), "
+                                         f"got {got!r}"}, 422)  # fmt: skip
+        nxt, records = svc.engine.iterations(int(since))
         return json_reply({"next": nxt, "iterations": [r.to_json() for r in records]})
 
     @app.get("/healthz", summary="Liveness")

@@ -69,6 +69,9 @@ def test_batch_log_lists_each_batch_once_with_its_times(simplenet_url: str) -> N
     assert again["batches"] == [] and again["next"] == log["next"]
     bad = httpx.get(f"{simplenet_url}/v1/batches", params={"since": -1})
     assert bad.status_code == 422 and "since" in bad.json()["detail"]
+    word = httpx.get(f"{simplenet_url}/v1/batches", params={"since": "abc"})  # was pydantic's error list
+    assert word.status_code == 422 and word.json()["detail"] == (
+        "since: must be a whole number >= 0 (the 'next' of a previous reply), got 'abc'")  # fmt: skip
     past = httpx.get(f"{simplenet_url}/v1/batches", params={"since": 2**63})  # islice's ValueError: a 500
     assert past.status_code == 200 and past.json()["batches"] == [] and past.json()["first"] == past.json()["next"]
 

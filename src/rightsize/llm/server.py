@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from contextlib import asynccontextmanager
@@ -44,7 +43,7 @@ from starlette.routing import Route
 from rightsize import __version__
 from rightsize.llm.engine import Engine, EngineConfig, EngineStopped, GenStats, PromptTooLong, QueueFull
 from rightsize.llm.protocol import Reject, event, final_event, parse_request
-from rightsize.serve.endpoint import ClientGone, bearer_ok, read_body
+from rightsize.serve.endpoint import ClientGone, bearer_ok, read_body, since_number
 from rightsize.serve.metrics import Histogram
 from rightsize.serve.server import (
     QuietStopServer,
@@ -311,11 +310,9 @@ def create_generate_app(svc: GenerateService, token: str | None = None) -> FastA
     async def iterations(request: Request, since: str = "0") -> Response:
         if (denied := refused(request)) is not None:
             return denied
-        if not re.fullmatch(r"\d{1,30}", since.strip()):  # FastAPI's own check answered pydantic's error list
-            got = since if len(since) <= 40 else since[:40] + "..."
-            return json_reply({"detail": f"since: must be a whole number >= 0 (the 'next' of a previous reply), "
-                                         f"got {got!r}"}, 422)  # fmt: skip
-        nxt, records = svc.engine.iterations(int(since))
+        if isinstance(start := since_number(since), str):
+            return json_reply({"detail": start}, 422)
+        nxt, records = svc.engine.iterations(start)
         return json_reply({"next": nxt, "iterations": [r.to_json() for r in records]})
 
     @app.get("/healthz", summary="Liveness")

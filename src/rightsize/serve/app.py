@@ -28,7 +28,7 @@ from fastapi.responses import Response
 
 from rightsize import __version__
 from rightsize.serve.config import ServerConfig
-from rightsize.serve.endpoint import JSON_TYPE, PATH, FastPath, PredictEndpoint, error_reply
+from rightsize.serve.endpoint import JSON_TYPE, PATH, FastPath, PredictEndpoint, error_reply, since_number
 from rightsize.serve.service import Service
 from rightsize.wire import BINARY_TYPE, dumps
 
@@ -123,15 +123,15 @@ def create_app(config: ServerConfig, service: Service | None = None) -> FastAPI:
         return refused(request) or Response(svc.metrics.render(), media_type="text/plain; version=0.0.4")
 
     @app.get("/v1/batches", summary="The last batches one by one (pool, samples, model ms, worker-busy ms)")
-    async def batches(request: Request, since: int = 0) -> Response:
+    async def batches(request: Request, since: str = "0") -> Response:
         if (denied := refused(request)) is not None:
             return denied
-        if since < 0:
-            status, headers, body = error_reply(422, "since must be >= 0 (a batch number from a previous 'next')")
+        if isinstance(start := since_number(since), str):
+            status, headers, body = error_reply(422, start)
             return Response(body, status, {k.decode(): v.decode() for k, v in headers})
         # The server process's CPU seconds beside the log: over a level, CPU not spent in the model is the
         # serving path's own (HTTP, JSON, hand-offs), which shares the model's cores.
-        log = svc.metrics.batch_log.since(since) | {"cpu_s": time.process_time()}
+        log = svc.metrics.batch_log.since(start) | {"cpu_s": time.process_time()}
         return Response(dumps(log), media_type=JSON_TYPE)
 
     return app

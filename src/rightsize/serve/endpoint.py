@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import re
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -63,6 +64,15 @@ async def read_body(receive: Receive, declared: bytes | None, limit: int) -> byt
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def since_number(raw: str) -> int | str:
+    """A log endpoint's ``?since=`` (/v1/batches, /v1/iterations) as a count, or the 422 detail naming the fix:
+    a query string the framework checked as ``int`` answered pydantic's error list for ``since=abc``."""
+    if re.fullmatch(r"\d{1,30}", raw.strip()):
+        return int(raw)
+    got = raw if len(raw) <= 40 else raw[:40] + "..."
+    return f"since: must be a whole number >= 0 (the 'next' of a previous reply), got {got!r}"
 
 
 def bearer_ok(expected: bytes | None, authorization: bytes | None) -> bool:

@@ -46,6 +46,10 @@ def test_a_70b_fp16_model_plans_tensor_parallel_over_one_instances_gpus(catalog:
     # of the prefill pass over 2048 tokens, is 3.8 GiB short of the weights
     short = [why for _, why in plan.infeasible if "1 x H200" in why]
     assert short and short[0].startswith("weights 128.5 GiB do not fit on 1 x H200") and "3.8 GiB short" in short[0]
+    # tp > 1 names each GPU's share as such (64.2 GiB had read as the model's weights)
+    (half,) = [why for inst, why in plan.infeasible if inst == "p4d.24xlarge tp=2"]
+    assert half.startswith("weights 64.2 GiB a GPU (128.5 GiB over 2) do not fit on 2 x A100-40GB (39.39 GiB each "
+                           "exposed") and "GiB a GPU short before any KV" in half  # fmt: skip
 
 
 def test_kv_room_matches_the_kv_cache_vllm_allocated_for_llama2_7b(catalog: Catalog) -> None:

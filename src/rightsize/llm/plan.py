@@ -435,8 +435,9 @@ def _replica_result(
         acc = catalog.accelerators[inst.accelerator or ""]
         free = gpu_kv_room(shape, acc, tp, weights, longest, target.max_seqs)
         kv_tokens = int(free / (kv_token / shape.kv_shards(tp))) if free > 0 else 0
-        where = (f"{tp} x {acc.name} ({acc.usable_memory_gib:g} GiB each exposed, of which 90% less the CUDA context "
-                 "and the prefill's activations holds weights and KV)")  # fmt: skip
+        size = f"{acc.usable_memory_gib:g} GiB each{' exposed' if acc.exposed_gib else ''}"  # else the nominal size
+        where = (f"{tp} x {acc.name} ({size}, of which 90% less the CUDA context and the prefill's activations "
+                 "holds weights and KV)")  # fmt: skip
         try:
             numbers = device_numbers(acc, precision)
             link = catalog.links.get((inst.provider, inst.instance_type))
@@ -458,8 +459,11 @@ def _replica_result(
         except KeyError:
             return f"CPU family {inst.cpu_family!r} is not in the catalog"
     if kv_tokens < longest:  # weights that do not fit say so (they read "leave KV room for 0 tokens")
-        held = f"weights {(weights / tp if tp else weights) / GIB:.1f} GiB"
-        return (f"{held} do not fit on {where}: {-free / GIB:.1f} GiB short before any KV" if free <= 0 else
+        # tp > 1: each GPU's share, said so (it read as the model's whole weights)
+        held = (f"weights {weights / tp / GIB:.1f} GiB a GPU ({weights / GIB:.1f} GiB over {tp})" if tp > 1 else
+                f"weights {weights / GIB:.1f} GiB")  # fmt: skip
+        short = f"{-free / GIB:.1f} GiB{' a GPU' if tp > 1 else ''} short"
+        return (f"{held} do not fit on {where}: {short} before any KV" if free <= 0 else
                 f"{held} leave KV room for {kv_tokens} tokens on {where}; one request needs {longest}")  # fmt: skip
     cfg = LLMSimConfig(max_seqs=target.max_seqs, kv_tokens=kv_tokens)
     edge = _scaled(costs, BANDS[target.engine] if tp else BANDS["cpu"])

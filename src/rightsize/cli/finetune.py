@@ -45,7 +45,9 @@ def finetune(
         "bf16",
         "--precision",
         help="bf16 | fp16: pure 16-bit weights, gradients and AdamW states, 8 B/param | amp_bf16 | amp_fp16: fp32 "
-        "master weights and AdamW states too, 16 B/param (what `memory --precision bf16` means) | fp32: 16 B/param.",
+        "master weights and AdamW states too, 16 B/param | fp32: 16 B/param. (`memory --precision bf16` traces "
+        "torch.autocast: fp32 weights and gradients, also 16 B/param, but its activations are traced, not counted "
+        "per layer, so its total differs.)",
     ),
     rank: int | None = typer.Option(None, "--rank", min=1, help="LoRA rank (lora, qlora; default 16)."),
     targets: str | None = typer.Option(

@@ -507,3 +507,12 @@ def test_tokens_served_use_the_specs_mean_length_not_the_draws() -> None:
     assert mean_length(Lengths(uniform=(80, 240)), drawn) == 160.0
     assert mean_length(Lengths(fixed=128), drawn) == 128.0
     assert mean_length(Lengths(csv="lengths.csv"), drawn) == pytest.approx(95.25)  # a CSV: its draws
+
+
+def test_one_sequence_at_a_time_is_sized_by_capacity_not_by_its_idle_start(catalog: Catalog) -> None:
+    """max_seqs 1 at half load: the first fifth of the requests found the replica idle and the rest queued, which the
+    queue-growth check read as past capacity; 24 replicas were planned where 11 (88% busy) serve the bounds."""
+    t = _target(rate_per_s=2.0, max_seqs=1, prompt_tokens={"uniform": [200, 800]}, output_tokens={"uniform": [64, 256]},
+                ttft={"percentile": 95, "bound_ms": 100_000}, tpot={"percentile": 50, "bound_ms": 1000})  # fmt: skip
+    rec = plan_generative(DecoderShape.from_zoo("llama-7b"), t, catalog, instances=["g5.xlarge"]).recommendation
+    assert rec is not None and 10 <= rec.replicas <= 12 and rec.busy > 0.8

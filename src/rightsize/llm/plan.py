@@ -64,6 +64,7 @@ TP_DEGREES = (1, 2, 4, 8)
 # of a run's requests is this many times that of the first fifth or more (under capacity it stays ~1: 0.9-1.1 over
 # the shipped examples' candidates from 0.25x to 3x their rate; past it 4-30)
 QUEUE_GROWTH = 2.0
+SATURATED = 0.9  # ...and only while the replica is busy at least this share of the run
 SIM_REQUESTS = 600  # per simulated load level (the first 10% are warm-up)
 LENGTHS = "targets.generative.prompt_tokens + output_tokens"  # the fields a request's length comes from
 
@@ -270,7 +271,10 @@ def _level(costs: StepCosts, cfg: LLMSimConfig, rate: float, prompts: np.ndarray
     tpot = float(np.percentile(tpots, target.tpot.percentile)) if tpots.size else 0.0
     waits = res.ttft[served]  # in arrival order
     fifth = max(1, waits.size // 5)
-    growing = float(np.median(waits[-fifth:])) > QUEUE_GROWTH * float(np.median(waits[:fifth])) and not alone
+    # a queue that grows without end keeps its replica busy; one that is not (max_seqs 1 at half load: the first
+    # fifth found it idle, the rest queued) had read as past capacity, so 24 replicas were planned where 11 serve
+    growing = (float(np.median(waits[-fifth:])) > QUEUE_GROWTH * float(np.median(waits[:fifth]))
+               and res.busy_fraction >= SATURATED and not alone)  # fmt: skip
     # past capacity a replica never meets the target, however loose the bounds: its queue grows without end
     meets = ttft <= target.ttft.bound_ms and tpot <= target.tpot.bound_ms and not growing
     return _Level(meets, ttft, tpot, res.busy_fraction, res.device_share, res.compute_share, growing=growing)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from rightsize.profile import Latency, Measurement
 from rightsize.report.stored import matching_profile, stored_report_data
 from rightsize.store import Store
@@ -59,3 +61,18 @@ def test_a_later_bench_does_not_redraw_a_stored_plans_points(tmp_path: Path) -> 
         (plan,) = [a for a in s.artifacts(kind="plan") if a["id"] == plan_id]
         charted = stored_report_data(s, plan).measurements  # what `rightsize report PLAN` draws
         assert [m.latency_ms.p50 for m in charted if m.latency_ms] == [311.0]
+
+
+def test_a_plan_not_found_names_the_newest_plan_of_either_kind(tmp_path: Path) -> None:
+    """Under a newer generative plan the error named the newest serving plan as the newest."""
+    from rightsize.errors import NotFoundError
+    from rightsize.report.stored import find_plan
+
+    with Store(tmp_path / "s.sqlite") as s:
+        old = s.save_artifact(None, "plan", {"kind": "online", "model": "distilbert", "name": "api"})
+        new = s.save_artifact(None, "generative-plan", {"model": "llama-7b", "name": "chat"})
+        with s._tx() as c:
+            c.execute("UPDATE artifacts SET created_at = ? WHERE id = ?", ("2026-01-01T00:00:00+00:00", old))
+            c.execute("UPDATE artifacts SET created_at = ? WHERE id = ?", ("2026-01-02T00:00:00+00:00", new))
+        with pytest.raises(NotFoundError, match=f"newest plan: run {new}"):
+            find_plan(s, "zzzzzzzz")

@@ -69,14 +69,21 @@ def find_plan(store: Store, ref: str | None = None) -> dict[str, Any]:
         other = None
     if other is not None:  # a run of another kind (bench, validate, ...): say what it is
         raise SpecError("RUN", f"{ref!r} is a {other.kind} run ({other.name or '?'}), not a plan; `rightsize results "
-                        f"{other.id}` shows it (newest plan: run {plans[0]['run_id']})")  # fmt: skip
+                        f"{other.id}` shows it ({_newest(store, plans)})")  # fmt: skip
     if len(ref) < 4 and any(a["id"].startswith(ref) or (a["run_id"] or "").startswith(ref) for a in plans):
         raise SpecError("RUN", f"{ref!r} is too short for a prefix; give 4 or more characters of the run or artifact "
-                        f"id (newest plan: run {plans[0]['run_id']})")  # fmt: skip
+                        f"id ({_newest(store, plans)})")  # fmt: skip
     raise NotFoundError(
         f"RUN: no plan with run or artifact id {ref!r} in the store; `rightsize results` lists runs "
-        f"(newest plan: run {plans[0]['run_id']})"
+        f"({_newest(store, plans)})"
     )
+
+
+def _newest(store: Store, plans: list[dict[str, Any]]) -> str:
+    """'newest plan: run ID' over both kinds of plan (it named the newest serving plan under a newer generative one)."""
+    generative = store.artifacts(kind="generative-plan")
+    a = generative[0] if generative and generative[0]["created_at"] >= plans[0]["created_at"] else plans[0]
+    return f"newest plan: run {a['run_id'] or a['id']}"
 
 
 def matching_profile(

@@ -132,6 +132,10 @@ def _validate_generative(workload: Any, spec: Path, fractions: tuple[float, ...]
     if model != workload.model:
         err_console.print(f"note: {workload.model} cannot be served on this machine; the simulator's policy is "
                           f"validated with a stand-in decoder ({model} {size}) at the spec's lengths")  # fmt: skip
+    elif size != "full":  # said only in --json ("stand_in": true) before
+        err_console.print(f"note: serving a {size} {model} here, a smaller decoder than the spec's: the "
+                          "simulator's policy is validated at the spec's lengths (`--size full` serves "
+                          f"{model} itself)")  # fmt: skip
     room = max_positions(lm_config(model, size))
     base = spec.resolve().parent
     capped: dict[str, int] = {}  # the lengths this decoder's context cut: name -> the longest asked for

@@ -170,3 +170,17 @@ def test_an_unclosed_quote_or_a_doubled_column_is_refused_not_swallowed(tmp_path
     g.write_text(HEADER.rstrip("\n") + ",source\n" + "aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-01,s,t\n")
     with pytest.raises(SpecError, match=r"twice.csv line 1.*column 'source' is in the header twice"):
         load_catalog(g)
+
+
+def test_exposed_memory_is_optional_and_never_above_the_nominal(tmp_path: Path) -> None:
+    """exposed_gib: what the driver exposes (an A10G's 22.49 of 24); blank or absent = the nominal size."""
+    cat = load_catalog("")
+    assert cat.accelerators["A10G"].usable_memory_gib == 22.49 and cat.accelerators["H100"].exposed_gib == 79.18
+    assert cat.accelerators["T4"].exposed_gib is None and cat.accelerators["T4"].usable_memory_gib == 16
+    head = "name,memory_gib,bandwidth_gbps,fp32_tflops,tf32_tflops,fp16_tflops,bf16_tflops,int8_tops,tdp_w,source,date"
+    f = tmp_path / "acc.csv"
+    f.write_text(head + "\nMI300X,192,5300,163,653,1307,1307,2615,750,AMD datasheet,2025-01\n")  # no such column
+    assert load_catalog(f).accelerators["MI300X"].usable_memory_gib == 192
+    f.write_text(head + ",exposed_gib\nMI300X,192,5300,163,653,1307,1307,2615,750,AMD datasheet,2025-01,200\n")
+    with pytest.raises(SpecError, match=r"column 'exposed_gib': must be a finite number <= 192, got '200'"):
+        load_catalog(f)

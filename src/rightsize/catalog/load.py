@@ -240,16 +240,17 @@ def _accelerator(r: _Row) -> Accelerator:
         "bf16": r.num("bf16_tflops"),
         "int8": r.num("int8_tops"),
     }
+    memory = r.num("memory_gib", minimum=1e-9)
     return Accelerator(
         name=r.text("name"),
-        memory_gib=r.num("memory_gib", minimum=1e-9),
+        memory_gib=memory,
         bandwidth_gbps=r.num("bandwidth_gbps", minimum=1e-9),
         tflops=tflops,
         tdp_w=r.num("tdp_w"),
         source=r.text("source"),
         date=r.date("date"),
         fp32_dual_issue=r.choice("fp32_dual_issue", ("0", "1")) == "1",
-        exposed_gib=r.number("exposed_gib", required=False, minimum=1e-9),
+        exposed_gib=r.number("exposed_gib", required=False, minimum=1e-9, maximum=memory),  # a share of memory_gib
     )
 
 

@@ -261,3 +261,94 @@ def test_load_test_and_validation_runs_show_their_results(tmp_path: Path) -> Non
     table = re.search(r'data-table="validation".*?</table>', va_page, re.S)
     assert table is not None and "14.3 / 22.6 / 25.8" in table.group(0) and "-2% / -3% / -3%" in table.group(0)
     assert "c6i.2xlarge (cpu, int8), max batch 4" in va_page
+
+
+def _kv(page: str, key: str) -> str:
+    """The value the run page's key-value list shows for ``key``."""
+    got = re.search(rf"<dt>{re.escape(key)}</dt><dd>(.*?)</dd>", page)
+    assert got is not None, key
+    return got.group(1)
+
+
+def test_a_generation_load_test_shows_ttft_tpot_and_tokens_per_s(tmp_path: Path) -> None:
+    """A ``loadtest --generate`` payload (TTFT/TPOT, no request latency) had shown "?" and "-" in every row."""
+    import math
+
+    from rightsize.llm.loadgen import GenLoadResult, GenResult
+    from rightsize.loadgen.persist import save_result
+    from rightsize.store import Store
+
+    # six answered requests (TTFT 40..90 ms, TPOT 20..120 ms), one timed out, one refused (503): the client's summary
+    ok = [GenResult(0.1 * i, 0.1 * i + 0.001, 0.1 * i + 0.04 + 0.01 * i, 0.1 * i + 0.04 + 0.01 * i + 0.16 * (i + 1),
+                    9, 200) for i in range(6)]  # fmt: skip
+    bad = [GenResult(0.7, 0.7, math.nan, math.nan, 0, 0, "TimeoutError (HTTP 200)"),
+           GenResult(0.8, 0.8, math.nan, math.nan, 0, 503, detail="queue full")]  # fmt: skip
+    summary = GenLoadResult(ok + bad, 2.0).summary()
+    # the payload `rightsize loadtest URL --generate` stores (cli.loadtest._generate_load), stored the same way
+    payload = {"kind": "loadtest-generate", "url": "http://127.0.0.1:8000", "rate_per_s": 4.0,
+               "prompt_tokens": [32, 256], "output_tokens": [9, 9], **summary}  # fmt: skip
+    art = save_result(payload, tmp_path / "s.db")
+    (a,) = Store(tmp_path / "s.db").artifacts(kind="loadtest")
+    with running_dashboard(tmp_path / "s.db") as url:
+        status, page = _get(url + f"/run/{a['run_id']}")
+    assert status == 200 and f"Generation load test {art}" in page
+    assert _kv(page, "target") == "http://127.0.0.1:8000"
+    assert _kv(page, "load") == "open loop, poisson; prompts 32-256, outputs 9 tokens"
+    assert _kv(page, "offered rate") == "4 req/s (send lag p99 1 ms)"
+    assert _kv(page, "sent / answered") == "8 / 6"
+    assert _kv(page, "TTFT p50 / p95 / p99 (ms)") == "65 / 87.5 / 89.5"
+    assert _kv(page, "TPOT p50 / p95 / p99 (ms)") == "70 / 115 / 119"
+    assert _kv(page, "output tokens/s") == "27"
+    assert _kv(page, "errors") == "TimeoutError (HTTP 200): 1, HTTP 503: 1"
+    assert _kv(page, "valid") == "no: 2 of 8 requests unanswered"
+    section = re.search(r"<h2>Generation load test.*?</section>", page, re.S)
+    assert section is not None and "?" not in section.group(0)
+    assert "latency p50" not in page and "<h2>Measurements</h2>" not in page
+
+
+def test_a_generative_validation_shows_predicted_vs_measured_ttft_and_tpot(tmp_path: Path) -> None:
+    """A generative ``validate`` report (levels of TTFT/TPOT, no latency points) had shown an empty table."""
+    from rightsize.loadgen.persist import save_result
+    from rightsize.store import Store
+    from rightsize.workflows.validate_generate import QUANTITIES, render_generative, summarise
+
+    def level(busy: float, rate: float, meas: list[float], fc: list[float], sv: list[float]) -> dict[str, object]:
+        m, f, s = (dict(zip(QUANTITIES, v, strict=True)) for v in (meas, fc, sv))
+
+        def err(pred: dict[str, float]) -> dict[str, float]:  # validate_generative's error: (pred - meas) / meas
+            return {q: round(100.0 * (pred[q] - m[q]) / m[q], 1) for q in QUANTITIES}
+
+        return {"level_busy": busy, "rate_per_s": rate, "requests": 40, "valid": True, "duration_s": 10.0,
+                "recorded": 34, "thin": False, "send_lag_p99_ms": 0.8, "measured": m, "forecast": f | {"busy": busy},
+                "served": s | {"busy": busy}, "forecast_err_pct": err(f), "served_err_pct": err(s)}  # fmt: skip
+
+    # validate_generative's report shape, with what `rightsize validate` adds before storing it
+    report: dict[str, object] = {
+        "model": "gpt2", "size": "small", "engine": {}, "overhead_ms": 3.25, "per_token_ms": 0.412,
+        "costs": {"p0": 1.0, "p1": 0.01, "p2": 1e-6, "d0": 2.0, "d1": 0.1, "d2": 1e-4, "prefill_residual": 0.05,
+                  "decode_residual": 0.04},
+        "overheads": {"n": 16.0, "ttft_ms": 3.25, "tpot_ms": 0.412, "ttft_iqr_ms": 0.5, "tpot_iqr_ms": 0.05},
+        "levels": [level(0.3, 2.5, [41.0, 60.0, 12.5], [40.0, 66.0, 12.0], [42.0, 63.0, 12.4]),
+                   level(0.85, 7.25, [80.0, 200.0, 20.0], [88.0, 180.0, 21.0], [82.0, 190.0, 20.2])],
+    }  # fmt: skip
+    report |= {"kind": "validate-generative", "spec": "chat", "served_model": "gpt2 small", "stand_in": True,
+               "notes": ["weight_precision int8 is not served here"],
+               "forecast": summarise([report], "forecast"), "served": summarise([report], "served")}  # fmt: skip
+    assert "fitted prefill" in render_generative(report)  # the shape the CLI prints
+    art = save_result(report, tmp_path / "s.db", kind="validate")
+    (a,) = Store(tmp_path / "s.db").artifacts(kind="validate")
+    with running_dashboard(tmp_path / "s.db") as url:
+        status, page = _get(url + f"/run/{a['run_id']}")
+    assert status == 200 and f"Validation {art}" in page
+    table = re.search(r'data-table="validation".*?</table>', page, re.S)
+    assert table is not None and table.group(0).count("<tr>") == 3
+    body = table.group(0)
+    # predicted vs measured TTFT p50 / p95, TPOT p50 per level, the forecast's and the refit's errors
+    assert "<td>30%</td><td>2.5</td><td>40</td><td>yes</td><td>40 / 66 / 12</td><td>41 / 60 / 12.5</td>" in body
+    assert "<td>-2% / +10% / -4%</td><td>+2% / +5% / -1%</td>" in body
+    assert "<td>85%</td><td>7.25</td><td>40</td><td>yes</td><td>88 / 180 / 21</td><td>80 / 200 / 20</td>" in body
+    assert "<td>+10% / -10% / +5%</td><td>+2% / -5% / +1%</td>" in body
+    assert "?" not in body and "<td>-</td>" not in body
+    assert "spec chat, served gpt2 small (a stand-in)" in page and "per-request overhead 3.25 ms" in page
+    assert "forecast: median |error| 7.5%, worst 10%, within 20%: 6/6" in page
+    assert "weight_precision int8 is not served here" in page

@@ -30,9 +30,20 @@ import numpy as np
 
 from rightsize.loadgen.target import bearer_header
 
-__all__ = ["GenLoadResult", "GenResult", "run_generation_load"]
+__all__ = ["GenLoadResult", "GenResult", "load_problems", "run_generation_load"]
 
 MAX_SEND_LAG_MS = 10.0  # p99 send lag beyond this: the generator, not the server, shaped the arrivals
+
+
+def load_problems(sent: Any, answered: Any, send_lag_p99_ms: Any) -> list[str]:
+    """Why a generation load test is not valid (empty: valid): requests left unanswered, or a generator that sent
+    late. Its summary's ``valid`` and the dashboard's reasons, from the stored summary's numbers."""
+    out = []
+    if isinstance(sent, int) and isinstance(answered, int) and answered < sent:
+        out.append(f"{sent - answered} of {sent} requests unanswered")
+    if isinstance(send_lag_p99_ms, (int, float)) and send_lag_p99_ms > MAX_SEND_LAG_MS:  # NaN: none sent, no lag
+        out.append(f"send lag p99 {send_lag_p99_ms:.1f} ms > {MAX_SEND_LAG_MS:g} ms")
+    return out
 
 
 @dataclass(frozen=True)
@@ -85,7 +96,7 @@ class GenLoadResult:
             "ttft_ms": _pct([r.ttft_ms for r in ok]), "tpot_ms": _pct([r.tpot_ms for r in ok if r.tokens > 1]),
             "output_tokens_per_s": sum(r.tokens for r in self.results) / self.duration_s if self.duration_s else 0.0,
             "send_lag_p99_ms": p99_lag, "errors": errors, "refusals": refusals,
-            "valid": answered == len(self.results) and (not lag.size or p99_lag <= MAX_SEND_LAG_MS),
+            "valid": not load_problems(len(self.results), answered, p99_lag),
         }  # fmt: skip
 
 

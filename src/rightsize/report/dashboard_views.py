@@ -226,6 +226,9 @@ def _loadtest_sections(st: Store, run_id: str) -> str:
     out = ""
     for a in st.artifacts(kind="loadtest", run_id=run_id):
         p = a["payload"]
+        if p.get("kind") == "loadtest-generate":  # TTFT/TPOT, not request latency (as `rightsize results` reads it)
+            out += _generation_loadtest_section(a["id"], p)
+            continue
         lat, lag = p.get("latency_ms"), p.get("send_lag_ms") or {}
         valid = "yes" if p.get("valid") else "no: " + "; ".join(map(str, p.get("problems") or []))
         rows = [
@@ -248,6 +251,9 @@ def _validate_sections(st: Store, run_id: str) -> str:
     out = ""
     for a in st.artifacts(kind="validate", run_id=run_id):
         p = a["payload"]
+        if p.get("kind") == "validate-generative":  # the simulator's TTFT/TPOT per level, not latency points
+            out += _generation_validate_section(a["id"], p)
+            continue
         cand = p.get("candidate") or {}
         what = (f"{cand.get('instance', '?')} ({cand.get('device', '?')}, {cand.get('precision', '?')}), "
                 f"max batch {cand.get('max_batch', '?')}, wait {num(cand.get('max_wait_ms'))} ms")  # fmt: skip
@@ -258,6 +264,65 @@ def _validate_sections(st: Store, run_id: str) -> str:
         out += (f'<section><h2>Validation {esc(a["id"])}</h2><p class="sub">served {esc(what)}</p>'
                 f"{_table(head, rows, 'validation')}</section>")  # fmt: skip
     return out
+
+
+def _generation_loadtest_section(art_id: str, p: Mapping[str, Any]) -> str:
+    """A generation load test (``rightsize loadtest URL --generate``, payload kind ``loadtest-generate``): the
+    schedule offered, the requests sent and answered, TTFT and TPOT percentiles, output tokens/s and validity."""
+    from rightsize.llm.loadgen import load_problems
+
+    sent, answered, lag = p.get("sent"), p.get("answered"), finite(p.get("send_lag_p99_ms"))
+    problems = load_problems(sent, answered, lag)
+    valid = "yes" if p.get("valid") else "no" + (": " + "; ".join(problems) if problems else "")
+    refused = {f"HTTP {k}": v for k, v in (p.get("statuses") or {}).items() if k not in ("0", "200")}
+    errors = {**(p.get("errors") or {}), **refused}
+
+    def tokens(which: str) -> str:
+        lo_hi = p.get(which)
+        if not isinstance(lo_hi, list | tuple) or len(lo_hi) != 2:
+            return "-"
+        return f"{lo_hi[0]}" if lo_hi[0] == lo_hi[1] else f"{lo_hi[0]}-{lo_hi[1]}"
+
+    rows = [
+        ("target", str(p.get("url", "-"))),
+        ("load", f"open loop, poisson; prompts {tokens('prompt_tokens')}, outputs {tokens('output_tokens')} tokens"),
+        # the schedule is fixed before the run: what was sent is what was offered, within the send lag
+        ("offered rate", f"{num(p.get('rate_per_s'))} req/s (send lag p99 {num(lag)} ms)"),
+        ("sent / answered", f"{sent if sent is not None else '-'} / {answered if answered is not None else '-'}"),
+        ("TTFT p50 / p95 / p99 (ms)", _pcts(p.get("ttft_ms"))),
+        ("TPOT p50 / p95 / p99 (ms)", _pcts(p.get("tpot_ms"))),
+        ("output tokens/s", num(p.get("output_tokens_per_s"))),
+        ("errors", ", ".join(f"{k}: {v}" for k, v in errors.items()) or "none"),
+        ("valid", valid),
+    ]
+    dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in rows)
+    return f'<section><h2>Generation load test {esc(art_id)}</h2><dl class="kv">{dl}</dl></section>'
+
+
+_GEN_QUANTITIES = ("ttft_p50", "ttft_p95", "tpot_p50")  # workflows.validate_generate.QUANTITIES
+
+
+def _generation_validate_section(art_id: str, p: Mapping[str, Any]) -> str:
+    """A generative validation (``rightsize validate SPEC`` with targets.generative): per load level the
+    simulator's forecast vs the measured TTFT p50 / p95 and TPOT p50, the errors, and the forecast's summary."""
+    rows = [[pct(lv.get("level_busy")), num(lv.get("rate_per_s")), str(lv.get("requests", "-")),
+             "yes" if lv.get("valid") else "no", _pcts(lv.get("forecast"), _GEN_QUANTITIES),
+             _pcts(lv.get("measured"), _GEN_QUANTITIES), _errors(lv.get("forecast_err_pct")),
+             _errors(lv.get("served_err_pct"))]
+            for lv in p.get("levels") or []]  # fmt: skip
+    q = "TTFT p50 / p95, TPOT p50 ms"
+    head = ["load (busy)", "rate/s", "requests", "valid", f"predicted {q}", f"measured {q}", "error",
+            "error, costs refit on the level"]  # fmt: skip
+    served = f"{p.get('served_model', '-')}" + (" (a stand-in)" if p.get("stand_in") else "")
+    f = p.get("forecast") or {}
+    summary = (f"forecast: median |error| {num(f.get('median_abs_err_pct'))}%, worst "
+               f"{num(f.get('worst_abs_err_pct'))}%, within 20%: {f.get('within_20pct', '-')}/"
+               f"{f.get('n', '-')}")  # fmt: skip
+    notes = "".join(f"<li>{esc(n)}</li>" for n in p.get("notes") or [])
+    return (f'<section><h2>Validation {esc(art_id)}</h2><p class="sub">spec {esc(p.get("spec", "-"))}, served '
+            f"{esc(served)}; per-request overhead {esc(num(p.get('overhead_ms')))} ms, per token "
+            f"{esc(num(p.get('per_token_ms')))} ms</p>{_table(head, rows, 'validation')}<p>{esc(summary)}</p>"
+            + (f"<ul>{notes}</ul>" if notes else "") + "</section>")  # fmt: skip
 
 
 def _errors(err: Any) -> str:

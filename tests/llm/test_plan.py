@@ -174,7 +174,7 @@ def test_a_budget_every_plan_meeting_the_slos_exceeds_is_named_as_the_cause(cata
 
 def test_a_request_longer_than_a_learned_position_table_is_refused(catalog: Catalog) -> None:
     gpt2 = DecoderShape.from_zoo("gpt2")  # 1024 learned positions
-    with pytest.raises(SpecError, match=r"prompt_tokens \+ output_tokens: .* 1100 tokens .* holds 1024"):
+    with pytest.raises(SpecError, match=r"prompt_tokens \+ output_tokens: .* 1,100 tokens .* holds 1,024"):
         plan_generative(gpt2, _target(prompt_tokens=1000, output_tokens=100), catalog, providers=["aws"])
     assert plan_generative(gpt2, _target(prompt_tokens=900, output_tokens=100), catalog, providers=["aws"]).candidates
 

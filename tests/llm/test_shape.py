@@ -108,7 +108,7 @@ def test_a_request_past_a_llamas_trained_context_is_refused() -> None:
 
     target = GenerativeTarget.model_validate({"rate_per_s": 1, "prompt_tokens": 100_000, "output_tokens": 100,
                                               "ttft": {"bound_ms": 5000}, "tpot": {"bound_ms": 100}})  # fmt: skip
-    with pytest.raises(SpecError, match="trained for 4096"):
+    with pytest.raises(SpecError, match="trained for 4,096"):
         plan_generative(DecoderShape.from_zoo("llama-7b"), target, load_catalog())
 
 
@@ -124,7 +124,7 @@ def test_the_context_check_takes_the_lengths_longest_not_a_samples() -> None:
                                               "output_tokens": {"uniform": [64, 226]},
                                               "ttft": {"bound_ms": 5000}, "tpot": {"bound_ms": 100}})  # fmt: skip
     for seed in range(3):
-        with pytest.raises(SpecError, match=r"^targets\.generative\.prompt_tokens \+ output_tokens: .* up to 1026 "):
+        with pytest.raises(SpecError, match=r"^targets\.generative\.prompt_tokens \+ output_tokens: .* up to 1,026 "):
             plan_generative(DecoderShape.from_zoo("gpt2"), target, load_catalog(), seed=seed)
 
 

@@ -331,8 +331,8 @@ def plan_generative(
     for room, holds in ((shape.learned_positions, "the model's learned position table holds"),
                         (shape.max_context, "the model was trained for")):  # fmt: skip
         if room and longest > room:
-            raise SpecError(LENGTHS, f"a request here holds up to {longest} tokens (prompt + output), but {holds} "
-                            f"{room}. To fix: shorter prompts or outputs, or a longer-context model (hf:DIR with "
+            raise SpecError(LENGTHS, f"a request here holds up to {longest:,} tokens (prompt + output), but {holds} "
+                            f"{room:,}. To fix: shorter prompts or outputs, or a longer-context model (hf:DIR with "
                             "its config.json)")  # fmt: skip
     precision = target.weight_precision
     weights = shape.weight_bytes(precision)
@@ -468,7 +468,7 @@ def _replica_result(
                 f"weights {weights / GIB:.1f} GiB")  # fmt: skip
         short = f"{-free / GIB:.1f} GiB{' a GPU' if tp > 1 else ''} short"
         return (f"{held} do not fit on {where}: {short} before any KV" if free <= 0 else
-                f"{held} leave KV room for {kv_tokens} tokens on {where}; one request needs {longest}")  # fmt: skip
+                f"{held} leave KV room for {kv_tokens:,} tokens on {where}; one request needs {longest:,}")  # fmt: skip
     cfg = LLMSimConfig(max_seqs=target.max_seqs, kv_tokens=kv_tokens)
     edge = _scaled(costs, BANDS[target.engine] if tp else BANDS["cpu"])
     got = _replicas(edge, cfg, prompts, outputs, target, seed)

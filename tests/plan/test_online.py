@@ -181,6 +181,23 @@ def test_every_worker_of_a_paid_instance_serves() -> None:
     assert filled.latency.p95 < single.latency.p95  # no request waits behind another while a worker is free
 
 
+def test_a_layout_with_more_workers_than_max_replicas_is_not_planned_short() -> None:
+    """96 one-thread workers on one instance with max_replicas 64 were planned as "3 on 1" (the fill to whole
+    instances stops at max_replicas) while `serve --workers 96` runs all 96; such a layout now says why it is out."""
+    from dataclasses import replace
+
+    cat = small_catalog()
+    one = cpu_curve("c.4x", 30.0, 30.0)
+    wide = replace(one, workers=8, threads=1)
+    cands = plan_online(pair_options(cat.instances, [wide], cat.accelerators), _target(10, 150, max_replicas=4))
+    (c,) = [c for c in cands if c.instance == "c.4x"]
+    why = "runs 8 workers on one instance, past max_replicas=4 (layouts of fewer, wider workers are planned)"
+    assert not c.feasible and c.reasons == [f"{why}; raise max_replicas to plan this one"]
+    (ok,) = [c for c in plan_online(pair_options(cat.instances, [wide], cat.accelerators), _target(10, 150))
+             if c.instance == "c.4x"]  # fmt: skip
+    assert ok.feasible and ok.replicas == 8 and ok.count == 1
+
+
 def test_a_multi_gpu_instance_serves_on_every_gpu_even_beside_a_one_gpu_sibling() -> None:
     """Options of one curve (T4 x1, T4 x4) share the simulation; each fills its own instance, and the long
     verification run keeps the 4-GPU row at 4 replicas instead of reusing the 1-GPU row's count."""

@@ -333,6 +333,11 @@ def plan_online(
         if buy == "spot" and opt.instance.price_usd_per_hour("spot") is None:
             c.reasons.append(NO_SPOT_OFFER)
             continue
+        if opt.per_instance > target.max_replicas:  # one instance alone runs more workers than the cap allows
+            c.reasons.append(f"runs {opt.per_instance} workers on one instance, past max_replicas="
+                             f"{target.max_replicas} (layouts of fewer, wider workers are planned); raise max_replicas "
+                             "to plan this one")  # fmt: skip
+            continue
         if not opt.fits(s):
             c.reasons.append(
                 f"does not fit memory: one request ({s} samples, {opt.precision}) needs "

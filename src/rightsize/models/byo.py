@@ -12,7 +12,8 @@
 
 Every ref becomes a ``ZooEntry`` (the same record the zoo uses), so memory, bench, plan and serve
 treat a user's model like a zoo one. Nothing is downloaded: a hub name gets an error saying how to
-fetch its config.json once. ONNX graphs run on ONNX Runtime or OpenVINO (``rightsize.models.onnx_engine``).
+fetch its config.json once. ONNX graphs run on ONNX Runtime or OpenVINO (``rightsize.models.onnx_engine``). A
+factory's import and call each stop after ``RIGHTSIZE_FACTORY_TIMEOUT_S`` seconds (``rightsize.models.time_limit``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from rightsize.errors import NotFoundError, RightsizeError, SpecError, Unsupport
 from rightsize.inputfile import short
 from rightsize.models.onnx_engine import OrtModule, exported_onnx, onnx_input
 from rightsize.models.refs import ORT_PREFIX, OV_PREFIX, config_dir, without_engine
+from rightsize.models.time_limit import FACTORY_TIMEOUT_ENV, TimeLimitExceeded, factory_timeout_s, time_limit
 from rightsize.models.user_module import check_module, import_current, static_batch
 from rightsize.models.zoo import ZOO, Family, InputKind, ZooEntry, get_entry
 
@@ -163,9 +165,14 @@ def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> User
     if not all(p.isidentifier() for p in module_name.split(".")) or not attr.isidentifier():
         raise SpecError("model", f"{short(ref)} is not package.module:factory (dotted Python names, then the name of "
                         "a function that returns the torch.nn.Module), e.g. mypkg.models:build")  # fmt: skip
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # our stdout is ours (a --json document): its prints go to stderr
+    limit = factory_timeout_s()
+    try:  # our stdout is ours (a --json document): its prints go to stderr; a hang ends after `limit` seconds
+        with contextlib.redirect_stdout(sys.stderr), time_limit(limit):
             module = import_current(module_name, ref)
+    except TimeLimitExceeded:
+        raise SpecError("model", f"importing {module_name!r} has not finished after {limit:g} s; a factory's module "
+                        "must import promptly (check it for a loop or a blocking call at module level), or raise "
+                        f"{FACTORY_TIMEOUT_ENV}") from None  # fmt: skip
     except ImportError as exc:
         top, cwd = module_name.split(".")[0], Path.cwd()
         here = getattr(exc, "name", None) == top and ((cwd / f"{top}.py").is_file() or (cwd / top).is_dir())
@@ -180,9 +187,14 @@ def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> User
         raise NotFoundError(f"model: {module_name!r} has no callable {attr!r}")
 
     def build(tiny: bool) -> nn.Module:
+        limit = factory_timeout_s()
         try:
-            with contextlib.redirect_stdout(sys.stderr):
+            with contextlib.redirect_stdout(sys.stderr), time_limit(limit):
                 model = factory()
+        except TimeLimitExceeded:  # a loop or a blocking call: `memory` and `bench` hung for ever
+            raise SpecError("model", f"{ref}() has not returned after {limit:g} s; a factory must build and return "
+                            "the torch.nn.Module (check it for a loop or a blocking call), or raise "
+                            f"{FACTORY_TIMEOUT_ENV}") from None  # fmt: skip
         except SystemExit as exc:  # a factory that calls sys.exit() would end rightsize silently, exit 0
             raise SpecError("model", f"{ref}() called sys.exit({exc.code!r}); a factory must return the "
                             "torch.nn.Module") from None  # fmt: skip

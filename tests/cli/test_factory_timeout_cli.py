@@ -9,6 +9,7 @@ import pytest
 from cli_kit import run_cli
 
 
+@pytest.mark.slow  # a few seconds: make test runs it, test-fast does not
 def test_memory_on_a_factory_that_never_returns_exits_2_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

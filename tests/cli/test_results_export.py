@@ -85,6 +85,7 @@ def test_generative_plans_are_exported_and_the_newest_ones_report_needs_its_stor
     assert rc == 2 and "was stored before its report could be written from the store" in err  # no report_state
 
 
+@pytest.mark.slow  # a few seconds: make test runs it, test-fast does not
 def test_report_writes_a_stored_generative_plans_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`rightsize report RUN` writes a generative plan's page from the state stored with it, as --report did."""
     spec = tmp_path / "chat.yaml"

@@ -75,6 +75,7 @@ def test_local_pipeline_reads_a_jsonl_file_with_its_own_ids(tmp_path: Path) -> N
     assert not any("worker processes on" in n for n in res.notes)
 
 
+@pytest.mark.slow  # a few seconds: make test runs it, test-fast does not
 def test_more_local_workers_than_cores_says_what_it_costs(tmp_path: Path) -> None:
     import os
 

@@ -159,6 +159,7 @@ def test_a_bound_no_replica_count_can_meet_is_infeasible_with_the_reason(catalog
     assert "To fix:" in why
 
 
+@pytest.mark.slow  # a few seconds: make test runs it, test-fast does not
 def test_a_budget_every_plan_meeting_the_slos_exceeds_is_named_as_the_cause(catalog: Catalog) -> None:
     plan = plan_generative(DecoderShape.from_zoo("llama-7b"), _target(budget_usd_per_hour=0.5), catalog,
                            providers=["aws"])  # fmt: skip

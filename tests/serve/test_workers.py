@@ -14,6 +14,7 @@ from rightsize.serve.config import PoolConfig
 from rightsize.serve.workers import WorkerProcess, close_runs, cpu_runs, load_model
 
 
+@pytest.mark.slow  # a few seconds: make test runs it, test-fast does not
 def test_a_pool_of_two_workers_runs_two_processes_that_answer_as_the_model_does() -> None:
     """The k x t layout the planner prices: two processes (no GIL shared), the same seeded model in each; a batch's
     error comes back as its own type, and close stops them."""

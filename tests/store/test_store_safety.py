@@ -165,6 +165,7 @@ for path in sys.argv[3:]:
 """
 
 
+@pytest.mark.slow  # a few seconds: make test runs it, test-fast does not
 def test_processes_opening_a_new_store_at_once_all_get_it(tmp_path: Path) -> None:
     """Two `bench` runs on a fresh RIGHTSIZE_STORE: one read v0 outside the migration's transaction and re-ran the
     other's CREATE TABLE, reported as "not a rightsize store (table envs already exists)"."""

@@ -52,6 +52,7 @@ def _gpu_box_store(path: Path, extra: dict[str, object] | None = None) -> None:
         db.add_measurements(run, ms)
 
 
+@pytest.mark.slow  # a few seconds: make test runs it, test-fast does not
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="here the spec's cuda runs")
 def test_a_spec_measured_on_another_machine_plans_from_its_measurements(tmp_path: Path) -> None:
     store_path = tmp_path / "s.db"
@@ -83,6 +84,7 @@ def test_this_machines_cpu_sweep_is_not_a_cuda_measurement(tmp_path: Path) -> No
             plan_spec(Workload.model_validate({**cpu, "devices": ["cuda"]}), store, progress=False)
 
 
+@pytest.mark.slow  # a few seconds: make test runs it, test-fast does not
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="here the spec's cuda runs")
 def test_targets_precisions_limit_what_the_plan_may_recommend(tmp_path: Path) -> None:
     """The spec's `precisions` is what to measure here; the plan weighs every precision the hardware runs (fp32,
@@ -115,6 +117,7 @@ def test_a_mode_that_does_not_match_the_targets_is_refused_before_measuring(
         plan_spec(Workload.model_validate(spec), store, progress=False)
 
 
+@pytest.mark.slow  # a few seconds: make test runs it, test-fast does not
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="here the spec's cuda runs")
 def test_a_plan_from_disturbed_timings_says_under_its_recommendation_that_it_may_change(tmp_path: Path) -> None:
     """On a busy machine a T4 was recommended that a quiet re-run replaced with 2 x c7a.large at 40% of its price;

@@ -192,8 +192,9 @@ def test_more_load_needs_more_replicas_and_costs_more(catalog: Catalog) -> None:
 def test_bounds_so_loose_a_growing_queue_meets_them_still_size_the_fleet_to_keep_up(catalog: Catalog) -> None:
     """A 7B chat spec with TTFT p95 <= 30 s had g4dn.xlarge x15 "meet" it at TTFT 28 s: past capacity, its queue
     grew through the whole simulated run and still fit the bound. A fleet must keep up with the rate."""
-    from rightsize.llm.plan import _level, _scaled
+    from rightsize.llm.plan import _scaled
     from rightsize.llm.sim import LLMSimConfig
+    from rightsize.llm.sizing import level
 
     shape = DecoderShape.from_zoo("llama-7b")
     loose = _target(rate_per_s=5.0, prompt_tokens={"uniform": [200, 800]}, output_tokens={"uniform": [64, 256]},
@@ -206,8 +207,8 @@ def test_bounds_so_loose_a_growing_queue_meets_them_still_size_the_fleet_to_keep
     outputs = sample_lengths(loose.output_tokens, 600, rng, None, "o")
     costs = _scaled(project_step_costs(shape, catalog.accelerators[rec.device], "fp16"), BANDS["graphs"])
     cfg = LLMSimConfig(max_seqs=loose.max_seqs, kv_tokens=rec.kv_tokens)
-    kept = _level(costs, cfg, loose.rate_per_s / rec.replicas, prompts, outputs, loose, 0)
-    fewer = _level(costs, cfg, loose.rate_per_s / (rec.replicas - 1), prompts, outputs, loose, 0)
+    kept = level(costs, cfg, loose.rate_per_s / rec.replicas, prompts, outputs, loose, 0)
+    fewer = level(costs, cfg, loose.rate_per_s / (rec.replicas - 1), prompts, outputs, loose, 0)
     assert kept.meets and not kept.growing
     assert not fewer.meets  # one replica fewer falls behind or misses a bound
 

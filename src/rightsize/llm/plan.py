@@ -14,9 +14,9 @@ For every catalog instance (CPU instances too, so the CPU-vs-GPU answer stays ho
    memory-bound, launch overhead, tensor-parallel all-reduces; with ``engine: eager`` no GPU step is faster
    than the host dispatching it), each multiplied by ``BANDS`` of its engine (its
    pessimistic edge: the median |error| of benchmarks/llm_decode_vs_published.py) before it is judged.
-3. **Replicas.** The continuous-batching simulator (rightsize.llm.sim, the engine's policy) runs one
-   replica at rate / R for the smallest R (doubling, then bisection) whose TTFT and TPOT percentiles meet
-   the bounds; instances = ceil(R / replicas per instance).
+3. **Replicas** (``rightsize.llm.sizing``). The continuous-batching simulator (rightsize.llm.sim, the engine's
+   policy) runs one replica at rate / R for the smallest R (doubling, then bisection) whose TTFT and TPOT
+   percentiles meet the bounds; instances = ceil(R / replicas per instance).
 4. **Cost.** instances x price; $ per 1M output tokens = cost per hour / (output tokens per hour / 1e6).
    Cheapest feasible plan first (ties: lower TTFT). Budget: over-budget plans are kept, marked.
 Every figure is projected (no GPU measured here) and says so; the step times' band is in the answer.
@@ -37,10 +37,12 @@ from rightsize.catalog.model import Accelerator, Catalog, Instance, is_unverifie
 from rightsize.catalog.query import check_filters, filter_instances
 from rightsize.errors import SpecError
 from rightsize.estimate.memory import Overheads
+from rightsize.llm import sizing
 from rightsize.llm.costs import StepCosts, device_numbers, eager_host_floor_ms, project_step_costs
 from rightsize.llm.lengths import mean_length, sample_with_longest
 from rightsize.llm.shape import DecoderShape
-from rightsize.llm.sim import WARMUP_SHARE, LLMSimConfig, simulate_llm
+from rightsize.llm.sim import WARMUP_SHARE, LLMSimConfig
+from rightsize.llm.sizing import Level
 from rightsize.memory_budget import CPU_RAM_FRACTION, CPU_RUNTIME_BYTES, GIB, usable_gpu_bytes
 from rightsize.spec.targets import GenerativeTarget
 
@@ -60,11 +62,6 @@ BANDS = {"graphs": 1.09, "eager": 1.59, "cpu": 1.21}
 CUDA_CONTEXT_BYTES = Overheads().context_bytes
 PROFILE_TOKENS = 2048
 TP_DEGREES = (1, 2, 4, 8)
-# Past capacity (LLMPlan.sweep): the queue grows for as long as the run lasts, so the median TTFT of the last fifth
-# of a run's requests is this many times that of the first fifth or more (under capacity it stays ~1: 0.9-1.1 over
-# the shipped examples' candidates from 0.25x to 3x their rate; past it 4-30)
-QUEUE_GROWTH = 2.0
-SATURATED = 0.9  # ...and only while the replica is busy at least this share of the run
 SIM_REQUESTS = 600  # per simulated load level (the first 10% are warm-up)
 LENGTHS = "targets.generative.prompt_tokens + output_tokens"  # the fields a request's length comes from
 
@@ -139,7 +136,7 @@ class LLMPlan:
         out = []
         for f in factors:
             rate = target.rate_per_s * f
-            lv = _level(costs, cfg, rate / c.replicas, self.prompts, self.outputs, target, seed)
+            lv = sizing.level(costs, cfg, rate / c.replicas, self.prompts, self.outputs, target, seed)
             if math.isfinite(lv.ttft_ms) and not lv.growing:
                 out.append((rate, lv.ttft_ms, lv.tpot_ms))
         return out
@@ -243,71 +240,6 @@ def _scaled(costs: StepCosts, f: float) -> StepCosts:
                    ar_ms=costs.ar_ms * f, decode_by_seqs=tuple(x * f for x in costs.decode_by_seqs))  # fmt: skip
 
 
-@dataclass(frozen=True)
-class _Level:
-    meets: bool
-    ttft_ms: float
-    tpot_ms: float
-    busy: float = 0.0
-    device_share: float = 1.0
-    compute_share: float = 0.0
-    growing: bool = False  # the queue grows over the run: past capacity (QUEUE_GROWTH)
-
-
-def _level(costs: StepCosts, cfg: LLMSimConfig, rate: float, prompts: np.ndarray, outputs: np.ndarray,
-           target: GenerativeTarget, seed: int, alone: bool = False) -> _Level:  # fmt: skip
-    """The target's TTFT and TPOT percentiles at a Poisson ``rate`` per replica; ``alone``: each request on an
-    idle replica (arrivals a day apart), the best any number of replicas can do."""
-    arrivals = np.arange(prompts.size, dtype=np.float64) * 86_400_000.0 if alone else None
-    res = simulate_llm(costs, cfg, arrivals_ms=arrivals, rate_per_s=None if alone else rate,
-                       n_requests=None if alone else prompts.size, prompt_tokens=prompts, output_tokens=outputs,
-                       seed=seed, record_from_ms=0.0 if alone else None)  # fmt: skip
-    served = res.recorded & np.isfinite(res.first_token_ms)
-    if res.rejected or res.too_long or not served.any():
-        return _Level(False, math.inf, math.inf)
-    ttft = float(np.percentile(res.ttft[served], target.ttft.percentile))
-    tpots = res.tpot[served]
-    tpots = tpots[np.isfinite(tpots)]
-    tpot = float(np.percentile(tpots, target.tpot.percentile)) if tpots.size else 0.0
-    waits = res.ttft[served]  # in arrival order
-    fifth = max(1, waits.size // 5)
-    # a queue that grows without end keeps its replica busy; one that is not (max_seqs 1 at half load: the first
-    # fifth found it idle, the rest queued) had read as past capacity, so 24 replicas were planned where 11 serve
-    growing = (float(np.median(waits[-fifth:])) > QUEUE_GROWTH * float(np.median(waits[:fifth]))
-               and res.busy_fraction >= SATURATED and not alone)  # fmt: skip
-    # past capacity a replica never meets the target, however loose the bounds: its queue grows without end
-    meets = ttft <= target.ttft.bound_ms and tpot <= target.tpot.bound_ms and not growing
-    return _Level(meets, ttft, tpot, res.busy_fraction, res.device_share, res.compute_share, growing=growing)
-
-
-def _replicas(costs: StepCosts, cfg: LLMSimConfig, prompts: np.ndarray, outputs: np.ndarray,
-              target: GenerativeTarget, seed: int) -> tuple[int, _Level] | str:  # fmt: skip
-    """Fewest replicas meeting the target, with that level; or why none does."""
-    alone = _level(costs, cfg, 0.0, prompts[:50], outputs[:50], target, seed, alone=True)
-    if not alone.meets:
-        return (f"one request alone: TTFT p{target.ttft.percentile:g} {alone.ttft_ms:.0f} ms (bound "
-                f"{target.ttft.bound_ms:g}), TPOT p{target.tpot.percentile:g} {alone.tpot_ms:.1f} ms (bound "
-                f"{target.tpot.bound_ms:g})")  # fmt: skip
-    lo, hi = 0, 1
-    best = _level(costs, cfg, target.rate_per_s, prompts, outputs, target, seed)
-    while not best.meets:
-        lo, hi = hi, hi * 2
-        if lo >= target.max_replicas:
-            return (f"more than max_replicas={target.max_replicas} replicas (one request alone: TTFT "
-                    f"p{target.ttft.percentile:g} {alone.ttft_ms:.0f} ms, TPOT p{target.tpot.percentile:g} "
-                    f"{alone.tpot_ms:.1f} ms)")  # fmt: skip
-        hi = min(hi, target.max_replicas)
-        best = _level(costs, cfg, target.rate_per_s / hi, prompts, outputs, target, seed)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lv = _level(costs, cfg, target.rate_per_s / mid, prompts, outputs, target, seed)
-        if lv.meets:
-            hi, best = mid, lv
-        else:
-            lo = mid
-    return hi, best
-
-
 def plan_generative(
     shape: DecoderShape,
     target: GenerativeTarget,
@@ -341,7 +273,7 @@ def plan_generative(
     rows = filter_instances(catalog.instances, providers=providers, regions=regions, names=instances)
     if not rows:
         raise SpecError("targets.instances", "no catalog instance matches the providers/regions/instances given")
-    per_replica: dict[tuple[Any, ...], tuple[int, _Level, int, str, StepCosts, LLMSimConfig] | str] = {}
+    per_replica: dict[tuple[Any, ...], tuple[int, Level, int, str, StepCosts, LLMSimConfig] | str] = {}
     note = (
         f"{precision} weights {weights / GIB:.1f} GiB, KV {kv_token / 1024:.0f} KiB per token ({kv_precision}); "
         f"step times projected (roofline) and judged at x{BANDS[target.engine]:.2f} on GPUs, x{BANDS['cpu']:.2f} on "
@@ -434,7 +366,7 @@ def _replica_result(
     shape: DecoderShape, inst: Instance, tp: int, catalog: Catalog, precision: str, kv_precision: str,
     weights: float, kv_token: float, longest: int, prompts: np.ndarray, outputs: np.ndarray,
     target: GenerativeTarget, seed: int,
-) -> tuple[int, _Level, int, str, StepCosts, LLMSimConfig] | str:  # fmt: skip
+) -> tuple[int, Level, int, str, StepCosts, LLMSimConfig] | str:  # fmt: skip
     if tp:
         acc = catalog.accelerators[inst.accelerator or ""]
         free = gpu_kv_room(shape, acc, tp, weights, longest, target.max_seqs)
@@ -471,7 +403,7 @@ def _replica_result(
                 f"{held} leave KV room for {kv_tokens:,} tokens on {where}; one request needs {longest:,}")  # fmt: skip
     cfg = LLMSimConfig(max_seqs=target.max_seqs, kv_tokens=kv_tokens)
     edge = _scaled(costs, BANDS[target.engine] if tp else BANDS["cpu"])
-    got = _replicas(edge, cfg, prompts, outputs, target, seed)
+    got = sizing.fewest_replicas(edge, cfg, prompts, outputs, target, seed)
     if isinstance(got, str):
         return got
     return got[0], got[1], kv_tokens, costs.source, edge, cfg
@@ -484,7 +416,7 @@ def gpu_kv_room(shape: DecoderShape, acc: Accelerator, tp: int, weights: float, 
     return usable_gpu_bytes(acc.usable_memory_gib * GIB) - CUDA_CONTEXT_BYTES - weights / tp - profile
 
 
-def _candidate(inst: Instance, tp: int, price: float, got: tuple[int, _Level, int, str],
+def _candidate(inst: Instance, tp: int, price: float, got: tuple[int, Level, int, str],
                target: GenerativeTarget, outputs: np.ndarray) -> LLMCandidate:  # fmt: skip
     replicas, level, kv_tokens, source = got
     per_instance = inst.accelerator_count // tp if tp else 1

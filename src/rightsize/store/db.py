@@ -419,13 +419,11 @@ class Store:
                      mode: str | None = None, until: str | None = None) -> list[Measurement]:  # fmt: skip
         """Stored measurements, oldest first; ``until`` (an ISO time, as ``created_at``): only those stored by then."""
         where, args = [], []
-        for col, val in (("run_id", run_id), ("model", model), ("env_id", env_id), ("mode", mode)):
+        for test, val in (("run_id = ?", run_id), ("model = ?", model), ("env_id = ?", env_id), ("mode = ?", mode),
+                          ("created_at <= ?", until)):  # fmt: skip
             if val is not None:
-                where.append(f"{col} = ?")
+                where.append(test)
                 args.append(val)
-        if until is not None:
-            where.append("created_at <= ?")
-            args.append(until)
         sql = "SELECT id, json FROM measurements" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id"
         return [
             _from_row(Measurement.from_dict, r["json"], "measurements", r["id"]) for r in self._conn.execute(sql, args)

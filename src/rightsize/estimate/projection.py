@@ -376,15 +376,14 @@ def _same_cpu_curve(
     cores = profile.env.physical_cores
     if local.name != inst.cpu_family or not cores:
         return None
-    mine = [m for m in profile.ok("cpu", prec) if (m.threads or cores) == threads]
+    mine = tuple(m for m in profile.ok("cpu", prec) if (m.threads or cores) == threads)  # None: all cores
     if not mine or any(m.extra.get("contended") for m in mine):
         return None
-    curve = measured_curve(profile, prec, "cpu", threads=None if threads == cores else threads)
-    if curve is None or (curve.threads or cores) != threads:
+    curve = measured_curve(replace(profile, measurements=mine), prec, "cpu")
+    if curve is None:
         return None
-    target = replace(shared, memory_bandwidth_gbps=local.memory_bandwidth_gbps)
     share = [cpu_time_ms(work, b, shared, threads, prec, params, convs)
-             / cpu_time_ms(work, b, target, threads, prec, params, convs) for b in curve.batch_sizes]  # fmt: skip
+             / cpu_time_ms(work, b, local, threads, prec, params, convs) for b in curve.batch_sizes]  # fmt: skip
     return replace(
         curve,
         device=f"cpu:{inst.instance_type}",

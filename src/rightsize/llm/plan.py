@@ -5,8 +5,9 @@
 
 For every catalog instance (CPU instances too, so the CPU-vs-GPU answer stays honest):
 
-1. **Fit.** Per replica of ``tp`` GPUs (tp in 1, 2, 4, 8 dividing the instance's GPU count): weights / tp
-   plus the CUDA context must leave KV room on each GPU of the usable memory (rightsize.memory_budget);
+1. **Fit.** Per replica of ``tp`` GPUs (tp in 1, 2, 4, 8 dividing the instance's GPU count): weights / tp,
+   the CUDA context and the engine's profile pass must leave KV room on each GPU in 90% of what its driver
+   exposes (``gpu_kv_room``);
    the KV capacity in tokens is what is left / (KV bytes per token / min(tp, kv_heads)): past its KV heads a
    GPU holds a replicated head; tp must split the heads as vLLM does (``DecoderShape.splits_over``). A CPU
    replica gets the instance's RAM x CPU_RAM_FRACTION. A request whose prompt + output cannot fit is infeasible.

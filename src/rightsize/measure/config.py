@@ -48,7 +48,7 @@ class BenchConfig:
     def result(self, status: str, **fields: Any) -> Measurement:
         """A Measurement for this config (``fields`` fill the numbers or the failure reason); one taken under
         ``--memory-limit`` carries the cap in ``extra.memory_limit_bytes`` (a failure there is the cap's, not the
-        config's: ``store.db.newer_wins`` and the sweep's reuse rule read it)."""
+        config's: ``store.precedence.newer_wins`` and the sweep's reuse rule read it)."""
         if self.memory_limit_bytes:
             fields["extra"] = {**fields.get("extra", {}), "memory_limit_bytes": self.memory_limit_bytes}
         return Measurement(

@@ -30,6 +30,7 @@ import platformdirs
 
 from rightsize.errors import NotFoundError, RightsizeError
 from rightsize.profile import Environment, Measurement, Profile
+from rightsize.store.precedence import newer_wins
 from rightsize.store.schema import NewerStore, check_ours, check_version, migrate, switch_to_wal
 
 MIN_RUN_PREFIX = 4  # a run id (12 hex characters) may be given by this many of its first characters or more
@@ -69,22 +70,6 @@ def _pid_alive(pid: int) -> bool:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _clean_ok(m: Measurement) -> bool:
-    return m.status == "ok" and not m.extra.get("contended")  # measure.quality.is_contended's rule
-
-
-def newer_wins(older: Measurement, newer: Measurement) -> bool:
-    """Whether a config's newer stored result stands for it instead of the older one: yes, unless the newer one was
-    timed on a busy CPU (``extra.contended``) and the older one was clean. A busy re-measurement (``bench --fresh``
-    beside other work) is a disturbed reading of the same config; letting it shadow the clean one made the next
-    sweep measure again with no clean GFLOP/s reference, and plans read the disturbed timing. Nor does a failure
-    under ``bench --memory-limit`` (``extra.memory_limit_bytes``) hide a result that ran: the cap emulated a
-    smaller machine, and plans without it read "out of memory" for a config that fits."""
-    if newer.status == "failed" and newer.extra.get("memory_limit_bytes") and older.status == "ok":
-        return False
-    return not (_clean_ok(older) and newer.status == "ok" and not _clean_ok(newer))
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,12 @@ import numpy as np
 
 from rightsize.loadgen.target import bearer_header
 
-__all__ = ["GenLoadResult", "GenResult", "load_problems", "run_generation_load"]
+__all__ = ["QUANTITIES", "GenLoadResult", "GenResult", "load_problems", "run_generation_load"]
 
 MAX_SEND_LAG_MS = 10.0  # p99 send lag beyond this: the generator, not the server, shaped the arrivals
+# What a generative validation compares per load level, simulator vs measured (workflows.validate_generate, the
+# dashboard's run page)
+QUANTITIES = ("ttft_p50", "ttft_p95", "tpot_p50")
 
 
 def load_problems(sent: Any, answered: Any, send_lag_p99_ms: Any) -> list[str]:

@@ -299,15 +299,14 @@ def _generation_loadtest_section(art_id: str, p: Mapping[str, Any]) -> str:
     return f'<section><h2>Generation load test {esc(art_id)}</h2><dl class="kv">{dl}</dl></section>'
 
 
-_GEN_QUANTITIES = ("ttft_p50", "ttft_p95", "tpot_p50")  # workflows.validate_generate.QUANTITIES
-
-
 def _generation_validate_section(art_id: str, p: Mapping[str, Any]) -> str:
     """A generative validation (``rightsize validate SPEC`` with targets.generative): per load level the
     simulator's forecast vs the measured TTFT p50 / p95 and TPOT p50, the errors, and the forecast's summary."""
+    from rightsize.llm.loadgen import QUANTITIES
+
     rows = [[pct(lv.get("level_busy")), num(lv.get("rate_per_s")), str(lv.get("requests", "-")),
-             "yes" if lv.get("valid") else "no", _pcts(lv.get("forecast"), _GEN_QUANTITIES),
-             _pcts(lv.get("measured"), _GEN_QUANTITIES), _errors(lv.get("forecast_err_pct")),
+             "yes" if lv.get("valid") else "no", _pcts(lv.get("forecast"), QUANTITIES),
+             _pcts(lv.get("measured"), QUANTITIES), _errors(lv.get("forecast_err_pct")),
              _errors(lv.get("served_err_pct"))]
             for lv in p.get("levels") or []]  # fmt: skip
     q = "TTFT p50 / p95, TPOT p50 ms"

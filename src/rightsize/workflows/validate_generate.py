@@ -41,7 +41,7 @@ import numpy as np
 
 from rightsize.errors import RunFailedError, SpecError
 from rightsize.llm.costs import StepCosts, fit_step_costs
-from rightsize.llm.loadgen import run_generation_load
+from rightsize.llm.loadgen import QUANTITIES, run_generation_load
 from rightsize.llm.sim import Lengths, LLMSimConfig, draw_lengths, simulate_llm
 from rightsize.loadgen.schedule import Arrival, arrival_offsets_s, schedule_size
 
@@ -55,7 +55,6 @@ LIGHT_GAP = 2.0  # ... one every LIGHT_GAP x a request's simulated time alone (m
 MIN_LEVEL_REQUESTS = 40  # a level lasts until this many requests are sent (a p95 over fewer rests on one or two) ...
 STRETCH = 6.0  # ... but no longer than STRETCH x duration_s (the light level too)
 THIN = 20  # a level with fewer recorded requests is flagged: its p95 is a single request's
-QUANTITIES = ("ttft_p50", "ttft_p95", "tpot_p50")
 Draw = Callable[[int, np.random.Generator], np.ndarray]
 
 

@@ -1,11 +1,16 @@
-"""`rightsize memory` on a factory that never returns: one line, exit 2, no traceback, no hang."""
+"""`rightsize memory` and `bench` on a factory that never returns or raises: one line, exit 2, no traceback, no hang."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 from cli_kit import run_cli
 
 
@@ -26,3 +31,47 @@ def test_memory_on_a_factory_that_never_returns_exits_2_in_one_line(
         "the torch.nn.Module (check it for a loop or a blocking call), or raise RIGHTSIZE_FACTORY_TIMEOUT_S"
     )
     assert "Traceback" not in err
+
+
+@pytest.mark.slow  # a forkserver importing torch, then one child: ~10 s each
+@pytest.mark.parametrize(
+    ("body", "limit", "error"),
+    [
+        ("    raise RuntimeError('weights file missing')\n", "300",
+         "error: model: counted_factory_mod:build() raised RuntimeError: 'weights file missing'; fix that factory"),
+        ("    time.sleep(600)\n", "1",
+         "error: model: counted_factory_mod:build() has not returned after 1 s; a factory must build and return the "
+         "torch.nn.Module (check it for a loop or a blocking call), or raise RIGHTSIZE_FACTORY_TIMEOUT_S"),
+    ],
+    ids=["raises", "never-returns"],
+)  # fmt: skip
+def test_bench_stops_at_the_first_config_whose_factory_fails(
+    tmp_path: Path, store_path: Path, body: str, limit: str, error: str
+) -> None:
+    """bench measured every config of a failing factory, each in its own child: a table of identical failures
+    (exit 1), and for one that never returns each child was killed after 300 s + its timing budget. The factory
+    fails in the first config's child; the sweep stops there with the factory's one line, exit 2, and stores
+    nothing (a fixed factory is measured again without --fresh)."""
+    calls = tmp_path / "calls.txt"
+    (tmp_path / "counted_factory_mod.py").write_text(
+        f"import time\n\n\ndef build():\n    with open({str(calls)!r}, 'a') as f:\n        f.write('call\\n')\n{body}"
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "t", "model": "counted_factory_mod:build", "input": {"shape": [4]}, "batch_sizes": [1, 2, 4],
+        "precisions": ["fp32"], "devices": ["cpu"],
+        "timing": {"warmup": 1, "min_repeats": 3, "max_repeats": 8, "max_time_s": 1.0},
+    }))  # fmt: skip
+    env = os.environ | {"RIGHTSIZE_STORE": str(store_path), "PYTHONPATH": str(tmp_path), "COLUMNS": "200",
+                        "RIGHTSIZE_FACTORY_TIMEOUT_S": limit}  # fmt: skip
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "rightsize", "bench", str(spec)], env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert time.monotonic() - started < 120  # the hanging child's own kill came after 304 s
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == error
+    assert calls.read_text().count("call") == 1  # the first config's child; batches 2 and 4 never started
+    listed = subprocess.run([sys.executable, "-m", "rightsize", "results", "--json"], env=env, capture_output=True,
+                            text=True, timeout=120)  # fmt: skip
+    assert json.loads(listed.stdout or "[]") == []

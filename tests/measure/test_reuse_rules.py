@@ -192,3 +192,27 @@ def test_thread_counts_past_this_machines_cores_are_not_measured(monkeypatch: py
     assert fit_threads(parse_spec({"model": "simplenet"}), cores=1)[1] == []  # the default (all cores) always fits
     gpu_only = _workload(threads=[99], devices=["cuda"])
     assert fit_threads(gpu_only, cores=2) == (gpu_only, [])  # threads are a CPU setting
+
+
+def test_a_config_failing_on_the_spec_stops_the_sweep_and_is_not_stored(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A user's factory fails the same way in every config's child: the first such failure ends the sweep with
+    its SpecError, and nothing is stored (a fixed factory is measured without --fresh); an out-of-memory failure
+    is the config's own and the sweep goes on."""
+    from rightsize.measure.runner import SPEC_ERROR
+
+    calls: list[int] = []
+
+    def refused(cfg: BenchConfig, *_: object, **__: object) -> Measurement:
+        calls.append(cfg.batch_size)
+        return cfg.result("failed", reason="model: f() raised ValueError", extra={SPEC_ERROR: ["model", "f() raised"]})
+
+    monkeypatch.setattr(sweep_mod, "run_isolated", refused)
+    store = Store(tmp_path / "s.sqlite")
+    with pytest.raises(SpecError, match=r"^model: f\(\) raised$"):
+        run_sweep(_workload(batch_sizes=[1, 2, 4]), store)
+    assert calls == [1]
+    assert store.measurements() == []
+    result, script = _sweep(monkeypatch, store, (0, 0, 0), w=_workload(batch_sizes=[1, 2, 4]))
+    assert script.calls == 3 and [m.status for m in result.measurements] == ["failed"] * 3

@@ -217,7 +217,7 @@ class RayExecutor:
             self.book.started(job.cfg)
         try:
             yield from self._drain(pending)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, GeneratorExit):  # Ctrl-C, or the sweep stopped (``drive``: a spec error)
             for ref in pending:
                 with contextlib.suppress(Exception):
                     self.ray.cancel(ref, force=True)

@@ -19,8 +19,15 @@ from typing import Any
 
 import psutil
 
+from rightsize.errors import SpecError
 from rightsize.measure.config import BenchConfig
+from rightsize.models.byo import is_user_ref
+from rightsize.models.time_limit import factory_timeout_s, limit_in_this_child
 from rightsize.profile import Measurement
+
+# ``Measurement.extra`` key of a config that failed on an error in the spec ([field, problem]): every config would
+# fail the same way, so the sweep stops and reports it (``sweep.drive``)
+SPEC_ERROR = "spec_error"
 
 # Importing a transformers modeling module costs seconds; the forkserver pays it once for every child.
 _PRELOAD = [
@@ -103,6 +110,7 @@ def _child(
     if cpus is not None:  # before torch starts its thread pool, so the pool inherits the mask
         os.sched_setaffinity(0, cpus)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    limit_in_this_child()  # a user's factory that never returns ends in its own error, not in our kill
     cfg = BenchConfig.from_dict(cfg_dict)
     try:
         if cfg.memory_limit_bytes:
@@ -110,6 +118,8 @@ def _child(
         from rightsize.measure.scenarios import run_config
 
         result = run_config(cfg)
+    except SpecError as exc:  # the spec's fault, not this config's (a factory that raises): the sweep stops on it
+        result = cfg.result("failed", reason=str(exc), extra={SPEC_ERROR: [exc.field, exc.problem]})
     except BaseException as exc:
         reason = classify_failure(exc)
         if os.environ.get("RIGHTSIZE_DEBUG"):
@@ -124,6 +134,13 @@ def _child(
     conn.close()
 
 
+def child_time_limit_s(cfg: BenchConfig) -> float:
+    """How long a config's child may run before it is killed: 300 s beyond its timing budget, and a user's model
+    the factory's own limit on top (``RIGHTSIZE_FACTORY_TIMEOUT_S``), so that limit ends a hanging factory first,
+    with an error that names it."""
+    return cfg.timing.max_time_s * 4 + 300 + (factory_timeout_s() if is_user_ref(cfg.model) else 0)
+
+
 def run_isolated(cfg: BenchConfig, timeout_s: float | None = None, cpus: frozenset[int] | None = None) -> Measurement:
     """Run one config in a fresh child (on ``cpus`` when given); a crash, kill or timeout becomes ``failed``."""
     ctx = _context()
@@ -132,7 +149,7 @@ def run_isolated(cfg: BenchConfig, timeout_s: float | None = None, cpus: frozens
     proc = ctx.Process(target=_child, args=(child, cfg.to_dict(), cpus, me), daemon=True)
     proc.start()
     child.close()
-    limit = timeout_s if timeout_s is not None else cfg.timing.max_time_s * 4 + 300
+    limit = timeout_s if timeout_s is not None else child_time_limit_s(cfg)
     try:
         if parent.poll(limit):
             try:

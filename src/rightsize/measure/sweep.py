@@ -9,7 +9,8 @@ they target (``run_sweep_on_ray``). The loop decides reuse with ``stored_result`
 that a re-measurement did not beat (``keeps_prior``) and records through a ``SweepBook`` (the run, the
 environments, one transaction per result, progress); every executor measures a config with
 ``measure_config`` (re-measured while contended). So a config is reused, re-measured and stored the same
-way wherever it runs; only the scheduling differs.
+way wherever it runs; only the scheduling differs. A config that fails on an error in the spec (a user's factory
+that raises or never returns) stops the sweep with that error: every other config would fail the same way.
 """
 
 from __future__ import annotations
@@ -17,15 +18,16 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from rightsize.errors import SpecError
 from rightsize.measure.conditions import contended_by_rate
 from rightsize.measure.config import BenchConfig, expand, fit_threads
 from rightsize.measure.env import fingerprint
 from rightsize.measure.quality import is_contended, slowdown
-from rightsize.measure.runner import run_isolated
+from rightsize.measure.runner import SPEC_ERROR, run_isolated
 from rightsize.models import workload_model
 from rightsize.profile import Environment, Measurement
 from rightsize.spec import Workload
@@ -304,7 +306,8 @@ class Executor(Protocol):
 
 def drive(jobs: Sequence[SweepJob], store: Store | None, book: SweepBook, executor: Executor, fresh: bool) -> None:
     """The sweep loop: reuse what the store holds, measure the rest with ``executor``, record each result as it
-    arrives. Ctrl-C stops it; everything recorded so far stays (``book.result.interrupted``)."""
+    arrives. Ctrl-C stops it; everything recorded so far stays (``book.result.interrupted``). A result that failed
+    on an error in the spec (``runner.SPEC_ERROR``) stops it too, raising that SpecError."""
     priors: dict[int, Measurement] = {}
     whys: dict[int, str] = {}  # why a stored config is measured again
     reused: list[tuple[BenchConfig, Measurement]] = []
@@ -340,8 +343,12 @@ def drive(jobs: Sequence[SweepJob], store: Store | None, book: SweepBook, execut
         why = f" ({why})" if why else ""
         of = f" of {len(todo) + len(reused)}" if reused else ""  # the progress bar counts the stored ones as done
         print(f"rightsize: measuring {len(todo)}{of} config(s) on this machine{why}", file=sys.stderr, flush=True)
+    measured = executor.measure(todo, priors, reused)
     try:
-        for job, m, env in executor.measure(todo, priors, reused):
+        for job, m, env in measured:
+            refused = m.extra.get(SPEC_ERROR) if m.status == "failed" else None
+            if refused:  # not stored: a fixed spec measures it, no --fresh needed
+                raise SpecError(*refused)
             prior = priors.get(job.index)
             if prior is not None and prior.env_id == m.env_id and keeps_prior(prior, m, fresh):
                 busy = "failed" if m.status != "ok" else "read no better while the machine was busy"
@@ -351,6 +358,9 @@ def drive(jobs: Sequence[SweepJob], store: Store | None, book: SweepBook, execut
                 book.measured(job.index, job.cfg, m, env)
     except KeyboardInterrupt:
         book.result.interrupted = True
+    finally:
+        if isinstance(measured, Generator):  # stop measuring: no config is started after the loop ends
+            measured.close()
 
 
 class LocalExecutor:

@@ -6,9 +6,10 @@ The limit is a SIGALRM timer (``signal.setitimer``): its handler raises ``TimeLi
 which interrupts a pure-Python loop, ``time.sleep`` and a blocking socket call (a single C call that never returns
 to Python is not interrupted). Any handler and timer already set are restored afterwards, an earlier timer re-armed
 for what is left of it. No limit is set where signals cannot be used or another limit already stands: off the main
-thread, in a multiprocessing child (its parent times it: `bench` measures each config in a child it kills after
-its own time limit, a `serve` worker must load within its start limit), when a timer already set ends sooner, or
-when SIGALRM's handler was not installed from Python.
+thread, in a multiprocessing child (its parent times it: a `serve` worker must load within its start limit) unless
+the child asked for it (``limit_in_this_child``: `bench`'s measuring child, whose error names the factory where its
+parent's kill could only say the config timed out), when a timer already set ends sooner, or when SIGALRM's handler
+was not installed from Python.
 """
 
 from __future__ import annotations
@@ -30,6 +31,15 @@ FACTORY_TIMEOUT_ENV = "RIGHTSIZE_FACTORY_TIMEOUT_S"
 # A factory may construct a big model (random init of billions of weights on a CPU takes minutes): five minutes.
 DEFAULT_FACTORY_TIMEOUT_S = 300.0
 MAX_FACTORY_TIMEOUT_S = 86_400.0  # a day: setitimer refuses sizes past a platform limit
+
+
+_child_opted_in = False  # ``limit_in_this_child`` was called in this process
+
+
+def limit_in_this_child() -> None:
+    """Let ``time_limit`` set its timer in this multiprocessing child (called in its main thread)."""
+    global _child_opted_in
+    _child_opted_in = True
 
 
 class TimeLimitExceeded(BaseException):
@@ -55,7 +65,9 @@ def factory_timeout_s() -> float:
 
 def _can_limit(seconds: float) -> bool:
     """Whether ``time_limit`` may set its timer here (see the module docstring)."""
-    if threading.current_thread() is not threading.main_thread() or multiprocessing.parent_process() is not None:
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    if multiprocessing.parent_process() is not None and not _child_opted_in:
         return False
     if signal.getsignal(signal.SIGALRM) is None:  # a handler set from C: it could not be put back
         return False
@@ -90,4 +102,11 @@ def time_limit(seconds: float) -> Iterator[bool]:
                 signal.setitimer(signal.ITIMER_REAL, max(left, 1e-6), previous_interval)
 
 
-__all__ = ["DEFAULT_FACTORY_TIMEOUT_S", "FACTORY_TIMEOUT_ENV", "TimeLimitExceeded", "factory_timeout_s", "time_limit"]
+__all__ = [
+    "DEFAULT_FACTORY_TIMEOUT_S",
+    "FACTORY_TIMEOUT_ENV",
+    "TimeLimitExceeded",
+    "factory_timeout_s",
+    "limit_in_this_child",
+    "time_limit",
+]

@@ -223,3 +223,22 @@ def test_a_generation_load_test_shows_its_ttft_and_tpot(tmp_path: Path, capsys: 
     assert rc == 0, err
     assert f"generation load test {art}: 3/s offered, 60 sent, 60 answered, TTFT p50 28.4 ms, p95 51.0 ms" in out
     assert "TPOT p50 6.61 ms, 75.2 output tokens/s, valid" in out and "achieved" not in out
+
+
+def test_a_load_test_that_is_not_valid_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A load test's line read "NOT valid" and nothing more; the reasons were stored (online) or are read from the
+    stored numbers (generation)."""
+    store = tmp_path / "s.sqlite"
+    gen = {"kind": "loadtest-generate", "rate_per_s": 3.0, "sent": 60, "answered": 57, "ttft_ms": {"p50": 28.4},
+           "tpot_ms": {"p50": 6.61}, "valid": False, "send_lag_p99_ms": 2.0, "output_tokens_per_s": 75.2}  # fmt: skip
+    online = {"achieved_rate_per_s": 9.1, "offered_rate_per_s": 10.0, "latency_ms": {"p50": 12.0, "p99": 40.0},
+              "valid": False, "problems": ["send lag p99 31.0 ms > 10 ms"]}  # fmt: skip
+    with Store(store) as st:
+        run_id = st.start_run("loadtest", name="lt")
+        st.save_artifact(run_id, "loadtest", gen)
+        st.save_artifact(run_id, "loadtest", online)
+    rc, out, err = _run(["results", run_id, "--store", str(store)], capsys)
+    assert rc == 0, err
+    flat = " ".join(out.split())
+    assert "75.2 output tokens/s, NOT valid: 3 of 60 requests unanswered" in flat
+    assert "p99 40.0 ms, NOT valid: send lag p99 31.0 ms > 10 ms" in flat

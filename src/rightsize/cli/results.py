@@ -134,23 +134,34 @@ def _stored_results(db: Any, run_id: str) -> list[str]:
             out.append(f"generative plan {a['id']}: {recommendation_words(p.get('recommendation'))}; `rightsize "
                        f"report {a['id']}` writes its report")  # fmt: skip
         elif kind == "loadtest" and p.get("kind") == "loadtest-generate":  # TTFT/TPOT, not request latency
+            from rightsize.llm.loadgen import load_problems
+
             t, o = p.get("ttft_ms") or {}, p.get("tpot_ms") or {}
             out.append(f"generation load test {a['id']}: {p.get('rate_per_s', 0):g}/s offered, {p.get('sent', 0)} "
                        f"sent, {p.get('answered', 0)} answered, TTFT p50 {t.get('p50', 0):.1f} ms, p95 "
                        f"{t.get('p95', 0):.1f} ms, TPOT p50 {o.get('p50', 0):.2f} ms, "
                        f"{p.get('output_tokens_per_s', 0):.1f} output tokens/s, "
-                       f"{'valid' if p.get('valid') else 'NOT valid'}")  # fmt: skip
+                       f"{_validity(p, load_problems(p.get('sent'), p.get('answered'), p.get('send_lag_p99_ms')))}"
+                       )  # fmt: skip
         elif kind == "loadtest":
             lat = p.get("latency_ms") or {}
             out.append(f"load test {a['id']}: {p.get('achieved_rate_per_s', 0):.1f}/s achieved of "
                        f"{p.get('offered_rate_per_s', 0):.1f}/s offered, p50 {lat.get('p50', 0):.1f} ms, "
-                       f"p99 {lat.get('p99', 0):.1f} ms, {'valid' if p.get('valid') else 'NOT valid'}")  # fmt: skip
+                       f"p99 {lat.get('p99', 0):.1f} ms, {_validity(p, p.get('problems'))}")  # fmt: skip
         elif kind == "validate":
             for pt in p.get("points") or []:
                 pr, me = pt.get("predicted_ms") or {}, pt.get("measured_ms") or {}
                 out.append(f"validation {a['id']}, {pt.get('label')} load ({pt.get('rate_per_s', 0):.1f}/s): p95 "
                            f"predicted {pr.get('p95', 0):.1f} ms, measured {me.get('p95', 0):.1f} ms")  # fmt: skip
     return out
+
+
+def _validity(payload: Any, problems: Any) -> str:
+    """``valid``, or ``NOT valid: <why>`` with the stored reasons (it read "NOT valid" alone)."""
+    if payload.get("valid"):
+        return "valid"
+    why = [str(x) for x in problems] if isinstance(problems, list) else []
+    return "NOT valid" + (": " + "; ".join(why) if why else "")
 
 
 def _export(db: Any, records: list[dict[str, object]], path: Path, run_id: str | None, model: str | None) -> str:

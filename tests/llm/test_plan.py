@@ -191,7 +191,8 @@ def test_more_load_needs_more_replicas_and_costs_more(catalog: Catalog) -> None:
 
 def test_bounds_so_loose_a_growing_queue_meets_them_still_size_the_fleet_to_keep_up(catalog: Catalog) -> None:
     """A 7B chat spec with TTFT p95 <= 30 s had g4dn.xlarge x15 "meet" it at TTFT 28 s: past capacity, its queue
-    grew through the whole simulated run and still fit the bound. A fleet must keep up with the rate."""
+    grew through the whole simulated run and still fit the bound. A fleet must keep up with the rate (checked on
+    g5.xlarge: 90% of the 14.56 GiB a T4 exposes does not hold 12.6 GiB of weights and a profile pass)."""
     from rightsize.llm.plan import _scaled
     from rightsize.llm.sim import LLMSimConfig
     from rightsize.llm.sizing import level
@@ -199,7 +200,7 @@ def test_bounds_so_loose_a_growing_queue_meets_them_still_size_the_fleet_to_keep
     shape = DecoderShape.from_zoo("llama-7b")
     loose = _target(rate_per_s=5.0, prompt_tokens={"uniform": [200, 800]}, output_tokens={"uniform": [64, 256]},
                     ttft={"percentile": 95, "bound_ms": 30_000}, tpot={"percentile": 50, "bound_ms": 150})  # fmt: skip
-    plan = plan_generative(shape, loose, catalog, instances=["g4dn.xlarge"])
+    plan = plan_generative(shape, loose, catalog, instances=["g5.xlarge"])  # a T4 holds no 7B fp16 replica
     rec = plan.recommendation
     assert rec is not None
     rng = np.random.default_rng(0)

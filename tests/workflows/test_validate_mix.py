@@ -60,11 +60,11 @@ def test_a_size_split_is_served_on_two_lanes_and_replayed_per_class(tmp_path: Pa
     assert report["slo_verdict"].startswith("SLO p95 <= 300 ms for every size class here: ") and "at 50%" in text
 
 
-@pytest.mark.slow
 def test_a_request_far_beyond_the_measured_batches_is_refused_before_serving(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A 1,000,000-sample request would make the server's warm-up allocate a million images: one line, exit 2."""
+    """A 1,000,000-sample request would make the server's warm-up allocate a million images: one line, exit 2 —
+    before the sweep (it measured every batch size first, and no batch size the spec lists could have passed)."""
     from rightsize.cli.app import main
 
     spec = tmp_path / "huge.yaml"
@@ -78,6 +78,8 @@ def test_a_request_far_beyond_the_measured_batches_is_refused_before_serving(
         main(["validate", str(spec), "--store", str(tmp_path / "s.sqlite"), "--no-store", "--json"])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "request_mix" in err and "batch_sizes" in err and "Traceback" not in err
+    assert err.strip().splitlines() == [err.strip()]  # the one line: no "rightsize: measuring ..." before it
+    assert "(1000000 samples) is over 4x the largest batch measured here (8)" in err
 
 
 def test_a_lanes_planned_pool_says_replicas_on_instances() -> None:

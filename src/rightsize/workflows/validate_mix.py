@@ -72,6 +72,17 @@ def _layout(fleet: dict[str, Any], which: str) -> tuple[str, int | None, list[di
     return "single", None, [single] if single else []
 
 
+def _check_extrapolation(largest_request: int, largest_batch: int) -> None:
+    """A SpecError when the largest request is over MAX_EXTRAPOLATION x the largest batch measured here (or, before
+    the sweep, the spec's largest batch size: none larger can be measured): the server's warm-up would allocate it."""
+    if largest_request > MAX_EXTRAPOLATION * largest_batch:
+        raise SpecError(
+            "targets.online.request_mix",
+            f"the largest request ({largest_request} samples) is over {MAX_EXTRAPOLATION}x the largest batch measured "
+            f"here ({largest_batch}); add batch sizes up to it to batch_sizes to validate this mix on this machine",
+        )
+
+
 def validate_mix(
     workload: Workload,
     store: Store,
@@ -106,6 +117,7 @@ def validate_mix(
     mix, headroom = online.sizes(), online.headroom
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     notes: list[str] = []
+    _check_extrapolation(max(s for s, _ in mix), max(workload.batch_sizes))  # before a sweep, not after it
     result, context = plan_spec(workload, store, catalog, progress=progress, seed=seed)
     if result.fleet is None:
         raise RunFailedError("the plan of this request mix has no fleet section to validate")
@@ -153,13 +165,7 @@ def validate_mix(
                 "sets that)"
             )
         lanes.append(Lane(name, group, precision, curve, pool))
-    measured_max = max(max(lane.curve.batch_sizes) for lane in lanes)
-    if max(sizes) > MAX_EXTRAPOLATION * measured_max:
-        raise SpecError(
-            "targets.online.request_mix",
-            f"the largest request ({max(sizes)} samples) is over {MAX_EXTRAPOLATION}x the largest batch measured "
-            f"here ({measured_max}); add batch sizes up to it to batch_sizes to validate this mix on this machine",
-        )
+    _check_extrapolation(max(sizes), max(max(lane.curve.batch_sizes) for lane in lanes))
     batch_of = [int(p["batching"]["max_batch"]) for p in planned if p and p.get("batching")]
     max_batch = max([*batch_of, 1 << math.ceil(math.log2(max(sizes)))])
     waits = [float(p["batching"]["max_wait_ms"]) for p in planned if p and p.get("batching")]

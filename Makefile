@@ -41,7 +41,7 @@ typecheck: install
 	$(BIN)/mypy
 
 unit: install browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=25
 
 # A new user's first hour from the built wheel in a clean venv: core install without torch, --help of
 # every command, bad invocations (exit 2), plan from a stored profile, your own model in four formats.

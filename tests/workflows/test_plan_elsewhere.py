@@ -76,7 +76,8 @@ def test_nothing_measured_anywhere_says_why(tmp_path: Path) -> None:
 def test_this_machines_cpu_sweep_is_not_a_cuda_measurement(tmp_path: Path) -> None:
     """`devices: [cuda]` on a CPU machine had been planned from its earlier CPU sweep, 'measured on this very
     device', with no word on it."""
-    cpu = {**SPEC, "devices": ["cpu"], "precisions": ["fp32"], "timing": {"max_time_s": 0.3, "max_repeats": 10}}
+    cpu = {**SPEC, "model": "simplenet", "input": {}, "devices": ["cpu"], "precisions": ["fp32"],
+           "timing": {"max_time_s": 0.3, "max_repeats": 10}}  # fmt: skip
     with Store(tmp_path / "s.db") as store:
         result, _ = plan_spec(Workload.model_validate(cpu), store, progress=False)
         assert result.recommendation is not None

@@ -3,6 +3,8 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 TORCH   := torch==2.13.0
+# e.g. --index-url https://download.pytorch.org/whl/cpu where pip would resolve the pinned torch to the CUDA build
+TORCH_PIP_ARGS ?=
 EXAMPLE ?= examples/text-classification-api.yaml
 
 .PHONY: install browser bench-tools run test test-fast lint typecheck unit first-hour bench clean
@@ -11,7 +13,7 @@ EXAMPLE ?= examples/text-classification-api.yaml
 $(BIN)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q $(TORCH)
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q $(TORCH) $(TORCH_PIP_ARGS)
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@
 

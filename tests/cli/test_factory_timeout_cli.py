@@ -28,7 +28,8 @@ def test_memory_on_a_factory_that_never_returns_exits_2_in_one_line(
     assert code == 2 and out == ""
     assert err.strip() == (
         "error: model: hanging_cli_factory_mod:build() has not returned after 0.5 s; a factory must build and return "
-        "the torch.nn.Module (check it for a loop or a blocking call), or raise RIGHTSIZE_FACTORY_TIMEOUT_S"
+        "the torch.nn.Module (check it for a loop or a blocking call), or allow more with "
+        "RIGHTSIZE_FACTORY_TIMEOUT_S=SECONDS"
     )
     assert "Traceback" not in err
 
@@ -41,7 +42,8 @@ def test_memory_on_a_factory_that_never_returns_exits_2_in_one_line(
          "error: model: counted_factory_mod:build() raised RuntimeError: 'weights file missing'; fix that factory"),
         ("    time.sleep(600)\n", "1",
          "error: model: counted_factory_mod:build() has not returned after 1 s; a factory must build and return the "
-         "torch.nn.Module (check it for a loop or a blocking call), or raise RIGHTSIZE_FACTORY_TIMEOUT_S"),
+         "torch.nn.Module (check it for a loop or a blocking call), or allow more with "
+         "RIGHTSIZE_FACTORY_TIMEOUT_S=SECONDS"),
     ],
     ids=["raises", "never-returns"],
 )  # fmt: skip

@@ -171,8 +171,8 @@ def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> User
             module = import_current(module_name, ref)
     except TimeLimitExceeded:
         raise SpecError("model", f"importing {module_name!r} has not finished after {limit:g} s; a factory's module "
-                        "must import promptly (check it for a loop or a blocking call at module level), or raise "
-                        f"{FACTORY_TIMEOUT_ENV}") from None  # fmt: skip
+                        "must import promptly (check it for a loop or a blocking call at module level), or allow more "
+                        f"with {FACTORY_TIMEOUT_ENV}=SECONDS") from None  # fmt: skip
     except ImportError as exc:
         top, cwd = module_name.split(".")[0], Path.cwd()
         here = getattr(exc, "name", None) == top and ((cwd / f"{top}.py").is_file() or (cwd / top).is_dir())
@@ -193,8 +193,8 @@ def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> User
                 model = factory()
         except TimeLimitExceeded:  # a loop or a blocking call: `memory` and `bench` hung for ever
             raise SpecError("model", f"{ref}() has not returned after {limit:g} s; a factory must build and return "
-                            "the torch.nn.Module (check it for a loop or a blocking call), or raise "
-                            f"{FACTORY_TIMEOUT_ENV}") from None  # fmt: skip
+                            "the torch.nn.Module (check it for a loop or a blocking call), or allow more with "
+                            f"{FACTORY_TIMEOUT_ENV}=SECONDS") from None  # fmt: skip
         except SystemExit as exc:  # a factory that calls sys.exit() would end rightsize silently, exit 0
             raise SpecError("model", f"{ref}() called sys.exit({exc.code!r}); a factory must return the "
                             "torch.nn.Module") from None  # fmt: skip

@@ -164,3 +164,29 @@ def test_parser_rejects_garbage_and_reads_until_close() -> None:
 
     err, status = asyncio.run(main())
     assert isinstance(err, ProtocolError) and status == 200
+
+
+@pytest.mark.parametrize(
+    ("wire", "why"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\nabc", "bad Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\nabc", "bad Content-Length"),
+        (b"HTTP/1.1 999 Odd\r\nContent-Length: 0\r\n\r\n", "bad status code 999"),
+    ],
+)
+def test_a_response_with_a_bad_length_or_status_is_a_protocol_error(wire: bytes, why: str) -> None:
+    """A negative Content-Length was read to the close and counted a success (the load test 'valid'); a 999 was
+    counted as a 5xx."""
+    from rightsize.loadgen._http import ProtocolError, _Conn
+
+    async def main() -> BaseException | int:
+        conn = _Conn()
+        conn.connection_made(_FakeTransport())
+        task = asyncio.ensure_future(conn.request(b"x", False, 1e18))
+        await asyncio.sleep(0)
+        conn.data_received(wire)
+        conn.eof_received()
+        return (await asyncio.gather(task, return_exceptions=True))[0]
+
+    got = asyncio.run(main())
+    assert isinstance(got, ProtocolError) and str(got) == why

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -102,3 +103,46 @@ def test_a_url_with_neither_scheme_nor_port_is_bad_input() -> None:
     with pytest.raises(SpecError, match=r"^URL: 'notaurl' has neither http:// nor a :port"):
         Target.from_url("notaurl")
     assert Target.from_url("127.0.0.1:8123").port == 8123 and Target.from_url("http://h/v1/x").port == 80
+
+
+def test_a_server_that_drips_its_info_answer_is_cut_at_the_deadline() -> None:
+    """A socket timeout bounds each read: a server sending its /v1/info headers a byte at a time held
+    `loadtest --timeout-s 2` for its whole life (90 s). The exchange now has one deadline."""
+    import socket
+    import threading
+    import time
+
+    from rightsize.loadgen.target import server_info
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    stop = threading.Event()
+
+    def drip() -> None:
+        conn, _ = srv.accept()
+        conn.recv(65536)
+        with contextlib.suppress(OSError):
+            for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100:
+                if stop.is_set():
+                    break
+                conn.sendall(bytes([byte]))
+                time.sleep(0.1)
+        conn.close()
+
+    thread = threading.Thread(target=drip, daemon=True)
+    thread.start()
+    try:
+        started = time.monotonic()
+        assert server_info(f"http://127.0.0.1:{srv.getsockname()[1]}", timeout_s=1.0) is None
+        assert time.monotonic() - started < 3.0  # the drip lasts 12 s
+    finally:
+        stop.set()
+        thread.join(5)
+        srv.close()
+
+
+def test_a_transfer_encoding_header_is_refused() -> None:
+    """-H 'Transfer-Encoding: chunked' went out beside our Content-Length, the framing request smuggling uses."""
+    with pytest.raises(SpecError, match=r"^--header: 'Transfer-Encoding: chunked': each request's body is sent whole"):
+        parse_header("Transfer-Encoding: chunked")

@@ -23,7 +23,8 @@ from typing import cast
 
 __all__ = ["ConnectFailed", "Pool", "ProtocolError", "ServerClosed", "exception_kind", "fetch"]
 
-_CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)")
+_CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)[ \t]*\r\n")
+_ANY_CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:")
 _CHUNKED = re.compile(rb"\r\ntransfer-encoding:[^\r]*chunked")
 _CLOSE = re.compile(rb"\r\nconnection:[^\r]*close")
 
@@ -158,6 +159,9 @@ class _Conn(asyncio.Protocol):
             self._finish(0, ProtocolError(f"bad status line {head[:40]!r}"))
             return
         status = int(head[9:12])
+        if not 100 <= status <= 599:  # RFC 9110 15: three digits, 1xx-5xx (a 999 had been counted as a 5xx)
+            self._finish(0, ProtocolError(f"bad status code {status}"))
+            return
         if _CLOSE.search(head) or head.startswith(b"http/1.0"):
             self.reusable = False
         start = end + 4
@@ -174,6 +178,9 @@ class _Conn(asyncio.Protocol):
             stop = start + int(m.group(1))
             if len(buf) < stop:
                 stop = None
+        elif _ANY_CONTENT_LENGTH.search(head):  # "-5", "abc": not a length (it had read to the close, counted ok)
+            self._finish(0, ProtocolError("bad Content-Length"))
+            return
         else:  # body runs until the server closes
             self.reusable = False
             stop = len(buf) if eof else None

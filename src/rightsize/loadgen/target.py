@@ -6,10 +6,13 @@ target.raw   # b"POST /v1/predict HTTP/1.1\\r\\nHost: ...\\r\\n\\r\\n{...}"
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import math
 import re
+import socket
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
@@ -79,11 +82,30 @@ _INFO_MAX_BYTES = 1 << 20  # a rightsize server's /v1/info is a few hundred byte
 
 
 def server_info(url: str, token: str | None = None, timeout_s: float = 5.0) -> dict[str, Any] | None:
-    """``GET /v1/info`` of a rightsize server (sample shape, dtype, max batch), or None if it has none."""
+    """``GET /v1/info`` of a rightsize server (sample shape, dtype, max batch), or None if it has none or has not
+    answered all of it within ``timeout_s`` (a socket timeout bounds each read, so a server sending a byte a second
+    had held `loadtest --timeout-s 2` for as long as it kept sending: the whole exchange gets one deadline)."""
     parts = urlsplit(url if "://" in url else f"http://{url}")
     if parts.scheme != "http" or not parts.hostname:
         return None
     conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout_s)
+    answer: list[dict[str, Any] | None] = []
+    asking = threading.Thread(target=lambda: answer.append(_ask_info(conn, token)), daemon=True,
+                              name="rightsize-server-info")  # fmt: skip
+    asking.start()
+    asking.join(timeout_s)
+    if asking.is_alive():  # past the deadline: cut the connection under the reader, which then returns None
+        sock = conn.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        asking.join(1.0)
+        return None
+    return answer[0] if answer else None
+
+
+def _ask_info(conn: http.client.HTTPConnection, token: str | None) -> dict[str, Any] | None:
+    """``server_info``'s exchange on ``conn`` (closed afterwards)."""
     try:
         conn.request("GET", "/v1/info", headers={"Authorization": f"Bearer {token}"} if token else {})
         resp = conn.getresponse()
@@ -150,6 +172,9 @@ def parse_header(text: str) -> tuple[str, str]:
     name, value = name.strip(), value.strip()
     if not sep or not name or any(c in name for c in " \t\r\n") or "\r" in value or "\n" in value:
         raise SpecError("--header", f"expected 'Name: value', got {text!r}")
+    if name.lower() == "transfer-encoding":  # beside our Content-Length: the framing request smuggling uses
+        raise SpecError("--header", f"{text!r}: each request's body is sent whole with its Content-Length; drop "
+                        "this header")  # fmt: skip
     return name, value
 
 

@@ -17,6 +17,7 @@ import math
 import os
 import reprlib
 import tempfile
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,20 @@ def short(value: Any) -> str:
     """``repr(value)`` cut to at most 80 characters and two levels: safe for any input in a message."""
     text = _repr.repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+# Bidirectional embeddings, overrides and isolates (Unicode's Trojan Source set, CVE-2021-42574): printed, they
+# reorder the text around them
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def unprintable(text: str) -> str | None:
+    """Why ``text`` cannot be printed as it is (a control character such as ESC, which a terminal obeys, or a bidi
+    override), naming the first such character and its position; None when it can."""
+    for i, c in enumerate(text):
+        if unicodedata.category(c) == "Cc" or c in _BIDI_CONTROLS:
+            return f"holds the control character {c!r} at position {i} (printed, a terminal would obey it)"
+    return None
 
 
 def read_user_text(path: str | Path, what: str, max_bytes: int = MAX_FILE_BYTES) -> str:

@@ -185,3 +185,16 @@ def test_exposed_memory_is_optional_and_never_above_the_nominal(tmp_path: Path) 
     f.write_text(head + ",exposed_gib\nMI300X,192,5300,163,653,1307,1307,2615,750,AMD datasheet,2025-01,200\n")
     with pytest.raises(SpecError, match=r"column 'exposed_gib': must be a finite number <= 192, got '200'"):
         load_catalog(f)
+
+
+def test_a_cell_a_terminal_would_obey_is_refused(tmp_path: Path) -> None:
+    """An instance type holding ESC[31m was accepted and `rightsize catalog` printed it raw, recolouring the
+    terminal."""
+    f = tmp_path / "ctrl.csv"
+    f.write_text(HEADER + "aws,us-east-1,x\x1b[31mRED,4,16,amd-rome,,0,1.0,,,2025-01,s\n")
+    with pytest.raises(SpecError, match=r"ctrl.csv line 2, column 'instance_type': holds the control character "
+                       r"'\\x1b' at position 1 .*; write plain text"):  # fmt: skip
+        load_catalog(f)
+    f.write_text(HEADER + "aws,us-east-1,box1,4,16,amd-rome,,0,1.0,,,2025-01,my \u202enote\n")
+    with pytest.raises(SpecError, match=r"column 'source': holds the control character '\\u202e' at position 3"):
+        load_catalog(f)

@@ -238,3 +238,13 @@ def test_a_section_given_as_one_value_names_its_fields_not_a_class(over: dict[st
         parse_spec(_spec(**over))
     text = str(err.value)
     assert text.startswith(message) and "LatencyBound" not in text and "instance" not in text
+
+
+@pytest.mark.parametrize("name", ["a\x1b[31mb", "bell\x07", "two\nlines", "evil\u202egnp.exe"])
+def test_a_name_a_terminal_would_obey_is_refused(name: str) -> None:
+    """An ESC sequence in `name` was stored and printed raw by `plan` and `results` (recolouring the terminal); a
+    right-to-left override reordered it."""
+    with pytest.raises(SpecError, match=r"^name: holds the control character .* at position \d+ \(printed, a "
+                       r"terminal would obey it\); write plain text"):  # fmt: skip
+        parse_spec(_spec(name=name))
+    assert parse_spec(_spec(name="Ünïcode — ok 模型")).name == "Ünïcode — ok 模型"

@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from rightsize.catalog.model import Accelerator, Catalog, CpuFamily, Instance, Links, PowerTable
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
-from rightsize.inputfile import read_user_text, short
+from rightsize.inputfile import read_user_text, short, unprintable
 
 __all__ = ["ENV_VAR", "load_catalog", "load_spot_buckets", "read_table"]
 
@@ -114,6 +114,8 @@ class _Row:
             raise self._fail(column, f"looks like a spreadsheet formula ({short(value)}); write the plain value")
         if len(value) > MAX_CELL_CHARS:
             raise self._fail(column, f"is {len(value)} characters long; at most {MAX_CELL_CHARS}")
+        if (why := unprintable(value)) is not None:  # an ESC in an instance type recoloured `rightsize catalog`
+            raise self._fail(column, f"{why}; write plain text")
         return value
 
     def number(

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from rightsize.inputfile import unprintable
 from rightsize.spec.targets import SpecModel, Targets
 
 Mode = Literal["inference", "training"]
@@ -106,6 +107,13 @@ class Workload(SpecModel):
         None, description="Ray: instance type -> custom resource, e.g. {g5.xlarge: 'instance:g5.xlarge'}"
     )
     targets: Targets | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if (why := unprintable(v)) is not None:  # an ESC in a name recoloured every table and `results` row
+            raise ValueError(f"{why}; write plain text")
+        return v
 
     @field_validator("batch_sizes")
     @classmethod

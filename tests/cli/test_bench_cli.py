@@ -222,6 +222,22 @@ def test_bench_refuses_a_mode_its_targets_cannot_plan_from(tmp_path: Path, capsy
     assert err.startswith("error: mode: inference does not fit training targets; set mode: training")
 
 
+def test_bench_refuses_epochs_on_inference_and_an_empty_ray_address(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--epochs 3` on an inference spec was ignored (and re-measured every config); `--ray ''` ran locally."""
+    from cli_kit import run_cli
+
+    spec = tmp_path / "t.yaml"
+    spec.write_text("model: simplenet\ntiny: true\nmode: inference\n")
+    code, out, err = run_cli(["bench", str(spec), "--epochs", "3", "--store", str(tmp_path / "s.sqlite")], capsys)
+    assert (code, out) == (2, "") and "measuring" not in err
+    assert err.strip() == ("error: --epochs: applies to training only; the spec's mode is inference: drop --epochs or "
+                           "set mode: training")  # fmt: skip
+    code, _, err = run_cli(["bench", str(spec), "--ray", "", "--store", str(tmp_path / "s.sqlite")], capsys)
+    assert code == 2 and err.startswith("error: --ray: must be 'auto' or a cluster address HOST:PORT")
+
+
 @pytest.mark.slow  # a forkserver importing torch, then a measurement cut short: ~15 s
 def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path: Path, store_path: Path) -> None:
     """SIGTERM (docker stop, systemd) ended bench on the spot: its run read 'running' for every reader and the

@@ -36,3 +36,18 @@ def test_stage_times_summed_over_workers_are_not_called_wall(monkeypatch: pytest
     assert "wall s" not in out and "share of wall" not in out
     infer = next(line for line in out.splitlines() if "infer" in line)
     assert [c.strip() for c in infer.strip("│ ").split("│")] == ["infer", "13.70", "12.90", "100%", "64500.0"]
+
+
+@pytest.mark.parametrize("address", ["bogus", ""])
+def test_a_bad_ray_address_is_refused_before_the_pipeline_starts(
+    address: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pipeline --ray` was passed on unchecked (bench checked it): '' ran locally, a bad address reached Ray."""
+    from cli_kit import run_cli
+
+    spec = tmp_path / "p.yaml"
+    spec.write_text("model: simplenet\ntiny: true\nbatch_sizes: [1]\n")
+    code, out, err = run_cli(["pipeline", str(spec), "--ray", address, "--store", str(tmp_path / "s.sqlite")], capsys)
+    assert (code, out) == (2, "")
+    assert err.strip() == ("error: --ray: must be 'auto' or a cluster address HOST:PORT, e.g. 127.0.0.1:6379 or "
+                           f"ray://HOST:10001, got {address!r}")  # fmt: skip

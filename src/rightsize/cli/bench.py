@@ -116,7 +116,12 @@ def bench(
     workload = load_spec(spec)
     workload_model(workload)  # a bad model name fails before any progress output
     check_mode(workload)  # a mode the spec's targets cannot plan from: measured for nothing
-    if ray:
+    if epochs is not None and workload.mode != "training":  # it was ignored, and forced a re-measurement
+        from rightsize.errors import SpecError
+
+        raise SpecError("--epochs", f"applies to training only; the spec's mode is {workload.mode}: drop --epochs "
+                        "or set mode: training")  # fmt: skip
+    if ray is not None:  # --ray '' had run locally, without a word
         ray = ray_address(ray)
     limit = parse_bytes(memory_limit, "--memory-limit") if memory_limit else None
     db = Store(store)

@@ -56,6 +56,10 @@ def pipeline(
     from rightsize.workflows.pipeline import run_and_project
 
     workload = load_spec(spec)
+    if ray is not None:  # checked before anything starts, as bench checks it
+        from rightsize.cli.bench import ray_address
+
+        ray = ray_address(ray)
     if output is not None:
         if input_file is not None and same_file(output, input_file):  # the items were overwritten by the results
             raise SpecError("--output", f"is the --input file {str(input_file)!r}; pass another path")

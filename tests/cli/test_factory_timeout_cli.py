@@ -77,3 +77,33 @@ def test_bench_stops_at_the_first_config_whose_factory_fails(
     listed = subprocess.run([sys.executable, "-m", "rightsize", "results", "--json"], env=env, capture_output=True,
                             text=True, timeout=120)  # fmt: skip
     assert json.loads(listed.stdout or "[]") == []
+
+
+@pytest.mark.slow  # a forkserver importing torch, then its pool: ~10 s each
+@pytest.mark.parametrize(
+    ("body", "limit", "error"),
+    [
+        ("    raise RuntimeError('weights file missing')\n", "300",
+         "error: model: pool_factory_mod:build() raised RuntimeError: 'weights file missing'; fix that factory"),
+        ("    time.sleep(600)\n", "1",
+         "error: model: pool_factory_mod:build() has not returned after 1 s; a factory must build and return the "
+         "torch.nn.Module (check it for a loop or a blocking call), or allow more with "
+         "RIGHTSIZE_FACTORY_TIMEOUT_S=SECONDS"),
+    ],
+    ids=["raises", "never-returns"],
+)  # fmt: skip
+def test_pipeline_workers_whose_factory_fails_end_the_run_in_one_line(
+    tmp_path: Path, store_path: Path, body: str, limit: str, error: str
+) -> None:
+    """The local pipeline builds the model in each pool worker's initializer: one that raised made the Pool start a
+    new worker for ever, printing the traceback in a loop (the run never ended); one that never returned hung it."""
+    (tmp_path / "pool_factory_mod.py").write_text(f"import time\n\n\ndef build():\n{body}")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"name": "p", "model": "pool_factory_mod:build", "input": {"shape": [4]},
+                                    "batch_sizes": [1]}))  # fmt: skip
+    env = os.environ | {"RIGHTSIZE_STORE": str(store_path), "PYTHONPATH": str(tmp_path), "COLUMNS": "200",
+                        "RIGHTSIZE_FACTORY_TIMEOUT_S": limit}  # fmt: skip
+    proc = subprocess.run([sys.executable, "-m", "rightsize", "pipeline", str(spec), "--items", "8", "--workers", "2"],
+                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.strip().splitlines()[-1] == error

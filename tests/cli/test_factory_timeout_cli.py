@@ -107,3 +107,21 @@ def test_pipeline_workers_whose_factory_fails_end_the_run_in_one_line(
                           env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr and proc.stderr.strip().splitlines()[-1] == error
+
+
+@pytest.mark.slow  # torch import and a 2 s limit: ~8 s
+def test_serve_on_a_factory_that_never_returns_exits_2_in_one_line(tmp_path: Path) -> None:
+    """serve builds the model off the main thread, where no timer reaches the factory: it hung for ever, and SIGTERM
+    (the server's drain) could not stop it."""
+    (tmp_path / "serve_hang_mod.py").write_text("import time\n\n\ndef build():\n    time.sleep(600)\n")
+    env = os.environ | {"PYTHONPATH": str(tmp_path), "RIGHTSIZE_FACTORY_TIMEOUT_S": "1", "COLUMNS": "200"}
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "rightsize", "serve", "serve_hang_mod:build", "--shape", "4",
+                           "--port", "0"], env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert time.monotonic() - started < 60  # its sleep is 600 s
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: model: serve_hang_mod:build has not loaded after 2 s; a factory must build and return the "
+        "torch.nn.Module (check it for a loop or a blocking call), or allow more with "
+        "RIGHTSIZE_FACTORY_TIMEOUT_S=SECONDS"
+    )

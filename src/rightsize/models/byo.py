@@ -112,6 +112,14 @@ def is_user_ref(ref: str) -> bool:
     return ":" in ref or ref.endswith((".onnx", ".pt2", *TORCHSCRIPT_SUFFIXES)) or config_dir(ref) is not None
 
 
+def is_factory_ref(ref: str) -> bool:
+    """Whether ``ref`` (on any engine) builds its model by calling a user's ``package.module:factory``."""
+    for prefix in ENGINE_PREFIX.values():
+        ref = ref.removeprefix(prefix)
+    return (":" in ref and not ref.startswith("hf:") and config_dir(ref) is None
+            and not ref.endswith((".onnx", ".pt2", *TORCHSCRIPT_SUFFIXES)))  # fmt: skip
+
+
 def resolve_model(ref: str, shape: list[int] | None = None, vocab: int | None = None) -> ZooEntry:
     """A zoo entry, or a user's model (see the module docstring). ``shape`` is one sample's input shape;
     ``vocab`` set means token-id inputs."""

@@ -9,14 +9,16 @@ partial batches; ``await stop()`` waits for the queues to drain and answers anyt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from rightsize.allocator import keep_freed_memory
-from rightsize.errors import input_refused
+from rightsize.errors import SpecError, input_refused
 from rightsize.serve.batcher import Batch, Batcher, Pending, QueueFull, ShuttingDown
 from rightsize.serve.config import (
     PoolConfig,
@@ -28,7 +30,15 @@ from rightsize.serve.config import (
 )
 from rightsize.serve.metrics import ServeMetrics
 from rightsize.serve.router import Route, choose_pool
-from rightsize.serve.workers import close_runs, example_batch, in_processes, input_spec, load_model, make_runs
+from rightsize.serve.workers import (
+    LoadedModel,
+    close_runs,
+    example_batch,
+    in_processes,
+    input_spec,
+    load_model,
+    make_runs,
+)
 from rightsize.wire import ParsedRequest
 
 log = logging.getLogger("rightsize.serve")
@@ -37,6 +47,44 @@ log = logging.getLogger("rightsize.serve")
 # A queue a few tens of milliseconds deep is jitter, not overload: with a 3 ms batch, two batch times (6 ms) refused
 # 3.4% of a light 100 req/s load on a busy 2-core machine (an event-loop hiccup is longer than that).
 ADMISSION_FLOOR_MS = 50.0
+
+
+async def _load(loop: asyncio.AbstractEventLoop, config: ServerConfig) -> LoadedModel:
+    """``load_model(config)`` on a daemon thread of its own. A user's factory model must load within twice
+    ``RIGHTSIZE_FACTORY_TIMEOUT_S`` (its build, then its preparation at the served precision): off the main thread no
+    timer can interrupt the factory, and a factory that never returned hung `serve` for ever, deaf to SIGTERM. The
+    thread is left behind when the limit passes; being a daemon, it does not hold the process at exit."""
+    from rightsize.models.byo import is_factory_ref
+    from rightsize.models.time_limit import FACTORY_TIMEOUT_ENV, factory_timeout_s
+
+    limit = 2 * factory_timeout_s() if is_factory_ref(config.model) else None
+    done: asyncio.Future[LoadedModel] = loop.create_future()
+
+    def settle(value: LoadedModel | None, exc: BaseException | None) -> None:
+        if done.done():  # the limit passed first
+            return
+        if exc is not None:
+            done.set_exception(exc)
+        else:
+            done.set_result(cast(LoadedModel, value))
+
+    def run() -> None:
+        try:
+            value = load_model(config)
+        except BaseException as exc:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(settle, None, exc)
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, value, None)
+
+    threading.Thread(target=run, name="rightsize-load-model", daemon=True).start()
+    try:
+        return await asyncio.wait_for(done, limit)
+    except asyncio.TimeoutError:
+        raise SpecError("model", f"{config.model} has not loaded after {limit:g} s; a factory must build and return "
+                        "the torch.nn.Module (check it for a loop or a blocking call), or allow more with "
+                        f"{FACTORY_TIMEOUT_ENV}=SECONDS") from None  # fmt: skip
 
 
 def admission_limit_ms(max_queue_batches: float, t_full_ms: float, max_wait_ms: float) -> float:
@@ -75,7 +123,7 @@ class Service:
                 precision = pool.precision or cfg.precision
                 at = replace(cfg, precision=precision)
                 if precision not in models:
-                    models[precision] = await loop.run_in_executor(None, load_model, at)
+                    models[precision] = await _load(loop, at)
                 runs, init = await loop.run_in_executor(None, make_runs, pool, models[precision], precision, at)
                 self.batchers.append(
                     Batcher(

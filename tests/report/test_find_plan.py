@@ -40,7 +40,7 @@ def test_unique_prefix_finds_and_ambiguous_prefix_is_refused(tmp_path: Path) -> 
         find_plan(st, "abcd")
     with pytest.raises(NotFoundError):
         find_plan(st, "zzzz")
-    with pytest.raises(SpecError, match=r"^RUN: 'abc' is too short for a prefix; give 4 or more characters"):
+    with pytest.raises(SpecError, match=r"^run: 'abc' is too short for a prefix; give 4 or more characters"):
         find_plan(st, "abc")  # it said "no plan with run or artifact id 'abc'", as results does not
 
 
@@ -66,5 +66,5 @@ def test_a_store_of_generative_plans_only_says_so_not_that_it_holds_no_plan(tmp_
 def test_a_run_of_another_kind_is_named_as_such(tmp_path: Path) -> None:
     st, _ = _store_with_plans(tmp_path, 1)
     bench = st.start_run("bench", name="quick", model="distilbert")
-    with pytest.raises(SpecError, match=rf"^RUN: '{bench}' is a bench run \(quick\), not a plan; .*results {bench}"):
+    with pytest.raises(SpecError, match=rf"^run: '{bench}' is a bench run \(quick\), not a plan; .*results {bench}"):
         find_plan(st, bench)

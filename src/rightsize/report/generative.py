@@ -44,7 +44,7 @@ def stored_generative(artifact: Mapping[str, Any]) -> tuple[LLMPlan, GenerativeT
     payload = artifact["payload"]
     if "report_state" not in payload:
         run_id = artifact.get("run_id") or artifact["id"]
-        raise SpecError("RUN", f"generative plan {run_id} was stored before its report could be written from the "
+        raise SpecError("run", f"generative plan {run_id} was stored before its report could be written from the "
                         "store; plan it again (`rightsize plan SPEC --report PATH`)")  # fmt: skip
     plan = LLMPlan.from_state(payload["report_state"])
     return plan, GenerativeTarget.model_validate(payload["target"]), str(payload.get("name", "?"))

@@ -46,7 +46,7 @@ def find_plan(store: Store, ref: str | None = None) -> dict[str, Any]:
     if not plans:
         if generative := store.artifacts(kind="generative-plan"):
             g = generative[0]
-            raise NotFoundError(f"RUN: no plan with run or artifact id {ref!r} in the store {str(store.path)!r}, "
+            raise NotFoundError(f"run: no plan with run or artifact id {ref!r} in the store {str(store.path)!r}, "
                                 f"which holds generative plans only (newest: run {g['run_id'] or g['id']}, "
                                 f"{g['payload'].get('name', '?')}); `rightsize results` lists runs")  # fmt: skip
         raise NotFoundError(f"no plan in the store {str(store.path)!r}; run `rightsize plan SPEC` first")
@@ -62,19 +62,19 @@ def find_plan(store: Store, ref: str | None = None) -> dict[str, Any]:
         names = ", ".join(
             f"run {a['run_id']} (artifact {a['id']}, {a['payload'].get('name', '?')})" for a in prefixed[:4]
         )
-        raise SpecError("RUN", f"{ref!r} matches {len(prefixed)} plans: {names}; give more characters")
+        raise SpecError("run", f"{ref!r} matches {len(prefixed)} plans: {names}; give more characters")
     try:
         other = store.run(ref)
     except NotFoundError:
         other = None
     if other is not None:  # a run of another kind (bench, validate, ...): say what it is
-        raise SpecError("RUN", f"{ref!r} is a {other.kind} run ({other.name or '?'}), not a plan; `rightsize results "
+        raise SpecError("run", f"{ref!r} is a {other.kind} run ({other.name or '?'}), not a plan; `rightsize results "
                         f"{other.id}` shows it ({_newest(store, plans)})")  # fmt: skip
     if len(ref) < 4 and any(a["id"].startswith(ref) or (a["run_id"] or "").startswith(ref) for a in plans):
-        raise SpecError("RUN", f"{ref!r} is too short for a prefix; give 4 or more characters of the run or artifact "
+        raise SpecError("run", f"{ref!r} is too short for a prefix; give 4 or more characters of the run or artifact "
                         f"id ({_newest(store, plans)})")  # fmt: skip
     raise NotFoundError(
-        f"RUN: no plan with run or artifact id {ref!r} in the store; `rightsize results` lists runs "
+        f"run: no plan with run or artifact id {ref!r} in the store; `rightsize results` lists runs "
         f"({_newest(store, plans)})"
     )
 

@@ -14,6 +14,19 @@ import yaml
 from cli_kit import run_cli
 
 
+def _failing_factories(module: str) -> list[tuple[str, str, str]]:
+    """(factory body, RIGHTSIZE_FACTORY_TIMEOUT_S, the one line expected) for ``module:build`` raising, then never
+    returning."""
+    return [
+        ("    raise RuntimeError('weights file missing')\n", "300",
+         f"error: model: {module}:build() raised RuntimeError: 'weights file missing'; fix that factory"),
+        ("    time.sleep(600)\n", "1",
+         f"error: model: {module}:build() has not returned after 1 s; a factory must build and return the "
+         "torch.nn.Module (check it for a loop or a blocking call), or allow more with "
+         "RIGHTSIZE_FACTORY_TIMEOUT_S=SECONDS"),
+    ]  # fmt: skip
+
+
 @pytest.mark.slow  # a few seconds: make test runs it, test-fast does not
 def test_memory_on_a_factory_that_never_returns_exits_2_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -36,17 +49,8 @@ def test_memory_on_a_factory_that_never_returns_exits_2_in_one_line(
 
 @pytest.mark.slow  # a forkserver importing torch, then one child: ~10 s each
 @pytest.mark.parametrize(
-    ("body", "limit", "error"),
-    [
-        ("    raise RuntimeError('weights file missing')\n", "300",
-         "error: model: counted_factory_mod:build() raised RuntimeError: 'weights file missing'; fix that factory"),
-        ("    time.sleep(600)\n", "1",
-         "error: model: counted_factory_mod:build() has not returned after 1 s; a factory must build and return the "
-         "torch.nn.Module (check it for a loop or a blocking call), or allow more with "
-         "RIGHTSIZE_FACTORY_TIMEOUT_S=SECONDS"),
-    ],
-    ids=["raises", "never-returns"],
-)  # fmt: skip
+    ("body", "limit", "error"), _failing_factories("counted_factory_mod"), ids=["raises", "never-returns"]
+)
 def test_bench_stops_at_the_first_config_whose_factory_fails(
     tmp_path: Path, store_path: Path, body: str, limit: str, error: str
 ) -> None:
@@ -81,17 +85,8 @@ def test_bench_stops_at_the_first_config_whose_factory_fails(
 
 @pytest.mark.slow  # a forkserver importing torch, then its pool: ~10 s each
 @pytest.mark.parametrize(
-    ("body", "limit", "error"),
-    [
-        ("    raise RuntimeError('weights file missing')\n", "300",
-         "error: model: pool_factory_mod:build() raised RuntimeError: 'weights file missing'; fix that factory"),
-        ("    time.sleep(600)\n", "1",
-         "error: model: pool_factory_mod:build() has not returned after 1 s; a factory must build and return the "
-         "torch.nn.Module (check it for a loop or a blocking call), or allow more with "
-         "RIGHTSIZE_FACTORY_TIMEOUT_S=SECONDS"),
-    ],
-    ids=["raises", "never-returns"],
-)  # fmt: skip
+    ("body", "limit", "error"), _failing_factories("pool_factory_mod"), ids=["raises", "never-returns"]
+)
 def test_pipeline_workers_whose_factory_fails_end_the_run_in_one_line(
     tmp_path: Path, store_path: Path, body: str, limit: str, error: str
 ) -> None:

@@ -244,3 +244,13 @@ def test_an_fp32_model_has_no_adapter_copies_to_make() -> None:
     bf16 = finetune_memory("llama-7b", "lora", framework="hf", batch=1, seq_len=1, gradient_checkpointing=False)
     assert bf16.layer_in_flight > finetune_memory("llama-7b", "lora", framework="torchtune", batch=1, seq_len=1,
                                                   gradient_checkpointing=False).layer_in_flight  # fmt: skip
+
+
+def test_a_gate_target_on_an_ungated_model_says_the_model_has_none() -> None:
+    """`--targets gate` on gpt2 read "unknown target 'gate'", though --help lists gate: gpt2's MLP has no gate."""
+    with pytest.raises(SpecError, match=r"^lora_targets: 'gate': this model has no such layer \(its MLP is not "
+                       r"gated\); use 'all-linear' or names among q, k, v, o, up, down, lm_head\."):  # fmt: skip
+        lora_trainable_params("gpt2", 8, ("q", "gate"))
+    with pytest.raises(SpecError, match=r"^lora_targets: unknown target 'zz'"):
+        lora_trainable_params("gpt2", 8, ("zz",))
+    assert lora_trainable_params("llama-7b", 8, ("gate",)) > 0

@@ -231,7 +231,10 @@ def _targets(targets: str | Sequence[str], dims: _Dims) -> tuple[str, ...]:
     for t in targets:
         name = _ALIASES.get(t, t)
         if name not in known:
-            raise SpecError("lora_targets", f"unknown target {t!r}; use 'all-linear' or names among "
+            why = f"unknown target {t!r}"
+            if name in LINEARS:  # a decoder layer's linear this model lacks: gpt2's MLP is not gated
+                why = f"{t!r}: this model has no such layer" + (" (its MLP is not gated)" if name == "gate" else "")
+            raise SpecError("lora_targets", f"{why}; use 'all-linear' or names among "
                             f"{', '.join(known)}.{did_you_mean(t, known)}")  # fmt: skip
         out.append(name)
     return tuple(dict.fromkeys(out))

@@ -79,7 +79,7 @@ def test_a_request_far_beyond_the_measured_batches_is_refused_before_serving(
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "request_mix" in err and "batch_sizes" in err and "Traceback" not in err
     assert err.strip().splitlines() == [err.strip()]  # the one line: no "rightsize: measuring ..." before it
-    assert "(1000000 samples) is over 4x the largest batch measured here (8)" in err
+    assert "(1000000 samples) is over 4x the spec's largest batch size (8); add batch sizes up to it" in err
 
 
 def test_a_lanes_planned_pool_says_replicas_on_instances() -> None:

@@ -72,14 +72,17 @@ def _layout(fleet: dict[str, Any], which: str) -> tuple[str, int | None, list[di
     return "single", None, [single] if single else []
 
 
-def _check_extrapolation(largest_request: int, largest_batch: int) -> None:
-    """A SpecError when the largest request is over MAX_EXTRAPOLATION x the largest batch measured here (or, before
-    the sweep, the spec's largest batch size: none larger can be measured): the server's warm-up would allocate it."""
+def _check_extrapolation(
+    largest_request: int, largest_batch: int, what: str = "the largest batch measured here"
+) -> None:
+    """A SpecError when the largest request is over MAX_EXTRAPOLATION x ``largest_batch`` (``what``: the largest
+    batch measured here, or before the sweep the spec's largest batch size, past which none can be measured): the
+    server's warm-up would allocate it."""
     if largest_request > MAX_EXTRAPOLATION * largest_batch:
         raise SpecError(
             "targets.online.request_mix",
-            f"the largest request ({largest_request} samples) is over {MAX_EXTRAPOLATION}x the largest batch measured "
-            f"here ({largest_batch}); add batch sizes up to it to batch_sizes to validate this mix on this machine",
+            f"the largest request ({largest_request} samples) is over {MAX_EXTRAPOLATION}x {what} ({largest_batch}); "
+            "add batch sizes up to it to batch_sizes to validate this mix on this machine",
         )
 
 
@@ -117,7 +120,7 @@ def validate_mix(
     mix, headroom = online.sizes(), online.headroom
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     notes: list[str] = []
-    _check_extrapolation(max(s for s, _ in mix), max(workload.batch_sizes))  # before a sweep, not after it
+    _check_extrapolation(max(s for s, _ in mix), max(workload.batch_sizes), "the spec's largest batch size")
     result, context = plan_spec(workload, store, catalog, progress=progress, seed=seed)
     if result.fleet is None:
         raise RunFailedError("the plan of this request mix has no fleet section to validate")

@@ -22,3 +22,17 @@ def test_a_user_models_refused_shape_names_its_shape_not_seq_or_image() -> None:
     err = input_refused("m.pt", 128, None, RuntimeError("mat1 and mat2 shapes cannot be multiplied"), (31,))
     assert isinstance(err, SpecError) and str(err).startswith("input.shape: m.pt cannot run samples of shape [31]")
     assert "position table" not in str(err) and "image_size" not in str(err) and "--shape" in str(err)
+
+
+def test_a_spec_error_survives_a_process_boundary() -> None:
+    """A pool worker's SpecError reaches its parent as itself (pickle rebuilt it from the message and failed)."""
+    import pickle
+
+    from rightsize.errors import SpecError
+
+    back = pickle.loads(pickle.dumps(SpecError("model", "f() raised ValueError")))
+    assert isinstance(back, SpecError) and (back.field, back.problem, str(back)) == (
+        "model",
+        "f() raised ValueError",
+        "model: f() raised ValueError",
+    )

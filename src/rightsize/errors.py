@@ -43,6 +43,11 @@ class SpecError(RightsizeError):
         self.problem = problem
         super().__init__(f"{field}: {problem}" if field else problem)
 
+    def __reduce__(self) -> tuple[type[SpecError], tuple[str, str]]:
+        """Pickles as (field, problem): a process pool sends a worker's SpecError to its parent intact (the default
+        rebuilt it from the message alone and failed on the missing argument)."""
+        return type(self), (self.field, self.problem)
+
 
 class NotFoundError(RightsizeError):
     """A named thing does not exist."""

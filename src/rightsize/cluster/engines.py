@@ -78,27 +78,7 @@ def _read_input(plan: PipelinePlan) -> tuple[Any, dict[str, float]]:
 # -- local multiprocessing ---------------------------------------------------------------------------
 
 _PREDICTOR: Predictor | None = None
-_LOAD_FAILED: WorkerLoadFailed | None = None
-
-
-class WorkerLoadFailed(Exception):
-    """A local worker could not build the model: (the RightsizeError's class name, or "" for another error, and its
-    message). Raised by the worker's first chunk, so the driver gets it (picklable: plain arguments)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(kind, message)
-        self.kind, self.message = kind, message
-
-    def error(self) -> Exception:
-        """The error to raise in the driver: the worker's SpecError/NotFoundError/... or a RunFailedError."""
-        from rightsize import errors
-
-        cls = getattr(errors, self.kind, None)
-        if isinstance(cls, type) and issubclass(cls, errors.RightsizeError) and cls is not errors.SpecError:
-            return cls(self.message)
-        if cls is errors.SpecError:
-            return errors.SpecError("", self.message)  # the message already names the field
-        return errors.RunFailedError(f"a pipeline worker could not build the model: {self.message}")
+_LOAD_FAILED: Exception | None = None  # why this worker could not build the model (``_init_worker``)
 
 
 def _init_worker(infer: dict[str, Any]) -> None:
@@ -106,17 +86,18 @@ def _init_worker(infer: dict[str, Any]) -> None:
     starts a new worker for ever (a factory that raised had printed its traceback in a loop, and the pipeline never
     ended); a factory that never returns stops after its time limit, as in the driver."""
     global _PREDICTOR, _LOAD_FAILED
-    from rightsize.errors import RightsizeError
+    from rightsize.errors import RightsizeError, RunFailedError
     from rightsize.models.time_limit import limit_in_this_child
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's: it ends the pool ("Process ...Worker-1:")
     limit_in_this_child()
     try:
         _PREDICTOR = Predictor(infer)
-    except RightsizeError as exc:
-        _LOAD_FAILED = WorkerLoadFailed(type(exc).__name__, str(exc))
+    except RightsizeError as exc:  # the driver gets it as it is (they pickle)
+        _LOAD_FAILED = exc
     except Exception as exc:  # its own failure (out of memory, a bad weights file): one line, not a respawn loop
-        _LOAD_FAILED = WorkerLoadFailed("", f"{type(exc).__name__}: {str(exc).strip()[:300]}")
+        _LOAD_FAILED = RunFailedError(f"a pipeline worker could not build the model: {type(exc).__name__}: "
+                                      f"{str(exc).strip()[:300]}")  # fmt: skip
 
 
 def _run_chunk(args: tuple[dict[str, Any], Any]) -> Batch:
@@ -145,11 +126,8 @@ def run_local(plan: PipelinePlan, sink: Sink) -> EngineRun:
     # Workers fork from a server that imported torch once (no effect if this process's server already runs).
     ctx = forkserver_context(["torch", "rightsize.cluster.stages"])
     with ctx.Pool(run.workers, initializer=_init_worker, initargs=(plan.infer.to_dict(),)) as pool:
-        try:
-            for out in pool.imap_unordered(_run_chunk, chunks):
-                sink(out)
-        except WorkerLoadFailed as failed:
-            raise failed.error() from None
+        for out in pool.imap_unordered(_run_chunk, chunks):
+            sink(out)
     run.wall_s = time.perf_counter() - t0
     return run
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rightsize.errors import SpecError
 from rightsize.spec import parse_spec
 from rightsize.store import Store
 from rightsize.workflows.pipeline import run_and_project
@@ -33,3 +34,16 @@ def test_ray_pipeline_processes_every_item_exactly_once(ray_cluster: LocalCluste
     assert res.throughput_items_per_s == pytest.approx(1500 / res.wall_s)
     assert res.plan is not None and res.plan.recommendation is not None
     assert (res.plan.recommendation.cost_usd_total or 0) > 0
+
+
+def test_an_actor_whose_model_cannot_be_built_ends_the_run_with_its_error(
+    ray_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A factory that raised in the actors' constructor reached the driver as Ray's ActorDiedError: a traceback, exit 1.
+    ``json:loads`` is a factory importable on every node that raises when called without its argument."""
+    w = parse_spec({"model": "json:loads", "input": {"shape": [4]}, "batch_sizes": [4]})
+    with pytest.raises(SpecError) as err:
+        run_and_project(w, items=64, ray_address=ray_cluster.address, workers=1, store=Store(tmp_path / "s.sqlite"))
+    assert str(err.value).startswith("model: json:loads() raised TypeError: ")
+    assert str(err.value).endswith("; fix that factory")
+    assert type(err.value) is SpecError  # the error itself, not Ray's wrapper of it

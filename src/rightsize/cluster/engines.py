@@ -4,7 +4,7 @@ batch to the driver's ``sink`` (which writes it): local multiprocessing, and Ray
     local   a forkserver Pool of ``workers`` processes; each builds the model once and takes chunks
             of ids (or of the file's rows) through all three stages
     ray     Ray Data: ids (or the file's rows) as blocks -> map_batches(read) -> map_batches(preprocess)
-            -> map_batches(Predictor) on an ActorPoolStrategy of CPU actors (num_cpus=threads) or GPU
+            -> map_batches(RayPredictor) on an ActorPoolStrategy of CPU actors (num_cpus=threads) or GPU
             actors (num_gpus=1), each feeding its model micro-batches of ``batch_size``
 """
 
@@ -81,23 +81,30 @@ _PREDICTOR: Predictor | None = None
 _LOAD_FAILED: Exception | None = None  # why this worker could not build the model (``_init_worker``)
 
 
-def _init_worker(infer: dict[str, Any]) -> None:
-    """Build the worker's model. A failure is kept for its first chunk to raise: a Pool whose initializer raises
-    starts a new worker for ever (a factory that raised had printed its traceback in a loop, and the pipeline never
-    ended); a factory that never returns stops after its time limit, as in the driver."""
-    global _PREDICTOR, _LOAD_FAILED
+def load_predictor(infer: dict[str, Any]) -> tuple[Predictor | None, Exception | None]:
+    """(the worker's Predictor, None), or (None, why it could not be built). A local pool worker and a Ray actor
+    keep the failure for their first batch to raise, where it reaches the driver as it is: a Pool whose initializer
+    raises starts a new worker for ever (a factory that raised had printed its traceback in a loop, and the pipeline
+    never ended), and a Ray actor whose constructor raises reaches the driver as a traceback (ActorDiedError, exit 1).
+    A factory that never returns stops after its time limit, as in the driver."""
     from rightsize.errors import RightsizeError, RunFailedError
     from rightsize.models.time_limit import limit_in_this_child
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's: it ends the pool ("Process ...Worker-1:")
     limit_in_this_child()
     try:
-        _PREDICTOR = Predictor(infer)
+        return Predictor(infer), None
     except RightsizeError as exc:  # the driver gets it as it is (they pickle)
-        _LOAD_FAILED = exc
+        return None, exc
     except Exception as exc:  # its own failure (out of memory, a bad weights file): one line, not a respawn loop
-        _LOAD_FAILED = RunFailedError(f"a pipeline worker could not build the model: {type(exc).__name__}: "
-                                      f"{str(exc).strip()[:300]}")  # fmt: skip
+        return None, RunFailedError(f"a pipeline worker could not build the model: {type(exc).__name__}: "
+                                    f"{str(exc).strip()[:300]}")  # fmt: skip
+
+
+def _init_worker(infer: dict[str, Any]) -> None:
+    """Build the worker's model (``load_predictor``)."""
+    global _PREDICTOR, _LOAD_FAILED
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's: it ends the pool ("Process ...Worker-1:")
+    _PREDICTOR, _LOAD_FAILED = load_predictor(infer)
 
 
 def _run_chunk(args: tuple[dict[str, Any], Any]) -> Batch:
@@ -150,6 +157,30 @@ def default_ray_workers(infer: InferSpec, cpus: float, gpus: float) -> int:
     return max(1, int((cpus - 1) // per)) if cpus > per else 1
 
 
+class RayPredictor:
+    """``Predictor`` as a Ray Data actor: a model that cannot be built fails the actor's first batch, not its
+    constructor (``load_predictor``)."""
+
+    def __init__(self, infer: dict[str, Any]) -> None:
+        self._predictor, self._failed = load_predictor(infer)
+
+    def __call__(self, batch: Batch) -> Batch:
+        if self._failed is not None:
+            raise self._failed
+        assert self._predictor is not None
+        return self._predictor(batch)
+
+
+def _ours(exc: BaseException) -> Exception | None:
+    """The RightsizeError an actor raised, from the error Ray Data hands the driver (a RayTaskError whose ``cause`` it
+    is; the driver's context sets ``raise_original_map_exception``, so Ray Data does not wrap it in its own
+    UserCodeException); None when there is none (Ray's own failure: raised as it is)."""
+    from rightsize.errors import RightsizeError
+
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, RightsizeError) else None
+
+
 def run_ray(plan: PipelinePlan, sink: Sink, address: str) -> EngineRun:
     """Process every item on the Ray cluster at ``address`` with Ray Data and an actor pool."""
     from rightsize.cluster.nodes import nodes_from_ray
@@ -169,8 +200,11 @@ def run_ray(plan: PipelinePlan, sink: Sink, address: str) -> EngineRun:
         run = EngineRun("ray", workers, 0.0)
         run.cluster = {"nodes": len(alive), "cpus": cpus, "gpus": gpus, "actor": res}
         run.notes += [session.note] if session.note else []
-        ray.data.DataContext.get_current().enable_progress_bars = False
-        logging.getLogger("ray.data").setLevel(logging.ERROR)  # ray.data sets its own INFO level on import
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = False
+        context.raise_original_map_exception = True  # an actor's RightsizeError reaches the driver (``_ours``)
+        # ray.data sets its own INFO level on import, and logs a failed task's traceback itself: the driver raises it
+        logging.getLogger("ray.data").setLevel(logging.CRITICAL)
         spec = plan.items.to_dict()
         t0 = time.perf_counter()
         if plan.input_path:
@@ -189,10 +223,13 @@ def run_ray(plan: PipelinePlan, sink: Sink, address: str) -> EngineRun:
         ds = ds.map_batches(preprocess_stage, fn_kwargs={"spec": spec}, batch_size=None, batch_format="numpy")
         transport = max(plan.infer.batch_size, 1024 // plan.infer.batch_size * plan.infer.batch_size)
         ds = ds.map_batches(
-            Predictor, fn_constructor_kwargs={"infer": plan.infer.to_dict()}, batch_size=transport,
+            RayPredictor, fn_constructor_kwargs={"infer": plan.infer.to_dict()}, batch_size=transport,
             batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers), **res,
         )  # fmt: skip
-        for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
-            sink(out)
+        try:
+            for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
+                sink(out)
+        except Exception as exc:  # a RightsizeError an actor raised comes wrapped twice, with Ray's traceback
+            raise _ours(exc) or exc from None
         run.wall_s = time.perf_counter() - t0
         return run

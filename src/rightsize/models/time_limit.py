@@ -8,9 +8,9 @@ to Python is not interrupted). Any handler and timer already set are restored af
 for what is left of it. No limit is set where signals cannot be used or another limit already stands: off the main
 thread, in a multiprocessing child (its parent times it: a `serve` worker must load within its start limit) unless
 the child asked for it (``limit_in_this_child``: `bench`'s measuring child, whose error names the factory where its
-parent's kill could only say the config timed out, and `pipeline`'s local workers), when a timer already set ends
-sooner, or when SIGALRM's handler was not installed from Python. `serve` builds off its main thread and bounds the
-wait instead (``serve.service._load``).
+parent's kill could only say the config timed out, and `pipeline`'s local workers; a Ray actor is no multiprocessing
+child), when a timer already set ends sooner, or when SIGALRM's handler was not installed from Python. `serve` builds
+off its main thread and bounds the wait instead (``serve.service._load``).
 """
 
 from __future__ import annotations

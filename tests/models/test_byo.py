@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
 import warnings
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_kit import run_cli
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -188,8 +188,11 @@ def test_factory_with_token_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 @pytest.mark.slow
-def test_each_format_through_bench_and_memory_cli(files: dict[str, Path], tmp_path: Path) -> None:
-    """The user's path: a spec naming the file, `rightsize bench`, then `rightsize memory` on it."""
+def test_each_format_through_bench_and_memory_cli(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The user's path: a spec naming the file, `rightsize bench`, then `rightsize memory` on it (in this process:
+    scripts/first_hour.sh runs the same path as its own commands, from the wheel)."""
     refs = {
         "onnx": (str(files["mlp"].with_suffix(".onnx")), "input: {shape: [64]}"),
         "torchscript": (str(files["mlp"].with_suffix(".pt")), "input: {shape: [64]}"),
@@ -199,23 +202,17 @@ def test_each_format_through_bench_and_memory_cli(files: dict[str, Path], tmp_pa
     for fmt, (ref, inp) in refs.items():
         spec = tmp_path / f"{fmt}.yaml"
         spec.write_text(f"name: {fmt}\nmodel: '{ref}'\n{inp}\nbatch_sizes: [1, 4]\ntiming: {{max_time_s: 0.5}}\n")
-        run = subprocess.run(
-            [sys.executable, "-m", "rightsize", "bench", str(spec), "--json", "--store", str(tmp_path / "s.db")],
-            capture_output=True, text=True, timeout=240,
-        )  # fmt: skip
-        assert run.returncode == 0, run.stderr[-800:]
-        rows = json.loads(run.stdout)
+        code, out, err = run_cli(["bench", str(spec), "--json", "--store", str(tmp_path / "s.db")], capsys)
+        assert code == 0, err[-800:]
+        rows = json.loads(out)
         rows = rows if isinstance(rows, list) else rows["measurements"]
         assert {r["status"] for r in rows} == {"ok"}, fmt
         assert all(r["flops_per_sample"] > 0 for r in rows), fmt
         assert all(r["param_bytes"] > 0 for r in rows), fmt
-        mem = subprocess.run(
-            [sys.executable, "-m", "rightsize", "memory", ref, "--device", "cpu", "--json", "--batch", "4",
-             *(["--shape", "64"] if fmt != "hf" else ["--seq", "16"])],
-            capture_output=True, text=True, timeout=240,
-        )  # fmt: skip
-        assert mem.returncode == 0, mem.stderr[-800:]
-        est = json.loads(mem.stdout)
+        shape = ["--shape", "64"] if fmt != "hf" else ["--seq", "16"]
+        code, out, err = run_cli(["memory", ref, "--device", "cpu", "--json", "--batch", "4", *shape], capsys)
+        assert code == 0, err[-800:]
+        est = json.loads(out)
         weights = est["breakdown"]["weights"] if "weights" in est["breakdown"] else est["breakdown"]
         assert est["param_count"] > 0 and weights, fmt
 
@@ -349,7 +346,6 @@ def test_a_factory_module_in_the_working_directory_gets_the_pythonpath_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The `rightsize` command does not import from the working directory: "check PYTHONPATH" named no folder."""
-    import sys
 
     from rightsize.errors import NotFoundError
 

@@ -15,6 +15,7 @@ from rightsize.wire import (
     InputSpec,
     decode_tensor,
     encode_tensor,
+    largest_body_bytes,
     parse_binary_request,
     parse_json_request,
 )
@@ -83,6 +84,8 @@ def test_tokens_must_be_integer_ids_below_vocab() -> None:
     assert status_of(b'{"inputs": [[0, -1, 3]]}', TOKENS) == 422
     assert status_of(b'{"inputs": [[0, 1.5, 3]]}', TOKENS) == 422
     assert status_of(b'{"inputs": [[0, 100000000000000000000000, 3]]}', TOKENS) == 422
+    with pytest.raises(BodyError, match=r"token ids must be integers in \[0, 1000\), got \[0, 1e\+30\]"):
+        parse_json_request(b'{"inputs": [[0, 1000000000000000000000000000000, 3]]}', TOKENS)  # not "floating-point"
     assert status_of(b'{"inputs": [[true, 0, 3]]}', TOKENS) == 422
     assert status_of(b'{"inputs": [[1, 0, 3]], "note": "true"}', TOKENS) == 200  # the word elsewhere: no bool
 
@@ -176,3 +179,15 @@ def test_nan_and_infinity_literals_are_not_json_with_either_parser(
     elif wire._orjson is None:
         pytest.skip("orjson is not installed")
     assert status_of(b'{"inputs": [[' + literal + b", 0, 0, 0]]}") == 400
+
+
+@pytest.mark.parametrize("spec", [FEATURES, TOKENS, IMAGE], ids=["features", "tokens", "image"])
+def test_the_body_limit_holds_the_longest_valid_request_and_little_more(spec: InputSpec) -> None:
+    """A body past ``largest_body_bytes`` is refused unread (a 50 MB body for 8 short samples stalled the server while
+    it was parsed): the limit must hold every valid request, pretty-printed with the longest numbers JSON has."""
+    value = 1 if spec.dtype == "int64" else -1.2345678901234567e-308
+    inputs = np.full((spec.max_samples, *spec.sample_shape), value).tolist()
+    body = json.dumps({"inputs": inputs, "priority": -1000, "deadline_ms": 3_599_999.5}, indent=8).encode()
+    assert len(body) <= largest_body_bytes(spec)
+    assert parse_json_request(body, spec).inputs.shape == (spec.max_samples, *spec.sample_shape)
+    assert largest_body_bytes(spec) < 200_000  # 8 samples of a few numbers: not the 64 MiB default

@@ -40,3 +40,20 @@ def test_size_limit_and_a_client_that_leaves() -> None:
         _read(big)
     with pytest.raises(ClientGone):
         _read(_receiver({"type": "http.request", "body": b"x", "more_body": True}))
+
+
+def test_a_body_larger_than_any_valid_request_is_refused_unread() -> None:
+    """54 MB of JSON for a server of 8 samples of 16 token ids had been read and parsed (413 only then), holding the
+    GIL for 3 s: /healthz and every other request waited. The limit is what a valid request can take."""
+    from types import SimpleNamespace
+
+    from rightsize.serve.endpoint import PredictEndpoint
+    from rightsize.wire import InputSpec, largest_body_bytes
+
+    spec = InputSpec((16,), "int64", max_value=1000, max_samples=8)
+    endpoint = PredictEndpoint(SimpleNamespace(spec=spec), None, 64 * 2**20)  # type: ignore[arg-type]
+    assert endpoint.limit == largest_body_bytes(spec) < 2**20
+    scope = {"headers": [(b"content-type", b"application/json"), (b"content-length", b"54400000")]}
+    status, _, body = asyncio.run(endpoint.reply(scope, _receiver()))  # nothing of the body is ever received
+    assert status == 413 and f"body must be at most {endpoint.limit} bytes".encode() in body
+    assert PredictEndpoint(SimpleNamespace(spec=spec), None, 1000).limit == 1000  # --max-body-bytes, when smaller

@@ -20,7 +20,15 @@ from typing import Any
 
 from rightsize.serve.batcher import QueueFull, ServeError
 from rightsize.serve.service import Service
-from rightsize.wire import BINARY_TYPE, BodyError, dumps, encode_tensor, parse_binary_request, parse_json_request
+from rightsize.wire import (
+    BINARY_TYPE,
+    BodyError,
+    dumps,
+    encode_tensor,
+    largest_body_bytes,
+    parse_binary_request,
+    parse_json_request,
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -95,7 +103,7 @@ class PredictEndpoint:
     def __init__(self, service: Service, token: str | None, max_body_bytes: int) -> None:
         self.svc = service
         self.token = token.encode() if token else None
-        self.limit = max_body_bytes
+        self.limit = min(max_body_bytes, largest_body_bytes(service.spec))  # no valid request is larger
 
     def authorized(self, authorization: bytes | None) -> bool:
         return bearer_ok(self.token, authorization)
@@ -130,8 +138,8 @@ class PredictEndpoint:
                 priority.decode("latin-1") if priority is not None else None,
                 deadline.decode("latin-1") if deadline is not None else None,
             )
-            # A large body takes milliseconds to seconds to parse: off the event loop, so /healthz and
-            # the other requests keep moving meanwhile.
+            # A large body takes milliseconds to seconds to parse: off the event loop (a JSON parse holds the GIL
+            # all the same, which is why no body is read past ``largest_body_bytes``).
             parsed = await asyncio.to_thread(parse, *args) if len(body) > PARSE_OFF_LOOP_BYTES else parse(*args)
             batcher, pending = self.svc.submit(parsed)
         except BodyError as exc:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import reprlib
 import tempfile
 import unicodedata
@@ -30,11 +31,24 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_FILE_BYTES",
     "check_finite",
+    "decimal",
     "load_yaml",
     "read_user_text",
     "short",
     "write_whole",
 ]
+
+_DECIMAL = re.compile(r"[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)", re.ASCII | re.IGNORECASE)
+
+
+def decimal(text: str) -> float:
+    """A CSV cell's number as a spreadsheet writes it (``1``, ``2.5``, ``.5``, ``1e3``; ``inf`` and ``nan`` too, for the
+    caller's range check to name); ValueError for what ``float`` takes besides: ``1_000``, and digits of other
+    scripts (``١٢``)."""
+    if not _DECIMAL.fullmatch(text.strip()):
+        raise ValueError(f"{text!r} is not a plain decimal number")
+    return float(text)
+
 
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a spec or catalog CSV is kilobytes; 4 MiB is far past any real one
 MAX_DEPTH = 32  # nesting of mappings/lists; a spec needs 4

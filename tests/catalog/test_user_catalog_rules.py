@@ -190,3 +190,47 @@ def test_a_long_region_list_is_cut_short(tmp_path: Path, capsys: pytest.CaptureF
     f.write_text(HEADER + "".join(_g5().replace("us-east-1", f"lab-{n:02d}") for n in range(20)))
     rc, _, err = _run(["catalog", "--catalog", str(f), "--region", "nowhere"], capsys)
     assert rc == 2 and "(known: eastus, lab-00, lab-01," in err and ", … (13 more)). Add rows" in err
+
+
+def test_more_physical_cores_than_vcpus_is_refused_naming_the_cell(tmp_path: Path) -> None:
+    """512 physical cores on a 2-vCPU c7i.large had been taken, and projected it 90x faster."""
+    header = HEADER.rstrip("\n") + ",physical_cores\n"
+    msg = _refused(tmp_path, header + _g5().rstrip("\n") + ",512\n")
+    assert msg.endswith("line 2, column 'physical_cores': is 512, more than the 4 vCPUs; write the physical cores "
+                        "behind the vCPUs (vcpus / 2 with SMT), or leave it empty")  # fmt: skip
+    ok = tmp_path / "ok.csv"
+    ok.write_text(header + _g5().rstrip("\n") + ",2\n")
+    assert any(i.physical_cores == 2 for i in load_catalog(ok).instances if i.instance_type == "g5.xlarge")
+
+
+@pytest.mark.parametrize("cell", ["1_000", "١٢"], ids=["underscore", "arabic-indic-digits"])
+def test_a_price_python_reads_but_no_spreadsheet_writes_is_refused(tmp_path: Path, cell: str) -> None:
+    msg = _refused(tmp_path, HEADER + _g5(price=cell))
+    assert msg.endswith(f"column 'on_demand_usd_per_hour': must be a plain decimal number, got {cell!r}")
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "problem"),
+    [
+        ("", "", "is empty; a catalog CSV is a header row, then one row per entry (docs/catalog.md)"),
+        ("\n\n" + HEADER + _g5(), " line 1", "is blank; the header must be the file's first line"),
+        (HEADER, "", "has a header but no rows; add a row per entry"),
+        (HEADER + "\n,,,\n", "", "has a header but no rows; add a row per entry"),
+    ],
+    ids=["empty", "blank-first-line", "header-only", "header-and-blank-rows"],
+)
+def test_an_empty_or_headless_file_says_so(tmp_path: Path, text: str, where: str, problem: str) -> None:
+    """An empty file, or blank lines before the header, read 'line 1: header matches no catalog table'; a header
+    alone was taken silently."""
+    f = tmp_path / "mine.csv"
+    f.write_text(text)
+    with pytest.raises(SpecError) as exc:
+        load_catalog(f)
+    assert str(exc.value) == f"{f}{where}: {problem}"
+
+
+def test_an_instance_type_that_differs_only_in_case_is_refused(tmp_path: Path) -> None:
+    """G5.XLARGE had been added beside the shipped g5.xlarge it was meant to replace: both were planned."""
+    msg = _refused(tmp_path, HEADER + _g5().replace("g5.xlarge", "G5.XLARGE"))
+    assert msg.endswith("line 2, column 'instance_type': 'G5.XLARGE' differs from 'g5.xlarge' only in case; write "
+                        "'g5.xlarge' to replace that row, or a new name to add one")  # fmt: skip

@@ -55,6 +55,7 @@ BAD: list[tuple[str, bytes | None, str | None, str]] = [
     ("zero", b"prompt\n100\n0\n", None, r"\.csv: .* row 3: '0' is below 1 token"),
     ("fraction-first", b"100.9\n200\n", None, r"\.csv: .* row 1: '100\.9' is not a whole number of tokens\. To fix:"),
     ("word", b"prompt\n100\nlots\n", None, r"\.csv: .* row 3: 'lots' is not a number"),
+    ("underscore", b"100\n1_000\n", None, r"\.csv: .* row 2: '1_000' is not a number"),  # float() reads 1000
     ("row-after-blank", b"100\n\n\n7.5\n", None, r"\.csv: .* row 4: '7\.5' is not a whole number"),
     ("missing-cell", b"prompt,output\n100,5\n300\n", "output", r"\.csv: .* row 3 has no value in column 2"),
     ("header-only", b"prompt,output\n", "output", r"\.csv: .* holds no token counts\. To fix:"),

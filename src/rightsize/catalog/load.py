@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from rightsize.catalog.model import Accelerator, Catalog, CpuFamily, Instance, Links, PowerTable
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
-from rightsize.inputfile import read_user_text, short, unprintable
+from rightsize.inputfile import decimal, read_user_text, short, unprintable
 
 __all__ = ["ENV_VAR", "load_catalog", "load_spot_buckets", "read_table"]
 
@@ -125,9 +125,9 @@ class _Row:
         if not raw:
             return None
         try:
-            value = float(raw)
+            value = decimal(raw)
         except ValueError:
-            raise self._fail(column, f"must be a number, got {short(raw)}") from None
+            raise self._fail(column, f"must be a plain decimal number, got {short(raw)}") from None
         if value != value:  # NaN: "must be >= 1e-09, got 'NaN'" read as a bound problem
             raise self._fail(column, f"must be a finite number, got {short(raw)}")
         if not value >= minimum:
@@ -270,7 +270,7 @@ def _cpu(r: _Row) -> CpuFamily:
         memory_bandwidth_gbps=r.num("memory_bandwidth_gbps", minimum=1e-9),
         source=r.text("source"),
         date=r.date("date"),
-        cores_per_socket=r.integer("cores_per_socket", required=False) or 0,
+        cores_per_socket=r.integer("cores_per_socket", required=False) or 0,  # 0 or empty: not known
     )
 
 
@@ -288,11 +288,16 @@ def _instance(r: _Row, accelerators: dict[str, Accelerator], cpus: dict[str, Cpu
     if spot is not None and spot > on_demand:
         raise r._fail("spot_usd_per_hour", f"spot price {spot:g} is above on-demand {on_demand:g}; write the spot "
                       "price, or leave it empty when there is no spot offer")  # fmt: skip
+    vcpus = r.integer("vcpus", minimum=1) or 1
+    cores = r.integer("physical_cores", required=False, minimum=1)
+    if cores is not None and cores > vcpus:  # 512 cores on a 2-vCPU c7i.large had projected it 90x faster
+        raise r._fail("physical_cores", f"is {cores}, more than the {vcpus} vCPUs; write the physical cores behind "
+                      "the vCPUs (vcpus / 2 with SMT), or leave it empty")  # fmt: skip
     return Instance(
         provider=r.text("provider").lower(),
         region=r.text("region").lower(),
         instance_type=r.text("instance_type"),
-        vcpus=r.integer("vcpus", minimum=1) or 1,
+        vcpus=vcpus,
         ram_gib=r.num("ram_gib", minimum=1e-9),
         cpu_family=cpu_family,
         accelerator=accelerator,
@@ -302,7 +307,7 @@ def _instance(r: _Row, accelerators: dict[str, Accelerator], cpus: dict[str, Cpu
         spot_interruption=r.choice("spot_interruption", SPOT_BUCKETS),
         price_date=r.date("price_date"),
         source=r.text("source"),
-        physical_cores=r.integer("physical_cores", required=False, minimum=1),
+        physical_cores=cores,
     )
 
 
@@ -380,7 +385,7 @@ def _power(power_text: str, grid_text: str, base: PowerTable | None = None) -> P
 
 def _num(text: str) -> float:
     """A finite, non-negative number from a power/grid/link cell (ValueError otherwise)."""
-    value = float(text)
+    value = decimal(text)
     if not math.isfinite(value) or value < 0 or value > 1e9:
         raise ValueError(f"{text!r} is not a finite non-negative number")
     return value
@@ -408,13 +413,31 @@ def _no_repeats(path: Path, text: str, columns: tuple[str, ...]) -> None:
         lines[k] = reader.line_num
 
 
+def _same_but_case(known: list[tuple[str, str, str]], rows: list[tuple[_Row, Instance]]) -> None:
+    """Refuse a user's instance type that differs from one already listed only in case: ``G5.XLARGE`` had been added
+    beside ``g5.xlarge``, which the user meant to replace, and both were planned."""
+    seen = {(p, r, t.lower()): t for p, r, t in known}
+    for row, inst in rows:
+        other = seen.setdefault((inst.provider, inst.region, inst.instance_type.lower()), inst.instance_type)
+        if other != inst.instance_type:
+            raise row._fail("instance_type", f"{inst.instance_type!r} differs from {other!r} only in case; write "
+                            f"{other!r} to replace that row, or a new name to add one")  # fmt: skip
+
+
 def _merge_user(base: Catalog, path: Path) -> Catalog:
     """Apply a user CSV to ``base``: same key replaces, new key adds."""
     if not path.exists():
         raise NotFoundError(f"catalog file {short(str(path))} does not exist; pass an existing CSV to --catalog or "
                             f"{ENV_VAR}")  # fmt: skip
     text = read_user_text(path, "catalog CSV")  # a folder or FIFO: "is not a regular file"
-    header = next(csv.reader(io.StringIO(text, newline="")), [])
+    lines = [row for row in csv.reader(io.StringIO(text, newline=""))]
+    if not any(cell.strip() for row in lines for cell in row):
+        raise SpecError(f"{path}", "is empty; a catalog CSV is a header row, then one row per entry (docs/catalog.md)")
+    if not any(cell.strip() for cell in lines[0]):
+        raise SpecError(f"{path} line 1", "is blank; the header must be the file's first line")
+    if not any(cell.strip() for row in lines[1:] for cell in row):  # a header alone changed nothing, silently
+        raise SpecError(f"{path}", "has a header but no rows; add a row per entry")
+    header = lines[0]
     columns = {h.strip() for h in header}
     mtime = dt.date.fromtimestamp(path.stat().st_mtime).isoformat()
     defaults = {"source": f"user catalog {path.name}", "price_date": mtime, "date": mtime}
@@ -428,6 +451,7 @@ def _merge_user(base: Catalog, path: Path) -> Catalog:
         table = read_table(path, text, INSTANCE_COLUMNS, defaults, user=True)
         rows = [(r, _instance(r, base.accelerators, base.cpus)) for r in table]
         new = _one_per_key(rows, lambda i: i.key, "provider, region and instance_type")
+        _same_but_case([i.key for i in base.instances], rows)
         kept = [new.pop(i.key, i) for i in base.instances]
         return replace(base, instances=(*kept, *new.values()))
     if "bandwidth_gbps" in columns:

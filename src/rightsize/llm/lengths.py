@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from rightsize.errors import NotFoundError, SpecError
-from rightsize.inputfile import read_user_text, short
+from rightsize.inputfile import decimal, read_user_text, short
 from rightsize.spec.targets import Lengths
 
 __all__ = ["MAX_CSV_TOKENS", "mean_length", "sample_lengths"]
@@ -76,14 +76,14 @@ def _csv_column(path: Path, column: str | None, field: str = "lengths") -> np.nd
 
     def is_number(cell: str) -> bool:
         try:
-            float(cell)
+            decimal(cell)
         except ValueError:
             return False
         return True
 
     def count(cell: str, row_no: int) -> int:
         try:
-            value = float(cell)  # "100.0" is 100; "1e30", "inf" and "nan" are numbers, refused below
+            value = decimal(cell)  # "100.0" is 100; "1e30", "inf" and "nan" are numbers, refused below; not "1_000"
         except ValueError:
             value = math.nan
         if 1 <= value <= MAX_CSV_TOKENS and value.is_integer():

@@ -41,3 +41,17 @@ def test_piped_plan_table_has_one_line_per_candidate(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-500:]
     rows = [line for line in run.stdout.splitlines() if line.startswith("│")]
     assert len(rows) == 8 and all(line.split("│")[1].strip() for line in rows), run.stdout[:1500]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("json_flag", [[], ["--json"]], ids=["table", "json"])
+def test_output_to_a_full_disk_is_one_line(tmp_path: Path, json_flag: list[str]) -> None:
+    """`results --json > file` on a full disk (here /dev/full) ended in print()'s OSError traceback, exit 1."""
+    store = tmp_path / "s.sqlite"
+    build_store(store)
+    with open("/dev/full", "w") as full:
+        run = subprocess.run([sys.executable, "-m", "rightsize", "results", "--store", str(store), *json_flag],
+                             stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)  # fmt: skip
+    assert run.returncode == 2
+    assert run.stderr == ("error: cannot write the output (No space left on device); free space or send it elsewhere "
+                          "(what the command stored is kept)\n")  # fmt: skip

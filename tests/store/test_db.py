@@ -224,3 +224,24 @@ def test_a_store_in_a_folder_this_user_cannot_write_is_still_read(tmp_path: Path
             assert [a["payload"]["name"] for a in s.artifacts("note")] == ["keep"]
     finally:
         subprocess.run(unlock, capture_output=True)
+
+
+def test_a_disk_that_fills_during_a_write_is_one_line_and_keeps_what_was_stored(store_path: Path) -> None:
+    """A sweep that filled the disk ended in sqlite3's traceback from COMMIT (exit 1), its transaction left open.
+    SQLite's page limit stands in for the full disk: it fails writes with the same "database or disk is full"."""
+    with Store(store_path) as s:
+        s.save_env(ENV)
+        run = s.start_run("bench")
+        s.add_measurements(run, [_m(1)])
+        pages = s._conn.execute("PRAGMA page_count").fetchone()[0]
+        s._conn.execute(f"PRAGMA max_page_count = {pages}")
+        big = [_m(b, p50=10.0 + b) for b in range(2, 3000)]
+        with pytest.raises(RightsizeError) as exc:
+            s.add_measurements(run, big)
+        assert str(exc.value) == (
+            f"--store: the disk holding {str(store_path)!r} is full (database or disk is full); this write was "
+            "undone, and what was stored before is intact: free space and run again"
+        )
+        assert not s._conn.in_transaction
+    with Store(store_path) as s:
+        assert [m.batch_size for m in s.measurements()] == [1]  # none of the failed write, all of before it

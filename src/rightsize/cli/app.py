@@ -6,7 +6,10 @@ command), so ``rightsize --help`` stays instant.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
+import os
 import signal
 import sys
 
@@ -141,6 +144,17 @@ def _stop_as_ctrl_c(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null: what it still buffers would fail again at exit ("Exception ignored ...")."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script; exits with 0 ok, 1 failed run, 2 bad input."""
     keep_freed_memory()  # before any thread allocates: glibc fixes its arena limit then (rightsize.allocator)
@@ -177,6 +191,15 @@ def _main(argv: list[str] | None) -> None:
             f"error: this command needs {package!r}, which is not installed: {INSTALL_HINTS[package]}", file=sys.stderr
         )
         sys.exit(1)
+    except OSError as exc:
+        if exc.errno not in _NO_SPACE:
+            raise
+        # stdout (a table, a --json document) on a full disk or /dev/full: a traceback from print() had been all
+        _drop_stdout()
+        where = f"{exc.filename}" if exc.filename else "the output"
+        print(f"error: cannot write {where} ({exc.strerror}); free space or send it elsewhere (what the command "
+              "stored is kept)", file=sys.stderr)  # fmt: skip
+        sys.exit(2)
     except TyperException as exc:  # typer's own click: usage errors, bad or missing options (exit 2)
         line = _usage_line(exc, ours)
         show = getattr(exc, "show", None)

@@ -15,12 +15,13 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import socket
 import sqlite3
 import stat
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -225,22 +226,46 @@ class Store:
                 if self._conn.in_transaction:  # an error may have ended it already
                     self._conn.execute("ROLLBACK")
         except sqlite3.OperationalError as exc:
+            if self._out_of_space(exc):  # "make it writable" had been the fix named for a full disk
+                self._conn.close()
+                raise self._full(exc, "nothing was written") from None
             if any(s in str(exc) for s in ("readonly", "read-only", "unable to open", "disk I/O error")):
                 self._conn.close()
                 raise self._unwritable(str(exc)) from None
         except sqlite3.DatabaseError:
             pass  # not a database, locked, ...: told apart (and reported) by the steps after this one
 
+    def _out_of_space(self, exc: sqlite3.OperationalError) -> bool:
+        """Whether ``exc`` is SQLite failing for want of disk space: "database or disk is full", or a "disk I/O
+        error" on a file system with less than a MiB left (a -shm or -wal file that could not grow)."""
+        if "full" in str(exc):
+            return True
+        if "disk I/O error" not in str(exc):
+            return False
+        try:
+            return shutil.disk_usage(self.path.parent).free < 2**20
+        except OSError:
+            return False
+
+    def _full(self, exc: sqlite3.OperationalError, what: str) -> RightsizeError:
+        return RightsizeError(f"--store: the disk holding {str(self.path)!r} is full ({exc}); {what}, and what was "
+                              "stored before is intact: free space and run again")  # fmt: skip
+
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        """One IMMEDIATE transaction: all or nothing."""
+        """One IMMEDIATE transaction: all or nothing. A disk that fills during it is one line (its COMMIT had failed
+        outside any handler: a traceback, the transaction left open)."""
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
+            self._conn.execute("COMMIT")
+        except BaseException as exc:
+            if self._conn.in_transaction:
+                with suppress(sqlite3.Error):  # SQLite rolls back on close all the same
+                    self._conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError) and self._out_of_space(exc):
+                raise self._full(exc, "this write was undone") from None
             raise
-        self._conn.execute("COMMIT")
 
     def close(self) -> None:
         self._conn.close()

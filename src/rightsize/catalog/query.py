@@ -118,13 +118,15 @@ def interruptions_per_hour(bucket: str | None) -> float | None:
 
 
 def gpu_memory_tiers(catalog: Catalog, precision: str | None = None) -> list[tuple[float, list[str]]]:
-    """[(memory GiB, [accelerator names])] sorted by memory, ascending; ``precision`` "bf16" leaves out the GPUs
-    without it (T4, V100: a bf16 model "fit" a T4 that cannot run it)."""
+    """[(memory GiB, [accelerator names])] sorted by memory, ascending: the memory a process can allocate
+    (``usable_memory_gib``: exposed, where the catalog records it), as the planners count it (`memory` had said a
+    7B fp16 model fits a T4's nominal 16 GiB, which `plan` refused on its exposed 14.56). ``precision`` "bf16"
+    leaves out the GPUs without it (T4, V100: a bf16 model "fit" a T4 that cannot run it)."""
     tiers: dict[float, list[str]] = {}
     for acc in catalog.accelerators.values():
         if precision == "bf16" and acc.tflops.get("bf16", 0.0) <= 0:
             continue
-        tiers.setdefault(acc.memory_gib, []).append(acc.name)
+        tiers.setdefault(acc.usable_memory_gib, []).append(acc.name)
     return [(mem, sorted(names)) for mem, names in sorted(tiers.items())]
 
 

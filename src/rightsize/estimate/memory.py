@@ -324,7 +324,10 @@ def build_estimate(inp: MemoryInputs, tiers: list[GpuTier]) -> MemoryEstimate:
 def assumptions(inp: MemoryInputs, tier_source: str, tiny: bool) -> list[str]:
     """What the numbers rest on, one line each (shown by the CLI, kept in the JSON)."""
     compute, amp = compute_dtype(inp.mode, inp.precision, inp.device)
-    out = [f"tiers from {tier_source}; a tier fits when total <= (1 - {TIER_HEADROOM_FRACTION:.0%}) x its memory"]
+    out = [
+        f"tiers from {tier_source}; a tier fits when total <= (1 - {TIER_HEADROOM_FRACTION:.0%}) x its memory "
+        "(what a process can allocate, where the catalog records it)"
+    ]
     if tiny:
         out.append("tiny model variant (tests)")
     if inp.mode == "train":

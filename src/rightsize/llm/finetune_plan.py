@@ -188,7 +188,7 @@ def plan_finetune(
         if price is None or acc is None:
             continue
         n = inst.accelerator_count
-        usable = usable_gpu_bytes(acc.memory_gib * GIB)
+        usable = usable_gpu_bytes(acc.usable_memory_gib * GIB)  # exposed_gib where recorded
         peak = _peak(acc, precision)
         if not peak:  # bf16 on a GPU without it (T4, V100), or no 16-bit peak in the catalog (P4)
             continue

@@ -164,7 +164,7 @@ def pair_options(
     for inst in instances:
         if inst.accelerator:
             acc = accelerators.get(inst.accelerator)
-            cap = (acc.memory_gib if acc else 0.0) * GIB
+            cap = (acc.usable_memory_gib if acc else 0.0) * GIB  # what a process can allocate (exposed_gib)
             usable = usable_gpu_bytes(cap)  # the memory command's budget: need includes the CUDA context
             for c in by_acc.get(inst.accelerator.lower(), []):
                 mem = _memory_for(memory, c.precision, "gpu")

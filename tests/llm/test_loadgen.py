@@ -102,6 +102,33 @@ def test_an_invalid_run_says_why_timeouts_and_overload_apart() -> None:
         "server-sent events); point it at `rightsize serve MODEL --generate`"]  # fmt: skip
 
 
+def test_a_warm_up_that_covers_every_request_is_invalid_and_says_so() -> None:
+    """--requests 5 --warmup-s 30 printed VALID with no TTFT or TPOT line: every answered request was warm-up."""
+    from rightsize.cli.loadtest import _invalid_reasons
+    from rightsize.llm.loadgen import GenLoadResult, GenResult
+
+    ok = [GenResult(0.1 * i, 0.1 * i, 0.1 * i + 0.05, 0.1 * i + 0.2, 8, 200) for i in range(5)]
+    summary = GenLoadResult(ok, 1.0).summary(record_from_s=30.0)
+    assert (summary["answered"], summary["recorded"], summary["valid"]) == (5, 0, False)
+    assert summary["ttft_ms"] == {} and summary["tpot_ms"] == {}
+    assert _invalid_reasons(summary, 10.0) == [
+        "every answered request was intended within --warmup-s: nothing was recorded; shorten --warmup-s, or send "
+        "for longer (--requests, --duration)"]  # fmt: skip
+    assert GenLoadResult(ok, 1.0).summary(record_from_s=0.25)["recorded"] == 2  # intended at 0.3 and 0.4 s
+
+
+def test_a_warm_up_past_the_schedule_of_requests_is_refused_before_sending(capsys: pytest.CaptureFixture[str]) -> None:
+    from rightsize.cli.app import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["loadtest", "http://127.0.0.1:9", "--generate", "--rate", "5", "--requests", "5", "--warmup-s", "30"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --warmup-s: 30 s is past the ~1 s that 5 requests take at 5/s: nothing would be recorded; make it "
+        "shorter, or send more with --requests"
+    )
+
+
 def _fake_sse_server(reply: bytes) -> tuple[socket.socket, int]:
     """A listening socket whose thread answers every connection with ``reply`` (raw bytes) and closes."""
     import threading

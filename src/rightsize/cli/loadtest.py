@@ -188,6 +188,10 @@ def loadtest(
     if duration is not None and warmup_s >= duration:
         raise SpecError("--warmup-s", f"{warmup_s:g} s leaves nothing of the {duration:g} s run to record; make it "
                         "shorter than --duration")  # fmt: skip
+    if rate is not None and requests is not None and warmup_s > 0 and warmup_s >= requests / rate:
+        raise SpecError("--warmup-s", f"{warmup_s:g} s is past the ~{requests / rate:g} s that {requests} requests "
+                        f"take at {rate:g}/s: nothing would be recorded; make it shorter, or send more with "
+                        "--requests")  # fmt: skip
     if rate is not None and not find_knee and duration is not None and requests is None and rate * duration < 1:
         # the schedule would still send one request, stretching the run to 1/rate seconds (a day at 1e-5/s)
         raise SpecError("--rate", f"{rate:g}/s for {duration:g} s schedules no request; raise --rate or --duration "
@@ -346,7 +350,8 @@ def _generate_load(
     else:
         t, o = summary["ttft_ms"], summary["tpot_ms"]
         valid = "VALID" if summary["valid"] else "INVALID"
-        lines = [f"sent {summary['sent']}, answered {summary['answered']} {summary['statuses']}, "
+        kept = f", recorded {summary['recorded']} after the {warmup_s:g} s warm-up" if warmup_s > 0 else ""
+        lines = [f"sent {summary['sent']}, answered {summary['answered']} {summary['statuses']}{kept}, "
                  f"send lag p99 {summary['send_lag_p99_ms']:.1f} ms, {valid}"]  # fmt: skip
         if t:
             lines.append(f"TTFT ms  p50 {t['p50']:.1f}  p90 {t['p90']:.1f}  p95 {t['p95']:.1f}  p99 {t['p99']:.1f}")
@@ -377,6 +382,9 @@ def _invalid_reasons(summary: dict[str, Any], timeout_s: float) -> list[str]:
         out.append(f"{streamless} requests answered 200 with no token stream: the URL is not a generation server "
                    "(POST /v1/generate, server-sent events); point it at `rightsize serve MODEL "
                    "--generate`")  # fmt: skip
+    if summary.get("answered") and summary.get("recorded") == 0:
+        out.append("every answered request was intended within --warmup-s: nothing was recorded; shorten "
+                   "--warmup-s, or send for longer (--requests, --duration)")  # fmt: skip
     if n503 := summary["statuses"].get("503"):
         out.append(f"{n503} requests answered 503: the server's queue was full (overload): lower --rate")
     for status, why in sorted(summary.get("refusals", {}).items()):

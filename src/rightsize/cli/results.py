@@ -137,12 +137,11 @@ def _stored_results(db: Any, run_id: str) -> list[str]:
             from rightsize.llm.loadgen import load_problems
 
             t, o = p.get("ttft_ms") or {}, p.get("tpot_ms") or {}
+            problems = load_problems(p.get("sent"), p.get("answered"), p.get("send_lag_p99_ms"), p.get("recorded"))
             out.append(f"generation load test {a['id']}: {p.get('rate_per_s', 0):g}/s offered, {p.get('sent', 0)} "
                        f"sent, {p.get('answered', 0)} answered, TTFT p50 {t.get('p50', 0):.1f} ms, p95 "
                        f"{t.get('p95', 0):.1f} ms, TPOT p50 {o.get('p50', 0):.2f} ms, "
-                       f"{p.get('output_tokens_per_s', 0):.1f} output tokens/s, "
-                       f"{_validity(p, load_problems(p.get('sent'), p.get('answered'), p.get('send_lag_p99_ms')))}"
-                       )  # fmt: skip
+                       f"{p.get('output_tokens_per_s', 0):.1f} output tokens/s, {_validity(p, problems)}")  # fmt: skip
         elif kind == "loadtest":
             lat = p.get("latency_ms") or {}
             out.append(f"load test {a['id']}: {p.get('achieved_rate_per_s', 0):.1f}/s achieved of "

@@ -38,12 +38,15 @@ MAX_SEND_LAG_MS = 10.0  # p99 send lag beyond this: the generator, not the serve
 QUANTITIES = ("ttft_p50", "ttft_p95", "tpot_p50")
 
 
-def load_problems(sent: Any, answered: Any, send_lag_p99_ms: Any) -> list[str]:
-    """Why a generation load test is not valid (empty: valid): requests left unanswered, or a generator that sent
-    late. Its summary's ``valid`` and the dashboard's reasons, from the stored summary's numbers."""
+def load_problems(sent: Any, answered: Any, send_lag_p99_ms: Any, recorded: Any = None) -> list[str]:
+    """Why a generation load test is not valid (empty: valid): requests left unanswered, a warm-up that left none
+    recorded, or a generator that sent late. Its summary's ``valid`` and the dashboard's reasons, from the stored
+    summary's numbers (``recorded``: absent from summaries stored before it was counted)."""
     out = []
     if isinstance(sent, int) and isinstance(answered, int) and answered < sent:
         out.append(f"{sent - answered} of {sent} requests unanswered")
+    if isinstance(recorded, int) and isinstance(answered, int) and answered and not recorded:
+        out.append("no answered request came after the warm-up: nothing was recorded")
     if isinstance(send_lag_p99_ms, (int, float)) and send_lag_p99_ms > MAX_SEND_LAG_MS:  # NaN: none sent, no lag
         out.append(f"send lag p99 {send_lag_p99_ms:.1f} ms > {MAX_SEND_LAG_MS:g} ms")
     return out
@@ -95,11 +98,11 @@ class GenLoadResult:
         p99_lag = float(np.percentile(lag, 99)) if lag.size else math.nan
         answered = len(self.ok())
         return {
-            "sent": len(self.results), "answered": answered, "statuses": statuses,
+            "sent": len(self.results), "answered": answered, "recorded": len(ok), "statuses": statuses,
             "ttft_ms": _pct([r.ttft_ms for r in ok]), "tpot_ms": _pct([r.tpot_ms for r in ok if r.tokens > 1]),
             "output_tokens_per_s": sum(r.tokens for r in self.results) / self.duration_s if self.duration_s else 0.0,
             "send_lag_p99_ms": p99_lag, "errors": errors, "refusals": refusals,
-            "valid": not load_problems(len(self.results), answered, p99_lag),
+            "valid": not load_problems(len(self.results), answered, p99_lag, len(ok)),
         }  # fmt: skip
 
 

@@ -272,7 +272,7 @@ def _generation_loadtest_section(art_id: str, p: Mapping[str, Any]) -> str:
     from rightsize.llm.loadgen import load_problems
 
     sent, answered, lag = p.get("sent"), p.get("answered"), finite(p.get("send_lag_p99_ms"))
-    problems = load_problems(sent, answered, lag)
+    problems = load_problems(sent, answered, lag, p.get("recorded"))
     valid = "yes" if p.get("valid") else "no" + (": " + "; ".join(problems) if problems else "")
     refused = {f"HTTP {k}": v for k, v in (p.get("statuses") or {}).items() if k not in ("0", "200")}
     errors = {**(p.get("errors") or {}), **refused}

@@ -291,3 +291,17 @@ def test_a_cpu_16_bit_gemm_reaches_the_fitted_low_precision_share_as_the_cpu_tim
     assert device_numbers(cpus["intel-sapphire-rapids"], precision).amx
     assert not device_numbers(cpus["amd-genoa"], precision).amx
     assert fit.low_precision < 0.9 and fit.amx < 0.5
+
+
+@pytest.mark.parametrize(
+    ("gpu", "precision", "fix"),
+    [("P4", "int8", "give its fp16_tflops in a catalog file (--catalog)"), ("T4", "bf16", "weight_precision fp16")],
+    ids=["no-16-bit-peak", "no-bf16"],
+)
+def test_a_gpu_without_the_peak_names_the_fix_that_can_help(gpu: str, precision: str, fix: str) -> None:
+    """Every weight precision computes in 16-bit on a GPU: 'pick another precision' could not help a P4 (it read so for
+    int8, int4 and fp16 alike); only bf16 -> fp16 can."""
+    key = "bf16" if precision == "bf16" else "fp16"
+    with pytest.raises(SpecError) as exc:
+        device_numbers(load_catalog().accelerators[gpu], precision)
+    assert str(exc.value) == f"precision: {gpu} has no dense {key} peak in the catalog. To fix: {fix}"

@@ -294,8 +294,12 @@ def device_numbers(
             "device", "needs accelerators.csv columns (bandwidth_gbps, fp16_tflops, ...) or cpus.csv columns "
             "(memory_bandwidth_gbps, sustained_ghz, fp32_flop_per_cycle_per_core, ...)",
         )  # fmt: skip
-    if peak <= 0:
-        raise SpecError("precision", f"{name} has no dense {key} peak in the catalog. To fix: pick another precision.")
+    if peak <= 0:  # every weight precision computes in 16-bit on a GPU (_compute_key): only bf16 -> fp16 can help
+        if kind == "gpu":
+            fix = "weight_precision fp16" if key == "bf16" else f"give its {key}_tflops in a catalog file (--catalog)"
+        else:
+            fix = f"give its {key}_flop_per_cycle_per_core in a catalog file (--catalog), or weight_precision fp32"
+        raise SpecError("precision", f"{name} has no dense {key} peak in the catalog. To fix: {fix}")
     return DeviceNumbers(name, kind, peak, bw, link, amx)
 
 

@@ -187,6 +187,13 @@ def test_token_host_check_and_a_pinned_script(two_run_store: tuple[Path, str, st
         req = urllib.request.Request(url + "/cost", headers={"Cookie": cookie})  # the cookie carries it on
         with urllib.request.urlopen(req, timeout=10) as r:
             assert r.status == 200
+        # another app's cookies on 127.0.0.1 outside strict cookie syntax had hidden the token (401)
+        for jar in (f'other={{"a":1}}; {cookie}', f"{cookie}; theme=dark mode"):
+            with urllib.request.urlopen(
+                urllib.request.Request(url + "/cost", headers={"Cookie": jar}), timeout=10
+            ) as r:
+                assert r.status == 200, jar
+        assert _get(url + "/cost")[0] == 401  # and none at all is still refused
         req = urllib.request.Request(url + "/?token=t0k", headers={"Host": "rebind.example"})
         try:
             urllib.request.urlopen(req, timeout=10)

@@ -20,7 +20,6 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http import HTTPStatus
-from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -47,6 +46,19 @@ def _csp() -> str:
 
 CSP = _csp()
 TOKEN_COOKIE = "rightsize_token"
+
+
+def cookie_values(headers: list[str], name: str) -> list[str]:
+    """The values of every ``name=value`` pair in Cookie headers, split on ';' as browsers send them. SimpleCookie
+    dropped the whole header at one pair outside strict cookie syntax (another app's ``theme=dark mode`` on the
+    same 127.0.0.1), and the token beside it with it: the dashboard answered 401 to the right token."""
+    out = []
+    for header in headers:
+        for pair in header.split(";"):
+            key, eq, value = pair.strip().partition("=")
+            if eq and key.strip() == name:
+                out.append(value.strip().strip('"'))
+    return out
 
 
 def render_api(store_path: Path, target: str) -> tuple[int, str, str]:
@@ -133,9 +145,7 @@ class _Handler(BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization", "")
         if auth[:7].lower() == "bearer ":
             given.append(auth[7:].strip())
-        cookie = SimpleCookie(self.headers.get("Cookie", ""))
-        if TOKEN_COOKIE in cookie:
-            given.append(cookie[TOKEN_COOKIE].value)
+        given += cookie_values(self.headers.get_all("Cookie") or [], TOKEN_COOKIE)
         if any(hmac.compare_digest(g.encode(), token.encode()) for g in given):
             return None
         return 401, "open the URL with ?token=... (printed when the dashboard started)"

@@ -9,6 +9,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from rightsize.report.dashboard import CSP, running_dashboard
 from rightsize.report.dashboard_views import SCRIPT
 
@@ -78,3 +80,23 @@ def test_a_query_value_the_dashboard_does_not_know_is_a_400_naming_it(two_run_st
         assert status == 200 and "USD per hour" in html
         status, _, html = _get(url + "/cost?device_class=tpu")
         assert status == 400 and "device_class: no stored point has &#x27;tpu&#x27;; use one of cpu, gpu" in html
+
+
+def test_generative_plans_are_listed_and_served_with_the_others(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """/api/plans answered [] after `rightsize plan llama-7b-chat.yaml`, and /api/plans/ID 404, though /run/ID and
+    /report/ID showed the plan: it is stored under its own kind."""
+    from cli_kit import run_cli
+
+    store = tmp_path / "s.sqlite"
+    code, _, err = run_cli(["plan", "examples/llama-7b-chat.yaml", "--store", str(store)], capsys)
+    assert code == 0, err
+    with running_dashboard(store) as url:
+        status, _, body = _get(url + "/api/plans")
+        [plan] = json.loads(body)
+        assert status == 200 and plan["kind"] == "generative-plan" and plan["model"] == "llama-7b"
+        assert (plan["instance"], plan["precision"], plan["feasible"]) == ("g5.xlarge", "fp16", True)
+        assert plan["cost_usd_per_hour"] > 0
+        status, _, body = _get(url + f"/api/plans/{plan['id']}")
+        assert status == 200 and json.loads(body)["payload"]["recommendation"]["instance"] == "g5.xlarge"

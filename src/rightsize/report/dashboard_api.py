@@ -3,7 +3,7 @@
     /api/runs                  every run (id, kind, name, model, env, status, counts)
     /api/runs/ID               one run with its measurements and artifacts
     /api/measurements?model=M&format=csv    measurements, filtered; CSV with format=csv
-    /api/plans                 stored plans (artifact id, name, model, recommendation)
+    /api/plans                 stored plans, generative ones too (artifact id, name, model, recommendation)
     /api/plans/ID              one stored plan in full
     /api/loadtests             stored load tests and validations
 
@@ -37,15 +37,27 @@ def _measurement(m: Any) -> dict[str, Any]:
     return d | {"p50_ms": lat.get("p50"), "p95_ms": lat.get("p95"), "p99_ms": lat.get("p99")}
 
 
+_PLAN_KINDS = ("plan", "generative-plan")  # a generative plan (tokens, TTFT/TPOT) is stored under its own kind
+
+
 def plan_summary(art: dict[str, Any]) -> dict[str, Any]:
     p = art["payload"]
     rec = p.get("recommendation") or {}
+    generative = art["kind"] == "generative-plan"
     return {
         "id": art["id"], "created_at": art["created_at"], "name": p.get("name"), "model": p.get("model"),
-        "kind": p.get("kind"), "feasible": p.get("feasible"), "instance": rec.get("instance"),
-        "provider": rec.get("provider"), "precision": rec.get("precision"),
-        "cost_usd_per_hour": rec.get("cost_usd_per_hour"), "price_date": p.get("price_date"),
+        "kind": p.get("kind"), "feasible": bool(rec) if generative else p.get("feasible"),
+        "instance": rec.get("instance"), "provider": rec.get("provider"),
+        "precision": (p.get("target") or {}).get("weight_precision") if generative else rec.get("precision"),
+        "cost_usd_per_hour": rec.get("usd_per_hour") if generative else rec.get("cost_usd_per_hour"),
+        "price_date": p.get("price_date"),
     }  # fmt: skip
+
+
+def _plans(st: Store) -> list[dict[str, Any]]:
+    """Every stored plan, encoder/CNN and generative alike, newest first."""
+    arts = [a for k in _PLAN_KINDS for a in st.artifacts(kind=k)]
+    return sorted(arts, key=lambda a: a["created_at"], reverse=True)
 
 
 def _csv(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
@@ -83,9 +95,9 @@ def api_response(st: Store, parts: list[str], query: dict[str, list[str]]) -> tu
             return 200, _csv(ms, MEASUREMENT_COLUMNS), "text/csv; charset=utf-8"
         return _json(ms)
     if parts == ["plans"]:
-        return _json([plan_summary(a) for a in st.artifacts(kind="plan")])
+        return _json([plan_summary(a) for a in _plans(st)])
     if len(parts) == 2 and parts[0] == "plans":
-        for a in st.artifacts(kind="plan"):
+        for a in _plans(st):
             if a["id"] == parts[1]:
                 return _json(a)
         raise NotFoundError(f"no stored plan {parts[1]!r}; /api/plans lists them")

@@ -52,6 +52,17 @@ def test_a_request_the_server_refuses_carries_its_reason_to_the_invalid_lines() 
     assert any(w.startswith("2 requests answered 413: prompt_len: 40 is over") for w in _invalid_reasons(s, 10.0))
 
 
+def test_a_prediction_servers_404_names_what_the_url_points_at() -> None:
+    """loadtest --generate at `rightsize serve simplenet` read 'give the generation server's base URL', which the user
+    had given: the server is the other kind."""
+    from rightsize.cli.loadtest import _invalid_reasons
+
+    summary = {"statuses": {"404": 3}, "refusals": {"404": "Not Found"}, "answered": 0, "send_lag_p99_ms": 1.0}
+    assert _invalid_reasons(summary, 10.0) == [
+        "3 requests answered 404: Not Found (no POST /v1/generate at this URL: a prediction server, `rightsize serve "
+        "MODEL` without --generate, answers so; give a generation server's base URL, http://HOST:PORT)"]  # fmt: skip
+
+
 @pytest.mark.slow  # > 1.2 s: make test runs it, make test-fast skips it
 def test_a_token_server_answers_only_the_bearer_of_its_token(capsys: pytest.CaptureFixture[str]) -> None:
     import httpx

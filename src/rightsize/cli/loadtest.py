@@ -389,7 +389,8 @@ def _invalid_reasons(summary: dict[str, Any], timeout_s: float) -> list[str]:
         out.append(f"{n503} requests answered 503: the server's queue was full (overload): lower --rate")
     for status, why in sorted(summary.get("refusals", {}).items()):
         if status not in ("401", "503"):  # a request the server would not take: what it said names what to change
-            where = " (no POST /v1/generate at this URL: give the generation server's base URL, http://HOST:PORT)"
+            where = (" (no POST /v1/generate at this URL: a prediction server, `rightsize serve MODEL` without "
+                     "--generate, answers so; give a generation server's base URL, http://HOST:PORT)")  # fmt: skip
             out.append(f"{summary['statuses'].get(status, 0)} requests answered {status}: {why}"
                        f"{where if status in ('404', '405') else ''}")  # fmt: skip
     lag = summary.get("send_lag_p99_ms", 0.0)

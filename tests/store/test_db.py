@@ -165,6 +165,8 @@ def test_a_killed_run_is_closed_as_interrupted_on_next_open(store_path: Path) ->
         assert s.run(run_id).status == "running"  # its process is alive: left alone
     child.send_signal(signal.SIGKILL)
     child.wait(10)
+    with Store(store_path, read_only=True) as s:  # `results` had shown it running until a command wrote the store
+        assert s.run(run_id).status == "interrupted" and s.run(run_id).finished_at is None
     with Store(store_path) as s:
         info = s.run(run_id)
         assert info.status == "interrupted" and info.finished_at is not None

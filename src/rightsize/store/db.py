@@ -365,9 +365,19 @@ class Store:
             + (f" LIMIT {int(limit)}" if limit else "")
         )
         rows = self._conn.execute(sql, (kind,) if kind else ())
+        here = socket.gethostname()
+
+        def status(r: sqlite3.Row) -> str:
+            """A run whose process on this host is gone reads 'interrupted' at once: only a command that writes the
+            store marks it so (``close_dead_runs``), and `results` had shown a killed sweep as running."""
+            mine = r["status"] == "running" and r["pid"] is not None and r["host"] == here
+            if mine and not _pid_alive(int(r["pid"])):
+                return "interrupted"
+            return str(r["status"])
+
         return [
             RunInfo(r["id"], r["created_at"], r["finished_at"], r["kind"], r["name"], r["model"], r["env_id"],
-                    r["status"], int(r["n"]), int(r["nf"] or 0))
+                    status(r), int(r["n"]), int(r["nf"] or 0))
             for r in rows
         ]  # fmt: skip
 

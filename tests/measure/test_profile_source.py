@@ -28,7 +28,8 @@ def test_a_plan_whose_sweep_was_interrupted_stops_and_stores_no_plan(
                     "targets: {online: {rate_per_s: 5, latency: {percentile: 95, bound_ms: 100}}}\n")  # fmt: skip
     store = tmp_path / "store.sqlite"
     rc, out, err = run_cli(["plan", str(spec), "--store", str(store)], capsys)
-    assert (rc, out) == (130, "") and "interrupted: the configs measured before the stop are stored; nothing " in err
+    # no config had finished: it said "the configs measured before the stop are stored" of none
+    assert (rc, out) == (130, "") and "interrupted: no config finished: none stored; nothing was planned " in err
     with Store(store, read_only=True) as st:
         assert not [r for r in st.runs() if r.kind == "plan"]
 

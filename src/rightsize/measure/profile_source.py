@@ -40,8 +40,9 @@ def ensure_profile(
     for note in swept.busy_notes:  # a plan from timings kept while the machine was busy says so where it starts
         print(f"note: {note}", file=sys.stderr)
     if swept.interrupted:
-        print_stop("interrupted: the configs measured before the stop are stored; nothing was planned from the part "
-                   "(run it again to measure the rest)")  # fmt: skip
+        new = len(swept.measurements) - swept.reused  # as bench counts them: "stored" was said of none, too
+        done = f"{new} config(s) measured before the stop are stored" if new else "no config finished: none stored"
+        print_stop(f"interrupted: {done}; nothing was planned (run it again to measure the rest)")
         raise KeyboardInterrupt
     profile = store.profile(workload.model, workload.mode, inp, env.id, tiny=workload.tiny)
     if profile is None:

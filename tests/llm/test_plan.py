@@ -171,6 +171,9 @@ def test_a_budget_every_plan_meeting_the_slos_exceeds_is_named_as_the_cause(cata
     # one instance is the least there is: fewer requests would not make it cheaper; smaller weights might
     assert cheapest.instances == 1 and "lower the rate" not in why and "lower weight_precision" in why
     assert plan_generative(DecoderShape.from_zoo("llama-7b"), _target(), catalog, providers=["aws"]).why_none() is None
+    tiny = plan_generative(DecoderShape.from_zoo("llama-7b"), _target(budget_usd_per_hour=0.0001), catalog,
+                           providers=["aws"]).why_none(0.0001)  # fmt: skip
+    assert tiny is not None and "within the budget of $0.0001/h" in tiny  # it read "$0.00/h"
 
 
 def test_a_request_longer_than_a_learned_position_table_is_refused(catalog: Catalog) -> None:

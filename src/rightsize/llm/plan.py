@@ -46,6 +46,7 @@ from rightsize.llm.sim import WARMUP_SHARE, LLMSimConfig
 from rightsize.llm.sizing import Level
 from rightsize.memory_budget import CPU_RAM_FRACTION, CPU_RUNTIME_BYTES, GIB, usable_gpu_bytes
 from rightsize.spec.targets import GenerativeTarget
+from rightsize.units import format_usd
 
 __all__ = ["BANDS", "LLMCandidate", "LLMPlan", "plan_generative"]
 
@@ -199,9 +200,9 @@ class LLMPlan:
             return None
         over = next((c for c in self.candidates if c.meets), None)
         if over is not None:  # every plan that meets the SLOs is over budget
-            return (f"no plan meets the target within the budget of ${budget_usd_per_hour or 0:.2f}/h: the cheapest "
-                    f"that meets the SLOs is {over.instances} x {over.instance} ({over.device}) at "
-                    f"${over.usd_per_hour:.2f}/h. To fix: raise budget_usd_per_hour"
+            return (f"no plan meets the target within the budget of {format_usd(budget_usd_per_hour or 0)}/h: the "
+                    f"cheapest that meets the SLOs is {over.instances} x {over.instance} ({over.device}) at "
+                    f"{format_usd(over.usd_per_hour)}/h. To fix: raise budget_usd_per_hour"
                     + (", lower the rate" if over.instances > 1 else "")  # one instance is the least there is
                     + ", or lower weight_precision (int8/int4: fewer, smaller GPUs)")  # fmt: skip
         shown = self.infeasible_by_interest()

@@ -238,3 +238,9 @@ def test_nan_and_out_of_range_numbers_are_not_json_here_either(url: str) -> None
     for body in (b'{"prompt_len": NaN}', b'{"prompt_len": 4, "max_new_tokens": 1e400}'):
         r = httpx.post(f"{url}/v1/generate", content=body, headers={"content-type": "application/json"})
         assert r.status_code == 400 and r.json()["detail"].startswith("body is not valid JSON"), r.text
+
+
+def test_the_probes_answer_head_as_load_balancers_send_it(url: str) -> None:
+    for probe in ("/healthz", "/readyz"):  # 405 before
+        head = httpx.head(f"{url}{probe}")
+        assert head.status_code == 200 and head.content == b"", probe

@@ -79,6 +79,9 @@ def test_batch_log_lists_each_batch_once_with_its_times(simplenet_url: str) -> N
 def test_health_ready_info_metrics_openapi(simplenet_url: str) -> None:
     assert httpx.get(f"{simplenet_url}/healthz").json() == {"status": "ok"}
     assert httpx.get(f"{simplenet_url}/readyz").status_code == 200
+    for probe in ("/healthz", "/readyz"):  # a load balancer's HEAD check had been answered 405
+        head = httpx.head(f"{simplenet_url}{probe}")
+        assert head.status_code == 200 and head.content == b"", probe
     info = httpx.get(f"{simplenet_url}/v1/info").json()
     assert info["sample_shape"] == [100] and info["dtype"] == "float32" and info["max_batch"] == 8
     text = httpx.get(f"{simplenet_url}/metrics").text

@@ -316,10 +316,12 @@ def create_generate_app(svc: GenerateService, token: str | None = None) -> FastA
         return json_reply({"next": nxt, "iterations": [r.to_json() for r in records]})
 
     @app.get("/healthz", summary="Liveness")
+    @app.head("/healthz", include_in_schema=False)  # a load balancer's check (405 before)
     async def healthz() -> Response:
         return json_reply({"status": "ok"})
 
     @app.get("/readyz", summary="Readiness: the engine is warmed up")
+    @app.head("/readyz", include_in_schema=False)
     async def readyz() -> Response:
         ok = svc.engine.ready
         return json_reply({"ready": ok}, 200 if ok else 503)

@@ -5,7 +5,7 @@
                        400 malformed | 401 token | 413 too large | 415 content type | 422 shape/dtype/value
                        503 queue full or would miss the SLO (Retry-After) | 504 deadline passed before running
     GET  /v1/info      model, sample shape, dtype, max batch, pools (what a load generator needs)
-    GET  /healthz      200 while the process serves; /readyz 200 once warmed up and not draining
+    GET  /healthz      200 while the process serves; /readyz 200 once warmed up and not draining (HEAD too)
     GET  /metrics      Prometheus text
     GET  /v1/batches   the last batches one by one, ``?since=N`` (JSON; ``metrics.BatchLog``): pool, samples,
                        model ms, worker-busy ms, so a client can replay the service times the server had;
@@ -104,10 +104,12 @@ def create_app(config: ServerConfig, service: Service | None = None) -> FastAPI:
         return Response(dumps(svc.info()), media_type=JSON_TYPE)
 
     @app.get("/healthz", summary="Liveness")
+    @app.head("/healthz", include_in_schema=False)  # a load balancer's check (405 before)
     async def healthz() -> Response:
         return Response(dumps({"status": "ok"}), media_type=JSON_TYPE)
 
     @app.get("/readyz", summary="Readiness: warmed up and not draining")
+    @app.head("/readyz", include_in_schema=False)
     async def readyz() -> Response:
         ok = svc.ready and not svc.draining
         return Response(dumps({"ready": ok}), 200 if ok else 503, media_type=JSON_TYPE)

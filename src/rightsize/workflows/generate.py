@@ -36,9 +36,11 @@ def plan_generative_spec(workload: Workload, catalog: Catalog, spec_dir: Path | 
 
 
 # A CPU recommendation rests on the roofline of an optimised CPU engine; rightsize's own eager engine served
-# slower on the dev VM (docs/generative.md: the projected step at x0.42-x1.08 of the measured one, 2026-11-26/27)
+# slower (docs/generative.md: the projected step at x0.42-x1.08 of the measured one on the 2-vCPU dev VM,
+# 2026-11-26/27; x0.26-x0.51 on one vCPU of a lent Sapphire Rapids host, 2026-11-27, where that vCPU itself ran
+# below the family's per-core rates, which an optimised engine would meet too)
 CPU_ENGINE_NOTE = (
     "CPU step times assume an optimised CPU engine (llama.cpp, vLLM's or OpenVINO's CPU backend); rightsize's own "
-    "eager engine measured up to ~2.4x slower than projected on a 2-vCPU VM (docs/generative.md): time the engine "
-    "you will deploy before you commit to this plan"
+    "eager engine measured up to ~4x slower than projected (one Sapphire Rapids vCPU; ~2.4x on a 2-vCPU AMD VM; "
+    "docs/generative.md): time the engine you will deploy before you commit to this plan"
 )

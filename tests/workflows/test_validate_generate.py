@@ -85,3 +85,18 @@ def test_the_light_level_line_gives_its_requests_and_a_duration_that_is_not_zero
         "light level: 16 request(s), one every 0.02 s over 0.32 s, for the overheads"
     )
     assert light_level_line(1.5, 18.0) == "light level: 12 request(s), one every 1.5 s over 18 s, for the overheads"
+
+
+def test_a_per_token_overhead_beyond_the_engines_own_step_is_doubted_in_the_report() -> None:
+    """On a busy machine the light level gave 32.6 ms per token beside a 4.9 ms decode step, and the forecast added it
+    to every level (+344%) with nothing said of it."""
+    from rightsize.workflows.validate_generate import overhead_doubt, render_generative
+
+    assert overhead_doubt(4.86, 0.76) is None and overhead_doubt(4.86, -1.0) is None  # within the step: plausible
+    doubt = overhead_doubt(4.86, 32.56)
+    assert doubt is not None and doubt.startswith("the per-token overhead 32.56 ms is 6.7x the engine's decode step")
+    assert "below zero" in (overhead_doubt(4.86, -3.0) or "")
+    costs = {"p0": 1.0, "p1": 0.1, "p2": 0.0, "d0": 4.5, "d1": 0.36, "d2": 0.0, "prefill_residual": 0.1,
+             "decode_residual": 0.1}  # fmt: skip
+    report = {"costs": costs, "overhead_ms": 10.0, "per_token_ms": 32.56, "overhead_doubt": doubt, "levels": []}
+    assert f"doubt: {doubt}" in render_generative(report).splitlines()

@@ -259,7 +259,20 @@ def validate_generative(
     fields = ("p0", "p1", "p2", "d0", "d1", "d2", "prefill_residual", "decode_residual")
     return {"model": model, "size": size, "engine": config, "costs": {k: getattr(costs, k) for k in fields},
             "overhead_ms": round(overhead, 2), "per_token_ms": round(per_token, 3),
+            "overhead_doubt": overhead_doubt(costs.d0 + costs.d1, per_token),
             "overheads": {k: round(v, 3) for k, v in over.items()}, "levels": levels}  # fmt: skip
+
+
+def overhead_doubt(step_ms: float, per_token_ms: float) -> str | None:
+    """Why the light level's per-token overhead is not what a client adds to this engine's tokens (None: it may be):
+    more than the engine's own decode step of one sequence (``step_ms``), or below minus half of it. On a busy
+    2-core machine it read 32.6 ms beside a 4.9 ms step, and the forecast added it to every level's TPOT (+344%)."""
+    if -0.5 * step_ms <= per_token_ms <= step_ms:
+        return None
+    return (f"the per-token overhead {per_token_ms:.2f} ms is {abs(per_token_ms) / step_ms:.1f}x the engine's decode "
+            f"step of one sequence ({step_ms:.2f} ms){' and below zero' if per_token_ms < 0 else ''}: the light "
+            "level was disturbed (a busy machine?), and the forecast adds it to every level's TPOT, so its errors "
+            "say more about that than about the simulator; run it again on a quiet machine")  # fmt: skip
 
 
 def summarise(reports: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -300,6 +313,8 @@ def render_generative(report: dict[str, Any]) -> str:
         lines.append(f"thin: level(s) {', '.join(thin)} recorded fewer than {THIN} requests, so their p95 is one "
                      "request's and their errors are noise as much as the simulator's; a longer --duration "
                      "firms them")  # fmt: skip
+    if doubt := report.get("overhead_doubt"):
+        lines.append(f"doubt: {doubt}")
     o = report.get("overheads")
     if o and o["n"] < LIGHT_REQUESTS / 2:
         lines.append(f"thin: the overheads rest on {o['n']:.0f} light request(s); a longer --duration firms them")

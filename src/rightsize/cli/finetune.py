@@ -129,8 +129,10 @@ def finetune(
     if (meaning := precision_line(mem)) is not None:
         out_console.print(f"  {meaning}", highlight=False)
     up_min = spin_up_hours() * 60
-    title = f"instances that hold it, {tokens:,.0f} tokens at {mfu:.0%} MFU (assumed: hours are projected)"
-    table = Table(title=f"{title}; $ total bills {up_min:.0f} min of spin-up too")
+    # its own line, not the table's title: a title wraps at the table's width ("...; $ total" / "bills 9 min of ...")
+    title = (f"instances that hold it, {tokens:,.0f} tokens at {mfu:.0%} MFU (assumed: hours are projected); $ total "
+             f"bills {up_min:.0f} min of spin-up too")  # fmt: skip
+    table = Table()
     for col in ("instance", "GPUs", "ZeRO", "GiB/GPU", "usable", "train h", "$/h", "$ total"):
         table.add_column(col, justify="left" if col == "instance" else "right")
     for o in options[:top]:
@@ -139,6 +141,7 @@ def finetune(
                       f"{o.gib_per_gpu:.1f}", f"{o.usable_gib_per_gpu:.1f}", f"{o.train_hours:.2f}",
                       f"{o.usd_per_hour:.2f}", f"{o.usd:,.2f}")  # fmt: skip
     if options:  # none: the "no catalog GPU instance holds it" line below is the answer, not an empty table
+        out_console.print(f"  {title}", highlight=False)
         out_console.print(table)
     if price_note:
         out_console.print(f"[bold yellow]warning[/bold yellow]: {escape(price_note)}", highlight=False)

@@ -127,3 +127,14 @@ def test_a_table_of_several_inputs_or_models_names_them_per_row() -> None:
     console.print(sweep_table([m("mobilenet_v2", 96), m("resnet18", 96)], "run x"))
     both = console.export_text()
     assert "resnet18" in both and "image_size 96" not in both  # one input: no input column
+
+
+def test_one_runs_table_names_its_kind_and_status(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`results RUN` of a killed sweep showed its few rows under "run ID" alone: nothing said it was cut short."""
+    run_id = _bench_runs(store)[0]
+    with Store(store) as st:
+        st._conn.execute("UPDATE runs SET status = 'interrupted' WHERE id = ?", (run_id,))
+        st._conn.commit()
+        name = st.run(run_id).name
+    rc, out, _ = _run(["results", run_id, "--store", str(store)], capsys)
+    assert rc == 0 and out.splitlines()[0].strip() == f"run {run_id} (bench{' ' + name if name else ''}, interrupted)"

@@ -78,7 +78,8 @@ def results(
                       str(r.n_measurements), str(r.n_failed))  # fmt: skip
         out_console.print(t)
         return
-    run_id = db.run(run).id if run else None
+    info = db.run(run) if run else None
+    run_id = info.id if info else None
     ms = db.measurements(run_id=run_id, model=model)
     if model is not None and not ms and (export is None or not _model_artifacts(db, run_id, model)):
         raise _no_measurements(db, run_id, model)  # nothing matched: exit 2, as a run id not in the store
@@ -98,7 +99,10 @@ def results(
             for line in lines:
                 out_console.print(f"  {escape(line)}", highlight=False)
         else:
-            out_console.print(sweep_table(ms, f"run {run_id}" if run_id else f"model {model}"))
+            # the run's kind, name and status: a killed sweep's table had read as a whole one
+            title = (f"run {info.id} ({info.kind}{' ' + info.name if info.name else ''}, {info.status})" if info else
+                     f"model {model}")  # fmt: skip
+            out_console.print(sweep_table(ms, title))
 
 
 def _model_artifacts(db: Any, run_id: str | None, model: str) -> list[dict[str, Any]]:

@@ -229,7 +229,10 @@ def run_ray(plan: PipelinePlan, sink: Sink, address: str) -> EngineRun:
         try:
             for out in ds.iter_batches(batch_size=None, batch_format="numpy"):
                 sink(out)
-        except Exception as exc:  # a RightsizeError an actor raised comes wrapped twice, with Ray's traceback
-            raise _ours(exc) or exc from None
+        except Exception as exc:  # a RightsizeError an actor raised comes wrapped in Ray's RayTaskError
+            ours = _ours(exc)
+            if ours is None:  # Ray's own failure: as it is, its chain kept
+                raise
+            raise ours from None
         run.wall_s = time.perf_counter() - t0
         return run

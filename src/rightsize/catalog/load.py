@@ -430,7 +430,7 @@ def _merge_user(base: Catalog, path: Path) -> Catalog:
         raise NotFoundError(f"catalog file {short(str(path))} does not exist; pass an existing CSV to --catalog or "
                             f"{ENV_VAR}")  # fmt: skip
     text = read_user_text(path, "catalog CSV")  # a folder or FIFO: "is not a regular file"
-    lines = [row for row in csv.reader(io.StringIO(text, newline=""))]
+    lines = list(csv.reader(io.StringIO(text, newline="")))
     if not any(cell.strip() for row in lines for cell in row):
         raise SpecError(f"{path}", "is empty; a catalog CSV is a header row, then one row per entry (docs/catalog.md)")
     if not any(cell.strip() for cell in lines[0]):

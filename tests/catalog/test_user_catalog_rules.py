@@ -121,9 +121,9 @@ def test_a_future_date_is_refused_naming_the_cell(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("value", "column", "problem"),
     [
-        ("A100", "accelerator", "'A100' is ambiguous: A100-40GB, A100-80GB; write one of them"),
-        ("a100", "accelerator", "'a100' is ambiguous: A100-40GB, A100-80GB; write one of them"),
-        ("V100", "accelerator", "unknown name 'V100'. Did you mean 'V100-16GB'?"),
+        ("A100", "accelerator", "'A100' is ambiguous: A100-40GB, A100-80GB, A100-80GB-PCIe; write one of them"),
+        ("a100", "accelerator", "'a100' is ambiguous: A100-40GB, A100-80GB, A100-80GB-PCIe; write one of them"),
+        ("V100", "accelerator", "'V100' is ambiguous: V100-16GB, V100-16GB-PCIe; write one of them"),
         ("a10", "accelerator", "unknown name 'a10'. Did you mean 'A10'?"),  # a case slip, not a short name
         ("amd", "cpu_family", "'amd' is ambiguous: amd-genoa, amd-milan, amd-rome, amd-turin; write one of them"),
     ],

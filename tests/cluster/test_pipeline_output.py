@@ -78,3 +78,25 @@ def test_the_input_file_is_never_the_output(tmp_path: Path, capsys: pytest.Captu
     rc, out, err = run_cli([*argv, "--store", str(tmp_path / "st.sqlite")], capsys)
     assert (rc, out) == (2, "") and err.startswith("error: --output: is the --input file")
     assert items.read_text() == '{"text": "keep me"}\n'
+
+
+def test_ctrl_c_says_how_far_it_got_and_what_was_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C of `pipeline --output X` printed 'interrupted' and nothing of what was done or kept."""
+    import rightsize.cluster.pipeline as pipeline
+    from rightsize.errors import STOP_LINES
+    from rightsize.spec import parse_spec
+
+    def stopped(plan: object, sink: object) -> None:
+        sink({"id": [0, 1, 2], "label": [0, 1, 0], "score": [0.5, 0.5, 0.5]})  # type: ignore[operator]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "run_local", stopped)
+    out = tmp_path / "out.jsonl"
+    out.write_text("precious\n")
+    STOP_LINES.clear()
+    with pytest.raises(KeyboardInterrupt):
+        pipeline.run_pipeline(parse_spec({"model": "simplenet", "tiny": True}), items=100, workers=1, output_path=out)
+    said = list(STOP_LINES)
+    assert said == [f"interrupted after 3 of 100 items: {str(out)!r} is left as it was (an unfinished run writes no "
+                    "output) and nothing is stored"]  # fmt: skip
+    assert out.read_text() == "precious\n"

@@ -23,7 +23,7 @@ import numpy as np
 from rightsize.cluster.engines import EngineRun, PipelinePlan, run_local, run_ray
 from rightsize.cluster.items import Batch, ItemSpec
 from rightsize.cluster.stages import STAGES, InferSpec, stage_totals
-from rightsize.errors import SpecError, UnsupportedError
+from rightsize.errors import SpecError, UnsupportedError, print_stop
 from rightsize.measure.config import SUPPORTED
 from rightsize.models import workload_model
 from rightsize.spec import Workload
@@ -233,6 +233,13 @@ def run_pipeline(
     try:
         run = run_ray(plan, sink, ray_address) if ray_address is not None else run_local(plan, sink)
         finished = True
+    except KeyboardInterrupt:  # it had said "interrupted" and nothing of what was done or kept
+        done = sum(len(ids) for ids in seen)
+        where = f"{str(output_path)!r} is left as it was" if output_path else "nothing is kept"
+        of = "" if plan.input_path else f" of {plan.n_items:,}"  # a file's rows are counted as they are read
+        print_stop(f"interrupted after {done:,}{of} items: {where} (an unfinished run writes no output) and "
+                   "nothing is stored")  # fmt: skip
+        raise
     finally:
         writer.close(keep=finished)
         if tmp is not None:

@@ -85,6 +85,23 @@ def test_more_local_workers_than_cores_says_what_it_costs(tmp_path: Path) -> Non
     assert res.exactly_once and f"{workers} worker processes on {os.cpu_count()} cores" in " ".join(res.notes)
 
 
+def test_more_local_workers_than_the_machine_can_hold_are_refused_before_any_starts() -> None:
+    """--workers 1024 started 1024 processes, each importing torch: the 24 GiB machine ran out of memory."""
+    import os
+
+    from rightsize.cluster.pipeline import LOCAL_WORKERS_PER_CORE, most_local_workers
+
+    cores = os.cpu_count() or 1
+    most = most_local_workers(cores)
+    assert 1 <= most <= LOCAL_WORKERS_PER_CORE * cores
+    w = parse_spec({"model": "simplenet", "tiny": True})
+    with pytest.raises(SpecError, match=rf"^--workers: 1024 local processes on {cores} cores: each imports torch .* "
+                       rf"at most {most} here: leave it out for one per core, or use --ray$"):  # fmt: skip
+        make_plan(w, items=20, input_path=None, ray=False, workers=1024, batch_size=None, device=None, precision=None)
+    assert make_plan(w, items=20, input_path=None, ray=True, workers=1024, batch_size=None, device=None,
+                     precision=None).workers == 1024  # a cluster's actors: Ray places them  # fmt: skip
+
+
 def test_file_without_the_payload_column_is_a_spec_error(tmp_path: Path) -> None:
     src = tmp_path / "in.jsonl"
     src.write_text('{"id": 1, "body": "x"}\n')

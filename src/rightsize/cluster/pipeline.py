@@ -154,6 +154,18 @@ class PipelineResult:
         return d
 
 
+LOCAL_WORKERS_PER_CORE = 4  # past this many processes a core, local workers only take turns on it
+WORKER_BYTES = 300 * 2**20  # one local worker: torch imported (~150 MiB resident) and a small model built
+
+
+def most_local_workers(cores: int) -> int:
+    """The most local worker processes ``pipeline`` starts: LOCAL_WORKERS_PER_CORE a core, and no more than this
+    machine's available memory holds at WORKER_BYTES each."""
+    import psutil
+
+    return max(1, min(LOCAL_WORKERS_PER_CORE * cores, int(psutil.virtual_memory().available // WORKER_BYTES)))
+
+
 def make_plan(workload: Workload, *, items: int, input_path: str | None, ray: bool, workers: int | None,
               batch_size: int | None, device: str | None, precision: str | None) -> PipelinePlan:  # fmt: skip
     """The engine's plan from the spec and the command's options (validated)."""
@@ -180,6 +192,12 @@ def make_plan(workload: Workload, *, items: int, input_path: str | None, ray: bo
     cores = os.cpu_count() or 1
     if workers is None and not ray:
         workers = 1 if device == "cuda" else cores  # local: one process per core (the seed's CPU multiprocessing)
+    # --workers 1024 had started 1024 processes and filled the 24 GiB machine's memory
+    if workers is not None and not ray and workers > (most := most_local_workers(cores)):
+        raise SpecError("--workers", f"{workers} local processes on {cores} cores: each imports torch and builds the "
+                        f"model (~{WORKER_BYTES / 2**20:.0f} MiB or more), and past {LOCAL_WORKERS_PER_CORE} a core "
+                        f"they only take turns; at most {most} here: leave it out for one per core, or use "
+                        "--ray")  # fmt: skip
     threads = None if device == "cuda" else max(1, cores // workers) if workers and not ray else 1
     infer = InferSpec(
         workload.model, workload.tiny, device, precision, batch_size or max(workload.batch_sizes), threads,

@@ -190,10 +190,11 @@ def make_plan(workload: Workload, *, items: int, input_path: str | None, ray: bo
         image_size=shape[-1] if kind == "image" else 1, features=math.prod(shape) if kind == "features" else 1,
     )  # fmt: skip
     cores = os.cpu_count() or 1
-    if workers is None and not ray:
-        workers = 1 if device == "cuda" else cores  # local: one process per core (the seed's CPU multiprocessing)
+    most = most_local_workers(cores) if not ray else 0
+    if workers is None and not ray:  # local: one process per core (the seed's CPU multiprocessing), memory allowing
+        workers = 1 if device == "cuda" else min(cores, most)
     # --workers 1024 had started 1024 processes and filled the 24 GiB machine's memory
-    if workers is not None and not ray and workers > (most := most_local_workers(cores)):
+    if workers is not None and not ray and workers > most:
         raise SpecError("--workers", f"{workers} local processes on {cores} cores: each imports torch and builds the "
                         f"model (~{WORKER_BYTES / 2**20:.0f} MiB or more), and past {LOCAL_WORKERS_PER_CORE} a core "
                         f"they only take turns; at most {most} here: leave it out for one per core, or use "

@@ -254,3 +254,19 @@ def test_json_exit_code_is_the_one_diagnose_exits_with(
     _watched(monkeypatch, -15, FACTS, "timeout")
     code, out, _ = _cli(["diagnose", "--json", "--timeout", "5", "--", "python", "x.py"], capsys)
     assert code == 124 and json.loads(out)["exit_code"] == 124
+    _watched(monkeypatch, 0, None, None)  # a program that never imported torch: the JSON said 0, diagnose exited 1
+    code, out, _ = _cli(["diagnose", "--json", "--", "python", "x.py"], capsys)
+    assert code == 1 and json.loads(out)["exit_code"] == 1
+
+
+def test_python_minus_i_or_e_is_named_as_why_the_probe_never_reported(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`diagnose -- python -I x.py` said the program never imported torch, though it did: -I ignores PYTHONPATH."""
+    _watched(monkeypatch, 3, None, None)
+    for flags in (["-I"], ["-E"], ["-u", "-IB"]):
+        code, _, err = _cli(["diagnose", "--", "python3", *flags, "x.py"], capsys)
+        assert code == 3 and err.rstrip().endswith("python -I or -E ignores PYTHONPATH, through which the probe "
+                                                   "loads: drop that flag"), flags  # fmt: skip
+    code, _, err = _cli(["diagnose", "--", "python", "x.py", "-I"], capsys)  # the script's own option
+    assert "PYTHONPATH" not in err

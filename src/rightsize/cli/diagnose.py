@@ -42,6 +42,18 @@ def _timeout_s(timeout: float | None) -> float | None:
     return timeout
 
 
+def _ignores_pythonpath(cmd: list[str]) -> bool:
+    """Whether ``cmd`` runs python with -I or -E (among the interpreter's own flags, before the script or -m)."""
+    if not cmd or "python" not in cmd[0].rsplit("/", 1)[-1]:
+        return False
+    for arg in cmd[1:]:
+        if not arg.startswith("-") or arg in ("-m", "-c"):
+            return False
+        if arg[1:2] != "-" and ("I" in arg[1:] or "E" in arg[1:]):
+            return True
+    return False
+
+
 def diagnose_cmd(
     ctx: typer.Context,
     timeout: float | None = typer.Option(
@@ -83,9 +95,13 @@ def diagnose_cmd(
             message = (f"the program was killed by signal {-rc} before the probe reported" if rc < 0 else
                        f"the program exited {rc} without the probe's report: it never imported torch, or it was "
                        "killed")  # fmt: skip
+            if _ignores_pythonpath(list(ctx.args)):  # the probe loads through PYTHONPATH: -I / -E skip it
+                message += "; python -I or -E ignores PYTHONPATH, through which the probe loads: drop that flag"
+        if code == 0:  # the program succeeded, the diagnosis did not: `diagnose` exits 1, and --json says so
+            code = RunFailedError.exit_code
         if as_json:  # stdout still holds one JSON document: a script reads why there is no diagnosis
             emit_json({"exit_code": code, "facts": None, "findings": [], "error": message})
-        if code == 0:
+        if code == RunFailedError.exit_code and rc == 0:
             raise RunFailedError(message)
         _error(message)
         raise typer.Exit(code)  # the program's failure, not ours: its exit code

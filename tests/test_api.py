@@ -107,6 +107,14 @@ def test_rs_plan_and_measure_stay_callable_once_their_subpackages_are_imported()
         (lambda: rs.memory("distilbert", batch_size="8"), r"^batch_size: must be an integer, got str '8'"),
         (lambda: rs.memory("distilbert", precision=5), r"^precision: must be a string"),
         (lambda: rs.memory("distilbert", catalog=123), r"^catalog: must be a CSV path, a Catalog or None"),
+        # below: an AttributeError in memory_tiers, estimate_memory()'s own TypeError, slice()'s, pathlib's
+        (lambda: rs.memory("distilbert", tiers=[1]), r"^tiers: must be 'builtin', GiB sizes such as '8,16,24', or"),
+        (lambda: rs.memory("distilbert", tiers="x"), r"^--tiers: expected 'builtin' or GiB sizes"),
+        (lambda: rs.memory("distilbert", foo=1), r"^foo: is not an argument of rightsize\.memory\. Known: mode, "),
+        (lambda: rs.memory("distilbert", tier="8"), r"^tier: is not an argument of rightsize\.memory\. Did you mean"),
+        (lambda: _record().to_dict(top=1.5), r"^top: must be a count of candidates >= 0, or None for all, got float"),
+        (lambda: _record().to_json(top=-1), r"^top: must be a count of candidates >= 0, or None for all; got -1"),
+        (lambda: _record().report(None), r"^path: must be a file path ending in \.html or \.md, got NoneType"),
     ],
 )
 def test_a_wrong_argument_is_named(call: object, message: str) -> None:

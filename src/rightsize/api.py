@@ -111,6 +111,10 @@ class PlanRecord:
         return self.result.warnings
 
     def to_dict(self, top: int | None = None) -> dict[str, Any]:
+        if top is not None:  # a slice end: -1 dropped the last candidate, 1.5 was slice()'s TypeError
+            _argument("top", top, (int,), "a count of candidates >= 0, or None for all")
+            if top < 0:
+                raise SpecError("top", f"must be a count of candidates >= 0, or None for all; got {top}")
         return self.result.to_dict(top=top)
 
     def to_json(self, top: int | None = None) -> str:
@@ -152,6 +156,7 @@ class PlanRecord:
         uses, and return its path."""
         from rightsize.workflows.plan import write_plan_report
 
+        _argument("path", path, (str, Path), "a file path ending in .html or .md")
         write_plan_report(self.result, Path(path), self.context)
         return Path(path)
 
@@ -219,15 +224,30 @@ def memory(model: str, *, catalog: str | Path | Catalog | None = None, **kwargs:
     """Peak memory of ``model`` (zoo name or your own: see docs/models.md), as ``rightsize memory``, with the GPU
     tiers of ``catalog`` (as ``plan``'s); keywords as ``rightsize.estimate.memory_estimate.estimate_memory``
     (mode, precision, batch_size, seq_len, device, tiers, …)."""
+    import inspect
+
+    from rightsize.errors import did_you_mean
     from rightsize.estimate.memory_estimate import estimate_memory
+    from rightsize.estimate.memory_tiers import GpuTier, parse_tiers
 
     _argument("model", model, (str,), "a zoo name or your model's ref (see docs/models.md)")
+    known = [p for p in inspect.signature(estimate_memory).parameters if p not in ("model", "catalog")]
+    for name in kwargs:  # "estimate_memory() got an unexpected keyword argument" named an internal function
+        if name not in known:
+            hint = did_you_mean(name, known) or f" Known: {', '.join(known)}."
+            raise SpecError(name, f"is not an argument of rightsize.memory.{hint}")
     for name in ("batch_size", "seq_len", "image_size"):
         if kwargs.get(name) is not None:
             _argument(name, kwargs[name], (int,), "an integer")
     for name in ("mode", "precision", "device", "optimizer"):
         if name in kwargs:
             _argument(name, kwargs[name], (str,), "a string, as the CLI's option of that name takes")
+    tiers = kwargs.get("tiers")
+    if isinstance(tiers, str):  # the CLI's --tiers text: "builtin" or "8,16,24"
+        kwargs["tiers"] = parse_tiers(tiers)
+    elif tiers is not None and not (isinstance(tiers, list) and all(isinstance(t, GpuTier) for t in tiers)):
+        raise SpecError("tiers", f"must be 'builtin', GiB sizes such as '8,16,24', or a list of GpuTier; got "
+                        f"{short(tiers)}")  # fmt: skip
     return estimate_memory(model, catalog=_catalog(catalog), **kwargs)
 
 

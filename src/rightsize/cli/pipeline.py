@@ -32,7 +32,13 @@ def pipeline(
         None, "--output", help="Write id,label,score to .parquet or .jsonl (default: temp)."
     ),
     ray: str | None = typer.Option(None, "--ray", help="Run on Ray Data: 'auto' or a cluster address."),
-    workers: int | None = typer.Option(None, "--workers", min=1, max=1024, help="Local processes or Ray actors."),
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        min=1,
+        max=1024,
+        help="Local processes (default one a core; at most 4 a core, memory allowing) or Ray actors.",
+    ),
     batch_size: int | None = typer.Option(
         None, "--batch-size", min=1, max=1_000_000, help="Micro-batch per model call (default: spec max)."
     ),

@@ -61,7 +61,7 @@ def test_stage_time_columns_sum_to_the_stage_total() -> None:
 @pytest.mark.parametrize(
     ("name", "content", "pattern"),
     [
-        ("empty.jsonl", b"", r"cannot read .* as JSON lines \(.*\); give a JSON lines file"),
+        ("empty.jsonl", b"", r"empty.jsonl' has no rows; give one row per item"),  # as a file of blank lines says
         ("broken.jsonl", b"{bad\n", r"cannot read .* as JSON lines"),
         ("line2.jsonl", b'{"features": [1, 2]}\n{"features": \n', r"JSON parse error: .* on line 2\)"),  # not "row 1"
         ("huge.jsonl", b'{"features": [1, 1e400]}\n', r"cannot read .* as JSON lines"),
@@ -93,6 +93,12 @@ def test_a_bad_input_file_is_one_spec_error_not_an_arrow_traceback(
     with pytest.raises(SpecError, match=pattern) as info:
         table_batch(read_table(path, spec), spec)
     assert str(info.value).startswith("--input: ") and "\n" not in str(info.value)
+
+
+def test_a_folder_is_named_as_one(tmp_path: Path) -> None:
+    """--input /tmp said "must be a .parquet or .jsonl file, got 'tmp'": the path lost, no word of a folder."""
+    with pytest.raises(SpecError, match=r"^--input: '/.*' is a folder; give a \.parquet or \.jsonl file$"):
+        read_table(tmp_path, ItemSpec("features", features=2))
 
 
 def test_text_that_is_not_utf8_or_a_zero_row_parquet_is_refused_in_the_driver(tmp_path: Path) -> None:

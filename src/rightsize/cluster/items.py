@@ -124,10 +124,14 @@ def read_table(path: str | Path, spec: ItemSpec) -> Any:
     p = Path(path)
     if not p.exists():
         raise NotFoundError(f"--input: {str(p)!r} does not exist")
+    if p.is_dir():  # "must be a .parquet or .jsonl file, got 'tmp'" lost the path and that it is a folder
+        raise SpecError("--input", f"{short(str(p))} is a folder; give a .parquet or .jsonl file")
     suffix = p.suffix.lower()
     if suffix not in (".parquet", ".jsonl", ".json", ".ndjson"):
         raise SpecError("--input", f"must be a .parquet or .jsonl file, got {p.name!r}")
     kind = "Parquet" if suffix == ".parquet" else "JSON lines"
+    if suffix != ".parquet" and p.is_file() and p.stat().st_size == 0:  # pyarrow: "(Empty JSON file)"
+        raise SpecError("--input", f"{short(str(p))} has no rows; give one row per item")
     try:
         if suffix == ".parquet":
             import pyarrow.parquet as pq

@@ -168,3 +168,18 @@ def test_a_loop_of_milliseconds_gets_no_starving_or_cpu_verdict() -> None:
     longer = LoopFacts(wall_s=2, loop_s=0.5, data_wait_s=0.3, batches=16, cpu_s=0.2, loop_cpu_s=0.1,
                        logical_cores=2, loaders=[LoaderInfo(0, False, 64)])  # fmt: skip
     assert diagnose(longer)[0].check == "input pipeline"  # half a second of starving is judged
+
+
+def test_a_starved_loop_whose_workers_fill_the_cores_is_not_told_to_add_the_ones_it_has() -> None:
+    """num_workers=2 on 2 cores, starving: it said 'DataLoader(num_workers=2, ...)', the setting already in use."""
+    facts = LoopFacts(wall_s=4, loop_s=4, data_wait_s=0.9 * 4, batches=40, steps=40, cpu_s=2, loop_cpu_s=2,
+                      logical_cores=2, loaders=[LoaderInfo(2, False, 32)])  # fmt: skip
+    first = diagnose(facts)[0]
+    assert first.check == "input pipeline" and "num_workers=2" in first.evidence
+    assert first.fix.startswith("its 2 loader workers already fill the 2 cores: more would only take turns; make each "
+                                "item cheaper: decode and augment ahead of time")  # fmt: skip
+    assert first.fix.endswith("a bigger instance will not help unless it has more cores")
+    assert "num_workers=" not in first.fix
+    fewer = LoopFacts(wall_s=4, loop_s=4, data_wait_s=3.6, batches=40, steps=40, cpu_s=2, loop_cpu_s=2,
+                      logical_cores=8, loaders=[LoaderInfo(2, False, 32)])  # fmt: skip
+    assert diagnose(fewer)[0].fix.startswith("load data in parallel: DataLoader(num_workers=4, ")

@@ -58,14 +58,19 @@ def diagnose(f: LoopFacts) -> list[Finding]:
     starving = judged and f.data_wait_fraction > STARVING
     if starving:
         suggest = min(f.logical_cores, 8) if workers == 0 else min(f.logical_cores, max(2 * workers, workers + 2))
+        # workers already on every core: more of them would only take turns (it had suggested the num_workers set)
+        pin = ", pin_memory=True" if f.device == "cuda" else ""
+        parallel = (f"load data in parallel: DataLoader(num_workers={suggest}, persistent_workers=True{pin}, "
+                    "prefetch_factor=4); " if suggest > workers else
+                    f"its {workers} loader workers already fill the {f.logical_cores} cores: more would only take "
+                    "turns; make each item cheaper: ")  # fmt: skip
         out.append(Finding(
             "input pipeline", "problem",
             f"the loop waited on its DataLoader {f.data_wait_fraction:.0%} of the time "
             f"({f.data_wait_s:.2f} s of the loop's {f.loop_s or f.wall_s:.2f} s, {f.batches} batches; "
             f"num_workers={workers})",
-            f"load data in parallel: DataLoader(num_workers={suggest}, persistent_workers=True"
-            + (", pin_memory=True" if f.device == "cuda" else "") + ", prefetch_factor=4); decode and augment "
-            "ahead of time or on the GPU; a faster disk or cached dataset; until then a bigger instance will not help",
+            parallel + "decode and augment ahead of time or on the GPU; a faster disk or cached dataset; until then "
+            "a bigger instance will not help" + (" unless it has more cores" if suggest <= workers else ""),
         ))  # fmt: skip
     busy = f.cpu_cores_busy / max(1, f.logical_cores)
     if f.device == "cpu" and judged and not starving and busy < UNDERUSED:

@@ -270,3 +270,18 @@ def test_python_minus_i_or_e_is_named_as_why_the_probe_never_reported(
                                                    "loads: drop that flag"), flags  # fmt: skip
     code, _, err = _cli(["diagnose", "--", "python", "x.py", "-I"], capsys)  # the script's own option
     assert "PYTHONPATH" not in err
+
+
+def test_a_launcher_whose_ranks_went_unwatched_is_named(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`diagnose -- torchrun ... ddp.py`: the probe watched the launcher, both ranks trained unwatched, and the verdict
+    was only 'no DataLoader batch and no optimizer step was seen: wrap your loop in watch()'."""
+    _watched(monkeypatch, 0, LoopFacts(wall_s=4.2, logical_cores=2), None)
+    for cmd in (["torchrun", "--nproc_per_node", "2", "ddp.py"], ["python", "-m", "torch.distributed.run", "ddp.py"]):
+        code, _, err = _cli(["diagnose", "--", *cmd], capsys)
+        note = ("starts the training in worker processes the probe does not follow; diagnose one rank directly "
+                "(python train.py, on one device)")  # fmt: skip
+        assert code == 0 and note in " ".join(err.split()), cmd
+    _, _, err = _cli(["diagnose", "--", "python", "train.py"], capsys)  # no launcher: no such note
+    assert "worker processes the probe" not in err

@@ -54,6 +54,16 @@ def _ignores_pythonpath(cmd: list[str]) -> bool:
     return False
 
 
+_LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "accelerate", "deepspeed")
+
+
+def _launcher(cmd: list[str]) -> str | None:
+    """The distributed launcher ``cmd`` runs (torchrun, python -m torch.distributed.run, accelerate launch,
+    deepspeed), or None."""
+    names = [a.rsplit("/", 1)[-1] for a in cmd[:3]]
+    return next((n for n in names if n in _LAUNCHERS), None)
+
+
 def diagnose_cmd(
     ctx: typer.Context,
     timeout: float | None = typer.Option(
@@ -106,6 +116,11 @@ def diagnose_cmd(
         _error(message)
         raise typer.Exit(code)  # the program's failure, not ours: its exit code
     findings = diagnose(facts)
+    if facts.batches == 0 and facts.steps == 0 and (launcher := _launcher(list(ctx.args))):
+        # torchrun imports torch itself: the probe watched the launcher, and its ranks ran unwatched ("✗ loop: no
+        # DataLoader batch ... wrap your loop in watch()" for a loop that had trained)
+        err_console.print(f"note: {launcher} starts the training in worker processes the probe does not follow; "
+                          "diagnose one rank directly (python train.py, on one device)", highlight=False)  # fmt: skip
     if as_json:
         emit_json({"exit_code": code, "facts": facts.to_dict(), "findings": [f.to_dict() for f in findings]})
     else:

@@ -54,9 +54,9 @@ def plan_summary(art: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _plans(st: Store) -> list[dict[str, Any]]:
-    """Every stored plan, encoder/CNN and generative alike, newest first."""
-    arts = [a for k in _PLAN_KINDS for a in st.artifacts(kind=k)]
+def _newest_first(st: Store, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The stored artifacts of ``kinds``, newest first: every plan (encoder/CNN and generative), every load test."""
+    arts = [a for k in kinds for a in st.artifacts(kind=k)]
     return sorted(arts, key=lambda a: a["created_at"], reverse=True)
 
 
@@ -95,15 +95,14 @@ def api_response(st: Store, parts: list[str], query: dict[str, list[str]]) -> tu
             return 200, _csv(ms, MEASUREMENT_COLUMNS), "text/csv; charset=utf-8"
         return _json(ms)
     if parts == ["plans"]:
-        return _json([plan_summary(a) for a in _plans(st)])
+        return _json([plan_summary(a) for a in _newest_first(st, _PLAN_KINDS)])
     if len(parts) == 2 and parts[0] == "plans":
-        for a in _plans(st):
+        for a in _newest_first(st, _PLAN_KINDS):
             if a["id"] == parts[1]:
                 return _json(a)
         raise NotFoundError(f"no stored plan {parts[1]!r}; /api/plans lists them")
     if parts == ["loadtests"]:
-        arts = [a for k in _LOADTEST_KINDS for a in st.artifacts(kind=k)]
-        return _json(sorted(arts, key=lambda a: a["created_at"], reverse=True))
+        return _json(_newest_first(st, _LOADTEST_KINDS))
     raise NotFoundError(f"no API endpoint /api/{'/'.join(parts)}; see /api/runs, /api/measurements, /api/plans")
 
 

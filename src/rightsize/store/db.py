@@ -69,6 +69,13 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _process_gone(run: sqlite3.Row, alive: Callable[[int], bool] = _pid_alive) -> bool:
+    """Whether ``run`` still reads ``running`` though its process on this host has gone (killed, crashed, power cut):
+    runs of other hosts cannot be told, and are left as they read."""
+    return (run["status"] == "running" and run["pid"] is not None and run["host"] == socket.gethostname()
+            and not alive(int(run["pid"])))  # fmt: skip
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -314,12 +321,8 @@ class Store:
     def close_dead_runs(self, alive: Callable[[int], bool] | None = None) -> int:
         """Mark ``interrupted`` every run still ``running`` whose process on this host has gone (killed,
         crashed, power cut); returns how many. Runs of other hosts are left alone."""
-        alive = alive or _pid_alive
-        rows = self._conn.execute(
-            "SELECT id, pid FROM runs WHERE status = 'running' AND pid IS NOT NULL AND host = ?",
-            (socket.gethostname(),),
-        ).fetchall()
-        dead = [r["id"] for r in rows if not alive(int(r["pid"]))]
+        rows = self._conn.execute("SELECT id, status, pid, host FROM runs WHERE status = 'running'").fetchall()
+        dead = [r["id"] for r in rows if _process_gone(r, alive or _pid_alive)]
         if dead:
             with self._tx() as c:
                 c.executemany(
@@ -365,19 +368,11 @@ class Store:
             + (f" LIMIT {int(limit)}" if limit else "")
         )
         rows = self._conn.execute(sql, (kind,) if kind else ())
-        here = socket.gethostname()
-
-        def status(r: sqlite3.Row) -> str:
-            """A run whose process on this host is gone reads 'interrupted' at once: only a command that writes the
-            store marks it so (``close_dead_runs``), and `results` had shown a killed sweep as running."""
-            mine = r["status"] == "running" and r["pid"] is not None and r["host"] == here
-            if mine and not _pid_alive(int(r["pid"])):
-                return "interrupted"
-            return str(r["status"])
-
+        # a run whose process is gone reads 'interrupted' at once: only a command that writes the store marks it so
+        # (``close_dead_runs``), and `results` had shown a killed sweep as running
         return [
             RunInfo(r["id"], r["created_at"], r["finished_at"], r["kind"], r["name"], r["model"], r["env_id"],
-                    status(r), int(r["n"]), int(r["nf"] or 0))
+                    "interrupted" if _process_gone(r) else r["status"], int(r["n"]), int(r["nf"] or 0))
             for r in rows
         ]  # fmt: skip
 

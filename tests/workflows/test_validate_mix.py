@@ -21,7 +21,8 @@ def test_an_unknown_fleet_choice_exits_2(tmp_path: Path, capsys: pytest.CaptureF
 @pytest.mark.slow
 def test_a_size_split_is_served_on_two_lanes_and_replayed_per_class(tmp_path: Path) -> None:
     """mobilenet_v2 at 64 px: 1-image requests on one lane, 8-image requests on the other, both classes sent
-    at once; each class's measured p50 against the simulator given the server's own batch times."""
+    at once; each class's measured p50 against the simulator given the server's own batch times. `threads: [1]`:
+    each lane's thread count on a 2-core machine, so the plan is made once (with all cores it is made again)."""
     from rightsize.spec import load_spec
     from rightsize.store import Store
     from rightsize.workflows.validate_mix import render_mix_report, validate_mix
@@ -29,7 +30,7 @@ def test_a_size_split_is_served_on_two_lanes_and_replayed_per_class(tmp_path: Pa
     spec = tmp_path / "mix.yaml"
     spec.write_text(
         "name: mix\nmodel: mobilenet_v2\ninput: {image_size: 64}\nbatch_sizes: [1, 8]\nprecisions: [fp32]\n"
-        "devices: [cpu]\ntiming: {warmup: 1, min_repeats: 3, max_repeats: 8, max_time_s: 1}\n"
+        "devices: [cpu]\nthreads: [1]\ntiming: {warmup: 1, min_repeats: 3, max_repeats: 8, max_time_s: 1}\n"
         "targets:\n  online:\n    rate_per_s: 20\n    latency: {percentile: 95, bound_ms: 300}\n"
         "    request_mix: [{samples: 1, share: 0.75}, {samples: 8, share: 0.25}]\n"
     )

@@ -104,7 +104,7 @@ def check_writable(path: Path, option: str, store: Path | None = None, *, only_o
     mine.html` and `results --export data.csv` had replaced a user's own page and data, silently."""
     from rightsize.errors import SpecError
     from rightsize.inputfile import short
-    from rightsize.store.db import default_store_path
+    from rightsize.store.opening import default_store_path
 
     def refuse(why: str) -> SpecError:
         return SpecError(option, f"cannot write {short(str(given))} ({why}); pass a writable path")

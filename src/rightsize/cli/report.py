@@ -32,7 +32,7 @@ def report(
     from rightsize.report.markdown import render_markdown
     from rightsize.report.stored import find_generative_plan, find_plan, stored_report_data
     from rightsize.store import Store
-    from rightsize.store.db import default_store_path, missing_store_error
+    from rightsize.store.opening import default_store_path, missing_store_error
 
     check_report_path(output, "--output")
     check_writable(output, "--output", store, only_ours=True)

@@ -241,7 +241,7 @@ def make_server(
     import socket
 
     from rightsize.store import Store
-    from rightsize.store.db import default_store_path, missing_store_error
+    from rightsize.store.opening import default_store_path, missing_store_error
 
     path = Path(store_path) if store_path is not None else default_store_path()
     if not path.is_file():  # a directory is named as one: the fix is a file path, not a first run

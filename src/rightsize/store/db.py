@@ -1,4 +1,5 @@
-"""The results store: one SQLite file, schema migrations by ``PRAGMA user_version`` (``store.schema``).
+"""The results store: one SQLite file (opened and guarded by ``store.opening``), schema migrations by
+``PRAGMA user_version`` (``store.schema``).
 
     envs          id (fingerprint hash) -> fingerprint JSON
     runs          one row per command that produced results (bench, plan, loadtest, pipeline, …)
@@ -15,10 +16,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import socket
 import sqlite3
-import stat
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -27,36 +26,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-import platformdirs
-
 from rightsize.errors import NotFoundError, RightsizeError
 from rightsize.profile import Environment, Measurement, Profile
+from rightsize.store.opening import default_store_path, full_disk_error, open_connection, out_of_space
 from rightsize.store.precedence import newer_wins
-from rightsize.store.schema import NewerStore, check_ours, check_version, migrate, switch_to_wal
 
 MIN_RUN_PREFIX = 4  # a run id (12 hex characters) may be given by this many of its first characters or more
-
-
-def _directory_error(path: Path) -> RightsizeError:
-    return RightsizeError(
-        f"--store: {str(path)!r} is a directory, not a store file; point --store or RIGHTSIZE_STORE at a file "
-        f"path, e.g. {str(path / 'store.sqlite')!r}"
-    )
-
-
-def missing_store_error(path: Path, first: str = "`rightsize bench SPEC`") -> RightsizeError:
-    """The error for a store that a read must find but is not there: a directory, or no file (run ``first``)."""
-    if path.is_dir():
-        return _directory_error(path)
-    return NotFoundError(f"--store: no results store at {str(path)!r}; run {first} first or pass --store")
-
-
-def default_store_path() -> Path:
-    """``$RIGHTSIZE_STORE`` or ``<user cache dir>/rightsize/store.sqlite``."""
-    env = os.environ.get("RIGHTSIZE_STORE")
-    if env:
-        return Path(env)
-    return Path(platformdirs.user_cache_dir("rightsize")) / "store.sqlite"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -118,145 +93,14 @@ class Store:
     def __init__(self, path: str | Path | None = None, *, read_only: bool = False) -> None:
         """Open (and create or migrate) the store; ``read_only`` never writes and never creates."""
         self.path = Path(path) if path is not None else default_store_path()
-        try:
-            mode = self.path.stat().st_mode if os.path.lexists(self.path) else None
-        except OSError as exc:  # a folder on the way this user cannot search, a name too long
-            raise RightsizeError(f"--store: cannot open {str(self.path)!r} ({exc.strerror}); pass a path this user "
-                                 "can reach") from None  # fmt: skip
-        if mode is not None and stat.S_ISDIR(mode):
-            raise _directory_error(self.path)
-        if mode is not None and not stat.S_ISREG(mode):  # /dev/null: SQLite made /dev/null-journal beside it
-            raise RightsizeError(f"--store: {str(self.path)!r} is a device or pipe, not a store file; point --store "
-                                 "or RIGHTSIZE_STORE at a file path")  # fmt: skip
-        if not read_only and mode is not None and not os.access(self.path, os.W_OK):
-            # refused before SQLite opens it: it would open read-only and fail at the first write, mid-command
-            raise self._unwritable("the file is read-only for this user")
-        try:
-            if read_only:
-                if not self.path.is_file():
-                    raise NotFoundError(f"--store: {str(self.path)!r} does not exist; run `rightsize bench` or `plan` "
-                                        "first")  # fmt: skip
-                uri = self.path.resolve().as_uri()
-                self._conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30)
-                if not os.access(self.path.parent, os.W_OK) and not Path(f"{self.path}-shm").exists():
-                    # a WAL store in a folder this user cannot write: SQLite cannot make the -shm file a reader needs,
-                    # "unable to open database file". Nobody can be writing it (no -shm): read it as immutable,
-                    # unless its -wal holds commits (immutable reads skip them: the newest runs went missing).
-                    self._conn.close()
-                    wal = Path(f"{self.path}-wal")
-                    if wal.exists() and wal.stat().st_size > 0:
-                        raise RightsizeError(f"--store: {str(self.path)!r} has commits in its -wal file that this user "
-                                             "cannot fold in (its folder is read-only); open it once where it can be "
-                                             "written, e.g. `rightsize results` as its owner")  # fmt: skip
-                    self._conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=30)
-            else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
-            raise RightsizeError(f"--store: cannot open {str(self.path)!r} ({exc}); pass a writable path") from None
-        self._conn.row_factory = sqlite3.Row
-        try:
-            # A damaged file (pages overwritten) still opens and answers some queries: listing would show part of
-            # the runs, and a write would build on the damage. quick_check reads every page once (milliseconds
-            # for a store of a few MB) and finds it before anything is read or written.
-            verdict = str(self._conn.execute("PRAGMA quick_check(1)").fetchone()[0])
-        except sqlite3.DatabaseError as exc:  # "file is not a database" is not damage: refused below as not a store
-            verdict = str(exc) if "malformed" in str(exc) else "ok"
-        if verdict != "ok":
-            self._conn.close()
-            what = " ".join(verdict.replace("*** in database main ***", "").split())[:100]
-            raise RightsizeError(f"--store: {str(self.path)!r} is damaged ({what}); nothing was read from "
-                                 "or written to it: restore a copy, or pass another path")  # fmt: skip
-        if not read_only:
-            self._check_writable()
-        try:
-            if read_only and not self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                self._conn.close()  # an empty file (or a database nothing was ever written to): not "not ours"
-                raise RightsizeError(f"--store: {str(self.path)!r} is empty, not yet a rightsize store; a command "
-                                     "that stores results (`rightsize bench` or `plan`) makes it one, or pass "
-                                     "another path")  # fmt: skip
-            check_ours(self._conn)  # before the first write: another application's database is never changed
-            if read_only:
-                check_version(self._conn)
-                self._conn.execute("SELECT count(*) FROM runs").fetchone()
-                return
-            switch_to_wal(self._conn)
-            self._conn.execute("PRAGMA foreign_keys=ON")
-            migrate(self._conn)
-            self.close_dead_runs()
-        except NewerStore as exc:
-            self._conn.close()
-            raise RightsizeError(f"--store: {str(self.path)!r} {exc}: upgrade rightsize to read it (or pass "
-                                 "another path)") from None  # fmt: skip
-        except sqlite3.OperationalError as exc:
-            self._conn.close()
-            if "locked" in str(exc) or "busy" in str(exc):  # another process held it for more than 30 s
-                raise RightsizeError(f"--store: {str(self.path)!r} stayed locked by another process for 30 s; try "
-                                     "again when it has finished") from None  # fmt: skip
-            if "readonly" in str(exc) and Path(f"{self.path}-journal").exists():  # a hot journal to roll back
-                raise RightsizeError(
-                    f"--store: {str(self.path)!r} has a -journal file left by an interrupted write, "
-                    "which a read-only command cannot roll back: run one that writes the store "
-                    "(e.g. `rightsize plan`) where it can be written, or pass another path"
-                ) from None
-            if "disk I/O error" in str(exc) or "full" in str(exc):  # "not a store" had invited deleting a good one
-                raise RightsizeError(
-                    f"--store: cannot open {str(self.path)!r} ({exc}: a full disk or a file-size "
-                    "limit?); nothing in it was changed: free space and try again"
-                ) from None
-            raise RightsizeError(f"--store: {str(self.path)!r} is not a rightsize store ({exc}); pass another "
-                                 "path") from None  # fmt: skip
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise RightsizeError(
-                f"--store: {str(self.path)!r} is not a rightsize store ({exc}); pass another path"
-            ) from None
+        self._conn = open_connection(self.path, read_only=read_only, on_open=self._adopt)
+
+    def _adopt(self, conn: sqlite3.Connection) -> None:
+        """A writable store just opened: runs whose process has gone read ``interrupted`` from now on."""
+        self._conn = conn
+        self.close_dead_runs()
 
     # -- plumbing ---------------------------------------------------------------------------------
-
-    def _unwritable(self, why: str) -> RightsizeError:
-        return RightsizeError(
-            f"--store: cannot write {str(self.path)!r} ({why}); nothing was written: make it and its folder writable, "
-            "or point --store or RIGHTSIZE_STORE at a writable path"
-        )
-
-    def _check_writable(self) -> None:
-        """Refuse a store this process cannot write (a read-only file or folder, a read-only mount) before any
-        work: SQLite opens such a file read-only without a word, and the command failed at its first write. The
-        probe is a write that is rolled back, so the file is left as it was."""
-        try:
-            version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._conn.execute(f"PRAGMA user_version = {version}")
-            finally:
-                if self._conn.in_transaction:  # an error may have ended it already
-                    self._conn.execute("ROLLBACK")
-        except sqlite3.OperationalError as exc:
-            if self._out_of_space(exc):  # "make it writable" had been the fix named for a full disk
-                self._conn.close()
-                raise self._full(exc, "nothing was written") from None
-            if any(s in str(exc) for s in ("readonly", "read-only", "unable to open", "disk I/O error")):
-                self._conn.close()
-                raise self._unwritable(str(exc)) from None
-        except sqlite3.DatabaseError:
-            pass  # not a database, locked, ...: told apart (and reported) by the steps after this one
-
-    def _out_of_space(self, exc: sqlite3.OperationalError) -> bool:
-        """Whether ``exc`` is SQLite failing for want of disk space: "database or disk is full", or a "disk I/O
-        error" on a file system with less than a MiB left (a -shm or -wal file that could not grow)."""
-        if "full" in str(exc):
-            return True
-        if "disk I/O error" not in str(exc):
-            return False
-        try:
-            return shutil.disk_usage(self.path.parent).free < 2**20
-        except OSError:
-            return False
-
-    def _full(self, exc: sqlite3.OperationalError, what: str) -> RightsizeError:
-        return RightsizeError(f"--store: the disk holding {str(self.path)!r} is full ({exc}); {what}, and what was "
-                              "stored before is intact: free space and run again")  # fmt: skip
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -270,8 +114,8 @@ class Store:
             if self._conn.in_transaction:
                 with suppress(sqlite3.Error):  # SQLite rolls back on close all the same
                     self._conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.OperationalError) and self._out_of_space(exc):
-                raise self._full(exc, "this write was undone") from None
+            if isinstance(exc, sqlite3.OperationalError) and out_of_space(self.path, exc):
+                raise full_disk_error(self.path, exc, "this write was undone") from None
             raise
 
     def close(self) -> None:

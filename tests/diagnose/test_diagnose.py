@@ -144,6 +144,35 @@ def test_cores_busy_is_measured_over_the_loop_too() -> None:
     assert f.cpu_s / f.wall_s < 0.75 * f.cpu_cores_busy  # what the whole watch would have said
 
 
+class _SpinningDataset(torch.utils.data.Dataset[torch.Tensor]):
+    """Each item costs 20 ms of CPU in the loader worker that makes it."""
+
+    def __len__(self) -> int:
+        return 40
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        t = time.process_time()
+        while time.process_time() - t < 0.02:
+            pass
+        return torch.zeros(8)
+
+
+@pytest.mark.slow
+def test_cores_busy_counts_the_loader_workers_while_they_run() -> None:
+    """A loop whose persistent DataLoader worker does the CPU work: the worker's core counts while it is alive (it had
+    counted only once the worker exited, after the watch: 0.0 cores busy, 'raise the batch size')."""
+    loader = DataLoader(_SpinningDataset(), batch_size=4, num_workers=1, persistent_workers=True)
+    with rightsize.diagnose.watch() as w:
+        for _ in range(2):
+            for _b in loader:
+                pass
+    f = w.facts
+    del loader  # the worker exits after the watch
+    # 80 items x 20 ms of the worker's CPU fall inside the loop however loaded the machine is (it read ~0.25 s)
+    assert f.loop_cpu_s > 1.2, f
+    assert f.cpu_cores_busy > 0.9 * f.loop_cpu_s / f.loop_s, f
+
+
 def test_rules_on_gpu_facts() -> None:
     facts = LoopFacts(wall_s=10, data_wait_s=0.5, batches=100, steps=100, cpu_s=10, logical_cores=8,
                       device="cuda", cuda_peak_bytes=int(0.95 * 16 * 2**30), cuda_total_bytes=16 * 2**30,

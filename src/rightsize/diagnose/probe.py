@@ -23,6 +23,7 @@ import math
 import os
 import threading
 import time
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -241,5 +242,14 @@ def _cpu_at(readings: list[tuple[float, float]], t: float) -> float:
 
 
 def _cpu_seconds() -> float:
-    t = psutil.Process().cpu_times()
-    return float(t.user + t.system + t.children_user + t.children_system)
+    """CPU seconds of this process and its children: those exited (the children_ fields) and those still running.
+    DataLoader workers live through an epoch (with persistent_workers, through the run): their time had counted only
+    once they exited, so a loop whose workers kept the cores busy read as idle cores ("raise the batch size")."""
+    proc = psutil.Process()
+    t = proc.cpu_times()  # before the children are listed: one reaped in between is missed once, never counted twice
+    total = t.user + t.system + t.children_user + t.children_system
+    for child in proc.children(recursive=True):
+        with suppress(psutil.Error):  # exited since it was listed
+            c = child.cpu_times()
+            total += c.user + c.system
+    return float(total)

@@ -47,3 +47,24 @@ def test_past_its_time_budget_verification_still_runs_the_lowest_price() -> None
     cheap, dear = sorted(cands, key=lambda c: c.cost_usd_per_hour)
     assert cheap.latency is not None and cheap.latency.method != "screening" and cheap.latency.p95 > 1.0
     assert dear.latency is screened  # the rest keep their screening numbers
+
+
+def test_every_candidate_at_the_lowest_price_is_verified_however_many_there_are() -> None:
+    """Four T4 rows at $0.526/h (two clouds x two precisions) and verify_top 2: the first two were verified and the
+    third, its screening run alone, was recommended (sentiment-api); the plan's Pareto frontier named another row."""
+    from dataclasses import replace
+
+    from rightsize.plan.result import LatencyPrediction
+    from rightsize.plan.verify import verify_best
+
+    names = ["a.2x", "b.2x", "c.2x", "d.2x"]
+    opts = pair_options([instance(n, 0.34, vcpus=8, ram_gib=16) for n in names],
+                        [cpu_curve(n, 10.0, 2.0) for n in names], ACCELERATORS)  # fmt: skip
+    target = OnlineTarget(rate_per_s=20, latency=LatencyBound(percentile=95, bound_ms=300))
+    screened = LatencyPrediction(p50=1.0, p95=1.0, p99=1.0, mean=1.0, n=100, utilization=0.2, mean_batch=1.0,
+                                 method="screening", p_target_ms=1.0)  # fmt: skip
+    cands = [replace(o.candidate(replicas=1, batching=Batching(1, 0.0)), feasible=True, latency=screened)
+             for o in opts]  # fmt: skip
+    verify_best(cands, dict(zip(map(id, cands), opts, strict=True)), target, 3000, 2, 0, "on-demand")
+    for c in cands:
+        assert c.latency is not None and c.latency.method != "screening", c.instance

@@ -59,6 +59,9 @@ def test_a_run_that_measured_nothing_shows_what_it_stored(tmp_path: Path, capsys
     assert rc == 0, err
     assert "measured nothing itself" in out and f"load test {art}: 4.9/s achieved of 5.0/s offered" in out
     assert "p99 3.0 ms, valid" in out
+    rc, out, err = _run(["results", run_id, "--store", str(store), "--json"], capsys)
+    assert rc == 0 and json.loads(out) == []  # the measurements, none; what it stored is named on stderr (was silent)
+    assert f"run {run_id} measured nothing itself; it stored: load test {art}: 4.9/s achieved" in err
 
 
 def test_generative_plans_are_exported_and_the_newest_ones_report_needs_its_stored_state(

@@ -90,10 +90,12 @@ def results(
     if limit is not None and len(ms) > limit and (json_out or export is None):  # newest N, in measured order
         err_console.print(f"showing the newest {limit} of {len(ms)} measurements; --limit N shows more")
         ms, records = ms[-limit:], records[-limit:]
+    lines = _stored_results(db, run_id) if run_id and not ms and export is None else []
     if json_out:
         emit_json(records)
+        if lines:  # stdout stays the (empty) list of measurements; stderr names what the run stored instead
+            err_console.print(f"run {run_id} measured nothing itself; it stored: " + "; ".join(lines), highlight=False)
     elif export is None:
-        lines = _stored_results(db, run_id) if run_id and not ms else []
         if lines:  # a plan, load test or validation measures nothing itself: say what it stored instead
             out_console.print(f"run {run_id} measured nothing itself; it stored:", highlight=False)
             for line in lines:

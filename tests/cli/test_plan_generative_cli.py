@@ -24,6 +24,8 @@ def test_a_generative_plan_says_its_energy_and_what_the_gpus_do(
     out = capsys.readouterr().out
     assert (done.value.code or 0) == 0
     assert "recommendation: " in out and "kWh/1M" in out
+    # the prices' date and source, as an online plan says them (a generative plan had said neither)
+    assert re.search(r"^prices 20\d\d-\d\d.* \(skypilot-catalog", out, re.M), out
     line = next(ln for ln in out.splitlines() if ln.startswith("energy: "))
     m = re.search(r"draws (\d+) W, its replicas (\d+)% busy, the GPUs working (\d+)% of it, their math "
                   r"units (\d+)% of that: ([\d.]+) kWh", line)  # fmt: skip

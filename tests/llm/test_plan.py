@@ -267,6 +267,7 @@ def test_plan_cli_prints_json_for_a_generative_spec(tmp_path: Path, capsys: pyte
     assert exc.value.code in (0, None)
     out = json.loads(capsys.readouterr().out)
     assert out["recommendation"]["tp"] >= 2 and out["best_cpu"] is None
+    assert re.fullmatch(r"20\d\d-\d\d", out["recommendation"]["price_date"])  # as an online plan's rows
     from rightsize.store import Store
 
     (art,) = Store(tmp_path / "s.db").artifacts(kind="generative-plan")  # not a "plan": the PlanResult readers

@@ -215,6 +215,7 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
     """targets.generative: instance, tensor-parallel degree and replicas from the continuous-batching simulator."""
     from rich.table import Table
 
+    from rightsize.plan.explain import price_age
     from rightsize.workflows.generate import generative_purchase, plan_generative_spec
 
     plan = plan_generative_spec(workload, catalog, spec.resolve().parent, seed=seed)
@@ -259,6 +260,9 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
         out_console.print(f"[bold]recommendation:[/bold] {rec.instances} x {escape(rec.instance)} ({rec.device}, "
                           f"{split}{rec.replicas} replica(s)) at {format_usd(rec.usd_per_hour)}/h, "
                           f"{per_m} per 1M output tokens", highlight=False)  # fmt: skip
+        if rec.price_date:
+            out_console.print(f"[dim]prices {rec.price_date}{price_age(rec.price_date)} "
+                              f"({escape(rec.price_source)})[/dim]", highlight=False)  # fmt: skip
         if rec.watts is not None and rec.kwh_per_m_output_tokens is not None:
             gpu = f", {rec.gpu_work()}" if rec.gpu_work() else ""
             out_console.print(f"energy: the fleet draws {rec.watts:.0f} W, its replicas {rec.busy:.0%} busy{gpu}: "

@@ -91,6 +91,7 @@ class LLMCandidate:
     why: str = ""
     step_source: str = ""
     price_source: str = ""  # the catalog row's source (is_unverified: a price not read off a price list)
+    price_date: str = ""  # the catalog row's YYYY-MM (the online plan's rows carried it; these had not)
     busy: float = 0.0  # a replica's simulated busy fraction at the target rate
     device_share: float = 1.0  # of its busy time, the share the GPU works (the rest it waits on an eager host)
     compute_share: float = 0.0  # of the GPU's work, the share its math units do (prefill; decode GEMMs)
@@ -462,6 +463,7 @@ def _candidate(inst: Instance, tp: int, price: float, got: tuple[int, Level, int
         replicas=replicas, instances=n_inst, usd_per_hour=cost, kv_tokens=kv_tokens, ttft_ms=level.ttft_ms,
         tpot_ms=level.tpot_ms, output_tokens_per_s=tokens_s, usd_per_m_output_tokens=cost / (tokens_s * 3600) * 1e6,
         meets=True, over_budget=over, why="over budget" if over else "", step_source=source, price_source=inst.source,
+        price_date=inst.price_date,
         busy=level.busy, device_share=round(level.device_share, 4), compute_share=round(level.compute_share, 4),
     )  # fmt: skip
 

@@ -358,7 +358,7 @@ def assumptions(inp: MemoryInputs, tier_source: str, tiny: bool) -> list[str]:
             else f"fragmentation {ov.inference_fragmentation_fraction:.0%} of the bytes besides the weights"
         )
         out.append(
-            f"CUDA context {ov.context_bytes / 1e9:.2f} GB, cuBLAS workspace {ov.cublas_workspace_bytes >> 20} MiB, "
+            f"CUDA context {ov.context_bytes / 2**30:.2f} GiB, cuBLAS workspace {ov.cublas_workspace_bytes >> 20} MiB, "
             f"no cuDNN workspace beyond the trace (cudnn.benchmark off), {frag}: measured on an H100 and an H200 "
             "(torch 2.11, CUDA 13.0; benchmarks/gpu_memory_vs_device.py)"
         )

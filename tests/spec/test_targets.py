@@ -80,3 +80,31 @@ def test_counts_in_scientific_notation_are_read_as_numbers() -> None:
 def test_classic_ml_needs_no_goal() -> None:
     w = parse_spec(_targets({"kind": "classic_ml", "rows": 20_000_000}))
     assert w.targets is not None and w.targets.kind == "classic_ml" and w.targets.online is None
+
+
+@pytest.mark.parametrize(
+    ("targets", "words"),
+    [
+        # a 1-hour deadline on a rules plan had been accepted and left out of the answer without a word
+        (
+            {"kind": "classic_ml", "rows": 20_000_000, "batch": {"items": 20_000_000, "deadline_hours": 1}},
+            "targets: batch cannot be checked: kind classic_ml is planned by rules",
+        ),
+        (
+            {"kind": "etl", "data_gb": 50, "online": {"rate_per_s": 5, "latency": {"bound_ms": 100}}},
+            "targets: online cannot be checked: kind etl is planned by rules",
+        ),
+        (
+            {"rows": 10**6, "online": {"rate_per_s": 5, "latency": {"bound_ms": 100}}},
+            "targets: rows sizes only kind: classic_ml or etl plans",
+        ),
+        (
+            {"data_gb": 3, "online": {"rate_per_s": 5, "latency": {"bound_ms": 100}}},
+            "targets: data_gb sizes only kind: classic_ml or etl plans",
+        ),
+    ],
+)
+def test_a_field_the_plan_would_ignore_is_refused(targets: dict, words: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(SpecError) as exc:
+        parse_spec(_targets(targets))
+    assert words in str(exc.value)

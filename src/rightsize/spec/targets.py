@@ -255,4 +255,14 @@ class Targets(SpecModel):
             raise ValueError(f"give one of online, batch, training, generative; got {', '.join(goals)}")
         if self.kind == "deep_learning" and not goals:
             raise ValueError("give one of online, batch, training or generative (or kind: classic_ml / etl)")
+        if self.kind != "deep_learning" and goals:
+            # a rules plan (plan.rules) sizes a CPU from rows or data_gb and measures nothing: a deadline or SLO it
+            # cannot check had been accepted and left out of the answer without a word
+            raise ValueError(f"{goals[0]} cannot be checked: kind {self.kind} is planned by rules (a CPU family "
+                             "and size from rows or data_gb; nothing is measured): drop it, or plan a model "
+                             "with kind: deep_learning")  # fmt: skip
+        if self.kind == "deep_learning" and (self.rows is not None or self.data_gb is not None):
+            field = "rows" if self.rows is not None else "data_gb"
+            raise ValueError(f"{field} sizes only kind: classic_ml or etl plans; a deep-learning plan sizes from "
+                             "its measured model: drop it (a batch job's size is targets.batch.items)")  # fmt: skip
         return self

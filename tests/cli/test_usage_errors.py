@@ -222,6 +222,7 @@ def test_finetune_refuses_an_encoder_config_and_says_when_nothing_holds_it(
     assert code == 2 and "an encoder, not a decoder" in err and "Traceback" not in err
     code, err = _run(["finetune", "bert-base", "--tokens", "1e6"], capsys)
     assert code == 2 and "bert-base is an encoder, not a decoder" in err
+    assert "to fine-tune bert-base, `rightsize plan` a spec with mode: training" in err  # the route that plans it
     with pytest.raises(SystemExit) as exc:
         main(["finetune", "llama-7b", "--tokens", "1e10", "--no-checkpointing", "--batch", "1000000", "--seq", "4096",
               "--json"])  # fmt: skip

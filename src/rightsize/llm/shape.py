@@ -310,7 +310,8 @@ def decoder_shape(model: str, tiny: bool = False, base_dir: Path | None = None) 
         article = "an" if entry.family[:1] in "aeiou" else "a"
         raise SpecError("model", f"{model} is {article} {entry.family}, not a decoder: token generation and decoder "
                         f"fine-tunes need one. To fix: use {', '.join(decoders)} or hf:DIR with a decoder's "
-                        "config.json")  # fmt: skip
+                        f"config.json; to fine-tune {model}, `rightsize plan` a spec with mode: training (it measures "
+                        "the model here)")  # fmt: skip
     return DecoderShape.from_zoo(model, tiny=tiny)
 
 

@@ -234,3 +234,33 @@ def test_an_instance_type_that_differs_only_in_case_is_refused(tmp_path: Path) -
     msg = _refused(tmp_path, HEADER + _g5().replace("g5.xlarge", "G5.XLARGE"))
     assert msg.endswith("line 2, column 'instance_type': 'G5.XLARGE' differs from 'g5.xlarge' only in case; write "
                         "'g5.xlarge' to replace that row, or a new name to add one")  # fmt: skip
+
+
+K80 = "K80,12,240,4.37,0,0,0,0,150,NVIDIA Tesla K80 datasheet,2026-11\n"
+NC6 = "azure,eastus,Standard_NC6,6,56,intel-cascade-lake,K80,1,0.90,,,2026-11,my quote\n"
+
+
+def test_new_hardware_comes_in_two_files_given_in_any_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An instance with a GPU the catalog lacks needs the GPU's accelerators row too: one file cannot hold both
+    tables, and `--catalog a --catalog b` had kept b and dropped a, silently (RIGHTSIZE_CATALOG=a:b: one missing
+    file)."""
+    accs, vms = tmp_path / "gpus.csv", tmp_path / "vms.csv"
+    accs.write_text(ACCS + K80)
+    vms.write_text(HEADER + NC6)
+    msg = _refused(tmp_path, HEADER + NC6)  # alone: the fix is in the message
+    assert "unknown name 'K80'" in msg and "add its row in a file of accelerators" in msg
+    for order in ([vms, accs], [accs, vms]):
+        cat = load_catalog(order)
+        (nc6,) = [i for i in cat.instances if i.instance_type == "Standard_NC6"]
+        assert nc6.accelerator == "K80" and cat.accelerators["K80"].bandwidth_gbps == 240
+    rc, out, err = _run(["catalog", "--catalog", str(vms), "--catalog", str(accs), "--gpu", "--provider", "azure",
+                         "--json"], capsys)  # fmt: skip
+    assert rc == 0, err
+    assert "Standard_NC6" in {row["instance_type"] for row in json.loads(out)["instances"]}
+    monkeypatch.setenv("RIGHTSIZE_CATALOG", f"{vms}:{accs}")
+    rc, out, err = _run(["catalog", "--gpu", "--provider", "azure", "--json"], capsys)
+    assert rc == 0 and "Standard_NC6" in {row["instance_type"] for row in json.loads(out)["instances"]}, err
+    rc, out, err = _run(["catalog", "--catalog", "", "--gpu", "--provider", "azure", "--json"], capsys)
+    assert rc == 0 and "Standard_NC6" not in {row["instance_type"] for row in json.loads(out)["instances"]}, err

@@ -2,8 +2,9 @@
 
     load_catalog()                    shipped data, plus $RIGHTSIZE_CATALOG if set
     load_catalog("my-prices.csv")     shipped data, plus that file
+    load_catalog(["gpus.csv", "vms.csv"])   plus several (a new accelerator's row, and the instances that carry it)
 
-The user file is one CSV whose header says which table it extends: ``instance_type`` → instances
+Each user file is one CSV whose header says which table it extends: ``instance_type`` → instances
 (key provider, region, instance_type), ``bandwidth_gbps`` → accelerators (key name),
 ``sustained_ghz`` → CPU families (key name). Rows with an existing key replace it; others are added;
 two rows of the user file with one key are refused (both line numbers named). Provider and region are
@@ -21,7 +22,7 @@ import io
 import math
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
@@ -180,6 +181,10 @@ class _Row:
             if not hint:  # nothing close: the names it takes, so the fix is in the message
                 names = sorted(known)
                 hint = f" Known: {', '.join(names[:12])}{', ...' if len(names) > 12 else ''}."
+                table = {"accelerator": "accelerators (bandwidth_gbps, ...)", "cpu_family": "CPU families "
+                         "(sustained_ghz, ...)"}.get(column)  # fmt: skip
+                if table:  # new hardware: its row comes from a second file
+                    hint += f" New hardware: add its row in a file of {table} and pass both files (docs/catalog.md)"
             raise self._fail(column, f"unknown name {raw!r}.{hint}")
         return raw or None
 
@@ -480,14 +485,32 @@ def _merge_user(base: Catalog, path: Path) -> Catalog:
     )
 
 
-def load_catalog(user_file: str | Path | None = None) -> Catalog:
-    """Shipped tables plus ``user_file`` (or $RIGHTSIZE_CATALOG when None; empty string = none)."""
-    catalog = _shipped()
+def load_catalog(user_file: str | Path | Sequence[str | Path] | None = None) -> Catalog:
+    """Shipped tables plus ``user_file`` — one CSV or several — (or $RIGHTSIZE_CATALOG when None: one path, or
+    several joined by os.pathsep as in PATH; empty string = none). Several files merge accelerators and CPU families
+    first, so an instances file may name a GPU or CPU another file adds, whatever order they are given in."""
     if user_file is None:
-        user_file = os.environ.get(ENV_VAR) or None
-    if user_file:
-        catalog = _merge_user(catalog, Path(user_file))
+        user_file = [part for part in (os.environ.get(ENV_VAR) or "").split(os.pathsep) if part]
+    paths = [Path(user_file)] if isinstance(user_file, (str, Path)) and str(user_file) else []
+    if not isinstance(user_file, (str, Path)):
+        paths = [Path(f) for f in user_file if str(f)]
+    catalog = _shipped()
+    for path in sorted(paths, key=_merge_order):  # stable: files of one table apply in the order given
+        catalog = _merge_user(catalog, path)
     return catalog
+
+
+def _merge_order(path: Path) -> int:
+    """0 for a file of the tables others refer to (accelerators, CPU families), else 1; a file that cannot be read
+    sorts as 1 and fails in ``_merge_user``, with its own message."""
+    if not path.is_file():  # a FIFO would block the read here
+        return 1
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            header = {h.strip() for h in next(csv.reader([f.readline()]), [])}
+    except (OSError, UnicodeError):
+        return 1
+    return 0 if {"bandwidth_gbps", "sustained_ghz"} & header and "instance_type" not in header else 1
 
 
 def load_spot_buckets() -> dict[str, float]:

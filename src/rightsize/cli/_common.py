@@ -38,17 +38,29 @@ STORE_OPTION = typer.Option(
 CATALOG_OPTION = typer.Option(
     None,
     "--catalog",
-    envvar="RIGHTSIZE_CATALOG",
-    help="CSV file that adds or overrides catalog rows.",
+    help="CSV file that adds or overrides catalog rows; repeat for several (e.g. a new GPU's accelerators row and "
+    "the instances that carry it). Default: $RIGHTSIZE_CATALOG (several joined by ':').",
 )
 
 
-def load_catalog_option(path: Path | None) -> Catalog:
-    """The catalog a command uses, loaded once: shipped tables plus ``--catalog`` (typer already applied
-    $RIGHTSIZE_CATALOG; ``--catalog ""`` arrives as Path(".") and means no user file)."""
+def load_catalog_option(paths: list[Path] | None) -> Catalog:
+    """The catalog a command uses, loaded once: shipped tables plus every ``--catalog`` file, or $RIGHTSIZE_CATALOG
+    without one (read by load_catalog: typer split a variable on spaces); ``--catalog ""`` arrives as Path(".") and
+    means no user file. Given twice, the option had kept the second file and dropped the first, silently."""
     from rightsize.catalog import load_catalog
 
-    return load_catalog("" if path is None or str(path) in ("", ".") else path)
+    return load_catalog(catalog_paths(paths))
+
+
+def catalog_paths(paths: list[Path] | None) -> list[Path]:
+    """The user catalog files a command reads: the ``--catalog`` ones, else those $RIGHTSIZE_CATALOG names."""
+    import os
+
+    from rightsize.catalog import ENV_VAR
+
+    if paths:
+        return [p for p in paths if str(p) not in ("", ".")]
+    return [Path(part) for part in (os.environ.get(ENV_VAR) or "").split(os.pathsep) if part]
 
 
 def split_values(values: list[str] | None, option: str) -> list[str]:

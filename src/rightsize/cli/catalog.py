@@ -11,6 +11,7 @@ import typer
 from rightsize.cli._common import (
     CATALOG_OPTION,
     JSON_OPTION,
+    catalog_paths,
     check_providers,
     check_writable,
     emit_json,
@@ -35,7 +36,7 @@ def catalog(
     ),
     region: list[str] = typer.Option(None, "--region", help="Only this region; repeatable, or comma-separated."),
     as_json: bool = JSON_OPTION,
-    catalog_file: Path | None = CATALOG_OPTION,
+    catalog_file: list[Path] | None = CATALOG_OPTION,
 ) -> None:
     """List the hardware and price catalog (shipped data plus --catalog FILE); `catalog import` refreshes prices."""
     if ctx.invoked_subcommand is not None:
@@ -154,7 +155,7 @@ def catalog_import(
     ),
     force: bool = typer.Option(False, "--force", help="Replace OUTPUT if it exists."),
     as_json: bool = JSON_OPTION,
-    catalog_file: Path | None = CATALOG_OPTION,
+    catalog_file: list[Path] | None = CATALOG_OPTION,
 ) -> None:
     """Re-price the catalog's instances from SkyPilot's vms.csv tables; use the result with --catalog OUTPUT."""
     import datetime as dt
@@ -169,9 +170,10 @@ def catalog_import(
                         "which --catalog refuses in the future")  # fmt: skip
     if output.exists() and not force:
         raise SpecError("--output", f"{output} exists; pass --force to replace it or choose another file")
-    if catalog_file is not None and str(catalog_file) not in ("", ".") and same_file(output, catalog_file):
+    read = next((p for p in catalog_paths(catalog_file) if same_file(output, p)), None)
+    if read is not None:
         # the import writes only the cloud rows it re-priced: the file's own rows (on-prem, negotiated) were lost
-        raise SpecError("--output", f"is the catalog being read ({catalog_file}); write the import to another file "
+        raise SpecError("--output", f"is the catalog being read ({read}); write the import to another file "
                         "and keep yours as it is (or merge them by hand)")  # fmt: skip
     check_writable(output, "--output")
     if date is None:

@@ -35,7 +35,7 @@ def dashboard(
         help="Require this token (open the printed URL once; a cookie keeps it). Default: none on loopback, "
         "a random one on any other --host.",
     ),
-    catalog: Path | None = CATALOG_OPTION,
+    catalog: list[Path] | None = CATALOG_OPTION,
 ) -> None:
     """Serve a local, read-only dashboard over the results store until Ctrl-C."""
     from rightsize.report.dashboard import check_host, serve_dashboard

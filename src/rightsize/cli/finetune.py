@@ -62,7 +62,7 @@ def finetune(
     mfu: float = typer.Option(0.35, "--mfu", help="Model FLOPs utilisation assumed for the time, 0.01-1."),
     provider: list[str] = typer.Option([], "--provider", help="Only these providers (repeatable, or comma-separated)."),
     top: int = typer.Option(8, "--top", min=1, max=10_000, help="Options to show."),
-    catalog: Path | None = CATALOG_OPTION,
+    catalog: list[Path] | None = CATALOG_OPTION,
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Plan a decoder fine-tune: memory per GPU, the instances that hold it, hours and cost (projected)."""

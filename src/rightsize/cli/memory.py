@@ -54,7 +54,7 @@ def memory(
         max=10_000_000,
         help="Your model takes int64 token ids below this (factory / TorchScript).",
     ),
-    catalog_file: Path | None = CATALOG_OPTION,
+    catalog_file: list[Path] | None = CATALOG_OPTION,
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Estimate peak memory without allocating it (FakeTensor trace) and pick the smallest GPU tier."""

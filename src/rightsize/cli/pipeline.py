@@ -52,7 +52,7 @@ def pipeline(
     ),
     json_out: bool = JSON_OPTION,
     store: Path | None = STORE_OPTION,
-    catalog: Path | None = CATALOG_OPTION,
+    catalog: list[Path] | None = CATALOG_OPTION,
 ) -> None:
     """Run batch inference end to end (read, preprocess, infer, write), then plan the full job as `plan` does."""
     from rightsize.cli.plan import print_plan

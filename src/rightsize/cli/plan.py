@@ -172,7 +172,7 @@ def plan_cmd(
     spec: Path = typer.Argument(..., help="Workload spec with targets (YAML), e.g. examples/sentiment-api.yaml."),
     json_out: bool = JSON_OPTION,
     store: Path | None = STORE_OPTION,
-    catalog: Path | None = CATALOG_OPTION,
+    catalog: list[Path] | None = CATALOG_OPTION,
     report: Path | None = typer.Option(None, "--report", help="Also write a report: PATH.html or PATH.md."),
     top: int = typer.Option(10, "--top", min=1, help="Candidates to show (and to put in --json)."),
     seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1, help="Random seed of the simulations."),

@@ -23,7 +23,7 @@ def report(
     output: Path = typer.Option(Path("rightsize-report.html"), "-o", "--output", help="Write FILE.html or FILE.md."),
     json_out: bool = JSON_OPTION,
     store: Path | None = STORE_OPTION,
-    catalog: Path | None = CATALOG_OPTION,
+    catalog: list[Path] | None = CATALOG_OPTION,
 ) -> None:
     """Write the report of a stored plan (with its measured profile when the store has it)."""
     from rightsize.inputfile import write_whole

@@ -43,7 +43,7 @@ def validate(
     ),
     no_store: bool = typer.Option(False, "--no-store", help="Do not save the report in the store."),
     store: Path | None = STORE_OPTION,
-    catalog: Path | None = CATALOG_OPTION,
+    catalog: list[Path] | None = CATALOG_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Serve SPEC's planned configuration here and compare measured p50/p95/p99 with the prediction."""

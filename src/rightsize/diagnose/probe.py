@@ -52,6 +52,12 @@ class LoopFacts:
     steps: int = 0  # optimizer steps (0 for inference loops)
     cpu_s: float = 0.0  # process user + system CPU time (children included)
     loop_cpu_s: float = 0.0  # of it, spent inside the loop window (loop_s), from the sampler's readings
+    # this process's threads, over the loop window (else the watch): seconds on a CPU and seconds ready to run but
+    # waiting for one (schedstat; None where the kernel has none)
+    sched_run_s: float | None = None
+    sched_wait_s: float | None = None
+    load_average: float | None = None  # 1-minute load average at the end of the watch
+    others_share: float | None = None  # of the cores this process may use, the share other processes kept busy
     logical_cores: int = 1
     torch_threads: int | None = None
     peak_rss_bytes: int = 0
@@ -82,8 +88,17 @@ class LoopFacts:
             busy = self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
         return min(busy, float(max(1, self.logical_cores)))
 
+    @property
+    def contention(self) -> float | None:
+        """Share of the time this process's threads were ready to run that they waited for a CPU other work held
+        (``measure.conditions``' rule for a timing; None without schedstat or with too little run time to tell)."""
+        if self.sched_run_s is None or self.sched_wait_s is None or self.sched_run_s + self.sched_wait_s < 0.05:
+            return None
+        return self.sched_wait_s / (self.sched_run_s + self.sched_wait_s)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"data_wait_fraction": self.data_wait_fraction, "cpu_cores_busy": self.cpu_cores_busy}
+        return asdict(self) | {"data_wait_fraction": self.data_wait_fraction, "cpu_cores_busy": self.cpu_cores_busy,
+                               "contention": self.contention}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LoopFacts:
@@ -107,6 +122,9 @@ class LoopProbe:
         self._loop_t0: float | None = None  # the first batch asked for
         self._loop_t1 = 0.0  # the last batch returned or optimizer step taken
         self._cpu_readings: list[tuple[float, float]] = []  # (perf_counter, process CPU s), one per sample
+        self._sched = _SchedClock()
+        self._sched_readings: list[tuple[float, tuple[float, float]]] = []  # (perf_counter, (run s, wait s))
+        self._busy_readings: list[tuple[float, float]] = []  # (perf_counter, every process's CPU s on our cores)
         self._seen_loaders: set[tuple[int, int, bool, int | None]] = set()
 
     # --- patching ------------------------------------------------------------------------------
@@ -163,9 +181,16 @@ class LoopProbe:
         facts.total_ram_bytes = int(psutil.virtual_memory().total)
         self._t0 = time.perf_counter()
         self._cpu0 = _cpu_seconds()
+        self._sched_readings.append((self._t0, self._sched.read()))
+        self._note_busy(self._t0)
         self._sampler = threading.Thread(target=self._sample, name="rightsize-diagnose", daemon=True)
         self._sampler.start()
         return self
+
+    def _note_busy(self, t: float) -> None:
+        busy = _busy_reading()
+        if busy is not None:
+            self._busy_readings.append((t, busy))
 
     def _patch_copies(self, torch: Any) -> None:
         facts = self._facts
@@ -198,6 +223,8 @@ class LoopProbe:
             try:
                 rss = proc.memory_info().rss + sum(c.memory_info().rss for c in proc.children(recursive=True))
                 self._cpu_readings.append((time.perf_counter(), _cpu_seconds()))
+                self._sched_readings.append((time.perf_counter(), self._sched.read()))
+                self._note_busy(time.perf_counter())
             except psutil.Error:
                 continue
             self._facts.peak_rss_bytes = max(self._facts.peak_rss_bytes, int(rss))
@@ -214,6 +241,21 @@ class LoopProbe:
             facts.loop_s = max(0.0, self._loop_t1 - self._loop_t0)
             readings = [(self._t0, self._cpu0), *self._cpu_readings, (t_exit, cpu_exit)]
             facts.loop_cpu_s = max(0.0, _cpu_at(readings, self._loop_t1) - _cpu_at(readings, self._loop_t0))
+        self._sched_readings.append((t_exit, self._sched.read()))
+        self._note_busy(t_exit)
+        windowed = self._loop_t0 is not None and facts.loop_s >= MIN_WINDOW_S
+        t0, t1 = (self._loop_t0 or self._t0, self._loop_t1) if windowed else (self._t0, t_exit)
+        if self._sched.available:
+            for i, name in enumerate(("sched_run_s", "sched_wait_s")):
+                series = [(t, v[i]) for t, v in self._sched_readings]
+                setattr(facts, name, max(0.0, _cpu_at(series, t1) - _cpu_at(series, t0)))
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else facts.logical_cores
+        if len(self._busy_readings) >= 2 and t1 > t0:
+            everyone = _cpu_at(self._busy_readings, t1) - _cpu_at(self._busy_readings, t0)
+            own = facts.loop_cpu_s if windowed else facts.cpu_s
+            facts.others_share = max(0.0, min(1.0, (everyone - own) / ((t1 - t0) * max(1, cores))))
+        with suppress(OSError):
+            facts.load_average = os.getloadavg()[0]
         facts.peak_rss_bytes = max(facts.peak_rss_bytes, int(psutil.Process().memory_info().rss))
         if facts.device == "cuda":
             import torch
@@ -228,6 +270,42 @@ class LoopProbe:
 
     def facts(self) -> LoopFacts:
         return self._facts
+
+
+def _busy_reading() -> float | None:
+    from rightsize.measure.conditions import cores_busy_s
+
+    return cores_busy_s()
+
+
+class _SchedClock:
+    """Seconds this process's threads have run on a CPU and waited for one (``/proc/self/task/*/schedstat``),
+    summed as they grow: a thread that ended keeps what it added (summing the live threads' counters went down
+    when one ended), a new one adds from 0."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[int, int]] = {}
+        self.run_s = self.wait_s = 0.0
+        self.available = os.path.exists("/proc/self/schedstat")
+
+    def read(self) -> tuple[float, float]:
+        if not self.available:
+            return (0.0, 0.0)
+        try:
+            tasks = os.listdir("/proc/self/task")
+        except OSError:
+            return (self.run_s, self.wait_s)
+        for tid in tasks:
+            try:
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    run, wait = (int(x) for x in f.read().split()[:2])
+            except (OSError, ValueError):
+                continue  # the thread ended meanwhile
+            run0, wait0 = self._last.get(tid, (0, 0))
+            self.run_s += max(0, run - run0) / 1e9
+            self.wait_s += max(0, wait - wait0) / 1e9
+            self._last[tid] = (run, wait)
+        return (self.run_s, self.wait_s)
 
 
 def _cpu_at(readings: list[tuple[float, float]], t: float) -> float:

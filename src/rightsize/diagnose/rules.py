@@ -5,7 +5,10 @@
 Thresholds (each a judgement call, stated where it is used):
 - too short to judge: a loop window under 0.2 s (four CPU readings) gets no data-wait or CPU verdict;
 - input pipeline starving: the loop waits on its DataLoader > 20% of its time (first batch to last step);
-- CPU underused: a compute loop keeps < 50% of the cores busy (and is not starving);
+- CPU contention: the program's threads waited for a CPU > 15% of the time they were ready to run (bench's
+  rule for a disturbed timing) while other processes kept > 25% of the cores busy: other work held the cores, so
+  the other verdicts read worse than the program is;
+- CPU underused: a compute loop keeps < 50% of the cores busy (and is not starving, and not contended);
 - memory headroom: peak < 30% of the GPU (room for a larger batch or a smaller GPU), or > 90% of
   the GPU or RAM (one bigger batch or input from out-of-memory);
 - small batch: under 8 samples per batch on a loop that is not starving;
@@ -18,12 +21,14 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from rightsize.diagnose.probe import MIN_WINDOW_S, LoopFacts
+from rightsize.measure.conditions import CONTENTION_THRESHOLD
 
 Severity = Literal["problem", "advice", "ok"]
 STARVING = 0.20
 UNDERUSED = 0.50
 ROOMY, TIGHT = 0.30, 0.90
 SMALL_BATCH = 8
+OTHERS_BUSY = 0.25  # other processes kept more than a quarter of the cores busy: not the program waiting on itself
 
 
 @dataclass(frozen=True)
@@ -72,8 +77,24 @@ def diagnose(f: LoopFacts) -> list[Finding]:
             parallel + "decode and augment ahead of time or on the GPU; a faster disk or cached dataset; until then "
             "a bigger instance will not help" + (" unless it has more cores" if suggest <= workers else ""),
         ))  # fmt: skip
+    # its threads waited for a CPU, and other processes held the cores (a program whose loader workers and torch
+    # threads oversubscribe the cores waits too, on itself: not other work to wait out)
+    contended = (judged and f.contention is not None and f.contention > CONTENTION_THRESHOLD
+                 and (f.others_share is None or f.others_share > OTHERS_BUSY))  # fmt: skip
+    if contended:
+        held = [f"other processes kept {f.others_share:.0%} of its cores busy"] if f.others_share is not None else []
+        held += [f"load average {f.load_average:.1f} on {f.logical_cores} cores"] if f.load_average else []
+        load = f" ({'; '.join(held)})" if held else ""
+        out.append(Finding(
+            "CPU contention", "problem",
+            f"the program's threads waited for a CPU {f.contention or 0:.0%} of the time they were ready to run: "
+            f"other work held the cores{load}",
+            "its step times, data wait and cores busy read worse than the program is: diagnose it again on a quiet "
+            "machine (or the one that will run it) before acting on them",
+        ))  # fmt: skip
     busy = f.cpu_cores_busy / max(1, f.logical_cores)
-    if f.device == "cpu" and judged and not starving and busy < UNDERUSED:
+    # contended: the cores were busy, with other work; "raise the batch size" or "k processes" would be wrong
+    if f.device == "cpu" and judged and not starving and not contended and busy < UNDERUSED:
         threads = f"; torch uses {f.torch_threads} thread(s)" if f.torch_threads else ""
         processes = "run k worker processes x t threads (`rightsize plan` sizes that) — or pick a smaller instance"
         # a small batch or fewer torch threads than cores: say so first; else (a batch >= 8 on every core) the

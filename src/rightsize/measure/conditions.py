@@ -30,6 +30,7 @@ __all__ = [
     "RunConditions",
     "contended_by_rate",
     "contention_share",
+    "cores_busy_s",
     "run_wait_s",
     "steal_s",
     "task_wait_ns",
@@ -131,6 +132,13 @@ def _core_ticks() -> tuple[int, int] | None:
     """(busy, total) ``/proc/stat`` ticks summed over the cores this process may use (idle and iowait are not busy;
     guest time is inside user)."""
     return _busy_total(_my_cores_ticks())
+
+
+def cores_busy_s() -> float | None:
+    """Seconds of CPU every process together has used on the cores this process may use (``/proc/stat``, 10 ms
+    ticks); None where unavailable. Less this process's own CPU time over an interval: what other work took."""
+    ticks = _core_ticks()
+    return None if ticks is None else ticks[0] / _USER_HZ
 
 
 def _busy_total(rows: list[list[int]] | None) -> tuple[int, int] | None:

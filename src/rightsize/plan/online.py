@@ -289,18 +289,26 @@ def _candidate(opt: Option, target: OnlineTarget, buy: str) -> Candidate:
     )
 
 
+EDGE_NOTE = "sized at the pessimistic edge of the projection band"
+
+
 def at_pessimistic_edge(opt: Option) -> Option:
     """A projected curve is sized at the slow edge of its band: every time x its batch size's ``band_hi`` (the
     band then runs from lo / hi to 1 around it). A measured curve (band 1) is unchanged. So "meets the
     SLO" holds for ~95% of the published results the band was measured on, not just for the median."""
-    c = opt.curve
+    edge = curve_at_edge(opt.curve)
+    return opt if edge is opt.curve else replace(opt, curve=edge)
+
+
+def curve_at_edge(c: ServiceCurve) -> ServiceCurve:
+    """``c`` at the slow edge of its band (``at_pessimistic_edge``); ``c`` itself when measured."""
     if c.provenance != "projected" or c.band_hi <= 1.0:
-        return opt
+        return c
     his = sorted(set(c.band_his or (c.band_hi,)))
     x = f"x{his[0]:.2f}" if len(his) == 1 else f"x{his[0]:.2f}-x{his[-1]:.2f} by batch size"
-    note = f"sized at the pessimistic edge of the projection band ({x})"
+    note = f"{EDGE_NOTE} ({x})"
     caveats = (*c.caveats, f"{note}: latencies shown are at that edge")  # each row built on it says so
-    return replace(opt, curve=c.at_band_edge("hi", source=f"{note}; {c.source}", caveats=caveats))
+    return c.at_band_edge("hi", source=f"{note}; {c.source}", caveats=caveats)
 
 
 def plan_online(

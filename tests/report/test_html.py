@@ -115,6 +115,10 @@ def test_rules_plan_renders_a_table_without_charts(tmp_path: Path, plan_online: 
     rules = replace(plan_online, kind="rules", pareto=[])
     html = write_report(rules, tmp_path / "rules.html").read_text()
     assert 'data-table="candidates"' in html and "<svg" not in html
+    # ranked by rule, not by price alone: the header had said "feasible by cost" above cheaper rows ranked lower
+    assert "ranked by rule: holds the data in RAM" in html and "feasible by cost" not in html
+    assert "feasible by cost (ties: faster)" in write_report(plan_online, tmp_path / "o.html").read_text()
+    assert "Ranked by rule: holds the data in RAM" in write_report(rules, tmp_path / "rules.md").read_text()
 
 
 def test_report_suffix_decides_the_format_and_bad_suffix_is_a_spec_error(

@@ -93,8 +93,9 @@ def print_plan(result: PlanResult, top: int) -> None:
         out_console.print("[dim]~ estimated by a fluid approximation, not simulated: a candidate that cannot win the "
                           "plan (the planner simulates the cheapest groups and the Pareto frontier)[/dim]")  # fmt: skip
     if result.kind == "rules":  # not by price alone: a cheaper row of another family ranks below (plan.rules)
-        out_console.print("[dim]ranked by rule: holds the data in RAM, has the wanted vCPUs, is of the wanted family "
-                          "(see the recommendation), then by price[/dim]")  # fmt: skip
+        from rightsize.plan.rules import RULES_ORDER
+
+        out_console.print(f"[dim]{RULES_ORDER}[/dim]")
     rec = result.recommendation
     out_console.print()
     out_console.print("[bold]Recommendation[/bold]" if rec else "[bold red]No feasible plan[/bold red]")

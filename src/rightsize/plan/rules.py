@@ -31,6 +31,9 @@ DEFAULT_FEATURES = 50  # columns per row when the spec gives rows but not data_g
 RAM_FACTOR = {"classic_ml": 3.0, "etl": 6.0}
 VCPUS_PER_10M_ROWS = 8  # histogram building parallelises over rows/features; assumption, min 4, max 64
 USABLE_RAM_FRACTION = CPU_RAM_FRACTION  # as the other planners (rightsize.memory_budget)
+# how a rules plan ranks (rank_key below): not by price alone, so a cheaper row of another family ranks lower
+RULES_ORDER = ("ranked by rule: holds the data in RAM, has the wanted vCPUs, is of the wanted family (see the "
+               "recommendation), then by price")  # fmt: skip
 ETL_MEMORY_BOUND_GIB = 32.0  # above this an ETL job is memory-bound for our purposes (assumption)
 
 

@@ -133,6 +133,16 @@ def targets_of(target: Mapping[str, Any]) -> Targets:
     )
 
 
+def ranked_by(data: ReportData) -> str:
+    """How the candidates table is ordered, as the planner ranked it (a rules plan is not by price alone: its header
+    had said "feasible by cost" above a $0.38 row ranked below an $8.57 one)."""
+    if data.plan.get("kind") == "rules":
+        from rightsize.plan.rules import RULES_ORDER
+
+        return RULES_ORDER
+    return "feasible by cost (ties: faster), then infeasible by how close each comes"
+
+
 def candidate_key(c: Mapping[str, Any]) -> tuple[Any, ...]:
     """Identity of a candidate across the ranked list, the Pareto list and the recommendation."""
     b = c.get("batching") or {}

@@ -15,7 +15,7 @@ from rightsize import __version__
 from rightsize.plan.online import FLUID_METHOD
 from rightsize.profile import Environment
 from rightsize.report.charts import all_charts
-from rightsize.report.data import FLEET_HEAD, ReportData, candidate_key, fleet_rows
+from rightsize.report.data import FLEET_HEAD, ReportData, candidate_key, fleet_rows, ranked_by
 from rightsize.report.fmt import checkpoint_every, esc, finite, format_bytes, hours, num, pct, usd
 
 __all__ = ["asset_text", "candidates_table", "env_rows", "flatten", "page", "render_html"]
@@ -224,8 +224,8 @@ def candidates_table(data: ReportData, rows: int = TABLE_ROWS) -> str:
     n = data.plan.get("n_candidates", len(data.candidates))
     ths = "".join(f"<th>{esc(h)}</th>" for h in head)
     return (
-        f'<section><h2>Ranked candidates</h2><p class="sub">Top {len(cands)} of {esc(n)}: feasible by cost, '
-        "then infeasible by cost. ~: latency estimated by a fluid approximation, not simulated.</p>"
+        f'<section><h2>Ranked candidates</h2><p class="sub">Top {len(cands)} of {esc(n)}: {esc(ranked_by(data))}. '
+        "~: latency estimated by a fluid approximation, not simulated.</p>"
         f'<div class="scroll"><table class="cands" data-table="candidates">'
         f"<thead><tr>{ths}</tr></thead><tbody>{''.join(body)}</tbody></table></div></section>"
     )

@@ -9,7 +9,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rightsize import __version__
-from rightsize.report.data import FLEET_HEAD, LOAD_PEAK, ReportData, candidate_key, candidate_label, fleet_rows
+from rightsize.report.data import (
+    FLEET_HEAD,
+    LOAD_PEAK,
+    ReportData,
+    candidate_key,
+    candidate_label,
+    fleet_rows,
+    ranked_by,
+)
 from rightsize.report.fmt import checkpoint_every, format_bytes, hours, md, num, pct, quality_word, usd
 from rightsize.report.html import env_rows, flatten
 
@@ -127,7 +135,14 @@ def render_markdown(data: ReportData) -> str:
     out += ["", "## Measured on" if data.measurements else "## Environment", "", *_table(["", ""], env_rows(data.env))]
     head, rows = _rows(data)
     n = plan.get("n_candidates", len(data.candidates))
-    out += ["", f"## Ranked candidates (top {len(rows)} of {n})", "", *_table(head, rows)]
+    out += [
+        "",
+        f"## Ranked candidates (top {len(rows)} of {n})",
+        "",
+        f"{ranked_by(data).capitalize()}.",
+        "",
+        *_table(head, rows),
+    ]
     pareto = plan.get("pareto") or []
     if pareto:
         x = "p95 ms" if kind == "online" else "time"

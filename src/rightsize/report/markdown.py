@@ -139,7 +139,7 @@ def render_markdown(data: ReportData) -> str:
         "",
         f"## Ranked candidates (top {len(rows)} of {n})",
         "",
-        f"{ranked_by(data).capitalize()}.",
+        f"{ranked_by(data)[:1].upper()}{ranked_by(data)[1:]}.",
         "",
         *_table(head, rows),
     ]

@@ -164,9 +164,28 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _main(argv)
     except SystemExit as exc:
-        if _TERMINATED and exc.code in (130, 0, None):
-            sys.exit(128 + _TERMINATED[0])
-        raise
+        code = 128 + _TERMINATED[0] if _TERMINATED and exc.code in (130, 0, None) else exc.code
+        if argv is None:  # the console script, not a caller's process (the tests call main(args))
+            _leave_stray_threads(code)
+        sys.exit(code)
+
+
+def _leave_stray_threads(code: object) -> None:
+    """Exit now when threads the user's code started (a model factory's) are still running: Python waits for every
+    non-daemon thread at exit, and `memory`, `plan` and `serve` had printed their answer and then hung for good."""
+    import threading
+
+    main = threading.main_thread()
+    strays = [t for t in threading.enumerate() if t is not main and t.is_alive() and not t.daemon]
+    if not strays:
+        return
+    names = ", ".join(sorted({t.name for t in strays}))
+    print(f"note: {len(strays)} thread(s) the model's code started still run ({names}); exiting without waiting "
+          "for them", file=sys.stderr)  # fmt: skip
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code if isinstance(code, int) else (0 if code is None else 1))
 
 
 def _main(argv: list[str] | None) -> None:

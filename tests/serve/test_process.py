@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -41,6 +43,43 @@ def test_a_sequence_past_the_position_table_is_bad_input_in_one_line() -> None:
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert errors == [errors[0]] and errors[0].startswith("error: seq: distilbert cannot run 600 tokens")
     assert "position table" in errors[0]
+
+
+FIXED_BATCH = """
+import torch
+
+class Fixed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        if x.shape[0] != 1:
+            raise ValueError(f"only batch 1 supported, got {x.shape[0]}")
+        return self.l(x)
+
+def make():
+    return Fixed()
+
+def scalar():
+    return torch.nn.Sequential(torch.nn.Linear(16, 4), torch.nn.Flatten(0))
+"""
+
+
+@pytest.mark.slow  # two servers' start-ups in child processes
+def test_a_model_failing_its_warm_up_is_one_line_naming_the_fix(tmp_path: Path) -> None:
+    """A model that runs batch 1 only, and one whose output is not a row per sample: uvicorn's traceback, exit 1."""
+    (tmp_path / "fixed.py").write_text(FIXED_BATCH)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    for ref, start in (("fixed:make", "error: --max-batch: fixed:make failed its warm-up batch of 8 samples "
+                                      "(ValueError: only batch 1 supported, got 8) and ran batch 1"),
+                       ("fixed:scalar", "error: model: fixed:scalar failed its warm-up batch of 1 (ModelError: model "
+                                        "returned (4,) for a batch of 1")):  # fmt: skip
+        cmd = [sys.executable, "-m", "rightsize", "serve", ref, "--shape", "16", "--port", "0"]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+        assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-800:]
+        errors = [line for line in run.stderr.splitlines() if line.startswith(("error", "ERROR"))]
+        assert errors == [errors[0]] and errors[0].startswith(start), run.stderr[-800:]
 
 
 @pytest.mark.slow

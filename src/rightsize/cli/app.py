@@ -176,7 +176,9 @@ def _leave_stray_threads(code: object) -> None:
     import threading
 
     main = threading.main_thread()
-    strays = [t for t in threading.enumerate() if t is not main and t.is_alive() and not t.daemon]
+    # ours are named rightsize-* (an executor's idle workers, which end at exit)
+    strays = [t for t in threading.enumerate()
+              if t is not main and t.is_alive() and not t.daemon and not t.name.startswith("rightsize-")]  # fmt: skip
     if not strays:
         return
     names = ", ".join(sorted({t.name for t in strays}))

@@ -63,6 +63,14 @@ class ModelError(ServeError):
     status = 500
 
 
+class WarmupFailed(Exception):
+    """The model failed a warm-up batch of ``batch`` samples (``cause``): the server cannot start."""
+
+    def __init__(self, batch: int, cause: BaseException) -> None:
+        super().__init__(f"batch {batch}: {cause!r}")
+        self.batch, self.cause = batch, cause
+
+
 @dataclass(frozen=True)
 class Result:
     outputs: np.ndarray  # [n, ...] this request's rows
@@ -399,8 +407,11 @@ class Batcher:
             for n in sorted({1, self.max_batch}):
                 x = example(n)
                 items = [Pending(x, 0, 0.0, None, loop.create_future())]
-                for _ in range(repeats):
-                    _, compute_s = await loop.run_in_executor(slot.executor, _run_batch, slot.run, items, n)
+                try:
+                    for _ in range(repeats):
+                        _, compute_s = await loop.run_in_executor(slot.executor, _run_batch, slot.run, items, n)
+                except (RuntimeError, ValueError, IndexError, TypeError, ModelError) as exc:
+                    raise WarmupFailed(n, exc) from exc
                 self.fit.anchor(n, compute_s * 1000)
 
     def drain(self) -> None:

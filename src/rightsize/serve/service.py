@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from rightsize.allocator import keep_freed_memory
 from rightsize.errors import SpecError, input_refused
-from rightsize.serve.batcher import Batch, Batcher, Pending, QueueFull, ShuttingDown
+from rightsize.serve.batcher import Batch, Batcher, Pending, QueueFull, ShuttingDown, WarmupFailed
 from rightsize.serve.config import (
     PoolConfig,
     ServerConfig,
@@ -142,11 +142,8 @@ class Service:
                 try:
                     for b in self.batchers:
                         await b.warmup(lambda n: example_batch(self.spec, n))
-                except (RuntimeError, ValueError, IndexError) as exc:
-                    if cfg.seq_len is None and cfg.image_size is None:
-                        raise
-                    # the input size the user asked for is one the model cannot run: bad input (exit 2), as in `memory`
-                    raise input_refused(cfg.model, cfg.seq_len, cfg.image_size, exc) from None
+                except WarmupFailed as failed:
+                    raise _warmup_refused(cfg, failed) from None
         except BaseException as exc:
             self.start_error = exc
             raise
@@ -267,3 +264,18 @@ class Service:
             "ready": self.ready,
             "url": self.base_url,
         }
+
+
+def _warmup_refused(cfg: ServerConfig, failed: WarmupFailed) -> BaseException:
+    """One line for a model that fails its warm-up (it had been uvicorn's traceback, exit 1): past batch 1, the batch
+    size is what it cannot run (--max-batch); at batch 1 the input the user asked for (--seq, --image: as `memory`
+    says it), or the model itself."""
+    exc, n = failed.cause, failed.batch
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    if n > 1:
+        return SpecError("--max-batch", f"{cfg.model} failed its warm-up batch of {n} samples ({type(exc).__name__}: "
+                         f"{first}) and ran batch 1: pass the largest batch it runs, e.g. --max-batch 1")  # fmt: skip
+    if cfg.seq_len is not None or cfg.image_size is not None:
+        return input_refused(cfg.model, cfg.seq_len, cfg.image_size, exc)
+    return SpecError("model", f"{cfg.model} failed its warm-up batch of 1 ({type(exc).__name__}: {first}); check "
+                     "its forward and the input it is given (--shape, --vocab)")  # fmt: skip

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
@@ -279,6 +280,9 @@ class ServiceCurve:
     # this machine was busy, sizing at the band's slow edge): each candidate built on it carries these as notes
     # (plan/options.Option.candidate)
     caveats: tuple[str, ...] = ()
+    # the largest batch the model ran where its own forward failed a larger one here (``batch_limit``): batching
+    # stays at or under it (plan/options.Option.fits). None: no such failure
+    batch_limit: int | None = None
 
     def __post_init__(self) -> None:
         n = len(self.batch_sizes)
@@ -371,6 +375,30 @@ class ServiceCurve:
         d["cv"] = tuple(self.cv)
         d.update(changes)
         return ServiceCurve(**d)
+
+
+_MODEL_ERROR = re.compile(r"^\w*(Error|Exception)\b")  # a failure's reason that is the model's own exception
+
+
+def batch_limit(profile: Profile) -> tuple[int, int, str] | None:
+    """(largest batch that ran, the smallest larger one that failed, its reason) when the model's own forward failed
+    a batch larger than one that ran here (a model that takes batch 1 only): not out of memory (``classify_failure``
+    names it so), not a time limit. None otherwise. A plan had batched such a model at 32."""
+    ran = {m.batch_size for m in profile.ok()}
+    failed = sorted((m.batch_size, m.reason or "") for m in profile.measurements
+                    if m.status == "failed" and _MODEL_ERROR.match(m.reason or ""))  # fmt: skip
+    for size, reason in failed:
+        below = [b for b in ran if b < size]
+        if below:
+            return max(below), size, reason
+    return None
+
+
+def limit_batches(curve: ServiceCurve, limit: tuple[int, int, str]) -> ServiceCurve:
+    """``curve`` batching at most ``limit[0]`` samples (``batch_limit``), saying why on every row built on it."""
+    ran, failed, reason = limit
+    note = f"batches capped at {ran}: the model failed at batch {failed} here ({reason[:120]})"
+    return replace(curve, batch_limit=ran, caveats=(*curve.caveats, note))
 
 
 def measured_curve(

@@ -245,3 +245,32 @@ def test_the_band_goes_on_the_recommendation_and_its_slow_end_is_the_prediction(
         assert rec.latency is not None and rec.latency.band_ms is not None, rec.instance
         lo, hi = rec.latency.band_ms
         assert lo < hi == rec.latency.p_target_ms  # sized at the slow edge: the prediction is the band's slow end
+
+
+def test_a_model_that_failed_a_bigger_batch_is_never_batched_past_the_one_it_ran() -> None:
+    """Its forward took batch 1 and raised at 8 ('only batch 1 supported'): the plan had batched it at 32, a
+    configuration `serve` then refused."""
+    import dataclasses
+
+    from plan_fixtures import cpu_curve, gpu_curve, small_catalog
+
+    from rightsize.plan import plan
+    from rightsize.profile import Latency, Measurement, Profile, batch_limit, limit_batches
+    from rightsize.spec import parse_spec
+
+    lat = Latency(1.0, 1.1, 1.2, 1.0, 0.04, 20)
+    ran = Measurement("m", "inference", "cpu", "fp32", 1, None, {"shape": [16]}, "ok", latency_ms=lat)
+    failed = dataclasses.replace(ran, batch_size=8, status="failed", latency_ms=None,
+                                 reason="ValueError: only batch 1 supported, got 8")  # fmt: skip
+    oom = dataclasses.replace(failed, batch_size=4, reason="out of memory: cannot allocate")
+    profile = Profile("m", "inference", {"shape": [16]}, {}, (ran, oom, failed))
+    limit = batch_limit(profile)
+    assert limit == (1, 8, "ValueError: only batch 1 supported, got 8")  # not the out-of-memory one
+    assert batch_limit(dataclasses.replace(profile, measurements=(ran, oom))) is None
+    w = parse_spec({"model": "m", "targets": {"online": {"rate_per_s": 300, "latency": {"bound_ms": 200}}}})
+    curves = [limit_batches(c, limit) for c in (cpu_curve("c.2x", 4.0, 0.5), gpu_curve("T4", 4.0, 0.2, "fp32"))]
+    r = plan(w, curves, small_catalog())
+    assert r.recommendation is not None
+    for c in r.candidates:
+        assert c.batching is None or c.batching.max_batch == 1, (c.instance, c.batching)
+    assert any(n.startswith("batches capped at 1: the model failed at batch 8") for n in r.recommendation.notes)

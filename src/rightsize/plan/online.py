@@ -346,6 +346,10 @@ def plan_online(
                              f"{target.max_replicas} (layouts of fewer, wider workers are planned); raise max_replicas "
                              "to plan this one")  # fmt: skip
             continue
+        limit = opt.curve.batch_limit
+        if limit is not None and s > limit:
+            c.reasons.append(f"one request ({s} samples) is past the largest batch the model runs here ({limit})")
+            continue
         if not opt.fits(s):
             c.reasons.append(
                 f"does not fit memory: one request ({s} samples, {opt.precision}) needs "
@@ -364,7 +368,7 @@ def plan_online(
             if opt.memory is None
             else min(opt.curve.max_batch, opt.memory.max_batch(opt.usable_bytes))
         )
-        cap = max(cap, s)
+        cap = max(min(cap, limit or cap), s)
         key = (opt.curve.device, opt.curve.precision, id(opt.curve), cap)
         group_of[id(opt)] = groups.setdefault(key, _Group(opt.curve, cap, []))
         groups[key].options.append(opt)

@@ -91,6 +91,9 @@ class Option:
         return self.instance.accelerator or "cpu"
 
     def fits(self, batch: float) -> bool:
+        """Room for a batch of ``batch`` samples, and one the model runs (``ServiceCurve.batch_limit``)."""
+        if self.curve.batch_limit is not None and batch > self.curve.batch_limit:
+            return False
         return self.memory is None or self.memory.bytes_at(batch) <= self.usable_bytes
 
     def candidate(self, **fields: Any) -> Candidate:

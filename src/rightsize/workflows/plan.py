@@ -259,6 +259,7 @@ def _plan_one(
     from rightsize.estimate.projection import load_projection_model, project_curves
     from rightsize.measure.profile_source import ensure_profile
     from rightsize.plan.planner import plannable
+    from rightsize.profile import batch_limit, limit_batches
 
     plannable(workload, catalog)  # before minutes of measuring
     t0 = time.perf_counter()
@@ -291,6 +292,8 @@ def _plan_one(
     work = work_profile(workload, store)
     projection = load_projection_model()
     curves = project_curves(profile, catalog, projection, work, measured=others)
+    if (limit := batch_limit(profile)) is not None:  # its forward refuses bigger batches: never batch past it
+        curves = [limit_batches(c, limit) for c in curves]
     from rightsize.models.byo import engine_of
 
     # measured on a CPU engine (ONNX Runtime, OpenVINO; a bare .onnx runs on ONNX Runtime too, and had been planned

@@ -120,3 +120,25 @@ def test_serve_on_a_factory_that_never_returns_exits_2_in_one_line(tmp_path: Pat
         "torch.nn.Module (check it for a loop or a blocking call), or allow more with "
         "RIGHTSIZE_FACTORY_TIMEOUT_S=SECONDS"
     )
+
+
+@pytest.mark.slow  # a pool of 2 workers importing torch: seconds
+def test_pipeline_workers_whose_model_fails_a_batch_end_the_run_in_one_line(tmp_path: Path, store_path: Path) -> None:
+    """A model whose forward takes one item at a time: the local pool's worker failure reached the driver as a
+    72-line RemoteTraceback, exit 1."""
+    (tmp_path / "pool_batch_mod.py").write_text(
+        "import torch\n\n\nclass One(torch.nn.Linear):\n    def forward(self, x):\n        if x.shape[0] != 1:\n"
+        "            raise ValueError(f'only batch 1 supported, got {x.shape[0]}')\n        return super().forward(x)"
+        "\n\n\ndef build():\n    return One(4, 2)\n"
+    )
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"name": "p", "model": "pool_batch_mod:build", "input": {"shape": [4]},
+                                    "batch_sizes": [8]}))  # fmt: skip
+    env = os.environ | {"RIGHTSIZE_STORE": str(store_path), "PYTHONPATH": str(tmp_path), "COLUMNS": "200"}
+    cmd = [sys.executable, "-m", "rightsize", "pipeline", str(spec), "--items", "16", "--workers", "2"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-800:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: the model failed on a batch of 8 items in a pipeline worker (ValueError: only batch 1 supported, got "
+        "8); fix its forward (one output row per item), or pass --batch-size 1 if it takes one item at a time"
+    )

@@ -113,7 +113,24 @@ def _run_chunk(args: tuple[dict[str, Any], Any]) -> Batch:
         raise _LOAD_FAILED
     assert _PREDICTOR is not None
     batch = read_stage({"id": np.arange(*chunk, dtype=np.int64)}, spec) if isinstance(chunk, tuple) else chunk
-    return _PREDICTOR(preprocess_stage(batch, spec))
+    return predict(_PREDICTOR, preprocess_stage(batch, spec))
+
+
+def predict(predictor: Predictor, batch: Batch) -> Batch:
+    """``predictor(batch)``; the model's own failure one line (a local worker's had reached the driver as a
+    72-line RemoteTraceback, exit 1), naming the batch it failed on."""
+    from rightsize.errors import RightsizeError, RunFailedError
+
+    try:
+        return predictor(batch)
+    except RightsizeError:
+        raise
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        n = len(batch["id"]) if "id" in batch else "?"
+        raise RunFailedError(f"the model failed on a batch of {n} items in a pipeline worker ({type(exc).__name__}: "
+                             f"{first}); fix its forward (one output row per item), or pass --batch-size 1 if it "
+                             "takes one item at a time") from None  # fmt: skip
 
 
 def run_local(plan: PipelinePlan, sink: Sink) -> EngineRun:
@@ -168,7 +185,7 @@ class RayPredictor:
         if self._failed is not None:
             raise self._failed
         assert self._predictor is not None
-        return self._predictor(batch)
+        return predict(self._predictor, batch)
 
 
 def _ours(exc: BaseException) -> Exception | None:

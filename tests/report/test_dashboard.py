@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
+import socket
+import struct
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -169,7 +173,9 @@ def test_machines_are_priced_from_the_catalog() -> None:
     assert usd_per_1m_samples(1.0, 0.0) is None
 
 
-def test_token_host_check_and_a_pinned_script(two_run_store: tuple[Path, str, str]) -> None:
+def test_token_host_check_and_a_pinned_script(
+    two_run_store: tuple[Path, str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     import base64
     import hashlib
 
@@ -194,12 +200,22 @@ def test_token_host_check_and_a_pinned_script(two_run_store: tuple[Path, str, st
             ) as r:
                 assert r.status == 200, jar
         assert _get(url + "/cost")[0] == 401  # and none at all is still refused
+        status, body = _get(url + "/api/runs")  # JSON on the API, as its other errors (it was an HTML page)
+        assert status == 401 and json.loads(body) == {"error": "open the URL with ?token=... (printed when the "
+                                                      "dashboard started)"}  # fmt: skip
+        parts = urllib.parse.urlsplit(url)
+        for _ in range(3):  # a client that resets the connection before its answer is read
+            with socket.create_connection((parts.hostname, parts.port)) as sock:
+                sock.sendall(b"GET /?token=t0k HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST, not FIN
+        assert _get(url + "/?token=t0k")[0] == 200  # the server serves on
         req = urllib.request.Request(url + "/?token=t0k", headers={"Host": "rebind.example"})
         try:
             urllib.request.urlopen(req, timeout=10)
             raise AssertionError("foreign Host was served")
         except urllib.error.HTTPError as e:
             assert e.code == 421
+    assert "Traceback" not in capsys.readouterr().err  # it had printed ConnectionResetError's
     digest = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
     assert f"script-src 'sha256-{digest}'" in CSP
 

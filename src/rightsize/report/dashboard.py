@@ -15,6 +15,7 @@ import base64
 import errno
 import hashlib
 import hmac
+import json
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -112,6 +113,14 @@ class _Handler(BaseHTTPRequestHandler):
     server: DashboardServer
     server_version = "rightsize-dashboard"
 
+    def handle(self) -> None:
+        """A client that leaves before its answer (a reset, a closed pipe) is nothing to report: it had printed a
+        ConnectionResetError traceback on the dashboard's stderr."""
+        try:
+            super().handle()
+        except ConnectionError:
+            self.close_connection = True
+
     def _send(
         self, status: int, body: str, head_only: bool = False, content_type: str = "text/html; charset=utf-8"
     ) -> None:
@@ -154,7 +163,10 @@ class _Handler(BaseHTTPRequestHandler):
         refused = self._refused()
         if refused is not None:
             status, why = refused
-            self._send(status, f"<!doctype html><title>refused</title><p>{esc(why)}</p>", head_only)
+            if self.path.startswith("/api/"):  # JSON as every other API answer (a script read an HTML page)
+                self._send(status, json.dumps({"error": why}), head_only, "application/json")
+            else:
+                self._send(status, f"<!doctype html><title>refused</title><p>{esc(why)}</p>", head_only)
             return
         if self.path.split("?")[0] == "/favicon.ico":
             self.send_response(HTTPStatus.NO_CONTENT)

@@ -207,7 +207,7 @@ def _money(c: Candidate, kind: PlanKind) -> str:
         averaged = " averaged over the day" if c.idle_policy else ""
         return f"{format_usd(c.cost_usd_per_hour)}/h{averaged}{extra}"
     averaged = " averaged over the run" if c.purchase == "mixed" else ""  # spot hours, then on-demand ones
-    return f"${c.cost_usd_total or 0.0:,.2f} total ({format_usd(c.cost_usd_per_hour)}/h{averaged})"
+    return f"{format_usd(c.cost_usd_total or 0.0)} total ({format_usd(c.cost_usd_per_hour)}/h{averaged})"
 
 
 def ms(value: float) -> str:
@@ -282,7 +282,7 @@ def _near_tie(rec: Candidate, feasible: Sequence[Candidate]) -> str | None:
     more = (c.cost_usd_total or 0.0) / cost - 1.0
     return (
         f"nearly as cheap and faster: {_who(c)} finishes in {format_hours(c.runtime_hours or 0.0)} instead of "
-        f"{format_hours(hours)} for {more:+.0%} (${c.cost_usd_total:,.2f})"
+        f"{format_hours(hours)} for {more:+.0%} ({format_usd(c.cost_usd_total or 0.0)})"
     )
 
 
@@ -396,6 +396,6 @@ def _fragile_choice(kind: PlanKind, rec: Candidate, alt: Candidate | None) -> st
     return (
         f"the choice over {alt.device_class.upper()} rests on the projection: at the slow edge of its band (x{hi:.2f}) "
         f"{rec.instance} would run for about {format_hours((rec.runtime_hours or 0.0) * hi)} and cost about "
-        f"${cost * hi:,.2f}, more than {_who(alt)} (${other:,.2f}); time the model on a {rec.instance} "
+        f"{format_usd(cost * hi)}, more than {_who(alt)} ({format_usd(other)}); time the model on a {rec.instance} "
         "(`rightsize bench` there) before committing"
     )

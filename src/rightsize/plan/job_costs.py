@@ -11,7 +11,7 @@ from rightsize.catalog.model import Instance
 from rightsize.plan.result import Candidate, SpotPlan
 from rightsize.plan.spot import daly_interval_hours, daly_wall_hours, simulate_spot
 from rightsize.plan.verify import NO_SPOT_RATE
-from rightsize.units import format_hours, format_hours_apart
+from rightsize.units import format_hours, format_hours_apart, format_usd
 
 __all__ = ["MIN_P_MEET", "copy_candidate", "finish", "missed_targets", "spot_odds", "spot_variant", "unrated_spot_note"]
 
@@ -276,8 +276,8 @@ def unrated_spot_note(rec: Candidate | None, ranked: list[Candidate], kind: str)
     c = cheaper[0]
     types = len({(x.provider, x.region, x.instance) for x in cheaper})
     n_of = f" x{c.count}" if c.count > 1 else ""
-    against = f", against ${mine:,.2f}" if rec is not None else ""
+    against = f", against {format_usd(mine)}" if rec is not None else ""
     what = "cheaper spot row(s)" if rec is not None else "spot row(s) meeting every target"
     return (f"spot: {len(cheaper)} {what} ({types} instance type(s)) were left out: {why}; the cheapest, {c.provider} "
-            f"{c.instance}{n_of} ({c.device}, {c.precision}), would cost ${c.cost_usd_total:,.2f} if never "
-            f"interrupted{against}; {fix}")  # fmt: skip
+            f"{c.instance}{n_of} ({c.device}, {c.precision}), would cost {format_usd(c.cost_usd_total or 0.0)} if "
+            f"never interrupted{against}; {fix}")  # fmt: skip

@@ -422,3 +422,17 @@ def test_a_missing_local_config_folder_is_not_offered_as_a_hub_id(
     with pytest.raises(NotFoundError, match=r"no folder 'bert-base-uncased' holding config\.json here\. .*"
                        r"--local-dir './bert-base-uncased'`, e\.g\. google-bert/bert-base-uncased\)"):  # fmt: skip
         resolve_model("hf:./bert-base-uncased")
+
+
+def test_a_factory_module_missing_a_dependency_names_the_dependency(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module was found and one of its imports was not: 'cannot import module ...; check PYTHONPATH' sent the
+    user to the wrong place."""
+    from rightsize.errors import NotFoundError
+
+    (tmp_path / "needs_dep_mod.py").write_text("import not_a_real_module_xyz\n\n\ndef make():\n    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(NotFoundError, match=r"^model: module 'needs_dep_mod' imports 'not_a_real_module_xyz', which "
+                       r"is not installed here; install it where rightsize runs"):  # fmt: skip
+        resolve_model("needs_dep_mod:make", [4])

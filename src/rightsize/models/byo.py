@@ -183,6 +183,14 @@ def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> User
                         f"with {FACTORY_TIMEOUT_ENV}=SECONDS") from None  # fmt: skip
     except ImportError as exc:
         top, cwd = module_name.split(".")[0], Path.cwd()
+        parts = module_name.split(".")
+        ours = {".".join(parts[: i + 1]) for i in range(len(parts))}
+        missing = getattr(exc, "name", None)
+        if missing and missing not in ours:  # the module was found; something it imports is not installed
+            raise NotFoundError(
+                f"model: module {module_name!r} imports {missing!r}, which is not installed here; "
+                "install it where rightsize runs (pip install ...)"
+            ) from None
         here = getattr(exc, "name", None) == top and ((cwd / f"{top}.py").is_file() or (cwd / top).is_dir())
         # the `rightsize` command does not import from the working directory, as `python` would
         fix = f"it is in {cwd}: run with PYTHONPATH={cwd}" if here else "check PYTHONPATH"

@@ -32,7 +32,7 @@ from rightsize.catalog.model import Accelerator, Catalog, CpuFamily, Instance, L
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
 from rightsize.inputfile import decimal, read_user_text, short, unprintable
 
-__all__ = ["ENV_VAR", "load_catalog", "load_spot_buckets", "read_table"]
+__all__ = ["ENV_VAR", "env_catalog_paths", "load_catalog", "load_spot_buckets", "read_table"]
 
 ENV_VAR = "RIGHTSIZE_CATALOG"
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
@@ -489,15 +489,19 @@ def load_catalog(user_file: str | Path | Sequence[str | Path] | None = None) -> 
     """Shipped tables plus ``user_file`` — one CSV or several — (or $RIGHTSIZE_CATALOG when None: one path, or
     several joined by os.pathsep as in PATH; empty string = none). Several files merge accelerators and CPU families
     first, so an instances file may name a GPU or CPU another file adds, whatever order they are given in."""
-    if user_file is None:
-        user_file = [part for part in (os.environ.get(ENV_VAR) or "").split(os.pathsep) if part]
-    paths = [Path(user_file)] if isinstance(user_file, (str, Path)) and str(user_file) else []
-    if not isinstance(user_file, (str, Path)):
-        paths = [Path(f) for f in user_file if str(f)]
+    files = (
+        env_catalog_paths() if user_file is None else [user_file] if isinstance(user_file, (str, Path)) else user_file
+    )
+    paths = [Path(f) for f in files if str(f)]
     catalog = _shipped()
     for path in sorted(paths, key=_merge_order):  # stable: files of one table apply in the order given
         catalog = _merge_user(catalog, path)
     return catalog
+
+
+def env_catalog_paths() -> list[Path]:
+    """The user catalog files $RIGHTSIZE_CATALOG names: one path, or several joined by os.pathsep (as PATH)."""
+    return [Path(part) for part in (os.environ.get(ENV_VAR) or "").split(os.pathsep) if part]
 
 
 def _merge_order(path: Path) -> int:

@@ -54,13 +54,11 @@ def load_catalog_option(paths: list[Path] | None) -> Catalog:
 
 def catalog_paths(paths: list[Path] | None) -> list[Path]:
     """The user catalog files a command reads: the ``--catalog`` ones, else those $RIGHTSIZE_CATALOG names."""
-    import os
-
-    from rightsize.catalog import ENV_VAR
+    from rightsize.catalog.load import env_catalog_paths
 
     if paths:
         return [p for p in paths if str(p) not in ("", ".")]
-    return [Path(part) for part in (os.environ.get(ENV_VAR) or "").split(os.pathsep) if part]
+    return env_catalog_paths()
 
 
 def split_values(values: list[str] | None, option: str) -> list[str]:

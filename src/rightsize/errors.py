@@ -74,6 +74,12 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     return f" Did you mean '{close[0]}'?" if close else ""
 
 
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """The first line of ``exc``'s message (its type's name when it has none), at most ``limit`` characters: what a
+    one-line error quotes of an exception from the user's model or file."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
+
+
 def input_refused(
     model: str, seq_len: int | None, image_size: int | None, exc: BaseException, shape: tuple[int, ...] | None = None
 ) -> BaseException:
@@ -83,13 +89,13 @@ def input_refused(
     if not isinstance(exc, (RuntimeError, ValueError, IndexError)):
         return exc
     if shape is not None:  # a factory, TorchScript or .pt2 model: its input is the shape given, not --seq/--image
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        first = first_line(exc)
         return SpecError("input.shape", f"{model} cannot run samples of shape {list(shape)} ({type(exc).__name__}: "
                          f"{first}); give the per-sample shape its forward takes (--shape, or input.shape in a spec; "
                          "--vocab / input.vocab_size for token ids)")  # fmt: skip
     field, what = ("seq", f"{seq_len} tokens") if seq_len else ("image", f"{image_size} px") if image_size else (
         "input", "this input")  # fmt: skip
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    first = first_line(exc)
     hint = ("token models: at most their position table, e.g. 512 for BERT" if field == "seq" else
             "image models: a config's own image_size (a ViT's 224), or one its strides can shrink")  # fmt: skip
     return SpecError(field, f"{model} cannot run {what} ({type(exc).__name__}: {first}); use a size it takes "

@@ -119,14 +119,14 @@ def _run_chunk(args: tuple[dict[str, Any], Any]) -> Batch:
 def predict(predictor: Predictor, batch: Batch) -> Batch:
     """``predictor(batch)``; the model's own failure one line (a local worker's had reached the driver as a
     72-line RemoteTraceback, exit 1), naming the batch it failed on."""
-    from rightsize.errors import RightsizeError, RunFailedError
+    from rightsize.errors import RightsizeError, RunFailedError, first_line
 
     try:
         return predictor(batch)
     except RightsizeError:
         raise
     except Exception as exc:
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        first = first_line(exc)
         n = len(batch["id"]) if "id" in batch else "?"
         raise RunFailedError(f"the model failed on a batch of {n} items in a pipeline worker ({type(exc).__name__}: "
                              f"{first}); fix its forward (one output row per item), or pass --batch-size 1 if it "

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 from rightsize.allocator import keep_freed_memory
-from rightsize.errors import SpecError, input_refused
+from rightsize.errors import SpecError, first_line, input_refused
 from rightsize.serve.batcher import Batch, Batcher, Pending, QueueFull, ShuttingDown, WarmupFailed
 from rightsize.serve.config import (
     PoolConfig,
@@ -271,7 +271,7 @@ def _warmup_refused(cfg: ServerConfig, failed: WarmupFailed) -> BaseException:
     size is what it cannot run (--max-batch); at batch 1 the input the user asked for (--seq, --image: as `memory`
     says it), or the model itself."""
     exc, n = failed.cause, failed.batch
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    first = first_line(exc)
     if n > 1:
         return SpecError("--max-batch", f"{cfg.model} failed its warm-up batch of {n} samples ({type(exc).__name__}: "
                          f"{first}) and ran batch 1: pass the largest batch it runs, e.g. --max-batch 1")  # fmt: skip

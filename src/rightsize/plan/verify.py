@@ -142,7 +142,7 @@ def verify_best(
         feas = sorted((c for c in cands if c.feasible), key=lambda c: c.cost_usd_per_hour)
         # every candidate at the lowest price is verified: the recommendation is among them (the ranking breaks a
         # price tie on other keys), and a screening run had been recommended beside verified ones at its price
-        # (4 T4 rows at $0.526/h, top 3: the fourth, unverified, ranked first)
+        # (4 T4 rows at $0.526/h, verify_top 2: the third, unverified, ranked first)
         low = feas[0].cost_usd_per_hour * (1 + 1e-9) if feas else 0.0
         picks = [c for c in feas if c.cost_usd_per_hour <= low and id(c) not in verified]
         if time.perf_counter() - started <= budget_s:  # past it the rest keep their screening numbers, labelled so

@@ -11,7 +11,7 @@ two rows of the user file with one key are refused (both line numbers named). Pr
 lowercased, so ``AWS,US-EAST-1`` replaces the shipped ``aws,us-east-1`` row.
 In a user file ``source`` and ``price_date``/``date`` may be left empty (they become the file name
 and its modification date); a date written there may not lie after today. Every bad cell raises
-SpecError naming file, line and column.
+SpecError naming file, line and column (``catalog.table`` reads and checks the cells).
 """
 
 from __future__ import annotations
@@ -21,26 +21,20 @@ import datetime as dt
 import io
 import math
 import os
-import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import TypeVar
 
 from rightsize.catalog.model import Accelerator, Catalog, CpuFamily, Instance, Links, PowerTable
-from rightsize.errors import NotFoundError, SpecError, did_you_mean
-from rightsize.inputfile import decimal, read_user_text, short, unprintable
+from rightsize.catalog.table import Row, read_table
+from rightsize.errors import NotFoundError, SpecError
+from rightsize.inputfile import decimal, read_user_text, short
 
 __all__ = ["ENV_VAR", "env_catalog_paths", "load_catalog", "load_spot_buckets", "read_table"]
 
 ENV_VAR = "RIGHTSIZE_CATALOG"
-_DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
-_FORMULA = re.compile(r"^[=@]|^[+-][^0-9.]")  # a cell a spreadsheet would evaluate
-_DDE = re.compile(r"[|!=(]")  # after a leading sign: a formula's pipe, sheet reference, comparison or call
-MAX_NUMBER = 1e9  # any price, rate, bandwidth or size in the catalog (docs/catalog.md, "Limits")
-MAX_COUNT = 100_000  # vCPUs, cores, accelerators per instance
-MAX_CELL_CHARS = 1000
 T = TypeVar("T")
 
 ACCELERATOR_COLUMNS = (
@@ -86,160 +80,7 @@ INSTANCE_COLUMNS = (
 SPOT_BUCKETS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 
 
-class _Row:
-    """One CSV row with typed getters whose errors name file, line and column."""
-
-    def __init__(
-        self, cells: dict[str, str], where: str, line: int, defaults: dict[str, str], user: bool = False,
-        header: tuple[str, ...] = (),
-    ) -> None:  # fmt: skip
-        self.cells = cells
-        self.where = where
-        self.line = line
-        self.defaults = defaults
-        self.user = user  # a user's file: its written dates may not lie in the future
-        self.header = header  # the file's columns: the cells of a short row are absent from ``cells``
-
-    def _fail(self, column: str, problem: str) -> SpecError:
-        return SpecError(f"{self.where} line {self.line}, column {column!r}", problem)
-
-    def text(self, column: str, required: bool = True) -> str:
-        value = (self.cells.get(column) or "").strip() or self.defaults.get(column, "")
-        if required and not value:
-            if column not in self.cells:  # a short row: "is empty" pointed at the cell, not at the missing commas
-                given = sum(1 for c in self.cells if c in self.header)
-                raise self._fail(column, f"is missing: the row has {given} of the header's {len(self.header)} "
-                                 "cells; write the row in full (empty cells as ,,)")  # fmt: skip
-            raise self._fail(column, "is empty; fill it in")
-        if _FORMULA.match(value) or (value[:1] in ("+", "-") and _DDE.search(value)):  # -2+3+cmd|' /C calc'!A0
-            raise self._fail(column, f"looks like a spreadsheet formula ({short(value)}); write the plain value")
-        if len(value) > MAX_CELL_CHARS:
-            raise self._fail(column, f"is {len(value)} characters long; at most {MAX_CELL_CHARS}")
-        if (why := unprintable(value)) is not None:  # an ESC in an instance type recoloured `rightsize catalog`
-            raise self._fail(column, f"{why}; write plain text")
-        return value
-
-    def number(
-        self, column: str, required: bool = True, minimum: float = 0.0, maximum: float = MAX_NUMBER
-    ) -> float | None:
-        raw = self.text(column, required=required)
-        if not raw:
-            return None
-        try:
-            value = decimal(raw)
-        except ValueError:
-            raise self._fail(column, f"must be a plain decimal number, got {short(raw)}") from None
-        if value != value:  # NaN: "must be >= 1e-09, got 'NaN'" read as a bound problem
-            raise self._fail(column, f"must be a finite number, got {short(raw)}")
-        if not value >= minimum:
-            raise self._fail(column, f"must be >= {minimum:g}, got {short(raw)}")
-        if not value <= maximum:  # also rejects inf
-            raise self._fail(column, f"must be a finite number <= {maximum:g}, got {short(raw)}")
-        return value
-
-    def num(self, column: str, minimum: float = 0.0) -> float:
-        value = self.number(column, required=True, minimum=minimum)
-        assert value is not None
-        return value
-
-    def integer(self, column: str, required: bool = True, minimum: int = 0) -> int | None:
-        raw = self.text(column, required=required)
-        if not raw:
-            return None
-        if not re.fullmatch(r"\d{1,9}", raw) or not minimum <= int(raw) <= MAX_COUNT:
-            raise self._fail(column, f"must be a whole number from {minimum} to {MAX_COUNT}, got {short(raw)}")
-        return int(raw)
-
-    def date(self, column: str) -> str:
-        raw = self.text(column)
-        try:
-            dt.date.fromisoformat(raw if len(raw) == 10 else f"{raw}-01")
-            ok = bool(_DATE.match(raw))
-        except ValueError:
-            ok = False
-        if not ok:
-            raise self._fail(column, f"must be a date YYYY-MM or YYYY-MM-DD, got {short(raw)}")
-        written = (self.cells.get(column) or "").strip()  # a default (the file's date) is not checked
-        if self.user and written and dt.date.fromisoformat(raw if len(raw) == 10 else f"{raw}-01") > today():
-            raise self._fail(column, f"is {raw}, after today ({today().isoformat()}); write the date the values "
-                             "were read, or leave it empty for the file's date")  # fmt: skip
-        return raw
-
-    def choice(self, column: str, choices: tuple[str, ...]) -> str | None:
-        raw = self.text(column, required=False)
-        if raw and raw not in choices:
-            raise self._fail(column, f"must be one of {', '.join(choices)}, got {raw!r}")
-        return raw or None
-
-    def ref(self, column: str, known: dict[str, object], required: bool = True) -> str | None:
-        raw = self.text(column, required=required)
-        if raw and raw not in known:
-            several = _expansions(raw, known)
-            if len(several) > 1:
-                raise self._fail(column, f"{raw!r} is ambiguous: {', '.join(several)}; write one of them")
-            hint = f" Did you mean {several[0]!r}?" if several else did_you_mean(raw, known)
-            if not hint:  # nothing close: the names it takes, so the fix is in the message
-                names = sorted(known)
-                hint = f" Known: {', '.join(names[:12])}{', ...' if len(names) > 12 else ''}."
-                table = {"accelerator": "accelerators (bandwidth_gbps, ...)", "cpu_family": "CPU families "
-                         "(sustained_ghz, ...)"}.get(column)  # fmt: skip
-                if table:  # new hardware: its row comes from a second file
-                    hint += f" New hardware: add its row in a file of {table} and pass both files (docs/catalog.md)"
-            raise self._fail(column, f"unknown name {raw!r}.{hint}")
-        return raw or None
-
-
-def today() -> dt.date:
-    """Today in UTC, or the local date when that is later (east of UTC, a user's today is already tomorrow)."""
-    return max(dt.datetime.now(dt.timezone.utc).date(), dt.date.today())
-
-
-def _expansions(raw: str, known: dict[str, object]) -> list[str]:
-    """Names that ``raw`` is a short form of: it matches their leading words ('A100' -> A100-40GB, A100-80GB;
-    'a10' is no short form of 'A100-40GB'). A name differing only in case is not listed (did_you_mean says it)."""
-    want = raw.strip().lower()
-    if not want or any(k.lower() == want for k in known):
-        return []
-    return sorted(k for k in known if (kl := k.lower()).startswith(want) and len(kl) > len(want)
-                  and not kl[len(want)].isalnum())  # fmt: skip
-
-
-def read_table(
-    path: Path, text: str, required: tuple[str, ...], defaults: dict[str, str] | None = None, user: bool = False
-) -> Iterator[_Row]:
-    """Yield the data rows of CSV ``text`` (line numbers count the header as line 1); ``user``: a user's file."""
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = [h.strip() for h in (reader.fieldnames or [])]
-    reader.fieldnames = header
-    missing = [c for c in required if c not in header and c not in (defaults or {})]
-    if missing:
-        raise SpecError(
-            f"{path} line 1", f"missing column(s) {', '.join(missing)}; the header needs {', '.join(required)}"
-        )
-    # a column named twice let the last one's cells win, silently; a spreadsheet's trailing ",," is not a name
-    if twice := sorted({h for h in header if h and header.count(h) > 1}):
-        raise SpecError(f"{path} line 1", f"column {twice[0]!r} is in the header twice; keep one")
-    first = 2  # the line a row starts on: a quoted cell may span lines
-    for row in reader:
-        start, first = first, reader.line_num + 1
-        if None in row:  # more cells than header columns
-            raise SpecError(f"{path} line {reader.line_num}", f"has more cells than the header's {len(header)} columns")
-        if any("\n" in v or "\r" in v for v in row.values() if v):  # the rows after it went into one cell
-            raise SpecError(f"{path} line {start}", "a cell runs over several lines (an unclosed quote?); close the "
-                            "quote or take the line break out")  # fmt: skip
-        if not any((v or "").strip() for v in row.values()):
-            continue
-        absent = [k for k, v in row.items() if v is None and k]  # a trailing "," in the header names no column
-        if user and absent:  # refused as a longer row is: a dropped comma shifts every cell after it (a row short of
-            given = len(header) - len(absent)  # an optional column, e.g. its source, had passed)
-            where = f"{path} line {reader.line_num}, column {absent[0]!r}"
-            raise SpecError(where, f"is missing: the row has {given} of the header's {len(header)} cells; write the "
-                            "row in full (empty cells as ,,)")  # fmt: skip
-        cells = {k: v or "" for k, v in row.items() if v is not None}
-        yield _Row(cells, str(path), reader.line_num, defaults or {}, user, tuple(header))
-
-
-def _accelerator(r: _Row) -> Accelerator:
+def _accelerator(r: Row) -> Accelerator:
     tflops = {
         "fp32": r.num("fp32_tflops"),
         "tf32": r.num("tf32_tflops"),
@@ -261,7 +102,7 @@ def _accelerator(r: _Row) -> Accelerator:
     )
 
 
-def _cpu(r: _Row) -> CpuFamily:
+def _cpu(r: Row) -> CpuFamily:
     return CpuFamily(
         name=r.text("name"),
         vendor=r.text("vendor").lower(),
@@ -279,7 +120,7 @@ def _cpu(r: _Row) -> CpuFamily:
     )
 
 
-def _instance(r: _Row, accelerators: dict[str, Accelerator], cpus: dict[str, CpuFamily]) -> Instance:
+def _instance(r: Row, accelerators: dict[str, Accelerator], cpus: dict[str, CpuFamily]) -> Instance:
     accelerator = r.ref("accelerator", dict(accelerators), required=False)
     count = r.integer("accelerator_count", required=False) or 0
     if accelerator and count < 1:
@@ -338,7 +179,7 @@ def _unique(items: list[T], key: Callable[[T], object], where: str) -> None:
         seen.add(k)
 
 
-def _one_per_key(rows: list[tuple[_Row, T]], key: Callable[[T], object], what: str) -> dict[object, T]:
+def _one_per_key(rows: list[tuple[Row, T]], key: Callable[[T], object], what: str) -> dict[object, T]:
     """``key`` -> item of a user file's rows, refusing a key that two rows share (the last would win unsaid)."""
     out: dict[object, T] = {}
     lines: dict[object, int] = {}
@@ -418,7 +259,7 @@ def _no_repeats(path: Path, text: str, columns: tuple[str, ...]) -> None:
         lines[k] = reader.line_num
 
 
-def _same_but_case(known: list[tuple[str, str, str]], rows: list[tuple[_Row, Instance]]) -> None:
+def _same_but_case(known: list[tuple[str, str, str]], rows: list[tuple[Row, Instance]]) -> None:
     """Refuse a user's instance type that differs from one already listed only in case: ``G5.XLARGE`` had been added
     beside ``g5.xlarge``, which the user meant to replace, and both were planned."""
     seen = {(p, r, t.lower()): t for p, r, t in known}

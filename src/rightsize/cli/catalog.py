@@ -160,8 +160,8 @@ def catalog_import(
     """Re-price the catalog's instances from SkyPilot's vms.csv tables; use the result with --catalog OUTPUT."""
     import datetime as dt
 
-    from rightsize.catalog.load import today
     from rightsize.catalog.skypilot import find_tables, import_skypilot, write_rows
+    from rightsize.catalog.table import today
 
     if date is not None and not _is_date(date):
         raise SpecError("--date", f"must be a date like 2026-11 or 2026-11-24, got {short(date)}")

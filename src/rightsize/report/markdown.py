@@ -135,11 +135,12 @@ def render_markdown(data: ReportData) -> str:
     out += ["", "## Measured on" if data.measurements else "## Environment", "", *_table(["", ""], env_rows(data.env))]
     head, rows = _rows(data)
     n = plan.get("n_candidates", len(data.candidates))
+    order = ranked_by(data)
     out += [
         "",
         f"## Ranked candidates (top {len(rows)} of {n})",
         "",
-        f"{ranked_by(data)[:1].upper()}{ranked_by(data)[1:]}.",
+        f"{order[:1].upper()}{order[1:]}.",
         "",
         *_table(head, rows),
     ]

@@ -148,6 +148,11 @@ def _memory_for(memory: Mapping[str, MemoryModel] | None, precision: str, device
     return mem
 
 
+def curve_instance(curve: ServiceCurve) -> str:
+    """The instance type a CPU curve was built for, lower case (the key ``pair_options`` pairs it by)."""
+    return (curve.instance or curve.device.removeprefix("cpu:")).lower()
+
+
 def pair_options(
     instances: Iterable[Instance],
     curves: Iterable[ServiceCurve],
@@ -159,8 +164,7 @@ def pair_options(
     by_cpu: dict[str, list[ServiceCurve]] = {}
     for c in curves:
         if c.device.startswith("cpu"):
-            key = c.instance or c.device.removeprefix("cpu:")
-            by_cpu.setdefault(key.lower(), []).append(c)
+            by_cpu.setdefault(curve_instance(c), []).append(c)
         else:
             by_acc.setdefault(c.device.lower(), []).append(c)
     out: list[Option] = []

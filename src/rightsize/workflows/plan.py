@@ -365,6 +365,7 @@ def sweep_fn(result: PlanResult, curves: list[Any]) -> Any:
     arrivals. The chart had taken the instance's first layout and the band's centre: at the target rate it read
     137 ms for a row the table had at 79.7 (another layout), 4.6 ms for a T4 row at 10.3 (the centre)."""
     from rightsize.plan.online import EDGE_NOTE, curve_at_edge
+    from rightsize.plan.options import curve_instance
     from rightsize.plan.verify import Policy, simulate_policy
     from rightsize.spec.targets import OnlineTarget
 
@@ -375,7 +376,7 @@ def sweep_fn(result: PlanResult, curves: list[Any]) -> Any:
             return False
         if c.device_class == "gpu":
             return k.device == c.device
-        where = (k.instance or k.device.removeprefix("cpu:")).lower() == c.instance.lower()
+        where = curve_instance(k) == c.instance.lower()
         return (
             where
             and max(1, k.workers) == max(1, c.workers_per_instance or 1)

@@ -83,6 +83,23 @@ def test_cost_filters_change_the_points(two_run_store: tuple[Path, str, str]) ->
     assert '<option value="gpu" selected>' in gpu
 
 
+def test_two_specs_planning_one_model_are_both_on_the_cost_page(two_run_store: tuple[Path, str, str]) -> None:
+    from report_kit import online_plan
+
+    from rightsize.store import Store
+
+    path, _, _ = two_run_store
+    with Store(path) as st:  # a second spec for the same model: its 8 candidates had replaced the first spec's
+        run = st.start_run("plan", name="plan", model="distilbert")
+        st.save_artifact(run, "plan", online_plan("distilbert", workload="sentiment-api").to_dict())
+        st.finish_run(run)
+    with running_dashboard(path) as url:
+        _, html = _get(url + "/cost")
+    assert len(_points(html, "cost-planned")) == 16
+    chart = html.split('data-chart="cost-planned"')[1].split("</figure>")[0]
+    assert chart.count("(sentiment-api)") == 8 and chart.count("(text-classification-api)") == 8
+
+
 def test_run_and_report_pages_and_errors(two_run_store: tuple[Path, str, str]) -> None:
     path, a, _ = two_run_store
     with running_dashboard(path) as url:

@@ -48,7 +48,8 @@ class CostPoint:
 
 
 def planned_points(st: Store) -> list[CostPoint]:
-    """Online candidates of stored plans (the newest plan wins for a repeated model × candidate)."""
+    """Online candidates of stored plans (the newest plan wins for a repeated workload × model × candidate: two
+    specs planning one model are two sets of points)."""
     seen: set[tuple[Any, ...]] = set()
     out = []
     for a in st.artifacts(kind="plan"):
@@ -57,7 +58,7 @@ def planned_points(st: Store) -> list[CostPoint]:
             continue
         model = str(p.get("model", "?"))
         for c in p.get("candidates") or []:
-            key = (model, *candidate_key(c))
+            key = (str(p.get("workload", "")), model, *candidate_key(c))
             lat = finite((c.get("latency_ms") or {}).get("p95"))
             cost = finite(c.get("cost_usd_per_hour"))
             if key in seen or lat is None or cost is None:

@@ -44,6 +44,10 @@ def test_runs_measurements_and_plans_as_json_and_csv(two_run_store: tuple[Path, 
         assert status == 200 and len(plans) == 2 and all(p["instance"] for p in plans)
         status, _, body = _get(url + f"/api/plans/{plans[0]['id']}")
         assert status == 200 and json.loads(body)["payload"]["candidates"]
+        whole = json.loads(body)
+        for ref in (plans[0]["id"][:6], whole["run_id"], whole["run_id"][:6]):  # as /report/ takes them (had 404)
+            status, _, body = _get(url + f"/api/plans/{ref}")
+            assert status == 200 and json.loads(body)["id"] == plans[0]["id"]
         status, ctype, body = _get(url + "/api/plans/nope")
         assert status == 404 and ctype == "application/json" and "nope" in json.loads(body)["error"]
         status, _, body = _get(url + "/api/nothing")
@@ -100,3 +104,5 @@ def test_generative_plans_are_listed_and_served_with_the_others(
         assert plan["cost_usd_per_hour"] > 0
         status, _, body = _get(url + f"/api/plans/{plan['id']}")
         assert status == 200 and json.loads(body)["payload"]["recommendation"]["instance"] == "g5.xlarge"
+        status, _, body = _get(url + f"/api/plans/{json.loads(body)['run_id'][:5]}")
+        assert status == 200 and json.loads(body)["id"] == plan["id"]

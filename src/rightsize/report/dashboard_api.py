@@ -4,7 +4,7 @@
     /api/runs/ID               one run with its measurements and artifacts
     /api/measurements?model=M&format=csv    measurements, filtered; CSV with format=csv
     /api/plans                 stored plans, generative ones too (artifact id, name, model, recommendation)
-    /api/plans/ID              one stored plan in full
+    /api/plans/ID              one stored plan in full (artifact or run id, or a 4+ character prefix of one)
     /api/loadtests             stored load tests and validations
 
 Read-only like the pages: GET and HEAD only, the same Host and token checks.
@@ -19,6 +19,7 @@ from dataclasses import asdict
 from typing import Any
 
 from rightsize.errors import NotFoundError, SpecError
+from rightsize.report.stored import find_generative_plan, find_plan
 from rightsize.store import Store
 
 __all__ = ["api_response"]
@@ -96,11 +97,11 @@ def api_response(st: Store, parts: list[str], query: dict[str, list[str]]) -> tu
         return _json(ms)
     if parts == ["plans"]:
         return _json([plan_summary(a) for a in _newest_first(st, _PLAN_KINDS)])
-    if len(parts) == 2 and parts[0] == "plans":
-        for a in _newest_first(st, _PLAN_KINDS):
-            if a["id"] == parts[1]:
-                return _json(a)
-        raise NotFoundError(f"no stored plan {parts[1]!r}; /api/plans lists them")
+    if len(parts) == 2 and parts[0] == "plans":  # an artifact or run id, or a 4+ character prefix, as /report/ takes
+        try:
+            return _json(find_generative_plan(st, parts[1]) or find_plan(st, parts[1]))
+        except NotFoundError:
+            raise NotFoundError(f"no stored plan {parts[1]!r}; /api/plans lists them") from None
     if parts == ["loadtests"]:
         return _json(_newest_first(st, _LOADTEST_KINDS))
     raise NotFoundError(f"no API endpoint /api/{'/'.join(parts)}; see /api/runs, /api/measurements, /api/plans")

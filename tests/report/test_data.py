@@ -112,6 +112,13 @@ def test_stored_extras_curves_memory_and_sweeps_are_used(plan_online: PlanResult
     assert data.sweeps[0].p95_ms == (5.0, None)
 
 
+def test_a_stored_plan_without_a_sweep_gives_its_own_reason(plan_online: PlanResult) -> None:
+    """The report said "the planner gave no rate sweep (pass sweep= to write_report)": a developer's note."""
+    payload = plan_online.to_dict() | {"rate_sweeps": [], "rate_sweep_note": "no feasible online candidate to sweep"}
+    assert build_report_data(payload).sweep_note == "no feasible online candidate to sweep"
+    assert build_report_data(plan_online.to_dict()).sweep_note == "no rate sweep was stored with this plan"
+
+
 def test_curve_round_trips_through_json_dict() -> None:
     c = curves()[1]
     assert curve_from_dict(asdict(c)) == c

@@ -97,7 +97,7 @@ def test_training_report_has_cluster_and_spot_charts(tmp_path: Path, plan_traini
 def test_missing_sweep_skips_the_rate_chart_with_a_note(tmp_path: Path, plan_online: PlanResult) -> None:
     html = write_report(plan_online, tmp_path / "n.html").read_text()
     assert 'data-chart-skipped="p95-rate"' in html
-    assert "the planner gave no rate sweep" in html
+    assert "no rate sweep was stored with this plan" in html
     assert 'data-chart="pareto"' in html
 
 

@@ -416,11 +416,11 @@ def build_report_data(
         data.sweeps, data.sweep_note = compute_sweeps(result, sweep)
     else:
         data.sweeps = _stored_sweeps(plan.get("rate_sweeps"))
-        if not data.sweeps:
+        if not data.sweeps:  # the plan's own reason when it stored one (e.g. no feasible candidate to sweep)
             data.sweep_note = (
                 "only online plans have a request rate"
                 if data.kind != "online"
-                else "the planner gave no rate sweep (pass sweep= to write_report)"
+                else str(plan.get("rate_sweep_note") or "no rate sweep was stored with this plan")
             )
     return data
 

@@ -432,6 +432,7 @@ def plan_record(result: PlanResult, context: dict[str, Any]) -> dict[str, Any]:
         "memory": memory,
         "env": profile.env.to_dict() if profile is not None else None,
         "rate_sweeps": [dataclasses.asdict(s) for s in data.sweeps],
+        "rate_sweep_note": data.sweep_note,
     }
 
 

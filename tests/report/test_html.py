@@ -109,6 +109,9 @@ def test_no_feasible_candidate_says_why(tmp_path: Path, plan_online: PlanResult)
     assert "No candidate meets the target" in html
     assert "every candidate misses the SLO" in html
     assert "<td>over budget</td><td>1</td>" in html  # the infeasible summary
+    unsized = replace(none, candidates=[replace(none.candidates[0], count=0, feasible=False)])
+    row = write_report(unsized, tmp_path / "unsized.html").read_text().split('data-table="candidates"')[1]
+    assert "</span></td><td>cpu</td><td>-</td><td>bf16</td>" in row  # no count was sized: "-", not "0"
 
 
 def test_rules_plan_renders_a_table_without_charts(tmp_path: Path, plan_online: PlanResult) -> None:

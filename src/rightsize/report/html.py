@@ -184,7 +184,7 @@ def candidates_table(data: ReportData, rows: int = TABLE_ROWS) -> str:
         )
         cells = [
             f"{c.get('device', '')}{layout}",
-            str(c.get("count", "")),
+            str(c.get("count") or "-"),  # 0: no count was sized (e.g. it does not fit)
             str(c.get("precision", "")),
             str(c.get("purchase", "")),
         ]

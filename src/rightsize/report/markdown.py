@@ -70,7 +70,7 @@ def _rows(data: ReportData) -> tuple[list[str], list[list[str]]]:
             f"{i}{mark}",
             str(c.get("instance", "")),
             f"{c.get('device', '')}{layout}",  # a CPU's k worker processes x t threads, as the HTML table
-            str(c.get("count", "")),
+            str(c.get("count") or "-"),  # 0: no count was sized (e.g. it does not fit)
             str(c.get("precision", "")),
             str(c.get("purchase", "")),
         ]

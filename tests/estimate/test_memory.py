@@ -19,7 +19,7 @@ from rightsize.estimate.memory import (
     assemble,
     kv_cache_bytes,
 )
-from rightsize.estimate.memory_advice import advise_memory
+from rightsize.estimate.memory_advice import advise_memory, smaller_tier_batches
 from rightsize.estimate.memory_estimate import estimate_memory
 from rightsize.estimate.memory_tiers import FALLBACK_GPU_TIERS, GpuTier, pick_tier, tier_fits
 from rightsize.estimate.memory_trace import ModelStats, TraceResult, trace_memory
@@ -368,6 +368,32 @@ def test_inference_advice_offers_half_precision_and_never_gradient_accumulation(
     assert "fp16" in advice and advice["fp16"].detail.startswith("half precision: --precision fp16")
     assert advice["fp16"].total_bytes < 0.6 * total  # weights and activations halve
     assert "gradient" not in advice["batch"].detail and "more, smaller batches" in advice["batch"].detail
+
+
+def test_a_request_that_fits_only_a_large_tier_names_the_batch_a_smaller_one_holds() -> None:
+    """`memory resnet50 --mode train --batch 512` said "fits: H100" and nothing else: the seeds' next question is
+    what batch a 24 GiB GPU would hold (gradient accumulation keeps the global batch)."""
+    stats = ModelStats(param_count=10**8, param_tensors=2, largest_param_numel=10**7, float_buffer_numel=0,
+                       other_buffer_bytes=0, linear_weight_numel=9 * 10**7, linear_out_features=10**4)  # fmt: skip
+    tags = {"input": 0, "activations": 8 * 10**9, "logits": 0, "backward": 0, "gradients": 0}
+    trace = TraceResult("infer", saved_bytes=0, saved_count=0, peak_live_bytes=8 * 10**9, peak_by_tag=tags,
+                        logits_bytes=0, gradient_bytes=0)  # fmt: skip
+    inp = MemoryInputs("m", "infer", "fp32", "cuda", 64, 16, None, "adamw", False, stats, trace, _NO_CUDA_OVERHEAD)
+    total = sum(assemble(inp)[0].values())
+    small, mid, big = GpuTier(total / 4 / GIB, ("small",)), GpuTier(total / 2 / GIB, ("mid",)), GpuTier(64, ("big",))
+    [at_mid, at_small] = smaller_tier_batches(inp, [small, mid, big])
+    assert (at_mid.tier, at_small.tier) == (mid.label, small.label) and at_mid.fits and at_small.fits
+    # activations are 8 GB of the ~8.4 GB total: about 0.9 x 1/2 and 0.9 x 1/4 of the 64 samples fit
+    assert 25 <= int(at_mid.detail.split()[1]) <= 29 and 11 <= int(at_small.detail.split()[1]) <= 14
+    assert at_small.total_bytes <= 0.9 * small.memory_gib * GIB
+    assert smaller_tier_batches(inp, [big]) == []  # the smallest tier already: nothing to step down to
+    assert smaller_tier_batches(replace(inp, device="cpu"), [small, big]) == []
+
+
+def test_a_tier_given_by_size_alone_is_labelled_once() -> None:
+    from rightsize.estimate.memory_tiers import parse_tiers
+
+    assert [t.label for t in parse_tiers("8,16")] == ["8 GiB GPU", "16 GiB GPU"]  # had been "16 GiB GPU (16 GiB)"
 
 
 def test_the_fused_attention_note_comes_only_with_attention() -> None:

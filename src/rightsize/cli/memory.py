@@ -168,6 +168,8 @@ def _print_estimate(est: MemoryEstimate) -> None:
         out_console.print(f"fits: [bold]{escape(est.tier or '')}[/bold] with {est.headroom_fraction:.0%} headroom")
     else:
         out_console.print("[bold red]fits no tier[/bold red] " + escape(", ".join(t["tier"] for t in est.tiers)))
+    if est.fits and est.advice:
+        out_console.print("on a smaller GPU:")
     for a in est.advice:
         where = f"fits {a.tier}" if a.fits else "still does not fit"
         out_console.print(f"  - {a.detail}: {a.total_gib:,.2f} GiB{' per GPU' if a.gpus > 1 else ''} ({where})")

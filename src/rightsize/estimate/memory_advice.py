@@ -21,7 +21,7 @@ from rightsize.estimate.memory_tiers import Advice, GpuTier, pick_tier, tier_fit
 from rightsize.estimate.memory_trace import ModelStats
 from rightsize.hf_config import splits_heads
 
-__all__ = ["advise_memory"]
+__all__ = ["advise_memory", "smaller_tier_batches"]
 
 MAX_SHARDS = 1024  # ZeRO-3 / FSDP: any GPU count, over as many instances as it takes
 TP_DEGREES = (2, 4, 8)  # tensor parallelism stays inside one instance: the GPU counts instances come in
@@ -135,6 +135,22 @@ def _shard(inp: MemoryInputs, largest: GpuTier) -> Advice | None:
                     how = f"tensor parallelism over {n} x {largest.label}: weights and KV cache / {n} per GPU"
                 return _advice("shard", how, total, [largest], gpus=n)
     return None
+
+
+def smaller_tier_batches(inp: MemoryInputs, tiers: list[GpuTier]) -> list[Advice]:
+    """When the request fits, but not the smallest tier: the largest batch that fits each of the (up to) two next
+    smaller tiers, e.g. ResNet-50 training at batch 512 needs an 80 GiB GPU where batch 192 fits a 24 GiB one. A
+    CPU estimate has no tiers to step down."""
+    chosen = pick_tier(_total(assemble(inp)[0]), tiers)
+    if inp.device != "cuda" or chosen is None:
+        return []
+    below = sorted((t for t in tiers if t.memory_gib < chosen.memory_gib), key=lambda t: -t.memory_gib)[:2]
+    out: list[Advice] = []
+    for tier in below:
+        a = _smaller_batch(inp, tiers, tier.memory_gib)
+        if a is not None and all(a.detail != b.detail for b in out):
+            out.append(a)
+    return out
 
 
 def advise_memory(inp: MemoryInputs, tiers: list[GpuTier], tiny: bool = False) -> list[Advice]:

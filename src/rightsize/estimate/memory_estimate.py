@@ -21,7 +21,7 @@ from rightsize.estimate.memory import (
     check_request,
     compute_dtype,
 )
-from rightsize.estimate.memory_advice import advise_memory
+from rightsize.estimate.memory_advice import advise_memory, smaller_tier_batches
 from rightsize.estimate.memory_tiers import GpuTier, default_tiers
 
 if TYPE_CHECKING:
@@ -82,4 +82,6 @@ def estimate_memory(
     est.assumptions = assumptions(inp, tier_source, tiny)
     if advise and not est.fits:
         est.advice = advise_memory(inp, tiers, tiny=tiny)
+    elif advise:  # it fits: what a smaller, cheaper GPU would hold
+        est.advice = smaller_tier_batches(inp, tiers)
     return est

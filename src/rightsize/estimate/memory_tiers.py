@@ -37,7 +37,9 @@ class GpuTier:
 
     @property
     def label(self) -> str:
-        return f"{'/'.join(self.names)} ({self.memory_gib:g} GiB)"
+        """ "A10G/L4 (24 GiB)"; a tier given by size alone (``--tiers 8,16``) is "16 GiB GPU" (it had read
+        "16 GiB GPU (16 GiB)")."""
+        return f"{'/'.join(self.names)} ({self.memory_gib:g} GiB)" if self.names else f"{self.memory_gib:g} GiB GPU"
 
 
 # Used only when the catalog cannot be loaded. Sizes: NVIDIA datasheets (docs/sources.md `gpu-datasheets`); P4 8 GB
@@ -101,7 +103,7 @@ def parse_tiers(text: str) -> list[GpuTier]:
     if not sizes or any(not math.isfinite(size) or not 0 < size <= 16384 for size in sizes):
         raise SpecError("--tiers", f"expected 'builtin' or GiB sizes above 0 and at most 16384, such as '8,16,24', "
                         f"got {short(text)}")  # fmt: skip
-    return [GpuTier(size, (f"{size:g} GiB GPU",)) for size in sorted(set(sizes))]
+    return [GpuTier(size, ()) for size in sorted(set(sizes))]
 
 
 def default_tiers(

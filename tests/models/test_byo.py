@@ -340,6 +340,14 @@ def test_tuple_and_dict_outputs_give_one_tensor_and_two_inputs_are_refused(
     assert main_output(([t, 1], None)) is t and main_output({"a": None, "b": (t,)}) is t
     with pytest.raises(SpecError, match=r"^model: its forward returned a tuple holding no tensor"):
         main_output((1, "x"))
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Out:
+        loss: None
+        logits: torch.Tensor
+
+    assert main_output(Out(None, t)) is t  # a dataclass output had been "returned a Out holding no tensor"
 
 
 def test_a_factory_module_in_the_working_directory_gets_the_pythonpath_fix(

@@ -40,12 +40,16 @@ _ZOO_MODEL_CLS: type | None = None
 
 
 def main_output(out: Any) -> Any:
-    """The tensor a model's (tuple, list or dict) output stands for: its ``logits`` entry, else its first tensor,
-    looked for depth-first. A SpecError on ``model`` when it holds none."""
+    """The tensor a model's (tuple, list, dict or dataclass) output stands for: its ``logits`` entry, else its first
+    tensor, looked for depth-first. A SpecError on ``model`` when it holds none."""
+    import dataclasses
+
     import torch
 
     if isinstance(out, torch.Tensor):
         return out
+    if dataclasses.is_dataclass(out) and not isinstance(out, type):  # @dataclass class Out: logits: Tensor
+        out = {f.name: getattr(out, f.name) for f in dataclasses.fields(out)}
     if isinstance(out, dict):
         values = [out["logits"]] if isinstance(out.get("logits"), torch.Tensor) else list(out.values())
     elif isinstance(out, (tuple, list)):

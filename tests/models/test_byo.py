@@ -64,6 +64,27 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {p.stem if p.is_file() else p.name: p for p in d.iterdir()} | {"dir": d}
 
 
+def test_an_onnx_graph_with_several_outputs_answers_with_its_logits(tmp_path: Path) -> None:
+    class ScoreAndLogits(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l = nn.Linear(8, 3)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            logits = self.l(x)
+            return logits.amax(dim=1), logits
+
+    path = tmp_path / "two.onnx"
+    model = ScoreAndLogits().eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.ones(2, 8),), str(path), dynamo=True, output_names=["score", "logits"],
+                          dynamic_shapes=({0: torch.export.Dim("batch")},))  # fmt: skip
+    x = torch.randn(5, 8)
+    out = resolve_model(str(path), [8]).build()(x)
+    assert out.shape == (5, 3) and torch.allclose(out, model(x)[1], atol=1e-5)  # had answered the (5,) score
+
+
 @pytest.mark.slow  # > 1.2 s: make test runs it, make test-fast skips it
 def test_torchscript_runs_with_the_spec_shape(files: dict[str, Path]) -> None:
     entry = resolve_model(str(files["mlp"].with_suffix(".pt")), [64])

@@ -222,6 +222,12 @@ def onnx_activation_bytes(path: Path, batch_shape: tuple[int, ...]) -> int:
 _ORT_MODULE: type | None = None
 
 
+def _output_index(names: list[str]) -> int:
+    """Which of a graph's outputs a request's answer is: the one named ``logits`` (a classifier exported with
+    ``output_names=["loss", "logits"]``), else the first (the server had answered with the first)."""
+    return names.index("logits") if "logits" in names else 0
+
+
 def _ort_module_cls() -> type:
     global _ORT_MODULE
     if _ORT_MODULE is None:
@@ -230,7 +236,8 @@ def _ort_module_cls() -> type:
         from torch import nn as torch_nn
 
         class _OrtModule(torch_nn.Module):
-            """An ONNX Runtime session behind ``forward(x) -> first output`` (CPU; fp32, or int8 after
+            """An ONNX Runtime session behind ``forward(x) -> main output`` (the one named ``logits``, else the first:
+            as ``zoo.main_output`` reads a PyTorch model's tuple or dict) (CPU; fp32, or int8 after
             ``rightsize_precision("int8")``: dynamic quantization of the graph's MatMul/Gemm weights)."""
 
             def __init__(self, path: Path, engine: str = "onnxruntime") -> None:
@@ -262,6 +269,8 @@ def _ort_module_cls() -> type:
                 opts.log_severity_level = 3
                 self._session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
                 self._input = self._session.get_inputs()[0]
+                names = [o.name for o in self._session.get_outputs()]
+                self._output = names[_output_index(names)]
                 self._opened = path
 
             def _open_openvino(self, path: Path) -> None:
@@ -277,6 +286,9 @@ def _ort_module_cls() -> type:
                 self._session = core.compile_model(core.read_model(str(path)), "CPU", config)
                 port = self._session.inputs[0]
                 self._input = _OvInput(port.get_any_name(), str(port.get_element_type()))
+                self._output = self._session.outputs[
+                    _output_index([next(iter(o.get_names()), "") for o in self._session.outputs])
+                ]
                 self._opened = path
 
             def rightsize_precision(self, precision: str) -> None:
@@ -305,8 +317,8 @@ def _ort_module_cls() -> type:
                 else:
                     arr = arr.astype(np.float32, copy=False)
                 if self.engine == "openvino":
-                    return torch.from_numpy(np.asarray(self._session(arr)[0]).copy())
-                return torch.from_numpy(self._session.run(None, {self._input.name: arr})[0])
+                    return torch.from_numpy(np.asarray(self._session(arr)[self._output]).copy())
+                return torch.from_numpy(self._session.run([self._output], {self._input.name: arr})[0])
 
             def graph_flops(self, batch_shape: tuple[int, ...]) -> float:
                 return onnx_flops(self.path, batch_shape)

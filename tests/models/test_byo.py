@@ -64,6 +64,19 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {p.stem if p.is_file() else p.name: p for p in d.iterdir()} | {"dir": d}
 
 
+def test_memory_of_a_static_batch_onnx_graph_names_its_batch(tmp_path: Path) -> None:
+    """`memory static.onnx --batch 4` of a graph exported for batch 2 gave ONNX Runtime's traceback."""
+    from rightsize.estimate.memory_estimate import estimate_memory
+
+    path = tmp_path / "static.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(nn.Linear(8, 3).eval(), (torch.ones(2, 8),), str(path), dynamo=True)
+    with pytest.raises(SpecError, match=r"^batch: .*static\.onnx was exported for batch 2 only; estimate batch 2"):
+        estimate_memory(str(path), batch_size=4, device="cpu")
+    assert estimate_memory(str(path), batch_size=2, device="cpu").total_bytes > 0
+
+
 def test_an_onnx_graph_with_several_outputs_answers_with_its_logits(tmp_path: Path) -> None:
     class ScoreAndLogits(nn.Module):
         def __init__(self) -> None:

@@ -298,6 +298,9 @@ def check_request(
         raise SpecError("precision", f"{precision} weights are for inference; train with fp32, bf16 or fp16 (AMP)")
     if batch_size < 1:
         raise SpecError("batch", f"must be >= 1, got {batch_size}")
+    if (fixed := getattr(entry, "fixed_batch", None)) and batch_size != fixed:  # ONNX Runtime's traceback, before
+        raise SpecError("batch", f"{entry.name} was exported for batch {fixed} only; estimate batch {fixed}, or "
+                        "re-export it with a dynamic batch axis (torch.onnx.export(..., dynamic_shapes))")  # fmt: skip
     if seq_len is not None and (entry.kind != "tokens" or seq_len < 1):
         raise SpecError(
             "seq", f"must be >= 1 and only applies to token models, got {seq_len} for {entry.name} ({entry.kind})"

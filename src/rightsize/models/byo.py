@@ -47,6 +47,7 @@ class UserEntry(ZooEntry):
 
     user_shape: tuple[int, ...] = ()
     fmt: str = "factory"  # factory | torchscript | onnx | hf
+    fixed_batch: int | None = None  # an ONNX graph exported with a static batch dim runs that batch only
 
     def sample_shape(
         self, seq_len: int | None = None, image_size: int | None = None, tiny: bool = False
@@ -424,6 +425,8 @@ def _onnx_entry(ref: str, shape: list[int] | None, vocab: int | None) -> UserEnt
             raise SpecError("input.shape", f"{ref} has symbolic input dims {info.dims[1:]}; give the per-sample shape")
         fields = {"kind": "features", "user_shape": tuple(shape) if shape else fixed}
     fields["features"] = fields["user_shape"][0] if fields["user_shape"] else 1
+    if info.dims and isinstance(info.dims[0], int) and info.dims[0] > 0:
+        fields["fixed_batch"] = info.dims[0]
 
     def build(tiny: bool) -> nn.Module:
         return OrtModule.load(path)

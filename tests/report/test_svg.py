@@ -56,6 +56,13 @@ def test_linear_scale_starts_at_zero_with_nice_ticks_and_maps_ends() -> None:
     assert s(10) > s(50)  # y grows upwards
 
 
+@pytest.mark.parametrize("lo, hi", [(1, 2), (1, 1), (2, 3), (1, 16)])
+def test_a_count_axis_ticks_whole_numbers(lo: int, hi: int) -> None:
+    """A training plan of 1-2 nodes had ticked its cluster size at 1.2, 1.4, 1.6 nodes."""
+    ticks = _Scale(lo, hi, Axis("nodes", zero=False, integer=True), 0.0, 100.0).ticks
+    assert all(t == int(t) for t in ticks) and ticks[0] <= lo and ticks[-1] >= hi and len(ticks) >= 2
+
+
 def test_log_scale_ticks_are_1_2_5_decades() -> None:
     s = _Scale(3.0, 400.0, Axis("x", log=True), 0.0, 100.0)
     assert s.ticks == [5, 10, 20, 50, 100, 200]

@@ -65,7 +65,7 @@ def cluster_charts(data: ReportData) -> list[str]:
         else []
     )
     c_refs = [Ref("y", t.budget_usd, f"budget {usd(t.budget_usd)}", REF_COLORS["budget"])] if t.budget_usd else []
-    x = Axis(f"cluster size ({unit})", zero=False)
+    x = Axis(f"cluster size ({unit})", zero=False, integer=True)
     return [
         xy_chart(
             "cluster-time",

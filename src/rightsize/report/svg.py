@@ -66,6 +66,7 @@ class Axis:
     label: str
     log: bool = False
     zero: bool = True  # linear axes start at 0 when the data is positive
+    integer: bool = False  # a count (nodes, instances): whole-number ticks only (it had ticked 1.2, 1.4 nodes)
 
 
 # -- scales ---------------------------------------------------------------------------------------
@@ -95,8 +96,11 @@ class _Scale:
             if axis.zero and lo > 0:
                 lo = 0.0
             if hi - lo <= 0:
-                lo, hi = (lo - 1, hi + 1) if lo == 0 else (lo - abs(lo) * 0.5, hi + abs(hi) * 0.5)
+                whole = lo == 0 or axis.integer
+                lo, hi = (lo - 1, hi + 1) if whole else (lo - abs(lo) * 0.5, hi + abs(hi) * 0.5)
             step = _nice_step(hi - lo)
+            if axis.integer:
+                step = float(max(1, math.ceil(step)))
             self.lo, self.hi = math.floor(lo / step) * step, math.ceil(hi / step) * step
             if self.hi - self.lo <= 0:
                 self.hi = self.lo + step

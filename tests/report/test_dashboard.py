@@ -45,6 +45,17 @@ def test_index_lists_runs_environments_and_plans(two_run_store: tuple[Path, str,
     assert html.count('href="/report/') == 2  # one plan per machine
 
 
+def test_an_empty_store_says_how_to_fill_it_instead_of_header_only_tables(tmp_path: Path) -> None:
+    from rightsize.store import Store
+
+    with Store(tmp_path / "empty.sqlite"):
+        pass
+    with running_dashboard(tmp_path / "empty.sqlite") as url:
+        status, html = _get(url + "/")
+    assert status == 200 and "<table" not in html
+    assert "No run stored yet: <code>rightsize bench SPEC</code>" in html and "No plan stored yet" in html
+
+
 def test_compare_puts_two_machines_side_by_side(two_run_store: tuple[Path, str, str]) -> None:
     path, a, b = two_run_store
     with running_dashboard(path) as url:

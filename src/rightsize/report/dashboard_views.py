@@ -105,6 +105,9 @@ def index_page(st: Store) -> str:
         f'<div class="scroll"><table data-table="runs"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div>"
         '<p><button id="compare-btn" type="submit">Compare selected runs</button></p></form></section>'
+        if rows  # an empty store had shown two header-only tables
+        else "<section><h2>Runs</h2><p>No run stored yet: <code>rightsize bench SPEC</code> or <code>rightsize plan "
+        "SPEC</code> stores one.</p></section>"
     )
     env_rows_ = [
         [
@@ -122,6 +125,8 @@ def index_page(st: Store) -> str:
         "<section><h2>Environments</h2>"
         + _table(["id", "host", "CPU", "cores (phys/log)", "RAM", "GPUs", "torch"], env_rows_, "envs")
         + "</section>"
+        if env_rows_
+        else ""
     )
     plans = []
     for a in st.artifacts(kind="plan"):

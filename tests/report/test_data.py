@@ -55,7 +55,7 @@ def test_memory_tiers_come_from_the_catalog_the_caller_passes() -> None:
     mv = memory_view({"weights": GIB}, tiers=gpu_memory_tiers(load_catalog("")))
     assert mv is not None
     gib = [g for g, _ in mv.tiers]
-    assert 16 in gib and 24 in gib and 80 in gib  # T4, A10G/L4, A100-80GB/H100 (catalog/data/accelerators.csv)
+    assert 16 in gib and 22.49 in gib and 80 in gib  # V100-16GB, A10/A10G/L4 (exposed), A100-80GB-PCIe/H100-PCIe
     bare = memory_view({"weights": GIB})  # no catalog passed: no file is read, no tiers drawn
     assert bare is not None and bare.tiers == ()
 

@@ -37,7 +37,7 @@ class GpuTier:
 
     @property
     def label(self) -> str:
-        """ "A10G/L4 (24 GiB)"; a tier given by size alone (``--tiers 8,16``) is "16 GiB GPU" (it had read
+        """ "A10/A10G/L4 (22.49 GiB)"; a tier given by size alone (``--tiers 8,16``) is "16 GiB GPU" (it had read
         "16 GiB GPU (16 GiB)")."""
         return f"{'/'.join(self.names)} ({self.memory_gib:g} GiB)" if self.names else f"{self.memory_gib:g} GiB GPU"
 

@@ -68,6 +68,10 @@ BAD: list[tuple[str, bytes | None, str | None, str]] = [
         r"\.column: .* has several columns \('prompt', 'output'\) and the spec names none\. To fix: add column:",
     ),
     ("values-unnamed", b"100,5\n300,9\n", None, r"\.csv: .* row 1 has 2 values and no header row names them\."),
+    # "1,000" after the first row had been read as 1 token (the first cell), silently
+    ("thousands-later", b"100\n1,000\n", None, r"\.csv: .* row 2 has 2 values and no header row names them\."),
+    ("thousands-header", b"p\n1,000\n", None, r"\.csv: .* row 2 has 2 values and the header row names 1\."),
+    ("extra-cell", b"a,b\n1,2\n3,4,5\n", "b", r"\.csv: .* row 3 has 3 values and the header row names 2\."),
     ("empty", b"", None, r"\.csv: .* holds no token counts"),
     ("blank-lines", b"\n \n\n", None, r"\.csv: .* holds no token counts"),
     ("huge-field", b"1" * 200_000 + b"\n", None, r"\.csv: .* is not a valid CSV \(field larger than field limit"),

@@ -503,17 +503,22 @@ def test_a_stored_cpu_recommendation_reads_without_a_tensor_parallel_degree() ->
     assert "(A10G, tensor parallel 1, 1 replica(s)) at $1.01/h" in recommendation_words(gpu)
 
 
-def test_tokens_served_use_the_specs_mean_length_not_the_draws() -> None:
-    """$/1M tokens of a uniform [80, 240] output read 0.6% low and moved with --seed: the draws' mean, not 160."""
+def test_tokens_served_use_the_specs_mean_length_not_the_draws(tmp_path: Path) -> None:
+    """$/1M tokens of a uniform [80, 240] output read 0.6% low and moved with --seed: the draws' mean, not 160; a
+    500-row CSV's moved 1-3% with --seed: the draws' mean, not the file's."""
     import numpy as np
 
-    from rightsize.llm.lengths import mean_length
+    from rightsize.llm.lengths import sample_with_longest
     from rightsize.spec.targets import Lengths
 
-    drawn = np.array([80, 81, 100, 120])
-    assert mean_length(Lengths(uniform=(80, 240)), drawn) == 160.0
-    assert mean_length(Lengths(fixed=128), drawn) == 128.0
-    assert mean_length(Lengths(csv="lengths.csv"), drawn) == pytest.approx(95.25)  # a CSV: its draws
+    rng = np.random.default_rng(0)
+    assert sample_with_longest(Lengths(uniform=(80, 240)), 50, rng)[1:] == (240, 160.0)
+    assert sample_with_longest(Lengths(fixed=128), 50, rng)[1:] == (128, 128.0)
+    (tmp_path / "lengths.csv").write_text("n\n" + "\n".join(map(str, range(1, 501))) + "\n")
+    for seed in (0, 5):
+        drawn, longest, mean = sample_with_longest(Lengths(csv="lengths.csv"), 600, np.random.default_rng(seed),
+                                                   tmp_path)  # fmt: skip
+        assert (longest, mean) == (500, 250.5) and drawn.mean() != mean  # the file's mean, whatever the draw
 
 
 def test_one_sequence_at_a_time_is_sized_by_capacity_not_by_its_idle_start(catalog: Catalog) -> None:

@@ -19,7 +19,7 @@ from rightsize.errors import NotFoundError, SpecError
 from rightsize.inputfile import decimal, read_user_text, short
 from rightsize.spec.targets import Lengths
 
-__all__ = ["MAX_CSV_TOKENS", "mean_length", "sample_lengths"]
+__all__ = ["MAX_CSV_TOKENS", "sample_lengths", "sample_with_longest"]
 
 MAX_CSV_TOKENS = 1_000_000  # a token count read from a lengths CSV: the cap of Lengths.fixed (spec/targets.py)
 
@@ -34,18 +34,21 @@ def sample_lengths(
 
 def sample_with_longest(
     spec: Lengths, n: int, rng: np.random.Generator, base_dir: Path | None = None, field: str = "lengths"
-) -> tuple[np.ndarray, int]:
-    """``sample_lengths`` and the most tokens ``spec`` can give one request (fixed; uniform's hi; a CSV's largest,
+) -> tuple[np.ndarray, int, float]:
+    """``sample_lengths``, the most tokens ``spec`` can give one request (fixed; uniform's hi; a CSV's largest,
     from the one read): the context check's worst case, not the largest of a random sample (a uniform range past
-    the context had planned on most seeds)."""
+    the context had planned on most seeds), and the spec's mean (fixed; the middle of a uniform range; the mean of
+    the CSV's rows): tokens served and $/1M tokens from the draws' mean had moved with --seed (0.6% low for a
+    uniform [80, 240]; 1-3% for a 500-row CSV)."""
     if spec.fixed is not None:
-        return np.full(n, spec.fixed, dtype=np.int64), spec.fixed
+        return np.full(n, spec.fixed, dtype=np.int64), spec.fixed, float(spec.fixed)
     if spec.uniform is not None:
-        return rng.integers(spec.uniform[0], spec.uniform[1] + 1, size=n, dtype=np.int64), spec.uniform[1]
+        lo, hi = spec.uniform
+        return rng.integers(lo, hi + 1, size=n, dtype=np.int64), hi, (lo + hi) / 2.0
     assert spec.csv is not None
     path = Path(spec.csv) if base_dir is None or Path(spec.csv).is_absolute() else base_dir / spec.csv
     values = _csv_column(path, spec.column, field)
-    return rng.choice(values, size=n, replace=True), int(values.max())
+    return rng.choice(values, size=n, replace=True), int(values.max()), float(values.mean())
 
 
 def _csv_column(path: Path, column: str | None, field: str = "lengths") -> np.ndarray:
@@ -102,6 +105,7 @@ def _csv_column(path: Path, column: str | None, field: str = "lengths") -> np.nd
         raise SpecError(f"{field}.csv", f"{where}{' ' if not cell else ': '}{problem}. {fix}")
 
     col: int = 0
+    width, header = 1, False  # the cells a row may hold: the header's, else one ("1,000" is 2 cells, not 1000 tokens)
     first = True  # the first non-blank row: a header or data
     values: list[int] = []
     try:
@@ -122,6 +126,7 @@ def _csv_column(path: Path, column: str | None, field: str = "lengths") -> np.nd
                                         "names none. To fix: add column: with the one that holds these token "
                                         "counts.")  # fmt: skip
                     col = cells.index(column) if column is not None else 0
+                    width, header = len(cells), True
                     continue
                 if column is None and sum(1 for c in row if c.strip()) > 1:
                     raise SpecError(f"{field}.csv", f"{shown} row {row_no} has {len(row)} values and no header row "
@@ -131,19 +136,14 @@ def _csv_column(path: Path, column: str | None, field: str = "lengths") -> np.nd
                     raise SpecError(f"{field}.column", f"{short(column)} names a column, but {shown} has no header "
                                     f"row (row {row_no} is data). To fix: add a header row naming the columns, or "
                                     "drop column: to read the first column.")  # fmt: skip
+            elif any(c.strip() for c in row[width:]):
+                names = f"the header row names {width}" if header else "no header row names them"
+                raise SpecError(f"{field}.csv", f"{shown} row {row_no} has {len(row)} values and {names}. To fix: "
+                                "one count per row (no thousands separators), or a header row and column: naming "
+                                "the one to read.")  # fmt: skip
             values.append(count(cell, row_no))
     except csv.Error as e:
         raise SpecError(f"{field}.csv", f"{shown} is not a valid CSV ({e}). {fix}") from None
     if not values:
         raise SpecError(f"{field}.csv", f"{shown} holds no token counts. {fix}")
     return np.array(values, dtype=np.int64)
-
-
-def mean_length(spec: Lengths, drawn: np.ndarray) -> float:
-    """The spec's mean token count (a fixed count; the middle of a uniform range), else the drawn counts' mean (a CSV
-    of lengths): $/1M tokens from the draws had moved with --seed, 0.6% low for uniform [80, 240]."""
-    if spec.fixed is not None:
-        return float(spec.fixed)
-    if spec.uniform is not None:
-        return (spec.uniform[0] + spec.uniform[1]) / 2.0
-    return float(drawn.mean())

@@ -40,7 +40,7 @@ from rightsize.errors import SpecError
 from rightsize.estimate.memory import Overheads
 from rightsize.llm import sizing
 from rightsize.llm.costs import StepCosts, device_numbers, eager_host_floor_ms, project_step_costs
-from rightsize.llm.lengths import mean_length, sample_with_longest
+from rightsize.llm.lengths import sample_with_longest
 from rightsize.llm.shape import DecoderShape
 from rightsize.llm.sim import WARMUP_SHARE, LLMSimConfig
 from rightsize.llm.sizing import Level
@@ -259,8 +259,9 @@ def plan_generative(
     """Plan ``target`` for a decoder of ``shape`` over ``catalog`` (module docstring)."""
     rng = np.random.default_rng(seed)
     g = "targets.generative"
-    prompts, p_max = sample_with_longest(target.prompt_tokens, SIM_REQUESTS, rng, base_dir, f"{g}.prompt_tokens")
-    outputs, o_max = sample_with_longest(target.output_tokens, SIM_REQUESTS, rng, base_dir, f"{g}.output_tokens")
+    prompts, p_max, _ = sample_with_longest(target.prompt_tokens, SIM_REQUESTS, rng, base_dir, f"{g}.prompt_tokens")
+    outputs, o_max, mean_out = sample_with_longest(target.output_tokens, SIM_REQUESTS, rng, base_dir,
+                                                   f"{g}.output_tokens")  # fmt: skip
     longest = p_max + o_max
     # GPT-2's learned position table; RoPE's trained context (positions past training are not a plan)
     for room, holds in ((shape.learned_positions, "the model's learned position table holds"),
@@ -315,7 +316,7 @@ def plan_generative(
             if isinstance(got, str):
                 plan.infeasible.append((label, got))
                 continue
-            cand = _candidate(inst, tp, price, got[:4], target, outputs)
+            cand = _candidate(inst, tp, price, got[:4], target, mean_out)
             plan.candidates.append(_with_energy(cand, inst, catalog) if catalog.power is not None else cand)
             plan.replicas[(inst.provider, inst.region, inst.instance_type)] = got[4], got[5]
     _rank(plan, purchase)
@@ -388,7 +389,8 @@ def _firm_up(plan: LLMPlan, target: GenerativeTarget, seed: int, insts: Mapping[
         else:
             tp = rec.tp if rec.device_class == "gpu" else 0
             price = inst.price_usd_per_hour(purchase) or rec.usd_per_hour / rec.instances
-            got = _candidate(inst, tp, price, (n, base, rec.kv_tokens, rec.step_source), target, plan.outputs)
+            mean_out = rec.output_tokens_per_s / target.rate_per_s  # the spec's mean output length
+            got = _candidate(inst, tp, price, (n, base, rec.kv_tokens, rec.step_source), target, mean_out)
             plan.candidates[i] = _with_energy(got, inst, catalog) if catalog.power is not None else got
         notes.append(f"{rec.instance}: {rec.replicas} replica(s) met the bounds on this draw of the simulation but "
                      f"not on {first_missed} of {MARGIN_DRAWS} others; "
@@ -505,12 +507,12 @@ def gpu_kv_room(shape: DecoderShape, acc: Accelerator, tp: int, weights: float, 
 
 
 def _candidate(inst: Instance, tp: int, price: float, got: tuple[int, Level, int, str],
-               target: GenerativeTarget, outputs: np.ndarray) -> LLMCandidate:  # fmt: skip
+               target: GenerativeTarget, mean_out: float) -> LLMCandidate:  # fmt: skip
     replicas, level, kv_tokens, source = got
     per_instance = inst.accelerator_count // tp if tp else 1
     n_inst = math.ceil(replicas / per_instance)
     cost = n_inst * price
-    tokens_s = target.rate_per_s * mean_length(target.output_tokens, outputs)
+    tokens_s = target.rate_per_s * mean_out
     over = target.budget_usd_per_hour is not None and cost > target.budget_usd_per_hour
     return LLMCandidate(
         provider=inst.provider, region=inst.region, instance=inst.instance_type,

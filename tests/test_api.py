@@ -109,7 +109,14 @@ def test_rs_plan_and_measure_stay_callable_once_their_subpackages_are_imported()
         (lambda: rs.memory("distilbert", catalog=123), r"^catalog: must be a CSV path, a Catalog or None"),
         # below: an AttributeError in memory_tiers, estimate_memory()'s own TypeError, slice()'s, pathlib's
         (lambda: rs.memory("distilbert", tiers=[1]), r"^tiers: must be 'builtin', GiB sizes such as '8,16,24', or"),
-        (lambda: rs.memory("distilbert", tiers="x"), r"^--tiers: expected 'builtin' or GiB sizes"),
+        (lambda: rs.memory("distilbert", tiers="x"), r"^tiers: expected 'builtin' or GiB sizes"),  # not --tiers
+        # the argument's name, not the CLI's (batch:, seq:); and the CLI's limits (1e12 had been blamed on seq)
+        (lambda: rs.memory("distilbert", batch_size=-4), r"^batch_size: must be >= 1, got -4"),
+        (lambda: rs.memory("gpt2", batch_size=10**12), r"^batch_size: must be at most 100,000,000, got 1,000,000,"),
+        (lambda: rs.memory("distilbert", seq_len=-1), r"^seq_len: must be >= 1"),
+        (lambda: rs.memory("resnet50", image_size=10**6), r"^image_size: must be at most 8,192, got 1,000,000"),
+        (lambda: rs.memory("gpt2", mode="train", fused="no"), r"^fused: must be True or False, got str 'no'"),
+        (lambda: rs.plan({"model": "distilbert"}, progress="yes"), r"^progress: must be True or False, got str"),
         (lambda: rs.memory("distilbert", foo=1), r"^foo: is not an argument of rightsize\.memory\. Known: mode, "),
         (lambda: rs.memory("distilbert", tier="8"), r"^tier: is not an argument of rightsize\.memory\. Did you mean"),
         (lambda: _record().to_dict(top=1.5), r"^top: must be a count of candidates >= 0, or None for all, got float"),
@@ -121,3 +128,42 @@ def test_a_wrong_argument_is_named(call: object, message: str) -> None:
     """A wrong type had surfaced as pathlib's or numpy's TypeError, or an AttributeError inside did_you_mean."""
     with pytest.raises(SpecError, match=message):
         call()  # type: ignore[operator]
+
+
+def test_a_read_only_or_closed_store_is_named(tmp_path: Path) -> None:
+    """A read-only Store raised sqlite3's "attempt to write a readonly database" from inside the sweep; a closed one
+    "Cannot operate on a closed database"."""
+    from rightsize.store import Store
+
+    with Store(tmp_path / "s.db") as st:
+        pass
+    with pytest.raises(SpecError, match=r"^store: the Store on .*s\.db' is closed"):
+        rs.measure(SPEC, store=st)
+    with Store(tmp_path / "s.db", read_only=True) as ro, pytest.raises(SpecError, match=r"^store: .* read_only=True"):
+        rs.plan(SPEC, store=ro)
+
+
+def test_measure_says_when_nothing_ran(tmp_path: Path) -> None:
+    """`rs.measure` of a cuda-only spec on a CPU machine returned an empty Profile, silently; bench exits 2."""
+    import torch
+
+    from rightsize.errors import UnsupportedError
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine runs cuda")
+    spec = SPEC | {"devices": ["cuda"]}
+    with pytest.raises(UnsupportedError, match=r"^nothing measured: the spec's devices \(cuda\)"):
+        rs.measure(spec, store=tmp_path / "s.db")
+
+
+@pytest.mark.slow
+def test_measure_says_when_every_config_failed(tmp_path: Path) -> None:
+    """A sequence past BERT's 512 positions failed its one config, and `rs.measure` returned that Profile silently."""
+    from rightsize.errors import RunFailedError
+
+    spec = {"name": "long", "model": "hf:bert", "tiny": True, "input": {"seq_len": 100_000}, "batch_sizes": [1],
+            "precisions": ["fp32"], "devices": ["cpu"]}  # fmt: skip
+    with pytest.raises(
+        RunFailedError, match=r"^every config of hf:bert failed here \(1\), e\.g\. batch 1 fp32 on cpu: "
+    ):
+        rs.measure(spec, store=tmp_path / "s.db")

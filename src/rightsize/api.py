@@ -70,10 +70,20 @@ def _store_type(store: object) -> None:
 
 
 def _store(store: str | Path | Store | None) -> Store:
+    """The store plan and measure write to: a path opened, or a Store that is open and writable (a read-only or
+    closed one had raised sqlite3's OperationalError / ProgrammingError from deep inside the sweep)."""
     from rightsize.store import Store
 
     _store_type(store)
-    return store if isinstance(store, Store) else Store(store)
+    if not isinstance(store, Store):
+        return Store(store)
+    if not store.is_open:
+        raise SpecError("store", f"the Store on {str(store.path)!r} is closed (its with block has ended); pass the "
+                        "path, or a Store that is open")  # fmt: skip
+    if store.read_only:
+        raise SpecError("store", f"the Store on {str(store.path)!r} was opened read_only=True, and this stores what "
+                        "it measures and plans; pass the path, or Store(path)")  # fmt: skip
+    return store
 
 
 def _catalog(catalog: str | Path | Catalog | None) -> Catalog:
@@ -201,6 +211,7 @@ def plan(
     from rightsize.workflows.plan import plan_spec
 
     _store_type(store)
+    _argument("progress", progress, (bool,), "True or False")
     _argument("seed", seed, (int,), f"an integer 0..{SEED_MAX}")
     if not 0 <= seed <= SEED_MAX:
         raise SpecError("seed", f"must be 0..{SEED_MAX}, got {seed}")
@@ -214,10 +225,25 @@ def plan(
 def measure(
     spec: str | Path | dict[str, Any] | Workload, *, store: str | Path | Store | None = None, progress: bool = False
 ) -> Profile:
-    """This machine's profile of ``spec``'s model (its sweep measured where the store lacks it), as ``bench``."""
+    """This machine's profile of ``spec``'s model (its sweep measured where the store lacks it), as ``bench``.
+    UnsupportedError when the spec leaves nothing this machine can run (devices: [cuda] here), RunFailedError when
+    every config failed (each failure's reason stays in the store): as ``bench`` exits 2 and 1 for them."""
+    from rightsize.errors import RunFailedError, UnsupportedError
     from rightsize.measure.profile_source import ensure_profile
 
-    return ensure_profile(workload(spec), _store(store), progress=progress)
+    _argument("progress", progress, (bool,), "True or False")
+    w = workload(spec)
+    profile = ensure_profile(w, _store(store), progress=progress)
+    if not profile.measurements:
+        raise UnsupportedError(f"nothing measured: the spec's devices ({', '.join(w.devices)}) and precisions "
+                               f"({', '.join(w.precisions)}) leave no config this machine can run. To fix: a "
+                               "precision the device runs (cpu: fp32, bf16, int8), a device it has (devices: [cpu]), "
+                               "or run the spec where those devices are")  # fmt: skip
+    if all(m.status == "failed" for m in profile.measurements):
+        m = profile.measurements[0]
+        raise RunFailedError(f"every config of {w.model} failed here ({len(profile.measurements)}), e.g. batch "
+                             f"{m.batch_size} {m.precision} on {m.device}: {(m.reason or '?')[:200]}")  # fmt: skip
+    return profile
 
 
 def memory(model: str, *, catalog: str | Path | Catalog | None = None, **kwargs: Any) -> MemoryEstimate:
@@ -242,13 +268,28 @@ def memory(model: str, *, catalog: str | Path | Catalog | None = None, **kwargs:
     for name in ("mode", "precision", "device", "optimizer"):
         if name in kwargs:
             _argument(name, kwargs[name], (str,), "a string, as the CLI's option of that name takes")
+    for name in ("fused", "advise", "tiny"):  # fused="no" had been stored as given and traced as fused
+        if name in kwargs:
+            _argument(name, kwargs[name], (bool,), "True or False")
     tiers = kwargs.get("tiers")
-    if isinstance(tiers, str):  # the CLI's --tiers text: "builtin" or "8,16,24"
-        kwargs["tiers"] = parse_tiers(tiers)
-    elif tiers is not None and not (isinstance(tiers, list) and all(isinstance(t, GpuTier) for t in tiers)):
+    if (
+        tiers is not None
+        and not isinstance(tiers, str)
+        and not (isinstance(tiers, list) and all(isinstance(t, GpuTier) for t in tiers))
+    ):
         raise SpecError("tiers", f"must be 'builtin', GiB sizes such as '8,16,24', or a list of GpuTier; got "
                         f"{short(tiers)}")  # fmt: skip
-    return estimate_memory(model, catalog=_catalog(catalog), **kwargs)
+    try:
+        if isinstance(tiers, str):  # the CLI's --tiers text: "builtin" or "8,16,24"
+            kwargs["tiers"] = parse_tiers(tiers)
+        return estimate_memory(model, catalog=_catalog(catalog), **kwargs)
+    except SpecError as e:  # the estimator names the CLI's fields (batch, seq, image, --tiers): say the argument's
+        if e.field in _MEMORY_ARGUMENTS:
+            raise SpecError(_MEMORY_ARGUMENTS[e.field], e.problem) from None
+        raise
+
+
+_MEMORY_ARGUMENTS = {"batch": "batch_size", "seq": "seq_len", "image": "image_size", "--tiers": "tiers"}
 
 
 def diagnose() -> Any:

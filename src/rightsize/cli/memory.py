@@ -21,6 +21,7 @@ from rightsize.cli._common import (
     options_named,
     out_console,
 )
+from rightsize.estimate.memory import MAX_BATCH, MAX_IMAGE, MAX_SEQ
 
 if TYPE_CHECKING:
     from rightsize.estimate.memory import MemoryEstimate
@@ -35,9 +36,9 @@ def memory(
     ),
     mode: str = typer.Option("infer", "--mode", help="train | infer (a spec's training | inference also work)."),
     precision: str = typer.Option("fp32", "--precision", help="fp32 | fp16 | bf16 | int8 | int4 (weights)."),
-    batch: int = typer.Option(1, "--batch", max=100_000_000, help="Batch size."),
-    seq: int | None = typer.Option(None, "--seq", max=1_000_000, help="Sequence length (token models)."),
-    image: int | None = typer.Option(None, "--image", max=8192, help="Image size in pixels (image models)."),
+    batch: int = typer.Option(1, "--batch", max=MAX_BATCH, help="Batch size."),
+    seq: int | None = typer.Option(None, "--seq", max=MAX_SEQ, help="Sequence length (token models)."),
+    image: int | None = typer.Option(None, "--image", max=MAX_IMAGE, help="Image size in pixels (image models)."),
     optimizer: str | None = typer.Option(None, "--optimizer", help="adamw | sgd (training; default adamw)."),
     fused: bool = typer.Option(False, "--fused", help="Fused optimizer step (no foreach temporary; training)."),
     device: str = typer.Option("cuda", "--device", help="cuda (GPU tiers) | cpu (this machine's RAM)."),

@@ -281,6 +281,9 @@ def scaled_trace(trace: TraceResult, factor: float) -> TraceResult:
     )  # fmt: skip
 
 
+MAX_BATCH, MAX_SEQ, MAX_IMAGE = 100_000_000, 1_000_000, 8192  # the CLI's --batch, --seq, --image limits too
+
+
 def check_request(
     entry: ZooEntry, mode: str, precision: str, device: str, optimizer: str, batch_size: int,
     seq_len: int | None, image_size: int | None,
@@ -298,6 +301,12 @@ def check_request(
         raise SpecError("precision", f"{precision} weights are for inference; train with fp32, bf16 or fp16 (AMP)")
     if batch_size < 1:
         raise SpecError("batch", f"must be >= 1, got {batch_size}")
+    limits: tuple[tuple[str, int | None, int], ...] = (
+        ("batch", batch_size, MAX_BATCH), ("seq", seq_len, MAX_SEQ), ("image", image_size, MAX_IMAGE),
+    )  # fmt: skip
+    for what, n, most in limits:  # 1e12 samples had traced into an overflow blamed on seq
+        if n is not None and n > most:
+            raise SpecError(what, f"must be at most {most:,}, got {n:,}")
     if (fixed := getattr(entry, "fixed_batch", None)) and batch_size != fixed:  # ONNX Runtime's traceback, before
         raise SpecError("batch", f"{entry.name} was exported for batch {fixed} only; estimate batch {fixed}, or "
                         "re-export it with a dynamic batch axis (torch.onnx.export(..., dynamic_shapes))")  # fmt: skip

@@ -93,6 +93,7 @@ class Store:
     def __init__(self, path: str | Path | None = None, *, read_only: bool = False) -> None:
         """Open (and create or migrate) the store; ``read_only`` never writes and never creates."""
         self.path = Path(path) if path is not None else default_store_path()
+        self.read_only = read_only
         self._conn = open_connection(self.path, read_only=read_only, on_open=self._adopt)
 
     def _adopt(self, conn: sqlite3.Connection) -> None:
@@ -120,6 +121,15 @@ class Store:
 
     def close(self) -> None:
         self._conn.close()
+
+    @property
+    def is_open(self) -> bool:
+        """False once closed (its ``with`` block left): a call on it would raise sqlite3.ProgrammingError."""
+        try:
+            self._conn.execute("SELECT 1")
+        except sqlite3.ProgrammingError:
+            return False
+        return True
 
     def __enter__(self) -> Store:
         return self

@@ -192,3 +192,11 @@ def test_an_alias_inside_its_own_anchor_is_refused_not_recursed_into() -> None:
         with pytest.raises(SpecError, match=inside):
             load_yaml(text, "s.yaml")
     assert load_yaml("base: &b [1, 2]\nother: *b\n", "s.yaml") == {"base": [1, 2], "other": [1, 2]}
+
+
+def test_write_whole_to_a_directory_says_so(tmp_path: Path) -> None:
+    """`record.report("adir.html")` on a directory said "(Is a directory) ... free some space": the wrong fix."""
+    (tmp_path / "adir.html").mkdir()
+    with pytest.raises(SpecError, match=r"^--report: '.*adir\.html' is a directory; pass the path of a file"):
+        write_whole(tmp_path / "adir.html", "x", "--report")
+    assert (tmp_path / "adir.html").is_dir()

@@ -13,6 +13,7 @@ documented in docs/spec.md ("Limits").
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import re
@@ -181,6 +182,8 @@ def write_whole(path: Path, text: str, option: str) -> None:
     Ctrl-C leaves the previous file as it was (writing in place had truncated it). A symlink's target is
     replaced, not the link. SpecError naming ``option`` when it cannot be written."""
     target = path.resolve()
+    if target.is_dir():  # os.replace's "Is a directory" had been answered "free some space"
+        raise SpecError(option, f"{str(path)!r} is a directory; pass the path of a file (in it, or beside it)")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
@@ -195,8 +198,12 @@ def write_whole(path: Path, text: str, option: str) -> None:
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
-            raise SpecError(option, f"cannot write {str(path)!r} ({exc.strerror or exc}); it was left as it was: "
-                            "free some space or pass another path") from None  # fmt: skip
+            full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+            raise SpecError(
+                option,
+                f"cannot write {str(path)!r} ({exc.strerror or exc}); it was left as it was: "
+                + ("free some space or pass another path" if full else "pass another path"),
+            ) from None
         raise
 
 

@@ -100,3 +100,26 @@ def test_a_per_token_overhead_beyond_the_engines_own_step_is_doubted_in_the_repo
              "decode_residual": 0.1}  # fmt: skip
     report = {"costs": costs, "overhead_ms": 10.0, "per_token_ms": 32.56, "overhead_doubt": doubt, "levels": []}
     assert f"doubt: {doubt}" in render_generative(report).splitlines()
+
+
+def test_a_level_that_is_not_valid_says_why_and_is_left_out_of_the_summary() -> None:
+    """`validate` printed a level `valid False` with no reason and counted its errors (up to 95%) in the summary."""
+    from rightsize.workflows.validate_generate import render_generative
+
+    def level(busy: float, valid: bool, err: float, problems: list[str]) -> dict[str, object]:
+        q = {"ttft_p50": 10.0, "ttft_p95": 20.0, "tpot_p50": 5.0}
+        errs = {k: err for k in q}
+        return {"level_busy": busy, "rate_per_s": 1.0, "requests": 40, "valid": valid, "problems": problems,
+                "recorded": 36, "thin": False, "measured": q, "forecast": q, "served": q,
+                "forecast_err_pct": errs, "served_err_pct": errs}  # fmt: skip
+
+    costs = {"p0": 1.0, "p1": 0.1, "p2": 0.0, "d0": 4.5, "d1": 0.36, "d2": 0.0, "prefill_residual": 0.1,
+             "decode_residual": 0.1}  # fmt: skip
+    lag = "send lag p99 41.0 ms > 20 ms"
+    report = {"costs": costs, "overhead_ms": 1.0, "per_token_ms": 0.1, "overhead_doubt": None,
+              "levels": [level(0.3, True, 5.0, []), level(0.85, False, 94.8, [lag])]}  # fmt: skip
+    s = summarise([report], "forecast")
+    assert (s["n"], s["worst_abs_err_pct"], s["invalid_levels"]) == (3, 5.0, 1)
+    assert f"not valid: level 85% ({lag}); left out of the error summary" in render_generative(report).splitlines()
+    none = summarise([report | {"levels": [level(0.85, False, 94.8, [lag])]}], "served")
+    assert none["n"] == 0 and math.isnan(none["worst_abs_err_pct"]) and none["invalid_levels"] == 1

@@ -175,8 +175,9 @@ def _validate_generative(workload: Any, spec: Path, fractions: tuple[float, ...]
     if not as_json:
         typer.echo(render_generative(report))
         f = report["forecast"]
+        left = f" ({f['invalid_levels']} level(s) not valid, left out)" if f["invalid_levels"] else ""
         typer.echo(f"forecast: median |error| {f['median_abs_err_pct']:.1f}%, worst {f['worst_abs_err_pct']:.1f}%, "
-                   f"within 20%: {f['within_20pct']}/{f['n']}")  # fmt: skip
+                   f"within 20%: {f['within_20pct']}/{f['n']}{left}")  # fmt: skip
         for note in notes:
             typer.echo(f"note: {note}")
     return report

@@ -28,6 +28,7 @@ intended send time. Steps:
 from __future__ import annotations
 
 import json
+import math
 import socket
 import subprocess
 import sys
@@ -41,7 +42,7 @@ import numpy as np
 
 from rightsize.errors import RunFailedError, SpecError
 from rightsize.llm.costs import StepCosts, fit_step_costs
-from rightsize.llm.loadgen import QUANTITIES, run_generation_load
+from rightsize.llm.loadgen import QUANTITIES, load_problems, run_generation_load
 from rightsize.llm.sim import Lengths, LLMSimConfig, draw_lengths, simulate_llm
 from rightsize.loadgen.schedule import Arrival, arrival_offsets_s, schedule_size
 
@@ -248,6 +249,7 @@ def validate_generative(
             sv = simulate_level(fit_step_costs(lv["iterations"]), cfg, lv, overhead, per_token)
             levels.append({
                 "level_busy": busy, "rate_per_s": round(rate, 3), "requests": s["sent"], "valid": s["valid"],
+                "problems": load_problems(s["sent"], s["answered"], s["send_lag_p99_ms"], s["recorded"]),
                 "duration_s": round(secs, 1), "recorded": lv["recorded"], "thin": lv["recorded"] < THIN,
                 "send_lag_p99_ms": round(s["send_lag_p99_ms"], 2),
                 "measured": {k: round(v, 2) for k, v in meas.items()},
@@ -276,10 +278,17 @@ def overhead_doubt(step_ms: float, per_token_ms: float) -> str | None:
 
 
 def summarise(reports: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    """Median / worst |error| of ``kind`` ("forecast" | "served") over every level and quantity."""
-    errs = [abs(v) for r in reports for lv in r["levels"] for v in lv[f"{kind}_err_pct"].values()]
-    return {"median_abs_err_pct": float(np.median(errs)), "worst_abs_err_pct": max(errs),
-            "within_20pct": sum(e <= 100 * TARGET for e in errs), "n": len(errs)}  # fmt: skip
+    """Median / worst |error| of ``kind`` ("forecast" | "served") over every valid level and quantity; a level whose
+    load test was not valid (requests unanswered, a generator that sent late: ``problems``) is counted in
+    ``invalid_levels``, not in the errors (its "measured" is not what the server does at that rate). NaN and 0 of 0
+    when no level is valid."""
+    valid = [lv for r in reports for lv in r["levels"] if lv.get("valid", True)]
+    errs = [abs(v) for lv in valid for v in lv[f"{kind}_err_pct"].values()]
+    n_levels = sum(len(r["levels"]) for r in reports)
+    return {"median_abs_err_pct": float(np.median(errs)) if errs else math.nan,
+            "worst_abs_err_pct": max(errs) if errs else math.nan,
+            "within_20pct": sum(e <= 100 * TARGET for e in errs), "n": len(errs),
+            "invalid_levels": n_levels - len(valid)}  # fmt: skip
 
 
 def _spread(report: dict[str, Any]) -> str:
@@ -309,6 +318,10 @@ def render_generative(report: dict[str, Any]) -> str:
                 f"{lv['measured'][q]:>9.1f} {lv['forecast'][q]:>9.1f} {lv['forecast_err_pct'][q]:>+5.0f}% "
                 f"{lv['served'][q]:>9.1f} {lv['served_err_pct'][q]:>+5.0f}%"
             )
+    for lv in report["levels"]:  # valid False had stood in the table with no reason, and in the summary's errors
+        if not lv["valid"]:
+            why = "; ".join(lv.get("problems") or []) or "see the load test's summary"
+            lines.append(f"not valid: level {lv['level_busy']:.0%} ({why}); left out of the error summary")
     if thin:
         lines.append(f"thin: level(s) {', '.join(thin)} recorded fewer than {THIN} requests, so their p95 is one "
                      "request's and their errors are noise as much as the simulator's; a longer --duration "

@@ -42,7 +42,11 @@ def test_html_and_markdown_reports_carry_the_curves_and_the_cost_per_token(tmp_p
     assert html.count("<tr>") == len(plan.candidates) + 1 and f"{rec.usd_per_m_output_tokens:.2f}" in html
     assert rec.watts is not None and f"{rec.watts:.0f} W at {rec.busy:.0%} busy" in html  # the power box
     assert f"math units {rec.compute_share:.0%} of that" in html
+    # the columns carry the target's percentiles, and "projected" says nothing was timed (not "no GPU was measured")
+    assert "<th>TTFT p95 ms</th><th>TPOT p50 ms</th>" in html and "nothing was timed for this plan" in html
+    assert "tokens/s at 1 sequence<" in html and "at 1 sequences" not in html
     md = md_path.read_text()
+    assert "| TTFT p95 ms | TPOT p50 ms |" in md
     assert "Recommended:" in md and md.count("TTFT / TPOT vs rate") == shown
     # the Markdown page carries the concurrency evidence too, and the CLI's kWh figures (3 decimals)
     assert md.count("Decode tokens/s vs concurrency") == shown

@@ -196,7 +196,7 @@ def _generative_run(st: Store, run_id: str, name: str, created: str) -> str:
     arts = st.artifacts(kind="generative-plan", run_id=run_id)
     if not arts:
         return f'<p class="sub">generative plan · {esc(name)} · {esc(created)}</p><p>No plan was stored.</p>'
-    from rightsize.report.generative import recommendation_words  # llm.plan: only for this page
+    from rightsize.report.generative import PROJECTED_ONLY, recommendation_words  # llm.plan: only for this page
 
     p = arts[0]["payload"]
     what = recommendation_words(p.get("recommendation"))
@@ -204,7 +204,10 @@ def _generative_run(st: Store, run_id: str, name: str, created: str) -> str:
              usd(c.get("usd_per_hour")), num(c.get("ttft_ms")), num(c.get("tpot_ms")),
              usd(c.get("usd_per_m_output_tokens")), "yes" if c.get("meets") else f"no: {c.get('why') or ''}"]
             for c in p.get("candidates") or []]  # fmt: skip
-    head = ["instance", "device", "tp", "replicas", "$/h", "TTFT ms", "TPOT ms", "$/1M out tok", "meets"]
+    g = p.get("target") or {}
+    pct_of = {k: (g.get(k) or {}).get("percentile") for k in ("ttft", "tpot")}
+    ttft, tpot = (f"{k.upper()}{f' p{v:g}' if isinstance(v, int | float) else ''} ms" for k, v in pct_of.items())
+    head = ["instance", "device", "tp", "replicas", "$/h", ttft, tpot, "$/1M out tok", "meets"]
 
     def option(i: dict[str, Any]) -> str:  # "p4d.24xlarge tp=8" (a tensor-parallel degree), or the instance
         return str(i.get("instance")) + (f" tp={i['tp']}" if i.get("tp") else "")
@@ -213,7 +216,7 @@ def _generative_run(st: Store, run_id: str, name: str, created: str) -> str:
     notes = "".join(f"<li>{esc(n)}</li>" for n in p.get("notes") or [])
     return (f'<p class="sub">generative plan · {esc(name)} · model {esc(p.get("model", "-"))} · {esc(created)}</p>'
             f'<section class="card rec"><h2>Recommendation</h2><p class="headline">{esc(what)}</p>'
-            '<p class="note">Every figure is projected: no GPU was measured for this plan.</p>'
+            f'<p class="note">{esc(PROJECTED_ONLY)}</p>'
             + (f'<p><a href="/report/{esc(arts[0]["id"])}">Full report</a>: TTFT and TPOT vs rate, tokens/s vs '
                "concurrency</p>" if "report_state" in p else "") + "</section>"
             f"<section><h2>Candidates</h2>{_table(head, rows, 'generative-candidates')}</section>"

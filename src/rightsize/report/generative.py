@@ -118,7 +118,7 @@ def concurrency_chart(plan: LLMPlan) -> str:
     ctx = _mean_context(plan)
     series = []
     for i, c in enumerate(_shown(plan)):
-        pts = [Point(b, tps, f"{_label(c)}: {num(tps)} tokens/s at {b} sequences")
+        pts = [Point(b, tps, f"{_label(c)}: {num(tps)} tokens/s at {b} sequence{'s' if b != 1 else ''}")
                for b, tps in concurrency_points(plan, c)]  # fmt: skip
         series.append(Series(_label(c), pts, PALETTE[i % len(PALETTE)], dashed=True, hollow=True))
     return xy_chart("tokens-concurrency", "decode tokens/s vs concurrency (one replica)", series,
@@ -137,8 +137,16 @@ def _kwh(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-_HEAD = ("instance", "device", "tp", "replicas", "instances", "$/h", "TTFT ms", "TPOT ms", "$/1M out tok",
-         "kWh/1M out tok", "KV tokens")  # fmt: skip
+PROJECTED_ONLY = (
+    "Every figure is projected from the model's shape and each device's catalog numbers: nothing was "
+    "timed for this plan."
+)  # it had said no GPU was timed, of CPU plans too
+
+
+def _head(target: GenerativeTarget) -> tuple[str, ...]:
+    """The candidates table's columns, the latencies with the target's percentiles (they had read "TTFT ms")."""
+    return ("instance", "device", "tp", "replicas", "instances", "$/h", f"TTFT p{target.ttft.percentile:g} ms",
+            f"TPOT p{target.tpot.percentile:g} ms", "$/1M out tok", "kWh/1M out tok", "KV tokens")  # fmt: skip
 
 
 def _headline(plan: LLMPlan, name: str, target: GenerativeTarget) -> str:
@@ -168,7 +176,7 @@ def render_generative_html(
     plan: LLMPlan, target: GenerativeTarget, name: str, *, generated_at: str | None = None
 ) -> str:
     """The page, laid out as the main report: header, recommendation card, charts, candidates, notes."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in _HEAD)
+    head = "".join(f"<th>{esc(h)}</th>" for h in _head(target))
     body_rows = "".join("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in r) + "</tr>" for r in _rows(plan))
     charts = "".join([*rate_charts(plan, target), concurrency_chart(plan)])
     notes = "".join(f"<li>{esc(n)}</li>" for n in plan.notes)
@@ -183,7 +191,7 @@ def render_generative_html(
                 f'{esc(rec.instance)} <span class="badge projected">projected</span></p>'
                 f'<p class="sub">{esc(_headline(plan, name, target))}</p>{_stats(rec)}</section>')  # fmt: skip
     body = (f'<header><h1>{esc(name)}: generative serving plan</h1><p class="sub">{esc(meta)}</p></header><main>'
-            f"{card}<p class=\"note\">Every figure is projected: no GPU was measured for this plan.</p>"
+            f"{card}<p class=\"note\">{esc(PROJECTED_ONLY)}</p>"
             f'<section><h2>Evidence</h2><div class="charts">{charts}</div></section>'
             f'<section><h2>Candidates</h2><div class="scroll"><table data-table="candidates"><thead><tr>{head}</tr>'
             f"</thead><tbody>{body_rows}</tbody></table></div></section>"
@@ -195,8 +203,8 @@ def render_generative_html(
 
 def render_generative_markdown(plan: LLMPlan, target: GenerativeTarget, name: str) -> str:
     lines = [f"# {md(name)}: generative serving plan", "", f"generative serving plan · rightsize {__version__}", "",
-             _headline(plan, name, target), "", "Every figure is projected: no GPU was measured for this plan.", "",
-             "| " + " | ".join(_HEAD) + " |", "|" + "---|" * len(_HEAD)]  # fmt: skip
+             _headline(plan, name, target), "", PROJECTED_ONLY, "",
+             "| " + " | ".join(_head(target)) + " |", "|" + "---|" * len(_head(target))]  # fmt: skip
     lines += ["| " + " | ".join(md(v) for v in r) + " |" for r in _rows(plan)]
     for c in _shown(plan):
         pts = plan.sweep(c, target, RATE_FACTORS)

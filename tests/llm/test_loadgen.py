@@ -86,9 +86,9 @@ def test_a_token_server_answers_only_the_bearer_of_its_token(capsys: pytest.Capt
     assert metrics.status_code == iterations.status_code == 401 and metrics.headers["www-authenticate"] == "Bearer"
     assert authed.status_code == 200 and 'rightsize_llm_requests_total{code="401"} 2' in authed.text
     assert info.status_code == 200  # settings stay open, as the prediction server's /v1/info
-    assert exc.value.code == 1 and "answered 401: the server wants its bearer token; give it with --token" in (
-        capsys.readouterr().err
-    )
+    cap = capsys.readouterr()
+    assert exc.value.code == 1 and "answered 401: the server wants its bearer token; give it with --token" in cap.err
+    assert "sent 1, answered 0 (1 x HTTP 401)," in cap.out  # had printed Python's dict: answered 0 {'401': 1}
     with pytest.raises(SpecError, match="one line"):
         run_generation_load(url, [0.0], [8], [3], token="a\r\nX-Injected: 1")
 

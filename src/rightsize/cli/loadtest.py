@@ -351,7 +351,9 @@ def _generate_load(
         t, o = summary["ttft_ms"], summary["tpot_ms"]
         valid = "VALID" if summary["valid"] else "INVALID"
         kept = f", recorded {summary['recorded']} after the {warmup_s:g} s warm-up" if warmup_s > 0 else ""
-        lines = [f"sent {summary['sent']}, answered {summary['answered']} {summary['statuses']}{kept}, "
+        statuses = summary["statuses"].items()  # "200: 30" had printed as Python's dict {'200': 30}
+        codes = ", ".join(f"{n} x HTTP {c}" if c != "0" else f"{n} with no reply" for c, n in statuses)
+        lines = [f"sent {summary['sent']}, answered {summary['answered']} ({codes}){kept}, "
                  f"send lag p99 {summary['send_lag_p99_ms']:.1f} ms, {valid}"]  # fmt: skip
         if t:
             lines.append(f"TTFT ms  p50 {t['p50']:.1f}  p90 {t['p90']:.1f}  p95 {t['p95']:.1f}  p99 {t['p99']:.1f}")

@@ -94,6 +94,19 @@ def test_training_report_has_cluster_and_spot_charts(tmp_path: Path, plan_traini
     assert "P(meet deadline)" in html and "93%" in html
 
 
+def test_the_spot_chart_draws_only_rows_the_plan_kept(tmp_path: Path, plan_training: PlanResult) -> None:
+    """bert-finetune's chart drew an Azure T4 spot bar at $0.017 that the plan had left out (no interruption
+    estimate for it), beside the recommendation's $0.10."""
+    first = plan_training.candidates[0]
+    left_out = replace(first, instance="Standard_NC4as_T4_v3", purchase="spot", feasible=False,
+                       cost_usd_total=0.017, reasons=["no interruption estimate for this spot row"])  # fmt: skip
+    plan = replace(plan_training, candidates=[*plan_training.candidates, left_out])
+    html = write_report(plan, tmp_path / "s.html", memory=MEMORY).read_text()
+    spot = html.split('data-chart="spot-cost"')[1].split("</figure>")[0]
+    assert "Standard_NC4as_T4_v3" not in spot and _charts(html)["spot-cost"] == 3
+    assert "4×g5.xlarge fp16" in spot or "4×g5.xlarge bf16" in spot  # the category names the precision
+
+
 def test_missing_sweep_skips_the_rate_chart_with_a_note(tmp_path: Path, plan_online: PlanResult) -> None:
     html = write_report(plan_online, tmp_path / "n.html").read_text()
     assert 'data-chart-skipped="p95-rate"' in html

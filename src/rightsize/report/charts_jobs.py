@@ -93,6 +93,8 @@ def spot_charts(data: ReportData, top: int = 4) -> list[str]:
     """Spot and mixed (spot until slack runs out, then on-demand) vs on-demand, per configuration."""
     configs: dict[tuple[Any, ...], dict[str, Mapping[str, Any]]] = {}
     for c in data.candidates:
+        if not c.get("feasible"):  # a spot row left out of the plan (no interruption estimate) had been drawn
+            continue
         key = (c.get("instance"), c.get("count"), c.get("precision"))
         if key not in configs and len(configs) >= top:
             continue
@@ -105,7 +107,7 @@ def spot_charts(data: ReportData, top: int = 4) -> list[str]:
                 "spot-cost", "Spot vs on-demand", [], [], Axis("USD"), empty="no spot option among the candidates"
             )
         ]
-    cats = [f"{k[1] or 1}×{k[0]}" for k in configs]
+    cats = [f"{k[1] or 1}×{k[0]} {k[2]}" for k in configs]  # bf16 and fp16 of one instance had read alike
     t = data.targets
 
     def cost(c: Mapping[str, Any] | None) -> Bar:

@@ -48,6 +48,9 @@ def test_an_unknown_option_exits_2_for_every_command(command: str, capsys: pytes
         (["plan", "examples/quick.yaml", "--seed", "-1"], "--seed"),
         (["results", "--limit", "99999999999999999999"], "--limit"),
         (["serve", "gpt2", "--generate", "--size", "tiny", "--seq", "64"], "--seq: only applies to a prediction"),
+        # an option typed at its default value was served (or sent) silently, as if it applied
+        (["serve", "gpt2", "--generate", "--size", "tiny", "--max-batch", "8"], "--max-batch: only applies to a"),
+        (["loadtest", "http://127.0.0.1:9/", "--generate", "--rate", "2", "--samples", "1"], "--samples: only applies"),
         (["loadtest", "http://127.0.0.1:9/", "--generate", "--rate", "2", "--samples", "4"], "--samples: only applies"),
         (["loadtest", "http://127.0.0.1:9/", "--generate", "--find-knee", "--slo-p95", "100"], "--find-knee: the knee"),
         (["loadtest", "http://127.0.0.1:9/", "--generate", "--rate", "2", "--prompt-tokens", "10-"], "--prompt-tokens"),

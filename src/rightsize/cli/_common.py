@@ -61,6 +61,13 @@ def catalog_paths(paths: list[Path] | None) -> list[Path]:
     return env_catalog_paths()
 
 
+def given(ctx: typer.Context, param: str) -> bool:
+    """Whether the user typed the option of parameter ``param`` on the command line, even at its default value:
+    `serve --generate --max-batch 8` (the default) had been served silently where `--max-batch 16` was refused."""
+    source = ctx.get_parameter_source(param)
+    return source is not None and source.name == "COMMANDLINE"
+
+
 def split_values(values: list[str] | None, option: str) -> list[str]:
     """A repeatable option's values with comma-separated ones split: ``--provider aws,gcp`` is
     ``--provider aws --provider gcp`` (it had been one provider named 'aws,gcp', "Did you mean 'gcp'?").

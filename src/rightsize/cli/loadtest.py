@@ -18,7 +18,7 @@ from typing import Any
 
 import typer
 
-from rightsize.cli._common import JSON_OPTION, STORE_OPTION, emit_json, err_console
+from rightsize.cli._common import JSON_OPTION, STORE_OPTION, emit_json, err_console, given
 from rightsize.errors import NotFoundError, RunFailedError, SpecError
 from rightsize.inputfile import check_finite
 
@@ -90,6 +90,7 @@ def store_payload(payload: dict[str, Any], store: Path | None) -> str | None:
 
 
 def loadtest(
+    ctx: typer.Context,
     url: str = typer.Argument(..., help="http://host:port[/path]; without a path, POST /v1/predict."),
     rate: float | None = typer.Option(None, "--rate", help="Open loop: requests per second (recommended)."),
     concurrency: int | None = typer.Option(
@@ -201,9 +202,10 @@ def loadtest(
 
         schedule_size(rate, duration_s=duration, requests=requests)
     only = {  # options of one kind of load only: refused rather than ignored
-        "--samples": samples != 1, "--body": body is not None, "--json-body": json_body is not None,
-        "--method": method is not None, "--encoding": encoding != "auto", "--header": bool(header),
-        "--arrival": arrival != "poisson", "--slo-p95": slo_p95 is not None,
+        "--samples": samples != 1 or given(ctx, "samples"), "--body": body is not None,
+        "--json-body": json_body is not None, "--method": method is not None,
+        "--encoding": encoding != "auto" or given(ctx, "encoding"), "--header": bool(header),
+        "--arrival": arrival != "poisson" or given(ctx, "arrival"), "--slo-p95": slo_p95 is not None,
     }  # fmt: skip
     if generate and (flag := next((f for f, on in only.items() if on), None)):
         raise SpecError(flag, "only applies to a prediction server's load test; drop it with --generate (which "

@@ -8,11 +8,12 @@ from typing import Any
 
 import typer
 
-from rightsize.cli._common import JSON_OPTION, check_token, emit_json, err_console
+from rightsize.cli._common import JSON_OPTION, check_token, emit_json, err_console, given
 from rightsize.errors import SpecError
 
 
 def serve_command(
+    ctx: typer.Context,
     model: str = typer.Argument(
         ..., help="Zoo name (`rightsize models`), hf:CONFIG_DIR, hf:TYPE, model.onnx, model.pt or module:factory."
     ),
@@ -100,7 +101,7 @@ def serve_command(
         raise SpecError("--log-level", f"must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
     if generate:
         # options of the prediction server, set away from their defaults: refused, not silently dropped
-        _refuse_set("only applies to a prediction server, not to --generate; drop it", seq=seq, image=image,
+        _refuse_set(ctx, "only applies to a prediction server, not to --generate; drop it", seq=seq, image=image,
                     shape=shape, vocab=vocab, precision=precision, max_batch=max_batch, max_wait_ms=max_wait_ms,
                     workers=workers, router=router, crossover=crossover, lane=lane or None,
                     slo_ms=slo_ms, max_queue_batches=max_queue_batches)  # fmt: skip
@@ -111,7 +112,7 @@ def serve_command(
         _serve_generate(model, "tiny" if tiny else size or "small", limits, host, port,
                         log_level, as_json, token)  # fmt: skip
         return
-    _refuse_set("only applies to a generation server; add --generate (or drop the option)", size=size,
+    _refuse_set(ctx, "only applies to a generation server; add --generate (or drop the option)", size=size,
                 max_seqs=max_seqs, kv_tokens=kv_tokens, max_prompt_tokens=max_prompt_tokens,
                 max_new_tokens=max_new_tokens)  # fmt: skip
     from rightsize.models.user_input import user_input_options
@@ -175,13 +176,13 @@ def serve_command(
     serve(config, on_ready)
 
 
-def _refuse_set(problem: str, **values: Any) -> None:
-    """A SpecError naming the first of ``values`` (serve_command's parameters by name) set away from its default
-    (read from serve_command's own signature, so the two cannot drift apart)."""
+def _refuse_set(ctx: typer.Context, problem: str, **values: Any) -> None:
+    """A SpecError naming the first of ``values`` (serve_command's parameters by name) given on the command line or
+    set away from its default (read from serve_command's own signature, so the two cannot drift apart)."""
     params = inspect.signature(serve_command).parameters
     for name, value in values.items():
         option = params[name].default  # a typer OptionInfo
-        if value is not None and value != option.default:
+        if value is not None and (value != option.default or given(ctx, name)):
             raise SpecError(option.param_decls[0], problem)
 
 

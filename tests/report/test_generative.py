@@ -57,3 +57,16 @@ def test_html_and_markdown_reports_carry_the_curves_and_the_cost_per_token(tmp_p
     sweep = plan.sweep(rec, TARGET, RATE_FACTORS)
     assert [r for r, _, _ in sweep] == [TARGET.rate_per_s * f for f in RATE_FACTORS]
     assert sweep[-1][1] >= sweep[0][1]
+
+
+def test_a_plan_no_option_serves_says_so_instead_of_an_empty_table(tmp_path: Path) -> None:
+    """A 70B spec with TPOT <= 2 ms printed a table header over no rows, in the CLI and both reports."""
+    tight = TARGET.model_copy(update={"tpot": TARGET.tpot.model_copy(update={"bound_ms": 2.0})})
+    plan = plan_generative(DecoderShape.from_zoo("llama-70b"), tight, load_catalog(), instances=["p5.48xlarge"])
+    assert plan.recommendation is None and not plan.candidates
+    html_path, md_path = tmp_path / "r.html", tmp_path / "r.md"
+    write_generative_report(plan, tight, "imp", html_path)
+    write_generative_report(plan, tight, "imp", md_path)
+    html, md = html_path.read_text(), md_path.read_text()
+    assert 'data-table="candidates"' not in html and "No instance option serves it: see why below." in html
+    assert "| instance |" not in md and "No instance option serves it: see why below." in md

@@ -251,7 +251,8 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
         table.add_row(escape(c.instance), c.device, str(c.tp), str(c.replicas), str(c.instances), cost,
                       f"{c.ttft_ms:.0f} ms", f"{c.tpot_ms:.1f} ms", format_usd(c.usd_per_m_output_tokens, sign=False),
                       kwh)  # fmt: skip
-    out_console.print(table)
+    if plan.candidates:  # none serves it: the reasons below, not a header over no rows
+        out_console.print(table)
     rec = plan.recommendation
     if rec is None:
         out_console.print(f"[bold red]{escape(plan.why_none(g.budget_usd_per_hour) or '')}[/bold red]", highlight=False)

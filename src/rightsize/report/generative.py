@@ -193,9 +193,10 @@ def render_generative_html(
     body = (f'<header><h1>{esc(name)}: generative serving plan</h1><p class="sub">{esc(meta)}</p></header><main>'
             f"{card}<p class=\"note\">{esc(PROJECTED_ONLY)}</p>"
             f'<section><h2>Evidence</h2><div class="charts">{charts}</div></section>'
-            f'<section><h2>Candidates</h2><div class="scroll"><table data-table="candidates"><thead><tr>{head}</tr>'
-            f"</thead><tbody>{body_rows}</tbody></table></div></section>"
-            f"<section><h2>Notes</h2><ul>{notes}</ul></section>"
+            + (f'<section><h2>Candidates</h2><div class="scroll"><table data-table="candidates"><thead><tr>{head}</tr>'
+               f"</thead><tbody>{body_rows}</tbody></table></div></section>" if body_rows else
+               "<section><h2>Candidates</h2><p>No instance option serves it: see why below.</p></section>")
+            + f"<section><h2>Notes</h2><ul>{notes}</ul></section>"
             + (f"<section><h2>Cannot serve it</h2><ul>{infeasible}</ul></section>" if infeasible else "")
             + "</main>")  # fmt: skip
     return page(f"{name}: generative plan", body)
@@ -203,9 +204,14 @@ def render_generative_html(
 
 def render_generative_markdown(plan: LLMPlan, target: GenerativeTarget, name: str) -> str:
     lines = [f"# {md(name)}: generative serving plan", "", f"generative serving plan · rightsize {__version__}", "",
-             _headline(plan, name, target), "", PROJECTED_ONLY, "",
-             "| " + " | ".join(_head(target)) + " |", "|" + "---|" * len(_head(target))]  # fmt: skip
-    lines += ["| " + " | ".join(md(v) for v in r) + " |" for r in _rows(plan)]
+             _headline(plan, name, target), "", PROJECTED_ONLY, ""]  # fmt: skip
+    rows = _rows(plan)  # none serves it: a sentence, not a header over no rows
+    lines += (
+        ["| " + " | ".join(_head(target)) + " |", "|" + "---|" * len(_head(target))]
+        if rows
+        else ["No instance option serves it: see why below."]
+    )
+    lines += ["| " + " | ".join(md(v) for v in r) + " |" for r in rows]
     for c in _shown(plan):
         pts = plan.sweep(c, target, RATE_FACTORS)
         end = _past_capacity(pts, target)

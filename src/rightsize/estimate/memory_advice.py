@@ -139,8 +139,8 @@ def _shard(inp: MemoryInputs, largest: GpuTier) -> Advice | None:
 
 def smaller_tier_batches(inp: MemoryInputs, tiers: list[GpuTier]) -> list[Advice]:
     """When the request fits, but not the smallest tier: the largest batch that fits each of the (up to) two next
-    smaller tiers, e.g. ResNet-50 training at batch 512 needs an 80 GiB GPU where batch 192 fits a 24 GiB one. A
-    CPU estimate has no tiers to step down."""
+    smaller tiers, e.g. ResNet-50 training at batch 512 needs an 80 GiB GPU where batch 212 fits the 22.49 GiB an
+    A10G or L4 exposes. A CPU estimate has no tiers to step down."""
     chosen = pick_tier(_total(assemble(inp)[0]), tiers)
     if inp.device != "cuda" or chosen is None:
         return []

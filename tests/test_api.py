@@ -167,3 +167,17 @@ def test_measure_says_when_every_config_failed(tmp_path: Path) -> None:
         RunFailedError, match=r"^every config of hf:bert failed here \(1\), e\.g\. batch 1 fp32 on cpu: "
     ):
         rs.measure(spec, store=tmp_path / "s.db")
+
+
+def test_diagnose_used_without_a_with_block_says_how() -> None:
+    """`w = rs.diagnose(); w.report()` raised AttributeError on contextlib's _GeneratorContextManager, and
+    `rightsize.diagnose(5)` a TypeError naming _CallableModule.__call__."""
+    import rightsize
+
+    with pytest.raises(SpecError, match=r"^diagnose: watches the code inside a with block; write `with rs\.diagnose"):
+        rs.diagnose().report()
+    with pytest.raises(SpecError, match=r"^diagnose: takes no arguments"):
+        rightsize.diagnose(5)  # type: ignore[call-arg]
+    with rs.diagnose() as w:
+        sum(range(1000))
+    assert w.report().startswith("watched ")

@@ -28,6 +28,7 @@ from rightsize.inputfile import short
 
 if TYPE_CHECKING:
     from rightsize.catalog import Catalog
+    from rightsize.diagnose import Watching
     from rightsize.estimate.memory import MemoryEstimate
     from rightsize.plan import Candidate, PlanResult
     from rightsize.profile import Profile
@@ -292,8 +293,8 @@ def memory(model: str, *, catalog: str | Path | Catalog | None = None, **kwargs:
 _MEMORY_ARGUMENTS = {"batch": "batch_size", "seq": "seq_len", "image": "image_size", "--tiers": "tiers"}
 
 
-def diagnose() -> Any:
+def diagnose() -> Watching:
     """``with rs.diagnose() as w: ...`` watches the loop in the block; ``w.report()`` is the checklist."""
-    from rightsize.diagnose import watch
+    from rightsize.diagnose import Watching
 
-    return watch()
+    return Watching()

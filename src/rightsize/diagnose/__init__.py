@@ -61,14 +61,40 @@ def render(facts: LoopFacts, findings: list[Finding]) -> str:
     return "\n".join(lines)
 
 
+class Watching(AbstractContextManager[Watch]):
+    """What ``rs.diagnose()`` returns: a ``with`` block yielding the Watch. Used without one (``w = rs.diagnose();
+    w.report()``) it says how, where contextlib's object had raised AttributeError naming its own class."""
+
+    def __init__(self) -> None:
+        self._block = watch()
+
+    def __enter__(self) -> Watch:
+        return self._block.__enter__()
+
+    def __exit__(self, *exc: object) -> bool | None:
+        return self._block.__exit__(*exc)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        if name in ("report", "facts", "findings", "probe"):
+            from rightsize.errors import SpecError
+
+            raise SpecError("diagnose", f"watches the code inside a with block; write `with rs.diagnose() as w:`, "
+                            f"run your loop in it, then read w.{name}")  # fmt: skip
+        raise AttributeError(name)
+
+
 class _CallableModule(types.ModuleType):
     """``rightsize.diagnose`` itself: ``rightsize.diagnose()`` (and ``rs.diagnose()``) is ``watch()``."""
 
-    def __call__(self) -> AbstractContextManager[Watch]:
+    def __call__(self, *args: object, **kwargs: object) -> Watching:
         """``with rs.diagnose() as w: ...`` watches the loop in the block; ``w.report()`` is the checklist."""
-        return watch()
+        if args or kwargs:  # a TypeError had named _CallableModule.__call__
+            from rightsize.errors import SpecError
+
+            raise SpecError("diagnose", "takes no arguments: write `with rs.diagnose() as w:` around your loop")
+        return Watching()
 
 
 sys.modules[__name__].__class__ = _CallableModule
 
-__all__ = ["Finding", "LoopFacts", "LoopProbe", "Watch", "diagnose", "render", "watch"]
+__all__ = ["Finding", "LoopFacts", "LoopProbe", "Watch", "Watching", "diagnose", "render", "watch"]

@@ -46,6 +46,7 @@ def main() -> None:
 
     report = record.report(store.parent / "notebook-report.html")
     print(f"report: {report}")
+    print(f"stored as plan {record.plan_id}: `rightsize report {record.plan_id} --store {store}` writes it again")
 
 
 if __name__ == "__main__":  # measuring starts child processes, which import this file again: guard it

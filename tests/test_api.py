@@ -56,6 +56,12 @@ def test_example_script_runs_end_to_end(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-800:]
     assert "recommended: " in run.stdout and "measured configs" in run.stdout
     assert (tmp_path / "notebook-report.html").stat().st_size > 10_000
+    # the plan is stored as the CLI stores it: `rightsize report ID` finds it (API plans had never been stored)
+    plan_id = run.stdout.split("stored as plan ")[1].split(":")[0]
+    argv = ["report", plan_id, "--store", str(tmp_path / "store.sqlite"), "--output", str(tmp_path / "again.md")]
+    again = subprocess.run([sys.executable, "-m", "rightsize", *argv], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-500:]
+    assert "notebook-sentiment" in (tmp_path / "again.md").read_text()
 
 
 def test_the_api_is_on_the_package_and_loads_lazily() -> None:

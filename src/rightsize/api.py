@@ -104,6 +104,7 @@ class PlanRecord:
 
     result: PlanResult
     context: dict[str, Any] = field(default_factory=dict, repr=False)
+    plan_id: str | None = None  # the stored plan (`rightsize report ID`, the dashboard), as the CLI's "stored as plan"
 
     @property
     def recommendation(self) -> Candidate | None:
@@ -219,8 +220,13 @@ def plan(
     w = workload(spec)
     if w.targets is None:
         raise SpecError("targets", "the spec has no targets; add online, batch or training (see examples/)")
-    result, context = plan_spec(w, _store(store), _catalog(catalog), progress=progress, seed=seed)
-    return PlanRecord(result, context)
+    from rightsize.workflows.plan import plan_record
+
+    st = _store(store)
+    result, context = plan_spec(w, st, _catalog(catalog), progress=progress, seed=seed)
+    # stored whole, as `rightsize plan` stores it: `rightsize report ID` and the dashboard had never seen API plans
+    plan_id = st.save_artifact(None, "plan", {"name": w.name, **plan_record(result, context)})
+    return PlanRecord(result, context, plan_id)
 
 
 def measure(

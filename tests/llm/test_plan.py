@@ -566,3 +566,12 @@ def test_a_recommendation_other_draws_of_the_simulation_miss_says_its_margin_is_
     roomy = plan_generative_spec(spec, catalog, seed=2)  # 5 replicas: every draw meets
     assert roomy.recommendation is not None and roomy.recommendation.replicas == 5
     assert not [n for n in roomy.notes if n.startswith("thin margin")]
+
+
+def test_a_bf16_models_kv_cache_is_said_to_be_bf16(catalog: Catalog) -> None:
+    """The note said "KV 512 KiB per token (fp16)" of a bf16 model: its cache keeps the model's dtype (same bytes)."""
+    plan = plan_generative(DecoderShape.from_zoo("llama-7b"), _target(weight_precision="bf16"), catalog,
+                           instances=["g5.xlarge"])  # fmt: skip
+    assert "KV 512 KiB per token (bf16)" in plan.notes[0]
+    fp16 = plan_generative(DecoderShape.from_zoo("llama-7b"), _target(), catalog, instances=["g5.xlarge"])
+    assert "KV 512 KiB per token (fp16)" in fp16.notes[0]

@@ -271,6 +271,8 @@ def plan_generative(
                             f"{room:,}. To fix: shorter prompts or outputs, or a longer-context model (hf:DIR with "
                             "its config.json)")  # fmt: skip
     precision = target.weight_precision
+    if kv_precision == "fp16" and precision == "bf16":  # the cache keeps the model's dtype (vLLM's kv dtype "auto")
+        kv_precision = "bf16"  # the same 2 bytes; the note had said "(fp16)" of a bf16 model's cache
     weights = shape.weight_bytes(precision)
     kv_token = shape.kv_bytes_per_token(kv_precision)
     check_filters(catalog.instances, providers=providers, regions=regions, names=instances)

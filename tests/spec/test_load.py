@@ -46,6 +46,14 @@ def test_bad_field_names_path_and_fix(over: dict[str, object], message: str) -> 
     assert "\n" not in text
 
 
+def test_the_other_bad_fields_are_named_too() -> None:
+    """A spec with several bad fields said "(and 1 more)": the user fixed one, re-ran, and met the next."""
+    with pytest.raises(SpecError) as exc:
+        parse_spec(_spec(batch_sizes=[0], precisions=["fp99"], mode="train"))
+    text = str(exc.value)
+    assert text.startswith("mode: ") and text.endswith("(and 2 more: batch_sizes, precisions[0])"), text
+
+
 def test_missing_model_and_not_a_mapping() -> None:
     with pytest.raises(SpecError, match=r"^model: required field is missing"):
         parse_spec({"batch_sizes": [1]})

@@ -61,7 +61,9 @@ def spec_error_from(exc: ValidationError) -> SpecError:
         and not isinstance(given, (dict, list))  # a whole section says nothing the message does not
     ):
         msg = f"{msg}, got {short(given)}"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    others = [e for e in errors if e is not first]  # named, so one fix-and-rerun takes them all (it said "1 more")
+    names = list(dict.fromkeys(_field_path(tuple(e["loc"])) or "spec" for e in others))
+    more = f" (and {len(others)} more: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})" if others else ""
     return SpecError(path or "spec", msg + _fix(first) + more)
 
 

@@ -187,6 +187,9 @@ def test_a_device_or_an_unreachable_path_is_refused_in_one_line(tmp_path: Path) 
     with pytest.raises(RightsizeError, match=r"^--store: '/dev/null' is a device or pipe"):
         Store("/dev/null", read_only=True)
     assert not Path("/dev/null-journal").exists()
+    (tmp_path / "small.yaml").write_text("name: x\n")  # a store path under a file: "([Errno 17] File exists: ...)"
+    with pytest.raises(RightsizeError, match=r"^--store: cannot open .*x\.db': '.*small\.yaml' is a file, not a"):
+        Store(tmp_path / "small.yaml" / "deeper" / "x.db")
     with pytest.raises(RightsizeError, match=r"^--store: cannot open .*File name too long"):
         Store(tmp_path / ("b" * 300) / "x.sqlite")
 

@@ -128,6 +128,10 @@ def open_connection(
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(path, timeout=30, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
+        if isinstance(exc, (FileExistsError, NotADirectoryError)):  # "([Errno 17] File exists: 'small.yaml')"
+            file = next((p for p in path.parents if p.is_file()), path.parent)
+            raise RightsizeError(f"--store: cannot open {str(path)!r}: {str(file)!r} is a file, not a folder; "
+                                 "pass a path in a folder") from None  # fmt: skip
         raise RightsizeError(f"--store: cannot open {str(path)!r} ({exc}); pass a writable path") from None
     conn.row_factory = sqlite3.Row
     try:

@@ -104,6 +104,7 @@ def test_rs_plan_and_measure_stay_callable_once_their_subpackages_are_imported()
     [
         (lambda: rs.plan(None), r"^spec: must be a YAML path, a dict in the spec's schema or a Workload, got NoneType"),
         (lambda: rs.workload(1.5), r"^spec: must be .* got float 1\.5"),
+        (lambda: rs.workload(""), r"^spec: is empty; pass the path to a YAML spec"),  # had been "spec file '.'"
         (lambda: rs.measure([]), r"^spec: must be .* got list"),
         (lambda: rs.plan("name: x\nmodel: distilbert\n"), r"^spec: is YAML text, not a path"),
         (lambda: rs.plan({"model": "distilbert"}, store=123), r"^store: must be a path to a SQLite store"),

@@ -157,6 +157,8 @@ def parse_spec(data: Any, source: str = "spec") -> Workload:
 def load_spec(path: str | Path) -> Workload:
     """Read and validate a YAML workload spec; a relative model path is found next to the spec when it is not in
     the working directory (``model_beside_spec``)."""
+    if not str(path).strip():  # Path("") is ".": it had read "spec file '.' is not a regular file"
+        raise SpecError("spec", "is empty; pass the path to a YAML spec such as examples/quick.yaml")
     p = Path(path)
     if not p.is_file():
         what = "is not a regular file" if p.exists() else "not found"  # a directory, /dev/null, a pipe

@@ -203,8 +203,8 @@ def test_a_loop_of_milliseconds_gets_no_starving_or_cpu_verdict() -> None:
 
 def test_a_starved_loop_whose_workers_fill_the_cores_is_not_told_to_add_the_ones_it_has() -> None:
     """num_workers=2 on 2 cores, starving: it said 'DataLoader(num_workers=2, ...)', the setting already in use."""
-    facts = LoopFacts(wall_s=4, loop_s=4, data_wait_s=0.9 * 4, batches=40, steps=40, cpu_s=2, loop_cpu_s=2,
-                      logical_cores=2, loaders=[LoaderInfo(2, False, 32)])  # fmt: skip
+    facts = LoopFacts(wall_s=4, loop_s=4, data_wait_s=0.9 * 4, batches=40, steps=40, cpu_s=7.6, loop_cpu_s=7.6,
+                      logical_cores=2, loaders=[LoaderInfo(2, False, 32)])  # fmt: skip  # 1.9 cores busy
     first = diagnose(facts)[0]
     assert first.check == "input pipeline" and "num_workers=2" in first.evidence
     assert first.fix.startswith("its 2 loader workers already fill the 2 cores: more would only take turns; make each "
@@ -264,3 +264,18 @@ def test_the_probe_measures_its_threads_waiting_beside_cpu_hogs() -> None:
     f = w.facts
     assert f.contention is not None and f.contention > 0.3, f  # 2 hogs a core: about 2/3 of its time waiting
     assert any(x.check == "CPU contention" for x in w.findings), (f, w.findings)
+
+
+def test_starved_workers_that_leave_the_cores_idle_are_told_to_add_workers() -> None:
+    """2 loader workers sleeping in __getitem__ (I/O) on 2 cores, 0.56 cores busy: it said they 'already fill the 2
+    cores: more would only take turns', where more workers overlap the waits."""
+    facts = LoopFacts(wall_s=4, loop_s=4, data_wait_s=0.56 * 4, batches=40, steps=40, cpu_s=2.24, loop_cpu_s=2.24,
+                      logical_cores=2, loaders=[LoaderInfo(2, False, 32)])  # fmt: skip
+    first = diagnose(facts)[0]
+    assert first.check == "input pipeline"
+    assert first.fix.startswith(
+        "its 2 loader workers keep only 0.6 of 2 cores busy: they wait (disk, network), so "
+        "more of them overlap the waits; load data in parallel: DataLoader(num_workers=4, "
+    )
+    crowded = LoopFacts(**{**facts.__dict__, "others_share": 0.9})  # idle for want of a CPU: not told to add workers
+    assert diagnose(crowded)[0].fix.startswith("its 2 loader workers already fill the 2 cores")

@@ -62,10 +62,23 @@ def diagnose(f: LoopFacts) -> list[Finding]:
         ))  # fmt: skip
     starving = judged and f.data_wait_fraction > STARVING
     if starving:
-        suggest = min(f.logical_cores, 8) if workers == 0 else min(f.logical_cores, max(2 * workers, workers + 2))
+        # loader workers that keep under half the cores busy wait (disk, network, a remote store), not compute:
+        # more of them overlap the waits, past the core count (2 sleeping workers on 2 cores had been told they
+        # "fill the cores" at 0.56 cores busy)
+        more = max(2 * workers, workers + 2)
+        idle_cores = f.others_share is None or f.others_share <= OTHERS_BUSY  # not idle for want of a free CPU
+        waiting = (0 < workers >= min(f.logical_cores, more) and f.cpu_cores_busy < UNDERUSED * f.logical_cores
+                   and idle_cores)  # fmt: skip
+        suggest = min(f.logical_cores, 8) if workers == 0 else more if waiting else min(f.logical_cores, more)
         # workers already on every core: more of them would only take turns (it had suggested the num_workers set)
         pin = ", pin_memory=True" if f.device == "cuda" else ""
-        parallel = (f"load data in parallel: DataLoader(num_workers={suggest}, persistent_workers=True{pin}, "
+        why = (
+            f"its {workers} loader workers keep only {f.cpu_cores_busy:.1f} of {f.logical_cores} cores busy: they "
+            "wait (disk, network), so more of them overlap the waits; "
+            if waiting
+            else ""
+        )
+        parallel = (why + f"load data in parallel: DataLoader(num_workers={suggest}, persistent_workers=True{pin}, "
                     "prefetch_factor=4); " if suggest > workers else
                     f"its {workers} loader workers already fill the {f.logical_cores} cores: more would only take "
                     "turns; make each item cheaper: ")  # fmt: skip

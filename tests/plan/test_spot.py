@@ -217,3 +217,26 @@ def test_a_mixed_row_misses_a_deadline_at_the_band_edge_as_its_twins_do() -> Non
                mixed.reasons)  # fmt: skip
     assert deadline_miss(1.0, 0.0, 1.54, 2.5) is None and deadline_miss(3.0, 0.0, 1.0, 2.5) == (
         "misses the deadline: 3 h > 2.5 h")  # fmt: skip
+
+
+def test_a_mixed_row_is_judged_at_the_band_edge_on_its_work_not_its_interruptions() -> None:
+    """A T4 fine-tune at 1.5 interruptions/h: its mixed row (expected 3.3 h) was refused at 5.03 h > 5 h, the whole
+    expected time stretched by x1.54, though its simulated odds on the band were 98.7% and the work alone at the
+    edge takes 2.1 h: the policy falls back to on-demand when the slack runs out."""
+    from rightsize.plan.job_costs import spot_odds
+    from rightsize.plan.result import Candidate, SpotPlan
+
+    work, hours = 1.336, 3.318
+    spot_plan = SpotPlan(interruptions_per_hour=1.5, checkpoint_interval_min=17.0, expected_hours=hours,
+                         p_meet_deadline=None, policy="spot", expected_cost_usd=hours * 0.06)  # fmt: skip
+    common = dict(instance="g", provider="aws", region="us-east-1", device_class="gpu", device="T4", count=1,
+                  precision="fp16", feasible=True, provenance="projected", price_date="2025-06", cold_start_s=0.0,
+                  band=(0.69, 1.54))  # fmt: skip
+    spot = Candidate(purchase="spot", cost_usd_per_hour=0.06, cost_usd_total=hours * 0.06, runtime_hours=hours,
+                     spot=spot_plan, **common)  # fmt: skip
+    od = Candidate(purchase="on-demand", cost_usd_per_hour=0.53, cost_usd_total=work * 0.53, runtime_hours=work,
+                   **common)  # fmt: skip
+    (mixed,) = spot_odds([spot, od], {id(spot): work}, 4.5, None, 5 / 60, 0.25)
+    assert mixed.runtime_hours is not None and mixed.runtime_hours * 1.54 > 4.5  # the old rule's refusal
+    assert mixed.spot is not None and (mixed.spot.p_meet_deadline or 0) >= 0.9
+    assert mixed.feasible, mixed.reasons

@@ -239,9 +239,19 @@ def spot_odds(
         m.spot = replace(c.spot, expected_hours=m.runtime_hours, p_meet_deadline=mix.p_meet_deadline, policy="mixed",
                          expected_cost_usd=m.cost_usd_total)  # fmt: skip
         m.feasible = not m.reasons
-        if deadline_hours is not None and (miss := deadline_miss(m.runtime_hours, up_h, max(1.0, m.band[1]),
-                                                                 deadline_hours)) is not None:  # fmt: skip
-            m.feasible = False  # as finish() judges: switching to on-demand cannot make slow work faster
+        # at its median, its own expected time; at the band's slow edge, the work uninterrupted (what on-demand
+        # takes): switching to on-demand cannot make slow work faster, but the interruptions' overhead is what the
+        # policy stops paying when the slack runs out (the simulated odds, on the band, judge that part). Stretching
+        # the whole expected mixed time by the edge had refused a mixed row at 5.03 h > 5 h whose odds were 98.7%.
+        if (
+            deadline_hours is not None
+            and (
+                miss := deadline_miss(m.runtime_hours, up_h, 1.0, deadline_hours)
+                or deadline_miss(work + up_h, up_h, max(1.0, m.band[1]), deadline_hours)
+            )
+            is not None
+        ):
+            m.feasible = False  # as finish() judges
             m.reasons.append(miss)
         if (mix.p_meet_deadline or 0.0) < MIN_P_MEET:
             m.feasible = False

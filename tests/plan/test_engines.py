@@ -94,3 +94,37 @@ def test_a_gpu_only_instance_filter_plans_the_engine_that_runs_there(
     assert "engine ONNX Runtime: not planned (CPU only; targets.instances keeps no CPU instance)" in result.why
     with pytest.raises(SpecError, match=r"^targets\.instances: keeps no CPU instance, and engines \['onnxruntime'\]"):
         plan_spec(Workload.model_validate(spec | {"engines": ["onnxruntime"]}), store, progress=False)
+
+
+def _two_engines(torch_curves: list[object], ort_curves: list[object]) -> object:
+    from plan_fixtures import small_catalog
+
+    from rightsize.plan import plan
+    from rightsize.workflows.engine_choice import pick_engine
+
+    w = Workload.model_validate({
+        "name": "two", "model": "distilbert", "tiny": True,
+        "targets": {"online": {"rate_per_s": 10, "latency": {"percentile": 95, "bound_ms": 80}}},
+    })  # fmt: skip
+    torch_r = plan(w, torch_curves, small_catalog())  # type: ignore[arg-type]
+    ort_r = plan(w, ort_curves, small_catalog())  # type: ignore[arg-type]
+    best, _ = pick_engine([("torch", torch_r, {}), ("onnxruntime", ort_r, {})])
+    return best
+
+
+def test_why_not_the_other_device_class_looks_across_engines() -> None:
+    """sentiment-api: ONNX Runtime's CPU plan won, and "why not the other device class" copied PyTorch's own account,
+    judged against PyTorch's GPU pick: "no CPU plan is feasible; e.g. Standard_F2s_v2 ...", a CPU line under a CPU
+    recommendation; with PyTorch's GPU plan the winner, it said no CPU plan was feasible beside ONNX Runtime's."""
+    from plan_fixtures import cpu_curve, gpu_curve
+
+    slow_cpu, t4, fast_cpu = cpu_curve("c.2x", 900.0, 700.0), gpu_curve("T4", 4.0, 0.2), cpu_curve("c.2x", 20.0, 15.0)
+    best = _two_engines([slow_cpu, t4], [fast_cpu])  # ONNX Runtime's CPU plan is the cheaper
+    assert best.recommendation.device_class == "cpu"  # type: ignore[attr-defined]
+    assert best.alternative.device_class == "gpu"  # type: ignore[attr-defined]
+    assert best.why_not[0].startswith("best GPU plan: ") and best.why_not[0].endswith("(engine PyTorch eager)")  # type: ignore[attr-defined]
+    pricey_cpu = cpu_curve("c.4x", 20.0, 15.0)  # only the bigger CPU serves it on ONNX Runtime: the T4 wins
+    best = _two_engines([slow_cpu, t4], [pricey_cpu])
+    assert best.recommendation.device_class == "gpu"  # type: ignore[attr-defined]
+    assert best.alternative.device_class == "cpu" and best.why_not[0].startswith("best CPU plan: ")  # type: ignore[attr-defined]
+    assert "(engine ONNX Runtime)" in best.why_not[0]  # type: ignore[attr-defined]

@@ -286,6 +286,18 @@ def _near_tie(rec: Candidate, feasible: Sequence[Candidate]) -> str | None:
     )
 
 
+def alternative_lines(alt: Candidate, rec: Candidate, kind: PlanKind, percentile: float) -> list[str]:
+    """Why not ``alt``, the best feasible plan of the other device class: its cost against ``rec``'s, its speed, and
+    a GPU that would sit under 20% busy."""
+    ratio = _cost(alt, kind) / max(1e-9, _cost(rec, kind))
+    lines = [f"best {alt.device_class.upper()} plan: {_who(alt)}: {_money(alt, kind)} ({ratio:.1f}x the cost); "
+             f"{_perf(alt, kind, percentile)}"]  # fmt: skip
+    if alt.device_class == "gpu" and alt.latency and alt.latency.utilization < GPU_IDLE_UTILIZATION:
+        lines.append(f"its GPU would be busy {alt.latency.utilization:.0%} of the time: under 20% is overbuying "
+                     "(a powerful GPU serving a small model at low QPS)")  # fmt: skip
+    return lines
+
+
 def explain(
     kind: PlanKind,
     ranked: Sequence[Candidate],
@@ -339,16 +351,7 @@ def explain(
     alt = next((c for c in feas if c.device_class == other), None)
     why_not: list[str] = []
     if alt is not None:
-        ratio = _cost(alt, kind) / max(1e-9, _cost(rec, kind))
-        why_not.append(
-            f"best {other.upper()} plan: {_who(alt)}: {_money(alt, kind)} ({ratio:.1f}x the cost); "
-            f"{_perf(alt, kind, percentile)}"
-        )
-        if alt.device_class == "gpu" and alt.latency and alt.latency.utilization < GPU_IDLE_UTILIZATION:
-            why_not.append(
-                f"its GPU would be busy {alt.latency.utilization:.0%} of the time: under 20% is overbuying "
-                "(a powerful GPU serving a small model at low QPS)"
-            )
+        why_not += alternative_lines(alt, rec, kind, percentile)
     else:
         pool = [c for c in ranked if c.device_class == other]
         alt = min(pool, key=lambda c: c.cost_usd_per_hour) if pool else None

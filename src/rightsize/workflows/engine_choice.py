@@ -46,14 +46,7 @@ def pick_engine(runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> tuple[Pla
                 f"engine {ENGINE_NAMES[other]}: best plan {rec.instance} {rec.precision} at "
                 f"{format_usd(rec.cost_usd_per_hour)}/h{p95} ({ratio:.2f}x the cost)"
             )
-    if best.recommendation is not None and not any(
-        c.device_class != best.recommendation.device_class for c in best.candidates
-    ):  # ONNX Runtime plans are CPU-only: the other device class's answer comes from the other engine
-        for other, result, _ in runs:
-            if other != engine and result.alternative is not None:
-                best.alternative = result.alternative
-                best.why_not = [f"{line} (engine {ENGINE_NAMES[other]})" for line in result.why_not]
-                break
+    _other_class(best, engine, runs)
     names = ", ".join(ENGINE_NAMES[r[0]] for r in runs)
     best.why.append(f"engine: {ENGINE_NAMES[engine]}, the cheapest of {names} (ties: faster)")
     best.why += lines
@@ -61,3 +54,43 @@ def pick_engine(runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> tuple[Pla
         r[0]: {"model": r[1].model, "cost": None if r[1].recommendation is None else _cost(r[1])} for r in runs
     }
     return best, context
+
+
+def _other_class(best: PlanResult, engine: str, runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> None:
+    """The best feasible plan of the device class the recommendation is not, over every engine's plans. ONNX Runtime
+    plans are CPU-only, and each engine's own "why not" was judged against its own pick: copying the other engine's
+    put a CPU plan under "why not the other device class" of a CPU recommendation, or said "no CPU plan is
+    feasible" beside an ONNX Runtime CPU plan that was."""
+    from rightsize.plan.explain import alternative_lines
+
+    rec = best.recommendation
+    if rec is None:
+        return
+    other = "gpu" if rec.device_class == "cpu" else "cpu"
+    offers = [(name, c) for name, result, _ in runs for c in (result.recommendation, result.alternative)
+              if c is not None and c.feasible and c.device_class == other]  # fmt: skip
+    if not offers:  # none feasible: the account of an engine that evaluated that class (why its rows fail)
+        best.alternative = None
+        if any(c.device_class == other for c in best.candidates):
+            return  # the engine's own ("no GPU plan is feasible; e.g. ...") stands
+        for name, result, _ in runs:
+            if (
+                result.recommendation is not None
+                and result.recommendation.device_class == rec.device_class
+                and any(c.device_class == other for c in result.candidates)
+            ):
+                best.why_not = [f"{line} (engine {ENGINE_NAMES[name]})" for line in result.why_not]
+                return
+        return
+    name, alt = min(offers, key=lambda o: (_cand_cost(o[1]), o[0] != engine))
+    if alt is best.alternative:
+        return
+    online = best.target.get("online") or {}
+    percentile = float((online.get("latency") or {}).get("percentile", 95.0)) if isinstance(online, dict) else 95.0
+    best.alternative = alt
+    best.why_not = [f"{line} (engine {ENGINE_NAMES[name]})" if i == 0 and name != engine else line
+                    for i, line in enumerate(alternative_lines(alt, rec, best.kind, percentile))]  # fmt: skip
+
+
+def _cand_cost(c: Any) -> float:
+    return float(c.cost_usd_total if c.cost_usd_total is not None else c.cost_usd_per_hour)

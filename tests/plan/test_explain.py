@@ -321,3 +321,11 @@ def test_a_text_model_gets_no_jpeg_decode_warning() -> None:
 
     assert len(rule(False)) == 1 and "about what decoding JPEGs allows)" in rule(False)[0]
     assert rule(True) == []
+
+
+def test_a_projection_with_no_band_says_so_in_words() -> None:
+    """A row scaled from a measured instance of its CPU family read "true times may be x1.00-x1.00 of those shown"."""
+    from rightsize.plan.checks import band_words
+
+    assert band_words((1.0, 1.0)).startswith("no band: scaled from timings measured here on its CPU family")
+    assert band_words((0.69, 1.54)) == "true times may be x0.69-x1.54 of those shown"

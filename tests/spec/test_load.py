@@ -54,6 +54,19 @@ def test_the_other_bad_fields_are_named_too() -> None:
     assert text.startswith("mode: ") and text.endswith("(and 2 more: batch_sizes, precisions[0])"), text
 
 
+def test_a_misspelt_optional_key_gets_its_did_you_mean() -> None:
+    """targets.batch.budget_usdd said "remove it or check its spelling": only a missing sibling or a top-level key
+    had been matched against."""
+    batch = {"items": 1000, "deadline_hours": 2, "budget_usdd": 3}
+    with pytest.raises(SpecError, match=r"^targets\.batch\.budget_usdd: unknown field; Did you mean 'budget_usd'\?$"):
+        parse_spec(_spec(targets={"batch": batch}))
+    typo = {"items": 1000, "deadline_hour": 2}  # the field it leaves missing is not "1 more" to fix
+    with pytest.raises(
+        SpecError, match=r"^targets\.batch\.deadline_hour: unknown field; Did you mean 'deadline_hours'\?$"
+    ):
+        parse_spec(_spec(targets={"batch": typo}))
+
+
 def test_missing_model_and_not_a_mapping() -> None:
     with pytest.raises(SpecError, match=r"^model: required field is missing"):
         parse_spec({"batch_sizes": [1]})

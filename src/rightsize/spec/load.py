@@ -37,7 +37,7 @@ def spec_error_from(exc: ValidationError) -> SpecError:
     if first["type"] == "extra_forbidden":
         parent = tuple(first["loc"][:-1])
         missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and tuple(e["loc"][:-1]) == parent]
-        known = missing or (list(Workload.model_fields) if not parent else [])  # a top-level key: the spec's fields
+        known = missing or _fields_at(parent)  # a sibling left missing, else every field of that section
         hint = did_you_mean(str(first["loc"][-1]), known)
         msg = f"unknown field;{hint}" if hint else "unknown field; remove it or check its spelling"
     elif first["type"] == "missing":
@@ -61,7 +61,10 @@ def spec_error_from(exc: ValidationError) -> SpecError:
         and not isinstance(given, (dict, list))  # a whole section says nothing the message does not
     ):
         msg = f"{msg}, got {short(given)}"
-    others = [e for e in errors if e is not first]  # named, so one fix-and-rerun takes them all (it said "1 more")
+    # named, so one fix-and-rerun takes them all (it said "1 more"); not the fields a misspelt key left missing
+    typo_parent = tuple(first["loc"][:-1]) if first["type"] == "extra_forbidden" else None
+    others = [e for e in errors if e is not first
+              and not (e["type"] == "missing" and tuple(e["loc"][:-1]) == typo_parent)]  # fmt: skip
     names = list(dict.fromkeys(_field_path(tuple(e["loc"])) or "spec" for e in others))
     more = f" (and {len(others)} more: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})" if others else ""
     return SpecError(path or "spec", msg + _fix(first) + more)
@@ -85,6 +88,20 @@ def _example(loc: tuple[int | str, ...]) -> str:
     fields = getattr(cls, "model_fields", None) or {}
     names = sorted(fields, key=lambda n: not fields[n].is_required())  # the required ones first
     return f" ({', '.join(names[:6])}{', ...' if len(names) > 6 else ''})" if names else ""
+
+
+def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The field names of the section at ``loc`` of a Workload (``targets.batch``: deadline_hours, items, ...), so a
+    misspelt optional key gets its "did you mean" (it had, only at the top level or beside a missing field)."""
+    cls: Any = Workload
+    for part in loc:
+        fields = getattr(cls, "model_fields", None)
+        if isinstance(part, int) or not fields:
+            continue
+        if part not in fields:
+            return []
+        cls = _model_in(fields[part].annotation)
+    return list(getattr(cls, "model_fields", None) or {})
 
 
 def _model_in(annotation: Any) -> Any:

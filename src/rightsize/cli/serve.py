@@ -15,7 +15,9 @@ from rightsize.errors import SpecError
 def serve_command(
     ctx: typer.Context,
     model: str = typer.Argument(
-        ..., help="Zoo name (`rightsize models`), hf:CONFIG_DIR, hf:TYPE, model.onnx, model.pt or module:factory."
+        ...,
+        help="Zoo name (`rightsize models`), hf:CONFIG_DIR, hf:TYPE, model.onnx, model.pt or module:factory; "
+        "ort:MODEL / ov:MODEL on ONNX Runtime / OpenVINO (a plan's engine: ONNX Runtime serves as ort:MODEL).",
     ),
     tiny: bool = typer.Option(False, "--tiny", help="Serve the tiny variant (tests, demos)."),
     seq: int | None = typer.Option(None, "--seq", min=1, max=1_000_000, help="Sequence length of token models."),

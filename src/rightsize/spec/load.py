@@ -70,8 +70,9 @@ def spec_error_from(exc: ValidationError) -> SpecError:
     return SpecError(path or "spec", msg + _fix(first) + more)
 
 
-def _example(loc: tuple[int | str, ...]) -> str:
-    """For the section at ``loc`` of a Workload: ", e.g. {...}" from its description, else its fields by name."""
+def _section(loc: tuple[int | str, ...]) -> tuple[Any, Any] | None:
+    """(model class, field info) of the section at ``loc`` of a Workload (list indices and union branch labels
+    skipped; the Workload itself and no info at the top); None when ``loc`` names no field."""
     cls: Any = Workload
     info = None
     for part in loc:
@@ -79,9 +80,17 @@ def _example(loc: tuple[int | str, ...]) -> str:
         if isinstance(part, int) or not fields:
             continue  # a list index, or a union branch's label
         if part not in fields:
-            return ""
+            return None
         info = fields[part]
         cls = _model_in(info.annotation)
+    return cls, info
+
+
+def _example(loc: tuple[int | str, ...]) -> str:
+    """For the section at ``loc`` of a Workload: ", e.g. {...}" from its description, else its fields by name."""
+    if (found_section := _section(loc)) is None:
+        return ""
+    cls, info = found_section
     found = re.search(r"e\.g\. (\{[^}]*\})", (info.description or "") if info else "")
     if found:
         return f", e.g. {found.group(1)}"
@@ -93,15 +102,8 @@ def _example(loc: tuple[int | str, ...]) -> str:
 def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
     """The field names of the section at ``loc`` of a Workload (``targets.batch``: deadline_hours, items, ...), so a
     misspelt optional key gets its "did you mean" (it had, only at the top level or beside a missing field)."""
-    cls: Any = Workload
-    for part in loc:
-        fields = getattr(cls, "model_fields", None)
-        if isinstance(part, int) or not fields:
-            continue
-        if part not in fields:
-            return []
-        cls = _model_in(fields[part].annotation)
-    return list(getattr(cls, "model_fields", None) or {})
+    found = _section(loc)
+    return list(getattr(found[0], "model_fields", None) or {}) if found is not None else []
 
 
 def _model_in(annotation: Any) -> Any:

@@ -16,9 +16,7 @@ ENGINE_NAMES = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime", "openvi
 
 def _cost(result: PlanResult) -> float:
     rec = result.recommendation
-    if rec is None:
-        return math.inf
-    return rec.cost_usd_total if rec.cost_usd_total is not None else rec.cost_usd_per_hour
+    return math.inf if rec is None else _cand_cost(rec)
 
 
 def _cost_key(result: PlanResult) -> tuple[float, float]:

@@ -163,10 +163,11 @@ def plan_generative(
             seen.add(k)
             plan.candidates.append(c)
     by_key = {(i.provider, i.region, i.instance_type): i for i in rows}
-    plan.notes += _firm_up(plan, target, seed, by_key, catalog, purchase)
+    drawn: dict[tuple[int, float], list[Level]] = {}  # the re-draws of a replica at a rate: firm-up's, reused below
+    plan.notes += _firm_up(plan, target, seed, by_key, catalog, purchase, drawn)
     if (flag := _unverified_note(plan, purchase)) is not None:
         plan.notes.insert(0, flag)
-    if (thin := _thin_margin_note(plan, target, seed)) is not None:
+    if (thin := _thin_margin_note(plan, target, seed, drawn)) is not None:
         plan.notes.append(thin)
     return plan
 
@@ -182,18 +183,22 @@ def _rank(plan: LLMPlan, purchase: str) -> None:
 
 
 def _redraws(plan: LLMPlan, costs: StepCosts, cfg: LLMSimConfig, rate: float, target: GenerativeTarget,
-             seed: int) -> list[Level]:  # fmt: skip
+             seed: int, drawn: dict[tuple[int, float], list[Level]] | None = None) -> list[Level]:  # fmt: skip
     """The levels at ``rate`` per replica on the next ``MARGIN_DRAWS`` draws of the simulation: the requests
     resampled (each prompt with its output) on the arrivals of seeds ``seed + 1``, ``seed + 2``, ..."""
+    if drawn is not None and (id(costs), rate) in drawn:  # ``drawn``: levels already simulated for this plan
+        return drawn[(id(costs), rate)]
     out = []
     for k in range(1, MARGIN_DRAWS + 1):
         pick = np.random.default_rng(seed + k).integers(0, plan.prompts.size, plan.prompts.size)
         out.append(sizing.level(costs, cfg, rate, plan.prompts[pick], plan.outputs[pick], target, seed + k))
+    if drawn is not None:
+        drawn[(id(costs), rate)] = out
     return out
 
 
 def _firm_up(plan: LLMPlan, target: GenerativeTarget, seed: int, insts: Mapping[tuple[str, str, str], Instance],
-             catalog: Catalog, purchase: str) -> list[str]:  # fmt: skip
+             catalog: Catalog, purchase: str, drawn: dict[tuple[int, float], list[Level]]) -> list[str]:  # fmt: skip
     """Replicas are sized on one draw of the simulation; the recommendation must also meet the bounds on most of
     the next ``MARGIN_DRAWS`` (all but one). One that does not gets more replicas until it does (re-ranked, so
     another instance may then be cheaper, and is checked in turn). llama-7b int4 at 5 req/s had recommended 2 x
@@ -206,14 +211,14 @@ def _firm_up(plan: LLMPlan, target: GenerativeTarget, seed: int, insts: Mapping[
             break
         costs, cfg = plan.replicas[key]
         n, missed = rec.replicas, sum(not lv.meets for lv in _redraws(plan, costs, cfg, target.rate_per_s /
-                                                                     rec.replicas, target, seed))  # fmt: skip
+                                                                     rec.replicas, target, seed, drawn))  # fmt: skip
         if missed <= 1:
             break
         first_missed, base = missed, None
         while n < target.max_replicas:
             n += 1
             base = sizing.level(costs, cfg, target.rate_per_s / n, plan.prompts, plan.outputs, target, seed)
-            others = _redraws(plan, costs, cfg, target.rate_per_s / n, target, seed)
+            others = _redraws(plan, costs, cfg, target.rate_per_s / n, target, seed, drawn)
             if base.meets and sum(not lv.meets for lv in others) <= 1:
                 break
             base = None
@@ -236,7 +241,8 @@ def _firm_up(plan: LLMPlan, target: GenerativeTarget, seed: int, insts: Mapping[
     return notes
 
 
-def _thin_margin_note(plan: LLMPlan, target: GenerativeTarget, seed: int) -> str | None:
+def _thin_margin_note(plan: LLMPlan, target: GenerativeTarget, seed: int,
+                      drawn: dict[tuple[int, float], list[Level]] | None = None) -> str | None:  # fmt: skip
     """A note when the recommendation meets its bounds on this draw of the simulation but not on every other one:
     its requests resampled (each prompt with its output) on the arrivals of the next ``MARGIN_DRAWS`` seeds.
     llama-7b-chat read 4 replicas at TPOT p50 58 ms against 60 on most seeds and 5 on others, with no sign that
@@ -245,7 +251,7 @@ def _thin_margin_note(plan: LLMPlan, target: GenerativeTarget, seed: int) -> str
     if rec is None or (rec.provider, rec.region, rec.instance) not in plan.replicas:
         return None
     costs, cfg = plan.replicas[(rec.provider, rec.region, rec.instance)]
-    levels = _redraws(plan, costs, cfg, target.rate_per_s / rec.replicas, target, seed)
+    levels = _redraws(plan, costs, cfg, target.rate_per_s / rec.replicas, target, seed, drawn)
     missed = sum(not lv.meets for lv in levels)
     if not missed:
         return None

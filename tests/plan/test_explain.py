@@ -329,3 +329,25 @@ def test_a_projection_with_no_band_says_so_in_words() -> None:
 
     assert band_words((1.0, 1.0)).startswith("no band: scaled from timings measured here on its CPU family")
     assert band_words((0.69, 1.54)) == "true times may be x0.69-x1.54 of those shown"
+
+
+def test_a_plan_over_budget_only_names_the_budget_that_buys_it() -> None:
+    """`closest: ... over budget: 1 replicas cost $0.10/h > $0.01/h` named no fix; the budget field and the price
+    that buys the closest plan, rounded up (a $0.103/h plan is not bought by $0.10/h)."""
+    target = OnlineTarget(rate_per_s=10, latency=LatencyBound(percentile=95, bound_ms=80))
+    base = rank(plan_online(pair_options(small_catalog().instances, [cpu_curve("c.4x", 11.0, 8.0)], {}), target),
+                "online")[0]  # fmt: skip
+    cheap = dataclasses.replace(base, instance="cheap", cost_usd_per_hour=0.103, feasible=False,
+                                reasons=["over budget: 1 replicas cost $0.10/h > $0.01/h"])  # fmt: skip
+    why, _, _, _ = explain("online", [cheap])
+    assert why[2] == "to fix: raise budget_usd_per_hour to $0.11 or more, which buys it", why
+    job = dataclasses.replace(cheap, cost_usd_total=12.341, runtime_hours=1.0, reasons=["over budget: $12.34 > $5.00"])
+    why, _, _, _ = explain("batch", [job])
+    assert why[2] == "to fix: raise budget_usd to $12.35 or more, which buys it", why
+    edge = dataclasses.replace(job, reasons=["over budget at the pessimistic edge of the projection band (x1.50 on the "
+                                             "work): $18.51 > $5.00 (median $12.34)"])  # fmt: skip
+    why, _, _, _ = explain("batch", [edge])
+    assert why[2] == "to fix: raise budget_usd to $18.52 or more, which buys it", why
+    slow = dataclasses.replace(cheap, reasons=["over budget: 1 replicas cost $0.10/h > $0.01/h", "p95 300 ms > 80 ms"])
+    why, _, _, _ = explain("online", [slow])
+    assert not any(w.startswith("to fix: raise budget") for w in why), why  # a budget alone would not buy it

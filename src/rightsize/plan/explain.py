@@ -82,6 +82,24 @@ def _closest(infeasible: Sequence[Candidate], kind: PlanKind, request_samples: i
     return min(infeasible, key=lambda c: (speed(c), _cost(c, kind)), default=None)
 
 
+def _budget_fix(c: Candidate, kind: PlanKind) -> str:
+    """The budget that buys ``c``, the closest plan when it misses nothing else, named by the spec field to raise."""
+    online = kind in ("online", "rules")
+    field, usd = ("budget_usd_per_hour", c.cost_usd_per_hour) if online else ("budget_usd", c.cost_usd_total or 0.0)
+    for reason in c.reasons:  # a job judged at the band's slow edge needs what it costs there (printed to the cent)
+        if "pessimistic edge" in reason and (m := re.search(r"\$([\d,.]+) > ", reason)):
+            usd = max(usd, float(m.group(1).replace(",", "")) + 0.005)
+    return f"to fix: raise {field} to {format_usd(_ceil_usd(usd))} or more, which buys it"
+
+
+def _ceil_usd(usd: float) -> float:
+    """``usd`` rounded up to what format_usd prints ($0.103 -> $0.11, not a $0.10 that would not buy it)."""
+    if usd <= 0:
+        return 0.0
+    step = 1.0 if usd >= 100 else 0.01 if usd >= 0.1 else 10.0 ** (math.floor(math.log10(usd)) - 1)
+    return math.ceil(usd / step - 1e-9) * step
+
+
 def _instances_needed(c: Candidate) -> float:
     """The instances a candidate's "needs N instances > max_instances" reason asks for (its count otherwise)."""
     for r in c.reasons:
@@ -322,6 +340,8 @@ def explain(
         why = [f"no candidate meets every target; reasons: {top or 'none evaluated'}"]
         if closest:
             why.append(f"closest: {_who(closest)}: {'; '.join(closest.reasons)}")
+            if all(r.startswith("over budget") for r in closest.reasons):
+                why.append(_budget_fix(closest, kind))
         if kind == "training" and (hint := _small_batch_hint(ranked)):
             why.append(hint)
         return why, [], None, []

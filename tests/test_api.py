@@ -10,7 +10,7 @@ import pytest
 from plan_fixtures import cpu_curve, gpu_curve, small_catalog
 
 import rightsize.api as rs
-from rightsize.errors import SpecError
+from rightsize.errors import NotFoundError, SpecError
 from rightsize.plan import plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,6 +47,13 @@ def test_specs_from_dict_path_or_workload(tmp_path: Path) -> None:
     assert rs.workload(path).model == "resnet50"
     with pytest.raises(SpecError, match="targets"):
         rs.plan({"model": "resnet50"}, store=tmp_path / "s.db")
+    # a name the zoo lacks is refused when the spec is read, as `rightsize plan` refuses it (it had passed here)
+    with pytest.raises(NotFoundError, match=r"'resnet5' is not in the zoo\. Did you mean 'resnet50'"):
+        rs.workload({**SPEC, "model": "resnet5"})
+    path.write_text("name: x\nmodel: no-such-model\n")
+    with pytest.raises(NotFoundError, match="not in the zoo"):
+        rs.workload(path)
+    assert rs.workload({**SPEC, "model": "ort:distilbert"}).model == "ort:distilbert"  # an engine's ref is no zoo name
 
 
 @pytest.mark.slow

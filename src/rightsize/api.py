@@ -49,18 +49,25 @@ def _argument(name: str, value: Any, types: tuple[type, ...], what: str) -> None
 
 
 def workload(spec: str | Path | dict[str, Any] | Workload) -> Workload:
-    """A validated ``Workload`` from a YAML path, a dict or a Workload (returned as is)."""
+    """A validated ``Workload`` from a YAML path, a dict or a Workload (returned as is). A zoo name that is not in
+    the zoo is refused here, as ``rightsize plan`` refuses it, not at the first measurement."""
+    from rightsize.models.byo import is_user_ref
+    from rightsize.models.zoo import get_entry
     from rightsize.spec import Workload, load_spec
     from rightsize.spec.load import parse_spec
 
     if isinstance(spec, Workload):
         return spec
     if isinstance(spec, dict):
-        return parse_spec(spec, "spec")
-    _argument("spec", spec, (str, Path), "a YAML path, a dict in the spec's schema or a Workload")
-    if isinstance(spec, str) and ("\n" in spec or spec.lstrip().startswith(("name:", "model:"))):
-        raise SpecError("spec", "is YAML text, not a path; pass the file's path, or yaml.safe_load(text) as a dict")
-    return load_spec(spec)
+        loaded = parse_spec(spec, "spec")
+    else:
+        _argument("spec", spec, (str, Path), "a YAML path, a dict in the spec's schema or a Workload")
+        if isinstance(spec, str) and ("\n" in spec or spec.lstrip().startswith(("name:", "model:"))):
+            raise SpecError("spec", "is YAML text, not a path; pass the file's path, or yaml.safe_load(text) as a dict")
+        loaded = load_spec(spec)
+    if not is_user_ref(loaded.model):
+        get_entry(loaded.model)
+    return loaded
 
 
 def _store_type(store: object) -> None:

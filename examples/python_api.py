@@ -43,6 +43,7 @@ def main() -> None:
 
     profile = rs.measure(spec, store=store)  # the local measurements the plan used (no re-measuring)
     print(f"{len(profile.ok())} measured configs on {profile.env.cpu_model}")
+    print(profile.to_dataframe()[["precision", "batch_size", "p50_ms", "p95_ms", "throughput_per_s"]].head(5))
 
     report = record.report(store.parent / "notebook-report.html")
     print(f"report: {report}")

@@ -6,8 +6,8 @@
     rec.recommendation                                 # Candidate: instance, cost, predicted latency
     rec.to_dataframe()                                 # every candidate, one row each (pandas)
     rec.report("plan.html")                            # the one-page report
-    prof = rs.measure("examples/quick.yaml")           # Profile: the local measurements
-    est = rs.memory("llama-7b", mode="infer", precision="fp16", seq_len=2048)   # MemoryEstimate
+    prof = rs.measure("examples/quick.yaml")           # Profile: the local measurements (.rows(), .to_dataframe())
+    est = rs.memory("llama-7b", mode="infer", precision="fp16", seq_len=2048)   # MemoryEstimate (.to_dict())
     with rs.diagnose() as w:                           # watch your own loop
         train_one_epoch()
     print(w.report())
@@ -162,13 +162,9 @@ class PlanRecord:
 
     def to_dataframe(self) -> Any:
         """The candidates as a pandas DataFrame (pandas is needed: pip install pandas)."""
-        try:
-            import pandas as pd
-        except ImportError:
-            from rightsize.errors import UnsupportedError
+        from rightsize.jsonout import to_dataframe
 
-            raise UnsupportedError("to_dataframe needs pandas: pip install pandas (or use .rows())") from None
-        return pd.DataFrame(self.rows())
+        return to_dataframe(self.rows())
 
     def report(self, path: str | Path) -> Path:
         """Write the one-page report (``.html`` or ``.md``) with the same evidence ``rightsize plan --report``

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["to_json"]
+__all__ = ["to_dataframe", "to_json"]
 
 
 def _default(obj: Any) -> Any:
@@ -28,6 +28,17 @@ def _default(obj: Any) -> Any:
 def to_json(obj: Any) -> str:
     """Serialise dataclasses, pydantic models and paths; NaN/inf become null."""
     return json.dumps(_sanitize(json.loads(json.dumps(obj, default=_default))), indent=2)
+
+
+def to_dataframe(rows: list[dict[str, Any]]) -> Any:
+    """``rows`` (flat dicts) as a pandas DataFrame; a one-line error naming the fix when pandas is missing."""
+    try:
+        import pandas as pd
+    except ImportError:
+        from rightsize.errors import UnsupportedError
+
+        raise UnsupportedError("to_dataframe needs pandas: pip install pandas (or use .rows())") from None
+    return pd.DataFrame(rows)
 
 
 def _sanitize(obj: Any) -> Any:

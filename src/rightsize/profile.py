@@ -228,6 +228,36 @@ class Profile:
             and (precision is None or m.precision == precision)
         ]
 
+    def rows(self) -> list[dict[str, Any]]:
+        """One flat dict per measured config, as ``bench`` tabulates it (latency in ms): what ``to_dataframe``
+        tabulates."""
+        out = []
+        for m in self.measurements:
+            lat = m.latency_ms
+            out.append({
+                "model": m.model, "mode": m.mode, "device": m.device, "precision": m.precision,
+                "batch_size": m.batch_size, "threads": m.threads, "status": m.status,
+                "p50_ms": lat.p50 if lat else None, "p95_ms": lat.p95 if lat else None,
+                "p99_ms": lat.p99 if lat else None, "std_ms": lat.std if lat else None, "repeats": lat.n if lat else 0,
+                "throughput_per_s": m.throughput_per_s, "peak_memory_bytes": m.peak_memory_bytes,
+                "flops_per_sample": m.flops_per_sample, "converged": m.extra.get("ci_converged"),
+                "contended": bool(m.extra.get("contended")), "reason": m.reason,
+            })  # fmt: skip
+        return out
+
+    def to_dataframe(self) -> Any:
+        """The measurements as a pandas DataFrame, one row each (pandas is needed: pip install pandas)."""
+        from rightsize.jsonout import to_dataframe
+
+        return to_dataframe(self.rows())
+
+    def to_json(self) -> str:
+        """The profile as ``bench --json``'s records under the model, input and machine fingerprint."""
+        from rightsize.jsonout import to_json
+
+        return to_json({"model": self.model, "mode": self.mode, "input": self.input, "env": self.env.to_dict(),
+                        "measurements": [m.to_dict() for m in self.measurements]})  # fmt: skip
+
 
 def _between(bs: tuple[int, ...], values: tuple[float, ...], batch: float) -> float:
     """``values`` (one per batch size ``bs``) at ``batch`` in [bs[0], bs[-1]], linear between the points."""

@@ -405,3 +405,13 @@ def test_the_fused_attention_note_comes_only_with_attention() -> None:
              for name in ("distilbert", "resnet50")}  # fmt: skip
     assert any("fused attention assumed" in n for n in notes["distilbert"])
     assert not any("fused attention" in n for n in notes["resnet50"])
+
+
+def test_an_estimate_serialises_as_memory_json_prints_it() -> None:
+    """``MemoryEstimate.to_dict`` / ``to_json``, for notebooks (only ``rightsize memory --json`` had serialised it)."""
+    import json
+
+    est = estimate_memory("distilbert", mode="train", batch_size=2, **TINY_CPU)  # type: ignore[arg-type]
+    data = json.loads(est.to_json())
+    assert data == est.to_dict() and data["total_bytes"] == est.total_bytes > 0
+    assert sum(data["breakdown"].values()) == est.total_bytes and data["tier"] == est.tier

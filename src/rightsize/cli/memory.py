@@ -91,7 +91,7 @@ def memory(
         est = estimate_memory(model, device=device, catalog=cat, tiers=tier_list, **kwargs)
     val = _validate(est, model, kwargs, tiny) if validate else None
     if json_out:
-        emit_json({**_as_dict(est), **({"validation": val.to_dict()} if val else {})})
+        emit_json({**est.to_dict(), **({"validation": val.to_dict()} if val else {})})
         return
     _print_estimate(est)
     if val is not None:
@@ -124,12 +124,6 @@ def _validate(est: MemoryEstimate, model: str, kwargs: dict[str, Any], tiny: boo
                             "a lower --precision")  # fmt: skip
     with err_console.status("running the configuration for real…"):
         return validate_memory(local, tiny=tiny)
-
-
-def _as_dict(est: MemoryEstimate) -> dict[str, Any]:
-    import dataclasses
-
-    return dataclasses.asdict(est)
 
 
 def _unit(total_bytes: int) -> tuple[str, int]:

@@ -21,7 +21,7 @@ live at the peak, so it sums to the total; ``components`` gives each quantity at
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from rightsize.errors import SpecError, did_you_mean
@@ -154,6 +154,15 @@ class MemoryEstimate:
     trace_s: float = 0.0
     shape: list[int] | None = None  # a user model's input (see MemoryInputs)
     vocab: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field (bytes as ints, advice as dicts): what ``rightsize memory --json`` prints."""
+        return asdict(self)
+
+    def to_json(self) -> str:
+        from rightsize.jsonout import to_json
+
+        return to_json(self.to_dict())
 
 
 def compute_dtype(mode: str, precision: str, device: str) -> tuple[Literal["fp32", "fp16", "bf16"], bool]:

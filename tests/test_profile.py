@@ -1,0 +1,35 @@
+"""A Profile's tables for notebooks: one flat row per measured config, a DataFrame and JSON."""
+
+from __future__ import annotations
+
+import json
+
+from rightsize.profile import Latency, Measurement, Profile
+
+ENV = {"id": "box", "cpu_model": "x", "cores_logical": 2, "cores_physical": 2}
+
+
+def _profile() -> Profile:
+    lat = Latency(p50=10.0, p95=12.5, p99=13.0, std=0.5, n=20)
+    ok = Measurement(model="distilbert", mode="inference", device="cpu", precision="fp32", batch_size=4, threads=2,
+                     input={"seq_len": 64}, status="ok", latency_ms=lat, throughput_per_s=400.0,
+                     extra={"ci_converged": False, "contended": True})  # fmt: skip
+    failed = Measurement(model="distilbert", mode="inference", device="cpu", precision="int8", batch_size=4,
+                         threads=2, input={"seq_len": 64}, status="failed", reason="no quantized engine")  # fmt: skip
+    return Profile(model="distilbert", mode="inference", input={"seq_len": 64}, env=ENV, measurements=(ok, failed))  # type: ignore[arg-type]
+
+
+def test_rows_are_flat_with_latency_in_ms_and_the_run_s_caveats() -> None:
+    ok, failed = _profile().rows()
+    assert (ok["precision"], ok["batch_size"], ok["p50_ms"], ok["p95_ms"], ok["repeats"]) == ("fp32", 4, 10.0, 12.5, 20)
+    assert ok["converged"] is False and ok["contended"] is True and ok["throughput_per_s"] == 400.0
+    assert failed["status"] == "failed" and failed["p50_ms"] is None and failed["reason"] == "no quantized engine"
+
+
+def test_dataframe_and_json_carry_every_measurement() -> None:
+    prof = _profile()
+    frame = prof.to_dataframe()
+    assert list(frame["precision"]) == ["fp32", "int8"] and frame["p95_ms"].iloc[0] == 12.5
+    data = json.loads(prof.to_json())
+    assert data["model"] == "distilbert" and data["env"]["id"] == "box" and len(data["measurements"]) == 2
+    assert data["measurements"][0]["latency_ms"]["p95"] == 12.5

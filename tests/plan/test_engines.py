@@ -128,3 +128,31 @@ def test_why_not_the_other_device_class_looks_across_engines() -> None:
     assert best.recommendation.device_class == "gpu"  # type: ignore[attr-defined]
     assert best.alternative.device_class == "cpu" and best.why_not[0].startswith("best CPU plan: ")  # type: ignore[attr-defined]
     assert "(engine ONNX Runtime)" in best.why_not[0]  # type: ignore[attr-defined]
+
+
+def test_the_report_simulates_an_alternative_another_engine_planned() -> None:
+    """sentiment-api's report drew no line for the T4 alternative: its rate sweep was simulated over the ONNX Runtime
+    plan's curves, which have no GPU, and came out empty. The winner's context carries the alternative's curve."""
+    from plan_fixtures import cpu_curve, gpu_curve, small_catalog
+
+    from rightsize.plan import plan
+    from rightsize.report.data import compute_sweeps
+    from rightsize.workflows.engine_choice import pick_engine
+    from rightsize.workflows.plan import sweep_fn
+
+    w = Workload.model_validate({
+        "name": "two", "model": "distilbert", "tiny": True,
+        "targets": {"online": {"rate_per_s": 10, "latency": {"percentile": 95, "bound_ms": 80}}},
+    })  # fmt: skip
+    torch_curves, ort_curves = (
+        [cpu_curve("c.2x", 900.0, 700.0), gpu_curve("T4", 4.0, 0.2)],
+        [cpu_curve("c.2x", 20.0, 15.0)],
+    )
+    runs = [(e, plan(w, k, small_catalog()), {"curves": k}) for e, k in (("torch", torch_curves), ("onnxruntime",
+            ort_curves))]  # type: ignore[arg-type]  # fmt: skip
+    best, context = pick_engine(runs)  # type: ignore[arg-type]
+    assert best.alternative is not None and best.alternative.device == "T4"
+    assert context["curves"] == [*ort_curves, torch_curves[1]]
+    sweeps, _ = compute_sweeps(best, sweep_fn(best, context["curves"]))
+    t4 = next(s for s in sweeps if "g.t4" in s.label)
+    assert all(v is not None for v in t4.p95_ms[:3]), t4  # had been None at every rate

@@ -44,7 +44,8 @@ def pick_engine(runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> tuple[Pla
                 f"engine {ENGINE_NAMES[other]}: best plan {rec.instance} {rec.precision} at "
                 f"{format_usd(rec.cost_usd_per_hour)}/h{p95} ({ratio:.2f}x the cost)"
             )
-    _other_class(best, engine, runs)
+    if (source := _other_class(best, engine, runs)) is not None:
+        context = _with_curve_of(best, context, source[2])
     names = ", ".join(ENGINE_NAMES[r[0]] for r in runs)
     best.why.append(f"engine: {ENGINE_NAMES[engine]}, the cheapest of {names} (ties: faster)")
     best.why += lines
@@ -54,23 +55,37 @@ def pick_engine(runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> tuple[Pla
     return best, context
 
 
-def _other_class(best: PlanResult, engine: str, runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> None:
-    """The best feasible plan of the device class the recommendation is not, over every engine's plans. ONNX Runtime
-    plans are CPU-only, and each engine's own "why not" was judged against its own pick: copying the other engine's
-    put a CPU plan under "why not the other device class" of a CPU recommendation, or said "no CPU plan is
-    feasible" beside an ONNX Runtime CPU plan that was."""
+def _with_curve_of(best: PlanResult, context: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """``context`` with the curve ``best.alternative`` was planned from when another engine planned it: the report
+    simulates and draws the alternative from it (its rate sweep had come out empty: the T4 row of a PyTorch plan
+    has no curve among an ONNX Runtime plan's)."""
+    from rightsize.workflows.plan import curve_of
+
+    alt, curves = best.alternative, list(context.get("curves", ()))
+    if alt is None or any(curve_of(k, alt) for k in curves):
+        return context
+    return {**context, "curves": curves + [k for k in other.get("curves", ()) if curve_of(k, alt)][:1]}
+
+
+def _other_class(
+    best: PlanResult, engine: str, runs: list[tuple[str, PlanResult, dict[str, Any]]]
+) -> tuple[str, PlanResult, dict[str, Any]] | None:
+    """The best feasible plan of the device class the recommendation is not, over every engine's plans; the run it
+    came from when another engine's. ONNX Runtime plans are CPU-only, and each engine's own "why not" was judged
+    against its own pick: copying the other engine's put a CPU plan under "why not the other device class" of a CPU
+    recommendation, or said "no CPU plan is feasible" beside an ONNX Runtime CPU plan that was."""
     from rightsize.plan.explain import alternative_lines
 
     rec = best.recommendation
     if rec is None:
-        return
+        return None
     other = "gpu" if rec.device_class == "cpu" else "cpu"
-    offers = [(name, c) for name, result, _ in runs for c in (result.recommendation, result.alternative)
+    offers = [(run, c) for run in runs for c in (run[1].recommendation, run[1].alternative)
               if c is not None and c.feasible and c.device_class == other]  # fmt: skip
     if not offers:  # none feasible: the account of an engine that evaluated that class (why its rows fail)
         best.alternative = None
         if any(c.device_class == other for c in best.candidates):
-            return  # the engine's own ("no GPU plan is feasible; e.g. ...") stands
+            return None  # the engine's own ("no GPU plan is feasible; e.g. ...") stands
         for name, result, _ in runs:
             if (
                 result.recommendation is not None
@@ -78,16 +93,18 @@ def _other_class(best: PlanResult, engine: str, runs: list[tuple[str, PlanResult
                 and any(c.device_class == other for c in result.candidates)
             ):
                 best.why_not = [f"{line} (engine {ENGINE_NAMES[name]})" for line in result.why_not]
-                return
-        return
-    name, alt = min(offers, key=lambda o: (_cand_cost(o[1]), o[0] != engine))
+                return None
+        return None
+    run, alt = min(offers, key=lambda o: (_cand_cost(o[1]), o[0][0] != engine))
+    name = run[0]
     if alt is best.alternative:
-        return
+        return None
     online = best.target.get("online") or {}
     percentile = float((online.get("latency") or {}).get("percentile", 95.0)) if isinstance(online, dict) else 95.0
     best.alternative = alt
     best.why_not = [f"{line} (engine {ENGINE_NAMES[name]})" if i == 0 and name != engine else line
                     for i, line in enumerate(alternative_lines(alt, rec, best.kind, percentile))]  # fmt: skip
+    return run if name != engine else None
 
 
 def _cand_cost(c: Any) -> float:

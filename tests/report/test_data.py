@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import asdict
+from dataclasses import asdict, fields, replace
 from types import SimpleNamespace
 
 import pytest
 from report_kit import curves, fake_sweep, online_plan, profile_for
 
 from rightsize.plan.result import PlanResult
+from rightsize.profile import ServiceCurve
 from rightsize.report.data import (
     GIB,
     SWEEP_FRACTIONS,
@@ -83,6 +85,15 @@ def test_unstable_rates_become_gaps() -> None:
     assert sum(v is not None for v in sweeps[0].p95_ms) == n_finite
 
 
+def test_two_candidates_with_one_curve_draw_one_labelled_line() -> None:
+    """n2-highcpu-4 and Standard_F4s_v2 (one projected CPU family and size) had two legend entries and one visible
+    line, the second drawn exactly over the first."""
+    plan = online_plan()
+    sweeps, _ = compute_sweeps(plan, lambda c, rates: [5.0 * (1 + r / 100) for r in rates])
+    assert len(sweeps) == 1 and sweeps[0].recommended
+    assert sweeps[0].label.count(" = ") == 3, sweeps[0].label  # the four candidates test_rate_sweep_... draws
+
+
 def test_a_failing_sweep_is_a_note_not_a_crash(plan_online: PlanResult) -> None:
     def broken(c: object, rates: list[float]) -> list[float]:
         raise RuntimeError("boom")
@@ -122,5 +133,12 @@ def test_a_stored_plan_without_a_sweep_gives_its_own_reason(plan_online: PlanRes
 def test_curve_round_trips_through_json_dict() -> None:
     c = curves()[1]
     assert curve_from_dict(asdict(c)) == c
+    # every field set off its default: a stored plan's CPU layout (2 workers x 1 thread) had come back as 1 x None
+    cpu = replace(c, device="cpu:c.4x", instance="c.4x", threads=1, workers=2, memory_bytes=(1,) * 6,
+                  device_share=(0.5,) * 6, compute_share=(0.4,) * 6, band_los=(0.7,) * 6, band_his=(1.5,) * 6,
+                  extrapolated=True, caveats=("int8 extrapolated",), batch_limit=16)  # fmt: skip
+    assert {f.name for f in fields(cpu) if getattr(cpu, f.name) == getattr(ServiceCurve("d", "p", (1,), (1.0,), (0.1,),
+            "projected"), f.name)} <= {"provenance"}  # fmt: skip
+    assert curve_from_dict(json.loads(json.dumps(asdict(cpu)))) == cpu
     with pytest.raises(KeyError):
         curve_from_dict({"precision": "fp16"})

@@ -200,7 +200,8 @@ def fleet_rows(fleet: Mapping[str, Any] | None) -> tuple[str, list[list[str]]]:
 
 
 def curve_from_dict(d: Mapping[str, Any]) -> ServiceCurve:
-    """A ServiceCurve from its ``dataclasses.asdict`` JSON (lists back to tuples)."""
+    """A ServiceCurve from its ``dataclasses.asdict`` JSON (lists back to tuples; every field: a stored plan's CPU
+    layouts had come back as 1 worker of all threads, two layouts of one instance drawn under one label)."""
     mem, share, compute = d.get("memory_bytes"), d.get("device_share"), d.get("compute_share")
     los, his = d.get("band_los"), d.get("band_his")
     return ServiceCurve(
@@ -215,12 +216,15 @@ def curve_from_dict(d: Mapping[str, Any]) -> ServiceCurve:
         source=str(d.get("source", "")),
         memory_bytes=tuple(mem) if mem is not None else None,
         instance=d.get("instance"),
+        threads=int(d["threads"]) if d.get("threads") is not None else None,
+        workers=int(d.get("workers") or 1),
         device_share=tuple(float(x) for x in share) if share is not None else None,
         compute_share=tuple(float(x) for x in compute) if compute is not None else None,
         band_los=tuple(float(x) for x in los) if los is not None and his is not None else None,
         band_his=tuple(float(x) for x in his) if los is not None and his is not None else None,
         extrapolated=bool(d.get("extrapolated", False)),
         caveats=tuple(str(x) for x in d.get("caveats") or ()),
+        batch_limit=int(d["batch_limit"]) if d.get("batch_limit") is not None else None,
     )
 
 
@@ -347,8 +351,15 @@ def compute_sweeps(result: PlanResult, sweep: SweepFn) -> tuple[list[RateSweep],
         except Exception as exc:  # one candidate's sweep failing must not lose the whole report
             return out, f"the rate sweep failed ({type(exc).__name__}: {exc})"
         vals = tuple(finite(v) for v in p95[: len(rates)])
-        key = candidate_key(c.to_dict())
-        out.append(RateSweep(candidate_label(c.to_dict()), tuple(rates), vals, recommended=key == rec_key))
+        key, label = candidate_key(c.to_dict()), candidate_label(c.to_dict())
+        # two instances of one projected CPU family and size draw one line: the second had hidden under the first
+        same = [i for i, s in enumerate(out) if s.p95_ms == vals and any(v is not None for v in vals)]
+        if same:
+            first = out[same[0]]
+            recommended = first.recommended or key == rec_key
+            out[same[0]] = replace(first, label=f"{first.label} = {label}", recommended=recommended)
+            continue
+        out.append(RateSweep(label, tuple(rates), vals, recommended=key == rec_key))
     return out, "" if out else "no feasible online candidate to sweep"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 from pathlib import Path
 
@@ -70,6 +71,15 @@ def test_projected_layouts_of_one_instance_are_told_apart_in_the_legend(plan_onl
     svg = "".join(latency_charts(data))
     assert "c7i.2xlarge int8 4 × 2 thr projected (median)" in svg and "c7i.2xlarge int8 2 × 4 thr projected" in svg
     assert "A10G fp16 projected" in svg  # a lone curve keeps its short name
+    # two instances one projection serves alike (one family and size) draw one line named for both, layouts apart;
+    # through the stored plan too, whose curves had come back with no layout
+    twin = [dataclasses.replace(c, instance="Standard_F8s_v2", device="cpu:Standard_F8s_v2") for c in (cpu(4, 2),
+            cpu(2, 4))]  # fmt: skip
+    stored = plan_online.to_dict() | {"curves": [dataclasses.asdict(c) for c in (cpu(4, 2), cpu(2, 4), *twin)]}
+    svg = "".join(latency_charts(build_report_data(stored)))
+    assert svg.count("c7i.2xlarge = Standard_F8s_v2 int8 4 × 2 thr projected (median)<") == 1, svg
+    assert "c7i.2xlarge = Standard_F8s_v2 int8 2 × 4 thr projected (median)<" in svg
+    assert ">Standard_F8s_v2 int8" not in svg
 
 
 def test_markdown_escapes_html_and_table_syntax(plan_online: PlanResult) -> None:

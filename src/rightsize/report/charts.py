@@ -100,13 +100,20 @@ def latency_charts(data: ReportData) -> list[str]:
             if m.throughput_per_s
         ]
         thr.append(Series(f"{label} measured", tp, c))
-    picked = _pick_curves(data)
+    # instances one projection serves alike (one CPU family and size) draw one line, named for each: the second
+    # had been drawn exactly over the first, a legend entry with no line to see
+    same: dict[tuple[Any, ...], list[ServiceCurve]] = {}
+    for cv in _pick_curves(data):
+        key = (cv.precision, cv.workers, cv.threads, cv.latency_ms, cv.band_los, cv.band_his, cv.band_lo, cv.band_hi)
+        same.setdefault(key if cv.provenance == "projected" else (id(cv),), []).append(cv)
+    picked = [group[0] for group in same.values()]
+    names = {id(group[0]): " = ".join(dict.fromkeys(k.instance or k.device for k in group)) for group in same.values()}
     # k workers x t threads of one instance are curves alike but for their layout: name it when it tells them apart
-    alike = Counter((cv.instance or cv.device, cv.precision, cv.provenance) for cv in picked)
+    alike = Counter((names[id(cv)], cv.precision, cv.provenance) for cv in picked)
     for cv in picked:
         c = PALETTE[color % len(PALETTE)]
         color += 1
-        dev = cv.instance or cv.device
+        dev = names[id(cv)]
         tag = cv.provenance
         shape = f" {cv.workers} × {cv.threads} thr" if cv.threads and alike[(dev, cv.precision, tag)] > 1 else ""
         label = f"{dev} {cv.precision}{shape} {tag}"

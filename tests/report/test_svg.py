@@ -99,6 +99,15 @@ def test_stacked_bars_draw_one_segment_per_component() -> None:
     assert "T4 16 GiB" in html
 
 
+def test_a_long_bar_label_wraps_inside_the_chart() -> None:
+    """ "estimate on a CPU, load peak" ran off the chart's left edge ("te on a CPU, load peak" showed)."""
+    html = stacked_hbars("mem", "Memory", [("estimate on a CPU, load peak", [("weights", 2.0)])], {}, Axis("GiB"))
+    labels = [e for e in _svg(html).iter() if e.get("text-anchor") == "end"]
+    assert ["".join(e.itertext()).replace("estimate on a CPU, load peak", "", 1) for e in labels] == [
+        "estimate on a CPU,", "load peak"]  # the full label kept as each line's tooltip  # fmt: skip
+    assert all(float(e.get("x", 0)) - 6.1 * len(list(e.itertext())[-1]) >= 0 for e in labels)
+
+
 def test_a_budget_far_above_the_bars_is_named_instead_of_flattening_them() -> None:
     series = [BarSeries("spot", [Bar(0.5), Bar(1.0)])]
     html = bar_chart("b", "B", ["a", "b"], series, Axis("USD"), refs=[Ref("y", 80.0, "budget $80")])

@@ -92,6 +92,20 @@ def bar_chart(
     return _figure(name, title, "".join(out), _legend([(s.name, s.color, "") for s in series]), note)
 
 
+LABEL_CHARS = 20  # of an 11 px label, what the 130 px left of the bars holds
+
+
+def _label_lines(label: str, chars: int = LABEL_CHARS) -> list[str]:
+    """A bar's label in at most two lines of ``chars``, broken at a space, the rest elided: "estimate on a CPU, load
+    peak" had run off the chart's left edge as "te on a CPU, load peak"."""
+    if len(label) <= chars:
+        return [label]
+    cut = label.rfind(" ", 0, chars + 1)
+    cut = cut if cut > 0 else chars
+    first, rest = label[:cut].rstrip(), label[cut:].strip()
+    return [first, rest if len(rest) <= chars else rest[: chars - 1].rstrip() + "…"]
+
+
 def stacked_hbars(
     name: str,
     title: str,
@@ -124,7 +138,11 @@ def stacked_hbars(
         )
     for i, (label, parts) in enumerate(rows):
         y, acc = top + 8 + 34 * i, 0.0
-        out.append(f'<text class="tick" x="{left - 6}" y="{y + 16}" text-anchor="end">{esc(label)}</text>')
+        lines = _label_lines(label)
+        for j, line in enumerate(lines):  # one line at the bar's middle, two around it
+            ty = y + (16 if len(lines) == 1 else 10 + 12 * j)
+            out.append(f'<text class="tick" x="{left - 6}" y="{ty}" text-anchor="end"><title>{esc(label)}</title>'
+                       f"{esc(line)}</text>")  # fmt: skip
         for comp, v in parts:
             x0, x1 = xs(acc), xs(acc + v)
             out.append(

@@ -403,3 +403,29 @@ def test_a_generative_validation_shows_predicted_vs_measured_ttft_and_tpot(tmp_p
     assert "spec chat, served gpt2 small (a stand-in)" in page and "per-request overhead 3.25 ms" in page
     assert "forecast: median |error| 7.5%, worst 10%, within 20%: 6/6" in page
     assert "weight_precision int8 is not served here" in page
+
+
+def test_a_tiny_variant_is_priced_apart_from_the_model_with_its_input(tmp_path: Path) -> None:
+    """The tiny distilbert (tests, --tiny) at seq_len 8 headed /cost's measured table as "distilbert c7a.large b2",
+    $0.011 per 1M samples, beside the real model's 50 ms at seq_len 64."""
+    from dataclasses import replace
+
+    from report_kit import measurement
+
+    from rightsize.catalog import load_catalog
+    from rightsize.report.dashboard_cost import measured_points
+    from rightsize.store import Store
+
+    with Store(tmp_path / "s.sqlite") as st:
+        st.save_env(ENV_B)
+        run = st.start_run("bench", name="b", model="distilbert", env_id=str(ENV_B["id"]))
+        real = measurement("distilbert", "cpu", "fp32", 2, 40.0, 30.0, str(ENV_B["id"]))
+        tiny = replace(real, tiny=True, input={"seq_len": 8}, latency_ms=replace(real.latency_ms, p95=0.85))
+        st.add_measurements(run, [real, tiny])
+        st.finish_run(run)
+        points = measured_points(st, load_catalog(""))
+    by_model = {p.model: p for p in points}
+    assert set(by_model) == {"distilbert", "distilbert (tiny)"}, set(by_model)
+    assert by_model["distilbert (tiny)"].label.endswith("b2, seq_len 8") and by_model["distilbert"].label.endswith(
+        "b2, seq_len 64"
+    )

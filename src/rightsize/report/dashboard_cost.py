@@ -98,14 +98,17 @@ def measured_points(st: Store, catalog: Any, unpriced: list[str] | None = None) 
                 for m in (m for m in ms if m.device == device):
                     assert m.latency_ms is not None
                     host = env.hostname or env.id
+                    # a tiny variant (tests, --tiny) is not the model, and one model's input sizes cost apart: the
+                    # tiny distilbert's 0.85 ms at seq_len 8 had headed the table as "distilbert c7a.large b2"
+                    inputs = " ".join(f"{k} {v}" for k, v in sorted(m.input.items()))
                     out.append(
                         CostPoint(
                             "measured",
-                            m.model,
+                            m.model + (" (tiny)" if m.tiny else ""),
                             m.precision,
                             inst.device_class,
                             inst.provider,
-                            f"{inst.instance_type} b{m.batch_size}",
+                            f"{inst.instance_type} b{m.batch_size}" + (f", {inputs}" if inputs else ""),
                             m.latency_ms.p95,
                             inst.usd_per_hour,
                             usd_per_1m_samples(inst.usd_per_hour, m.throughput_per_s),

@@ -280,3 +280,42 @@ def test_a_cpu_hog_on_the_measured_core_is_flagged() -> None:
         assert key in busy.extra
     q = measurement_quality([busy, quiet])
     assert q.contended >= 1 and q.problems and "slower" in q.likely_effect
+
+
+def test_a_local_server_found_by_its_port_counts_as_the_load_test_s_own_work(tmp_path: Path) -> None:
+    """`rightsize loadtest` drives a server it did not start: its CPU counted as other processes' (a busy machine
+    and a busy server read alike), so loadtest never said the machine was busy. The server is found by its port and
+    its tree counted as ours; what the two watches differ by is that server's CPU, whatever else runs beside."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from rightsize.measure.conditions import OthersBusy, listening_pids
+
+    script, port_file = tmp_path / "server.py", tmp_path / "port"
+    script.write_text("import socket, sys, time\ns = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+                      "with open(sys.argv[1], 'w') as f: f.write(str(s.getsockname()[1]))\n"
+                      "t = time.time()\nwhile time.time() - t < 5: pass\n")  # fmt: skip
+    # started by a shell that exits at once: the busy server is re-parented away from this process's tree
+    line = f"{sys.executable} {script} {port_file} >/dev/null 2>&1 & echo $!"  # its output not on our pipe
+    out = subprocess.run(["sh", "-c", line], capture_output=True, text=True, timeout=30)
+    pid = int(out.stdout.split()[0])
+    try:
+        deadline = time.time() + 10
+        while not (port_file.exists() and port_file.read_text()) and time.time() < deadline:
+            time.sleep(0.05)
+        port = int(port_file.read_text())
+        assert listening_pids(port) == [pid]
+        server = psutil.Process(pid)
+        before = sum(server.cpu_times()[:2])
+        with OthersBusy() as everyone, OthersBusy(also=[pid]) as others:
+            time.sleep(1.0)
+        server_s = sum(server.cpu_times()[:2]) - before
+    finally:
+        subprocess.run(["kill", str(pid)], check=False)
+    if everyone.share is None or others.share is None:
+        pytest.skip("no /proc/stat here")
+    cores = psutil.cpu_count() or 1
+    assert server_s > 0.05  # it ran
+    assert everyone.share - others.share == pytest.approx(server_s / cores, abs=0.08)

@@ -67,6 +67,35 @@ def build_target(
     return target
 
 
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
+
+
+def watching_others(host: str, port: int) -> Any:
+    """An ``OthersBusy`` over the load test when the server runs on this machine and its process is found by its
+    port (its CPU, and this generator's, are the test's own; anything else slows the server), else a no-op. The load
+    test had no way to tell a busy machine from a slow server: validate's levels said it, loadtest never did."""
+    import contextlib
+
+    from rightsize.measure.conditions import OthersBusy, listening_pids
+
+    pids = listening_pids(port) if host in LOCAL_HOSTS else []
+    return OthersBusy(also=pids) if pids else contextlib.nullcontext()
+
+
+def busy_payload(watch: Any) -> dict[str, Any]:
+    """``others_busy_share`` (None when not watched: a remote server, or one whose process was not found) and, past
+    validate's threshold, ``others_busy_note`` saying what it means for the figures."""
+    from rightsize.workflows.validate_run import OTHERS_BUSY
+
+    share = getattr(watch, "share", None)
+    if share is None or share <= OTHERS_BUSY:
+        return {"others_busy_share": share}
+    return {"others_busy_share": share, "others_busy_note": (
+        f"other processes kept {share:.0%} of this machine's cores busy during the test (the server and this load "
+        "generator left out): its latencies include that load; run it again on a quiet machine to measure the "
+        "server alone")}  # fmt: skip
+
+
 def check_reachable(host: str, port: int, timeout_s: float = 3.0) -> None:
     """Fail fast (exit 1) when nothing listens at host:port, instead of a run of connection errors."""
     try:
@@ -260,44 +289,49 @@ def loadtest(
         text = knee.render()
         failed = all(not s.result.valid for s in knee.steps)
     else:
+        watch = watching_others(target.host, target.port)
         if rate is not None:
             err_console.print(f"open loop on {target.url}: {rate:g}/s {arrival} ({loop_name})")
-            result = run_open_loop(
-                target,
-                OpenLoopConfig(
-                    rate_per_s=rate,
-                    duration_s=duration,
-                    requests=requests,
-                    arrival=arrival,  # type: ignore[arg-type]
-                    connections=connections,
-                    timeout_s=timeout_s,
-                    slo_ms=slo_ms,
-                    warmup_s=warmup_s,
-                    max_lag_ms=max_lag_ms,
-                    seed=seed,
-                ),
-            )
+            with watch:
+                result = run_open_loop(
+                    target,
+                    OpenLoopConfig(
+                        rate_per_s=rate,
+                        duration_s=duration,
+                        requests=requests,
+                        arrival=arrival,  # type: ignore[arg-type]
+                        connections=connections,
+                        timeout_s=timeout_s,
+                        slo_ms=slo_ms,
+                        warmup_s=warmup_s,
+                        max_lag_ms=max_lag_ms,
+                        seed=seed,
+                    ),
+                )
         else:
             assert concurrency is not None
             err_console.print(f"closed loop on {target.url}: {concurrency} users ({loop_name})")
-            result = run_closed_loop(
-                target,
-                ClosedLoopConfig(
-                    concurrency=concurrency,
-                    duration_s=duration,
-                    requests=requests,
-                    timeout_s=timeout_s,
-                    slo_ms=slo_ms,
-                    warmup_s=warmup_s,
-                ),
-            )
-        payload = {"kind": "loadtest", "event_loop": loop_name, **result.to_dict()}
+            with watch:
+                result = run_closed_loop(
+                    target,
+                    ClosedLoopConfig(
+                        concurrency=concurrency,
+                        duration_s=duration,
+                        requests=requests,
+                        timeout_s=timeout_s,
+                        slo_ms=slo_ms,
+                        warmup_s=warmup_s,
+                    ),
+                )
+        payload = {"kind": "loadtest", "event_loop": loop_name, **result.to_dict(), **busy_payload(watch)}
         text = result.render()
         failed = not result.valid
         _hint_unauthorized(result.status_counts, token)
 
     artifact_id = None if no_store else store_payload(payload, store)
     payload["artifact_id"] = artifact_id
+    if (note := payload.get("others_busy_note")) is not None:
+        err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
     if as_json:
         emit_json(payload)
     else:
@@ -341,11 +375,14 @@ def _generate_load(
     rng = np.random.default_rng(seed + 1)
     prompts, outputs = rng.integers(p_lo, p_hi + 1, offsets.size), rng.integers(o_lo, o_hi + 1, offsets.size)
     err_console.print(f"generation load on {url}: {rate:g}/s poisson, {offsets.size} requests")
-    result = run_generation_load(url, offsets, prompts, outputs, timeout_s=timeout_s, seed=seed, token=token)
+    with (watch := watching_others(host, port)):
+        result = run_generation_load(url, offsets, prompts, outputs, timeout_s=timeout_s, seed=seed, token=token)
     summary = result.summary(record_from_s=warmup_s)
     payload = {"kind": "loadtest-generate", "url": url, "rate_per_s": rate, "prompt_tokens": [p_lo, p_hi],
-               "output_tokens": [o_lo, o_hi], **summary}  # fmt: skip
+               "output_tokens": [o_lo, o_hi], **summary, **busy_payload(watch)}  # fmt: skip
     payload["artifact_id"] = store_payload(payload, store) if save else None
+    if (note := payload.get("others_busy_note")) is not None:
+        err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
     _hint_unauthorized(summary["statuses"], token)
     if as_json:
         emit_json(payload)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -228,20 +229,40 @@ class RunConditions:
         }
 
 
-def _tree_cpu_s() -> float:
+def _tree_cpu_s(also: Sequence[int] = ()) -> float:
     """CPU seconds (user + system) of this process and every process under it (a server, its workers), with the
-    children each has already reaped: a generator process that ended within the level is still ours."""
+    children each has already reaped: a generator process that ended within the level is still ours. ``also``: the
+    pids of other trees to count as ours (a server this process drives but did not start)."""
     import psutil
 
     total = 0.0
-    me = psutil.Process()
-    for p in [me, *me.children(recursive=True)]:
+    procs: dict[int, Any] = {}
+    for pid in (os.getpid(), *also):
+        try:
+            root = psutil.Process(pid)
+            procs |= {p.pid: p for p in (root, *root.children(recursive=True))}
+        except psutil.Error:  # gone
+            continue
+    for p in procs.values():
         try:
             t = p.cpu_times()
             total += t.user + t.system + t.children_user + t.children_system
         except psutil.Error:  # gone between the listing and the read
             continue
     return total
+
+
+def listening_pids(port: int) -> list[int]:
+    """The processes of this machine listening on TCP ``port`` (the server a local load test drives); empty when
+    none is, or this user may not see which process holds it."""
+    import psutil
+
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.Error, OSError):
+        return []
+    return sorted({c.pid for c in conns if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port
+                   and c.pid})  # fmt: skip
 
 
 def _machine_ticks() -> tuple[int, int] | None:
@@ -262,12 +283,15 @@ class OthersBusy:
 
     share: float | None = None
 
+    def __init__(self, also: Sequence[int] = ()) -> None:
+        self.also = tuple(also)  # pids whose trees are ours too (a local server a load test drives)
+
     def __enter__(self) -> OthersBusy:
-        self._ticks, self._ours, self._wall = _machine_ticks(), _tree_cpu_s(), time.perf_counter()
+        self._ticks, self._ours, self._wall = _machine_ticks(), _tree_cpu_s(self.also), time.perf_counter()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        after, ours, wall = _machine_ticks(), _tree_cpu_s(), time.perf_counter() - self._wall
+        after, ours, wall = _machine_ticks(), _tree_cpu_s(self.also), time.perf_counter() - self._wall
         if self._ticks is None or after is None or after[1] <= self._ticks[1] or wall <= 0:
             return
         cores = (after[1] - self._ticks[1]) / _USER_HZ / wall  # core-seconds per second of wall time

@@ -88,10 +88,15 @@ def test_unstable_rates_become_gaps() -> None:
 def test_two_candidates_with_one_curve_draw_one_labelled_line() -> None:
     """n2-highcpu-4 and Standard_F4s_v2 (one projected CPU family and size) had two legend entries and one visible
     line, the second drawn exactly over the first."""
+    from rightsize.report.charts import rate_chart
+
     plan = online_plan()
-    sweeps, _ = compute_sweeps(plan, lambda c, rates: [5.0 * (1 + r / 100) for r in rates])
-    assert len(sweeps) == 1 and sweeps[0].recommended
-    assert sweeps[0].label.count(" = ") == 3, sweeps[0].label  # the four candidates test_rate_sweep_... draws
+    data = build_report_data(plan, sweep=lambda c, rates: [5.0 * (1 + r / 100) for r in rates])
+    assert len(data.sweeps) == 4  # the four candidates test_rate_sweep_... draws, each simulated
+    svg = rate_chart(data)
+    legend = [s.label for s in data.sweeps]
+    joined = f"{legend[0]} (recommended) = {legend[1]} = {legend[2]} = {legend[3]}"
+    assert svg.count(joined) == 1 and svg.count(legend[1]) == 1 + 14, svg  # one legend entry; its 14 points' tooltips
 
 
 def test_a_failing_sweep_is_a_note_not_a_crash(plan_online: PlanResult) -> None:

@@ -351,15 +351,8 @@ def compute_sweeps(result: PlanResult, sweep: SweepFn) -> tuple[list[RateSweep],
         except Exception as exc:  # one candidate's sweep failing must not lose the whole report
             return out, f"the rate sweep failed ({type(exc).__name__}: {exc})"
         vals = tuple(finite(v) for v in p95[: len(rates)])
-        key, label = candidate_key(c.to_dict()), candidate_label(c.to_dict())
-        # two instances of one projected CPU family and size draw one line: the second had hidden under the first
-        same = [i for i, s in enumerate(out) if s.p95_ms == vals and any(v is not None for v in vals)]
-        if same:
-            first = out[same[0]]
-            recommended = first.recommended or key == rec_key
-            out[same[0]] = replace(first, label=f"{first.label} = {label}", recommended=recommended)
-            continue
-        out.append(RateSweep(label, tuple(rates), vals, recommended=key == rec_key))
+        key = candidate_key(c.to_dict())
+        out.append(RateSweep(candidate_label(c.to_dict()), tuple(rates), vals, recommended=key == rec_key))
     return out, "" if out else "no feasible online candidate to sweep"
 
 

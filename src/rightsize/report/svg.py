@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from rightsize.report.fmt import esc, finite
 
@@ -248,6 +248,29 @@ def _usable(v: float | None, log: bool) -> bool:
 # -- charts ---------------------------------------------------------------------------------------
 
 
+Drawn = tuple[Series, list[Point], list[tuple[float, float, float]]]
+
+
+def _merge_twins(clean: list[Drawn]) -> list[Drawn]:
+    """Series that draw exactly the same marks and line share one legend entry, named for each ("A = B"): two
+    instances one projection serves alike (a T4 on AWS and on Azure; two clusters of one GPU) had drawn the second
+    exactly over the first, a legend entry with nothing of its own to see. Each is still drawn (its marks keep their
+    own tooltips)."""
+    out: list[Drawn] = []
+    seen: dict[tuple[Any, ...], int] = {}
+    for s, pts, band in clean:
+        key = (tuple((p.x, p.y) for p in pts), tuple(band), s.line, s.dashed, s.hollow, s.marker)
+        if pts and s.legend and key in seen:
+            i = seen[key]
+            out[i] = (replace(out[i][0], name=f"{out[i][0].name} = {s.name}"), *out[i][1:])
+            out.append((replace(s, legend=False), pts, band))
+            continue
+        if s.legend:
+            seen[key] = len(out)
+        out.append((s, pts, band))
+    return out
+
+
 def xy_chart(
     name: str,
     title: str,
@@ -270,6 +293,7 @@ def xy_chart(
             clean.append((s, sorted(pts, key=lambda p: p.x) if s.line else pts, band))
     if not any(pts for _, pts, _ in clean):
         return skipped(name, title, empty)
+    clean = _merge_twins(clean)
     xs_all = [p.x for _, pts, _ in clean for p in pts] + [b[0] for _, _, band in clean for b in band]
     ys_all = [p.y for _, pts, _ in clean for p in pts] + [v for _, _, band in clean for b in band for v in b[1:]]
     refs = [r for r in refs if _usable(finite(r.value), (x if r.axis == "x" else y).log)]

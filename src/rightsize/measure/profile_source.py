@@ -37,7 +37,9 @@ def ensure_profile(
                 cb.stop()
     else:
         swept = run_sweep(workload, store, env=env, on_progress=on_progress)
-    for note in swept.busy_notes:  # a plan from timings kept while the machine was busy says so where it starts
+    # every note of the sweep, as bench prints them: a plan from timings kept while the machine was busy says so where
+    # it starts; one that plans from batch 1 alone says batch 2 failed, and which thread counts were skipped
+    for note in swept.notes:
         print(f"note: {note}", file=sys.stderr)
     if swept.interrupted:
         new = len(swept.measurements) - swept.reused  # as bench counts them: "stored" was said of none, too

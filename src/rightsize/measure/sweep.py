@@ -160,7 +160,8 @@ def stored_result(store: Store | None, cfg: BenchConfig, env_id: str, fresh: boo
         if failed is not None and failed.status == "failed":
             if roomier(failed, cfg):
                 return Stored(None, None, again=UNDER_CAP)
-            return Stored(failed, None, f"{label(cfg)}: failed before ({failed.reason}); --fresh tries it again")
+            again = "`rightsize bench SPEC --fresh` tries it again"  # plan has no --fresh: bench's, for both
+            return Stored(failed, None, f"{label(cfg)}: failed before ({failed.reason}); {again}")
     return Stored(None, prior, again=BUSY if prior is not None else None)
 
 

@@ -81,3 +81,27 @@ def test_a_cpu_recommendations_report_shows_the_cpu_breakdown() -> None:
     assert at.total_bytes == 300e6 and "more activations at batch 8" in at.breakdown
     gpu_rec = SimpleNamespace(device_class="gpu", precision="fp32")
     assert report_memory(SimpleNamespace(recommendation=gpu_rec), context) == gpu  # no catalog: the plain breakdown
+
+
+def test_a_model_that_cannot_be_traced_is_said_once_and_not_traced_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A user model that fails at batch > 1 was traced again on every plan, each time under "estimating ...'s memory
+    (once: cached in the store)", and nothing said that it failed."""
+    (tmp_path / "onlyone.py").write_text(
+        "from torch import nn\n\n\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.l = nn.Linear(4, 2)\n\n    def forward(self, x):\n        if x.shape[0] > 1:\n"
+        "            raise RuntimeError('batch too big for this model')\n        return self.l(x)\n\n\n"
+        "def make():\n    return M()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = parse_spec({"name": "u", "model": "onlyone:make", "mode": "inference", "input": {"shape": [4]},
+                       "precisions": ["fp32"]})  # fmt: skip
+    with Store(tmp_path / "s.sqlite") as db:
+        models, _ = memory_models(spec, db, {"fp32"})
+        first = capsys.readouterr().err
+        again, _ = memory_models(spec, db, {"fp32"})
+        second = capsys.readouterr().err
+    assert models == {} == again
+    assert "onlyone:make's memory could not be estimated at fp32 (" in first and "batch too big" in first, first
+    assert second == "", second  # from the store: not traced again, nothing claimed

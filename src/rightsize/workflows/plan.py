@@ -115,8 +115,10 @@ def _estimate(
     # said on stderr whatever the output mode, as the sweep's "measuring" line: this can take a minute
     print(f"rightsize: estimating {workload.model}'s memory at {', '.join(precisions)} (once: cached in the store)",
           file=sys.stderr, flush=True)  # fmt: skip
+    untraced: list[str] = []
     for prec in precisions:
         est = []
+        failure = ""
         for batches in ENGINE_FIT_BATCHES if engine else MEMORY_FIT_BATCHES:
             try:
                 est = [
@@ -126,9 +128,14 @@ def _estimate(
                     for b in batches
                 ]  # fmt: skip
                 break
-            except Exception:  # a user model fixed to small batches: the next, smaller points
+            except Exception as exc:  # a user model fixed to small batches: the next, smaller points
+                failure = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
                 continue
-        if not est:  # a user's model that cannot be traced here is planned without a memory model
+        if not est:  # a user's model that cannot be traced here is planned without a memory model, and that is
+            # cached too: it had been traced again on every plan, under "(once: cached in the store)"
+            store.save_artifact(None, MEMORY_CACHE_KIND, {"key": key, "precision": prec, "fixed_bytes": None,
+                                                          "reason": failure}, internal=True)  # fmt: skip
+            untraced.append(f"{prec} ({failure})")
             continue
         fixed, per_sample = fit_memory_line([(e.batch_size, e.total_bytes) for e in est])
         payload = {
@@ -153,6 +160,10 @@ def _estimate(
             pass
         store.save_artifact(None, MEMORY_CACHE_KIND, payload, internal=True)
         out[prec] = payload
+    if untraced:
+        print(f"rightsize: {workload.model}'s memory could not be estimated at {'; '.join(untraced)}: planned "
+              "without a memory estimate at those precisions (kept in the store: not tried again)",
+              file=sys.stderr, flush=True)  # fmt: skip
     return out
 
 

@@ -100,3 +100,28 @@ def test_ctrl_c_says_how_far_it_got_and_what_was_kept(tmp_path: Path, monkeypatc
     assert said == [f"interrupted after 3 of 100 items: {str(out)!r} is left as it was (an unfinished run writes no "
                     "output) and nothing is stored"]  # fmt: skip
     assert out.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("name", ["out.jsonl", "out.parquet"])
+def test_a_file_the_pipeline_did_not_write_is_never_replaced(
+    tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pipeline --output user.jsonl` replaced a user's own file with the results, exit 0 (report -o and results
+    --export refuse one); a pipeline's own output is written again."""
+    from cli_kit import run_cli
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "model: simplenet\ntiny: true\nbatch_sizes: [2]\ntargets: {batch: {items: 10, deadline_hours: 1}}\n"
+    )
+    out = tmp_path / name
+    out.write_bytes(b'{"mine": "precious"}\n')
+    argv = ["pipeline", str(spec), "--items", "10", "--output", str(out), "--store", str(tmp_path / "st.sqlite")]
+    rc, stdout, err = run_cli(argv, capsys)
+    assert (rc, stdout) == (2, "") and err.startswith("error: --output: '") and err.endswith(
+        f"{name}' exists and was not written by rightsize; its contents would be lost: choose another file, or remove "
+        "it first\n"), err  # fmt: skip
+    assert out.read_bytes() == b'{"mine": "precious"}\n'
+    out.unlink()
+    assert run_cli(argv, capsys)[0] == 0 and out.stat().st_size > 0
+    assert run_cli(argv, capsys)[0] == 0  # its own results: replaced by the next run's

@@ -164,6 +164,7 @@ _OURS = re.compile(
     rb'\xc2\xb7 rightsize \d+\.\d+\.\d+|<meta name="generator" content="rightsize|^\{\s*"measurements":'
     rb"|^(model,mode,device,precision,batch_size|id,created_at,name,model,kind|artifact_id,run_id,created_at,name,"
     rb"model|id,kind,created_at,url,mode),|^model\r?\n?$"
+    rb'|^\{"id": -?\d+, "label": -?\d+, "score": '  # a pipeline's JSON lines (cluster.pipeline.ResultWriter)
 )
 
 
@@ -181,6 +182,13 @@ def written_by_rightsize(path: Path) -> bool:
     """Whether ``path`` is empty or one of rightsize's own reports or exports (its first 64 KiB say so)."""
     with path.open("rb") as f:
         head = f.read(65536)
+    if head.startswith(b"PAR1"):  # a pipeline's Parquet: its id, label, score columns (`--output` had replaced any)
+        try:
+            import pyarrow.parquet as pq
+
+            return pq.read_schema(path).names == ["id", "label", "score"]
+        except Exception:  # no pyarrow, or not a whole Parquet file: not known to be ours
+            return False
     return not head or _OURS.search(head) is not None
 
 

@@ -69,7 +69,7 @@ def pipeline(
     if output is not None:
         if input_file is not None and same_file(output, input_file):  # the items were overwritten by the results
             raise SpecError("--output", f"is the --input file {str(input_file)!r}; pass another path")
-        check_writable(output, "--output", store)
+        check_writable(output, "--output", store, only_ours=True)  # a user's own file had been replaced, silently
     cat = load_catalog_option(catalog)
     with Store(store) as db:
         result = run_and_project(

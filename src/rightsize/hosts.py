@@ -9,7 +9,17 @@ from __future__ import annotations
 
 import ipaddress
 
-__all__ = ["allowed_hosts", "host_name", "is_loopback"]
+__all__ = ["allowed_hosts", "check_host", "host_name", "is_loopback"]
+
+
+def check_host(host: str) -> None:
+    """Refuse an empty --host: the socket layer reads it as every interface (the store, or the model, open to the
+    network; an unset ``$HOST`` had exposed the model server)."""
+    from rightsize.errors import SpecError
+
+    if not host.strip():
+        raise SpecError("--host", "is empty (which would listen on every interface); give 127.0.0.1, or the "
+                        "address of one interface")  # fmt: skip
 
 
 def is_loopback(host: str) -> bool:

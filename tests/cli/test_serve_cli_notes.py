@@ -77,6 +77,10 @@ def test_an_address_it_cannot_listen_on_is_refused_before_the_model_loads(
     rc, out, err = run_cli([*argv, "--host", "999.1.1.1"], capsys)
     assert (rc, out) == (2, "") and err.startswith("error: --host: cannot listen on '999.1.1.1'")
     assert "loading" not in err and "warning" not in err
+    rc, out, err = run_cli([*argv, "--host", ""], capsys)  # an unset $HOST: it had served on every interface
+    assert (rc, out) == (2, "") and err == (
+        "error: --host: is empty (which would listen on every interface); give 127.0.0.1, or the address of one "
+        "interface\n")  # fmt: skip
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

@@ -38,7 +38,8 @@ def dashboard(
     catalog: list[Path] | None = CATALOG_OPTION,
 ) -> None:
     """Serve a local, read-only dashboard over the results store until Ctrl-C."""
-    from rightsize.report.dashboard import check_host, serve_dashboard
+    from rightsize.hosts import check_host
+    from rightsize.report.dashboard import serve_dashboard
 
     check_host(host)
     check_token(token)

@@ -209,9 +209,11 @@ def _check_access(host: str, port: int, token: str | None) -> None:
     """Refuse an empty token (it served with no auth, silently: `--token "$RIGHTSIZE_TOKEN"` with the variable
     unset) and an address this machine cannot listen on, before the model loads (`--host 999.1.1.1` had warned
     about its token, loaded the model, then failed); warn when a reachable address serves without a token."""
+    from rightsize.hosts import check_host
     from rightsize.serve.server import bind_socket
 
     check_token(token)
+    check_host(host)
     bind_socket(host, port).close()  # SpecError naming --host or --port; the server binds again once loaded
     if host not in ("127.0.0.1", "localhost", "::1") and not token:
         err_console.print(f"warning: serving on {host} without --token; anyone who can reach it can use it")

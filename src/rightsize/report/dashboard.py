@@ -27,7 +27,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from rightsize.catalog import Catalog
 from rightsize.errors import NotFoundError, RightsizeError, SpecError
-from rightsize.hosts import allowed_hosts, host_name
+from rightsize.hosts import allowed_hosts, check_host, host_name
 from rightsize.report.fmt import esc
 
 __all__ = ["DashboardServer", "make_server", "render_api", "render_path", "running_dashboard", "serve_dashboard"]
@@ -231,13 +231,6 @@ class DashboardServer(ThreadingHTTPServer):
     def base_url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host if isinstance(host, str) else host.decode()}:{port}"
-
-
-def check_host(host: str) -> None:
-    """Refuse an empty --host: the socket layer reads it as every interface, the store open to the network."""
-    if not host.strip():
-        raise SpecError("--host", "is empty (which would listen on every interface); give 127.0.0.1, or the "
-                        "address of one interface")  # fmt: skip
 
 
 def make_server(

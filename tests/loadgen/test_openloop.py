@@ -132,6 +132,8 @@ def test_a_server_failing_most_requests_is_no_latency_measurement() -> None:
     problems, warnings = answer_checks(_answered({503: 95, 200: 5}))
     assert problems == ["the server shed 95% of requests (503 x95): the percentiles would be of the few it served; "
                         "lower --rate (--find-knee finds what it admits)"] and warnings == []  # fmt: skip
+    problems, _ = answer_checks(_answered({503: 95, 200: 5}), closed=True)  # a closed loop has no --rate to lower
+    assert problems[0].endswith("served; lower --concurrency")
     # 45% refused, 45% rate-limited: neither alone past its limit, VALID over 10 answers
     problems, _ = answer_checks(_answered({503: 45, 429: 45, 200: 10}))
     assert problems == ["the server shed 90% of requests (429 x45, 503 x45): the percentiles would be of the few it "

@@ -175,14 +175,17 @@ def _shed(status: Mapping[Any, int]) -> tuple[float, dict[int, int]]:
     return (sum(shed.values()) / total if total else 0.0), shed
 
 
-def shed_problem(status: Mapping[Any, int]) -> str | None:
+def shed_problem(status: Mapping[Any, int], closed: bool = False) -> str | None:
     """Why a run is invalid when the server shed most of it (503 refused, 504 dropped past its deadline): 95% refused
-    with p95 over the 5 admitted read VALID."""
+    with p95 over the 5 admitted read VALID. ``closed``: a closed-loop run, whose load is its users (it has no
+    --rate to lower)."""
     share, shed = _shed(status)
     if share > SHED_LIMIT:
         codes = ", ".join(f"{c} x{n}" for c, n in sorted(shed.items()))
-        return (f"the server shed {share:.0%} of requests ({codes}): the percentiles would be of the few it served; "
-                "lower --rate (--find-knee finds what it admits)")  # fmt: skip
+        fix = "lower --concurrency" if closed else "lower --rate (--find-knee finds what it admits)"
+        return (
+            f"the server shed {share:.0%} of requests ({codes}): the percentiles would be of the few it served; {fix}"
+        )
     return None
 
 
@@ -197,11 +200,11 @@ def refused_warning(status: Mapping[Any, int]) -> str | None:
     return None
 
 
-def answer_checks(rec: Recorder) -> tuple[list[str], list[str]]:
+def answer_checks(rec: Recorder, closed: bool = False) -> tuple[list[str], list[str]]:
     """(problems, warnings) from what the server answered, one rule for open and closed loop: mostly 4xx, server
     failures, too few answers, or no success at all make a run invalid; many 503s are said."""
     problems = [p for p in (client_error_problem(rec.status), server_error_problem(rec.status),
-                            shed_problem(rec.status), unanswered_problem(rec.sent, rec.status, rec.errors))
+                            shed_problem(rec.status, closed), unanswered_problem(rec.sent, rec.status, rec.errors))
                 if p is not None]  # fmt: skip
     if rec.sent and rec.ok == 0 and not problems:
         problems.append("no successful response: nothing to measure")

@@ -67,6 +67,7 @@ def build_target(
     return target
 
 
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
 
 
@@ -207,6 +208,10 @@ def loadtest(
         raise SpecError("--rate", f"must be > 0, got {rate}")
     if encoding not in ENCODINGS:
         raise SpecError("--encoding", f"must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
+    if method is not None:  # `--method FOO` had been sent, answered 400 and stored as a load test
+        if method.upper() not in HTTP_METHODS:
+            raise SpecError("--method", f"must be one of {', '.join(HTTP_METHODS)}, got {method!r}")
+        method = method.upper()
     if arrival not in ("poisson", "constant"):
         raise SpecError("--arrival", f"must be poisson or constant, got {arrival!r}")
     if timeout_s <= 0:

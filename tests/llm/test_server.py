@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import re
 import time
 from collections.abc import Iterator
 
@@ -244,3 +246,48 @@ def test_the_probes_answer_head_as_load_balancers_send_it(url: str) -> None:
     for probe in ("/healthz", "/readyz"):  # 405 before
         head = httpx.head(f"{url}{probe}")
         assert head.status_code == 200 and head.content == b"", probe
+
+
+@pytest.mark.slow  # a server process, cut off at the end of its 5 s grace period (~15 s)
+def test_a_stop_that_cuts_requests_off_says_so() -> None:
+    """SIGTERM with a long stream running: uvicorn cancelled it when the grace period ran out, then the server said
+    "stopped: requests in flight were answered"."""
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    cmd = [sys.executable, "-m", "rightsize", "serve", "gpt2", "--generate", "--size", "tiny", "--port", "0", "--json",
+           "--max-prompt-tokens", "16", "--max-new-tokens", "4000", "--max-seqs", "1"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        text = ""
+        while True:  # the ready document (indented JSON): the server is up
+            text += proc.stdout.readline()
+            try:
+                ready = json.loads(text)
+                break
+            except json.JSONDecodeError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        started = threading.Event()
+
+        def stream() -> None:
+            body = {"prompt_len": 8, "max_new_tokens": 4000, "stream": True}
+            with contextlib.suppress(httpx.HTTPError), httpx.stream("POST", f"{ready['url']}/v1/generate", json=body,
+                                                                    timeout=60) as r:  # fmt: skip
+                for _ in r.iter_lines():
+                    started.set()
+
+        clients = [threading.Thread(target=stream, daemon=True) for _ in range(3)]  # one at a time: > 5 s of work
+        for c in clients:
+            c.start()
+        assert started.wait(30)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143 and "Traceback" not in err, err
+    assert re.search(
+        r"stopped: [1-3] request\(s\) still running when the 5 s grace period ran out were cut off", err
+    ), err

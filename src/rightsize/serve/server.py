@@ -13,6 +13,7 @@ import contextlib
 import errno
 import importlib.util
 import logging
+import re
 import signal
 import socket
 import threading
@@ -155,8 +156,25 @@ def raise_start_error(exc: BaseException | None, what: str = "server") -> None:
     raise RunFailedError(f"the {what} failed to start: {exc!r}"[:400]) from exc
 
 
+class _CutOff(logging.Handler):
+    """Counts what uvicorn cancelled when its graceful shutdown ran out of time ("Cancel 2 running task(s), timeout
+    graceful shutdown exceeded")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancelled = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if "timeout graceful shutdown exceeded" in text:
+            m = re.search(r"Cancel (\d+)", text)
+            self.cancelled += int(m.group(1)) if m else 1
+
+
 def run_blocking(server: uvicorn.Server, sock: socket.socket, check: Callable[[], None]) -> None:
     """Serve on ``sock`` until SIGINT/SIGTERM; ``check()`` raises the startup's error, if any."""
+    cut = _CutOff()
+    logging.getLogger("uvicorn.error").addHandler(cut)
     try:
         server.run(sockets=[sock])
     except SystemExit:  # uvicorn exits when the lifespan startup fails
@@ -164,10 +182,14 @@ def run_blocking(server: uvicorn.Server, sock: socket.socket, check: Callable[[]
         raise
     finally:
         sock.close()
+        logging.getLogger("uvicorn.error").removeHandler(cut)
     check()
     stopped = getattr(server, "stopped_by", [])
     if stopped:  # outside the event loop now (QuietStopServer): the default handler, or rightsize's SIGTERM one
-        print_stop("stopped: requests in flight were answered")
+        grace = server.config.timeout_graceful_shutdown
+        # "were answered" had been said after uvicorn cut two streams off at the end of the grace period
+        print_stop(f"stopped: {cut.cancelled} request(s) still running when the {grace} s grace period ran out were "
+                   "cut off" if cut.cancelled else "stopped: requests in flight were answered")  # fmt: skip
         signal.raise_signal(stopped[-1])
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cli_kit import run_cli
 
 from rightsize.catalog import load_catalog
 from rightsize.errors import NotFoundError, SpecError
@@ -198,3 +199,28 @@ def test_a_cell_a_terminal_would_obey_is_refused(tmp_path: Path) -> None:
     f.write_text(HEADER + "aws,us-east-1,box1,4,16,amd-rome,,0,1.0,,,2025-01,my \u202enote\n")
     with pytest.raises(SpecError, match=r"column 'source': holds the control character '\\u202e' at position 3"):
         load_catalog(f)
+
+
+def test_a_cell_past_csvs_field_limit_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A 3,000,000-character instance type, a 140,000-character column name or an unclosed quote running the rest
+    of the file into one cell stopped every command with `_csv.Error: field larger than field limit (131072)` and
+    a traceback. A grid file ending its lines in a bare CR was a csv.Error too; it loads."""
+    fix = ("a cell is over 131072 characters (a catalog cell holds at most 1000); shorten it, or close its quote if "
+           "one is left open (an unclosed quote runs the lines after it into one cell)")  # fmt: skip
+    row = "aws,us-east-1,{},4,16,amd-rome,,0,1.0,,,2025-01,s\n"
+    f = tmp_path / "huge.csv"
+    cases = [
+        (HEADER + row.format("z" * 3_000_000), 2),
+        (HEADER.rstrip("\n") + "," + "q" * 140_000 + "\n" + row.format("x").rstrip("\n") + ",\n", 1),
+        (HEADER + row.format("ok") + 'aws,us-east-1,x,4,16,amd-rome,,0,1.0,,,2025-01,"s\n' + row.format("y") * 5000, 3),
+    ]
+    for text, line in cases:
+        f.write_text(text)
+        with pytest.raises(SpecError) as exc:
+            load_catalog(f)
+        assert str(exc.value) == f"{f} line {line}: {fix}"
+        rc, out, err = run_cli(["catalog", "--catalog", str(f)], capsys)
+        assert (rc, out, err) == (2, "", f"error: {f} line {line}: {fix}\n")
+    g = tmp_path / "grid.csv"
+    g.write_text("provider,region,pue,kg_co2e_per_kwh,source,date\raws,us-east-1,1.5,0.05,my utility,2025-01\r")
+    assert load_catalog(g).power.grid[("aws", "us-east-1")] == (1.5, 0.05)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from rightsize.catalog.model import Accelerator, Catalog, CpuFamily, Instance, Links, PowerTable
-from rightsize.catalog.table import Row, read_table
+from rightsize.catalog.table import Row, csv_rows, read_table
 from rightsize.errors import NotFoundError, SpecError
 from rightsize.inputfile import decimal, read_user_text, short
 
@@ -211,11 +211,12 @@ def _shipped() -> Catalog:
 
 
 def _power(power_text: str, grid_text: str, base: PowerTable | None = None) -> PowerTable:
-    """Power rows (kind, key, min_w, max_w) and grid rows (provider, region, pue, kg_co2e_per_kwh) over ``base``."""
+    """Power rows (kind, key, min_w, max_w) and grid rows (provider, region, pue, kg_co2e_per_kwh) over ``base``.
+    Read with newline="" as ``csv_rows`` read the file first (lines ending in a bare CR had been a csv.Error)."""
     cpu = dict(base.cpu) if base else {}
     gpu = dict(base.gpu) if base else {}
     memory = base.memory_w_per_gib if base else 0.392
-    for r in csv.DictReader(io.StringIO(power_text)) if power_text else ():
+    for r in csv.DictReader(io.StringIO(power_text, newline="")) if power_text else ():
         pair = (_num(r["min_w"]), _num(r["max_w"]))
         if r["kind"] == "cpu":
             cpu[r["key"]] = pair
@@ -224,7 +225,7 @@ def _power(power_text: str, grid_text: str, base: PowerTable | None = None) -> P
         elif r["kind"] == "memory":
             memory = pair[0]
     grid = dict(base.grid) if base else {}
-    for r in csv.DictReader(io.StringIO(grid_text)) if grid_text else ():
+    for r in csv.DictReader(io.StringIO(grid_text, newline="")) if grid_text else ():
         grid[(r["provider"], r["region"])] = (_num(r["pue"]), _num(r["kg_co2e_per_kwh"]))
     return PowerTable(cpu, gpu, memory, grid)
 
@@ -241,7 +242,7 @@ def _links(text: str) -> dict[tuple[str, str], Links]:
     return {
         (r["provider"], r["instance_type"]): Links(_num(r["network_gbps"]), _num(r["gpu_link_gbytes_per_s"]),
                                                    r.get("source", ""))
-        for r in csv.DictReader(io.StringIO(text))
+        for r in csv.DictReader(io.StringIO(text, newline=""))
     }  # fmt: skip
 
 
@@ -276,7 +277,7 @@ def _merge_user(base: Catalog, path: Path) -> Catalog:
         raise NotFoundError(f"catalog file {short(str(path))} does not exist; pass an existing CSV to --catalog or "
                             f"{ENV_VAR}")  # fmt: skip
     text = read_user_text(path, "catalog CSV")  # a folder or FIFO: "is not a regular file"
-    lines = list(csv.reader(io.StringIO(text, newline="")))
+    lines = csv_rows(path, text)  # a cell past csv's field limit: one line naming file and line, not a traceback
     if not any(cell.strip() for row in lines for cell in row):
         raise SpecError(f"{path}", "is empty; a catalog CSV is a header row, then one row per entry (docs/catalog.md)")
     if not any(cell.strip() for cell in lines[0]):
@@ -353,7 +354,7 @@ def _merge_order(path: Path) -> int:
     try:
         with path.open(encoding="utf-8", errors="replace") as f:
             header = {h.strip() for h in next(csv.reader([f.readline()]), [])}
-    except (OSError, UnicodeError):
+    except (OSError, UnicodeError, csv.Error):  # csv.Error: a header cell past csv's field limit
         return 1
     return 0 if {"bandwidth_gbps", "sustained_ghz"} & header and "instance_type" not in header else 1
 

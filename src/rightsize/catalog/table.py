@@ -14,7 +14,7 @@ from pathlib import Path
 from rightsize.errors import SpecError, did_you_mean
 from rightsize.inputfile import decimal, short, unprintable
 
-__all__ = ["MAX_COUNT", "MAX_NUMBER", "Row", "read_table", "today"]
+__all__ = ["MAX_COUNT", "MAX_NUMBER", "Row", "csv_rows", "read_table", "today"]
 
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 _FORMULA = re.compile(r"^[=@]|^[+-][^0-9.]")  # a cell a spreadsheet would evaluate
@@ -140,6 +140,27 @@ def _expansions(raw: str, known: dict[str, object]) -> list[str]:
         return []
     return sorted(k for k in known if (kl := k.lower()).startswith(want) and len(kl) > len(want)
                   and not kl[len(want)].isalnum())  # fmt: skip
+
+
+def csv_rows(path: Path, text: str) -> list[list[str]]:
+    """The rows of a user's CSV ``text``; what csv cannot read (a cell past its field limit, which an unclosed quote
+    also reaches by running the rest of the file into one cell) raises SpecError naming the file and the line its row
+    starts on. Read the text this way first: the later readers of the same text parse it alike and cannot fail."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows: list[list[str]] = []
+    start = 1  # the line the next row starts on: a quoted cell may span lines
+    try:
+        for row in reader:
+            rows.append(row)
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        if "field limit" in str(exc):  # "_csv.Error: field larger than field limit (131072)" had been a traceback
+            raise SpecError(f"{path} line {start}", f"a cell is over {csv.field_size_limit()} characters (a catalog "
+                            f"cell holds at most {MAX_CELL_CHARS}); shorten it, or close its quote if one is left "
+                            "open (an unclosed quote runs the lines after it into one cell)") from None  # fmt: skip
+        raise SpecError(f"{path} line {start}", f"is not a readable CSV ({exc}); save it as comma-separated text "
+                        "(docs/catalog.md)") from None  # fmt: skip
+    return rows
 
 
 def read_table(

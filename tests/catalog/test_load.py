@@ -224,3 +224,26 @@ def test_a_cell_past_csvs_field_limit_is_a_one_line_error(tmp_path: Path, capsys
     g = tmp_path / "grid.csv"
     g.write_text("provider,region,pue,kg_co2e_per_kwh,source,date\raws,us-east-1,1.5,0.05,my utility,2025-01\r")
     assert load_catalog(g).power.grid[("aws", "us-east-1")] == (1.5, 0.05)
+
+
+def test_an_unknown_column_is_refused_naming_it_and_the_columns_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`exposed_gb` for exposed_gib was dropped, silently: the row replaced the shipped T4 and its exposed memory went
+    back to the nominal 16 GiB, exit 0. `physical_core` for physical_cores was dropped the same way."""
+    head = "name,memory_gib,bandwidth_gbps,fp32_tflops,tf32_tflops,fp16_tflops,bf16_tflops,int8_tops,tdp_w,source,date"
+    f = tmp_path / "acctypo.csv"
+    f.write_text(head + ",fp32_dual_issue,exposed_gb\nT4,16,320,8.1,8.1,65,0,130,70,mine,2025-06,,10\n")
+    msg = (f"{f} line 1: unknown column 'exposed_gb'. Did you mean 'exposed_gib'? Rename it to one of the columns "
+           f"this table reads ({head.replace(',', ', ')}, fp32_dual_issue, exposed_gib) or delete it")  # fmt: skip
+    with pytest.raises(SpecError) as exc:
+        load_catalog(f)
+    assert str(exc.value) == msg
+    assert run_cli(["catalog", "--catalog", str(f), "--gpu"], capsys) == (2, "", f"error: {msg}\n")
+    g = tmp_path / "cores.csv"
+    g.write_text(HEADER.rstrip("\n") + ",physical_core\n" + "aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-01,s,2\n")
+    msg = (f"{g} line 1: unknown column 'physical_core'. Did you mean 'physical_cores'? Rename it to one of the "
+           f"columns this table reads ({HEADER.strip().replace(',', ', ')}, physical_cores) or delete it")  # fmt: skip
+    assert run_cli(["catalog", "--catalog", str(g)], capsys) == (2, "", f"error: {msg}\n")
+    g.write_text(HEADER.rstrip("\n") + ",physical_cores\n" + "aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-01,s,2\n")
+    assert [i.physical_cores for i in load_catalog(g).instances if i.instance_type == "x1"] == [2]

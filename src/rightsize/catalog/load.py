@@ -77,6 +77,9 @@ INSTANCE_COLUMNS = (
     "price_date",
     "source",
 )
+ACCELERATOR_OPTIONAL = ("fp32_dual_issue", "exposed_gib")  # read when given; any other column is refused
+CPU_OPTIONAL = ("cores_per_socket",)
+INSTANCE_OPTIONAL = ("physical_cores",)
 SPOT_BUCKETS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 
 
@@ -160,7 +163,8 @@ def _instance(r: Row, accelerators: dict[str, Accelerator], cpus: dict[str, CpuF
 def read_accelerators(path: Path) -> dict[str, Accelerator]:
     """Accelerators of a CSV with accelerators.csv's columns (e.g. reference/check_accelerators.csv: cards that
     only the projection benchmark's checks need, kept out of the planner's catalog)."""
-    accs = [_accelerator(r) for r in read_table(path, path.read_text(encoding="utf-8"), ACCELERATOR_COLUMNS)]
+    text = path.read_text(encoding="utf-8")
+    accs = [_accelerator(r) for r in read_table(path, text, ACCELERATOR_COLUMNS, optional=ACCELERATOR_OPTIONAL)]
     _unique(accs, lambda a: a.name, str(path))
     return {a.name: a for a in accs}
 
@@ -195,15 +199,18 @@ def _one_per_key(rows: list[tuple[Row, T]], key: Callable[[T], object], what: st
 
 def _shipped() -> Catalog:
     path, text = _data_text("accelerators.csv")
-    accs = [_accelerator(r) for r in read_table(path, text, ACCELERATOR_COLUMNS)]
+    accs = [_accelerator(r) for r in read_table(path, text, ACCELERATOR_COLUMNS, optional=ACCELERATOR_OPTIONAL)]
     _unique(accs, lambda a: a.name, str(path))
     path, text = _data_text("cpus.csv")
-    cpus = [_cpu(r) for r in read_table(path, text, CPU_COLUMNS)]
+    cpus = [_cpu(r) for r in read_table(path, text, CPU_COLUMNS, optional=CPU_OPTIONAL)]
     _unique(cpus, lambda c: c.name, str(path))
     accelerators = {a.name: a for a in accs}
     cpu_map = {c.name: c for c in cpus}
     path, text = _data_text("instances.csv")
-    insts = [_instance(r, accelerators, cpu_map) for r in read_table(path, text, INSTANCE_COLUMNS)]
+    insts = [
+        _instance(r, accelerators, cpu_map)
+        for r in read_table(path, text, INSTANCE_COLUMNS, optional=INSTANCE_OPTIONAL)
+    ]
     _unique(insts, lambda i: i.key, str(path))
     power = _power(_data_text("power.csv")[1], _data_text("grid.csv")[1])
     links = _links(_data_text("interconnect.csv")[1])
@@ -295,18 +302,18 @@ def _merge_user(base: Catalog, path: Path) -> Catalog:
         except (KeyError, ValueError) as exc:
             raise SpecError(f"{path}", f"a link row does not parse ({short(str(exc))}); use plain numbers") from None
     if "instance_type" in columns:
-        table = read_table(path, text, INSTANCE_COLUMNS, defaults, user=True)
+        table = read_table(path, text, INSTANCE_COLUMNS, defaults, user=True, optional=INSTANCE_OPTIONAL)
         rows = [(r, _instance(r, base.accelerators, base.cpus)) for r in table]
         new = _one_per_key(rows, lambda i: i.key, "provider, region and instance_type")
         _same_but_case([i.key for i in base.instances], rows)
         kept = [new.pop(i.key, i) for i in base.instances]
         return replace(base, instances=(*kept, *new.values()))
     if "bandwidth_gbps" in columns:
-        table = read_table(path, text, ACCELERATOR_COLUMNS, defaults, user=True)
+        table = read_table(path, text, ACCELERATOR_COLUMNS, defaults, user=True, optional=ACCELERATOR_OPTIONAL)
         accs = _one_per_key([(r, _accelerator(r)) for r in table], lambda a: a.name, "name")
         return replace(base, accelerators={**base.accelerators, **{a.name: a for a in accs.values()}})
     if "sustained_ghz" in columns:
-        table = read_table(path, text, CPU_COLUMNS, defaults, user=True)
+        table = read_table(path, text, CPU_COLUMNS, defaults, user=True, optional=CPU_OPTIONAL)
         cpus = _one_per_key([(r, _cpu(r)) for r in table], lambda c: c.name, "name")
         return replace(base, cpus={**base.cpus, **{c.name: c for c in cpus.values()}})
     try:  # the energy and network tables: power.csv, grid.csv, interconnect.csv rows

@@ -164,9 +164,11 @@ def csv_rows(path: Path, text: str) -> list[list[str]]:
 
 
 def read_table(
-    path: Path, text: str, required: tuple[str, ...], defaults: dict[str, str] | None = None, user: bool = False
-) -> Iterator[Row]:
-    """Yield the data rows of CSV ``text`` (line numbers count the header as line 1); ``user``: a user's file."""
+    path: Path, text: str, required: tuple[str, ...], defaults: dict[str, str] | None = None, user: bool = False,
+    optional: tuple[str, ...] = (),
+) -> Iterator[Row]:  # fmt: skip
+    """Yield the data rows of CSV ``text`` (line numbers count the header as line 1); ``user``: a user's file.
+    The header may name ``required`` and ``optional`` columns only: any other is refused (it was ignored)."""
     reader = csv.DictReader(io.StringIO(text, newline=""))
     header = [h.strip() for h in (reader.fieldnames or [])]
     reader.fieldnames = header
@@ -178,6 +180,11 @@ def read_table(
     # a column named twice let the last one's cells win, silently; a spreadsheet's trailing ",," is not a name
     if twice := sorted({h for h in header if h and header.count(h) > 1}):
         raise SpecError(f"{path} line 1", f"column {twice[0]!r} is in the header twice; keep one")
+    known = (*required, *optional)
+    if unknown := [h for h in header if h and h not in known]:  # `exposed_gb` for exposed_gib: its values dropped,
+        hint = did_you_mean(unknown[0], known)  # the row replaced a shipped one with the nominal memory, exit 0
+        raise SpecError(f"{path} line 1", f"unknown column {short(unknown[0])}.{hint} Rename it to one of the columns "
+                        f"this table reads ({', '.join(known)}) or delete it")  # fmt: skip
     first = 2  # the line a row starts on: a quoted cell may span lines
     for row in reader:
         start, first = first, reader.line_num + 1

@@ -125,3 +125,13 @@ def test_a_busy_level_of_the_mix_is_not_judged() -> None:
     assert text is not None and "met at 50%" in text
     assert "not judged at 80%: other processes kept 57% of this machine's cores busy during this level" in text
     assert "missed" not in text
+
+
+def test_the_mix_error_reads_as_single_size_validate_s() -> None:
+    """A measured p50 of 153 ms against a predicted 996 ms printed +551%: (pred - meas) / meas, the sign and the base
+    of single-size validate's (meas - pred) / pred turned round."""
+    from rightsize.workflows.validate_mix_report import _err
+
+    assert _err({"p50": 996.0}, {"p50": 153.0}, "p50") == pytest.approx(100 * (153 - 996) / 996)  # -85%: faster
+    assert _err({"p95": 1384.0}, {"p95": 1503.2}, "p95") == pytest.approx(100 * (1503.2 - 1384) / 1384)  # +9%: slower
+    assert _err(None, {"p95": 1.0}, "p95") is None and _err({"p95": 1.0}, {}, "p95") is None

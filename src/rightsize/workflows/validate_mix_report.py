@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rightsize.loadgen.validation import error_pct
 from rightsize.workflows.validate_run import BUSY_EFFECT
 
 __all__ = ["mix_slo_verdict", "render_mix_report"]
@@ -13,9 +14,11 @@ OVERLOADED = 0.95  # a lane busier than this over a level is past saturation: it
 
 
 def _err(pred: dict[str, float] | None, meas: dict[str, Any] | None, key: str) -> float | None:
-    if pred is None or not meas or not meas.get(key):
+    """(measured - predicted) / predicted in percent, as single-size validate's (positive: slower than predicted);
+    it had been (predicted - measured) / measured, a measurement above the prediction printed negative."""
+    if pred is None or not meas or meas.get(key) is None or not pred.get(key):
         return None
-    return 100.0 * (pred[key] - float(meas[key])) / float(meas[key])
+    return error_pct(float(meas[key]), pred[key])
 
 
 def mix_slo_verdict(points: list[dict[str, Any]], percentile: float, bound_ms: float, headroom: float) -> str | None:

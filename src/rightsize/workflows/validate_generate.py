@@ -185,7 +185,10 @@ def rate_for_busy(costs: StepCosts, cfg: LLMSimConfig, busy: float, prompts: Dra
 
 
 def _err(pred: float, meas: float) -> float:
-    return round(100.0 * (pred - meas) / meas, 1) if meas else float("nan")
+    """The simulator's error against this server, (measured - predicted) / measured in percent: positive when the
+    server was slower than predicted, the sign of single-size validate's err (it had been (predicted - measured) /
+    measured: a forecast too fast printed negative, where validate prints a slower measurement positive)."""
+    return round(100.0 * (meas - pred) / meas, 1) if meas else float("nan")
 
 
 def _secs(s: float) -> str:
@@ -310,6 +313,7 @@ def render_generative(report: dict[str, Any]) -> str:
         f"{'busy':>5} {'rate/s':>7} {'n':>4} {'valid':>5} | {'quantity':<9} {'measured':>9} {'forecast':>9} {'err':>6} "
         f"{'served':>9} {'err':>6}",
     ]  # fmt: skip
+    legend = "err: (measured - predicted) / measured; positive: this server was slower than predicted"
     thin = [f"{lv['level_busy']:.0%} ({lv['recorded']})" for lv in report["levels"] if lv.get("thin")]
     for lv in report["levels"]:
         for q in QUANTITIES:
@@ -331,4 +335,5 @@ def render_generative(report: dict[str, Any]) -> str:
     o = report.get("overheads")
     if o and o["n"] < LIGHT_REQUESTS / 2:
         lines.append(f"thin: the overheads rest on {o['n']:.0f} light request(s); a longer --duration firms them")
+    lines.append(legend)
     return "\n".join(lines)

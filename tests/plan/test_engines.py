@@ -156,3 +156,28 @@ def test_the_report_simulates_an_alternative_another_engine_planned() -> None:
     sweeps, _ = compute_sweeps(best, sweep_fn(best, context["curves"]))
     t4 = next(s for s in sweeps if "g.t4" in s.label)
     assert all(v is not None for v in t4.p95_ms[:3]), t4  # had been None at every rate
+
+
+def test_a_cpu_alternative_from_another_engine_says_which_and_validate_serves_it() -> None:
+    """sentiment-api: PyTorch's T4 won and ONNX Runtime's c7a.large was the best CPU plan. `--json` gave the
+    alternative no model or engine (it read as PyTorch int8), and validate served PyTorch fp32 with the T4's batching,
+    saying there was no CPU plan."""
+    from plan_fixtures import cpu_curve, gpu_curve, small_catalog
+
+    from rightsize.plan import plan
+    from rightsize.workflows.engine_choice import pick_engine
+    from rightsize.workflows.validate import _other_engines_cpu_plan
+
+    target = {"online": {"rate_per_s": 10, "latency": {"percentile": 95, "bound_ms": 80}}}
+    torch_w = Workload.model_validate({"name": "two", "model": "distilbert", "tiny": True, "targets": target})
+    ort_w = torch_w.model_copy(update={"model": "ort:distilbert"})
+    torch_r = plan(torch_w, [cpu_curve("c.2x", 900.0, 700.0), gpu_curve("T4", 4.0, 0.2)], small_catalog())
+    ort_r = plan(ort_w, [cpu_curve("c.4x", 20.0, 15.0)], small_catalog())
+    best, _ = pick_engine([("torch", torch_r, {}), ("onnxruntime", ort_r, {})])
+    assert best.recommendation is not None and best.recommendation.device_class == "gpu"
+    alt = best.to_dict()["alternative"]
+    assert (alt["instance"], alt["model"], alt["engine"]) == ("c.4x", "ort:distilbert", "onnxruntime")
+    assert _other_engines_cpu_plan(best) == best.recommendation.instance  # validate re-plans ort:distilbert
+    own = pick_engine([("torch", plan(torch_w, [cpu_curve("c.2x", 20.0, 15.0), gpu_curve("T4", 4.0, 0.2)],
+                                      small_catalog()), {})])[0]  # fmt: skip
+    assert own.to_dict()["alternative"]["model"] == "distilbert" and _other_engines_cpu_plan(own) is None

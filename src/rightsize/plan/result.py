@@ -179,6 +179,7 @@ class PlanResult:
     why: list[str] = field(default_factory=list)  # why the recommendation
     why_not: list[str] = field(default_factory=list)  # why not the best of the other device class
     alternative: Candidate | None = None  # that best alternative of the other device class
+    alternative_model: str | None = None  # the model ref it runs when another engine planned it (ort:distilbert)
     warnings: list[str] = field(default_factory=list)  # common mistakes spotted
     assumptions: dict[str, Any] = field(default_factory=dict)  # defaults used, with sources
     price_date: str = ""  # newest price date among candidates
@@ -205,7 +206,11 @@ class PlanResult:
                 "feasible": self.feasible,
                 "recommendation": self.recommendation.to_dict() if self.recommendation else None,
                 "why": list(self.why),
-                "alternative": self.alternative.to_dict() if self.alternative else None,
+                # with the model and engine it runs: `--json` had named none, a PyTorch plan's CPU alternative priced
+                # on ONNX Runtime read as PyTorch int8
+                "alternative": {**self.alternative.to_dict(), "model": alt, "engine": engine_of(alt)}
+                if self.alternative and (alt := self.alternative_model or self.model)
+                else None,
                 "why_not": list(self.why_not),
                 "candidates": [c.to_dict() for c in cands],
                 "pareto": [c.to_dict() for c in self.pareto],

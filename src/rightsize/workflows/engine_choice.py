@@ -102,6 +102,7 @@ def _other_class(
     online = best.target.get("online") or {}
     percentile = float((online.get("latency") or {}).get("percentile", 95.0)) if isinstance(online, dict) else 95.0
     best.alternative = alt
+    best.alternative_model = run[1].model if name != engine else None
     best.why_not = [f"{line} (engine {ENGINE_NAMES[name]})" if i == 0 and name != engine else line
                     for i, line in enumerate(alternative_lines(alt, rec, best.kind, percentile))]  # fmt: skip
     return run if name != engine else None

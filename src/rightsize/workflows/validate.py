@@ -76,6 +76,15 @@ def retime_curve(
     return None if curve is None else replace(curve, device="cpu:now", source="re-timed before serving")
 
 
+def _other_engines_cpu_plan(result: PlanResult) -> str | None:
+    """The GPU recommendation's instance when the best CPU plan beside it runs on another engine (a PyTorch T4 pick
+    with an ONNX Runtime c7a.large plan), else None."""
+    rec, alt = result.recommendation, result.alternative
+    if rec is None or rec.device_class != "gpu" or alt is None or alt.device_class != "cpu" or not alt.feasible:
+        return None
+    return rec.instance if result.alternative_model not in (None, result.model) else None
+
+
 def pick_local_candidate(
     result: PlanResult, measured: Callable[[str], bool] | None = None
 ) -> tuple[Candidate, Batching, str, str]:
@@ -181,13 +190,26 @@ def validate_spec(
         raise UnsupportedError("validate_spec serves one request size; a request_mix is validate_mix's")
     cpus = split_cpus() if isolate else None
     server_cores = None if cpus is None else len(cpus.server)
-    if server_cores is not None and server_cores not in workload.threads:
+    spec_threads = ", ".join("all cores" if t is None else str(t) for t in workload.threads)
+    added_threads = server_cores is not None and server_cores not in workload.threads
+    if added_threads:
         workload = workload.model_copy(update={"threads": [*workload.threads, server_cores]})
     result, context = plan_spec(workload, store, catalog, progress=progress, seed=seed)
     if result.model != workload.model:  # the planner chose another engine (ort:…): validate that one
         workload = workload.model_copy(update={"model": result.model, "engines": ["torch"]})
+    gpu_pick = _other_engines_cpu_plan(result)
+    if gpu_pick is not None:  # the best CPU plan printed runs on another engine: serve that one, as printed (the
+        # GPU pick's own engine had been served, at fp32 with the GPU's batching, "no CPU plan" said beside it)
+        workload = workload.model_copy(update={"model": result.alternative_model, "engines": ["torch"]})
+        result, context = plan_spec(workload, store, catalog, progress=progress, seed=seed)
     profile = context["profile"]
     cand, batching, precision, why = pick_local_candidate(result, lambda p: measured_curve(profile, p) is not None)
+    if gpu_pick is not None and cand.device_class == "cpu":
+        from rightsize.models.byo import engine_of
+        from rightsize.workflows.engine_choice import ENGINE_NAMES
+
+        why = (f"the best CPU plan ({cand.instance}, engine {ENGINE_NAMES[engine_of(workload.model)]}); the "
+               f"recommendation ({gpu_pick}) needs a GPU")  # fmt: skip
     # The plan's CPU layout (k workers x t threads), scaled to the server's cores here: t threads per
     # worker (at most every server core) and as many workers as fit.
     server_threads, workers = server_cores, 1
@@ -204,6 +226,10 @@ def validate_spec(
             "from; add the precision to precisions"
         )
     notes: list[str] = []
+    if added_threads:  # the plan checked is the spec's and this config; `plan` reads the config from the store too
+        notes.append(f"measured at {server_cores} thread(s) too, the cores this server has here (the spec lists "
+                     f"threads {spec_threads}): the plan checked here includes that config, and so will a later "
+                     "`rightsize plan` of this spec (it is stored)")  # fmt: skip
     now = (
         retime_curve(workload, precision, curve.batch_sizes, server_threads, None if cpus is None else cpus.server)
         if retime

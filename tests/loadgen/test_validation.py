@@ -62,12 +62,12 @@ def test_errors_and_table() -> None:
     assert point.error_pct == pytest.approx({"p50": 10.0, "p95": 25.0, "p99": 0.0})
     table = render_points([point, ValidationPoint("80%", 64.0, 0.8, Latency(10, 20, 30), None, 3.0)])
     assert "+25%" in table and "80%" in table.splitlines()[2]
-    assert "plan's own forecast" not in table  # one prediction: nothing to tell apart
+    assert "pred and err:" not in table  # one prediction: nothing to tell apart
     both = dataclasses.replace(point, predicted_now_ms=Latency(10, 22, 30), predicted_served_ms=Latency(11, 24, 30))
     table = render_points([both])
     assert "| re-timed: pred p95 22.00, err +14%" in table and "| served t: pred p95 24.00, err +4%" in table
     legend = table.splitlines()[-1]
-    assert legend.startswith("pred and err: the plan's own forecast")
+    assert legend.startswith("pred and err: the plan's model (the profile it planned from) at this server's layout")
     assert "re-timed:" in legend and "served t:" in legend
 
 

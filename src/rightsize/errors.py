@@ -96,6 +96,9 @@ def input_refused(
     field, what = ("seq", f"{seq_len} tokens") if seq_len else ("image", f"{image_size} px") if image_size else (
         "input", "this input")  # fmt: skip
     first = first_line(exc)
+    if "overflow" in first.lower():  # batch x input past a tensor's size: the batch is half of it (it blamed --seq)
+        return SpecError("batch", f"{model} at this batch and {what} needs a tensor past what can be sized "
+                         f"({type(exc).__name__}: {first}); lower the batch size or the input")  # fmt: skip
     hint = ("token models: at most their position table, e.g. 512 for BERT" if field == "seq" else
             "image models: a config's own image_size (a ViT's 224), or one its strides can shrink")  # fmt: skip
     return SpecError(field, f"{model} cannot run {what} ({type(exc).__name__}: {first}); use a size it takes "

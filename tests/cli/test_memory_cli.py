@@ -158,6 +158,16 @@ def test_json_stays_one_document_when_the_users_model_prints_in_forward(
     out = rightsize("memory", "printing_forward_mod:make", "--shape", "16", "--device", "cpu", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["total_bytes"] > 0 and "FORWARD PRINT" in out.stderr
+    out = rightsize("memory", "printing_forward_mod:make", "--shape", "16", "--device", "cpu")
+    assert "printing_forward_mod:make infer fp32 batch 1 shape [16] on cpu" in out.stdout, out.stdout  # was "seq 128"
+
+
+def test_a_tensor_too_large_to_size_blames_the_batch_too(rightsize: Run) -> None:
+    """batch 1e8 x 1e6 tokens overflowed a tensor's size: the error named --seq alone and a position-table hint."""
+    out = rightsize("memory", "llama-70b", "--batch", "100000000", "--seq", "1000000", "--mode", "train")
+    said = "error: --batch: llama-70b at this batch and 1000000 tokens needs a tensor past what can be sized"
+    assert out.returncode == 2 and out.stderr.startswith(said), out.stderr
+    assert "lower the batch size or the input" in out.stderr
 
 
 def test_gpu_tiers_on_a_cpu_estimate_and_a_validation_past_the_ram_are_refused(

@@ -139,7 +139,9 @@ def _print_estimate(est: MemoryEstimate) -> None:
     from rich import box
     from rich.table import Table
 
-    shape = f"seq {est.seq_len}" if est.seq_len else f"image {est.image_size}" if est.image_size else ""
+    # a user model's --shape is its input (the header had said "seq 128", a default it never ran)
+    shape = (f"shape {list(est.shape)}" if est.shape else f"seq {est.seq_len}" if est.seq_len else
+             f"image {est.image_size}" if est.image_size else "")  # fmt: skip
     what = " ".join(filter(None, (est.model, est.mode, est.precision, f"batch {est.batch_size}", shape, "on",
                                   est.device)))  # fmt: skip
     if est.mode == "train":

@@ -200,3 +200,96 @@ def test_write_whole_to_a_directory_says_so(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"^--report: '.*adir\.html' is a directory; pass the path of a file"):
         write_whole(tmp_path / "adir.html", "x", "--report")
     assert (tmp_path / "adir.html").is_dir()
+
+
+BATCH = BASE + "targets:\n  batch:\n    items: 1000\n    deadline_hours: {}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            BATCH.format("1:30"),
+            "targets.batch.deadline_hours: '1:30' is read by YAML 1.1 as 90 (base 60); write 1.5 for 1 + 30/60, or 90",
+        ),
+        (
+            BATCH.format("1:30:15"),
+            "targets.batch.deadline_hours: '1:30:15' is read by YAML 1.1 as 5415 (base 60); "
+            "write 1.50417 for 1 + 30/60 + 15/3600, or 5415",
+        ),
+        (
+            BATCH.format("0x10"),
+            "targets.batch.deadline_hours: '0x10' is read by YAML 1.1 as 16 (hexadecimal); write 16",
+        ),
+        (
+            BATCH.format("017"),
+            "targets.batch.deadline_hours: '017' is read by YAML 1.1 as 15 (octal); "
+            "write 15, or 17 without the leading zero",
+        ),
+        (BATCH.format("0o17"), "targets.batch.deadline_hours: '0o17' is read by YAML 1.2 as 15 (octal); write 15"),
+        (BATCH.format("0b11"), "targets.batch.deadline_hours: '0b11' is read by YAML 1.1 as 3 (binary); write 3"),
+        (
+            BATCH.format("1_000"),
+            "targets.batch.deadline_hours: '1_000' is read by YAML 1.1 as 1000 (digits grouped by _); write 1000",
+        ),
+        (
+            BASE + "targets: {kind: classic_ml, rows: 1:30}\n",
+            "targets.rows: '1:30' is read by YAML 1.1 as 90 (base 60); write 1.5 for 1 + 30/60, or 90",
+        ),
+        (
+            BASE + "targets: {kind: classic_ml, rows: 0x10}\n",
+            "targets.rows: '0x10' is read by YAML 1.1 as 16 (hexadecimal); write 16",
+        ),
+        (BASE + "batch_sizes: [1, 0x10]\n", "batch_sizes[1]: '0x10' is read by YAML 1.1 as 16 (hexadecimal); write 16"),
+        (
+            BASE.replace("simplenet", "llama-7b") + "targets:\n  generative: {rate_per_s: 5, prompt_tokens: 1_000, "
+            "ttft: {bound_ms: 2000}, tpot: {bound_ms: 60}}\n",
+            "targets.generative.prompt_tokens: '1_000' is read by YAML 1.1 as 1000 (digits grouped by _); write 1000",
+        ),
+    ],
+    ids=[
+        "base-60",
+        "base-60-hms",
+        "hex",
+        "octal",
+        "octal-0o",
+        "binary",
+        "underscore",
+        "rows-base-60",
+        "rows-hex",
+        "list-item",
+        "tokens",
+    ],
+)
+def test_numbers_yaml_1_1_reads_otherwise_are_refused_naming_the_decimal(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    """`deadline_hours: 1:30` (meant: an hour and a half) was read by YAML 1.1's base 60 as 90, and `plan` planned a
+    90-hour deadline, exit 0; `0x10`, `017` and `1_000` were numbers too. The loader reads them as text (YAML 1.2),
+    and a number field says what YAML 1.1 would have made of them and what to write."""
+    with pytest.raises(SpecError) as err:
+        load_spec(_write(tmp_path, text.encode()))
+    assert str(err.value) == message
+
+
+def test_decimal_numbers_load_as_before_and_the_rest_is_text() -> None:
+    doc = load_yaml("a: [90, -3, +5, 0, 1.5, 1., .5, 1.5e+3, 1e6, .inf, -.inf, yes, ~, 1:30, 0x10, 017, 1_000]\n", "s")
+    a = doc["a"]
+    assert a[:8] == [90, -3, 5, 0, 1.5, 1.0, 0.5, 1500.0] and all(type(x) is not str for x in a[:8])
+    assert a[8:11] == ["1e6", float("inf"), float("-inf")]  # 1e6: text, as before; number fields read it
+    assert a[11:] == [True, None, "1:30", "0x10", "017", "1_000"]
+    w = parse_spec(load_yaml(BATCH.format("1.5"), "s"))
+    assert w.targets is not None and w.targets.batch is not None and w.targets.batch.deadline_hours == 1.5
+    assert parse_spec(load_yaml("name: 1:30\nmodel: simplenet\n", "s")).name == "1:30"  # text where text is taken
+    assert yaml.safe_load("a: 1:30") == {"a": 90}  # PyYAML's own loaders are left as they are
+
+
+def test_plan_refuses_a_base_60_deadline_with_exit_code_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rightsize.cli.app import main
+
+    spec = _write(tmp_path, BATCH.format("1:30").encode())
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", str(spec), "--store", str(tmp_path / "s.db")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: targets.batch.deadline_hours: '1:30' is read by YAML 1.1 as 90 (base 60); write 1.5" in err

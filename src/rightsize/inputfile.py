@@ -3,7 +3,10 @@ files we write for them, whole or not at all.
 
     text = read_user_text(path, what="spec")          # SpecError on a directory, > cap, not UTF-8
     data = load_yaml(text, source="spec.yaml")         # SpecError on bad syntax, duplicate keys,
-                                                       # deep nesting or too many aliases
+                                                       # deep nesting or too many aliases; numbers
+                                                       # are decimal (`1:30`, `0x10`, `017`, `1_000`: text)
+    yaml11_number(value)                               # why text in a number field is refused, if YAML 1.1
+                                                       # reads it as a number
     short(value)                                       # a repr() that never expands a huge value
     write_whole(path, text, "--output")                # a temp file renamed over PATH: old file kept on failure
 
@@ -37,6 +40,7 @@ __all__ = [
     "read_user_text",
     "short",
     "write_whole",
+    "yaml11_number",
 ]
 
 _DECIMAL = re.compile(r"[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity|nan)", re.ASCII | re.IGNORECASE)
@@ -101,7 +105,76 @@ def read_user_text(path: str | Path, what: str, max_bytes: int = MAX_FILE_BYTES)
 
 
 class _Loader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
-    """Safe loader (libyaml when present) that refuses duplicate keys instead of keeping the last."""
+    """Safe loader (libyaml when present) that refuses duplicate keys instead of keeping the last, and reads only
+    decimal numbers as numbers (YAML 1.2's rule: below)."""
+
+
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_YAML11 = yaml.resolver.Resolver.yaml_implicit_resolvers  # PyYAML's YAML 1.1 rules, which its loaders use
+# YAML 1.1 reads `1:30` as 90 (base 60), `0x10` as 16, `017` as 15 (octal), `0b11` as 3 and `1_000` as 1000:
+# `deadline_hours: 1:30` planned a 90-hour deadline. Here a number is decimal, as in YAML 1.2 (and, as before,
+# `1.5e+3`, `.inf` and `.nan`; `1e6` stays text, which number fields read); the rest stays text, and a number
+# field refuses it with what YAML 1.1 made of it (yaml11_number).
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in rules if tag not in (_INT_TAG, _FLOAT_TAG)]
+    for first, rules in _YAML11.items()
+}
+_FLOAT_RE = (  # PyYAML's, less base 60 and `_`: 1.5, 1., .5, 1.5e+3 (an exponent needs its sign), .inf, .nan
+    r"^(?:[-+]?[0-9]+\.[0-9]*(?:[eE][-+][0-9]+)?|\.[0-9]+(?:[eE][-+][0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+_Loader.add_implicit_resolver(_INT_TAG, re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789"))
+_Loader.add_implicit_resolver(_FLOAT_TAG, re.compile(_FLOAT_RE), list("-+0123456789."))
+
+
+def _yaml11_reading(text: str) -> int | float | None:
+    """The number YAML 1.1 reads ``text`` as where this loader reads text; None where both read the same."""
+    if any(tag in (_INT_TAG, _FLOAT_TAG) and regexp.match(text) for tag, regexp in
+           _Loader.yaml_implicit_resolvers.get(text[:1], [])):  # fmt: skip
+        return None
+    for tag, regexp in _YAML11.get(text[:1], []):
+        if tag in (_INT_TAG, _FLOAT_TAG) and regexp.match(text):
+            node = yaml.ScalarNode(tag, text)
+            make = yaml.constructor.SafeConstructor()
+            number: int | float = make.construct_yaml_int(node) if tag == _INT_TAG else make.construct_yaml_float(node)
+            return number
+    return None
+
+
+def _plain(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:.6g}"
+
+
+def yaml11_number(value: object) -> str | None:
+    """Why ``value``, text in a number field, is refused: YAML 1.1 reads it as a number in another notation
+    (``1:30`` base 60 is 90, ``0x10`` 16, ``017`` octal 15, ``0b11`` 3, ``1_000`` 1000), which the spec loader
+    leaves as text; or it is YAML 1.2's octal ``0o17``. The problem names the decimal to write; None for any other
+    value."""
+    if not isinstance(value, str) or len(text := value.strip()) > 40:  # longer: the field's own check names it
+        return None
+    sign, body = ("-", text[1:]) if text.startswith("-") else ("", text.removeprefix("+"))
+    if re.fullmatch(r"0o[0-7]+", body):
+        return f"{short(value)} is read by YAML 1.2 as {sign}{int(body, 8)} (octal); write {sign}{int(body, 8)}"
+    try:
+        reading = _yaml11_reading(text)
+    except (ValueError, OverflowError):
+        return None
+    if reading is None:
+        return None
+    shown = _plain(reading)
+    if ":" in body:
+        parts = [float(p) for p in body.replace("_", "").split(":")]
+        terms = " + ".join([_plain(parts[0])] + [f"{_plain(p)}/{60**i}" for i, p in enumerate(parts[1:], 1)])
+        in_decimal = sum(p / 60**i for i, p in enumerate(parts))
+        what, fix = "base 60", f"{sign}{_plain(in_decimal)} for {f'-({terms})' if sign else terms}, or {shown}"
+    elif body[:2] in ("0x", "0b"):
+        what, fix = "hexadecimal" if body[1] == "x" else "binary", shown
+    elif isinstance(reading, int) and len(body) > 1 and body[0] == "0":
+        as_decimal = f"{sign}{int(body.replace('_', ''))}"
+        what, fix = "octal", shown if as_decimal == shown else f"{shown}, or {as_decimal} without the leading zero"
+    else:
+        what, fix = "digits grouped by _", shown
+    return f"{short(value)} is read by YAML 1.1 as {shown} ({what}); write {fix}"
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:

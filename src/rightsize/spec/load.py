@@ -58,6 +58,7 @@ def spec_error_from(exc: ValidationError) -> SpecError:
         "input" in first
         and first["type"] not in {"missing", "extra_forbidden"}
         and ", got " not in msg
+        and not msg.startswith(short(given))  # our message began with the value
         and not isinstance(given, (dict, list))  # a whole section says nothing the message does not
     ):
         msg = f"{msg}, got {short(given)}"

@@ -10,6 +10,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from rightsize.inputfile import yaml11_number
+
 PurchaseOption = Literal["on_demand", "spot"]
 Arrival = Literal["poisson", "bursty", "constant"]
 Balancer = Literal["jsq", "p2c", "random"]
@@ -40,9 +42,11 @@ class SpecModel(BaseModel):
             return value
         items = value if isinstance(value, list | tuple) else [value]
         for i, item in enumerate(items):
+            where = f"[{i}] " if items is value else ""
             if isinstance(item, bool):
-                where = f"[{i}] " if items is value else ""
                 raise ValueError(f"{where}must be a number (not a boolean), got {str(item).lower()}")
+            if (why := yaml11_number(item)) is not None:  # `1:30`: text to the loader, 90 to YAML 1.1; pydantic
+                raise ValueError(where + why)  # itself reads "1_000" as 1000 and "017" as 17
         if isinstance(value, str) and any(e in value for e in "eE"):  # YAML reads 5e6 (no dot) as a string
             try:
                 return float(value)  # a whole number then passes an int field; 2.5e0 is refused there as fractional
@@ -163,6 +167,8 @@ def _lengths(v: object) -> object:
     """A bare count is ``{fixed: n}``; a mapping (or Lengths) is checked by Lengths; anything else is named."""
     if isinstance(v, (dict, Lengths)):
         return v
+    if (why := yaml11_number(v)) is not None:  # float() reads "1_000" as 1000
+        raise ValueError(why)
     n: float | None = None
     if isinstance(v, int) and not isinstance(v, bool):
         n = v

@@ -293,3 +293,25 @@ def test_plan_refuses_a_base_60_deadline_with_exit_code_2(tmp_path: Path, capsys
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "error: targets.batch.deadline_hours: '1:30' is read by YAML 1.1 as 90 (base 60); write 1.5" in err
+
+
+def test_merge_keys_merge_and_a_key_written_twice_is_still_refused() -> None:
+    """`tpot: {<<: *slo, bound_ms: 60}` said "is not valid YAML at line 5; fix the syntax": the `<<` key was built
+    before the merge was done."""
+    text = (BASE.replace("simplenet", "llama-7b") + "targets:\n  generative:\n    rate_per_s: 5\n"
+            "    ttft: &slo {percentile: 95, bound_ms: 2000}\n    tpot: {<<: *slo, bound_ms: 60}\n")  # fmt: skip
+    w = parse_spec(load_yaml(text, "s.yaml"))
+    assert w.targets is not None and w.targets.generative is not None
+    assert (w.targets.generative.tpot.percentile, w.targets.generative.tpot.bound_ms) == (95, 60)
+    merged = load_yaml("a: &a {x: 1}\nb: &b {x: 2, y: 2}\nc: {<<: [*a, *b], z: 3}\n", "s")
+    assert merged["c"] == {"x": 1, "y": 2, "z": 3}  # of several merged, the first listed wins
+    with pytest.raises(SpecError) as err:
+        load_yaml("a: &a {x: 1}\nb: {<<: *a, y: 1, y: 2}\n", "s.yaml")
+    assert str(err.value) == "s.yaml line 2: duplicate key 'y'; keep one of them"
+    with pytest.raises(SpecError) as err:
+        load_yaml("a: {<<: 5}\n", "s.yaml")
+    assert str(err.value) == (
+        "s.yaml: has a merge key (<<) at line 1 that names no mapping; merge a mapping (`<<: *base`) or write the "
+        "keys out"
+    )
+    assert load_yaml("name: <<\n", "s") == {"name": "<<"}

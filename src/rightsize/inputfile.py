@@ -177,10 +177,16 @@ def yaml11_number(value: object) -> str | None:
     return f"{short(value)} is read by YAML 1.1 as {shown} ({what}); write {fix}"
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    """The mapping, refusing a key written twice; a merge key (``<<: *base``) brings in the keys of ``base`` that
+    the mapping does not write itself (its own keys override the merged ones, as YAML's merge type says)."""
     seen: set[Any] = set()
     for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
+        # `<<` had been built as a key before the merge was done: "no constructor", read as "not valid YAML"
+        key = "<<" if key_node.tag == _MERGE_TAG else loader.construct_object(key_node, deep=deep)
         try:
             duplicate = key in seen
             seen.add(key)
@@ -188,10 +194,11 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
             raise SpecError(f"line {key_node.start_mark.line + 1}", "a key must be a plain value") from None
         if duplicate:
             raise SpecError(f"line {key_node.start_mark.line + 1}", f"duplicate key {short(key)}; keep one of them")
-    return loader.construct_mapping(node, deep=deep)
+    return loader.construct_mapping(node, deep=deep)  # SafeConstructor's: merges first, then the mapping's own keys
 
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor(_MERGE_TAG, yaml.constructor.SafeConstructor.construct_scalar)  # `name: <<` is the text
 
 
 def _check_shape(text: str, source: str) -> None:
@@ -230,6 +237,9 @@ def load_yaml(text: str, source: str) -> Any:
         if "nesting depth" in str(getattr(exc, "problem", "")):  # PyYAML >= 6.0.4 stops deep flow nesting itself
             raise SpecError(source, f"nests deeper than {MAX_DEPTH} levels{where.replace(' at', ' (at')}"
                             f"{')' if where else ''}; flatten it") from None  # fmt: skip
+        if "for merging" in str(getattr(exc, "problem", "")):  # `<<: 5`
+            raise SpecError(source, f"has a merge key (<<){where} that names no mapping; merge a mapping "
+                            "(`<<: *base`) or write the keys out") from None  # fmt: skip
         raise SpecError(source, f"is not valid YAML{where}; fix the syntax") from None
     except SpecError as exc:
         if exc.field.startswith("line "):

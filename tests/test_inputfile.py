@@ -315,3 +315,14 @@ def test_merge_keys_merge_and_a_key_written_twice_is_still_refused() -> None:
         "keys out"
     )
     assert load_yaml("name: <<\n", "s") == {"name": "<<"}
+
+
+def test_several_documents_are_named_as_such(tmp_path: Path) -> None:
+    """A file with a second `---` said "is not valid YAML at line 3; fix the syntax": it is valid YAML."""
+    with pytest.raises(SpecError) as err:
+        load_spec(_write(tmp_path, (BASE + "---\n" + BASE).encode()))
+    assert str(err.value) == (
+        "spec.yaml: holds several YAML documents (another starts at line 3); a spec is one document: remove the "
+        "extra '---' and what follows, or split the file"
+    )
+    assert load_spec(_write(tmp_path, ("---\n" + BASE + "...\n").encode())).model == "simplenet"

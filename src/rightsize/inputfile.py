@@ -2,8 +2,8 @@
 files we write for them, whole or not at all.
 
     text = read_user_text(path, what="spec")          # SpecError on a directory, > cap, not UTF-8
-    data = load_yaml(text, source="spec.yaml")         # SpecError on bad syntax, duplicate keys,
-                                                       # deep nesting or too many aliases; numbers
+    data = load_yaml(text, source="spec.yaml")         # SpecError on bad syntax, duplicate keys, several
+                                                       # documents, deep nesting or too many aliases; numbers
                                                        # are decimal (`1:30`, `0x10`, `017`, `1_000`: text)
     yaml11_number(value)                               # why text in a number field is refused, if YAML 1.1
                                                        # reads it as a number
@@ -237,6 +237,9 @@ def load_yaml(text: str, source: str) -> Any:
         if "nesting depth" in str(getattr(exc, "problem", "")):  # PyYAML >= 6.0.4 stops deep flow nesting itself
             raise SpecError(source, f"nests deeper than {MAX_DEPTH} levels{where.replace(' at', ' (at')}"
                             f"{')' if where else ''}; flatten it") from None  # fmt: skip
+        if "another document" in str(getattr(exc, "problem", "")):  # valid YAML: a second `---` and more
+            raise SpecError(source, f"holds several YAML documents (another starts{where}); a spec is one document: "
+                            "remove the extra '---' and what follows, or split the file") from None  # fmt: skip
         if "for merging" in str(getattr(exc, "problem", "")):  # `<<: 5`
             raise SpecError(source, f"has a merge key (<<){where} that names no mapping; merge a mapping "
                             "(`<<: *base`) or write the keys out") from None  # fmt: skip

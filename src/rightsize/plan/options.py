@@ -153,6 +153,20 @@ def curve_instance(curve: ServiceCurve) -> str:
     return (curve.instance or curve.device.removeprefix("cpu:")).lower()
 
 
+def curve_of(k: ServiceCurve, c: Candidate) -> bool:
+    """Whether ``k`` is the curve candidate ``c`` was planned from: its precision and GPU, or its CPU instance and
+    worker layout."""
+    if k.precision != c.precision:
+        return False
+    if c.device_class == "gpu":
+        return k.device == c.device
+    return (
+        curve_instance(k) == c.instance.lower()
+        and max(1, k.workers) == max(1, c.workers_per_instance or 1)
+        and (c.threads_per_worker is None or k.threads in (None, c.threads_per_worker))
+    )
+
+
 def pair_options(
     instances: Iterable[Instance],
     curves: Iterable[ServiceCurve],

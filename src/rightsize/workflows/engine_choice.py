@@ -59,7 +59,7 @@ def _with_curve_of(best: PlanResult, context: dict[str, Any], other: dict[str, A
     """``context`` with the curve ``best.alternative`` was planned from when another engine planned it: the report
     simulates and draws the alternative from it (its rate sweep had come out empty: the T4 row of a PyTorch plan
     has no curve among an ONNX Runtime plan's)."""
-    from rightsize.workflows.plan import curve_of
+    from rightsize.plan.options import curve_of
 
     alt, curves = best.alternative, list(context.get("curves", ()))
     if alt is None or any(curve_of(k, alt) for k in curves):

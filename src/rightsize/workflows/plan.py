@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rightsize.catalog import Catalog
     from rightsize.plan import MemoryModel, PlanResult
     from rightsize.plan.result import Candidate
-    from rightsize.profile import Profile, ServiceCurve, WorkProfile
+    from rightsize.profile import Profile, WorkProfile
     from rightsize.spec import Workload
     from rightsize.store import Store
 
@@ -370,28 +370,13 @@ def _measured_elsewhere(workload: Workload, store: Store, here: Profile) -> Prof
     return found[-1] if found else None
 
 
-def curve_of(k: ServiceCurve, c: Candidate) -> bool:
-    """Whether ``k`` is the curve candidate ``c`` was planned from: its precision and GPU, or its CPU instance and
-    worker layout."""
-    from rightsize.plan.options import curve_instance
-
-    if k.precision != c.precision:
-        return False
-    if c.device_class == "gpu":
-        return k.device == c.device
-    return (
-        curve_instance(k) == c.instance.lower()
-        and max(1, k.workers) == max(1, c.workers_per_instance or 1)
-        and (c.threads_per_worker is None or k.threads in (None, c.threads_per_worker))
-    )
-
-
 def sweep_fn(result: PlanResult, curves: list[Any]) -> Any:
     """p95 vs request rate for a candidate (the report's chart), simulated as the plan judged it: the candidate's
     own curve (its CPU worker layout), at its band's slow edge when it was sized there, under the spec's balancer and
     arrivals. The chart had taken the instance's first layout and the band's centre: at the target rate it read
     137 ms for a row the table had at 79.7 (another layout), 4.6 ms for a T4 row at 10.3 (the centre)."""
     from rightsize.plan.online import EDGE_NOTE, curve_at_edge
+    from rightsize.plan.options import curve_of
     from rightsize.plan.verify import Policy, simulate_policy
     from rightsize.spec.targets import OnlineTarget
 

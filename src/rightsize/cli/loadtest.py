@@ -20,7 +20,7 @@ import typer
 
 from rightsize.cli._common import JSON_OPTION, STORE_OPTION, emit_json, err_console, given
 from rightsize.errors import NotFoundError, RunFailedError, SpecError
-from rightsize.inputfile import check_finite
+from rightsize.inputfile import check_finite, short
 
 
 def build_target(
@@ -210,7 +210,7 @@ def loadtest(
         raise SpecError("--encoding", f"must be one of {', '.join(ENCODINGS)}, got {encoding!r}")
     if method is not None:  # `--method FOO` had been sent, answered 400 and stored as a load test
         if method.upper() not in HTTP_METHODS:
-            raise SpecError("--method", f"must be one of {', '.join(HTTP_METHODS)}, got {method!r}")
+            raise SpecError("--method", f"{short(method)} is not an HTTP method; give one of {', '.join(HTTP_METHODS)}")
         method = method.upper()
     if arrival not in ("poisson", "constant"):
         raise SpecError("--arrival", f"must be poisson or constant, got {arrival!r}")

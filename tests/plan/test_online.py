@@ -7,6 +7,7 @@ from plan_fixtures import cpu_curve, gpu_curve, small_catalog
 
 from rightsize.plan.online import plan_online
 from rightsize.plan.options import MemoryModel, pair_options
+from rightsize.plan.result import Candidate
 from rightsize.plan.sim import SimConfig, simulate
 from rightsize.spec.targets import LatencyBound, OnlineTarget
 
@@ -118,7 +119,8 @@ def test_fluid_estimates_give_each_percentile_its_own_value() -> None:
     """Groups that cannot win are estimated, not simulated; their p50 < p95 < p99 all come from the estimate
     (a p99 equal to the target's p95 would read as measured)."""
     cat = small_catalog()
-    curves = [cpu_curve(n, 20.0, 15.0) for n in ("c.2x", "c.4x")] + [gpu_curve("T4", 4.0, 0.2)]
+    # c.4x a little slower than c.2x: a curve equal to c.2x's would share its simulation (sim_key) and not be estimated
+    curves = [cpu_curve("c.2x", 20.0, 15.0), cpu_curve("c.4x", 21.0, 15.0), gpu_curve("T4", 4.0, 0.2)]
     cands = plan_online(pair_options(cat.instances, curves, cat.accelerators), _target(10, 80), simulate_groups=1)
     fluid = [c for c in cands if c.latency is not None and c.latency.method == "fluid approximation"]
     assert fluid
@@ -274,3 +276,58 @@ def test_a_model_that_failed_a_bigger_batch_is_never_batched_past_the_one_it_ran
     for c in r.candidates:
         assert c.batching is None or c.batching.max_batch == 1, (c.instance, c.batching)
     assert any(n.startswith("batches capped at 1: the model failed at batch 8") for n in r.recommendation.notes)
+
+
+def _tied_rows_plan(monkeypatch: pytest.MonkeyPatch, n: int) -> tuple[int, int, list[Candidate]]:
+    """Plan the small catalog plus ``n`` rows of one size and price, each with its own projected curve of equal
+    numbers (what the projection builds per catalog row): (screening lanes run, long runs, ranked candidates)."""
+    import dataclasses
+
+    from plan_fixtures import instance
+
+    import rightsize.plan.online as online
+    import rightsize.plan.verify as verify
+    from rightsize.plan.explain import rank
+
+    cat = small_catalog()
+    rows = [instance(f"zz{i}.large", 0.05, vcpus=2, ram_gib=4) for i in range(n)]
+    tied = [dataclasses.replace(cpu_curve(f"zz{i}.large", 30.0, 25.0), provenance="projected", band_lo=0.8,
+                                band_hi=1.25, source=f"projected onto zz{i}.large") for i in range(n)]  # fmt: skip
+    curves = [cpu_curve("c.2x", 20.0, 15.0), gpu_curve("T4", 4.0, 0.2), *tied]
+    counts = {"lanes": 0, "long": 0}
+    screen, long_run = online._screen, verify.simulate_policy
+
+    def counted_screen(jobs, *a, **kw):  # type: ignore[no-untyped-def]
+        counts["lanes"] += len(jobs)
+        return screen(jobs, *a, **kw)
+
+    def counted_long(*a, **kw):  # type: ignore[no-untyped-def]
+        counts["long"] += 1
+        return long_run(*a, **kw)
+
+    monkeypatch.setattr(online, "_screen", counted_screen)
+    monkeypatch.setattr(verify, "simulate_policy", counted_long)
+    options = pair_options([*cat.instances, *rows], curves, cat.accelerators)
+    cands = rank(plan_online(options, _target(60, 150)), "online")
+    return counts["lanes"], counts["long"], cands
+
+
+def test_rows_of_one_size_and_price_are_simulated_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A catalog adding 1,000 rows of one size and price took minutes to plan: each row's curve (equal numbers, its
+    own instance name) was its own group, every group at the best cost bound was screened, and every row at the
+    lowest price got its own long runs. Curves that simulate alike now share one screening and one set of long
+    runs, and each row still names its own instance at its own price."""
+    lanes_1, long_1, one = _tied_rows_plan(monkeypatch, 1)
+    lanes_n, long_n, many = _tied_rows_plan(monkeypatch, 40)
+    assert (lanes_n, long_n) == (lanes_1, long_1), ((lanes_1, long_1), (lanes_n, long_n))
+    rows = [c for c in many if c.instance.startswith("zz")]
+    assert sorted(c.instance for c in rows) == sorted(f"zz{i}.large" for i in range(40))
+    rec = one[0]
+    assert rec.instance == "zz0.large" and rec.feasible and rec.latency is not None
+    for c in rows:  # each its own row, planned alike: the same replicas, price and latency as the lone row
+        assert c.feasible and c.latency is not None and c.curve is not None
+        assert c.curve.device == f"cpu:{c.instance}" and c.curve.source.endswith(f"projected onto {c.instance}")
+        assert (c.replicas, c.cost_usd_per_hour, c.latency.p95, c.latency.band_ms) == (
+            rec.replicas, rec.cost_usd_per_hour, rec.latency.p95, rec.latency.band_ms)  # fmt: skip
+    # the tie ranks by name, as the ranking always breaks one (explain.rank): the same order on every run
+    assert [c.instance for c in many[:40]] == sorted(c.instance for c in rows)

@@ -3,9 +3,9 @@ that meet the latency SLO within headroom, priced.
 
     1. Screen each option alone: memory at one request, and one request's service time at the SLO
        percentile (lognormal spread) against the bound ("t(1) alone exceeds the SLO").
-    2. Options sharing a curve form a group. Per group a few batching policies, each with its capacity
-       bound on replicas R_min = ceil(lambda t(B) / B / headroom) (a full batch's throughput, kept
-       under the headroom), hence a lower bound on cost.
+    2. Options whose curves read alike (``sim.sim_key``) form a group. Per group a few batching policies, each
+       with its capacity bound on replicas R_min = ceil(lambda t(B) / B / headroom) (a full batch's throughput,
+       kept under the headroom), hence a lower bound on cost.
     3. Simulate the groups with the lowest cost bounds (and any group that could still beat the best
        found): every (group, policy, R in R_min..R_min+2) side by side in the vectorised lane
        simulator (shared queue, common random arrivals); widen R for those that miss. Groups that
@@ -28,7 +28,7 @@ from rightsize.plan.lanes import run_lanes
 from rightsize.plan.options import GIB, Option
 from rightsize.plan.queueing import fluid_batching
 from rightsize.plan.result import Candidate, LatencyPrediction
-from rightsize.plan.sim import lognormal_sigma, service_tables
+from rightsize.plan.sim import lognormal_sigma, service_tables, sim_key
 from rightsize.plan.verify import (
     NO_SPOT_OFFER,
     SPOT_SPARE,
@@ -55,7 +55,8 @@ _R_STEPS = ((0, 1, 2, 3, 5, 8), (12, 18, 27, 40, 60, 90, 135, 200))
 
 @dataclass
 class _Group:
-    """Options that share one curve and one memory-limited batch cap: simulated once."""
+    """Options whose curves simulate alike (``sim.sim_key``: the numbers, not the labels) and that share one
+    memory-limited batch cap: simulated once, on the first option's curve."""
 
     curve: ServiceCurve
     batch_cap: int
@@ -335,7 +336,7 @@ def plan_online(
     s, bound, q = target.request_samples, target.latency.bound_ms, target.latency.percentile
     options = [at_pessimistic_edge(o) for o in options] if at_edge else list(options)
     cands = [_candidate(o, target, buy) for o in options]
-    groups: dict[tuple[str, str, int, int], _Group] = {}
+    groups: dict[tuple[str, tuple[object, ...], int], _Group] = {}
     group_of: dict[int, _Group] = {}
     for opt, c in zip(options, cands, strict=True):
         if buy == "spot" and opt.instance.price_usd_per_hour("spot") is None:
@@ -369,7 +370,8 @@ def plan_online(
             else min(opt.curve.max_batch, opt.memory.max_batch(opt.usable_bytes))
         )
         cap = max(min(cap, limit or cap), s)
-        key = (opt.curve.device, opt.curve.precision, id(opt.curve), cap)
+        # options whose curves read alike (rows of one size and price, each with its own curve) simulate once
+        key = (opt.device_class, sim_key(opt.curve), cap)
         group_of[id(opt)] = groups.setdefault(key, _Group(opt.curve, cap, []))
         groups[key].options.append(opt)
     price = {id(o): unit_price(o, buy) for o in options}

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from rightsize.plan.events import ratio_draws, run_balanced
 from rightsize.plan.lanes import run_lanes
 from rightsize.profile import Latency, ServiceCurve
 
-__all__ = ["SimConfig", "SimResult", "lognormal_sigma", "service_tables", "simulate"]
+__all__ = ["SimConfig", "SimResult", "lognormal_sigma", "service_tables", "sim_key", "simulate"]
 
 ServiceFn = Callable[[float], float]  # samples -> ms
 
@@ -71,6 +71,18 @@ class SimResult:
     mean_batch: float
     n_requests: int
     engine: str
+
+
+# What a curve says about itself, not about its service times: the device it runs on, the instance it was built for,
+# where its numbers came from, what a row built on it must say.
+CURVE_LABELS = frozenset({"device", "instance", "source", "caveats"})
+
+
+def sim_key(curve: ServiceCurve) -> tuple[object, ...]:
+    """Every field of ``curve`` but its labels (``CURVE_LABELS``): curves with equal keys simulate alike, so the
+    planner simulates them once. A catalog of 1,000 rows of one size and price had projected 1,000 equal curves,
+    each simulated on its own: minutes of planning."""
+    return tuple(getattr(curve, f.name) for f in fields(curve) if f.name not in CURVE_LABELS)
 
 
 def lognormal_sigma(cv: float) -> float:

@@ -67,3 +67,17 @@ def test_an_engine_prefix_reads_through_to_the_model_underneath() -> None:
         user_input_options("ov:mm:make", None, None)
     assert user_input_options("ort:distilbert", None, None, seq=64) == (None, None)
     assert user_input_options("ort:m.onnx", None, None, seq=64) == (None, None)
+
+
+def test_a_specs_user_input_on_a_zoo_model_is_refused_not_ignored() -> None:
+    """`model: simplenet` with `input: {shape: [7, 3]}` planned simplenet's own 1,000 features, exit 0, as `memory
+    simplenet --shape 3` refuses to."""
+    from rightsize.models.byo import workload_model
+    from rightsize.spec import parse_spec
+
+    for model in ("simplenet", "ort:distilbert", "hf:bert"):
+        for field, value in (("shape", [7, 3]), ("vocab_size", 500)):
+            spec = parse_spec({"name": "z", "model": model, "input": {field: value}})
+            with pytest.raises(SpecError, match=rf"^input\.{field}: sets a user model's input; '{model}' reads"):
+                workload_model(spec)
+    assert workload_model(parse_spec({"name": "z", "model": "simplenet", "tiny": True})).name == "simplenet"

@@ -132,6 +132,12 @@ def resolve_model(ref: str, shape: list[int] | None = None, vocab: int | None = 
 def workload_model(workload: Any) -> ZooEntry:
     """The entry a spec's ``model`` and ``input`` name (``Workload``; typed Any to keep this module spec-free); a
     SpecError when the input is past what the model takes (``ZooEntry.check_seq_len``)."""
+    inner = without_engine(workload.model)
+    own_input = inner in ZOO or inner.startswith("hf:") or config_dir(inner) is not None
+    for field, value in (("input.shape", workload.input.shape), ("input.vocab_size", workload.input.vocab_size)):
+        if value is not None and own_input:  # ignored, silently: `shape: [7, 3]` planned simplenet's 1,000 features
+            raise SpecError(field, f"sets a user model's input; {workload.model!r} reads input.seq_len or "
+                            "input.image_size (or has a fixed input): drop it")  # fmt: skip
     entry = resolve_model(workload.model, workload.input.shape, workload.input.token_vocab())
     entry.check_seq_len(workload.input.seq_len, workload.tiny)
     return entry

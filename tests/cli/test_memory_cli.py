@@ -206,3 +206,10 @@ def test_a_torchscript_estimate_runs_bf16_and_refuses_int8_as_bench_does(
     assert json.loads(out)["total_bytes"] > 0
     rc, out, err = run_cli(["memory", str(path), "--shape", "8", "--precision", "int8"], capsys)
     assert (rc, out) == (2, "") and err.startswith("error: --precision: int8 quantized nothing in this model")
+
+
+def test_an_image_smaller_than_a_spec_takes_is_refused(rightsize: Run) -> None:
+    """`memory resnet50 --image 7` was estimated ("image 7"); a spec's input.image_size and `serve --image` take 8+."""
+    out = rightsize("memory", "resnet50", "--image", "7")
+    assert (out.returncode, out.stderr) == (2, "error: --image: must be >= 8 and only applies to image models, got 7 "
+                                               "for resnet50\n")  # fmt: skip

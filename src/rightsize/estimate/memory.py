@@ -291,6 +291,7 @@ def scaled_trace(trace: TraceResult, factor: float) -> TraceResult:
 
 
 MAX_BATCH, MAX_SEQ, MAX_IMAGE = 100_000_000, 1_000_000, 8192  # the CLI's --batch, --seq, --image limits too
+MIN_IMAGE = 8  # a spec's input.image_size and serve --image take no less (--image 7 had been estimated)
 
 
 def check_request(
@@ -323,8 +324,9 @@ def check_request(
         raise SpecError(
             "seq", f"must be >= 1 and only applies to token models, got {seq_len} for {entry.name} ({entry.kind})"
         )
-    if image_size is not None and (entry.kind != "image" or image_size < 1):
-        raise SpecError("image", f"must be >= 1 and only applies to image models, got {image_size} for {entry.name}")
+    if image_size is not None and (entry.kind != "image" or image_size < MIN_IMAGE):  # as a spec's input.image_size
+        raise SpecError("image", f"must be >= {MIN_IMAGE} and only applies to image models, got {image_size} for "
+                        f"{entry.name}")  # fmt: skip
 
 
 def build_estimate(inp: MemoryInputs, tiers: list[GpuTier]) -> MemoryEstimate:

@@ -107,6 +107,7 @@ def bench(
     ray: str | None = typer.Option(None, "--ray", help="Run on a Ray cluster: 'auto' or an address."),
 ) -> None:
     """Measure latency, throughput, memory and FLOPs over the spec's sweep."""
+    from rightsize.errors import SpecError
     from rightsize.models import workload_model
     from rightsize.plan.planner import check_mode
     from rightsize.spec import load_spec
@@ -117,12 +118,12 @@ def bench(
     workload_model(workload)  # a bad model name fails before any progress output
     check_mode(workload)  # a mode the spec's targets cannot plan from: measured for nothing
     if epochs is not None and workload.mode != "training":  # it was ignored, and forced a re-measurement
-        from rightsize.errors import SpecError
-
         raise SpecError("--epochs", f"applies to training only; the spec's mode is {workload.mode}: drop --epochs "
                         "or set mode: training")  # fmt: skip
     if ray is not None:  # --ray '' had run locally, without a word
         ray = ray_address(ray)
+    if memory_limit is not None and not memory_limit.strip():  # "$LIMIT" unset had run with no cap, silently
+        raise SpecError("--memory-limit", "is empty; give a size such as 4GiB, or leave the option out")
     limit = parse_bytes(memory_limit, "--memory-limit") if memory_limit else None
     db = Store(store)
     if ray:

@@ -59,7 +59,12 @@ def test_a_command_that_cannot_run_is_one_line_exit_2(tmp_path: Path) -> None:
     text = tmp_path / "notes.txt"
     text.write_text("not a program\n")
     folder = f"error: CMD: {str(tmp_path)!r} is a directory; give a Python program"  # was "cannot run ... (Permission"
-    for cmd, start in ((str(text), "error: CMD: cannot run "), (str(tmp_path), folder)):
+    script = tmp_path / "ok.py"  # run as a program, not found on PATH: "'ok.py' not found"
+    script.write_text("print('hi')\n")
+    python = f"error: CMD: {str(script)!r} is a Python file, not a program to run; watch it with rightsize diagnose -- "
+    empty = "error: CMD: give the command to watch after --"  # '' had read "cannot run '' (Permission denied)"
+    for cmd, start in ((str(text), "error: CMD: cannot run "), (str(tmp_path), folder), (str(script), python),
+                       ("", empty)):  # fmt: skip
         run = subprocess.run([sys.executable, "-m", "rightsize", "diagnose", "--", cmd], capture_output=True,
                              text=True, timeout=60)  # fmt: skip
         assert run.returncode == 2 and run.stderr.startswith(start), run.stderr

@@ -52,8 +52,12 @@ def run_watched(
     imported torch or died before exit handlers ran) and what stopped it early (``_stop``): "timeout" when it ran
     past ``timeout_s``, "interrupt" on Ctrl-C, None when it ended by itself. ``stdout_to_stderr`` sends the
     program's stdout to our stderr (``--json``: our stdout holds only the report)."""
-    if not cmd:
+    if not cmd or not cmd[0].strip():  # '' had read "cannot run '' (Permission denied)"
         raise SpecError("CMD", "give the command to watch after --, e.g. rightsize diagnose -- python train.py")
+    if cmd[0].endswith(".py") and os.path.isfile(cmd[0]) and not os.access(cmd[0], os.X_OK):
+        # `diagnose ok.py` with ok.py right here had said "'ok.py' not found" (it is run as a program, not a path)
+        raise SpecError("CMD", f"{cmd[0]!r} is a Python file, not a program to run; watch it with "
+                        f"rightsize diagnose -- python {' '.join(cmd)}")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="rightsize-diagnose-") as tmp:
         out = Path(tmp) / "facts.json"
         env = dict(os.environ)

@@ -173,8 +173,10 @@ def render_points(points: list[ValidationPoint]) -> str:
             lines.append(f"         one run this long: forecast p95 {lo:.1f}-{hi:.1f} ms over other arrival schedules")
         lines += [f"         note: {n}" for n in p.notes]
     # the plan's model at this server's layout and load here: the planned instance's own p95 is another number
-    legend = ["pred and err: the plan's model (the profile it planned from) at this server's layout and load here, "
-              "not the planned instance's p95 (--json: planned_latency_ms): the error that judges the plan's model"]
+    legend = [
+        "pred and err: the plan's model (the profile it planned from) at this server's layout and load here, "
+        "not the planned instance's p95 (--json: planned_latency_ms): the error that judges the plan's model"
+    ]
     if any(p.predicted_now_ms is not None for p in points):
         legend.append("re-timed: the same forecast on the curve timed again just before serving (this machine now)")
     if any(p.predicted_served_ms is not None for p in points):

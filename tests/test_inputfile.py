@@ -326,3 +326,12 @@ def test_several_documents_are_named_as_such(tmp_path: Path) -> None:
         "extra '---' and what follows, or split the file"
     )
     assert load_spec(_write(tmp_path, ("---\n" + BASE + "...\n").encode())).model == "simplenet"
+
+
+def test_a_whole_number_past_pythons_digit_limit_is_one_line() -> None:
+    """`a: 1` and 5,000 zeros raised int()'s ValueError (4,300 digits) out of the loader as a traceback."""
+    from rightsize.errors import SpecError
+    from rightsize.inputfile import load_yaml
+
+    with pytest.raises(SpecError, match=r"^s\.yaml: holds a whole number of more than 4,300 digits"):
+        load_yaml("a: 1" + "0" * 5000, "s.yaml")

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from rightsize.errors import NotFoundError, SpecError
+from rightsize.errors import NotFoundError, SpecError, first_line
 
 __all__ = [
     "MAX_ALIASES",
@@ -250,6 +250,11 @@ def load_yaml(text: str, source: str) -> Any:
         raise
     except (RecursionError, MemoryError):
         raise SpecError(source, "is too deeply nested or too large to read; simplify it") from None
+    except ValueError as exc:  # a whole number of over 4,300 digits: Python's int() limit, a traceback before
+        if "digits" in str(exc):
+            raise SpecError(source, "holds a whole number of more than 4,300 digits, past what Python reads; write "
+                            "it shorter, e.g. 5e6") from None  # fmt: skip
+        raise SpecError(source, f"holds a value YAML cannot read ({first_line(exc, 80)}); fix it") from None
 
 
 def check_finite(option: str, value: float | None, low: float, high: float, low_open: bool = True) -> None:

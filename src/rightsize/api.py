@@ -63,7 +63,9 @@ def workload(spec: str | Path | dict[str, Any] | Workload) -> Workload:
     else:
         _argument("spec", spec, (str, Path), "a YAML path, a dict in the spec's schema or a Workload")
         if isinstance(spec, str) and ("\n" in spec or spec.lstrip().startswith(("name:", "model:"))):
-            raise SpecError("spec", "is YAML text, not a path; pass the file's path, or yaml.safe_load(text) as a dict")
+            # not yaml.safe_load: YAML 1.1 reads `deadline_hours: 1:30` as 90, which the spec's own loader refuses
+            raise SpecError("spec", "is YAML text, not a path; pass the file's path, or "
+                            "rightsize.inputfile.load_yaml(text, 'spec') as a dict")  # fmt: skip
         loaded = load_spec(spec)
     if not is_user_ref(loaded.model):
         get_entry(loaded.model)

@@ -86,3 +86,19 @@ def test_an_address_it_cannot_listen_on_is_refused_before_the_model_loads(
         taken.listen()
         rc, out, err = run_cli([*argv, "--port", str(taken.getsockname()[1])], capsys)
     assert rc == 2 and err.startswith("error: --port: cannot listen on 127.0.0.1:") and "loading" not in err
+
+
+def test_the_ready_line_names_each_pools_threads_and_precision(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--lane small=1x1 --lane large=1x1:int8` printed "pools small=cpu×1, large=cpu×1": the int8 lane unseen."""
+    import rightsize.serve.server as server
+
+    info = {"url": "http://127.0.0.1:1", "router": "size", "pools": [
+        {"name": "small", "device": "cpu", "workers": 1, "threads": 1, "precision": "fp32"},
+        {"name": "large", "device": "cpu", "workers": 1, "threads": 1, "precision": "int8"}]}  # fmt: skip
+    monkeypatch.setattr(server, "serve", lambda cfg, on_ready: on_ready(type("S", (), {"info": lambda self: info})()))
+    argv = ["serve", "distilbert", "--tiny", "--lane", "small=1x1", "--lane", "large=1x1:int8", "--router", "size",
+            "--crossover", "8", "--port", "0"]  # fmt: skip
+    rc, _, err = run_cli(argv, capsys)
+    assert rc == 0 and "(pools small=cpu×1 1 thr fp32, large=cpu×1 1 thr int8, router size" in err, err

@@ -166,7 +166,10 @@ def serve_command(
         if as_json:
             emit_json(info)
         else:
-            pools = ", ".join(f"{p['name']}={p['device']}×{p['workers']}" for p in info["pools"])
+            # each pool's threads and precision too: an int8 lane had read as the fp32 one beside it
+            pools = ", ".join(f"{p['name']}={p['device']}×{p['workers']}"
+                              + (f" {p['threads']} thr" if p.get("threads") else "") + f" {p['precision']}"
+                              for p in info["pools"])  # fmt: skip
             err_console.print(
                 f"serving {model} on {info['url']}  (pools {pools}, router {info['router']}, max batch "
                 f"{max_batch}, max wait {max_wait_ms:g} ms; docs at /docs, metrics at /metrics)"

@@ -253,23 +253,13 @@ def test_a_stop_that_cuts_requests_off_says_so() -> None:
     """SIGTERM with a long stream running: uvicorn cancelled it when the grace period ran out, then the server said
     "stopped: requests in flight were answered"."""
     import signal
-    import subprocess
-    import sys
     import threading
 
-    cmd = [sys.executable, "-m", "rightsize", "serve", "gpt2", "--generate", "--size", "tiny", "--port", "0", "--json",
-           "--max-prompt-tokens", "16", "--max-new-tokens", "4000", "--max-seqs", "1"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    from serve_helpers import start_ready
+
+    proc, ready = start_ready(["gpt2", "--generate", "--size", "tiny", "--max-prompt-tokens", "16", "--max-new-tokens",
+                               "4000", "--max-seqs", "1"])  # fmt: skip
     try:
-        assert proc.stdout is not None
-        text = ""
-        while True:  # the ready document (indented JSON): the server is up
-            text += proc.stdout.readline()
-            try:
-                ready = json.loads(text)
-                break
-            except json.JSONDecodeError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         started = threading.Event()
 
         def stream() -> None:

@@ -107,3 +107,24 @@ async def burst(base_url: str, n: int, json_body: dict[str, Any]) -> list[httpx.
     """``n`` concurrent POSTs to /v1/predict."""
     async with httpx.AsyncClient(timeout=20) as c:
         return list(await asyncio.gather(*(c.post(f"{base_url}/v1/predict", json=json_body) for _ in range(n))))
+
+
+def start_ready(args: list[str]) -> tuple[Any, dict[str, Any]]:
+    """``python -m rightsize serve ARGS --port 0 --json`` in a process, and the ready document it prints once the
+    server is up (its indented JSON). The caller stops the process (``proc.kill()`` in a ``finally``)."""
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "rightsize", "serve", *args, "--port", "0", "--json"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    text = ""
+    while True:
+        text += proc.stdout.readline()
+        try:
+            return proc, json.loads(text)
+        except json.JSONDecodeError:
+            if proc.poll() is not None:
+                proc.kill()
+                raise AssertionError(proc.stderr.read() if proc.stderr else "") from None

@@ -126,21 +126,12 @@ def test_lane_flags_are_checked() -> None:
 def test_a_stopped_server_says_so_without_a_traceback(sig: str, rc: int) -> None:
     """uvicorn re-raised the signal inside the event loop: SIGTERM logged starlette's CancelledError traceback, and
     Ctrl-C ended silently."""
-    import json
     import signal
 
-    cmd = [sys.executable, "-m", "rightsize", "serve", "simplenet", "--tiny", "--port", "0", "--json"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    from serve_helpers import start_ready
+
+    proc, ready = start_ready(["simplenet", "--tiny"])
     try:
-        assert proc.stdout is not None
-        text = ""
-        while True:  # the ready document (indented JSON): the server is up
-            text += proc.stdout.readline()
-            try:
-                ready = json.loads(text)
-                break
-            except json.JSONDecodeError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
         assert httpx.get(f"{ready['url']}/v1/info").status_code == 200
         proc.send_signal(getattr(signal, sig))
         _, err = proc.communicate(timeout=60)

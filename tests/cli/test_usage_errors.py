@@ -30,6 +30,7 @@ def test_an_unknown_option_exits_2_for_every_command(command: str, capsys: pytes
         (["plan"], "Missing argument"),
         (["plan", "examples/quick.yaml", "--top", "0"], "--top"),
         (["bench", "examples/quick.yaml", "--memory-limit", ""], "--memory-limit: is empty"),  # had run uncapped
+        (["results", ""], "RUN: is empty"),  # had listed every run
         (["plan", "examples/quick.yaml", "--top", "nan"], "--top"),
         (["loadtest", "http://127.0.0.1:9/", "--rate", "nan"], "--rate"),
         (["loadtest", "http://127.0.0.1:99999", "--rate", "2"], "URL: cannot read"),

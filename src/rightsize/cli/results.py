@@ -55,6 +55,8 @@ def results(
     from rightsize.cli.bench import record, sweep_table
     from rightsize.store import Store
 
+    if run is not None and not run.strip():  # an unset "$RUN" had listed every run instead
+        raise SpecError("RUN", "is empty; give a run id (or its first 4+ characters), or leave it out to list runs")
     if export is not None and export.suffix not in (".csv", ".json"):
         raise SpecError("--export", f"must end in .csv or .json, got {export.name!r}")
     if export is not None:

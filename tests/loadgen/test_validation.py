@@ -71,6 +71,22 @@ def test_errors_and_table() -> None:
     assert "re-timed:" in legend and "served t:" in legend
 
 
+def others_busy(share: float) -> Any:
+    """A stand-in for ``OthersBusy`` that finds other processes kept ``share`` of the cores busy during every run."""
+
+    class Fixed:
+        def __init__(self, also: Any = ()) -> None:
+            self.share = share
+
+        def __enter__(self) -> Fixed:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    return Fixed
+
+
 @pytest.mark.slow
 def test_validate_config_matches_the_simulator_on_a_known_curve() -> None:
     """Serve a model whose batch time is known exactly (a sleep), so prediction and measurement
@@ -130,12 +146,18 @@ def test_validate_config_matches_the_simulator_on_a_known_curve() -> None:
 
 
 @pytest.mark.slow
-def test_levels_follow_the_servers_own_capacity_when_it_is_slower_than_its_curve() -> None:
+def test_levels_follow_the_servers_own_capacity_when_it_is_slower_than_its_curve(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A server whose batches take 1.6x the curve's t(b) meets "50%" of the curve's capacity at 80% of its
     own: validate measures it under a short overload and scales the fraction levels to what it really does."""
     from rightsize.cpus import split_cpus
     from rightsize.serve import ServerConfig
+    from rightsize.workflows import validate_run
     from rightsize.workflows.validate_run import validate_config
+
+    # this server is slow by its own sleeps: a busy test machine must not make validate doubt that
+    monkeypatch.setattr(validate_run, "OthersBusy", others_busy(0.0))
 
     def t_ms(b: int) -> float:
         return 10.0 + 5.0 * b
@@ -233,3 +255,43 @@ def test_serving_cpu_is_the_process_cpu_the_model_did_not_use() -> None:
     assert serving_cpu_ms(before, after, threads=1, request_samples=2) == pytest.approx(1.5)
     assert serving_cpu_ms(before, after, threads=2, request_samples=2) == 0.0  # never negative
     assert serving_cpu_ms(Served(10, [], None), after, threads=1, request_samples=2) is None
+
+
+@pytest.mark.slow
+def test_a_probe_and_an_overload_beside_other_work_are_flagged_not_trusted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a busy machine the light-load probe and the overload ran without the busy check the levels have: a
+    contended overload made the levels fractions of a capacity the server did not have, and the notes blamed it."""
+    from rightsize.cpus import split_cpus
+    from rightsize.serve import ServerConfig
+    from rightsize.workflows import validate_run
+
+    monkeypatch.setattr(validate_run, "OthersBusy", others_busy(0.83))  # other processes kept 83% of the cores busy
+
+    def t_ms(b: int) -> float:
+        return 10.0 + 5.0 * b
+
+    def predict(x: Any) -> Any:
+        time.sleep(1.6 * t_ms(len(x)) / 1000)  # slower than its curve, as a contended server is
+        return x[:, :1]
+
+    sizes = tuple(range(1, 9))
+    curve = ServiceCurve("cpu:fake", "fp32", sizes, tuple(t_ms(b) for b in sizes), (0.0,) * 8, "measured")
+    cap = capacity_per_s(curve, 8)
+    config = ServerConfig(
+        model="fake", predict=predict, sample_shape=(4,), max_batch=8, max_wait_ms=2.0, workers=1,
+        port=0, queue_size=1024, warmup=False,
+    )  # fmt: skip
+    points = validate_run.validate_config(
+        config, curve, [], duration_s=1.5, warmup_s=0.3, min_requests=0, cpus=split_cpus(), fractions=(0.5,)
+    )
+    [p] = points
+    assert p.capacity_per_s == pytest.approx(cap) and p.rate_per_s == pytest.approx(0.5 * cap)  # not rescaled
+    text = render_points(points)
+    assert not p.valid and "other processes kept 83% of this machine's cores busy during this level" in text
+    if p.overhead_ms:  # the probe's overhead is used, flagged
+        assert any(n.startswith("the light-load probe's serving overhead (") for n in p.notes), p.notes
+        assert "measured first at a light load while other processes kept 83%" in text
+    kept = (", measured while other processes kept 83% of this machine's cores busy: it may be this machine's load, "
+            f"not the server's; levels stay fractions of {cap:.1f}/s, not ")  # fmt: skip
+    assert any(n.startswith("under overload the server's batches took +") and kept in n for n in p.notes), p.notes
+    assert not any("its own capacity" in n for n in p.notes), p.notes

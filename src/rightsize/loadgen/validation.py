@@ -63,6 +63,12 @@ class ValidationPoint:
     # CPU ms per request the server spent outside the model at that light load: it shares the model's cores,
     # so the forecast and re-timed predictions stretch every batch of k requests by k times this.
     serving_cpu_ms: float = 0.0
+    # That CPU read below zero (the model's time × threads exceeded the server's CPU time: its model calls waited for
+    # cores, or did not keep every thread busy), so 0 is used: not a measurement.
+    serving_cpu_clamped: bool = False
+    # "while other processes kept 83% of this machine's cores busy" when they did during that light-load probe: its
+    # overhead may be this machine's load, not the server's.
+    probe_busy: str | None = None
     # 5th-95th percentile of the forecast's p95 over other arrival schedules of this level's length: how
     # much one run this long varies by chance (the predictions replay the run's own schedule).
     predicted_p95_range_ms: list[float] | None = None
@@ -184,10 +190,22 @@ def render_points(points: list[ValidationPoint]) -> str:
     if len(legend) > 1:
         lines.append("; ".join(legend))
     if points and points[0].overhead_ms:
+        first = points[0]
+        busy = f" {first.probe_busy} (it may be this machine's load, not the server's)" if first.probe_busy else ""
+        if first.serving_cpu_clamped:  # 0 used, not measured: say why rather than print 0.00 as a reading
+            why = (
+                f" (the probe ran {first.probe_busy}: model calls that wait for cores do that)"
+                if first.probe_busy
+                else ""
+            )
+            cpu = ("stretch no batch by serving CPU: at the probe the model's time × threads exceeded the server's "
+                   f"CPU time, so none was measured{why}")  # fmt: skip
+        else:
+            cpu = f"also stretch each batch by {first.serving_cpu_ms:.2f} ms of serving CPU per request"
         lines.append(
-            f"predictions replay each level's own arrival schedule and add {points[0].overhead_ms:.2f} ms per request "
-            "of serving overhead (HTTP, JSON, hand-offs), measured first at a light load; the profile and re-timed "
-            f"ones also stretch each batch by {points[0].serving_cpu_ms:.2f} ms of serving CPU per request"
+            f"predictions replay each level's own arrival schedule and add {first.overhead_ms:.2f} ms per request "
+            f"of serving overhead (HTTP, JSON, hand-offs), measured first at a light load{busy}; the profile and "
+            f"re-timed ones {cpu}"
         )
     return "\n".join(lines)
 
@@ -205,14 +223,20 @@ class Served:
     taken_ms: tuple[float, ...] = ()  # when each batch was taken off its queue (perf_counter ms)
 
 
-def serving_cpu_ms(before: Served, after: Served, threads: int, request_samples: int) -> float | None:
+def serving_cpu_ms(
+    before: Served, after: Served, threads: int, request_samples: int, *, clamp: bool = True
+) -> float | None:
     """CPU ms per request the server spent outside the model between two reads of its batch log (parsing,
-    JSON, answering, hand-offs), counting each model call as ``threads`` busy threads; None without CPU data."""
+    JSON, answering, hand-offs), counting each model call as ``threads`` busy threads; None without CPU data.
+
+    Never negative with ``clamp``; without it, below zero when the model calls' time × ``threads`` exceeded the
+    CPU time (calls that waited for cores, as on a busy machine, or left threads idle): no reading, not 0."""
     if before.cpu_s is None or after.cpu_s is None or not after.batches:
         return None
     requests = sum(n for n, _, _ in after.batches) / max(1, request_samples)
     model_ms = sum(c for _, c, _ in after.batches) * max(1, threads)
-    return max(0.0, ((after.cpu_s - before.cpu_s) * 1000.0 - model_ms) / requests)
+    excess = ((after.cpu_s - before.cpu_s) * 1000.0 - model_ms) / requests
+    return max(0.0, excess) if clamp else excess
 
 
 @dataclass(frozen=True)

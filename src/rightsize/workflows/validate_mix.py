@@ -42,6 +42,7 @@ from rightsize.workflows.validate_run import (
     PROBE_LOAD,
     busy_cause,
     measure_open_loop,
+    measured_busy,
     served_batches,
 )
 
@@ -213,9 +214,9 @@ def validate_mix(
 
     def level(
         url: str, rate: float, level_s: float, offset: int
-    ) -> tuple[dict[int, Any], dict[int, np.ndarray], dict[int, float]]:
+    ) -> tuple[dict[int, Any], dict[int, np.ndarray], dict[int, float], float | None]:
         """Send every class at its share of ``rate`` at once; (class results, class schedules in ms on one clock,
-        when each class's warm-up ends on it)."""
+        when each class's warm-up ends on it, the share of cores other processes kept busy meanwhile)."""
         results: dict[int, Any] = {}
         failures: list[str] = []
         seeds = {s: seed + 1000 * offset + i for i, s in enumerate(sizes)}
@@ -258,7 +259,7 @@ def validate_mix(
             first = min(float(v) for v in starts.values())
             shift = {s: 1000.0 * (float(starts[s]) - first) for s in sizes}
         schedules = {s: v + shift[s] for s, v in schedules.items()}
-        return results, schedules, {s: shift[s] + 1000.0 * warmup_s for s in sizes}
+        return results, schedules, {s: shift[s] + 1000.0 * warmup_s for s in sizes}, others.share
 
     curve_tables = {lane.name: service_tables(lane.curve, max_batch, 1) for lane in lanes}  # the profile's
     points: list[dict[str, Any]] = []
@@ -267,10 +268,11 @@ def validate_mix(
         # Light-load probe: the serving path's own overhead (HTTP, parsing, hand-offs) per request.
         probe_rate = PROBE_LOAD * capacity
         probe_s = min(max(3.0, 60.0 / probe_rate), MAX_STRETCH * duration_s)
-        m, schedules, warm_end = level(url, probe_rate, probe_s, 0)
+        m, schedules, warm_end, probe_share = level(url, probe_rate, probe_s, 0)
         cursor, rows, cpu1, model_ms = lane_batches(url, cursor)
         requests = sum(len(v) for v in schedules.values())
-        serving_cpu_ms = max(0.0, (cpu1 - cpu0) * 1000.0 - model_ms * threads) / max(1, requests)
+        cpu_excess = ((cpu1 - cpu0) * 1000.0 - model_ms * threads) / max(1, requests)  # < 0: calls waited for cores
+        serving_cpu_ms = max(0.0, cpu_excess)
         if serving_cpu_ms > 0 and 1000.0 / serving_cpu_ms < min(lane_cap.values()):
             capacity = 1000.0 / serving_cpu_ms
             notes.append(
@@ -288,27 +290,38 @@ def validate_mix(
         }
         if len(overhead_ms) < len(sizes):
             notes.append("the light-load probe gave no latency for some class: its predictions carry no overhead")
+        # A contended probe's readings are kept (no quieter one is at hand), flagged: they may be the other load.
+        each = ", ".join(f"{k}-sample {v:.1f} ms" for k, v in overhead_ms.items()) or "none"
+        if (probe_busy := measured_busy(f"the light-load probe's serving overhead ({each}, added to every "
+                                        "prediction)", probe_share)) is not None:  # fmt: skip
+            if cpu_excess < 0:  # the model's time × threads exceeded the server's CPU time: 0 is used, not measured
+                probe_busy += "; its serving CPU per request read below zero, so 0 is used, not a measurement"
+            notes.append(probe_busy)
         # The server may run slower than its curve (the serving path on the model's cores, a VM slower this
         # minute): levels are fractions of what it can do now, or "80%" can be an overload.
-        slower = []
+        slower, served_cap = [], dict(lane_cap)
         for lane in lanes:
             logged = [(n, busy) for n, busy in busy_of(rows, lane.name) if lane.curve.t_ms(n) > 0]
             ratio = statistics.mean(busy / lane.curve.t_ms(n) for n, busy in logged) if logged else 1.0
             if ratio > 1.0:
-                lane_cap[lane.name] /= ratio
+                served_cap[lane.name] /= ratio
                 slower.append(f"{lane.name} {ratio - 1:+.0%}")
-        served_capacity = min(*lane_cap.values(), capacity)
+        served_capacity = min(*served_cap.values(), capacity)
         if served_capacity < 0.9 * capacity:
-            notes.append(
-                f"at light load the lanes' batches ran slower than the curve ({', '.join(slower)}): levels are "
-                f"fractions of {served_capacity:.1f} req/s, not {capacity:.1f}"
-            )
-            capacity = served_capacity
+            ran = f"at light load the lanes' batches ran slower than the curve ({', '.join(slower)})"
+            contended = measured_busy(ran, probe_share)
+            if contended is not None:  # maybe the other load, not the server: the levels keep the curve's capacity
+                notes.append(f"{contended}; levels stay fractions of {capacity:.1f} req/s, not {served_capacity:.1f}")
+            else:
+                notes.append(f"{ran}: levels are fractions of {served_capacity:.1f} req/s, not {capacity:.1f}")
+                lane_cap, capacity = served_cap, served_capacity
+        else:
+            lane_cap = served_cap
         rarest = min(share.values())
         for j, f in enumerate(fractions, start=1):
             rate = f * capacity
             level_s = min(max(duration_s, min_requests / (rate * rarest)), MAX_STRETCH * duration_s)
-            m, schedules, warm_end = level(url, rate, level_s, j)
+            m, schedules, warm_end, _ = level(url, rate, level_s, j)
             cursor, rows, _, _ = lane_batches(url, cursor)
             served = {lane.name: served_table(busy_of(rows, lane.name), lane.curve, max_batch) for lane in lanes}
             args = (max_batch, max_wait, warm_end, overhead_ms)

@@ -35,11 +35,61 @@ MIN_REQUESTS = 200  # per load level, for a p95 worth comparing (MLPerf asks far
 MAX_STRETCH = 6  # a slow level runs up to this many times --duration to reach MIN_REQUESTS
 OTHERS_BUSY = 0.25  # of this machine's cores kept busy by other processes during a level: it is not comparable
 BUSY_EFFECT = "its latency is this machine's load, not the plan's: run it again on a quiet machine"
+MAY_BE_LOAD = "it may be this machine's load, not the server's"
 
 
 def busy_cause(share: float) -> str:
     """The first half of a busy level's note (``slo_verdict`` quotes it): how busy other processes kept it."""
     return f"other processes kept {share:.0%} of this machine's cores busy during this level"
+
+
+def busy_while(share: float | None) -> str | None:
+    """The phrase "while other processes kept 83% of this machine's cores busy" when ``share`` (``OthersBusy``) is
+    over ``OTHERS_BUSY``, else None: what the server did then may be this machine's load, not its own."""
+    if share is None or share <= OTHERS_BUSY:
+        return None
+    return f"while other processes kept {share:.0%} of this machine's cores busy"
+
+
+def measured_busy(finding: str, share: float | None) -> str | None:
+    """``finding`` flagged as taken on a busy machine ("..., measured while other processes kept 83% of this
+    machine's cores busy: it may be this machine's load, not the server's"), or None when ``share`` is quiet. For
+    the runs that set what every level uses (the light-load probe, the overload): a level's own busy note is
+    ``busy_cause``'s."""
+    during = busy_while(share)
+    return None if during is None else f"{finding}, measured {during}: {MAY_BE_LOAD}"
+
+
+def overload_capacity(
+    batches: list[tuple[int, float, float]],
+    curve: ServiceCurve,
+    curve_capacity: float,
+    level_capacity: float,
+    loads: list[tuple[str, float]],
+    share: float | None,
+) -> tuple[float, list[tuple[str, float]], str | None]:
+    """(the capacity fraction levels are fractions of, the loads still measured, a note) from the overload run's
+    ``batches`` (samples, model ms, worker-busy ms) and the share of cores other processes kept busy during it.
+
+    A server whose batches took longer than the curve's t(b) under overload is slower than its curve: levels follow
+    its own capacity and a load above it is dropped (an overload measures how long the run lasted, not the plan).
+    Not when other processes kept the machine busy then: its batches may have been slow from their load, so the
+    levels stay fractions of ``level_capacity`` and the note says why."""
+    busy, expected = sum(b for _, _, b in batches), sum(curve.t_ms(n) for n, _, _ in batches)
+    served_capacity = curve_capacity * expected / busy if busy > 0 and expected > 0 else level_capacity
+    if served_capacity >= SLOWER_SERVER * level_capacity:
+        return level_capacity, loads, None
+    slower = f"under overload the server's batches took {busy / expected - 1:+.0%} vs the curve's t(b)"
+    contended = measured_busy(slower, share)
+    if contended is not None:  # its load, maybe not the server's: keep the capacity the levels were set from
+        kept = f"levels stay fractions of {level_capacity:.1f}/s, not {served_capacity:.1f}/s"
+        return level_capacity, loads, f"{contended}; {kept}"
+    note = f"{slower}: levels are fractions of its own capacity, {served_capacity:.1f}/s, not {level_capacity:.1f}/s"
+    over = [label for label, rate in loads if rate > 0.95 * served_capacity]
+    if over:  # an overload measures how long the run lasted, not the plan
+        note += f"; {', '.join(over)} above it, not measured"
+        loads = [(label, rate) for label, rate in loads if label not in over]
+    return served_capacity, loads, note
 
 
 def measure_open_loop(
@@ -142,7 +192,9 @@ def validate_config(
     server's own capacity when that is lower: a short overload (``SATURATION_LOAD`` × capacity for
     ``SATURATION_S``) measures how long its batches really take when it is full. A server slower than its
     curve (its HTTP path on the model's cores, a VM slower this minute) would otherwise meet "80%" as an
-    overload, where p95 is set by how long the run lasts, not by the queue the simulator models.
+    overload, where p95 is set by how long the run lasts, not by the queue the simulator models. An overload run
+    during which other processes kept more than ``OTHERS_BUSY`` of the cores busy does not move the levels: its
+    slow batches may be that load (``overload_capacity``).
 
     Each level runs ``duration_s`` seconds, longer (up to ``MAX_STRETCH`` ×) when that would give
     fewer than ``min_requests`` requests. With ``cpus`` the server runs on ``cpus.server`` (one
@@ -151,7 +203,8 @@ def validate_config(
 
     Every prediction replays the level's own arrival schedule (the generator's, same seed) through the
     planner's simulator and adds the serving path's per-request overhead, measured first at a light
-    load (``PROBE_LOAD`` of capacity): measured p50 minus the replayed p50 there.
+    load (``PROBE_LOAD`` of capacity): measured p50 minus the replayed p50 there. A probe taken while other
+    processes kept the machine busy is still used (there is no quieter reading), and every level's notes say so.
     """
     from rightsize.loadgen.schedule import arrival_offsets_s
     from rightsize.loadgen.validation import Replay, ValidationPoint, capacity_per_s, replay, serving_cpu_ms
@@ -178,8 +231,11 @@ def validate_config(
 
     cursor = 0  # the server's next batch number; its warm-up batches are not logged
 
-    def measure(rate: float, level_s: float) -> tuple[dict[str, Any], list[tuple[int, float, float]], float | None]:
-        """(load result, the level's batches, serving CPU ms per request outside the model)."""
+    def measure(
+        rate: float, level_s: float
+    ) -> tuple[dict[str, Any], list[tuple[int, float, float]], float | None, float | None]:
+        """(load result, the level's batches, serving CPU ms per request outside the model, unclamped: negative when
+        the model's time × threads exceeded the server's CPU time; the share of cores other processes kept busy)."""
         nonlocal cursor
         before = served_batches(base_url, cursor, token)  # what ran since the last level: not this one's
         if before is not None:
@@ -194,9 +250,10 @@ def validate_config(
             m = {**m, "valid": False, "problems": [*m.get("problems", []), busy]}
         after = served_batches(base_url, cursor, token) if before is not None else None
         if before is None or after is None:
-            return m, [], None
+            return m, [], None, others.share
         cursor = after.next
-        return m, after.batches, serving_cpu_ms(before, after, server_config.threads or 1, request_samples)
+        cpu_ms = serving_cpu_ms(before, after, server_config.threads or 1, request_samples, clamp=False)
+        return m, after.batches, cpu_ms, others.share
 
     def with_serving_cpu(c: ServiceCurve, cpu_ms: float) -> ServiceCurve:
         """The curve stretched by the serving path's CPU, which runs on the model's cores: + cpu_ms per request."""
@@ -213,33 +270,31 @@ def validate_config(
     with pinned(None if cpus is None else cpus.server), running_server(server_config) as base_url:
         probe_rate = PROBE_LOAD * workers * capacity_per_s(curve, server_config.max_batch, request_samples)
         probe_s = min(max(2.0, PROBE_REQUESTS / probe_rate), MAX_STRETCH * duration_s)
-        m, batches, cpu_ms = measure(probe_rate, probe_s)
-        serving_ms = cpu_ms or 0.0
+        m, batches, cpu_ms, probe_share = measure(probe_rate, probe_s)
+        serving_ms = max(0.0, cpu_ms or 0.0)
+        cpu_clamped = cpu_ms is not None and cpu_ms < 0  # the model's time × threads exceeded the server's CPU time
         forecast_curve = with_serving_cpu(curve, serving_ms)
         now_forecast = None if now_curve is None else with_serving_cpu(now_curve, serving_ms)
         overhead_ms, probe_note = 0.0, None
         lat, ratios = m.get("latency_ms"), ratios_of(batches)
         if lat and ratios is not None:
             overhead_ms = max(0.0, float(lat["p50"]) - predict(curve, probe_rate, probe_s, ratios).latency.p50)
+            # kept (no quieter reading is at hand), but a contended probe's overhead is partly the other processes'
+            probe_note = measured_busy(
+                f"the light-load probe's serving overhead ({overhead_ms:.2f} ms per request, added to every "
+                "prediction)", probe_share,
+            )  # fmt: skip
         else:
             probe_note = "the light-load probe gave no latency: predictions carry no serving overhead"
         curve_capacity = workers * capacity_per_s(curve, server_config.max_batch, request_samples)
         level_capacity = capacity or curve_capacity
         capacity_note = None
         if fractions:
-            _, batches, _ = measure(SATURATION_LOAD * level_capacity, min(SATURATION_S, MAX_STRETCH * duration_s))
-            busy, expected = sum(b for _, _, b in batches), sum(curve.t_ms(n) for n, _, _ in batches)
-            served_capacity = curve_capacity * expected / busy if busy > 0 and expected > 0 else level_capacity
-            if served_capacity < SLOWER_SERVER * level_capacity:
-                capacity_note = (
-                    f"under overload the server's batches took {busy / expected - 1:+.0%} vs the curve's t(b): "
-                    f"levels are fractions of its own capacity, {served_capacity:.1f}/s, not {level_capacity:.1f}/s"
-                )
-                level_capacity = served_capacity
-                over = [label for label, rate in loads if rate > 0.95 * served_capacity]
-                if over:  # an overload measures how long the run lasted, not the plan
-                    capacity_note += f"; {', '.join(over)} above it, not measured"
-                    loads = [(label, rate) for label, rate in loads if label not in over]
+            saturation_s = min(SATURATION_S, MAX_STRETCH * duration_s)
+            _, batches, _, share = measure(SATURATION_LOAD * level_capacity, saturation_s)
+            level_capacity, loads, capacity_note = overload_capacity(
+                batches, curve, curve_capacity, level_capacity, loads, share
+            )
         levels = [(label, rate, False) for label, rate in loads]
         levels += [(label, rate, True) for label, rate in fraction_levels(fractions, level_capacity)]
         for label, rate, of_capacity in levels:
@@ -257,7 +312,7 @@ def validate_config(
             # on the prediction's own basis, the serving overhead added (it read 8.8-13.9 ms under a p95 of 16.5 ms
             # that carried a 3.4 ms overhead)
             spread = [others[len(others) // 20] + overhead_ms, others[-1 - len(others) // 20] + overhead_ms]
-            m, batches, _ = measure(rate, level_s)
+            m, batches, _, _ = measure(rate, level_s)
             served_batch = served_ms = None
             if batches:
                 served_batch = sum(n for n, _, _ in batches) / len(batches)
@@ -287,6 +342,8 @@ def validate_config(
                     predicted_served_ms=predicted_served,
                     overhead_ms=overhead_ms,
                     serving_cpu_ms=serving_ms,
+                    serving_cpu_clamped=cpu_clamped,
+                    probe_busy=busy_while(probe_share),
                     predicted_p95_range_ms=spread,
                     capacity_per_s=level_capacity if of_capacity else None,
                 )

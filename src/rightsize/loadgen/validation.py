@@ -213,7 +213,8 @@ def render_points(points: list[ValidationPoint]) -> str:
 @dataclass(frozen=True)
 class Served:
     """What the server's ``GET /v1/batches`` said: the next batch number, the batches (samples, model ms,
-    worker-busy ms) from the number asked for, the server process's CPU seconds at that moment, and each
+    worker-busy ms) from the number asked for, the CPU seconds of the server process and its worker processes at
+    that moment, and each
     batch's pool and the time it was taken off the queue."""
 
     next: int
@@ -228,6 +229,8 @@ def serving_cpu_ms(
 ) -> float | None:
     """CPU ms per request the server spent outside the model between two reads of its batch log (parsing,
     JSON, answering, hand-offs), counting each model call as ``threads`` busy threads; None without CPU data.
+    ``cpu_s`` counts the server's worker processes too (a pool of k > 1 workers runs each batch in one of them, on
+    ``threads`` threads), so every batch's model time is inside it whichever process ran it.
 
     Never negative with ``clamp``; without it, below zero when the model calls' time × ``threads`` exceeded the
     CPU time (calls that waited for cores, as on a busy machine, or left threads idle): no reading, not 0."""

@@ -9,7 +9,7 @@
     GET  /metrics      Prometheus text
     GET  /v1/batches   the last batches one by one, ``?since=N`` (JSON; ``metrics.BatchLog``): pool, samples,
                        model ms, worker-busy ms, so a client can replay the service times the server had;
-                       and ``cpu_s``, the process's CPU seconds so far
+                       and ``cpu_s``, the CPU seconds so far of the server process and its worker processes
 
 POST /v1/predict is answered by ``endpoint.PredictEndpoint`` below FastAPI's routing (it is the hot
 path; no pydantic model per request); the FastAPI route of the same path documents both body
@@ -18,7 +18,6 @@ formats in the OpenAPI schema.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -131,9 +130,9 @@ def create_app(config: ServerConfig, service: Service | None = None) -> FastAPI:
         if isinstance(start := since_number(since), str):
             status, headers, body = error_reply(422, start)
             return Response(body, status, {k.decode(): v.decode() for k, v in headers})
-        # The server process's CPU seconds beside the log: over a level, CPU not spent in the model is the
-        # serving path's own (HTTP, JSON, hand-offs), which shares the model's cores.
-        log = svc.metrics.batch_log.since(start) | {"cpu_s": time.process_time()}
+        # The CPU seconds of the server process and its worker processes beside the log: over a level, CPU not spent
+        # in the model is the serving path's own (HTTP, JSON, hand-offs), which shares the model's cores.
+        log = svc.metrics.batch_log.since(start) | {"cpu_s": svc.metrics.cpu_s()}
         return Response(dumps(log), media_type=JSON_TYPE)
 
     return app

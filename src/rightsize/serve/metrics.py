@@ -10,7 +10,8 @@
     rightsize_routed_total{pool,reason}                routing split; reason fixed|home|spill
     rightsize_responses_total{code}                    answers by HTTP status
     rightsize_pool_utilization{pool}                   busy fraction of the pool's workers since the last scrape
-    rightsize_cpu_utilization                          process CPU time / (wall × cores) since the last scrape
+    rightsize_cpu_utilization                          CPU time of the server process and its worker processes /
+                                                       (wall × cores) since the last scrape
     rightsize_gpu_utilization{device}                  nvidia-smi style utilisation when torch can read it
 
 Beside the histograms, ``BatchLog`` keeps the last ``BATCH_LOG_SIZE`` batches one by one (pool, samples,
@@ -103,11 +104,39 @@ class ServeMetrics:
         self.busy_s: Callable[[str], float] = lambda pool: 0.0
         self.workers: Callable[[str], int] = lambda pool: 1
         self.gpu_utilization: Callable[[], dict[str, float]] = dict
+        self.worker_pids: Callable[[], Sequence[int]] = tuple  # the pools' worker processes (--workers k > 1)
+        self._workers: dict[int, Any] = {}  # pid -> psutil.Process, held from when it was first seen
+        self._worker_cpu: dict[int, float] = {}  # pid -> its CPU seconds at the last read (kept once it ends)
         self._last = self._sample()
 
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) so far of the server process and of its worker processes: a pool of k > 1
+        CPU workers runs the model in k processes of its own, whose time ``time.process_time()`` does not see. Only
+        the workers, not every child: a server run inside another program (``rightsize validate``, tests) shares
+        that program's children, such as its load generator. A worker that has ended keeps its last reading."""
+        return time.process_time() + self._workers_cpu_s()
+
+    def _workers_cpu_s(self) -> float:
+        import psutil
+
+        for pid in self.worker_pids():
+            if pid not in self._workers:
+                try:
+                    self._workers[pid] = psutil.Process(pid)
+                except psutil.Error:  # gone already
+                    continue
+        for pid, proc in self._workers.items():
+            try:
+                if proc.is_running():  # not a later process given the same pid
+                    t = proc.cpu_times()
+                    self._worker_cpu[pid] = t.user + t.system + t.children_user + t.children_system
+            except psutil.Error:  # ended: its last reading stands
+                continue
+        return sum(self._worker_cpu.values())
+
     def _sample(self) -> tuple[float, float, dict[str, float]]:
-        """(wall s, process CPU s, busy s per pool)."""
-        t = time.process_time()
+        """(wall s, CPU s of the server and its workers, busy s per pool)."""
+        t = self.cpu_s()
         return time.perf_counter(), t, {p: self.busy_s(p) for p in self.pools}
 
     def on_batch(
@@ -177,7 +206,11 @@ class ServeMetrics:
         for p in self.pools:
             util = (busy[p] - last_busy.get(p, 0.0)) / (dt * max(1, self.workers(p)))
             out.append(f'rightsize_pool_utilization{{pool="{p}"}} {min(1.0, max(0.0, util)):.4f}')
-        family("rightsize_cpu_utilization", "gauge", "Process CPU time / (wall time × cores) since the last scrape.")
+        family(
+            "rightsize_cpu_utilization",
+            "gauge",
+            "CPU time of the server process and its worker processes / (wall time × cores) since the last scrape.",
+        )
         out.append(f"rightsize_cpu_utilization {min(1.0, max(0.0, (cpu - last_cpu) / (dt * self.cores))):.4f}")
         gpu = self.gpu_utilization()
         if gpu:

@@ -32,6 +32,7 @@ from rightsize.serve.metrics import ServeMetrics
 from rightsize.serve.router import Route, choose_pool
 from rightsize.serve.workers import (
     LoadedModel,
+    WorkerProcess,
     close_runs,
     example_batch,
     in_processes,
@@ -106,6 +107,7 @@ class Service:
         self.pool_configs: tuple[PoolConfig, ...] = resolve_pools(config, self.has_cuda, self.cores)
         self.spec, _lm = input_spec(config)
         self.metrics = ServeMetrics([p.name for p in self.pool_configs], self.cores)
+        self.metrics.worker_pids = self._worker_pids  # their CPU is the server's too (rightsize_cpu_utilization)
         self.batchers: list[Batcher] = []
         self.ready = False
         self.draining = False
@@ -221,6 +223,10 @@ class Service:
         await asyncio.gather(*(b.join(self.config.drain_timeout_s) for b in self.batchers))
         for b in self.batchers:  # after the drain: a worker process answers what it holds first
             close_runs(b.runs)
+
+    def _worker_pids(self) -> list[int]:
+        """The pids of the pools' worker processes (a CPU pool of k > 1 workers; none when the model runs here)."""
+        return [r.process.pid for b in self.batchers for r in b.runs if isinstance(r, WorkerProcess) and r.process.pid]
 
     def _gpu_utilization(self) -> dict[str, float]:
         out: dict[str, float] = {}

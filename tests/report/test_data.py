@@ -97,6 +97,10 @@ def test_two_candidates_with_one_curve_draw_one_labelled_line() -> None:
     legend = [s.label for s in data.sweeps]
     joined = f"{legend[0]} (recommended) = {legend[1]} = {legend[2]} = {legend[3]}"
     assert svg.count(joined) == 1 and svg.count(legend[1]) == 1 + 14, svg  # one legend entry; its 14 points' tooltips
+    import re
+
+    strokes = set(re.findall(r'<polyline class="series"[^>]*stroke="([^"]+)"', svg))
+    assert len(strokes) == 1, strokes  # every twin in the legend's colour: a later one had covered it in its own
 
 
 def test_a_failing_sweep_is_a_note_not_a_crash(plan_online: PlanResult) -> None:

@@ -263,7 +263,8 @@ def _merge_twins(clean: list[Drawn]) -> list[Drawn]:
         if pts and s.legend and key in seen:
             i = seen[key]
             out[i] = (replace(out[i][0], name=f"{out[i][0].name} = {s.name}"), *out[i][1:])
-            out.append((replace(s, legend=False), pts, band))
+            # in the legend's colour: drawn over the first in its own, it had hidden the colour the legend names
+            out.append((replace(s, legend=False, color=out[i][0].color), pts, band))
             continue
         if s.legend:
             seen[key] = len(out)

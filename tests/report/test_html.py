@@ -133,7 +133,8 @@ def test_rules_plan_renders_a_table_without_charts(tmp_path: Path, plan_online: 
     assert 'data-table="candidates"' in html and "<svg" not in html
     # ranked by rule, not by price alone: the header had said "feasible by cost" above cheaper rows ranked lower
     assert "ranked by rule: holds the data in RAM" in html and "feasible by cost" not in html
-    assert "feasible by cost (ties: faster)" in write_report(plan_online, tmp_path / "o.html").read_text()
+    assert "feasible by cost (ties: a verified price, a precision the spec lists, the narrower band, then faster)" in (
+        write_report(plan_online, tmp_path / "o.html").read_text())  # fmt: skip
     assert "Ranked by rule: holds the data in RAM" in write_report(rules, tmp_path / "rules.md").read_text()
 
 

@@ -224,8 +224,9 @@ def candidates_table(data: ReportData, rows: int = TABLE_ROWS) -> str:
     n = data.plan.get("n_candidates", len(data.candidates))
     ths = "".join(f"<th>{esc(h)}</th>" for h in head)
     return (
-        f'<section><h2>Ranked candidates</h2><p class="sub">Top {len(cands)} of {esc(n)}: {esc(ranked_by(data))}. '
-        "~: latency estimated by a fluid approximation, not simulated.</p>"
+        f'<section><h2>Ranked candidates</h2><p class="sub">Top {len(cands)} of {esc(n)}: {esc(ranked_by(data))}.'
+        + (" ~: latency estimated by a fluid approximation, not simulated." if data.kind == "online" else "")
+        + "</p>"
         f'<div class="scroll"><table class="cands" data-table="candidates">'
         f"<thead><tr>{ths}</tr></thead><tbody>{''.join(body)}</tbody></table></div></section>"
     )

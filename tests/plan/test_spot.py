@@ -95,7 +95,7 @@ def test_a_job_shorter_than_the_checkpoint_interval_is_told_it_needs_none() -> N
 
     short = [w for w in check_warnings("batch", spot(0.4), None, 1) if w.startswith("spot:")]
     assert short == ["spot: 3.5e-05 interruptions/h assumed; no checkpoint needed: Young/Daly's interval (1,315 min) "
-                     "is longer than the job (24 min); an interruption restarts it"]  # fmt: skip
+                     "is longer than the job (24 min of work); an interruption restarts it"]  # fmt: skip
     long = [w for w in check_warnings("batch", spot(48.0), None, 1) if w.startswith("spot:")]
     assert long[0].endswith("checkpoint every 1315 min (Young/Daly)")
 
@@ -240,3 +240,31 @@ def test_a_mixed_row_is_judged_at_the_band_edge_on_its_work_not_its_interruption
     assert mixed.runtime_hours is not None and mixed.runtime_hours * 1.54 > 4.5  # the old rule's refusal
     assert mixed.spot is not None and (mixed.spot.p_meet_deadline or 0) >= 0.9
     assert mixed.feasible, mixed.reasons
+
+
+def test_a_job_that_ends_before_its_first_checkpoint_is_costed_as_restarted_not_checkpointed() -> None:
+    """An 18-minute spot job (12 min of work, Young/Daly's interval 21 min) was told it needs no checkpoint, then
+    costed with Daly's checkpointed formula: 0.3056 h expected against 0.2719 h for a job an interruption restarts
+    (12% high); the note also compared the interval with the runtime, spin-up included."""
+    import dataclasses
+
+    from rightsize.plan.checks import check_warnings
+    from rightsize.plan.result import Candidate, SpotPlan
+    from rightsize.plan.spot import daly_interval_hours, daly_wall_hours
+
+    work, ckpt, restart, mtbi = 0.2001, 2 / 60, 10 / 60, 2.0
+    assert daly_interval_hours(ckpt, mtbi) > work
+    restarted = mtbi * math.exp(restart / mtbi) * math.expm1(work / mtbi)
+    assert daly_wall_hours(work, ckpt, restart, mtbi) == pytest.approx(restarted) == pytest.approx(0.2288, abs=1e-3)
+    assert daly_wall_hours(5.0, ckpt, restart, mtbi) > 5.0 + ckpt * 5.0 / daly_interval_hours(
+        ckpt, mtbi
+    )  # long: as before
+    job = Candidate(instance="g6.xlarge", provider="aws", region="us-east-1", device_class="gpu", device="L4", count=1,
+                    precision="fp16", purchase="spot", cost_usd_per_hour=0.4, feasible=True, provenance="projected",
+                    price_date="2026-01-01", runtime_hours=0.29, cold_start_s=515.0,
+                    spot=SpotPlan(0.5, 26.0, 0.29, 1.0, "spot", 0.2))  # fmt: skip
+    note = next(w for w in check_warnings("batch", job, None, 1) if w.startswith("spot:"))
+    assert "no checkpoint needed" in note and "(9 min of work)" in note  # 17.4 min less 8.6 of spin-up
+    often = dataclasses.replace(job, spot=dataclasses.replace(job.spot, checkpoint_interval_min=6.0))
+    note = next(w for w in check_warnings("batch", often, None, 1) if w.startswith("spot:"))
+    assert "checkpoint every 6 min (Young/Daly)" in note  # 6 min: inside the 9 minutes of work

@@ -108,12 +108,13 @@ def check_warnings(
         out += [n for n in rec.notes if n.startswith("spot")]
     if rec.purchase in ("spot", "mixed") and rec.spot:
         every = rec.spot.checkpoint_interval_min
-        runtime_min = 60.0 * (rec.runtime_hours or 0.0)
+        # the work, not the spin-up: an 18-minute job of 12 minutes' work is over before a 21-minute interval
+        runtime_min = max(0.0, 60.0 * (rec.runtime_hours or 0.0) - (rec.cold_start_s or 0.0) / 60.0)
         how = (
             f"checkpoint every {every:.0f} min (Young/Daly)"
             if not runtime_min or every < runtime_min
             else f"no checkpoint needed: Young/Daly's interval ({every:,.0f} min) is longer than the job "
-            f"({runtime_min:,.0f} min); an interruption restarts it"
+            f"({runtime_min:,.0f} min of work); an interruption restarts it"
         )
         stalls = rec.spot.stalls_per_hour
         per = "" if stalls is None or stalls == rec.spot.interruptions_per_hour else (

@@ -142,8 +142,10 @@ def ranked_by(data: ReportData) -> str:
         return RULES_ORDER
     # the ties as plan.explain.rank breaks them: a T4 fp32 row above a faster fp16 one at the same price had read
     # against "ties: faster" (fp32 is the precision the spec listed)
-    return ("feasible by cost (ties: a verified price, a precision the spec lists, the narrower band, then faster), "
-            "then infeasible by how close each comes")
+    return (
+        "feasible by cost (ties: a verified price, a precision the spec lists, the narrower band, then faster), "
+        "then infeasible by how close each comes"
+    )
 
 
 def candidate_key(c: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -346,8 +348,10 @@ def compute_sweeps(result: PlanResult, sweep: SweepFn) -> tuple[list[RateSweep],
     if result.kind != "online" or rate is None:
         return [], "only online plans have a request rate"
     if _find(result.target, "request_mix"):  # the sweep sends one request size: 18.6 ms at the peak against 61.5
-        return [], ("the rate sweep simulates one request size; this plan's request mix is judged class by class in "
-                    "its request-mix table")
+        return [], (
+            "the rate sweep simulates one request size; this plan's request mix is judged class by class in "
+            "its request-mix table"
+        )
     rates = [rate * f for f in SWEEP_FRACTIONS]
     rec_key = candidate_key(result.recommendation.to_dict()) if result.recommendation else None
     out: list[RateSweep] = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import socket
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,6 @@ def build_target(
 
 
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "0.0.0.0")
 
 
 def watching_others(host: str, port: int) -> Any:
@@ -77,9 +77,10 @@ def watching_others(host: str, port: int) -> Any:
     test had no way to tell a busy machine from a slow server: validate's levels said it, loadtest never did."""
     import contextlib
 
+    from rightsize.hosts import is_loopback
     from rightsize.measure.conditions import OthersBusy, listening_pids
 
-    pids = listening_pids(port) if host in LOCAL_HOSTS else []
+    pids = listening_pids(port) if is_loopback(host) or host == "0.0.0.0" else []
     return OthersBusy(also=pids) if pids else contextlib.nullcontext()
 
 
@@ -95,6 +96,12 @@ def busy_payload(watch: Any) -> dict[str, Any]:
         f"other processes kept {share:.0%} of this machine's cores busy during the test (the server and this load "
         "generator left out): its latencies include that load; run it again on a quiet machine to measure the "
         "server alone")}  # fmt: skip
+
+
+def say_busy(payload: dict[str, Any]) -> None:
+    """The busy note of ``busy_payload``, on stderr, when there is one."""
+    if (note := payload.get("others_busy_note")) is not None:
+        err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
 
 
 def check_reachable(host: str, port: int, timeout_s: float = 3.0) -> None:
@@ -294,40 +301,42 @@ def loadtest(
         text = knee.render()
         failed = all(not s.result.valid for s in knee.steps)
     else:
-        watch = watching_others(target.host, target.port)
+        run: Any
         if rate is not None:
             err_console.print(f"open loop on {target.url}: {rate:g}/s {arrival} ({loop_name})")
-            with watch:
-                result = run_open_loop(
-                    target,
-                    OpenLoopConfig(
-                        rate_per_s=rate,
-                        duration_s=duration,
-                        requests=requests,
-                        arrival=arrival,  # type: ignore[arg-type]
-                        connections=connections,
-                        timeout_s=timeout_s,
-                        slo_ms=slo_ms,
-                        warmup_s=warmup_s,
-                        max_lag_ms=max_lag_ms,
-                        seed=seed,
-                    ),
-                )
+            run = partial(
+                run_open_loop,
+                target,
+                OpenLoopConfig(
+                    rate_per_s=rate,
+                    duration_s=duration,
+                    requests=requests,
+                    arrival=arrival,  # type: ignore[arg-type]
+                    connections=connections,
+                    timeout_s=timeout_s,
+                    slo_ms=slo_ms,
+                    warmup_s=warmup_s,
+                    max_lag_ms=max_lag_ms,
+                    seed=seed,
+                ),
+            )
         else:
             assert concurrency is not None
             err_console.print(f"closed loop on {target.url}: {concurrency} users ({loop_name})")
-            with watch:
-                result = run_closed_loop(
-                    target,
-                    ClosedLoopConfig(
-                        concurrency=concurrency,
-                        duration_s=duration,
-                        requests=requests,
-                        timeout_s=timeout_s,
-                        slo_ms=slo_ms,
-                        warmup_s=warmup_s,
-                    ),
-                )
+            run = partial(
+                run_closed_loop,
+                target,
+                ClosedLoopConfig(
+                    concurrency=concurrency,
+                    duration_s=duration,
+                    requests=requests,
+                    timeout_s=timeout_s,
+                    slo_ms=slo_ms,
+                    warmup_s=warmup_s,
+                ),
+            )
+        with (watch := watching_others(target.host, target.port)):
+            result = run()
         payload = {"kind": "loadtest", "event_loop": loop_name, **result.to_dict(), **busy_payload(watch)}
         text = result.render()
         failed = not result.valid
@@ -335,8 +344,7 @@ def loadtest(
 
     artifact_id = None if no_store else store_payload(payload, store)
     payload["artifact_id"] = artifact_id
-    if (note := payload.get("others_busy_note")) is not None:
-        err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    say_busy(payload)
     if as_json:
         emit_json(payload)
     else:
@@ -386,8 +394,7 @@ def _generate_load(
     payload = {"kind": "loadtest-generate", "url": url, "rate_per_s": rate, "prompt_tokens": [p_lo, p_hi],
                "output_tokens": [o_lo, o_hi], **summary, **busy_payload(watch)}  # fmt: skip
     payload["artifact_id"] = store_payload(payload, store) if save else None
-    if (note := payload.get("others_busy_note")) is not None:
-        err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    say_busy(payload)
     _hint_unauthorized(summary["statuses"], token)
     if as_json:
         emit_json(payload)

@@ -102,10 +102,11 @@ def latency_charts(data: ReportData) -> list[str]:
         thr.append(Series(f"{label} measured", tp, c))
     # instances one projection serves alike (one CPU family and size) draw one line, named for each: the second
     # had been drawn exactly over the first, a legend entry with no line to see
+    from rightsize.plan.sim import sim_key
+
     same: dict[tuple[Any, ...], list[ServiceCurve]] = {}
-    for cv in _pick_curves(data):
-        key = (cv.precision, cv.workers, cv.threads, cv.latency_ms, cv.band_los, cv.band_his, cv.band_lo, cv.band_hi)
-        same.setdefault(key if cv.provenance == "projected" else (id(cv),), []).append(cv)
+    for cv in _pick_curves(data):  # alike as the planner simulates them alike (its numbers, not its labels)
+        same.setdefault(sim_key(cv) if cv.provenance == "projected" else (id(cv),), []).append(cv)
     picked = [group[0] for group in same.values()]
     names = {id(group[0]): " = ".join(dict.fromkeys(k.instance or k.device for k in group)) for group in same.values()}
     # k workers x t threads of one instance are curves alike but for their layout: name it when it tells them apart

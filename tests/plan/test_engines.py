@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,35 @@ def test_a_cpu_alternative_from_another_engine_says_which_and_validate_serves_it
     own = pick_engine([("torch", plan(torch_w, [cpu_curve("c.2x", 20.0, 15.0), gpu_curve("T4", 4.0, 0.2)],
                                       small_catalog()), {})])[0]  # fmt: skip
     assert own.to_dict()["alternative"]["model"] == "distilbert" and _other_engines_cpu_plan(own) is None
+
+
+def test_the_pareto_chart_draws_the_other_engines_best_plans() -> None:
+    """sentiment-api's report drew only the winning engine's candidates: PyTorch's best plan (the same c7a.large at
+    the same price, slower) and the T4 that "why not" names had no point. The plan keeps each other engine's best
+    plan (``engine_plans``) and the chart draws it and the alternative, labelled by engine."""
+    from plan_fixtures import cpu_curve, gpu_curve, small_catalog
+
+    from rightsize.plan import plan
+    from rightsize.report.charts import pareto_chart
+    from rightsize.report.data import build_report_data
+    from rightsize.workflows.engine_choice import pick_engine
+
+    target = {"online": {"rate_per_s": 10, "latency": {"percentile": 95, "bound_ms": 80}}}
+    torch_w = Workload.model_validate({"name": "two", "model": "distilbert", "tiny": True, "targets": target})
+    ort_w = torch_w.model_copy(update={"model": "ort:distilbert"})
+    torch_r = plan(torch_w, [cpu_curve("c.2x", 30.0, 22.0), gpu_curve("T4", 4.0, 0.2)], small_catalog())
+    ort_r = plan(ort_w, [cpu_curve("c.2x", 20.0, 15.0)], small_catalog())
+    best, _ = pick_engine([("torch", torch_r, {}), ("onnxruntime", ort_r, {})])
+    assert best.model == "ort:distilbert" and best.alternative is not None and best.alternative.device == "T4"
+    d = best.to_dict()
+    assert torch_r.recommendation is not None and torch_r.recommendation.device_class == "cpu"
+    mine = d["engine_plans"]["torch"]
+    assert (mine["instance"], mine["model"], mine["engine"]) == (torch_r.recommendation.instance, "distilbert", "torch")
+    svg = pareto_chart(build_report_data(d))
+    assert "best plans on the other engines" in svg
+    tips = re.findall(r"PyTorch eager: [^<]*", svg)
+    assert len(tips) == 2, tips  # the torch recommendation and the T4 alternative, once each
+    assert any("T4" in t for t in tips) and any(torch_r.recommendation.instance in t for t in tips)
+    assert "among ONNX Runtime&#x27;s plans" in svg
+    one = pick_engine([("onnxruntime", plan(ort_w, [cpu_curve("c.2x", 20.0, 15.0)], small_catalog()), {})])[0]
+    assert "other engines" not in pareto_chart(build_report_data(one.to_dict()))

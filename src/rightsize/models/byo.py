@@ -101,6 +101,9 @@ def engine_ref(ref: str, engine: str) -> str:
     return ENGINE_PREFIX[engine] + ref
 
 
+ENGINE_NAMES = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
+
+
 def engine_of(ref: str) -> str:
     """The engine a model ref runs on (``engine_ref``'s inverse): "onnxruntime", "openvino" or "torch"."""
     if ref.startswith(OV_PREFIX):
@@ -482,7 +485,7 @@ def _engine_entry(ref: str, shape: list[int] | None, vocab: int | None) -> Engin
         def build(tiny: bool) -> nn.Module:
             return OrtModule.load(exported_onnx(base, tiny), engine)
 
-    label = "OpenVINO" if engine == "openvino" else "ONNX Runtime"
+    label = ENGINE_NAMES[engine]
     return EngineEntry(ref, base.family, base.kind, f"{base.description} on {label}", build, hf=False,
                        lm=base.lm, classes=base.classes, vocab_size=base.vocab_size, features=base.features,
                        default_seq_len=base.default_seq_len, default_image_size=base.default_image_size,
@@ -490,6 +493,6 @@ def _engine_entry(ref: str, shape: list[int] | None, vocab: int | None) -> Engin
 
 
 __all__ = [
-    "ORT_PREFIX", "OV_PREFIX", "TORCHSCRIPT_SUFFIXES", "EngineEntry", "UserEntry", "engine_of", "engine_ref",
-    "is_user_ref", "resolve_model", "resolve_user", "workload_model",
+    "ENGINE_NAMES", "ORT_PREFIX", "OV_PREFIX", "TORCHSCRIPT_SUFFIXES", "EngineEntry", "UserEntry", "engine_of",
+    "engine_ref", "is_user_ref", "resolve_model", "resolve_user", "workload_model",
 ]  # fmt: skip

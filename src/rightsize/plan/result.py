@@ -180,6 +180,8 @@ class PlanResult:
     why_not: list[str] = field(default_factory=list)  # why not the best of the other device class
     alternative: Candidate | None = None  # that best alternative of the other device class
     alternative_model: str | None = None  # the model ref it runs when another engine planned it (ort:distilbert)
+    # several engines planned: each other engine's model ref and its best plan (None: none feasible), for the report
+    engine_plans: dict[str, tuple[str, Candidate | None]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # common mistakes spotted
     assumptions: dict[str, Any] = field(default_factory=dict)  # defaults used, with sources
     price_date: str = ""  # newest price date among candidates
@@ -212,6 +214,10 @@ class PlanResult:
                 if self.alternative and (alt := self.alternative_model or self.model)
                 else None,
                 "why_not": list(self.why_not),
+                "engine_plans": {
+                    name: None if c is None else {**c.to_dict(), "model": ref, "engine": engine_of(ref)}
+                    for name, (ref, c) in self.engine_plans.items()
+                },
                 "candidates": [c.to_dict() for c in cands],
                 "pareto": [c.to_dict() for c in self.pareto],
                 "warnings": list(self.warnings),

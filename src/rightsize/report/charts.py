@@ -12,9 +12,10 @@ spot-cost/-time   spot and mixed vs on-demand per configuration (``charts_jobs``
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rightsize.models.byo import ENGINE_NAMES
 from rightsize.profile import Environment, Measurement, ServiceCurve
 from rightsize.report.charts_jobs import cluster_charts, spot_charts
 from rightsize.report.data import GIB, ReportData, Targets, candidate_key, candidate_label
@@ -240,6 +241,8 @@ def pareto_chart(data: ReportData) -> str:
         Series("Pareto frontier", front, PALETTE[0]),
         Series("recommendation", rec_pt, PALETTE[1], line=False, marker="diamond", highlight=True),
     ]
+    if elsewhere := _other_engine_points(data, point):
+        series.append(Series("best plans on the other engines", elsewhere, PALETTE[3], line=False, marker="square"))
     if online:
         refs = _slo_ref(t, "x")
         if t.budget_usd_per_hour is not None:
@@ -265,8 +268,25 @@ def pareto_chart(data: ReportData) -> str:
         y,
         refs=refs,
         empty="no candidate has both a cost and a latency/time",
-        note="Down and left is better: cheaper and faster. The frontier joins candidates nothing beats on both.",
+        note="Down and left is better: cheaper and faster. The frontier joins candidates nothing beats on both"
+        + (f" among {ENGINE_NAMES.get(data.plan.get('engine', ''), 'this engine')}'s plans" if elsewhere else "")
+        + ".",
     )
+
+
+def _other_engine_points(data: ReportData, point: Callable[[Mapping[str, Any]], Point | None]) -> list[Point]:
+    """The other engines' best plans and a best alternative another engine planned (``engines: [torch, onnxruntime]``):
+    the chart's candidates are the winning engine's only, so the runner-up and the other device class's answer
+    that "why not" names had no point."""
+    engine = data.plan.get("engine")
+    pts, seen = [], set()
+    for c in [*(data.plan.get("engine_plans") or {}).values(), data.plan.get("alternative")]:
+        if not c or c.get("engine") in (None, engine) or (key := (c["engine"], candidate_key(c))) in seen:
+            continue
+        seen.add(key)
+        if (p := point(c)) is not None:
+            pts.append(Point(p.x, p.y, f"{ENGINE_NAMES.get(c['engine'], c['engine'])}: {p.tip}"))
+    return pts
 
 
 def memory_chart(data: ReportData) -> str:

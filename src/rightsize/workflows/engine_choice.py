@@ -6,12 +6,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from rightsize.models.byo import ENGINE_NAMES
 from rightsize.units import format_usd
 
 if TYPE_CHECKING:
     from rightsize.plan import PlanResult
-
-ENGINE_NAMES = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
 
 
 def _cost(result: PlanResult) -> float:
@@ -49,6 +48,7 @@ def pick_engine(runs: list[tuple[str, PlanResult, dict[str, Any]]]) -> tuple[Pla
     names = ", ".join(ENGINE_NAMES[r[0]] for r in runs)
     best.why.append(f"engine: {ENGINE_NAMES[engine]}, the cheapest of {names} (ties: faster)")
     best.why += lines
+    best.engine_plans = {other: (result.model, result.recommendation) for other, result, _ in runs if other != engine}
     best.assumptions["engines"] = {
         r[0]: {"model": r[1].model, "cost": None if r[1].recommendation is None else _cost(r[1])} for r in runs
     }

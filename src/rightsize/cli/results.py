@@ -75,8 +75,10 @@ def results(
         t = Table(title=escape(f"runs in {db.path}"), title_justify="left")
         for col in ("id", "created", "kind", "name", "model", "env", "status", "results", "failed"):
             t.add_column(col)
+        from rightsize.report.dashboard_views import shown  # an ESC in an old run's name: written out, not obeyed
+
         for r in runs:
-            t.add_row(r.id, r.created_at, r.kind, escape(r.name or ""), escape(r.model or ""), r.env_id or "", r.status,
+            t.add_row(*(escape(shown(v)) for v in (r.id, r.created_at, r.kind, r.name, r.model, r.env_id, r.status)),
                       str(r.n_measurements), str(r.n_failed))  # fmt: skip
         out_console.print(t)
         return
@@ -104,8 +106,10 @@ def results(
                 out_console.print(f"  {escape(line)}", highlight=False)
         else:
             # the run's kind, name and status: a killed sweep's table had read as a whole one
-            title = (f"run {info.id} ({info.kind}{' ' + info.name if info.name else ''}, {info.status})" if info else
-                     f"model {model}")  # fmt: skip
+            from rightsize.report.dashboard_views import shown
+
+            title = (f"run {info.id} ({info.kind}{' ' + shown(info.name) if info.name else ''}, {info.status})"
+                     if info else f"model {shown(model)}")  # fmt: skip
             out_console.print(sweep_table(ms, title))
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rightsize.catalog import Catalog
+from rightsize.inputfile import unprintable
 from rightsize.profile import Environment, Measurement
 from rightsize.report.charts import latency_charts
 from rightsize.report.data import ReportData, candidate_label
@@ -21,7 +22,7 @@ from rightsize.report.html import env_rows, page
 from rightsize.report.svg import PALETTE, Axis, Marker, Point, Series, xy_chart
 from rightsize.store import Store
 
-__all__ = ["compare_page", "index_page", "not_found", "report_page", "run_page", "shell"]
+__all__ = ["compare_page", "index_page", "not_found", "report_page", "run_page", "shell", "shown"]
 
 _MARKERS: tuple[Marker, ...] = ("circle", "square", "diamond")
 
@@ -51,6 +52,13 @@ document.querySelectorAll('table[data-table]').forEach(table => {
         return (x < y ? -1 : x > y ? 1 : 0) * (asc ? 1 : -1); });
       rows.forEach(r => body.appendChild(r)); }); }); });
 """
+
+
+def shown(text: object) -> str:
+    """A stored name as it can be shown: written out as Python would (``'red\\x1b[31m'``) when it holds a control
+    character. An older version stored such names; raw, a terminal obeyed the ESC and a page hid it."""
+    value = "" if text is None else str(text)
+    return value if unprintable(value) is None else repr(value)
 
 
 def shell(title: str, active: str, body: str) -> str:
@@ -85,11 +93,11 @@ def index_page(st: Store) -> str:
         box = f'<input type="checkbox" name="run" value="{esc(r.id)}" aria-label="compare {esc(r.id)}">'
         cells = [
             box,
-            f'<a href="/run/{esc(r.id)}">{esc(r.id)}</a>',
+            f'<a href="/run/{esc(r.id)}">{esc(shown(r.id))}</a>',
             esc(r.created_at),
-            esc(r.kind),
-            esc(r.name or ""),
-            esc(r.model or ""),
+            esc(shown(r.kind)),
+            esc(shown(r.name)),
+            esc(shown(r.model)),
             esc((env.hostname if env else "") or r.env_id or ""),
             esc(r.status),
             esc(r.n_measurements),
@@ -138,8 +146,8 @@ def index_page(st: Store) -> str:
             [
                 link,
                 a["created_at"],
-                str(p.get("workload", "")),
-                str(p.get("model", "")),
+                shown(p.get("workload", "")),
+                shown(p.get("model", "")),
                 str(p.get("kind", "")),
                 what,
                 usd((rec or {}).get("cost_usd_per_hour")),
@@ -156,7 +164,7 @@ def index_page(st: Store) -> str:
     )
     gen_html = _generative_plans(st)
     tests = [
-        [a["id"], a["created_at"], str(a["payload"].get("name", a["payload"].get("mode", "")))]
+        [a["id"], a["created_at"], shown(a["payload"].get("name", a["payload"].get("mode", "")))]
         for a in st.artifacts(kind="loadtest")
     ]
     tests_html = (
@@ -346,7 +354,7 @@ def _ok(ms: Sequence[Measurement]) -> list[Measurement]:
 def run_page(st: Store, run_id: str) -> str:
     run = st.run(run_id)
     if run.kind == "generative-plan":  # no measurements, no environment: the stored plan is the page
-        return shell(f"Run {run.id}", "", _generative_run(st, run.id, run.name or "", run.created_at))
+        return shell(f"Run {run.id}", "", _generative_run(st, run.id, shown(run.name), run.created_at))
     env = st.env(run.env_id) if run.env_id else None
     ms = st.measurements(run_id=run.id)
     data = ReportData(plan={}, measurements=_ok(ms), env=env)
@@ -373,7 +381,7 @@ def run_page(st: Store, run_id: str) -> str:
     plans = st.artifacts(kind="plan", run_id=run.id)
     plan_links = "".join(f'<li><a href="/report/{esc(a["id"])}">plan {esc(a["id"])}</a></li>' for a in plans)
     body = (
-        f'<p class="sub">{esc(run.kind)} · {esc(run.name or "")} · model {esc(run.model or "-")} · '
+        f'<p class="sub">{esc(shown(run.kind))} · {esc(shown(run.name))} · model {esc(shown(run.model or "-"))} · '
         f"{esc(run.created_at)} · "
         f'{esc(run.status)}</p><section class="cols"><div><h3>Environment</h3><dl class="kv">{dl}</dl></div>'
         f"<div><h3>Plans</h3><ul>{plan_links or '<li>none</li>'}</ul></div></section>"

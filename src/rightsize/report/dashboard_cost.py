@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from rightsize.catalog import Catalog
 from rightsize.errors import SpecError
@@ -154,6 +155,41 @@ def _chart(
     return xy_chart(name, title, series, Axis(x_label, log=True), Axis(COSTS[cost], log=True), empty=empty, note=note)
 
 
+def _cost(p: CostPoint, cost: str) -> float | None:
+    """The cost the user picked (``cost=``): the table is ranked by it, as the chart's y axis is drawn."""
+    return p.usd_per_1m if cost == "per1m" else p.usd_per_hour
+
+
+def _rows(query: Mapping[str, Sequence[str]]) -> int | None:
+    """``rows=N`` table rows (default TABLE_ROWS), ``rows=all`` every one (None)."""
+    raw = (query.get("rows") or [""])[0].strip().lower()
+    if not raw:
+        return TABLE_ROWS
+    if raw == "all":
+        return None
+    if raw.isdigit() and int(raw) > 0:
+        return int(raw)
+    raise SpecError(
+        "rows", f"must be a whole number above 0 or 'all', got {raw[:20]!r} (or leave it out: {TABLE_ROWS})"
+    )
+
+
+def _caption(rank: Sequence[CostPoint], shown_n: int, params: Mapping[str, str]) -> str:
+    """How many rows the table shows of how many, where the infeasible ones are, and the link to the rest: the table
+    had been cut to 15 rows without a word, under a heading that promised infeasible rows it never reached."""
+    bad = sum(not p.feasible for p in rank)
+    bad_shown = sum(not p.feasible for p in rank[:shown_n])
+    text = f"{shown_n} of {len(rank)} rows shown"
+    if bad:
+        where = "all shown" if bad_shown == bad else f"{bad_shown or 'none'} of them shown"
+        text += f"; {bad} infeasible planned candidates sort last ({where})"
+    more = ""
+    if shown_n < len(rank):
+        href = "/cost?" + urlencode({k: v for k, v in params.items() if v} | {"rows": "all"})
+        more = f' <a href="{esc(href)}">Show all {len(rank)}</a>, or narrow them with the filters above.'
+    return f'<p class="sub" data-rows="{shown_n}" data-of="{len(rank)}">{esc(text)}.{more}</p>'
+
+
 def _select(name: str, label: str, values: Sequence[str], current: str) -> str:
     opts = [f'<option value=""{" selected" if not current else ""}>all</option>']
     opts += [f'<option value="{esc(v)}"{" selected" if v == current else ""}>{esc(v)}</option>' for v in values]
@@ -166,6 +202,7 @@ def cost_page(st: Store, query: Mapping[str, Sequence[str]], catalog: Catalog | 
     unpriced: list[str] = []
     planned, measured = planned_points(st), measured_points(st, catalog, unpriced)
     filters = {k: (query.get(k) or [""])[0] for k in FILTERS}
+    limit = _rows(query)
     cost = (query.get("cost") or ["per1m"])[0].lower() or "per1m"
     if cost not in COSTS:
         raise SpecError("cost", f"unknown {cost!r}; use one of {', '.join(COSTS)} (or leave it out: per1m)")
@@ -184,7 +221,9 @@ def cost_page(st: Store, query: Mapping[str, Sequence[str]], catalog: Catalog | 
     form = (
         f'<form class="filters" method="get" action="/cost">{selects}'
         f'<label>cost<select name="cost">{cost_opts}</select>'
-        '</label><noscript><button type="submit">Apply</button></noscript><a href="/cost">clear filters</a></form>'
+        "</label>"
+        + (f'<input type="hidden" name="rows" value="{esc(limit or "all")}">' if "rows" in query else "")
+        + '<noscript><button type="submit">Apply</button></noscript><a href="/cost">clear filters</a></form>'
     )
     p_f, m_f = _apply(planned, filters), _apply(measured, filters)
     no_cat = "" if catalog is not None else " (no catalog was given, so measurements have no price)"
@@ -204,8 +243,12 @@ def cost_page(st: Store, query: Mapping[str, Sequence[str]], catalog: Catalog | 
         "no priced measurement matches the filters" + no_cat,
         note="Not priced (no catalog instance of that CPU family or GPU): " + ", ".join(unpriced) if unpriced else "",
     )
-    rank = sorted(p_f + m_f, key=lambda p: (not p.feasible, p.usd_per_1m is None, p.usd_per_1m or 0.0, p.latency_ms))
-    rank = rank[:TABLE_ROWS]
+    rank = sorted(
+        p_f + m_f, key=lambda p: (not p.feasible, _cost(p, cost) is None, _cost(p, cost) or 0.0, p.latency_ms)
+    )
+    shown_n = len(rank) if limit is None else min(limit, len(rank))
+    caption = _caption(rank, shown_n, {**filters, "cost": cost})
+    rank = rank[:shown_n]
     rows = "".join(
         "<tr>"
         + "".join(
@@ -234,7 +277,7 @@ def cost_page(st: Store, query: Mapping[str, Sequence[str]], catalog: Catalog | 
     body = (
         form + f'<p class="sub" data-count="{n}">{n} of {len(everything)} points match.</p>'
         f'<section><div class="charts">{charts}</div></section>'
-        "<section><h2>Cheapest per 1M first (infeasible planned candidates last)</h2>"
+        f"<section><h2>Cheapest by {esc(COSTS[cost])} first</h2>{caption}"
         f'<div class="scroll"><table data-table="cheapest"><thead><tr>{head}</tr></thead>'
         f"<tbody>{rows}</tbody></table></div></section>"
     )

@@ -3,7 +3,7 @@
 /                 runs (pick ≥ 2 to compare), environments, stored plans, load tests
 /run/ID           one run: its environment, measurements and charts
 /compare?run=A&run=B   runs side by side (different machines), matching configs joined
-/cost?model=&precision=&device_class=&provider=&cost=   latency vs cost with filters
+/cost?model=&precision=&device_class=&provider=&cost=&rows=   latency vs cost with filters
 /report/ID        a stored plan as the full HTML report
 """
 

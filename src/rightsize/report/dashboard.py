@@ -84,6 +84,7 @@ def render_path(store_path: Path, target: str, catalog: Catalog | None = None) -
     """(HTTP status, HTML) for a request target such as ``/compare?run=a&run=b``; ``catalog`` prices measured
     points and gives a report's GPU tiers (None: unpriced, no tiers)."""
     from rightsize.report import dashboard_views as views
+    from rightsize.report.dashboard_compare import compare_page
     from rightsize.report.dashboard_cost import cost_page
     from rightsize.store import Store
 
@@ -97,7 +98,7 @@ def render_path(store_path: Path, target: str, catalog: Catalog | None = None) -
             if parts == ["cost"]:
                 return 200, cost_page(st, query, catalog)
             if parts == ["compare"]:
-                return 200, views.compare_page(st, query.get("run", []))
+                return 200, compare_page(st, query.get("run", []))
             if len(parts) == 2 and parts[0] == "run":
                 return 200, views.run_page(st, parts[1])
             if len(parts) == 2 and parts[0] == "report":

@@ -2,7 +2,7 @@
 
 /                 runs (pick ≥ 2 to compare), environments, stored plans, load tests
 /run/ID           one run: its environment, measurements and charts
-/compare?run=A&run=B   runs side by side (different machines), matching configs joined
+/compare?run=A&run=B   runs side by side (dashboard_compare)
 /cost?model=&precision=&device_class=&provider=&cost=&rows=   latency vs cost with filters
 /report/ID        a stored plan as the full HTML report
 """
@@ -19,12 +19,9 @@ from rightsize.report.charts import latency_charts
 from rightsize.report.data import ReportData, candidate_label
 from rightsize.report.fmt import esc, finite, format_bytes, num, pct, usd
 from rightsize.report.html import env_rows, page
-from rightsize.report.svg import PALETTE, Axis, Marker, Point, Series, xy_chart
 from rightsize.store import Store
 
-__all__ = ["compare_page", "index_page", "not_found", "report_page", "run_page", "shell", "shown"]
-
-_MARKERS: tuple[Marker, ...] = ("circle", "square", "diamond")
+__all__ = ["index_page", "not_found", "report_page", "run_page", "shell", "shown"]
 
 SCRIPT = """
 document.querySelectorAll('form.filters select').forEach(s => s.addEventListener('change', () => s.form.submit()));
@@ -390,98 +387,6 @@ def run_page(st: Store, run_id: str) -> str:
         + (f"<section><h2>Measurements</h2>{_table(head, rows, 'measurements')}</section>" if ms or not results else "")
     )
     return shell(f"Run {run.id}", "", body)
-
-
-def _config(m: Measurement) -> tuple[str, str, str, str, int, str]:
-    inp = ",".join(f"{k}={v}" for k, v in sorted(m.input.items()))
-    return (m.model, m.mode, m.device, m.precision, m.batch_size, inp)
-
-
-def compare_page(st: Store, run_ids: Sequence[str]) -> str:
-    """Runs side by side: one column each (machine, best numbers), then matching configs joined in one table."""
-    ids = list(dict.fromkeys(run_ids))
-    if len(ids) < 2:
-        return shell(
-            "Compare runs", "", '<p>Pick at least two runs on the <a href="/">runs page</a> to compare them.</p>'
-        )
-    runs = [st.run(i) for i in ids]
-    envs = [st.env(r.env_id) if r.env_id else None for r in runs]
-    per_run = [{_config(m): m for m in _ok(st.measurements(run_id=r.id))} for r in runs]
-    cols, lat_series, thr_series = [], [], []
-    for i, (r, env, ms) in enumerate(zip(runs, envs, per_run, strict=True)):
-        best = max(ms.values(), key=lambda m: m.throughput_per_s or 0, default=None)
-        best_txt = (
-            f"{num(best.throughput_per_s)} samples/s ({best.device} {best.precision} b{best.batch_size})"
-            if best
-            else "no ok measurement"
-        )
-        dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in env_rows(env)[:6])
-        cols.append(
-            f'<div class="compare-col" data-run="{esc(r.id)}"><h3><a href="/run/{esc(r.id)}">{esc(r.id)}</a> · '
-            f"{esc((env.hostname if env else '') or r.env_id or '?')}</h3>"
-            f'<p class="sub">{esc(r.kind)} · model {esc(r.model or "-")} · '
-            f'{esc(r.created_at)}</p><dl class="kv">{dl}<dt>results</dt><dd>{esc(len(ms))}</dd>'
-            f"<dt>best throughput</dt><dd>{esc(best_txt)}</dd></dl></div>"
-        )
-        groups: dict[tuple[str, str], list[Measurement]] = {}
-        for m in ms.values():
-            groups.setdefault((m.device, m.precision), []).append(m)
-        for j, ((dev, prec), gm) in enumerate(sorted(groups.items())):
-            gm.sort(key=lambda m: m.batch_size)
-            name = f"{r.id[:6]} ({(env.hostname if env else '') or '?'}) {dev} {prec}"
-            color = PALETTE[(i * 3 + j) % len(PALETTE)]
-            marker = _MARKERS[i % 3]
-            lat_series.append(
-                Series(
-                    name,
-                    [
-                        Point(m.batch_size, m.latency_ms.p50, f"{name} b{m.batch_size}: {num(m.latency_ms.p50)} ms")
-                        for m in gm
-                        if m.latency_ms
-                    ],
-                    color,
-                    marker=marker,
-                )
-            )
-            thr_series.append(
-                Series(
-                    name,
-                    [
-                        Point(m.batch_size, m.throughput_per_s, f"{name} b{m.batch_size}: {num(m.throughput_per_s)}/s")
-                        for m in gm
-                        if m.throughput_per_s
-                    ],
-                    color,
-                    marker=marker,
-                )
-            )
-    keys = sorted({k for ms in per_run for k in ms}, key=lambda k: (k[0], k[1], k[2], k[3], k[5], k[4]))
-    head = (
-        ["model", "device", "precision", "batch"]
-        + [f"p50 ms {r.id[:6]}" for r in runs]
-        + [f"samples/s {r.id[:6]}" for r in runs]
-    )
-    head += [f"speed {r.id[:6]} vs {runs[0].id[:6]}" for r in runs[1:]]
-    rows = []
-    for k in keys:
-        ms_k = [ms.get(k) for ms in per_run]
-        lat = [num(m.latency_ms.p50) if m and m.latency_ms else "-" for m in ms_k]
-        thr = [num(m.throughput_per_s) if m else "-" for m in ms_k]
-        base = finite(ms_k[0].throughput_per_s) if ms_k[0] else None
-        ratios = [f"×{(finite(m.throughput_per_s) or 0) / base:.2f}" if m and base else "-" for m in ms_k[1:]]
-        rows.append([k[0], k[2], k[3], str(k[4]), *lat, *thr, *ratios])
-    same = len({e.id if e else r.id for e, r in zip(envs, runs, strict=True)}) < len(envs)
-    warn = '<p class="warn">Some of these runs come from the same machine.</p>' if same else ""
-    x = Axis("batch size (samples)", log=True)
-    charts = xy_chart(
-        "compare-latency", "p50 latency per batch, run by run", lat_series, x, Axis("p50 latency (ms)", log=True)
-    ) + xy_chart("compare-throughput", "Throughput, run by run", thr_series, x, Axis("samples/s", log=True))
-    body = (
-        f'{warn}<section class="compare" data-compare="{len(runs)}">{"".join(cols)}</section>'
-        f'<section><div class="charts">{charts}</div></section>'
-        f"<section><h2>Matching configurations</h2>{_table(head, rows, 'compare')}</section>"
-    )
-    return shell(f"Compare {len(runs)} runs", "", body)
 
 
 def not_found(message: str) -> str:

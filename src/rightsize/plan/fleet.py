@@ -18,7 +18,9 @@ requests, so the whole mix meets it too (a mixture's tail is the share-weighted 
 
 Options are screened by a capacity bound on cost (a full batch's throughput under the headroom) and
 simulated cheapest bound first; an option whose bound already costs more than the best found is not
-simulated (branch and bound), so only a handful of options per pool are simulated.
+simulated (branch and bound), so only a handful of options per pool are simulated. Options whose curves
+simulate alike (``sim.sim_key``) at one batch size share one simulation: every run is seeded, so a shared run
+reads as the one it replaces.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import numpy as np
 from rightsize.plan.arrivals import arrival_times_ms
 from rightsize.plan.options import Option
 from rightsize.plan.result import Batching, Candidate, LatencyPrediction
-from rightsize.plan.sim import service_tables
+from rightsize.plan.sim import service_tables, sim_key
 from rightsize.plan.verify import NO_SPOT_OFFER, SPOT_SPARE, mark_over_budget, serving_buy, spot_spare, unit_price
 from rightsize.spec.targets import OnlineTarget
 
@@ -42,6 +44,11 @@ __all__ = ["FleetPlan", "Pool", "plan_fleet", "plan_mixed_single", "replicas_on"
 
 _COMPLETE, _TIMEOUT = 0, 1
 _R_STEPS = (0, 1, 2, 3, 5, 8, 12, 18, 27, 40, 60, 90)  # replicas above the capacity bound tried, in order
+
+# A pool's simulated sizing, keyed by what it depends on: replicas that met the SLO with their prediction (None:
+# none did) and the runs it took. Scoped to one pool, target, seed and length of run.
+_Runs = dict[tuple[object, ...], tuple[tuple[int, LatencyPrediction] | None, int]]
+_Bands = dict[tuple[object, ...], float]  # the fast edge's SLO percentile (ms) per run, for one pool and seed
 
 
 def run_sized(
@@ -209,9 +216,12 @@ def _sizing(opt: Option, pool: Pool, target: OnlineTarget) -> tuple[int, int] | 
     return b, max(1, math.ceil(lam * opt.curve.t_ms(b) / b / target.headroom - 1e-9))
 
 
-def _plan_pool(opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, seed: int) -> tuple[Candidate, int]:
-    """The fewest replicas of ``opt`` that meet the SLO percentile for ``pool``'s requests (feasible or not).
-    Every replica count sees the same requests and the same service-time draws (common random numbers)."""
+def _plan_pool(
+    opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, seed: int, runs: _Runs
+) -> tuple[Candidate, int]:
+    """The fewest replicas of ``opt`` that meet the SLO percentile for ``pool``'s requests (feasible or not), and the
+    runs simulated for it: none when ``runs`` already holds an option that simulates alike. A catalog of 100 rows of
+    one size and price had simulated each row on its own: 100 equal runs per pool."""
     cand = opt.candidate(purchase=buy)
     bound, q = target.latency.bound_ms, float(target.latency.percentile)
     sizing = _sizing(opt, pool, target)
@@ -219,6 +229,40 @@ def _plan_pool(opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, 
         cand.reasons.append(f"a batch holding {max(pool.sizes)} samples does not fit memory or the SLO")
         return cand, 0
     b, r_min = sizing
+    key = (sim_key(opt.curve), b, r_min, opt.per_instance)
+    sims = 0
+    if key not in runs:
+        runs[key] = _size_pool(opt, b, r_min, pool, target, n, seed)
+        sims = runs[key][1]
+    found = runs[key][0]
+    if found is None:
+        cand.reasons.append(
+            f"p{q:g} above {bound:g} ms up to {min(target.max_replicas, r_min + _R_STEPS[-1])} replicas"
+        )
+        return cand, sims
+    r, pred = found
+    wait = 2.0 if bound < 50 else 5.0
+    spare = spot_spare(opt, buy)  # as the online planner: one instance more than serving needs
+    instances = math.ceil((r + spare) / opt.per_instance)
+    cand.batching, cand.latency, cand.replicas, cand.count = Batching(b, wait), pred, r + spare, instances
+    if spare:
+        cand.notes.append(SPOT_SPARE)
+    cand.cost_usd_per_hour = instances * unit_price(opt, buy)
+    cand.cost_usd_per_1m_requests = cand.cost_usd_per_hour / (target.rate_per_s * pool.share * 3600.0) * 1e6
+    cand.gpus = instances * opt.per_instance if opt.instance.accelerator else 0
+    cand.throughput_per_s = (r + spare) * opt.curve.throughput_per_s(b)
+    opt.size_memory(cand, b)
+    cand.feasible = True
+    return cand, sims
+
+
+def _size_pool(
+    opt: Option, b: int, r_min: int, pool: Pool, target: OnlineTarget, n: int, seed: int
+) -> tuple[tuple[int, LatencyPrediction] | None, int]:
+    """The fewest serving replicas of ``opt`` at batch ``b`` that meet the SLO percentile, with their prediction
+    (None when none up to the last step does), and the runs it took. Every replica count sees the same requests
+    and the same service-time draws (common random numbers)."""
+    bound, q = target.latency.bound_ms, float(target.latency.percentile)
     t, s = service_tables(opt.curve, b, 1)  # index = samples in the batch
     wait = 2.0 if bound < 50 else 5.0
     arrivals, sizes = _draw(pool, target, n, np.random.default_rng(seed))
@@ -244,20 +288,8 @@ def _plan_pool(opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, 
                 utilization=min(1.0, busy / (r * span)), mean_batch=float(sizes.sum() / max(1, batches)),
                 method=f"event simulation of the pool's request sizes ({n} requests, jsq)", p_target_ms=float(pq),
             )  # fmt: skip
-            spare = spot_spare(opt, buy)  # as the online planner: one instance more than serving needs
-            instances = math.ceil((r + spare) / opt.per_instance)
-            cand.batching, cand.latency, cand.replicas, cand.count = Batching(b, wait), pred, r + spare, instances
-            if spare:
-                cand.notes.append(SPOT_SPARE)
-            cand.cost_usd_per_hour = instances * unit_price(opt, buy)
-            cand.cost_usd_per_1m_requests = cand.cost_usd_per_hour / (target.rate_per_s * pool.share * 3600.0) * 1e6
-            cand.gpus = instances * opt.per_instance if opt.instance.accelerator else 0
-            cand.throughput_per_s = (r + spare) * opt.curve.throughput_per_s(b)
-            opt.size_memory(cand, b)
-            cand.feasible = True
-            return cand, sims
-    cand.reasons.append(f"p{q:g} above {bound:g} ms up to {min(target.max_replicas, r_min + _R_STEPS[-1])} replicas")
-    return cand, sims
+            return (r, pred), sims
+    return None, sims
 
 
 def _cost_bound(opt: Option, pool: Pool, target: OnlineTarget, buy: str) -> float:
@@ -286,10 +318,11 @@ def _cheapest(
     bounds = sorted(((_cost_bound(o, pool, target, buy), i) for i, o in enumerate(options)), key=lambda x: x[0])
     best: Candidate | None = None
     sims = 0
+    runs: _Runs = {}
     for bound, i in bounds:
         if math.isinf(bound) or (best is not None and bound > best.cost_usd_per_hour):
             break
-        cand, k = _plan_pool(options[i], pool, target, buy, n, seed)
+        cand, k = _plan_pool(options[i], pool, target, buy, n, seed, runs)
         sims += k
         if cand.feasible and (best is None or _better(cand, best, listed)):
             best = cand
@@ -312,35 +345,42 @@ def plan_mixed_single(
     sizes = target.sizes()
     everything = Pool(tuple(s for s, _ in sizes), tuple(p for _, p in sizes))
     out = []
+    runs: _Runs = {}
+    bands: _Bands = {}
     for opt in options:
         if buy == "spot" and opt.instance.price_usd_per_hour("spot") is None:
             cand = opt.candidate(purchase=buy)
             cand.reasons.append(NO_SPOT_OFFER)
         else:
-            cand, _ = _plan_pool(at_pessimistic_edge(opt), everything, target, buy, n, seed)
+            cand, _ = _plan_pool(at_pessimistic_edge(opt), everything, target, buy, n, seed, runs)
         mark_over_budget(cand, target.budget_usd_per_hour)
         out.append(cand)
     feasible = [(c, o) for c, o in zip(out, options, strict=True) if c.feasible]
     cheapest = min((c.cost_usd_per_hour for c, _ in feasible), default=0.0)
     for c, opt in feasible:  # as the online planner: every candidate at the lowest price (the ranking breaks ties)
         if c.cost_usd_per_hour <= cheapest * (1 + 1e-9):
-            _add_mix_band(c, opt, everything, target, buy, n, seed)
+            _add_mix_band(c, opt, everything, target, buy, n, seed, bands)
     return out
 
 
-def _add_mix_band(c: Candidate, opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, seed: int) -> None:
+def _add_mix_band(
+    c: Candidate, opt: Option, pool: Pool, target: OnlineTarget, buy: str, n: int, seed: int, bands: _Bands
+) -> None:
     """The band on a pool sized at its curve's slow edge (``at_pessimistic_edge``): the prediction is its slow end,
-    the same requests on the curve's fast edge its fast end. A request-mix plan had printed no band at all."""
+    the same requests on the curve's fast edge its fast end. A request-mix plan had printed no band at all.
+    Options that simulate alike (``sim_key``) on as many replicas share the fast edge's run in ``bands``."""
     pred, curve = c.latency, opt.curve
     if pred is None or c.batching is None or curve.provenance != "projected" or curve.band_lo >= 1.0:
         return
-    b = c.batching.max_batch
-    t, s = service_tables(curve.at_band_edge("lo"), b, 1)
-    arrivals, sizes = _draw(pool, target, n, np.random.default_rng(seed))  # the draws _plan_pool sized on
+    b, wait = c.batching.max_batch, c.batching.max_wait_ms
     r = c.replicas - spot_spare(opt, buy)
-    lat = run_sized(arrivals, sizes, r, b, c.batching.max_wait_ms, t, s, np.random.default_rng(seed + 1))[0]
-    at = pred.p_target_ms or pred.p95
-    fast = float(np.percentile(lat[n // 10 :], float(target.latency.percentile)))
+    key = (sim_key(curve), b, wait, r)
+    if key not in bands:
+        t, s = service_tables(curve.at_band_edge("lo"), b, 1)
+        arrivals, sizes = _draw(pool, target, n, np.random.default_rng(seed))  # the draws _plan_pool sized on
+        lat = run_sized(arrivals, sizes, r, b, wait, t, s, np.random.default_rng(seed + 1))[0]
+        bands[key] = float(np.percentile(lat[n // 10 :], float(target.latency.percentile)))
+    at, fast = pred.p_target_ms or pred.p95, bands[key]
     c.latency = replace(pred, band_ms=(min(at, fast), at))
 
 

@@ -257,6 +257,22 @@ def test_serving_cpu_is_the_process_cpu_the_model_did_not_use() -> None:
     assert serving_cpu_ms(Served(10, [], None), after, threads=1, request_samples=2) is None
 
 
+def test_a_mix_counts_the_requests_it_sent_not_the_batches_samples() -> None:
+    """`validate` on a request mix computed the serving CPU with a copy of this formula: its requests differ in
+    size, so the samples batched cannot count them; the probe's sent requests do (``requests``)."""
+    from rightsize.loadgen.validation import Served, serving_cpu_ms
+
+    before = Served(10, [], cpu_s=100.0)
+    # 1-sample and 8-sample requests, 25 sent: 5 batches of 2 threads x 12 ms = 120 ms of model CPU out of 170 ms
+    after = Served(15, [(9, 12.0, 12.5)] * 5, cpu_s=100.17)
+    got = serving_cpu_ms(before, after, threads=2, request_samples=1, clamp=False, requests=25)
+    assert got == ((100.17 - 100.0) * 1000.0 - 60.0 * 2) / 25  # validate_mix's own numbers, bit for bit
+    assert got == pytest.approx(2.0)
+    over = serving_cpu_ms(before, after, threads=4, request_samples=1, clamp=False, requests=25)
+    assert over == pytest.approx((170.0 - 240.0) / 25)  # below zero, unclamped: the mix notes "read below zero"
+    assert serving_cpu_ms(before, after, threads=1, request_samples=1, requests=0) == pytest.approx(110.0)  # 1 at least
+
+
 @pytest.mark.slow
 def test_a_probe_and_an_overload_beside_other_work_are_flagged_not_trusted(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a busy machine the light-load probe and the overload ran without the busy check the levels have: a

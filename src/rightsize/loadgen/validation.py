@@ -225,7 +225,13 @@ class Served:
 
 
 def serving_cpu_ms(
-    before: Served, after: Served, threads: int, request_samples: int, *, clamp: bool = True
+    before: Served,
+    after: Served,
+    threads: int,
+    request_samples: int,
+    *,
+    clamp: bool = True,
+    requests: int | None = None,
 ) -> float | None:
     """CPU ms per request the server spent outside the model between two reads of its batch log (parsing,
     JSON, answering, hand-offs), counting each model call as ``threads`` busy threads; None without CPU data.
@@ -233,12 +239,14 @@ def serving_cpu_ms(
     ``threads`` threads), so every batch's model time is inside it whichever process ran it.
 
     Never negative with ``clamp``; without it, below zero when the model calls' time × ``threads`` exceeded the
-    CPU time (calls that waited for cores, as on a busy machine, or left threads idle): no reading, not 0."""
+    CPU time (calls that waited for cores, as on a busy machine, or left threads idle): no reading, not 0.
+    ``requests``: the requests sent between the reads, where the batches' samples cannot count them (a request mix's
+    requests differ in size; ``request_samples`` is then unused)."""
     if before.cpu_s is None or after.cpu_s is None or not after.batches:
         return None
-    requests = sum(n for n, _, _ in after.batches) / max(1, request_samples)
+    served = sum(n for n, _, _ in after.batches) / max(1, request_samples) if requests is None else max(1, requests)
     model_ms = sum(c for _, c, _ in after.batches) * max(1, threads)
-    excess = ((after.cpu_s - before.cpu_s) * 1000.0 - model_ms) / requests
+    excess = ((after.cpu_s - before.cpu_s) * 1000.0 - model_ms) / served
     return max(0.0, excess) if clamp else excess
 
 

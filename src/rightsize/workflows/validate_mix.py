@@ -105,7 +105,7 @@ def validate_mix(
 
     from rightsize.cpus import CpuSplit
     from rightsize.loadgen.schedule import arrival_offsets_s
-    from rightsize.loadgen.validation import capacity_per_s
+    from rightsize.loadgen.validation import Served, capacity_per_s, serving_cpu_ms
     from rightsize.plan.sim import service_tables
     from rightsize.profile import measured_curve
     from rightsize.serve import ServerConfig
@@ -199,15 +199,15 @@ def validate_mix(
     if arrival != online.arrival:
         notes.append(f"arrival {online.arrival!r} is validated with Poisson arrivals")
 
-    def lane_batches(url: str, since: int) -> tuple[int, dict[str, list[tuple[int, float, float]]], float, float]:
-        """(next batch number, (samples, busy ms, taken ms) per lane, server CPU s now, model ms summed)."""
+    def lane_batches(url: str, since: int) -> tuple[Served, dict[str, list[tuple[int, float, float]]]]:
+        """The server's batch log from batch ``since``, and its (samples, busy ms, taken ms) per lane."""
         log = served_batches(url, since)
         if log is None:
             raise RunFailedError(f"the server's batch log ({url}/v1/batches) could not be read")
         rows: dict[str, list[tuple[int, float, float]]] = {}
         for (n, _, busy), pool, taken in zip(log.batches, log.pools, log.taken_ms, strict=True):
             rows.setdefault("all" if crossover is None else pool, []).append((n, busy, taken))
-        return log.next, rows, log.cpu_s or 0.0, sum(c for _, c, _ in log.batches)
+        return log, rows
 
     def busy_of(rows: dict[str, list[tuple[int, float, float]]], lane: str) -> list[tuple[int, float]]:
         return [(n, busy) for n, busy, _ in rows.get(lane, [])]
@@ -264,19 +264,22 @@ def validate_mix(
     curve_tables = {lane.name: service_tables(lane.curve, max_batch, 1) for lane in lanes}  # the profile's
     points: list[dict[str, Any]] = []
     with running_server_process(server_config, cpus=None if cpus is None else cpus.server) as url:
-        cursor, _, cpu0, _ = lane_batches(url, 0)
+        start, _ = lane_batches(url, 0)
         # Light-load probe: the serving path's own overhead (HTTP, parsing, hand-offs) per request.
         probe_rate = PROBE_LOAD * capacity
         probe_s = min(max(3.0, 60.0 / probe_rate), MAX_STRETCH * duration_s)
         m, schedules, warm_end, probe_share = level(url, probe_rate, probe_s, 0)
-        cursor, rows, cpu1, model_ms = lane_batches(url, cursor)
+        probe, rows = lane_batches(url, start.next)
+        cursor = probe.next
+        # < 0: the model's calls x threads exceeded the server's CPU time (they waited for cores); None: no CPU read.
+        # The mix's requests differ in size, so the probe's sent requests count them, not the batches' samples.
         requests = sum(len(v) for v in schedules.values())
-        cpu_excess = ((cpu1 - cpu0) * 1000.0 - model_ms * threads) / max(1, requests)  # < 0: calls waited for cores
-        serving_cpu_ms = max(0.0, cpu_excess)
-        if serving_cpu_ms > 0 and 1000.0 / serving_cpu_ms < min(lane_cap.values()):
-            capacity = 1000.0 / serving_cpu_ms
+        cpu_excess = serving_cpu_ms(start, probe, threads, 1, clamp=False, requests=requests)
+        serving_ms = max(0.0, cpu_excess or 0.0)
+        if serving_ms > 0 and 1000.0 / serving_ms < min(lane_cap.values()):
+            capacity = 1000.0 / serving_ms
             notes.append(
-                f"the serving path, not the model, bounds this server: {serving_cpu_ms:.2f} ms of CPU per request "
+                f"the serving path, not the model, bounds this server: {serving_ms:.2f} ms of CPU per request "
                 f"outside the model (at most {capacity:.0f} req/s), which the planner's simulator leaves out: "
                 "expect large errors; validate a heavier model or larger requests"
             )
@@ -294,7 +297,9 @@ def validate_mix(
         each = ", ".join(f"{k}-sample {v:.1f} ms" for k, v in overhead_ms.items()) or "none"
         if (probe_busy := measured_busy(f"the light-load probe's serving overhead ({each}, added to every "
                                         "prediction)", probe_share)) is not None:  # fmt: skip
-            if cpu_excess < 0:  # the model's time × threads exceeded the server's CPU time: 0 is used, not measured
+            if (
+                cpu_excess is not None and cpu_excess < 0
+            ):  # the model's time × threads exceeded the server's CPU time: 0 is used, not measured
                 probe_busy += "; its serving CPU per request read below zero, so 0 is used, not a measurement"
             notes.append(probe_busy)
         # The server may run slower than its curve (the serving path on the model's cores, a VM slower this
@@ -322,7 +327,8 @@ def validate_mix(
             rate = f * capacity
             level_s = min(max(duration_s, min_requests / (rate * rarest)), MAX_STRETCH * duration_s)
             m, schedules, warm_end, _ = level(url, rate, level_s, j)
-            cursor, rows, _, _ = lane_batches(url, cursor)
+            log, rows = lane_batches(url, cursor)
+            cursor = log.next
             served = {lane.name: served_table(busy_of(rows, lane.name), lane.curve, max_batch) for lane in lanes}
             args = (max_batch, max_wait, warm_end, overhead_ms)
             forecast = replay_mix(schedules, lanes, curve_tables, *args, seed=seed + j)
@@ -392,7 +398,7 @@ def validate_mix(
         "max_wait_ms": max_wait,
         "capacity_per_s": capacity,
         "overhead_ms": overhead_ms,
-        "serving_cpu_ms": serving_cpu_ms,
+        "serving_cpu_ms": serving_ms,
         "cpus": None if cpus is None else cpus.to_dict(),
         "arrival": arrival,
         "points": points,

@@ -273,6 +273,22 @@ def test_a_mix_counts_the_requests_it_sent_not_the_batches_samples() -> None:
     assert serving_cpu_ms(before, after, threads=1, request_samples=1, requests=0) == pytest.approx(110.0)  # 1 at least
 
 
+def test_the_may_be_load_phrase_is_the_loadgen_layers() -> None:
+    """validate_run spelt it as a constant and loadgen's report spelt it again: one constant, in the lower layer."""
+    from rightsize.loadgen.validation import MAY_BE_LOAD, ValidationPoint
+    from rightsize.workflows import validate_run
+
+    assert validate_run.MAY_BE_LOAD is MAY_BE_LOAD == "it may be this machine's load, not the server's"
+    assert validate_run.measured_busy("x", 0.83) == (
+        f"x, measured while other processes kept 83% of this machine's cores busy: {MAY_BE_LOAD}"
+    )
+    point = ValidationPoint("50%", 40.0, 0.5, Latency(10, 20, 30), Latency(11, 25, 30), 2.0, overhead_ms=4.77)
+    busy = dataclasses.replace(point, probe_busy="while busy")
+    assert "measured first at a light load while busy (it may be this machine's load, not the server's); " in (
+        render_points([busy])
+    )
+
+
 @pytest.mark.slow
 def test_a_probe_and_an_overload_beside_other_work_are_flagged_not_trusted(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a busy machine the light-load probe and the overload ran without the busy check the levels have: a

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_ERROR_FRACTION",
+    "MAY_BE_LOAD",
     "REPLAYS",
     "Replay",
     "Served",
@@ -30,6 +31,8 @@ __all__ = [
 
 MAX_ERROR_FRACTION = 0.01  # a level with more failed responses is not compared with the prediction
 REPLAYS = 8  # service-time draws per replayed schedule; the prediction is the median of each percentile
+# What a reading taken while other processes kept this machine busy may be (validate_run's notes say it too).
+MAY_BE_LOAD = "it may be this machine's load, not the server's"
 
 
 @dataclass(frozen=True)
@@ -191,7 +194,7 @@ def render_points(points: list[ValidationPoint]) -> str:
         lines.append("; ".join(legend))
     if points and points[0].overhead_ms:
         first = points[0]
-        busy = f" {first.probe_busy} (it may be this machine's load, not the server's)" if first.probe_busy else ""
+        busy = f" {first.probe_busy} ({MAY_BE_LOAD})" if first.probe_busy else ""
         if first.serving_cpu_clamped:  # 0 used, not measured: say why rather than print 0.00 as a reading
             why = (
                 f" (the probe ran {first.probe_busy}: model calls that wait for cores do that)"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rightsize.cpus import CpuSplit, pin_process, pinned
 from rightsize.errors import RunFailedError
+from rightsize.loadgen.validation import MAY_BE_LOAD
 from rightsize.measure.conditions import OthersBusy
 
 if TYPE_CHECKING:
@@ -35,7 +36,6 @@ MIN_REQUESTS = 200  # per load level, for a p95 worth comparing (MLPerf asks far
 MAX_STRETCH = 6  # a slow level runs up to this many times --duration to reach MIN_REQUESTS
 OTHERS_BUSY = 0.25  # of this machine's cores kept busy by other processes during a level: it is not comparable
 BUSY_EFFECT = "its latency is this machine's load, not the plan's: run it again on a quiet machine"
-MAY_BE_LOAD = "it may be this machine's load, not the server's"
 
 
 def busy_cause(share: float) -> str:

@@ -86,6 +86,13 @@ def unprintable(text: str) -> str | None:
     return None
 
 
+def shown(text: object) -> str:
+    """A stored name as it can be shown: written out as Python would (``'red\\x1b[31m'``) when it holds a control
+    character. An older version stored such names; raw, a terminal obeyed the ESC and a page hid it."""
+    value = "" if text is None else str(text)
+    return value if unprintable(value) is None else repr(value)
+
+
 def read_user_text(path: str | Path, what: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     """The text of a user file: must exist, be a regular file of at most ``max_bytes``, and be UTF-8
     (a UTF-8 byte-order mark is dropped)."""

@@ -21,7 +21,7 @@ from rightsize.cli._common import (
     out_console,
 )
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
-from rightsize.inputfile import write_whole
+from rightsize.inputfile import shown, write_whole
 from rightsize.store.db import MIN_RUN_PREFIX
 
 DEFAULT_RUNS = 20  # runs listed without --limit
@@ -75,8 +75,6 @@ def results(
         t = Table(title=escape(f"runs in {db.path}"), title_justify="left")
         for col in ("id", "created", "kind", "name", "model", "env", "status", "results", "failed"):
             t.add_column(col)
-        from rightsize.report.dashboard_views import shown  # an ESC in an old run's name: written out, not obeyed
-
         for r in runs:
             t.add_row(*(escape(shown(v)) for v in (r.id, r.created_at, r.kind, r.name, r.model, r.env_id, r.status)),
                       str(r.n_measurements), str(r.n_failed))  # fmt: skip
@@ -106,8 +104,6 @@ def results(
                 out_console.print(f"  {escape(line)}", highlight=False)
         else:
             # the run's kind, name and status: a killed sweep's table had read as a whole one
-            from rightsize.report.dashboard_views import shown
-
             title = (f"run {info.id} ({info.kind}{' ' + shown(info.name) if info.name else ''}, {info.status})"
                      if info else f"model {shown(model)}")  # fmt: skip
             out_console.print(sweep_table(ms, title))

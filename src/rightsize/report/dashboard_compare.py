@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
+from rightsize.inputfile import shown
 from rightsize.profile import Measurement
-from rightsize.report.dashboard_views import _ok, _table, shell, shown
+from rightsize.report.dashboard_views import ok_measurements, shell, table
 from rightsize.report.data import candidate_label, targets_of
 from rightsize.report.fmt import esc, finite, num, usd
 from rightsize.report.html import env_rows
@@ -43,7 +44,8 @@ def compare_page(st: Store, run_ids: Sequence[str]) -> str:
         )
     runs = [st.run(i) for i in ids]
     plans = {r.id: st.artifacts(kind="plan", run_id=r.id) for r in runs}  # newest first
-    what = {r.id: "plan" if plans[r.id] else "measured" if _ok(st.measurements(run_id=r.id)) else "" for r in runs}
+    measured = {r.id for r in runs if ok_measurements(st.measurements(run_id=r.id))}
+    what = {r.id: "plan" if plans[r.id] else "measured" if r.id in measured else "" for r in runs}
     kinds = set(what.values())
     if kinds == {"plan"}:
         return _plans_page(runs, [plans[r.id][0] for r in runs])
@@ -76,7 +78,7 @@ def _not_comparable(runs: Sequence[RunInfo], what: Mapping[str, str]) -> str:
         '<p class="warn">These runs cannot be compared with one another: a bench run holds one machine\'s '
         "measurements, a plan run holds a recommendation and its priced options, and a run with neither has nothing "
         "to line up. Pick runs of one kind.</p>"
-        + _table(["run", "kind", "name", "holds"], rows, "not-comparable", raw=0)
+        + table(["run", "kind", "name", "holds"], rows, "not-comparable", raw=0)
         + (f"<p>{' · '.join(links)}</p>" if links else '<p>Back to the <a href="/">runs page</a>.</p>')
     )
     return shell("Cannot compare these runs", "", body)
@@ -184,7 +186,7 @@ def _plans_page(runs: Sequence[RunInfo], arts: Sequence[Mapping[str, Any]]) -> s
         f'<section class="compare" data-compare="{len(runs)}"><h2>Picks</h2>{_picks(runs, arts)}</section>'
         f'<section><h2>Options side by side</h2><p class="sub">Each plan\'s {OPTIONS_TOP} best-ranked options and '
         "its pick, the same machines on one row: the rank in that plan, $/h, predicted p95 and whether it meets that "
-        f"plan's target. Every option is in each plan's report.</p>{_table(head, rows, 'compare-options')}</section>"
+        f"plan's target. Every option is in each plan's report.</p>{table(head, rows, 'compare-options')}</section>"
     )
     return shell(f"Compare {len(runs)} plans", "", body)
 
@@ -197,7 +199,7 @@ def _config(m: Measurement) -> tuple[str, str, str, str, int, str]:
 def _measured_page(st: Store, runs: Sequence[RunInfo]) -> str:
     """Measured runs side by side: one column each (machine, best numbers), then matching configs joined."""
     envs = [st.env(r.env_id) if r.env_id else None for r in runs]
-    per_run = [{_config(m): m for m in _ok(st.measurements(run_id=r.id))} for r in runs]
+    per_run = [{_config(m): m for m in ok_measurements(st.measurements(run_id=r.id))} for r in runs]
     cols, lat_series, thr_series = [], [], []
     for i, (r, env, ms) in enumerate(zip(runs, envs, per_run, strict=True)):
         best = max(ms.values(), key=lambda m: m.throughput_per_s or 0, default=None)
@@ -270,6 +272,6 @@ def _measured_page(st: Store, runs: Sequence[RunInfo]) -> str:
     body = (
         f'{warn}<section class="compare" data-compare="{len(runs)}">{"".join(cols)}</section>'
         f'<section><div class="charts">{charts}</div></section>'
-        f"<section><h2>Matching configurations</h2>{_table(head, rows, 'compare')}</section>"
+        f"<section><h2>Matching configurations</h2>{table(head, rows, 'compare')}</section>"
     )
     return shell(f"Compare {len(runs)} runs", "", body)

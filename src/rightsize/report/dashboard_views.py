@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rightsize.catalog import Catalog
-from rightsize.inputfile import unprintable
+from rightsize.inputfile import shown
 from rightsize.profile import Environment, Measurement
 from rightsize.report.charts import latency_charts
 from rightsize.report.data import ReportData, candidate_label
@@ -21,7 +21,7 @@ from rightsize.report.fmt import esc, finite, format_bytes, num, pct, usd
 from rightsize.report.html import env_rows, page
 from rightsize.store import Store
 
-__all__ = ["index_page", "not_found", "report_page", "run_page", "shell", "shown"]
+__all__ = ["index_page", "not_found", "ok_measurements", "report_page", "run_page", "shell", "table"]
 
 SCRIPT = """
 document.querySelectorAll('form.filters select').forEach(s => s.addEventListener('change', () => s.form.submit()));
@@ -51,13 +51,6 @@ document.querySelectorAll('table[data-table]').forEach(table => {
 """
 
 
-def shown(text: object) -> str:
-    """A stored name as it can be shown: written out as Python would (``'red\\x1b[31m'``) when it holds a control
-    character. An older version stored such names; raw, a terminal obeyed the ESC and a page hid it."""
-    value = "" if text is None else str(text)
-    return value if unprintable(value) is None else repr(value)
-
-
 def shell(title: str, active: str, body: str) -> str:
     links = [("/", "Runs"), ("/cost", "Latency vs cost"), ("/api/runs", "JSON API")]
     nav = "".join(f'<a href="{h}"{" class=active" if h == active else ""}>{esc(t)}</a>' for h, t in links)
@@ -65,7 +58,7 @@ def shell(title: str, active: str, body: str) -> str:
     return page(f"rightsize dashboard: {title}", f"{head}<main>{body}</main>", script=SCRIPT)
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]], name: str, raw: int = -1) -> str:
+def table(head: Sequence[str], rows: Sequence[Sequence[str]], name: str, raw: int = -1) -> str:
     """A table; cells are escaped except column ``raw`` (already-built HTML such as a link)."""
     ths = "".join(f"<th>{esc(h)}</th>" for h in head)
     trs = "".join(
@@ -128,7 +121,7 @@ def index_page(st: Store) -> str:
     ]
     envs_html = (
         "<section><h2>Environments</h2>"
-        + _table(["id", "host", "CPU", "cores (phys/log)", "RAM", "GPUs", "torch"], env_rows_, "envs")
+        + table(["id", "host", "CPU", "cores (phys/log)", "RAM", "GPUs", "torch"], env_rows_, "envs")
         + "</section>"
         if env_rows_
         else ""
@@ -153,7 +146,7 @@ def index_page(st: Store) -> str:
     plans_html = (
         "<section><h2>Plans</h2>"
         + (
-            _table(["report", "created", "workload", "model", "kind", "recommendation", "$/h"], plans, "plans", raw=0)
+            table(["report", "created", "workload", "model", "kind", "recommendation", "$/h"], plans, "plans", raw=0)
             if plans
             else "<p>No plan stored yet: run <code>rightsize plan SPEC</code>.</p>"
         )
@@ -165,9 +158,7 @@ def index_page(st: Store) -> str:
         for a in st.artifacts(kind="loadtest")
     ]
     tests_html = (
-        f"<section><h2>Load tests</h2>{_table(['id', 'created', 'name'], tests, 'loadtests')}</section>"
-        if tests
-        else ""
+        f"<section><h2>Load tests</h2>{table(['id', 'created', 'name'], tests, 'loadtests')}</section>" if tests else ""
     )
     empty = "" if runs else f"<p>The store {esc(st.path)} has no runs yet: run <code>rightsize bench SPEC</code>.</p>"
     return shell("Runs and environments", "/", empty + runs_html + envs_html + plans_html + gen_html + tests_html)
@@ -192,7 +183,7 @@ def _generative_plans(st: Store) -> str:
     if not rows:
         return ""
     head = ["id", "created", "workload", "model", "recommendation", "$/h", "$/1M out tok", "TTFT ms", "TPOT ms"]
-    return f"<section><h2>Generative plans</h2>{_table(head, rows, 'generative-plans', raw=0)}</section>"
+    return f"<section><h2>Generative plans</h2>{table(head, rows, 'generative-plans', raw=0)}</section>"
 
 
 def _generative_run(st: Store, run_id: str, name: str, created: str) -> str:
@@ -224,7 +215,7 @@ def _generative_run(st: Store, run_id: str, name: str, created: str) -> str:
             f'<p class="note">{esc(PROJECTED_ONLY)}</p>'
             + (f'<p><a href="/report/{esc(arts[0]["id"])}">Full report</a>: TTFT and TPOT vs rate, tokens/s vs '
                "concurrency</p>" if "report_state" in p else "") + "</section>"
-            f"<section><h2>Candidates</h2>{_table(head, rows, 'generative-candidates')}</section>"
+            f"<section><h2>Candidates</h2>{table(head, rows, 'generative-candidates')}</section>"
             + (f"<section><h2>Cannot serve it</h2><ul>{cannot}</ul></section>" if cannot else "")
             + (f"<section><h2>Notes</h2><ul>{notes}</ul></section>" if notes else ""))  # fmt: skip
 
@@ -275,7 +266,7 @@ def _validate_sections(st: Store, run_id: str) -> str:
                 for pt in p.get("points") or []]  # fmt: skip
         head = ["load", "rate/s", "busy", "predicted p50 / p95 / p99 ms", "measured p50 / p95 / p99 ms", "error"]
         out += (f'<section><h2>Validation {esc(a["id"])}</h2><p class="sub">served {esc(what)}</p>'
-                f"{_table(head, rows, 'validation')}</section>")  # fmt: skip
+                f"{table(head, rows, 'validation')}</section>")  # fmt: skip
     return out
 
 
@@ -333,7 +324,7 @@ def _generation_validate_section(art_id: str, p: Mapping[str, Any]) -> str:
     notes = "".join(f"<li>{esc(n)}</li>" for n in p.get("notes") or [])
     return (f'<section><h2>Validation {esc(art_id)}</h2><p class="sub">spec {esc(p.get("spec", "-"))}, served '
             f"{esc(served)}; per-request overhead {esc(num(p.get('overhead_ms')))} ms, per token "
-            f"{esc(num(p.get('per_token_ms')))} ms</p>{_table(head, rows, 'validation')}<p>{esc(summary)}</p>"
+            f"{esc(num(p.get('per_token_ms')))} ms</p>{table(head, rows, 'validation')}<p>{esc(summary)}</p>"
             + (f"<ul>{notes}</ul>" if notes else "") + "</section>")  # fmt: skip
 
 
@@ -344,7 +335,7 @@ def _errors(err: Any) -> str:
     return " / ".join(f"{v:+.0f}%" if finite(v) is not None else "-" for v in err.values())
 
 
-def _ok(ms: Sequence[Measurement]) -> list[Measurement]:
+def ok_measurements(ms: Sequence[Measurement]) -> list[Measurement]:
     return [m for m in ms if m.status == "ok" and m.latency_ms is not None]
 
 
@@ -354,7 +345,7 @@ def run_page(st: Store, run_id: str) -> str:
         return shell(f"Run {run.id}", "", _generative_run(st, run.id, shown(run.name), run.created_at))
     env = st.env(run.env_id) if run.env_id else None
     ms = st.measurements(run_id=run.id)
-    data = ReportData(plan={}, measurements=_ok(ms), env=env)
+    data = ReportData(plan={}, measurements=ok_measurements(ms), env=env)
     rows = [
         [
             m.model,
@@ -384,7 +375,7 @@ def run_page(st: Store, run_id: str) -> str:
         f"<div><h3>Plans</h3><ul>{plan_links or '<li>none</li>'}</ul></div></section>"
         + results
         + (f'<section><div class="charts">{"".join(latency_charts(data))}</div></section>' if ms or not results else "")
-        + (f"<section><h2>Measurements</h2>{_table(head, rows, 'measurements')}</section>" if ms or not results else "")
+        + (f"<section><h2>Measurements</h2>{table(head, rows, 'measurements')}</section>" if ms or not results else "")
     )
     return shell(f"Run {run.id}", "", body)
 

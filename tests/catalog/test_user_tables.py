@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from cli_kit import run_cli
 from plan_fixtures import cpu_curve, small_catalog
 
 from rightsize.catalog import load_catalog
@@ -34,8 +35,32 @@ def test_grid_power_and_link_rows_merge(tmp_path: Path) -> None:
 def test_bad_numbers_are_refused(tmp_path: Path) -> None:
     grid = tmp_path / "grid.csv"
     grid.write_text("provider,region,pue,kg_co2e_per_kwh,source,date\naws,us-east-1,nan,0.05,x,2026-11\n")
-    with pytest.raises(SpecError, match="does not parse"):
+    with pytest.raises(SpecError, match=r"grid.csv line 2, column 'pue': must be a finite number, got 'nan'"):
         load_catalog(grid)
+
+
+def test_a_misspelt_column_of_a_power_grid_or_link_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sorce` for source had been dropped unsaid (exit 0), as `exposed_gb` once was in an accelerator file."""
+    cases = [
+        ("kind,key,min_w,max_w,source,dte\ngpu,T4,10,80,my meter,2026-11\n", "dte", "date",
+         "kind, key, min_w, max_w, source, date"),
+        ("provider,region,pue,kg_co2e_per_kwh,sorce,date\naws,us-east-1,1.5,0.05,my utility,2026-11\n", "sorce",
+         "source", "provider, region, pue, kg_co2e_per_kwh, source, date"),
+        ("provider,instance_type,network_gbps,gpu_link_gbytes_per_s,source,date,notes\naws,g4dn.xlarge,1,0,iperf,"
+         "2026-11,x\n", "notes", None, "provider, instance_type, network_gbps, gpu_link_gbytes_per_s, source, date"),
+    ]  # fmt: skip
+    f = tmp_path / "mine.csv"
+    for text, bad, meant, known in cases:
+        f.write_text(text)
+        hint = f" Did you mean {meant!r}?" if meant else ""
+        msg = (f"{f} line 1: unknown column {bad!r}.{hint} Rename it to one of the columns this table reads ({known}) "
+               "or delete it")  # fmt: skip
+        with pytest.raises(SpecError) as exc:
+            load_catalog(f)
+        assert str(exc.value) == msg
+        assert run_cli(["catalog", "--catalog", str(f)], capsys) == (2, "", f"error: {msg}\n")
 
 
 def test_the_planner_uses_the_catalogs_grid(tmp_path: Path) -> None:

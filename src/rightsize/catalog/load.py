@@ -19,7 +19,6 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -30,7 +29,7 @@ from typing import TypeVar
 from rightsize.catalog.model import Accelerator, Catalog, CpuFamily, Instance, Links, PowerTable
 from rightsize.catalog.table import Row, csv_rows, read_table
 from rightsize.errors import NotFoundError, SpecError
-from rightsize.inputfile import decimal, read_user_text, short
+from rightsize.inputfile import read_user_text, short
 
 __all__ = ["ENV_VAR", "env_catalog_paths", "load_catalog", "load_spot_buckets", "read_table"]
 
@@ -80,6 +79,10 @@ INSTANCE_COLUMNS = (
 ACCELERATOR_OPTIONAL = ("fp32_dual_issue", "exposed_gib")  # read when given; any other column is refused
 CPU_OPTIONAL = ("cores_per_socket",)
 INSTANCE_OPTIONAL = ("physical_cores",)
+POWER_COLUMNS = ("kind", "key", "min_w", "max_w")
+GRID_COLUMNS = ("provider", "region", "pue", "kg_co2e_per_kwh")
+LINK_COLUMNS = ("provider", "instance_type", "network_gbps", "gpu_link_gbytes_per_s")
+SOURCE_OPTIONAL = ("source", "date")  # the energy and network tables' provenance: read when given
 SPOT_BUCKETS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 
 
@@ -212,44 +215,38 @@ def _shipped() -> Catalog:
         for r in read_table(path, text, INSTANCE_COLUMNS, optional=INSTANCE_OPTIONAL)
     ]
     _unique(insts, lambda i: i.key, str(path))
-    power = _power(_data_text("power.csv")[1], _data_text("grid.csv")[1])
-    links = _links(_data_text("interconnect.csv")[1])
+    power = _power(_data_text("power.csv"), _data_text("grid.csv"))
+    links = _links(*_data_text("interconnect.csv"))
     return Catalog(accelerators=accelerators, cpus=cpu_map, instances=tuple(insts), power=power, links=links)
 
 
-def _power(power_text: str, grid_text: str, base: PowerTable | None = None) -> PowerTable:
-    """Power rows (kind, key, min_w, max_w) and grid rows (provider, region, pue, kg_co2e_per_kwh) over ``base``.
-    Read with newline="" as ``csv_rows`` read the file first (lines ending in a bare CR had been a csv.Error)."""
+def _power(power: tuple[Path, str] | None, grid: tuple[Path, str] | None, base: PowerTable | None = None,
+           user: bool = False) -> PowerTable:  # fmt: skip
+    """Power rows (kind, key, min_w, max_w) and grid rows (provider, region, pue, kg_co2e_per_kwh) over ``base``,
+    each file's header checked as every table's is (``read_table``: a misspelt column had been dropped unsaid)."""
     cpu = dict(base.cpu) if base else {}
     gpu = dict(base.gpu) if base else {}
     memory = base.memory_w_per_gib if base else 0.392
-    for r in csv.DictReader(io.StringIO(power_text, newline="")) if power_text else ():
-        pair = (_num(r["min_w"]), _num(r["max_w"]))
-        if r["kind"] == "cpu":
-            cpu[r["key"]] = pair
-        elif r["kind"] == "gpu":
-            gpu[r["key"]] = pair
-        elif r["kind"] == "memory":
+    for r in read_table(*power, POWER_COLUMNS, user=user, optional=SOURCE_OPTIONAL) if power else ():
+        kind = r.text("kind")
+        pair = (r.num("min_w"), r.num("max_w"))
+        if kind == "cpu":
+            cpu[r.text("key")] = pair
+        elif kind == "gpu":
+            gpu[r.text("key")] = pair
+        elif kind == "memory":  # one row; its key cell is not read
             memory = pair[0]
-    grid = dict(base.grid) if base else {}
-    for r in csv.DictReader(io.StringIO(grid_text, newline="")) if grid_text else ():
-        grid[(r["provider"], r["region"])] = (_num(r["pue"]), _num(r["kg_co2e_per_kwh"]))
-    return PowerTable(cpu, gpu, memory, grid)
+    sites = dict(base.grid) if base else {}
+    for r in read_table(*grid, GRID_COLUMNS, user=user, optional=SOURCE_OPTIONAL) if grid else ():
+        sites[(r.text("provider"), r.text("region"))] = (r.num("pue"), r.num("kg_co2e_per_kwh"))
+    return PowerTable(cpu, gpu, memory, sites)
 
 
-def _num(text: str) -> float:
-    """A finite, non-negative number from a power/grid/link cell (ValueError otherwise)."""
-    value = decimal(text)
-    if not math.isfinite(value) or value < 0 or value > 1e9:
-        raise ValueError(f"{text!r} is not a finite non-negative number")
-    return value
-
-
-def _links(text: str) -> dict[tuple[str, str], Links]:
+def _links(path: Path, text: str, user: bool = False) -> dict[tuple[str, str], Links]:
     return {
-        (r["provider"], r["instance_type"]): Links(_num(r["network_gbps"]), _num(r["gpu_link_gbytes_per_s"]),
-                                                   r.get("source", ""))
-        for r in csv.DictReader(io.StringIO(text, newline=""))
+        (r.text("provider"), r.text("instance_type")): Links(r.num("network_gbps"), r.num("gpu_link_gbytes_per_s"),
+                                                             r.text("source", required=False))
+        for r in read_table(path, text, LINK_COLUMNS, user=user, optional=SOURCE_OPTIONAL)
     }  # fmt: skip
 
 
@@ -295,12 +292,9 @@ def _merge_user(base: Catalog, path: Path) -> Catalog:
     columns = {h.strip() for h in header}
     mtime = dt.date.fromtimestamp(path.stat().st_mtime).isoformat()
     defaults = {"source": f"user catalog {path.name}", "price_date": mtime, "date": mtime}
-    if {"network_gbps", "gpu_link_gbytes_per_s"} <= columns:  # interconnect rows name instance types too
-        _no_repeats(path, text, ("provider", "instance_type"))
-        try:
-            return replace(base, links={**base.links, **_links(text)})
-        except (KeyError, ValueError) as exc:
-            raise SpecError(f"{path}", f"a link row does not parse ({short(str(exc))}); use plain numbers") from None
+    if set(LINK_COLUMNS[2:]) <= columns:  # interconnect rows name instance types too
+        _no_repeats(path, text, LINK_COLUMNS[:2])
+        return replace(base, links={**base.links, **_links(path, text, user=True)})
     if "instance_type" in columns:
         table = read_table(path, text, INSTANCE_COLUMNS, defaults, user=True, optional=INSTANCE_OPTIONAL)
         rows = [(r, _instance(r, base.accelerators, base.cpus)) for r in table]
@@ -316,17 +310,12 @@ def _merge_user(base: Catalog, path: Path) -> Catalog:
         table = read_table(path, text, CPU_COLUMNS, defaults, user=True, optional=CPU_OPTIONAL)
         cpus = _one_per_key([(r, _cpu(r)) for r in table], lambda c: c.name, "name")
         return replace(base, cpus={**base.cpus, **{c.name: c for c in cpus.values()}})
-    try:  # the energy and network tables: power.csv, grid.csv, interconnect.csv rows
-        if {"kind", "key", "min_w", "max_w"} <= columns:
-            _no_repeats(path, text, ("kind", "key"))
-            return replace(base, power=_power(text, "", base.power))
-        if {"provider", "region", "pue", "kg_co2e_per_kwh"} <= columns:
-            _no_repeats(path, text, ("provider", "region"))
-            return replace(base, power=_power("", text, base.power))
-    except (KeyError, ValueError) as exc:
-        raise SpecError(
-            f"{path}", f"a row does not parse ({short(str(exc))}); numbers must be plain decimals"
-        ) from None
+    if set(POWER_COLUMNS) <= columns:  # the energy tables: power.csv, grid.csv rows
+        _no_repeats(path, text, POWER_COLUMNS[:2])
+        return replace(base, power=_power((path, text), None, base.power, user=True))
+    if set(GRID_COLUMNS) <= columns:
+        _no_repeats(path, text, GRID_COLUMNS[:2])
+        return replace(base, power=_power(None, (path, text), base.power, user=True))
     raise SpecError(
         f"{path} line 1",
         "header matches no catalog table; include instance_type (instances), bandwidth_gbps (accelerators), "

@@ -162,6 +162,36 @@ def test_json_stays_one_document_when_the_users_model_prints_in_forward(
     assert "printing_forward_mod:make infer fp32 batch 1 shape [16] on cpu" in out.stdout, out.stdout  # was "seq 128"
 
 
+def test_a_token_models_shape_is_what_the_json_says_was_estimated(
+    rightsize: Run, tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--shape 16 --vocab 100 traced 16 tokens, but the JSON said seq_len 128 (the default it never ran)."""
+    from pathlib import Path
+
+    (Path(str(tmp_path)) / "token_shape_mod.py").write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.e = torch.nn.Embedding(100, 8)\n"
+        "    def forward(self, x):\n"
+        "        return self.e(x)\n"
+        "def make():\n"
+        "    return M()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    shaped = json.loads(rightsize("memory", "token_shape_mod:make", "--shape", "16", "--vocab", "100", "--device",
+                                  "cpu", "--json").stdout)  # fmt: skip
+    assert (shaped["shape"], shaped["seq_len"], shaped["vocab"]) == ([16], None, 100)
+    text = rightsize("memory", "token_shape_mod:make", "--shape", "16", "--vocab", "100", "--device", "cpu").stdout
+    assert "token_shape_mod:make infer fp32 batch 1 shape [16] on cpu" in text  # the header says the same
+    plain = json.loads(
+        rightsize("memory", "token_shape_mod:make", "--vocab", "100", "--device", "cpu", "--json").stdout
+    )
+    assert (plain["shape"], plain["seq_len"]) == (None, 128)  # no shape: the default sequence, which it traced
+    assert shaped["total_bytes"] < plain["total_bytes"]  # 16 ids and embeddings traced, not 128
+
+
 def test_a_tensor_too_large_to_size_blames_the_batch_too(rightsize: Run) -> None:
     """batch 1e8 x 1e6 tokens overflowed a tensor's size: the error named --seq alone and a position-table hint."""
     out = rightsize("memory", "llama-70b", "--batch", "100000000", "--seq", "1000000", "--mode", "train")

@@ -58,7 +58,7 @@ def estimate_memory(
 
     entry = resolve_model(model, shape, vocab)
     check_request(entry, mode, precision, device, optimizer, batch_size, seq_len, image_size)
-    if entry.kind == "tokens" and getattr(entry, "user_shape", ()):  # the shape is the input: no seq_len ran (the
+    if entry.kind == "tokens" and getattr(entry, "user_shape", None):  # the shape is the input: no seq_len ran (the
         seq_len = None  # JSON had said seq_len 128, the default, for --shape 16 --vocab 100)
     elif entry.kind == "tokens":
         seq_len = seq_len or entry.default_seq_len

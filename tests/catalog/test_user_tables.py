@@ -87,3 +87,14 @@ def test_a_catalog_path_that_is_a_folder_or_fifo_is_named_as_such(tmp_path: Path
             load_catalog(path)
     with pytest.raises(NotFoundError, match="does not exist"):
         load_catalog(tmp_path / "missing.csv")
+
+
+@pytest.mark.parametrize("kind", ["GPU", "mem", ""])
+def test_a_power_row_of_an_unknown_kind_is_refused(tmp_path: Path, kind: str) -> None:
+    """A row of kind `GPU` or `mem` had been skipped unsaid: the shipped figure stayed in use."""
+    f = tmp_path / "power.csv"
+    f.write_text(f"kind,key,min_w,max_w,source,date\n{kind},T4,10,80,my meter,2026-11\n")
+    with pytest.raises(SpecError) as exc:
+        load_catalog(f)
+    want = f"must be one of cpu, gpu, memory, got {kind!r}" if kind else "is empty"
+    assert str(exc.value).startswith(f"{f} line 2, column 'kind': ") and want in str(exc.value), str(exc.value)

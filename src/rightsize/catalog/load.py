@@ -80,6 +80,7 @@ ACCELERATOR_OPTIONAL = ("fp32_dual_issue", "exposed_gib")  # read when given; an
 CPU_OPTIONAL = ("cores_per_socket",)
 INSTANCE_OPTIONAL = ("physical_cores",)
 POWER_COLUMNS = ("kind", "key", "min_w", "max_w")
+POWER_KINDS = ("cpu", "gpu", "memory")
 GRID_COLUMNS = ("provider", "region", "pue", "kg_co2e_per_kwh")
 LINK_COLUMNS = ("provider", "instance_type", "network_gbps", "gpu_link_gbytes_per_s")
 SOURCE_OPTIONAL = ("source", "date")  # the energy and network tables' provenance: read when given
@@ -228,7 +229,7 @@ def _power(power: tuple[Path, str] | None, grid: tuple[Path, str] | None, base: 
     gpu = dict(base.gpu) if base else {}
     memory = base.memory_w_per_gib if base else 0.392
     for r in read_table(*power, POWER_COLUMNS, user=user, optional=SOURCE_OPTIONAL) if power else ():
-        kind = r.text("kind")
+        kind = r.choice("kind", POWER_KINDS) or r.text("kind")  # "GPU" or "mem" had been skipped unsaid
         pair = (r.num("min_w"), r.num("max_w"))
         if kind == "cpu":
             cpu[r.text("key")] = pair

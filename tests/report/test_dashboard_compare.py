@@ -69,3 +69,31 @@ def test_bench_and_plan_runs_are_named_not_compared(two_run_store: tuple[Path, s
     assert holds[plan_a][-1].startswith("a plan: a recommendation and its priced options")
     assert f'href="/compare?run={bench_a}&amp;run={bench_b}">Compare the 2 measured runs</a>' in html
     assert f'href="/compare?run={plan_a}&amp;run={plan_b}">Compare the 2 plan runs</a>' in html
+
+
+def test_two_training_plans_compare_time_and_total_cost(tmp_path: Path) -> None:
+    """A job plan's options had read "p95 - ms" and its picks no run time, deadline or total."""
+    from report_kit import training_plan
+
+    from rightsize.report.fmt import hours
+
+    path = tmp_path / "s.sqlite"
+    payload = training_plan().to_dict()
+    rec = payload["recommendation"]
+    with Store(path) as st:
+        ids = []
+        for _ in range(2):
+            run = st.start_run("plan", name="train", model="resnet50")
+            st.save_artifact(run, "plan", payload)
+            st.finish_run(run)
+            ids.append(run)
+    status, html = render_path(path, f"/compare?run={ids[0]}&run={ids[1]}")
+    assert status == 200 and "p95 - ms" not in html
+    picks = _rows(html, "compare-plans")
+    h = rec["runtime_hours"]
+    assert picks["run time"] == [hours(h)] * 2 and abs(float(hours(h).split()[0]) - h) < 0.01
+    assert picks["total cost"] == [f"${rec['cost_usd_total']:,.2f}"] * 2
+    assert picks["deadline"] == [hours(payload["target"]["training"]["deadline_hours"])] * 2
+    options = _rows(html, "compare-options")
+    first = next(iter(options.values()))
+    assert first[0].startswith("#1, $") and "total, meets" in first[0] and first[0] == first[1]

@@ -18,7 +18,7 @@ from rightsize.inputfile import shown
 from rightsize.profile import Measurement
 from rightsize.report.dashboard_views import ok_measurements, shell, table
 from rightsize.report.data import candidate_label, targets_of
-from rightsize.report.fmt import esc, finite, num, usd
+from rightsize.report.fmt import esc, finite, hours, num, usd
 from rightsize.report.html import env_rows
 from rightsize.report.svg import PALETTE, Axis, Marker, Point, Series, xy_chart
 from rightsize.store import RunInfo, Store
@@ -126,6 +126,12 @@ def _picks(runs: Sequence[RunInfo], arts: Sequence[Mapping[str, Any]]) -> str:
     row("$/h", [usd((c or {}).get("cost_usd_per_hour")) for c in recs])
     row("$/1M requests", [usd((c or {}).get("cost_usd_per_1m_requests")) for c in recs])
     row("predicted latency vs SLO", [_latency_vs_slo(c, p) for c, p in zip(recs, ps, strict=True)])
+    if any(targets_of(p.get("target") or {}).deadline_hours is not None for p in ps):  # a batch or training plan
+        deadlines = [targets_of(p.get("target") or {}).deadline_hours for p in ps]
+        row("deadline", [hours(d) if d is not None else "none" for d in deadlines])
+    if any(finite((c or {}).get("runtime_hours")) is not None for c in recs):
+        row("run time", [hours(h) if (h := finite((c or {}).get("runtime_hours"))) is not None else "-" for c in recs])
+        row("total cost", [usd((c or {}).get("cost_usd_total")) for c in recs])
     cands = [list(p.get("candidates") or []) for p in ps]
     row("feasible options", [f"{sum(bool(c.get('feasible')) for c in cs)} of {len(cs)}" for cs in cands])
     row("prices of", [str(p.get("price_date") or "-") for p in ps])
@@ -173,17 +179,26 @@ def _options(arts: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[st
                 cells.append("not in this plan")
                 continue
             rank, c = f[key]
-            lat = num((c.get("latency_ms") or {}).get("p95"))
             ok = "meets" if c.get("feasible") else "misses: " + "; ".join(str(x) for x in (c.get("reasons") or [])[:1])
-            cells.append(f"#{rank + 1}, {usd(c.get('cost_usd_per_hour'))}/h, p95 {lat} ms, {ok}")
+            cells.append(", ".join([f"#{rank + 1}", f"{usd(c.get('cost_usd_per_hour'))}/h", *_speed(c), ok]))
         rows.append([f"{candidate_label(c0)} ({c0.get('provider', '?')} {c0.get('region', '')})", *cells])
     return ["option", *(f"plan {shown(a['run_id'] or a['id'])}" for a in arts)], rows
+
+
+def _speed(c: Mapping[str, Any]) -> list[str]:
+    """An option's predicted p95 (online), else its run time and total (jobs); nothing for a plan by rules (it had
+    read "p95 - ms")."""
+    if (p95 := finite((c.get("latency_ms") or {}).get("p95"))) is not None:
+        return [f"p95 {num(p95)} ms"]
+    if (h := finite(c.get("runtime_hours"))) is not None:
+        return [hours(h), f"{usd(c.get('cost_usd_total'))} total"]
+    return []
 
 
 def _plans_page(runs: Sequence[RunInfo], arts: Sequence[Mapping[str, Any]]) -> str:
     head, rows = _options(arts)
     body = (
-        f'<section class="compare" data-compare="{len(runs)}"><h2>Picks</h2>{_picks(runs, arts)}</section>'
+        f'<section data-compare="{len(runs)}"><h2>Picks</h2>{_picks(runs, arts)}</section>'
         f'<section><h2>Options side by side</h2><p class="sub">Each plan\'s {OPTIONS_TOP} best-ranked options and '
         "its pick, the same machines on one row: the rank in that plan, $/h, predicted p95 and whether it meets that "
         f"plan's target. Every option is in each plan's report.</p>{table(head, rows, 'compare-options')}</section>"

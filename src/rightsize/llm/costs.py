@@ -275,7 +275,10 @@ def device_numbers(
         name, kind, peak = device.name, "cpu", n * cpu_kernel_peak(device, key)  # eager int8: VNNI, not AMX
         amx = cpu_kernel_path(device, key) == "AMX"
         # a slice of a socket pulls what its cores can: min(n x per-core bandwidth, socket), as the CPU time
-        # model does (rightsize.estimate.timemodel; per-core figure fitted in projection_fit.json)
+        # model does (rightsize.estimate.timemodel; per-core figure fitted in projection_fit.json). One process over
+        # two sockets (c7i.48xlarge: 2 x 48 cores) is counted at one socket's bandwidth on purpose: torch places no
+        # weight by NUMA node, so the far socket's threads read across the inter-socket link; pessimistic by up to
+        # 2x there (the decode step of a 96-core instance reads as a 48-core one's), never optimistic.
         bw = min(n * _fitted("cpu", "core_bw_gbps"), device.memory_bandwidth_gbps) * 1e9
     elif "bandwidth_gbps" in device:
         key = _compute_key("gpu", precision)

@@ -132,8 +132,14 @@ class ZooEntry:
     max_positions: int | None = None  # rows of a learned position table: the longest sequence it runs (None: no cap)
 
     def build(self, tiny: bool = False) -> nn.Module:
-        """The model with random weights in eval mode, wrapped to ``forward(x) -> logits``."""
-        model = _zoo_model_cls()(self.builder(tiny), self.kind, self.hf, self.lm)
+        """The model with random weights in eval mode, wrapped to ``forward(x) -> logits``. The weights are seeded
+        (``ZOO_SEED``; the caller's random state is left as it was), so every build is the same model: a pipeline's
+        workers, or `serve --workers 2`'s, had each drawn its own and scored the same item differently."""
+        import torch
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(ZOO_SEED)
+            model = _zoo_model_cls()(self.builder(tiny), self.kind, self.hf, self.lm)
         return model.eval()
 
     def input_vocab(self, tiny: bool) -> int:
@@ -240,6 +246,8 @@ def _resnet(depths: list[int]) -> Callable[[bool], nn.Module]:
 
     return build
 
+
+ZOO_SEED = 0  # the zoo's random weights: one model per name, whichever process builds it
 
 TINY_MAX_SEQ = 128  # position embeddings of the tiny text models: an explicit sequence length may go this far
 

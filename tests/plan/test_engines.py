@@ -21,16 +21,23 @@ except ImportError:
 NAMES = {"torch": "PyTorch eager", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store and ONNX cache for the measured plans below: tiny distilbert is exported and each engine's configs
+    measured once, and a later plan reuses them (what those tests check is the plan, not the measuring)."""
+    return tmp_path_factory.mktemp("engines")
+
+
 @pytest.mark.slow
-def test_plan_picks_an_engine_and_names_the_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RIGHTSIZE_ONNX_CACHE", str(tmp_path / "onnx"))
+def test_plan_picks_an_engine_and_names_the_other(shared: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RIGHTSIZE_ONNX_CACHE", str(shared / "onnx"))
     workload = Workload.model_validate({
         "name": "engines", "model": "distilbert", "tiny": True, "input": {"seq_len": 16},
         "batch_sizes": [1, 4], "precisions": ["fp32"], "engines": ENGINES,
         "timing": {"max_time_s": 0.5, "max_repeats": 20},
         "targets": {"online": {"rate_per_s": 5, "latency": {"percentile": 95, "bound_ms": 200}}},
     })  # fmt: skip
-    store = Store(tmp_path / "s.db")
+    store = Store(shared / "s.db")
     result, _ = plan_spec(workload, store, progress=False)
     engines = result.assumptions["engines"]
     assert set(engines) == set(ENGINES)
@@ -54,42 +61,42 @@ def test_engines_are_inference_only() -> None:
 
 
 @pytest.mark.slow
-def test_a_cpu_engines_plan_picks_only_precisions_it_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cpu_engines_plan_picks_only_precisions_it_runs(shared: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """ONNX Runtime's CPU path runs fp32 and int8: its plan had offered 'c7i.large bf16' (projected from its fp32),
     a plan `rightsize serve ort:...` refuses."""
-    monkeypatch.setenv("RIGHTSIZE_ONNX_CACHE", str(tmp_path / "onnx"))
+    monkeypatch.setenv("RIGHTSIZE_ONNX_CACHE", str(shared / "onnx"))
     workload = Workload.model_validate({
         "name": "ort-only", "model": "ort:distilbert", "tiny": True, "input": {"seq_len": 16},
         "batch_sizes": [1, 4], "precisions": ["fp32"], "timing": {"max_time_s": 0.5, "max_repeats": 20},
         "targets": {"online": {"rate_per_s": 5, "latency": {"percentile": 95, "bound_ms": 200}}},
     })  # fmt: skip
-    result, _ = plan_spec(workload, Store(tmp_path / "s.db"), progress=False)
+    result, _ = plan_spec(workload, Store(shared / "s.db"), progress=False)
     assert result.candidates and {c.precision for c in result.candidates} <= {"fp32", "int8"}
     assert all(c.device_class == "cpu" for c in result.candidates)
     # a bare .onnx runs on ONNX Runtime too: it had been planned at bf16 and on GPUs, which `serve` refuses
-    [exported] = sorted((tmp_path / "onnx").rglob("*.onnx"))
+    [exported] = [p for p in sorted((shared / "onnx").rglob("*.onnx")) if not p.name.endswith("-int8.onnx")]
     bare = workload.model_copy(update={"name": "bare-onnx", "model": str(exported), "tiny": False})
-    result, _ = plan_spec(bare, Store(tmp_path / "s.db"), progress=False)
+    result, _ = plan_spec(bare, Store(shared / "s.db"), progress=False)
     assert result.candidates and {c.precision for c in result.candidates} <= {"fp32", "int8"}
     assert all(c.device_class == "cpu" for c in result.candidates)
 
 
 @pytest.mark.slow
 def test_a_gpu_only_instance_filter_plans_the_engine_that_runs_there(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    shared: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`instances: [g4dn.xlarge]` with `engines: [torch, onnxruntime]` ended the whole plan with "no service curve
     matches a catalog instance ... re-run the projection": ONNX Runtime is planned on CPUs only."""
     from rightsize.errors import SpecError
 
-    monkeypatch.setenv("RIGHTSIZE_ONNX_CACHE", str(tmp_path / "onnx"))
+    monkeypatch.setenv("RIGHTSIZE_ONNX_CACHE", str(shared / "onnx"))
     spec = {
         "name": "gpu-only", "model": "distilbert", "tiny": True, "input": {"seq_len": 16}, "batch_sizes": [1],
         "precisions": ["fp32"], "engines": ["torch", "onnxruntime"], "timing": {"max_time_s": 0.3, "max_repeats": 10},
         "targets": {"instances": ["g4dn.xlarge"],
                     "online": {"rate_per_s": 5, "latency": {"percentile": 95, "bound_ms": 200}}},
     }  # fmt: skip
-    store = Store(tmp_path / "s.db")
+    store = Store(shared / "s.db")
     result, _ = plan_spec(Workload.model_validate(spec), store, progress=False)
     assert result.recommendation is not None and result.recommendation.instance == "g4dn.xlarge"
     assert "engine ONNX Runtime: not planned (CPU only; targets.instances keeps no CPU instance)" in result.why

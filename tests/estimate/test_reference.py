@@ -115,6 +115,22 @@ def test_cpu_rows_are_anchored_on_local_measurements() -> None:
     assert work.n_params > 0
 
 
+def test_an_anchor_factor_is_worked_out_once_per_anchor_and_params() -> None:
+    """The refit asked it again for every CPU row of a model at each step: two thirds of its time."""
+    from rightsize.estimate.reference import _anchor_factor, anchor_factor
+
+    fam = CAT.cpus["intel-icelake"]
+    m = Measurement("a", "inference", "cpu", "fp32", 1, 1, {"seq_len": 128}, "ok",
+                    latency_ms=Latency(50.0, 55.0, 60.0, 50.0, 2.0, 20))  # fmt: skip
+    doubled = replace(m, latency_ms=Latency(100.0, 110.0, 120.0, 100.0, 2.0, 20))
+    anchor, slower = Anchor(fam, (m,), WORKS), Anchor(fam, (doubled,), WORKS)
+    first = anchor_factor(anchor, "inference", "fp32", CpuParams())
+    assert first is not None and first == _anchor_factor(anchor, "inference", "fp32", CpuParams(), False)
+    assert anchor_factor(anchor, "inference", "fp32", CpuParams()) is first  # kept, not worked out again
+    assert anchor_factor(slower, "inference", "fp32", CpuParams())[0] == pytest.approx(2 * first[0])  # type: ignore[index]
+    assert anchor_factor(anchor, "inference", "fp32", CpuParams(gemm=0.3))[0] != first[0]  # type: ignore[index]
+
+
 def test_shipped_reference_set_is_complete_and_cited() -> None:
     if not reference_path().exists():
         pytest.skip("no reference set shipped")

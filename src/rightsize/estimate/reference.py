@@ -241,6 +241,9 @@ def probed_core_gflops(measurements: Sequence[Measurement]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+_FACTORS: dict[tuple[int, str, str, CpuParams, bool], tuple[Anchor, tuple[float, str, int, bool] | None]] = {}
+
+
 def anchor_factor(
     anchor: Anchor, mode: str, precision: str, params: CpuParams, allow_contended: bool = False
 ) -> tuple[float, str, int, bool] | None:
@@ -248,7 +251,24 @@ def anchor_factor(
     uncontended local points of ``precision`` (else fp32). The target is projected as k × model(target).
 
     ``allow_contended``: when no uncontended point exists, anchor on the contended ones (timed while the machine
-    was busy, so k reads high: the projection errs slow); ``contended`` is then True and the caller says so."""
+    was busy, so k reads high: the projection errs slow); ``contended`` is then True and the caller says so.
+
+    Kept per (anchor, mode, precision, params): a fit asks it again for every CPU row of the model at each step
+    (two thirds of the refit's time), and the answer depends on nothing else."""
+    key = (id(anchor), mode, precision, params, allow_contended)
+    kept = _FACTORS.get(key)
+    if kept is not None and kept[0] is anchor:
+        return kept[1]
+    if len(_FACTORS) >= 4096:
+        _FACTORS.clear()
+    found = _anchor_factor(anchor, mode, precision, params, allow_contended)
+    _FACTORS[key] = (anchor, found)
+    return found
+
+
+def _anchor_factor(
+    anchor: Anchor, mode: str, precision: str, params: CpuParams, allow_contended: bool
+) -> tuple[float, str, int, bool] | None:
     passes = (False, True) if allow_contended else (False,)
     for contended in passes:
         for prec in (precision, "fp32"):

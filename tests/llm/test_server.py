@@ -242,6 +242,45 @@ def test_nan_and_out_of_range_numbers_are_not_json_here_either(url: str) -> None
         assert r.status_code == 400 and r.json()["detail"].startswith("body is not valid JSON"), r.text
 
 
+def test_405s_on_generate_are_counted(url: str) -> None:
+    """Starlette's router had answered them before the endpoint counted: rightsize_llm_requests_total missed them."""
+
+    def answered_405() -> float:
+        text = httpx.get(f"{url}/metrics").text
+        return metric("\n".join(x for x in text.splitlines() if 'code="405"' in x), "rightsize_llm_requests_total")
+
+    before = answered_405()
+    for method in ("GET", "PUT"):
+        r = httpx.request(method, f"{url}/v1/generate")
+        assert (r.status_code, r.headers["allow"]) == (405, "POST")
+        assert r.json() == {"detail": f"{method} is not allowed on /v1/generate; use POST"}
+    assert answered_405() - before == 2
+
+
+def test_a_request_the_guard_dropped_unread_is_counted_408_not_499() -> None:
+    """The connection guard (serve/guard.py, tested on a live server in tests/serve/test_guard.py) flags a request
+    whose body it stopped waiting for; the endpoint had counted the disconnect it then sees as 499 "client left"."""
+    from types import SimpleNamespace
+
+    from rightsize.llm.server import GenerateEndpoint
+    from rightsize.serve.guard import TIMED_OUT
+
+    done: list[int] = []
+    svc = SimpleNamespace(engine=None, on_done=lambda status, _stats: done.append(status))
+    endpoint = GenerateEndpoint(svc)  # type: ignore[arg-type]
+
+    async def disconnect() -> dict[str, object]:
+        return {"type": "http.disconnect"}
+
+    async def send(_message: object) -> None:
+        raise AssertionError("nothing is sent: the guard answered 408 itself")
+
+    for flagged, status in ((True, 408), (False, 499)):
+        scope = {"method": "POST", "path": "/v1/generate", "headers": [], **({TIMED_OUT: True} if flagged else {})}
+        asyncio.run(endpoint(scope, disconnect, send))
+        assert done.pop() == status
+
+
 def test_the_probes_answer_head_as_load_balancers_send_it(url: str) -> None:
     for probe in ("/healthz", "/readyz"):  # 405 before
         head = httpx.head(f"{url}{probe}")

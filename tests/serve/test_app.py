@@ -102,6 +102,23 @@ def test_size_and_type_limits(simplenet_url: str) -> None:
     assert httpx.get(url).status_code == 405
 
 
+def test_405s_on_predict_are_counted_with_its_other_answers(simplenet_url: str) -> None:
+    """FastAPI's router had answered them before anything counted: /metrics said "every /v1/predict answer" and
+    left them out."""
+
+    def answered_405() -> float:
+        text = httpx.get(f"{simplenet_url}/metrics").text
+        return metric("\n".join(x for x in text.splitlines() if 'code="405"' in x), "rightsize_responses_total")
+
+    before = answered_405()
+    for method in ("GET", "PUT", "HEAD", "OPTIONS"):
+        r = httpx.request(method, f"{simplenet_url}/v1/predict")
+        assert (r.status_code, r.headers["allow"]) == (405, "POST"), method
+        if method != "HEAD":
+            assert r.json() == {"detail": f"{method} is not allowed on /v1/predict; use POST"}
+    assert answered_405() - before == 4
+
+
 @pytest.fixture(scope="module")
 def client() -> Iterator[httpx.Client]:
     with httpx.Client(timeout=10) as c:  # one client: building one per request costs ~50 ms here

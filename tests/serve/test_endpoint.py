@@ -53,7 +53,30 @@ def test_a_body_larger_than_any_valid_request_is_refused_unread() -> None:
     spec = InputSpec((16,), "int64", max_value=1000, max_samples=8)
     endpoint = PredictEndpoint(SimpleNamespace(spec=spec), None, 64 * 2**20)  # type: ignore[arg-type]
     assert endpoint.limit == largest_body_bytes(spec) < 2**20
-    scope = {"headers": [(b"content-type", b"application/json"), (b"content-length", b"54400000")]}
+    scope = {"method": "POST", "headers": [(b"content-type", b"application/json"), (b"content-length", b"54400000")]}
     status, _, body = asyncio.run(endpoint.reply(scope, _receiver()))  # nothing of the body is ever received
     assert status == 413 and f"body must be at most {endpoint.limit} bytes".encode() in body
     assert PredictEndpoint(SimpleNamespace(spec=spec), None, 1000).limit == 1000  # --max-body-bytes, when smaller
+
+
+def _token_endpoint() -> Any:
+    from types import SimpleNamespace
+
+    from rightsize.serve.endpoint import PredictEndpoint
+    from rightsize.wire import InputSpec
+
+    spec = InputSpec((16,), "int64", max_value=1000, max_samples=8)  # distilbert --tiny --seq 16
+    return PredictEndpoint(SimpleNamespace(spec=spec), None, 64 * 2**20)  # type: ignore[arg-type]
+
+
+def _answer(body: bytes, ctype: bytes = b"application/json", method: str = "POST") -> tuple[int, dict[str, Any]]:
+    import json
+
+    scope = {"method": method, "path": "/v1/predict", "headers": [(b"content-type", ctype)]}
+    status, _, reply = asyncio.run(_token_endpoint().reply(scope, _receiver({"type": "http.request", "body": body})))
+    return status, json.loads(reply)
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "HEAD", "OPTIONS"])
+def test_other_methods_are_405_from_the_endpoint(method: str) -> None:
+    assert _answer(b"", method=method) == (405, {"detail": f"{method} is not allowed on /v1/predict; use POST"})

@@ -31,13 +31,24 @@ def _open_slow(host: str, port: int, n: int) -> list[socket.socket]:
 
 
 def _closed_by_server(s: socket.socket) -> bool:
+    """Whether the server closed ``s`` (after its 408, for a request it dropped unread)."""
     s.settimeout(0.2)
     try:
-        return s.recv(1) == b""
+        while chunk := s.recv(4096):
+            assert chunk.startswith(b"HTTP/1.1 408 "), chunk[:40]
+        return True
     except (TimeoutError, BlockingIOError):
         return False
     except OSError:  # reset
         return True
+
+
+def _until_closed(s: socket.socket, timeout_s: float = 5.0) -> bytes:
+    s.settimeout(timeout_s)
+    got = b""
+    while chunk := s.recv(4096):
+        got += chunk
+    return got
 
 
 @pytest.mark.slow  # ~2 s: in `make test`, not `make test-fast`
@@ -63,6 +74,28 @@ def test_slow_clients_are_cut_off_and_real_ones_still_served() -> None:
         finally:
             for s in slow:
                 s.close()
+
+
+def test_a_request_not_read_in_time_is_answered_408_and_counted_408_not_499() -> None:
+    """A slow client the server dropped had been counted 499 "client left", and got no answer."""
+    with running_server(_config(read_timeout_s=0.5)) as url:
+        port = int(url.rsplit(":", 1)[1])
+        body = b'{"inputs": [[1, 2]]}'
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as trickle, \
+                socket.create_connection(("127.0.0.1", port), timeout=5) as headers_only, \
+                socket.create_connection(("127.0.0.1", port), timeout=5) as idle:  # fmt: skip
+            trickle.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                            b"Content-Length: %d\r\n\r\n" % len(body) + body[:3])  # fmt: skip
+            headers_only.sendall(b"POST /v1/predict HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            answers = [_until_closed(trickle), _until_closed(headers_only)]
+            assert _until_closed(idle) == b""  # nothing arrived: no request to answer, closed
+        detail = b'{"detail":"request not read within 0.5 s (read_timeout_s): send its headers and body at once"}'
+        for answer in answers:
+            assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n") and answer.endswith(b"\r\n\r\n" + detail)
+            assert b"\r\nconnection: close\r\n" in answer
+        text = httpx.get(f"{url}/metrics").text
+        # one read by the endpoint (its body trickled), one whose headers never came (counted by the guard)
+        assert 'rightsize_responses_total{code="408"} 2' in text and 'code="499"' not in text
 
 
 def test_foreign_host_is_refused_and_bearer_is_case_insensitive() -> None:

@@ -43,7 +43,15 @@ from starlette.routing import Route
 from rightsize import __version__
 from rightsize.llm.engine import Engine, EngineConfig, EngineStopped, GenStats, PromptTooLong, QueueFull
 from rightsize.llm.protocol import Reject, event, final_event, parse_request
-from rightsize.serve.endpoint import ClientGone, bearer_ok, read_body, since_number
+from rightsize.serve.endpoint import (
+    CLIENT_GONE,
+    ClientGone,
+    bearer_ok,
+    gone_status,
+    method_not_allowed,
+    read_body,
+    since_number,
+)
 from rightsize.serve.metrics import Histogram
 from rightsize.serve.server import (
     QuietStopServer,
@@ -64,7 +72,6 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 PATH = "/v1/generate"
 MAX_BODY_BYTES = 1 << 20  # a 512-token prompt is ~4 KB of JSON
-CLIENT_GONE = 499  # counted, never sent
 LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)  # s
 _JSON = [(b"content-type", b"application/json")]
 _UNAUTHORIZED = {"detail": "missing or wrong bearer token"}
@@ -128,7 +135,8 @@ class GenerateService:
         ):
             family(name, kind, help_, [f"{name} {value}"])
         codes = [f'rightsize_llm_requests_total{{code="{k}"}} {v}' for k, v in sorted(self.responses.items())]
-        family("rightsize_llm_requests_total", "counter", "Generate requests by HTTP status (499: client left).", codes)
+        help_ = "Generate requests by HTTP status (499: the client left; 408: the server dropped it unread in time)."
+        family("rightsize_llm_requests_total", "counter", help_, codes)
         return "\n".join(out) + "\n"  # fmt: skip
 
 
@@ -158,6 +166,12 @@ class GenerateEndpoint:
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> tuple[int, GenStats | None]:
         svc, engine = self.svc, self.svc.engine
+        if (refusal := method_not_allowed(scope)) is not None:
+            status, extra, body = refusal
+            await send({"type": "http.response.start", "status": status,
+                        "headers": [*extra, (b"content-length", str(len(body)).encode())]})  # fmt: skip
+            await send({"type": "http.response.body", "body": body})
+            return status, None
         headers = dict(scope["headers"])
         if not bearer_ok(self.token, headers.get(b"authorization")):
             await self._reply(send, 401, _UNAUTHORIZED, [_CHALLENGE])
@@ -176,7 +190,7 @@ class GenerateEndpoint:
             await self._reply(send, exc.status, {"detail": exc.detail})
             return exc.status, None
         except ConnectionError:
-            return CLIENT_GONE, None
+            return gone_status(scope), None
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[int | GenStats | Exception | None] = asyncio.Queue()
         put = queue.put_nowait
@@ -292,7 +306,8 @@ def create_generate_app(svc: GenerateService, token: str | None = None) -> FastA
     app = FastAPI(title="rightsize serve --generate", version=__version__, lifespan=lifespan,
                   description=f"Continuous-batching generation server for {cfg.model!r} ({cfg.size}).")  # fmt: skip
     endpoint = GenerateEndpoint(svc, token)
-    app.router.routes.append(Route(PATH, endpoint, methods=["POST"], include_in_schema=False))
+    # every method reaches the endpoint: its 405 is counted with its other answers (the router's was not)
+    app.router.routes.append(Route(PATH, endpoint, include_in_schema=False))
 
     def json_reply(obj: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
         return Response(dumps(obj), status, headers, media_type="application/json")

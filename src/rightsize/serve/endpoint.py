@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from rightsize.serve.batcher import QueueFull, ServeError
+from rightsize.serve.guard import read_timed_out
 from rightsize.serve.service import Service
 from rightsize.wire import (
     BINARY_TYPE,
@@ -35,12 +36,13 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 Headers = list[tuple[bytes, bytes]]
-Reply = tuple[int, Headers, bytes]  # status, headers, body; status 499: the client left, send nothing
+Reply = tuple[int, Headers, bytes]  # status, headers, body; 499 and 408 (gone_status): send nothing
 
 JSON_TYPE = "application/json"
 PATH = "/v1/predict"
 PARSE_OFF_LOOP_BYTES = 256 * 1024  # bodies above this are parsed in a thread
 CLIENT_GONE = 499  # nginx's "client closed request": never sent, only counted
+READ_TIMEOUT = 408  # the connection guard dropped a request not read in time: it sent the 408 itself
 _JSON = [(b"content-type", JSON_TYPE.encode())]
 _BINARY = [(b"content-type", BINARY_TYPE.encode())]
 
@@ -51,6 +53,16 @@ class ClientGone(Exception):
 
 def error_reply(status: int, detail: str, extra: Headers | None = None) -> Reply:
     return status, _JSON + (extra or []), dumps({"detail": detail})
+
+
+def method_not_allowed(scope: Scope) -> Reply | None:
+    """The 405 for a method other than POST on a POST-only path (None for POST), answered by the path's own
+    handler so its counter sees it: the framework's router had answered it before anything counted. Both servers
+    (/v1/predict and /v1/generate) answer with it."""
+    method = scope["method"]
+    if method == "POST":
+        return None
+    return error_reply(405, f"{method[:20]} is not allowed on {scope['path']}; use POST", [(b"allow", b"POST")])
 
 
 async def read_body(receive: Receive, declared: bytes | None, limit: int) -> bytes:
@@ -92,6 +104,12 @@ def bearer_ok(expected: bytes | None, authorization: bytes | None) -> bool:
     return got[:7].lower() == b"bearer " and hmac.compare_digest(got[7:].strip(), expected)
 
 
+def gone_status(scope: Scope) -> int:
+    """The status to count for a request whose connection closed unanswered: 408 when the guard dropped it for its
+    read timeout (serve/guard.py), 499 when the client left. Both servers count with it."""
+    return READ_TIMEOUT if read_timed_out(scope) else CLIENT_GONE
+
+
 async def _client_gone(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
@@ -113,8 +131,8 @@ class PredictEndpoint:
         try:
             status, headers, body = await self.reply(scope, receive)
         except ClientGone:
-            status, headers, body = CLIENT_GONE, [], b""
-        if status != CLIENT_GONE:
+            status, headers, body = gone_status(scope), [], b""
+        if status not in (CLIENT_GONE, READ_TIMEOUT):
             headers.append((b"content-length", str(len(body)).encode()))
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": body})
@@ -122,6 +140,8 @@ class PredictEndpoint:
 
     async def reply(self, scope: Scope, receive: Receive) -> Reply:
         """Parse, admit, wait, answer: every path returns one reply (ClientGone: nobody to answer)."""
+        if (refusal := method_not_allowed(scope)) is not None:
+            return refusal
         hdrs = dict(scope["headers"])
         if not self.authorized(hdrs.get(b"authorization")):
             return error_reply(401, "missing or wrong bearer token", [(b"www-authenticate", b"Bearer")])
@@ -172,14 +192,15 @@ class PredictEndpoint:
 
 
 class FastPath:
-    """Outermost ASGI middleware: POST /v1/predict goes straight to the endpoint, the rest to FastAPI."""
+    """Outermost ASGI middleware: /v1/predict goes straight to the endpoint (which answers any method but POST 405,
+    counted as every answer of the path), the rest to FastAPI."""
 
     def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], endpoint: PredictEndpoint) -> None:
         self.app = app
         self.endpoint = endpoint
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == PATH and scope["method"] == "POST":
+        if scope["type"] == "http" and scope["path"] == PATH:
             await self.endpoint(scope, receive, send)
         else:
             await self.app(scope, receive, send)

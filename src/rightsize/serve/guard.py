@@ -1,12 +1,14 @@
 """Connection-level defences uvicorn does not have: slow clients, too many connections, foreign Host.
 
-    protocol_class(read_timeout_s=10, max_connections=2048)   # uvicorn.Config(http=...)
+    protocol_class(read_timeout_s=10, max_connections=2048, on_timeout=count)   # uvicorn.Config(http=...)
     HostCheck(app, allowed_hosts("127.0.0.1"))                # outermost ASGI middleware (rightsize.hosts)
 
 - **Read timeout.** uvicorn times out idle keep-alive connections but not a request whose headers or
   body trickle in (slowloris): each such connection holds a file descriptor forever. The guarded
-  protocol closes a connection whose request has not been read completely ``read_timeout_s`` after
-  it began (or after the connection opened, when nothing has arrived).
+  protocol answers 408 and closes a connection whose request has not been read completely
+  ``read_timeout_s`` after it began (or closes it, when nothing has arrived since it opened). A request
+  the app was reading is flagged in its scope (``read_timed_out``) so the app counts a 408, not a
+  client that left; one whose headers never arrived is counted by ``on_timeout(408)``.
 - **Connection cap.** Past ``max_connections`` open connections, a new one evicts the connection that
   has spent longest reading an unfinished request (a slow client, by definition), so a flood of idle
   sockets cannot exhaust descriptors and starve real clients; if every connection has a request in
@@ -27,21 +29,35 @@ from typing import Any
 
 from rightsize.hosts import host_name
 
-__all__ = ["HostCheck", "protocol_class"]
+__all__ = ["TIMED_OUT", "HostCheck", "protocol_class", "read_timed_out"]
 
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+TIMED_OUT = "rightsize.read_timed_out"  # scope key: the guard dropped this request unread (408), the client did not go
 
 
-def protocol_class(read_timeout_s: float, max_connections: int) -> type[asyncio.Protocol] | None:
-    """uvicorn's httptools protocol with a request read timeout and a connection cap (None without httptools)."""
+def read_timed_out(scope: Scope) -> bool:
+    """Whether the guard dropped this request for its read timeout (the app then sees a disconnect)."""
+    return bool(scope.get(TIMED_OUT))
+
+
+def protocol_class(
+    read_timeout_s: float, max_connections: int, on_timeout: Callable[[int], None] | None = None
+) -> type[asyncio.Protocol] | None:
+    """uvicorn's httptools protocol with a request read timeout and a connection cap (None without httptools).
+    ``on_timeout(408)`` counts a request dropped before its headers were read (no app saw it)."""
     if importlib.util.find_spec("httptools") is None:
         return None
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+    detail = f"request not read within {read_timeout_s:g} s (read_timeout_s): send its headers and body at once"
+    body = b'{"detail":"' + detail.encode() + b'"}'
 
     class GuardedProtocol(HttpToolsProtocol):
         _read_timer: asyncio.TimerHandle | None = None
         _reading_since: float | None = None  # loop time a still-unfinished request began arriving
+        _began = False  # a request's first bytes arrived (and it is unfinished)
+        _in_app = False  # its headers are read: the app has it
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -71,12 +87,33 @@ def protocol_class(read_timeout_s: float, max_connections: int) -> type[asyncio.
         def _read_timed_out(self) -> None:
             self._read_timer = None
             self._reading_since = None
-            if not self.transport.is_closing():
-                self.transport.close()
+            if self.transport.is_closing():
+                return
+            cycle = self.cycle if self._in_app else None
+            if self._began and (cycle is None or not cycle.response_started):
+                if cycle is not None:  # the app reads its body: it sees a disconnect and counts 408 by the flag
+                    cycle.scope[TIMED_OUT] = True  # type: ignore[literal-required]
+                    cycle.disconnected = True  # nothing more of the app's reaches the socket
+                elif on_timeout is not None:
+                    on_timeout(408)
+                self._send_408()
+            self.transport.close()
+
+        def _send_408(self) -> None:
+            head = [STATUS_LINE[408]]
+            for name, value in self.server_state.default_headers:
+                head.extend([name, b": ", value, b"\r\n"])
+            head.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body))
+            self.transport.write(b"".join(head) + b"connection: close\r\n\r\n" + body)
 
         def on_message_begin(self) -> None:
             self._arm()  # a new request on a kept-alive connection: its headers and body must arrive in time
+            self._began, self._in_app = True, False
             super().on_message_begin()
+
+        def on_headers_complete(self) -> None:
+            self._in_app = True
+            super().on_headers_complete()
 
         def on_message_complete(self) -> None:
             self._disarm()

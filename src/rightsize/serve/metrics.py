@@ -199,7 +199,8 @@ class ServeMetrics:
         family(
             "rightsize_responses_total",
             "counter",
-            "Answers of /v1/predict by HTTP status code, and the Host check's 421s on any path.",
+            "Answers of /v1/predict by HTTP status code (499: the client left; 408: the server dropped a request not "
+            "read within read_timeout_s), and the Host check's 421s and read timeouts before the headers on any path.",
         )
         out += [f'rightsize_responses_total{{code="{c}"}} {n}' for c, n in sorted(self.responses.items())]
         family("rightsize_pool_utilization", "gauge", "Busy fraction of a pool's workers since the last scrape.")

@@ -101,13 +101,13 @@ def uvicorn_config(
     on_refused: Callable[[int], None] | None = None,
 ) -> uvicorn.Config:
     """uvicorn settings every rightsize server shares: uvloop/httptools when installed (the guarded protocol
-    when it loads), the Host check (``on_refused(421)`` counts what it refuses), no access log, lifespan on, a deep
-    accept backlog."""
+    when it loads), the Host check, no access log, lifespan on, a deep accept backlog. ``on_refused(code)`` counts
+    what no app answered: the Host check's 421s and the guard's 408s for a request whose headers never arrived."""
     fast = {
         "loop": "uvloop" if importlib.util.find_spec("uvloop") else "asyncio",
         "http": "httptools" if importlib.util.find_spec("httptools") else "h11",
     }
-    guarded = protocol_class(read_timeout_s, max_connections)
+    guarded = protocol_class(read_timeout_s, max_connections, on_refused)
     if guarded is not None:
         fast["http"] = guarded  # type: ignore[assignment]
     config = uvicorn.Config(

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from rightsize.errors import did_you_mean
+
 _orjson: Any
 try:  # orjson is several times faster for these bodies; the stdlib is the fallback
     _orjson = importlib.import_module("orjson")
@@ -65,6 +67,7 @@ DTYPE_BY_CODE: dict[int, np.dtype[Any]] = {
 }
 CODE_BY_DTYPE = {dt.name: code for code, dt in DTYPE_BY_CODE.items()}
 MAX_PRIORITY = 1000
+FIELDS = ("inputs", "priority", "deadline_ms")  # a JSON body's
 MAX_DEADLINE_MS = 3_600_000.0
 
 
@@ -141,7 +144,17 @@ def _loads(body: bytes) -> Any:
     try:
         return _orjson.loads(body) if _orjson is not None else loads_strict(body)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise BodyError(400, f"body is not valid JSON: {str(exc)[:120]}") from None
+        raise BodyError(400, _not_json(body, exc)) from None
+
+
+def _not_json(body: bytes, exc: BaseException) -> str:
+    """Why a body is not JSON, said plainly: orjson calls bytes that are not UTF-8 "str is not valid UTF-8:
+    surrogates not allowed", which the client never sent."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return f"body is not valid UTF-8 (byte 0x{body[bad.start]:02x} at position {bad.start}); send JSON as UTF-8"
+    return f"body is not valid JSON: {str(exc)[:120]}"
 
 
 # --- binary tensors --------------------------------------------------------------------------------
@@ -200,9 +213,10 @@ def check_inputs(array: np.ndarray, spec: InputSpec) -> np.ndarray:
         raise BodyError(413, f"{n} samples in one request; at most {spec.max_samples} (the server's max batch)")
     if spec.dtype == "int64":
         if kind == "f":
-            if array.size and np.isfinite(array).all() and (array == np.floor(array)).all():  # 1e30 came as a float
+            whole = array.size and np.isfinite(array).all() and (array == np.floor(array)).all()
+            if whole and (array.min() < 0 or (spec.max_value is not None and array.max() >= spec.max_value)):
                 raise BodyError(422, f"token ids must be integers in [0, {spec.max_value}), got "
-                                f"[{array.min():.6g}, {array.max():.6g}]")  # fmt: skip
+                                f"[{array.min():.6g}, {array.max():.6g}]")  # fmt: skip  # 1e30 came as a float
             raise BodyError(422, "inputs must be integer token ids, got floating-point numbers")
         if array.size and (int(array.min()) < 0 or (spec.max_value is not None and int(array.max()) >= spec.max_value)):
             raise BodyError(422, f"token ids must be in [0, {spec.max_value}), got [{array.min()}, {array.max()}]")
@@ -243,8 +257,15 @@ def _deadline(value: Any) -> float | None:
 def parse_json_request(body: bytes, spec: InputSpec, priority: Any = None, deadline_ms: Any = None) -> ParsedRequest:
     """A JSON body -> validated inputs; ``priority``/``deadline_ms`` are header fallbacks."""
     doc = _loads(body)
-    if not isinstance(doc, dict) or "inputs" not in doc:
+    if not isinstance(doc, dict):
         raise BodyError(422, 'body must be a JSON object with "inputs": a list of samples')
+    for key in doc:
+        if key not in FIELDS:  # a misspelt priority had been dropped unsaid
+            hint = did_you_mean(key, FIELDS) if len(key) <= 64 else ""
+            shown = key if len(key) <= 60 else key[:57] + "..."
+            raise BodyError(422, f"{shown}: unknown field.{hint} Fields: {', '.join(FIELDS)}")
+    if "inputs" not in doc:
+        raise BodyError(422, f'body must have "inputs": a list of samples. Fields: {", ".join(FIELDS)}')
     raw = doc["inputs"]
     if not isinstance(raw, list):
         raise BodyError(422, '"inputs" must be a list of samples')
@@ -286,4 +307,9 @@ def _holds_bool(raw: list[Any]) -> bool:
 
 def parse_binary_request(body: bytes, spec: InputSpec, priority: Any = None, deadline_ms: Any = None) -> ParsedRequest:
     """A binary tensor body -> validated inputs; priority and deadline come from headers."""
-    return ParsedRequest(check_inputs(decode_tensor(body), spec), _priority(priority), _deadline(deadline_ms))
+    array = decode_tensor(body)
+    if spec.dtype == "int64" and array.dtype.kind == "f":  # whole-number ids had been answered "must be integers"
+        name, code = array.dtype.name, CODE_BY_DTYPE
+        raise BodyError(422, f"binary dtype is {name} (code {code[name]}); token ids need int64 (code {code['int64']}) "
+                        f"or int32 (code {code['int32']})")  # fmt: skip
+    return ParsedRequest(check_inputs(array, spec), _priority(priority), _deadline(deadline_ms))

@@ -77,6 +77,56 @@ def _answer(body: bytes, ctype: bytes = b"application/json", method: str = "POST
     return status, json.loads(reply)
 
 
+SAMPLE = [101, 203, 200, 137, 331, 102] + [0] * 10
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "detail"),
+    [
+        # orjson's "str is not valid UTF-8: surrogates not allowed" named surrogates the client never sent
+        (b"\xff\xfe\x00", 400, "body is not valid UTF-8 (byte 0xff at position 0); send JSON as UTF-8"),
+        (b'{"inputs": "\xff"}', 400, "body is not valid UTF-8 (byte 0xff at position 12); send JSON as UTF-8"),
+        # a misspelt field had been told only that "inputs" was missing; an unknown one was dropped unsaid (200)
+        (b'{"input": [[1]]}', 422,
+         "input: unknown field. Did you mean 'inputs'? Fields: inputs, priority, deadline_ms"),
+        (b'{"inputs": [[1]], "priorty": 1}', 422,
+         "priorty: unknown field. Did you mean 'priority'? Fields: inputs, priority, deadline_ms"),
+        (b'{"inputs": [[1]], "foo": 1}', 422, "foo: unknown field. Fields: inputs, priority, deadline_ms"),
+        (b"{}", 422, 'body must have "inputs": a list of samples. Fields: inputs, priority, deadline_ms'),
+        # whole-number floats had been told "token ids must be integers in [0, 1000), got [0, 331]"
+        (b'{"inputs": [[1.0, 2.0' + b", 0" * 14 + b"]]}", 422,
+         "inputs must be integer token ids, got floating-point numbers"),
+    ],
+)  # fmt: skip
+def test_json_refusals_name_the_fix(body: bytes, status: int, detail: str) -> None:
+    assert _answer(body) == (status, {"detail": detail})
+
+
+def test_documented_fields_are_accepted_past_the_field_check() -> None:
+    body = b'{"inputs": [[1.5]], "priority": 1, "deadline_ms": null}'  # refused for its ids, not for a field
+    assert _answer(body) == (422, {"detail": "inputs must have shape [n, 16] (a list of samples), got [1, 1]"})
+
+
+def test_float32_binary_token_ids_name_the_integer_dtypes() -> None:
+    import numpy as np
+
+    from rightsize.wire import encode_tensor, parse_binary_request
+
+    body = encode_tensor(np.array([SAMPLE], dtype=np.float32))  # whole numbers, in range: the dtype is the fault
+    detail = "binary dtype is float32 (code 1); token ids need int64 (code 4) or int32 (code 5)"
+    assert _answer(body, b"application/octet-stream") == (422, {"detail": detail})
+    spec = _token_endpoint().svc.spec  # the same ids as int32 pass
+    assert parse_binary_request(encode_tensor(np.array([SAMPLE], dtype=np.int32)), spec).inputs.tolist() == [SAMPLE]
+
+
+def test_the_413_says_where_the_limit_comes_from_and_the_fix() -> None:
+    status, reply = _answer(b'{"inputs": [' + b" " * 80000 + b"]}")
+    assert (status, reply["detail"]) == (413, "body must be at most 73728 bytes (the largest valid request: "
+                                         "--max-batch 8 samples of shape [16] as JSON); split it into requests of at "
+                                         "most 8 samples, raise --max-batch, or send the binary format "
+                                         "(application/octet-stream)")  # fmt: skip
+
+
 @pytest.mark.parametrize("method", ["GET", "PUT", "HEAD", "OPTIONS"])
 def test_other_methods_are_405_from_the_endpoint(method: str) -> None:
     assert _answer(b"", method=method) == (405, {"detail": f"{method} is not allowed on /v1/predict; use POST"})

@@ -65,12 +65,13 @@ def method_not_allowed(scope: Scope) -> Reply | None:
     return error_reply(405, f"{method[:20]} is not allowed on {scope['path']}; use POST", [(b"allow", b"POST")])
 
 
-async def read_body(receive: Receive, declared: bytes | None, limit: int) -> bytes:
-    """A request's body, whole: BodyError 400/413 past ``limit`` bytes; ClientGone when the client leaves (or the
-    connection guard, serve/guard.py, closes a request unread ``read_timeout_s`` after it began). Both servers
-    (/v1/predict and /v1/generate) read bodies with it."""
+async def read_body(receive: Receive, declared: bytes | None, limit: int, why: str = "") -> bytes:
+    """A request's body, whole: BodyError 400/413 past ``limit`` bytes (``why``: where the limit comes from and the
+    fix, appended to the refusal); ClientGone when the client leaves (or the connection guard, serve/guard.py, closes
+    a request unread ``read_timeout_s`` after it began). Both servers (/v1/predict and /v1/generate) read bodies
+    with it."""
     if declared is not None and (not declared.isdigit() or int(declared) > limit):
-        raise BodyError(413 if declared.isdigit() else 400, f"body must be at most {limit} bytes")
+        raise BodyError(413 if declared.isdigit() else 400, f"body must be at most {limit} bytes{why}")
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -80,7 +81,7 @@ async def read_body(receive: Receive, declared: bytes | None, limit: int) -> byt
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise BodyError(413, f"body must be at most {limit} bytes")
+            raise BodyError(413, f"body must be at most {limit} bytes{why}")
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -121,7 +122,15 @@ class PredictEndpoint:
     def __init__(self, service: Service, token: str | None, max_body_bytes: int) -> None:
         self.svc = service
         self.token = token.encode() if token else None
-        self.limit = min(max_body_bytes, largest_body_bytes(service.spec))  # no valid request is larger
+        spec = service.spec
+        self.limit = min(max_body_bytes, largest_body_bytes(spec))  # no valid request is larger
+        self.too_large = (
+            f" (the largest valid request: --max-batch {spec.max_samples} samples of shape {list(spec.sample_shape)} "
+            f"as JSON); split it into requests of at most {spec.max_samples} samples, raise --max-batch, or send the "
+            f"binary format ({BINARY_TYPE})"
+            if self.limit < max_body_bytes
+            else " (ServerConfig.max_body_bytes); raise it or send the binary format"
+        )
 
     def authorized(self, authorization: bytes | None) -> bool:
         return bearer_ok(self.token, authorization)
@@ -149,7 +158,7 @@ class PredictEndpoint:
         try:
             if ctype not in (JSON_TYPE, BINARY_TYPE):
                 raise BodyError(415, f"content type must be {JSON_TYPE} or {BINARY_TYPE}, got {ctype[:60]!r}")
-            body = await read_body(receive, hdrs.get(b"content-length"), self.limit)
+            body = await read_body(receive, hdrs.get(b"content-length"), self.limit, self.too_large)
             parse = parse_json_request if ctype == JSON_TYPE else parse_binary_request
             priority, deadline = hdrs.get(b"x-priority"), hdrs.get(b"x-deadline-ms")
             args = (

@@ -12,6 +12,7 @@ from plan_fixtures import cpu_curve, gpu_curve, small_catalog
 import rightsize.api as rs
 from rightsize.errors import NotFoundError, SpecError
 from rightsize.plan import plan
+from rightsize.profile import Latency, Measurement
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = {
@@ -168,6 +169,41 @@ def test_measure_says_when_nothing_ran(tmp_path: Path) -> None:
     spec = SPEC | {"devices": ["cuda"]}
     with pytest.raises(UnsupportedError, match=r"^nothing measured: the spec's devices \(cuda\)"):
         rs.measure(spec, store=tmp_path / "s.db")
+
+
+def _stored(precision: str, batch: int, env_id: str) -> Measurement:
+    return Measurement(
+        "distilbert", "inference", "cpu", precision, batch, None, {"seq_len": 16}, "ok",  # type: ignore[arg-type]
+        latency_ms=Latency(5.0, 6.0, 7.0, 5.0, 0.1, 20), env_id=env_id, tiny=True,
+    )  # fmt: skip
+
+
+def test_measure_returns_the_specs_configs_not_the_stores_whole_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rs.measure(quick.yaml)` (fp32, bf16) returned 9 rows, int8 among them, stored for another spec on the same
+    model and input (`bench` shows the spec's 6); a cuda-only spec on a CPU machine returned those CPU rows."""
+    import rightsize.measure.profile_source as source
+    from rightsize.errors import UnsupportedError
+    from rightsize.measure.env import fingerprint
+    from rightsize.measure.sweep import SweepResult
+    from rightsize.store import Store
+
+    env = fingerprint()
+    ours = [_stored("fp32", b, env.id) for b in (1, 4)]
+    with Store(tmp_path / "s.db") as st:
+        st.save_env(env)
+        run = st.start_run("bench", name="other", model="distilbert", env_id=env.id)
+        st.add_measurements(run, [*ours, *(_stored("int8", b, env.id) for b in (1, 4))])
+        st.finish_run(run)
+    swept = SweepResult("r1", env, measurements=ours)
+    monkeypatch.setattr(source, "run_sweep", lambda *_, **__: swept)
+    spec = SPEC | {"input": {"seq_len": 16}, "precisions": ["fp32"], "batch_sizes": [1, 4], "devices": ["cpu"]}
+    profile = rs.measure(spec, store=tmp_path / "s.db")
+    assert [(r["precision"], r["batch_size"]) for r in profile.rows()] == [("fp32", 1), ("fp32", 4)]
+    swept = SweepResult("r2", env, notes=["device cuda skipped: no CUDA device on this machine"])
+    with pytest.raises(UnsupportedError, match=r"^nothing measured: the spec's devices \(cuda\)"):
+        rs.measure(spec | {"devices": ["cuda"]}, store=tmp_path / "s.db")
 
 
 @pytest.mark.slow

@@ -241,11 +241,11 @@ def measure(
     UnsupportedError when the spec leaves nothing this machine can run (devices: [cuda] here), RunFailedError when
     every config failed (each failure's reason stays in the store): as ``bench`` exits 2 and 1 for them."""
     from rightsize.errors import RunFailedError, UnsupportedError
-    from rightsize.measure.profile_source import ensure_profile
+    from rightsize.measure.profile_source import spec_profile
 
     _argument("progress", progress, (bool,), "True or False")
     w = workload(spec)
-    profile = ensure_profile(w, _store(store), progress=progress)
+    profile = spec_profile(w, _store(store), progress=progress)
     if not profile.measurements:
         raise UnsupportedError(f"nothing measured: the spec's devices ({', '.join(w.devices)}) and precisions "
                                f"({', '.join(w.precisions)}) leave no config this machine can run. To fix: a "

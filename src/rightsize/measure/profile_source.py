@@ -7,7 +7,7 @@ import sys
 from rightsize.errors import print_stop
 from rightsize.measure.config import input_of
 from rightsize.measure.env import fingerprint
-from rightsize.measure.sweep import Progress, run_sweep
+from rightsize.measure.sweep import Progress, SweepResult, run_sweep
 from rightsize.models import workload_model
 from rightsize.profile import Environment, Profile
 from rightsize.spec import Workload
@@ -19,15 +19,38 @@ def ensure_profile(
 ) -> Profile:
     """Stored profile of this model/mode/input on this machine, measuring what is missing first.
 
-    The sweep reuses every config already stored, so a second call measures nothing. A sweep stopped by Ctrl-C
-    raises KeyboardInterrupt once its finished configs are stored: planning from the few measured before the
-    stop answered as if the sweep were whole.
+    The whole stored profile, the spec's configs and any other stored for the same model and input (more points
+    for the curves the planner draws); ``spec_profile`` is the spec's configs alone. The sweep reuses every config
+    already stored, so a second call measures nothing. A sweep stopped by Ctrl-C raises KeyboardInterrupt once its
+    finished configs are stored: planning from the few measured before the stop answered as if the sweep were whole.
     """
-    entry = workload_model(workload)
     env = fingerprint()
-    inp = input_of(workload, entry.kind)
+    inp = input_of(workload, workload_model(workload).kind)
     if env.torch is None:  # a core install (no torch) plans from what is stored, measured elsewhere
         return stored_profile(workload, store, inp, env)
+    sweep_here(workload, store, env, progress, on_progress)
+    profile = store.profile(workload.model, workload.mode, inp, env.id, tiny=workload.tiny)
+    if profile is None:
+        return Profile(workload.model, workload.mode, inp, env, ())
+    return profile
+
+
+def spec_profile(workload: Workload, store: Store, progress: bool = True) -> Profile:
+    """This machine's measurements of exactly the spec's configs (its devices, precisions, batch sizes and threads),
+    as ``bench`` tabulates them: the sweep's own result, not the store's whole profile of the model and input,
+    which also holds configs other specs measured. Without torch: the stored profile ``ensure_profile`` plans from."""
+    env = fingerprint()
+    inp = input_of(workload, workload_model(workload).kind)
+    if env.torch is None:
+        return stored_profile(workload, store, inp, env)
+    swept = sweep_here(workload, store, env, progress, None)
+    return Profile(workload.model, workload.mode, inp, env, tuple(swept.measurements))
+
+
+def sweep_here(
+    workload: Workload, store: Store, env: Environment, progress: bool, on_progress: Progress | None
+) -> SweepResult:
+    """The spec's sweep on this machine, its notes printed; KeyboardInterrupt once a stopped sweep is stored."""
     if on_progress is None and progress:
         from rightsize.measure.progress import config_count, sweep_progress
 
@@ -46,10 +69,7 @@ def ensure_profile(
         done = f"{new} config(s) measured before the stop are stored" if new else "no config finished: none stored"
         print_stop(f"interrupted: {done}; nothing was planned (run it again to measure the rest)")
         raise KeyboardInterrupt
-    profile = store.profile(workload.model, workload.mode, inp, env.id, tiny=workload.tiny)
-    if profile is None:
-        return Profile(workload.model, workload.mode, inp, env, ())
-    return profile
+    return swept
 
 
 # Fields of the environment fingerprint that describe the hardware (not the software stack).

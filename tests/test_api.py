@@ -72,6 +72,28 @@ def test_example_script_runs_end_to_end(tmp_path: Path) -> None:
     assert "notebook-sentiment" in (tmp_path / "again.md").read_text()
 
 
+def test_a_script_without_the_main_guard_stops_at_once_and_says_why(tmp_path: Path) -> None:
+    """A script calling rs.measure outside `if __name__ == "__main__":` hung for ever: the measuring child imported
+    it again, called rs.measure there and waited on the store lock the parent held while the parent waited for it."""
+    from rightsize.store import Store
+
+    script = tmp_path / "unguarded.py"
+    spec = {"name": "t", "model": "simplenet", "tiny": True, "batch_sizes": [1], "precisions": ["fp32"]}
+    script.write_text(f"import rightsize as rs\nrs.measure({spec!r}, store={str(tmp_path / 's.db')!r})\n")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1
+    assert (
+        run.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "rightsize.errors.SpecError: script: calls rightsize.plan or rightsize.measure outside "
+            '`if __name__ == "__main__":`'
+        )
+    )
+    with Store(tmp_path / "s.db", read_only=True) as st:  # not the config's fault: a guarded run measures it
+        assert st.measurements() == []
+
+
 def test_the_api_is_on_the_package_and_loads_lazily() -> None:
     code = (
         "import sys, rightsize; assert 'rightsize.api' not in sys.modules and 'torch' not in sys.modules; "

@@ -215,8 +215,10 @@ def plan(
     seed: int = 0,
 ) -> PlanRecord:
     """Plan ``spec`` (measuring this machine when the store has no profile yet), as ``rightsize plan``."""
+    from rightsize.measure.runner import exit_if_reimported
     from rightsize.workflows.plan import plan_spec
 
+    exit_if_reimported()  # an unguarded script imported again by a measuring child: the parent says why
     _store_type(store)
     _argument("progress", progress, (bool,), "True or False")
     _argument("seed", seed, (int,), f"an integer 0..{SEED_MAX}")
@@ -242,7 +244,9 @@ def measure(
     every config failed (each failure's reason stays in the store): as ``bench`` exits 2 and 1 for them."""
     from rightsize.errors import RunFailedError, UnsupportedError
     from rightsize.measure.profile_source import spec_profile
+    from rightsize.measure.runner import exit_if_reimported
 
+    exit_if_reimported()  # an unguarded script imported again by a measuring child: the parent says why
     _argument("progress", progress, (bool,), "True or False")
     w = workload(spec)
     profile = spec_profile(w, _store(store), progress=progress)

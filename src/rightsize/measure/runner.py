@@ -29,6 +29,15 @@ from rightsize.profile import Measurement
 # fail the same way, so the sweep stops and reports it (``sweep.drive``)
 SPEC_ERROR = "spec_error"
 
+# A measuring child's exit status when it started inside rightsize.plan / rightsize.measure: a forkserver child
+# imports the parent's script again (as ``__mp_main__``), and a script that calls them outside
+# ``if __name__ == "__main__":`` began a sweep of its own there, which waited on the parent's store lock for ever
+# while the parent waited for the child. The parent stops the sweep with ``REIMPORTED`` (nothing stored).
+REIMPORTED_EXIT = 86
+REIMPORTED = ("script", "calls rightsize.plan or rightsize.measure outside `if __name__ == \"__main__\":`, and each "
+              "measuring child imports the script again, so the child began a sweep of its own; put the calls under "
+              "`if __name__ == \"__main__\":` (README.md, From Python). Notebooks need nothing special")  # fmt: skip
+
 # Importing a transformers modeling module costs seconds; the forkserver pays it once for every child.
 _PRELOAD = [
     "torch",
@@ -43,6 +52,14 @@ _PRELOAD = [
 _CTX: Any = None
 
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory", "std::bad_alloc", "memoryerror")
+
+
+def exit_if_reimported() -> None:
+    """In a child that is still starting (importing the parent's script: multiprocessing's own ``_inheriting``, which
+    its spawn check reads too), exit with ``REIMPORTED_EXIT`` rather than sweep. A pool worker the user started runs
+    its task after the start, and goes on."""
+    if getattr(mp.current_process(), "_inheriting", False):
+        os._exit(REIMPORTED_EXIT)
 
 
 def _context() -> Any:
@@ -162,6 +179,8 @@ def run_isolated(cfg: BenchConfig, timeout_s: float | None = None, cpus: frozens
             return cfg.result("failed", reason=f"timed out after {limit:.0f} s")
         proc.join(timeout=10)
         code = proc.exitcode
+        if code == REIMPORTED_EXIT:  # not this config's fault, nor stored: the sweep stops on it (sweep.drive)
+            return cfg.result("failed", reason=REIMPORTED[1], extra={SPEC_ERROR: list(REIMPORTED)})
         if code is not None and code < 0:
             name = signal.Signals(-code).name
             hint = " (likely out of memory)" if -code == signal.SIGKILL else ""

@@ -10,7 +10,7 @@ import pytest
 from plan_fixtures import cpu_curve, gpu_curve, small_catalog
 
 import rightsize.api as rs
-from rightsize.errors import NotFoundError, SpecError
+from rightsize.errors import NotFoundError, SpecError, UnsupportedError
 from rightsize.plan import plan
 from rightsize.profile import Latency, Measurement
 
@@ -178,6 +178,17 @@ def test_a_read_only_or_closed_store_is_named(tmp_path: Path) -> None:
         rs.measure(SPEC, store=st)
     with Store(tmp_path / "s.db", read_only=True) as ro, pytest.raises(SpecError, match=r"^store: .* read_only=True"):
         rs.plan(SPEC, store=ro)
+
+
+def test_a_new_store_is_announced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`rs.plan(spec, store="/tmp/typo/x.sqlite")` created an empty store and began minutes of measuring, unsaid."""
+    path = tmp_path / "typo" / "x.sqlite"
+    with pytest.raises(UnsupportedError):  # cpu fp16 is skipped: it stops before measuring, the store open
+        rs.measure(SPEC | {"devices": ["cpu"], "precisions": ["fp16"]}, store=path)
+    assert f"rightsize: new store at {path}: nothing measured yet, measuring now\n" in capsys.readouterr().err
+    with pytest.raises(UnsupportedError):
+        rs.measure(SPEC | {"devices": ["cpu"], "precisions": ["fp16"]}, store=path)
+    assert "new store" not in capsys.readouterr().err  # the second time it is there
 
 
 def test_measure_says_when_nothing_ran(tmp_path: Path) -> None:

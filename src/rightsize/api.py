@@ -19,6 +19,7 @@ cache store (as the CLI's); ``catalog`` is a CSV of rows to add or override (as 
 from __future__ import annotations
 
 import html
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,11 +83,16 @@ def _store_type(store: object) -> None:
 def _store(store: str | Path | Store | None) -> Store:
     """The store plan and measure write to: a path opened, or a Store that is open and writable (a read-only or
     closed one had raised sqlite3's OperationalError / ProgrammingError from deep inside the sweep)."""
-    from rightsize.store import Store
+    from rightsize.store import Store, default_store_path
 
     _store_type(store)
     if not isinstance(store, Store):
-        return Store(store)
+        path = Path(store) if store is not None else default_store_path()
+        new = not path.exists()
+        opened = Store(path)
+        if new:  # a typo in the path had created an empty store and measured for minutes without a word
+            print(f"rightsize: new store at {path}: nothing measured yet, measuring now", file=sys.stderr)
+        return opened
     if not store.is_open:
         raise SpecError("store", f"the Store on {str(store.path)!r} is closed (its with block has ended); pass the "
                         "path, or a Store that is open")  # fmt: skip

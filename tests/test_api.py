@@ -40,6 +40,27 @@ def test_plan_record_tabulates_and_displays() -> None:
     assert '"recommendation"' in record.to_json(top=3)
 
 
+def test_a_report_path_of_another_kind_names_the_argument(tmp_path: Path) -> None:
+    """`record.report("out.pdf")` said "--report: must end in .html or .md": the CLI's option, not the argument."""
+    with pytest.raises(SpecError, match=r"^path: must end in \.html or \.md, got '.*out\.pdf'$"):
+        _record().report(tmp_path / "out.pdf")
+
+
+def test_a_profile_shows_itself_short() -> None:
+    """`repr(rs.measure(...))` was the dataclass's: every measurement's fields, 12.8 KB for 9 configs."""
+    from rightsize.profile import Environment, Profile
+
+    ms = tuple(_stored(p, b, "e1") for p in ("fp32", "int8") for b in (1, 4, 16, 32, 64, 128))
+    profile = Profile("distilbert", "inference", {"seq_len": 16}, Environment("e1", cpu_model="Test CPU"), ms)
+    assert repr(profile) == ("Profile('distilbert', inference, {'seq_len': 16}, 12 measurements (12 ok: cpu fp32 x6, "
+                             "cpu int8 x6), env 'e1')")  # fmt: skip
+    shown = profile._repr_html_()
+    assert "distilbert inference {&#x27;seq_len&#x27;: 16} on Test CPU" in shown and "<th>p50_ms</th>" in shown
+    assert shown.count("<tr>") == 1 + 12 and "more:" not in shown
+    many = Profile(profile.model, profile.mode, profile.input, profile.env, ms * 2)
+    assert many._repr_html_().count("<tr>") == 1 + 20 and "<i>4 more: .to_dataframe()</i>" in many._repr_html_()
+
+
 def test_specs_from_dict_path_or_workload(tmp_path: Path) -> None:
     w = rs.workload(SPEC)
     assert rs.workload(w) is w

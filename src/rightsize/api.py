@@ -180,7 +180,12 @@ class PlanRecord:
         from rightsize.workflows.plan import write_plan_report
 
         _argument("path", path, (str, Path), "a file path ending in .html or .md")
-        write_plan_report(self.result, Path(path), self.context)
+        try:
+            write_plan_report(self.result, Path(path), self.context)
+        except SpecError as e:  # the report names the CLI's option: "--report: must end in .html or .md"
+            if e.field == "--report":
+                raise SpecError("path", e.problem) from None
+            raise
         return Path(path)
 
     def __repr__(self) -> str:

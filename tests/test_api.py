@@ -40,6 +40,15 @@ def test_plan_record_tabulates_and_displays() -> None:
     assert '"recommendation"' in record.to_json(top=3)
 
 
+def test_plan_rows_name_the_engine() -> None:
+    """With `engines: [torch, onnxruntime]` the recommendation was an ONNX Runtime plan and no row said so."""
+    curves = [cpu_curve("c.2x", 20.0, 15.0)]
+    assert {r["engine"] for r in _record().rows()} == {"torch"}
+    ort = rs.PlanRecord(plan(rs.workload({**SPEC, "model": "ort:distilbert"}), curves, small_catalog()))
+    assert ort.rows()[0]["engine"] == "onnxruntime" and list(ort.to_dataframe()["engine"])[:1] == ["onnxruntime"]
+    assert "<th>engine</th>" in ort._repr_html_() and "<td>onnxruntime</td>" in ort._repr_html_()
+
+
 def test_a_report_path_of_another_kind_names_the_argument(tmp_path: Path) -> None:
     """`record.report("out.pdf")` said "--report: must end in .html or .md": the CLI's option, not the argument."""
     with pytest.raises(SpecError, match=r"^path: must end in \.html or \.md, got '.*out\.pdf'$"):

@@ -150,12 +150,16 @@ class PlanRecord:
         return to_json(self.to_dict(top))
 
     def rows(self) -> list[dict[str, Any]]:
-        """One flat dict per candidate (best first): what ``to_dataframe`` tabulates."""
+        """One flat dict per candidate (best first): what ``to_dataframe`` tabulates. ``engine``: what the plan's model
+        runs on (``engines: [torch, onnxruntime]`` picks one; nothing else in a row said which)."""
+        from rightsize.models.byo import engine_of
+
+        engine = engine_of(self.result.model)
         out = []
         for rank, c in enumerate(self.candidates, 1):
             lat = c.latency
             out.append({
-                "rank": rank, "provider": c.provider, "region": c.region, "instance": c.instance,
+                "rank": rank, "engine": engine, "provider": c.provider, "region": c.region, "instance": c.instance,
                 "device_class": c.device_class, "device": c.device, "count": c.count, "replicas": c.replicas,
                 "precision": c.precision, "purchase": c.purchase, "feasible": c.feasible,
                 "cost_usd_per_hour": c.cost_usd_per_hour, "cost_usd_total": c.cost_usd_total,
@@ -195,26 +199,18 @@ class PlanRecord:
 
     def _repr_html_(self) -> str:
         """Notebook display: the recommendation, its reasons and the top candidates."""
-        cols = ["rank", "instance", "device", "count", "precision", "purchase", "cost_usd_per_hour", "p95_ms",
+        from rightsize.jsonout import html_table
+
+        cols = ["rank", "engine", "instance", "device", "count", "precision", "purchase", "cost_usd_per_hour", "p95_ms",
                 "runtime_hours", "feasible"]  # fmt: skip
-        rows = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(_cell(r[c]))}</td>" for c in cols) + "</tr>" for r in self.rows()[:10]
-        )
         why = "".join(f"<li>{html.escape(w)}</li>" for w in self.why)
         warn = "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings)
         return (
             f"<div><b>{html.escape(self.result.workload)}</b> ({html.escape(self.result.model)})<ul>{why}</ul>"
             + (f"<i>check</i><ul>{warn}</ul>" if warn else "")
-            + "<table><tr>"
-            + "".join(f"<th>{c}</th>" for c in cols)
-            + f"</tr>{rows}</table></div>"
+            + html_table(self.rows(), cols)
+            + "</div>"
         )
-
-
-def _cell(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    return "-" if v is None else str(v)
 
 
 def plan(

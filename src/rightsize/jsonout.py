@@ -41,6 +41,19 @@ def to_dataframe(rows: list[dict[str, Any]]) -> Any:
     return pd.DataFrame(rows)
 
 
+def html_table(rows: list[dict[str, Any]], cols: list[str], limit: int = 10) -> str:
+    """A notebook's ``_repr_html_`` table of ``rows``' ``cols``: the first ``limit`` rows, and a line counting the
+    rest (a profile or plan of hundreds of rows is ``to_dataframe``'s)."""
+    import html
+
+    def cell(v: Any) -> str:
+        return html.escape(f"{v:.3g}" if isinstance(v, float) else "-" if v is None else str(v))
+
+    body = "".join("<tr>" + "".join(f"<td>{cell(r[c])}</td>" for c in cols) + "</tr>" for r in rows[:limit])
+    more = f"<i>{len(rows) - limit} more: .to_dataframe()</i>" if len(rows) > limit else ""
+    return "<table><tr>" + "".join(f"<th>{c}</th>" for c in cols) + f"</tr>{body}</table>{more}"
+
+
 def _sanitize(obj: Any) -> Any:
     if isinstance(obj, float) and (obj != obj or obj in (float("inf"), float("-inf"))):
         return None

@@ -114,6 +114,9 @@ def plan_generative(
     if not rows:
         raise SpecError("targets.instances", "no catalog instance matches the providers/regions/instances given")
     per_replica: dict[tuple[Any, ...], tuple[int, Level, int, str, StepCosts, LLMSimConfig] | str] = {}
+    # each (instance, tp)'s replica: the row kept below is its best tp, whose replica the plan must carry (the last
+    # tp tried had been kept, so a p4d.24xlarge tp=2 row was swept and firmed up with its tp=8 replica)
+    by_tp: dict[tuple[str, str, str, int], tuple[StepCosts, LLMSimConfig]] = {}
     note = (
         f"{precision} weights {weights / GIB:.1f} GiB, KV {kv_token / 1024:.0f} KiB per token ({kv_precision}); "
         f"step times projected (roofline) and judged at x{BANDS[target.engine]:.2f} on GPUs, x{BANDS['cpu']:.2f} on "
@@ -154,7 +157,7 @@ def plan_generative(
                 continue
             cand = _candidate(inst, tp, price, got[:4], target, mean_out)
             plan.candidates.append(_with_energy(cand, inst, catalog) if catalog.power is not None else cand)
-            plan.replicas[(inst.provider, inst.region, inst.instance_type)] = got[4], got[5]
+            by_tp[(inst.provider, inst.region, inst.instance_type, max(tp, 1))] = got[4], got[5]
     _rank(plan, purchase)
     seen: set[tuple[str, str, str]] = set()  # one row per instance type: its best tensor-parallel degree
     order, plan.candidates = plan.candidates, []
@@ -162,6 +165,7 @@ def plan_generative(
         if (k := (c.provider, c.region, c.instance)) not in seen:
             seen.add(k)
             plan.candidates.append(c)
+            plan.replicas[k] = by_tp[(*k, c.tp)]
     by_key = {(i.provider, i.region, i.instance_type): i for i in rows}
     drawn: dict[tuple[int, float], list[Level]] = {}  # the re-draws of a replica at a rate: firm-up's, reused below
     plan.notes += _firm_up(plan, target, seed, by_key, catalog, purchase, drawn)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from rightsize.catalog import load_catalog
 from rightsize.catalog.model import Catalog
+from rightsize.llm import sizing
+from rightsize.llm.costs import StepCosts
 from rightsize.llm.plan import plan_generative
 from rightsize.llm.shape import DecoderShape
+from rightsize.llm.sim import LLMSimConfig
+from rightsize.llm.sizing import Level
 from rightsize.spec.targets import GenerativeTarget
 
 
@@ -21,6 +26,51 @@ def _int4_at_5(**kw: object) -> GenerativeTarget:
                                             "output_tokens": {"uniform": [64, 256]}, "weight_precision": "int4",
                                             "ttft": {"percentile": 95, "bound_ms": 2000},
                                             "tpot": {"percentile": 50, "bound_ms": 60}} | kw)  # fmt: skip
+
+
+def test_every_row_sharing_a_replica_is_firmed_up_and_the_cpu_alternative_too(
+    catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One draw of the simulation (seed 0) serves 2.5 req/s a replica, the other draws 1.7: every replica is sized at
+    2 and must be firmed up to 3. Only the recommendation's row was: g5.2xlarge (the same A10G replica as g5.xlarge)
+    stayed at 2 x $1.21 and ranked first, and the CPU rows were never re-checked."""
+
+    def fake(costs: StepCosts, cfg: LLMSimConfig, rate: float, prompts: np.ndarray, outputs: np.ndarray,
+             target: GenerativeTarget, seed: int, alone: bool = False) -> Level:  # fmt: skip
+        ok = alone or rate <= (2.5 if seed == 0 else 1.7)
+        return Level(ok, 100.0 if ok else 9e9, 20.0, busy=0.5)
+
+    monkeypatch.setattr(sizing, "level", fake)
+    names = ["g5.xlarge", "g5.2xlarge", "r7i.2xlarge", "c7i.2xlarge"]
+    plan = plan_generative(DecoderShape.from_zoo("llama-7b"), _int4_at_5(), catalog, providers=["aws"],
+                           instances=names)  # fmt: skip
+    got = {c.instance: (c.replicas, round(c.usd_per_hour, 3)) for c in plan.candidates}
+    assert got == {"g5.xlarge": (3, 3.018), "g5.2xlarge": (3, 3.636), "c7i.2xlarge": (3, 1.071),
+                   "r7i.2xlarge": (3, 1.588)}  # fmt: skip
+    rec, cpu = plan.recommendation, plan.best("cpu")
+    assert rec is not None and (rec.instance, rec.replicas) == ("c7i.2xlarge", 3)
+    assert plan.best("gpu") is not None and plan.best("gpu").instance == "g5.xlarge"  # type: ignore[union-attr]
+    assert cpu is rec and all(c.meets for c in plan.candidates)
+    assert (
+        "g5.xlarge: 2 replica(s) met the bounds on this draw of the simulation but not on 3 of 3 others; sized "
+        "at 3, which meets them on all but at most one (so is g5.2xlarge: the same replica)"
+    ) in plan.notes
+    assert sum("replica(s) met the bounds on this draw" in n for n in plan.notes) == 3  # A10G, c7i, r7i
+
+
+def test_every_a10g_instance_type_gets_the_firmed_up_replica_count(catalog: Catalog) -> None:
+    """llama-7b fp16 at 5 req/s with 2,000-3,000-token prompts over g5.xlarge and g5.2xlarge (one A10G replica):
+    29 replicas meet on this draw (TTFT p95 1992 ms against 2000) and miss on 3 of 3 others. g5.xlarge was firmed
+    up to 31 and g5.2xlarge, the same replica, stayed at 29 (a 2 x g5.2xlarge at int4 had so ranked above the
+    firmed-up g5.xlarge)."""
+    t = _int4_at_5(weight_precision="fp16", prompt_tokens={"uniform": [2000, 3000]})
+    plan = plan_generative(DecoderShape.from_zoo("llama-7b"), t, catalog, instances=["g5.xlarge", "g5.2xlarge"])
+    got = [(c.instance, c.replicas, c.meets) for c in plan.candidates]
+    assert got == [("g5.xlarge", 31, True), ("g5.2xlarge", 31, True)]
+    assert (
+        "g5.xlarge: 29 replica(s) met the bounds on this draw of the simulation but not on 3 of 3 others; sized "
+        "at 31, which meets them on all but at most one (so is g5.2xlarge: the same replica)"
+    ) in plan.notes
 
 
 def test_a_multi_gpu_rows_replica_is_that_of_its_own_tensor_parallel_degree(catalog: Catalog) -> None:

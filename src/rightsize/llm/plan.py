@@ -17,7 +17,9 @@ For every catalog instance (CPU instances too, so the CPU-vs-GPU answer stays ho
    pessimistic edge: the median |error| of benchmarks/llm_decode_vs_published.py) before it is judged.
 3. **Replicas** (``rightsize.llm.sizing``). The continuous-batching simulator (rightsize.llm.sim, the engine's
    policy) runs one replica at rate / R for the smallest R (doubling, then bisection) whose TTFT and TPOT
-   percentiles meet the bounds; instances = ceil(R / replicas per instance).
+   percentiles meet the bounds; instances = ceil(R / replicas per instance). Each replica that meets them is
+   re-simulated on MARGIN_DRAWS other draws and given more replicas until it meets them on all but one
+   (``_firm_up``), with every instance type sharing that replica.
 4. **Cost.** instances x price; $ per 1M output tokens = cost per hour / (output tokens per hour / 1e6).
    Cheapest feasible plan first (ties: lower TTFT). Budget: over-budget plans are kept, marked.
 Every figure is projected (no GPU measured here) and says so; the step times' band is in the answer.
@@ -176,7 +178,7 @@ def plan_generative(
     return plan
 
 
-MARGIN_DRAWS = 3  # other draws of the recommendation's simulation (``_thin_margin_note``, ``_firm_up``)
+MARGIN_DRAWS = 3  # other draws of each meeting plan's simulation (``_firm_up``, ``_thin_margin_note``)
 
 
 def _rank(plan: LLMPlan, purchase: str) -> None:
@@ -203,22 +205,26 @@ def _redraws(plan: LLMPlan, costs: StepCosts, cfg: LLMSimConfig, rate: float, ta
 
 def _firm_up(plan: LLMPlan, target: GenerativeTarget, seed: int, insts: Mapping[tuple[str, str, str], Instance],
              catalog: Catalog, purchase: str, drawn: dict[tuple[int, float], list[Level]]) -> list[str]:  # fmt: skip
-    """Replicas are sized on one draw of the simulation; the recommendation must also meet the bounds on most of
-    the next ``MARGIN_DRAWS`` (all but one). One that does not gets more replicas until it does (re-ranked, so
-    another instance may then be cheaper, and is checked in turn). llama-7b int4 at 5 req/s had recommended 2 x
-    g5.xlarge that met on its draw and missed on 3 of 3 others (TTFT p95 up to 28 s: past capacity). Notes."""
+    """Replicas are sized on one draw of the simulation; every plan that meets the bounds must also meet them on
+    most of the next ``MARGIN_DRAWS`` (all but one). One that does not gets more replicas until it does, and so
+    does every instance type sharing its replica (one cached result), then the plans are re-ranked. llama-7b int4
+    at 5 req/s had recommended 2 x g5.xlarge that met on its draw and missed on 3 of 3 others (TTFT p95 up to 28 s:
+    past capacity); once that row alone was firmed up, 2 x g5.2xlarge (the same A10G replica) ranked above it, and
+    an r7i.2xlarge never re-checked stood as the best CPU plan beside its re-sized c7i/m7i twins. Notes."""
     notes: list[str] = []
-    checked: set[tuple[str, str, str]] = set()
-    while (rec := plan.recommendation) is not None and (key := (rec.provider, rec.region, rec.instance)) not in checked:
-        checked.add(key)
-        if key not in plan.replicas or key not in insts:
-            break
-        costs, cfg = plan.replicas[key]
-        n, missed = rec.replicas, sum(not lv.meets for lv in _redraws(plan, costs, cfg, target.rate_per_s /
-                                                                     rec.replicas, target, seed, drawn))  # fmt: skip
+    shared: dict[int, list[int]] = {}  # one replica's result (its step costs, cached per replica key): its rows
+    for i, c in enumerate(plan.candidates):
+        k = (c.provider, c.region, c.instance)
+        if c.meets and k in plan.replicas and k in insts:
+            shared.setdefault(id(plan.replicas[k][0]), []).append(i)
+    for rows in shared.values():  # in rank order of each replica's cheapest row
+        first = plan.candidates[rows[0]]
+        costs, cfg = plan.replicas[(first.provider, first.region, first.instance)]
+        n = first.replicas
+        missed = sum(not lv.meets for lv in _redraws(plan, costs, cfg, target.rate_per_s / n, target, seed, drawn))
         if missed <= 1:
-            break
-        first_missed, base = missed, None
+            continue
+        base = None
         while n < target.max_replicas:
             n += 1
             base = sizing.level(costs, cfg, target.rate_per_s / n, plan.prompts, plan.outputs, target, seed)
@@ -226,23 +232,30 @@ def _firm_up(plan: LLMPlan, target: GenerativeTarget, seed: int, insts: Mapping[
             if base.meets and sum(not lv.meets for lv in others) <= 1:
                 break
             base = None
-        inst = insts[key]
-        i = plan.candidates.index(rec)
-        if base is None:
-            plan.candidates[i] = replace(rec, meets=False, why=f"meets the bounds on one draw of the simulation but "
-                                         f"not on most others, up to max_replicas={target.max_replicas}")  # fmt: skip
-        else:
-            tp = rec.tp if rec.device_class == "gpu" else 0
-            price = inst.price_usd_per_hour(purchase) or rec.usd_per_hour / rec.instances
-            mean_out = rec.output_tokens_per_s / target.rate_per_s  # the spec's mean output length
-            got = _candidate(inst, tp, price, (n, base, rec.kv_tokens, rec.step_source), target, mean_out)
-            plan.candidates[i] = _with_energy(got, inst, catalog) if catalog.power is not None else got
-        notes.append(f"{rec.instance}: {rec.replicas} replica(s) met the bounds on this draw of the simulation but "
-                     f"not on {first_missed} of {MARGIN_DRAWS} others; "
+        for i in rows:
+            plan.candidates[i] = _firmed(plan.candidates[i], n, base, insts, target, catalog, purchase)
+        also = [plan.candidates[i].instance for i in rows[1:]]
+        notes.append(f"{first.instance}: {first.replicas} replica(s) met the bounds on this draw of the simulation but "
+                     f"not on {missed} of {MARGIN_DRAWS} others; "
                      + (f"sized at {n}, which meets them on all but at most one" if base is not None else
-                        f"no replica count up to {target.max_replicas} does"))  # fmt: skip
-        _rank(plan, purchase)
+                        f"no replica count up to {target.max_replicas} does")
+                     + (f" (so is {', '.join(also)}: the same replica)" if also else ""))  # fmt: skip
+    _rank(plan, purchase)
     return notes
+
+
+def _firmed(c: LLMCandidate, n: int, base: Level | None, insts: Mapping[tuple[str, str, str], Instance],
+            target: GenerativeTarget, catalog: Catalog, purchase: str) -> LLMCandidate:  # fmt: skip
+    """``c`` at ``n`` replicas meeting at ``base`` (``_firm_up``), or out when no count up to the cap does."""
+    if base is None:
+        return replace(c, meets=False, why=f"meets the bounds on one draw of the simulation but not on most others, "
+                       f"up to max_replicas={target.max_replicas}")  # fmt: skip
+    inst = insts[(c.provider, c.region, c.instance)]
+    tp = c.tp if c.device_class == "gpu" else 0
+    price = inst.price_usd_per_hour(purchase) or c.usd_per_hour / c.instances
+    mean_out = c.output_tokens_per_s / target.rate_per_s  # the spec's mean output length
+    got = _candidate(inst, tp, price, (n, base, c.kv_tokens, c.step_source), target, mean_out)
+    return _with_energy(got, inst, catalog) if catalog.power is not None else got
 
 
 def _thin_margin_note(plan: LLMPlan, target: GenerativeTarget, seed: int,

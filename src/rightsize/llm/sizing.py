@@ -18,7 +18,11 @@ __all__ = ["QUEUE_GROWTH", "SATURATED", "Level", "fewest_replicas", "level"]
 
 # Past capacity (LLMPlan.sweep): the queue grows for as long as the run lasts, so the median TTFT of the last fifth
 # of a run's requests is this many times that of the first fifth or more (under capacity it stays ~1: 0.9-1.1 over
-# the shipped examples' candidates from 0.25x to 3x their rate; past it 4-30)
+# the shipped examples' candidates from 0.25x to 3x their rate; past it 4-30). Where decode is the bottleneck the
+# queue is the running set instead: TTFT stays flat while each step carries more sequences, so the median TPOT of the
+# last fifth is held to the same factor (llama-1b int8 on one r7i.2xlarge at 2 req/s: TTFT x1.1-1.4 but TPOT x1.4-3.3
+# over 600 requests, p50 104 ms there and 135 ms over 6000; 1.04-1.08 at 2 replicas; the rows picked for the shipped
+# examples and 7B int4 at 5 req/s 1.0-1.4 over 4 draws)
 QUEUE_GROWTH = 2.0
 SATURATED = 0.9  # ...and only while the replica is busy at least this share of the run
 
@@ -49,15 +53,21 @@ def level(costs: StepCosts, cfg: LLMSimConfig, rate: float, prompts: np.ndarray,
     tpots = res.tpot[served]
     tpots = tpots[np.isfinite(tpots)]
     tpot = float(np.percentile(tpots, target.tpot.percentile)) if tpots.size else 0.0
-    waits = res.ttft[served]  # in arrival order
-    fifth = max(1, waits.size // 5)
     # a queue that grows without end keeps its replica busy; one that is not (max_seqs 1 at half load: the first
     # fifth found it idle, the rest queued) had read as past capacity, so 24 replicas were planned where 11 serve
-    growing = (float(np.median(waits[-fifth:])) > QUEUE_GROWTH * float(np.median(waits[:fifth]))
-               and res.busy_fraction >= SATURATED and not alone)  # fmt: skip
+    # (a decode-bound replica's queue is its running set: TTFT flat, TPOT growing)
+    growing = res.busy_fraction >= SATURATED and not alone and (_grows(res.ttft[served]) or _grows(tpots))
     # past capacity a replica never meets the target, however loose the bounds: its queue grows without end
     meets = ttft <= target.ttft.bound_ms and tpot <= target.tpot.bound_ms and not growing
     return Level(meets, ttft, tpot, res.busy_fraction, res.device_share, res.compute_share, growing=growing)
+
+
+def _grows(values: np.ndarray) -> bool:
+    """The median of the last fifth of ``values`` (in arrival order) past QUEUE_GROWTH x that of the first fifth."""
+    if not values.size:
+        return False
+    fifth = max(1, values.size // 5)
+    return float(np.median(values[-fifth:])) > QUEUE_GROWTH * float(np.median(values[:fifth]))
 
 
 def fewest_replicas(costs: StepCosts, cfg: LLMSimConfig, prompts: np.ndarray, outputs: np.ndarray,

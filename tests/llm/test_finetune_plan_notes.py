@@ -234,3 +234,19 @@ def test_a_config_without_a_context_length_plans_at_the_default_seq(
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     out = _run(["finetune", f"hf:{tmp_path}", "--tokens", "1e6", "--json"], capsys)
     assert json.loads(out)["seq_len"] == 2048
+
+
+def test_finetune_text_says_activation_checkpointing_is_on_and_how_to_turn_it_off(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The hours count the forward recomputed (8N FLOPs a token full, 6N LoRA) and the JSON said
+    gradient_checkpointing: true, but the text never said checkpointing was on."""
+    argv = ["finetune", "llama-7b", "--tokens", "50e6", "--provider", "gcp", "--top", "1"]
+    full = " ".join(_run([*argv, "--method", "full"], capsys).split())
+    assert ("activation checkpointing on: the forward recomputed in the backward pass (hours count 8N FLOPs a token, "
+            "not 6N); --no-checkpointing turns it off, for more activation memory") in full  # fmt: skip
+    lora = " ".join(_run([*argv, "--method", "lora"], capsys).split())
+    assert "activation checkpointing on: the forward recomputed in the backward pass (hours count 6N FLOPs" in lora
+    off = " ".join(_run([*argv, "--method", "lora", "--no-checkpointing"], capsys).split())
+    assert ("activation checkpointing off (--no-checkpointing): every layer keeps its activations (hours count 4N "
+            "FLOPs a token; --checkpointing: less memory, 6N)") in off  # fmt: skip

@@ -71,7 +71,7 @@ def finetune(
 
     from rightsize.llm.finetune import finetune_memory
     from rightsize.llm.finetune_plan import plan_finetune, qlora_note, small_step_note, spin_up_hours, unverified_note
-    from rightsize.llm.finetune_words import header_words, no_fit_hint, precision_line
+    from rightsize.llm.finetune_words import checkpointing_line, header_words, no_fit_hint, precision_line
     from rightsize.llm.shape import decoder_shape
 
     check_finite("--tokens", tokens, 1.0, 1e15, low_open=False)
@@ -128,6 +128,7 @@ def finetune(
     out_console.print(f"  GiB: {parts}", highlight=False)
     if (meaning := precision_line(mem)) is not None:
         out_console.print(f"  {meaning}", highlight=False)
+    out_console.print(f"  {checkpointing_line(mem, shape)}", highlight=False)
     up_min = spin_up_hours() * 60
     # its own line, not the table's title: a title wraps at the table's width ("...; $ total" / "bills 9 min of ...")
     title = (f"instances that hold it, {tokens:,.0f} tokens at {mfu:.0%} MFU (assumed: hours are projected); $ total "

@@ -11,8 +11,10 @@ train in fp32 whatever ``--precision``).
 from __future__ import annotations
 
 from rightsize.llm.finetune import GIB, FinetuneMemory, model_state_bytes
+from rightsize.llm.finetune_plan import flops_per_token
+from rightsize.llm.shape import DecoderShape
 
-__all__ = ["FULL_PRECISION_WORDS", "header_words", "no_fit_hint", "precision_line"]
+__all__ = ["FULL_PRECISION_WORDS", "checkpointing_line", "header_words", "no_fit_hint", "precision_line"]
 
 # A full fine-tune's --precision in the header: "bf16" is pure (as `memory --precision bf16` is not: that one is AMP)
 FULL_PRECISION_WORDS = {
@@ -80,6 +82,22 @@ def precision_line(mem: FinetuneMemory, double_quant: bool = True) -> str | None
     if p in ("bf16", "fp16") and mem.optimizer == "adamw":
         return line + f"; amp_{p} adds fp32 master weights ({model_state_bytes('amp_' + p)} B/param)"
     return line
+
+
+def checkpointing_line(mem: FinetuneMemory, shape: DecoderShape) -> str:
+    """Whether activation checkpointing is on, and what it costs in FLOPs a token: the text had never said so while
+    the memory and the hours counted it (the JSON's gradient_checkpointing)."""
+    n = float(shape.params())
+    on, off = (flops_per_token(shape, mem.method, c) / n for c in (True, False))
+    if mem.gradient_checkpointing:
+        return (
+            f"activation checkpointing on: the forward recomputed in the backward pass (hours count {on:g}N "
+            f"FLOPs a token, not {off:g}N); --no-checkpointing turns it off, for more activation memory"
+        )
+    return (
+        f"activation checkpointing off (--no-checkpointing): every layer keeps its activations (hours count "
+        f"{off:g}N FLOPs a token; --checkpointing: less memory, {on:g}N)"
+    )
 
 
 def no_fit_hint(mem: FinetuneMemory) -> str:

@@ -10,6 +10,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rightsize.measure.conditions import MAY_BE_LOAD
 from rightsize.profile import Latency, ServiceCurve
 
 if TYPE_CHECKING:
@@ -31,8 +32,6 @@ __all__ = [
 
 MAX_ERROR_FRACTION = 0.01  # a level with more failed responses is not compared with the prediction
 REPLAYS = 8  # service-time draws per replayed schedule; the prediction is the median of each percentile
-# What a reading taken while other processes kept this machine busy may be (validate_run's notes say it too).
-MAY_BE_LOAD = "it may be this machine's load, not the server's"
 
 
 @dataclass(frozen=True)

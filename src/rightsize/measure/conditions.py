@@ -27,6 +27,7 @@ from typing import Any
 
 __all__ = [
     "CONTENTION_THRESHOLD",
+    "MAY_BE_LOAD",
     "SLOW_VS_BEST",
     "RunConditions",
     "contended_by_rate",
@@ -42,6 +43,8 @@ __all__ = [
 # idle 2-vCPU VM); a second busy process on the same core makes it ~50%. 15% sits well clear of both, and
 # at 15% a timing reads at most ~1.18x slow (1 / (1 - 0.15)), inside the projection's own band.
 CONTENTION_THRESHOLD = 0.15
+# What a reading taken while other processes kept this machine busy may be (validate's notes and levels say it).
+MAY_BE_LOAD = "it may be this machine's load, not the server's"
 
 # ... or when its achieved GFLOP/s is below this fraction of the best this machine reached on the
 # same work (see ``contended_by_rate``). A 3x gap is far past run-to-run noise (~10-30% on a shared

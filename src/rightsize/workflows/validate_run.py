@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from rightsize.cpus import CpuSplit, pin_process, pinned
 from rightsize.errors import RunFailedError
-from rightsize.loadgen.validation import MAY_BE_LOAD
-from rightsize.measure.conditions import OthersBusy
+from rightsize.measure.conditions import MAY_BE_LOAD, OthersBusy
 
 if TYPE_CHECKING:
     from rightsize.loadgen.validation import Served, ValidationPoint

@@ -48,8 +48,9 @@ def watch() -> Iterator[Watch]:
 
 
 def render(facts: LoopFacts, findings: list[Finding]) -> str:
+    rate = f" ({facts.steps / facts.loop_s:.0f}/s)" if facts.steps and facts.loop_s > 0 else ""  # a step's cost
     lines = [
-        f"watched {facts.wall_s:.1f} s: {facts.batches} batches, {facts.steps} optimizer steps, data wait "
+        f"watched {facts.wall_s:.1f} s: {facts.batches} batches, {facts.steps} optimizer steps{rate}, data wait "
         f"{facts.data_wait_fraction:.0%}, {facts.cpu_cores_busy:.1f} of {facts.logical_cores} cores busy, "
         f"peak {'GPU ' if facts.device == 'cuda' else 'RSS '}"
         f"{((facts.cuda_peak_bytes if facts.device == 'cuda' else facts.peak_rss_bytes) or 0) / 2**30:.2f} GiB"

@@ -8,10 +8,12 @@
 What is measured, with no change to the user's code:
 - data wait: wall time spent inside ``next()`` on a ``torch.utils.data.DataLoader`` iterator — the
   time the loop stood still waiting for input (the seeds' "GPU starving" check);
-- steps: ``Optimizer.step`` calls (training) or, without an optimizer, DataLoader batches;
+- steps: ``Optimizer.step`` calls (training) or, without an optimizer, DataLoader batches; the loop window runs
+  from the first batch asked for or optimizer step taken (whichever comes first) to the last;
 - loaders: num_workers, pin_memory, batch size of every DataLoader iterated;
 - CPU: process CPU time over wall time (cores busy), and the machine's core count;
-- memory: peak RSS (sampled), and on CUDA the peak allocated vs the device's total;
+- memory: peak RSS (sampled) and its trend over the loop (first third vs last third), and on CUDA the peak
+  allocated vs the device's total;
 - precision: how often ``torch.autocast`` was entered; host-to-device copies: ``Tensor.to``/``.cuda`` calls
   that move CPU tensors to a GPU (only patched when CUDA is present).
 """
@@ -46,7 +48,7 @@ class LoopFacts:
     """What the probe saw; ``rightsize.diagnose.rules.diagnose`` turns it into findings."""
 
     wall_s: float = 0.0
-    loop_s: float = 0.0  # from the first batch asked for to the last batch or optimizer step (0: no loop seen)
+    loop_s: float = 0.0  # from the first batch asked for (or step taken) to the last batch or step (0: no loop seen)
     data_wait_s: float = 0.0
     batches: int = 0
     steps: int = 0  # optimizer steps (0 for inference loops)
@@ -59,8 +61,13 @@ class LoopFacts:
     load_average: float | None = None  # 1-minute load average at the end of the watch
     others_share: float | None = None  # of the cores this process may use, the share other processes kept busy
     logical_cores: int = 1
-    torch_threads: int | None = None
+    torch_threads: int | None = None  # read when the loop is first seen (after the program's set_num_threads)
     peak_rss_bytes: int = 0
+    # mean RSS over the first and the last third of the loop window (0: too few readings): a steady climb is tensors
+    # kept across steps
+    rss_start_bytes: int = 0
+    rss_end_bytes: int = 0
+    exit_code: int | None = None  # the program's, when it ended by itself (``rightsize diagnose`` fills it in)
     total_ram_bytes: int = 0
     device: str = "cpu"  # cpu | cuda
     cuda_peak_bytes: int | None = None
@@ -119,12 +126,13 @@ class LoopProbe:
         self._sampler: threading.Thread | None = None
         self._t0 = 0.0
         self._cpu0 = 0.0
-        self._loop_t0: float | None = None  # the first batch asked for
+        self._loop_t0: float | None = None  # the first batch asked for or optimizer step taken
         self._loop_t1 = 0.0  # the last batch returned or optimizer step taken
         self._cpu_readings: list[tuple[float, float]] = []  # (perf_counter, process CPU s), one per sample
         self._sched = _SchedClock()
         self._sched_readings: list[tuple[float, tuple[float, float]]] = []  # (perf_counter, (run s, wait s))
         self._busy_readings: list[tuple[float, float]] = []  # (perf_counter, every process's CPU s on our cores)
+        self._rss_readings: list[tuple[float, int]] = []  # (perf_counter, RSS bytes), one per sample
         self._seen_loaders: set[tuple[int, int, bool, int | None]] = set()
 
     # --- patching ------------------------------------------------------------------------------
@@ -144,7 +152,7 @@ class LoopProbe:
         def timed_next(it: Any) -> Any:
             t = time.perf_counter()
             if probe._loop_t0 is None:
-                probe._loop_t0 = t
+                probe._loop_seen(t)
             try:
                 batch = original_next(it)
             finally:
@@ -160,6 +168,8 @@ class LoopProbe:
         def counted_step(opt: Any, args: Any, kwargs: Any) -> None:  # every optimizer, every step
             facts.steps += 1
             probe._loop_t1 = time.perf_counter()
+            if probe._loop_t0 is None:  # a loop without a DataLoader: its window starts at its first step
+                probe._loop_seen(probe._loop_t1)
 
         self._hooks.append(register_optimizer_step_post_hook(counted_step))
         autocast_cls = torch.amp.autocast_mode.autocast
@@ -177,7 +187,6 @@ class LoopProbe:
             torch.cuda.reset_peak_memory_stats()
             self._patch_copies(torch)
         facts.logical_cores = os.cpu_count() or 1
-        facts.torch_threads = torch.get_num_threads()
         facts.total_ram_bytes = int(psutil.virtual_memory().total)
         self._t0 = time.perf_counter()
         self._cpu0 = _cpu_seconds()
@@ -186,6 +195,14 @@ class LoopProbe:
         self._sampler = threading.Thread(target=self._sample, name="rightsize-diagnose", daemon=True)
         self._sampler.start()
         return self
+
+    def _loop_seen(self, t: float) -> None:
+        """The loop's first batch or step: its window starts, and torch's thread count is read now, after the
+        program's own ``torch.set_num_threads`` (read at import it had said 2 for a loop set to 1)."""
+        import torch
+
+        self._loop_t0 = t
+        self._facts.torch_threads = torch.get_num_threads()
 
     def _note_busy(self, t: float) -> None:
         busy = _busy_reading()
@@ -227,6 +244,7 @@ class LoopProbe:
                 self._note_busy(time.perf_counter())
             except psutil.Error:
                 continue
+            self._rss_readings.append((time.perf_counter(), int(rss)))
             self._facts.peak_rss_bytes = max(self._facts.peak_rss_bytes, int(rss))
 
     def __exit__(self, *exc: object) -> None:
@@ -239,8 +257,13 @@ class LoopProbe:
         facts.cpu_s = cpu_exit - self._cpu0
         if self._loop_t0 is not None:
             facts.loop_s = max(0.0, self._loop_t1 - self._loop_t0)
+            facts.rss_start_bytes, facts.rss_end_bytes = _rss_trend(self._rss_readings, self._loop_t0, self._loop_t1)
             readings = [(self._t0, self._cpu0), *self._cpu_readings, (t_exit, cpu_exit)]
             facts.loop_cpu_s = max(0.0, _cpu_at(readings, self._loop_t1) - _cpu_at(readings, self._loop_t0))
+        elif facts.torch_threads is None:  # no loop seen: the count the program ends with
+            import torch
+
+            facts.torch_threads = torch.get_num_threads()
         self._sched_readings.append((t_exit, self._sched.read()))
         self._note_busy(t_exit)
         windowed = self._loop_t0 is not None and facts.loop_s >= MIN_WINDOW_S
@@ -270,6 +293,15 @@ class LoopProbe:
 
     def facts(self) -> LoopFacts:
         return self._facts
+
+
+def _rss_trend(readings: list[tuple[float, int]], t0: float, t1: float) -> tuple[int, int]:
+    """Mean RSS over the first and the last third of the readings in [t0, t1]; (0, 0) under six readings."""
+    inside = [rss for t, rss in readings if t0 <= t <= t1]
+    if len(inside) < 6:
+        return (0, 0)
+    third = len(inside) // 3
+    return (sum(inside[:third]) // third, sum(inside[-third:]) // third)
 
 
 def _busy_reading() -> float | None:

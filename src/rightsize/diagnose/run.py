@@ -83,4 +83,7 @@ def run_watched(
             rc, stopped = _stop(proc), "interrupt"
         if not out.is_file():
             return rc, None, stopped
-        return rc, LoopFacts.from_dict(json.loads(out.read_text(encoding="utf-8"))), stopped
+        facts = LoopFacts.from_dict(json.loads(out.read_text(encoding="utf-8")))
+        if stopped is None:  # it ended by itself: a failure leads the diagnosis (--timeout's SIGTERM exit is ours)
+            facts.exit_code = rc
+        return rc, facts, stopped

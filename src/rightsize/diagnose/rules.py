@@ -35,7 +35,7 @@ ROOMY, TIGHT = 0.30, 0.90
 SMALL_BATCH = 8
 OTHERS_BUSY = 0.25  # other processes kept more than a quarter of the cores busy: not the program waiting on itself
 # A DataLoader worker hands each batch to the loop through a pipe (pickled, shared memory, a queue): on the dev VM
-# (2 cores, 2026-12) next() on a trivial TensorDataset took 1.37 ms a batch of 16 with num_workers=2 against 0.06 ms
+# (2 cores, 2026-11) next() on a trivial TensorDataset took 1.37 ms a batch of 16 with num_workers=2 against 0.06 ms
 # with num_workers=0 (3000 batches after 50 to start the workers). A loop waiting less than that a batch loses more to
 # the hand-off than workers could win back (Linear(32,1), batch 16: 7x slower with 2 workers; batch 1024 3.5x faster).
 HANDOFF_S = 1e-3
@@ -84,8 +84,8 @@ def diagnose(f: LoopFacts) -> list[Finding]:
             "watch a longer run: a few seconds of steps (the first epoch, or --timeout N to stop it there)",
         ))  # fmt: skip
     starving = judged and f.data_wait_fraction > STARVING
-    per_batch = f.data_wait_s / max(1, f.batches)
-    handoff = starving and per_batch < HANDOFF_S  # many cheap batches: the wait is per-batch overhead, not loading
+    wait_per_batch = f.data_wait_s / max(1, f.batches)
+    handoff = starving and wait_per_batch < HANDOFF_S  # many cheap batches: the wait is per-batch overhead, not loading
     if handoff:
         bigger = f"DataLoader(batch_size={batch * 16}) or more" if batch else "a bigger DataLoader batch_size"
         have = (f"its {workers} workers add that hand-off to every batch: num_workers=0 may be faster; "
@@ -93,7 +93,7 @@ def diagnose(f: LoopFacts) -> list[Finding]:
         out.append(Finding(
             "per-batch overhead", "problem",
             f"the loop waited on its DataLoader {f.data_wait_fraction:.0%} of the time ({f.data_wait_s:.2f} s of the "
-            f"loop's {span:.2f} s), {per_batch * 1000:.2f} ms a batch ({f.batches} batches of {batch or '?'}; "
+            f"loop's {span:.2f} s), {wait_per_batch * 1000:.2f} ms a batch ({f.batches} batches of {batch or '?'}; "
             f"num_workers={workers})",
             f"raise the batch size: {bigger} (scale the learning rate with it); " + have + "each batch costs less "
             "than handing it between processes (~1 ms)",
@@ -220,10 +220,10 @@ def diagnose(f: LoopFacts) -> list[Finding]:
                     "pin_memory=True and .to('cuda', non_blocking=True) overlap the copy with compute",
                 )
             )
-        per_batch = f.h2d_copies / max(1, f.batches)
-        if per_batch > 8:
+        copies = f.h2d_copies / max(1, f.batches)
+        if copies > 8:
             out.append(Finding("host-to-device copies", "advice",
-                               f"{per_batch:.0f} CPU->GPU copies per batch ({f.h2d_bytes / 2**20:.0f} MiB in all)",
+                               f"{copies:.0f} CPU->GPU copies per batch ({f.h2d_bytes / 2**20:.0f} MiB in all)",
                                "batch the copies: move whole batches, keep constants on the GPU"))  # fmt: skip
     if not out:
         seen = f"{f.batches} batches" if f.batches else f"{f.steps} optimizer steps"  # a loop without a DataLoader

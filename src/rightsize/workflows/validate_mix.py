@@ -297,9 +297,7 @@ def validate_mix(
         each = ", ".join(f"{k}-sample {v:.1f} ms" for k, v in overhead_ms.items()) or "none"
         if (probe_busy := measured_busy(f"the light-load probe's serving overhead ({each}, added to every "
                                         "prediction)", probe_share)) is not None:  # fmt: skip
-            if (
-                cpu_excess is not None and cpu_excess < 0
-            ):  # the model's time × threads exceeded the server's CPU time: 0 is used, not measured
+            if cpu_excess is not None and cpu_excess < 0:  # model time x threads past the server's CPU: 0 is used
                 probe_busy += "; its serving CPU per request read below zero, so 0 is used, not a measurement"
             notes.append(probe_busy)
         # The server may run slower than its curve (the serving path on the model's cores, a VM slower this

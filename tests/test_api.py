@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -127,7 +128,8 @@ def test_a_script_without_the_main_guard_stops_at_once_and_says_why(tmp_path: Pa
 def test_the_api_is_on_the_package_and_loads_lazily() -> None:
     code = (
         "import sys, rightsize; assert 'rightsize.api' not in sys.modules and 'torch' not in sys.modules; "
-        "from rightsize.api import plan; assert rightsize.plan is plan and rightsize.memory and rightsize.PlanRecord; "
+        "from rightsize.api import plan, PlanRecord; assert rightsize.memory and rightsize.PlanRecord is PlanRecord; "
+        "import pickle; assert pickle.loads(pickle.dumps(rightsize.plan)) is plan and 'torch' not in sys.modules; "
         "print(rightsize.__version__)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -157,6 +159,42 @@ def test_rs_plan_and_measure_stay_callable_once_their_subpackages_are_imported()
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-800:]
+
+
+def test_every_api_function_has_its_signature_and_type_hints() -> None:
+    """typing.get_type_hints(rs.plan) raised NameError (the annotations' names were imported under TYPE_CHECKING
+    only) or gave {} once rs.plan was the package; rs.diagnose showed (*args, **kwargs). Checked before and after
+    the subpackages named like the functions are imported, and torch stays unloaded."""
+    code = (
+        "import inspect, json, sys, typing, rightsize as rs\n"
+        "def hints():\n"
+        "    out = {}\n"
+        "    for name in rs.__all__:\n"
+        "        obj = getattr(rs, name)\n"
+        "        if callable(obj):\n"
+        "            h = typing.get_type_hints(obj)\n"
+        "            named = {k: getattr(v, '__name__', str(v)) for k, v in h.items()}\n"
+        "            out[name] = [str(inspect.signature(obj)), named]\n"
+        "    return out\n"
+        "before = hints()\n"
+        "import rightsize.plan, rightsize.measure, rightsize.diagnose\n"
+        "after = hints()\n"
+        "assert type(rs.plan).__name__ == '_ApiPackage' and before == after, (before, after)\n"
+        "assert 'torch' not in sys.modules\n"
+        "print(json.dumps(after))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-1500:]
+    got = json.loads(out.stdout)
+    assert set(got) == {"PlanRecord", "diagnose", "measure", "memory", "plan", "workload"}
+    assert got["plan"][1]["return"] == "PlanRecord" and "Workload" in got["plan"][1]["spec"]
+    assert "Store" in got["plan"][1]["store"] and "Catalog" in got["plan"][1]["catalog"]
+    assert got["plan"][0].startswith("(spec: 'str | Path | dict[str, Any] | Workload', *, store:")
+    assert got["measure"][1]["return"] == "Profile" and "Store" in got["measure"][1]["store"]
+    assert got["memory"][1]["return"] == "MemoryEstimate" and "Catalog" in got["memory"][1]["catalog"]
+    assert got["workload"][1]["return"] == "Workload"
+    assert got["PlanRecord"][1]["result"] == "PlanResult"
+    assert got["diagnose"] == ["() -> rightsize.diagnose.Watching", {"return": "Watching"}]
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,7 @@ class _ApiPackage(types.ModuleType):
     """A subpackage named like an API function (``rightsize.plan``, ``rightsize.measure``), callable as that
     function: importing it binds the package over ``rs.plan``, and the README's ``rs.plan(...)`` then a second
     call failed with "'module' object is not callable". It pickles (a process pool mapping ``rs.plan``) and has
-    a signature as the function does."""
+    the function's signature and type hints (the package's own module-level annotations give way to them)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return _api_function(self.__name__.rsplit(".", 1)[1])(*args, **kwargs)
@@ -52,6 +52,14 @@ class _ApiPackage(types.ModuleType):
         import inspect
 
         return inspect.signature(_api_function(self.__name__.rsplit(".", 1)[1]))
+
+    @property
+    def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]
+        """Resolved, for ``typing.get_type_hints(rs.plan)``: it reads a module's annotations in the package's
+        namespace, where the function's names (Workload, Store) are not."""
+        import typing
+
+        return typing.get_type_hints(_api_function(self.__name__.rsplit(".", 1)[1]))
 
 
 class _Package(types.ModuleType):

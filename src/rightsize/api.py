@@ -22,19 +22,19 @@ import html
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+# At run time, not under TYPE_CHECKING: typing.get_type_hints(rs.plan) (a notebook's help, an IDE) resolves the
+# annotations here, and had raised NameError. None of these imports torch; ``import rightsize`` still loads none.
+from rightsize.catalog import Catalog
+from rightsize.diagnose import Watching
 from rightsize.errors import SpecError
+from rightsize.estimate.memory import MemoryEstimate
 from rightsize.inputfile import short
-
-if TYPE_CHECKING:
-    from rightsize.catalog import Catalog
-    from rightsize.diagnose import Watching
-    from rightsize.estimate.memory import MemoryEstimate
-    from rightsize.plan import Candidate, PlanResult
-    from rightsize.profile import Profile
-    from rightsize.spec import Workload
-    from rightsize.store import Store
+from rightsize.plan import Candidate, PlanResult
+from rightsize.profile import Profile
+from rightsize.spec import Workload
+from rightsize.store import Store
 
 __all__ = ["PlanRecord", "diagnose", "measure", "memory", "plan", "workload"]
 
@@ -54,7 +54,7 @@ def workload(spec: str | Path | dict[str, Any] | Workload) -> Workload:
     the zoo is refused here, as ``rightsize plan`` refuses it, not at the first measurement."""
     from rightsize.models.byo import is_user_ref
     from rightsize.models.zoo import get_entry
-    from rightsize.spec import Workload, load_spec
+    from rightsize.spec import load_spec
     from rightsize.spec.load import parse_spec
 
     if isinstance(spec, Workload):
@@ -74,8 +74,6 @@ def workload(spec: str | Path | dict[str, Any] | Workload) -> Workload:
 
 
 def _store_type(store: object) -> None:
-    from rightsize.store import Store
-
     if store is not None and not isinstance(store, Store):
         _argument("store", store, (str, Path), "a path to a SQLite store, a Store or None")
 
@@ -83,7 +81,7 @@ def _store_type(store: object) -> None:
 def _store(store: str | Path | Store | None) -> Store:
     """The store plan and measure write to: a path opened, or a Store that is open and writable (a read-only or
     closed one had raised sqlite3's OperationalError / ProgrammingError from deep inside the sweep)."""
-    from rightsize.store import Store, default_store_path
+    from rightsize.store import default_store_path
 
     _store_type(store)
     if not isinstance(store, Store):
@@ -104,7 +102,7 @@ def _store(store: str | Path | Store | None) -> Store:
 
 def _catalog(catalog: str | Path | Catalog | None) -> Catalog:
     """A loaded catalog as is; a CSV path merged over the shipped tables; None: shipped + $RIGHTSIZE_CATALOG."""
-    from rightsize.catalog import Catalog, load_catalog
+    from rightsize.catalog import load_catalog
 
     if isinstance(catalog, Catalog):
         return catalog
@@ -317,6 +315,4 @@ _MEMORY_ARGUMENTS = {"batch": "batch_size", "seq": "seq_len", "image": "image_si
 
 def diagnose() -> Watching:
     """``with rs.diagnose() as w: ...`` watches the loop in the block; ``w.report()`` is the checklist."""
-    from rightsize.diagnose import Watching
-
     return Watching()

@@ -13,10 +13,12 @@ system binds the subpackage over it on the package whenever ``rightsize.diagnose
 
 from __future__ import annotations
 
+import inspect
 import sys
 import types
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 from rightsize.diagnose.probe import LoopFacts, LoopProbe
 from rightsize.diagnose.rules import Finding, diagnose
@@ -94,6 +96,16 @@ class _CallableModule(types.ModuleType):
 
             raise SpecError("diagnose", "takes no arguments: write `with rs.diagnose() as w:` around your loop")
         return Watching()
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """``()``, as the call takes: ``inspect.signature(rs.diagnose)`` had shown ``(*args, **kwargs)``."""
+        return inspect.Signature(return_annotation=Watching)
+
+    @property
+    def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]
+        """The call's, for ``typing.get_type_hints(rs.diagnose)`` (it reads a module's, which were none)."""
+        return {"return": Watching}
 
 
 sys.modules[__name__].__class__ = _CallableModule

@@ -579,3 +579,29 @@ def test_a_bf16_models_kv_cache_is_said_to_be_bf16(catalog: Catalog) -> None:
     assert "KV 512 KiB per token (bf16)" in plan.notes[0]
     fp16 = plan_generative(DecoderShape.from_zoo("llama-7b"), _target(), catalog, instances=["g5.xlarge"])
     assert "KV 512 KiB per token (fp16)" in fp16.notes[0]
+
+
+def _candidate(instance: str, device_class: str, usd: float, over_budget: bool) -> LLMCandidate:
+    return LLMCandidate(provider="aws", region="us-east-1", instance=instance, device="T4" if device_class == "gpu"
+                        else "intel-sapphire-rapids", device_class=device_class, tp=1, replicas=1, instances=1,
+                        usd_per_hour=usd, kv_tokens=1000, ttft_ms=100.0, tpot_ms=10.0, output_tokens_per_s=25.6,
+                        usd_per_m_output_tokens=usd / 0.0922, meets=True, over_budget=over_budget,
+                        why="over budget" if over_budget else "")  # fmt: skip
+
+
+def test_an_over_budget_plan_is_not_offered_as_the_best_of_its_device_class() -> None:
+    """llama-1b int8 with budget_usd_per_hour 0.3 printed "best GPU plan: 1 x g4dn.xlarge at $0.53/h (5.9x the
+    cost)" under a c7i.large recommendation, unmarked, and --json gave it as best_gpu: over budget is infeasible as
+    the other planners' alternative."""
+    cpu, cpu_over = _candidate("c7i.large", "cpu", 0.089, False), _candidate("c6i.2xlarge", "cpu", 0.34, True)
+    gpu_over = _candidate("g4dn.xlarge", "gpu", 0.526, True)
+    plan = LLMPlan(candidates=[cpu, cpu_over, gpu_over], infeasible=[])
+    assert plan.recommendation is cpu and plan.best("cpu") is cpu and plan.best("gpu") is None
+    out = plan.to_dict()
+    assert out["best_cpu"]["instance"] == "c7i.large" and out["best_gpu"] is None
+    assert [c["instance"] for c in out["candidates"]] == ["c7i.large", "c6i.2xlarge", "g4dn.xlarge"]  # still listed
+    gpu = _candidate("g5.xlarge", "gpu", 0.29, False)  # one within the budget is offered
+    assert LLMPlan(candidates=[cpu, gpu, gpu_over], infeasible=[]).best("gpu") is gpu
+    everything_over = LLMPlan(candidates=[cpu_over, gpu_over], infeasible=[])
+    assert everything_over.best("cpu") is None and everything_over.best("gpu") is None
+    assert (everything_over.why_none(0.3) or "").startswith("no plan meets the target within the budget of $0.30/h")

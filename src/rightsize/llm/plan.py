@@ -285,8 +285,7 @@ def _unverified_note(plan: LLMPlan, purchase: str) -> str | None:
     rec = plan.recommendation
     if rec is None or not is_unverified(rec.price_source, purchase):
         return None
-    ok = [c for c in plan.candidates if c.meets and not c.over_budget]
-    v = next((c for c in ok if not is_unverified(c.price_source, purchase)), None)
+    v = next((c for c in plan.within_budget() if not is_unverified(c.price_source, purchase)), None)
     if v is None:
         return unverified_note(rec.instance, rec.price_source)
     said = f"{v.instances} x {v.instance} ({v.device}) at ${v.usd_per_hour:.2f}/h"

@@ -129,13 +129,20 @@ class LLMPlan:
             outputs=np.asarray(d["outputs"], dtype=np.int64),
         )
 
+    def within_budget(self) -> list[LLMCandidate]:
+        """The plans that meet the SLOs within the budget, cheapest first: what may be recommended or offered."""
+        return [c for c in self.candidates if c.meets and not c.over_budget]
+
     @property
     def recommendation(self) -> LLMCandidate | None:
-        ok = [c for c in self.candidates if c.meets and not c.over_budget]
+        ok = self.within_budget()
         return ok[0] if ok else None
 
     def best(self, device_class: str) -> LLMCandidate | None:
-        return next((c for c in self.candidates if c.meets and c.device_class == device_class), None)
+        """The cheapest of ``device_class`` within the budget, as the other planners' alternative (over budget is
+        infeasible there): an over-budget GPU plan had been printed as "best GPU plan" beside the recommendation,
+        unmarked. The table still lists it, marked "(over budget)"; ``why_none`` names one when none is within."""
+        return next((c for c in self.within_budget() if c.device_class == device_class), None)
 
     def infeasible_by_interest(self) -> list[tuple[str, str]]:
         """The options that cannot serve it, the telling ones first: GPU options that hold the model but miss the

@@ -33,3 +33,18 @@ def test_dataframe_and_json_carry_every_measurement() -> None:
     data = json.loads(prof.to_json())
     assert data["model"] == "distilbert" and data["env"]["id"] == "box" and len(data["measurements"]) == 2
     assert data["measurements"][0]["latency_ms"]["p95"] == 12.5
+
+
+def test_the_short_repr_counts_failed_configs_apart_from_the_ok_ones() -> None:
+    """3 fp32 configs ran and 2 int8 ones failed: the repr read "(3 ok: cpu fp32 x3, cpu int8 x2)"."""
+    from dataclasses import replace
+
+    from rightsize.profile import Environment
+
+    ok, failed = _profile().measurements
+    ms = (*(replace(ok, batch_size=b) for b in (1, 4, 16)), *(replace(failed, batch_size=b) for b in (1, 4)))
+    prof = Profile("distilbert", "inference", {"seq_len": 64}, Environment("box", cpu_model="x"), ms)
+    assert repr(prof) == ("Profile('distilbert', inference, {'seq_len': 64}, 5 measurements (3 ok: cpu fp32 x3; "
+                          "2 failed: cpu int8 x2), env 'box')")  # fmt: skip
+    only_failed = replace(prof, measurements=ms[3:])
+    assert "2 measurements (0 ok: none; 2 failed: cpu int8 x2)" in repr(only_failed)

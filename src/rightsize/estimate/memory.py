@@ -164,6 +164,34 @@ class MemoryEstimate:
 
         return to_json(self.to_dict())
 
+    def summary(self) -> str:
+        """One line: the config, the peak, its three largest parts and the smallest tier that holds it."""
+        from rightsize.units import format_bytes
+
+        shape = "".join(f", {k} {v}" for k, v in (("seq", self.seq_len), ("image", self.image_size)) if v)
+        largest = sorted(((n, k) for k, n in self.breakdown.items() if n > 0), reverse=True)[:3]
+        parts = ", ".join(f"{k} {format_bytes(n)}" for n, k in largest)
+        where = f", fits {self.tier}" if self.tier else ""  # its label has its size: "A10/A10G/L4 (22.49 GiB)"
+        if not self.tier and self.tiers:
+            where = f", fits none of the {len(self.tiers)} tiers checked"
+        return (f"{self.mode} {self.precision} on {self.device}, batch {self.batch_size}{shape}: "
+                f"{self.total_gib:.2f} GiB peak ({parts}){where}")  # fmt: skip
+
+    def __repr__(self) -> str:
+        """Short (the dataclass's ran to 2 KB, every part and tier); ``.to_dict()`` has every field."""
+        return f"MemoryEstimate({self.model!r}, {self.summary()})"
+
+    def _repr_html_(self) -> str:
+        """Notebook display: the summary and every part live at the peak, largest first (as Profile's table)."""
+        import html
+
+        from rightsize.jsonout import html_table
+
+        rows = [{"part": k, "GiB": n / GIB, "share": f"{n / max(1, self.total_bytes):.0%}"}
+                for k, n in sorted(self.breakdown.items(), key=lambda kn: -kn[1]) if n > 0]  # fmt: skip
+        head = f"{self.model}: {self.summary()}"
+        return f"<div><b>{html.escape(head)}</b>{html_table(rows, ['part', 'GiB', 'share'], limit=len(rows))}</div>"
+
 
 def compute_dtype(mode: str, precision: str, device: str) -> tuple[Literal["fp32", "fp16", "bf16"], bool]:
     """(activation dtype, autocast?): training keeps fp32 weights and autocasts fp16/bf16 (AMP);

@@ -320,3 +320,34 @@ def test_a_stop_that_cuts_requests_off_says_so() -> None:
     assert re.search(
         r"stopped: [1-3] request\(s\) still running when the 5 s grace period ran out were cut off", err
     ), err
+
+
+def test_the_read_timeout_is_the_prediction_servers_knob() -> None:
+    """The generation server's read timeout was a fixed 10 s (a second constant beside ServerConfig.read_timeout_s):
+    a long prompt from a slow client could not be given more time, nor a slowloris less. `rightsize serve
+    --read-timeout-s` sets it for both servers."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from serve_helpers import start_ready
+
+    proc, ready = start_ready(["gpt2", "--generate", "--size", "tiny", "--read-timeout-s", "0.5"])
+    try:
+        port = urlsplit(ready["url"]).port
+        body = b'{"prompt_len": 8, "max_new_tokens": 2}'
+        with socket.create_connection(("127.0.0.1", port or 0), timeout=10) as trickle:
+            trickle.sendall(b"POST /v1/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                            b"Content-Length: %d\r\n\r\n" % len(body) + body[:3])  # fmt: skip
+            t0, answer = time.perf_counter(), b""
+            while chunk := trickle.recv(4096):
+                answer += chunk
+            waited = time.perf_counter() - t0
+        assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer[:200]
+        assert answer.endswith(b'{"detail":"request not read within 0.5 s (read_timeout_s): send its headers and body '
+                               b'at once"}')  # fmt: skip
+        assert waited < 8, waited  # 0.5 s, not the 10 s it had been (a busy machine's margin)
+        answered = httpx.post(f"{ready['url']}/v1/generate", json={"prompt_len": 8, "max_new_tokens": 2}, timeout=60)
+        assert answered.status_code == 200  # a request sent at once is served
+    finally:
+        proc.kill()
+        proc.communicate(timeout=30)

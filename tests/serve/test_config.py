@@ -60,3 +60,24 @@ def test_config_to_args_round_trips_the_cli_flags() -> None:
     assert args[args.index("--seq") + 1] == "32" and args[args.index("--slo-ms") + 1] == "80.0"
     with pytest.raises(SpecError):
         config_to_args(ServerConfig(predict=lambda x: x, sample_shape=(2,)))
+
+
+def test_the_read_timeout_is_a_serve_flag_and_crosses_a_process(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ServerConfig.read_timeout_s had no `rightsize serve` flag (its own error named "--read-timeout-s"), and a
+    config run in a process (config_to_args) served the default 10 s instead."""
+    from cli_kit import run_cli
+
+    import rightsize.serve.server as server
+
+    args = config_to_args(ServerConfig(model="simplenet", tiny=True, read_timeout_s=30.0))
+    assert args[args.index("--read-timeout-s") + 1] == "30.0"
+    served: list[ServerConfig] = []
+    monkeypatch.setattr(server, "serve", lambda config, on_ready: served.append(config))
+    code, _, err = run_cli(["serve", "simplenet", "--tiny", "--read-timeout-s", "2.5"], capsys)
+    assert code == 0 and served[0].read_timeout_s == 2.5, err
+    code, _, err = run_cli(["serve", "simplenet", "--tiny"], capsys)
+    assert code == 0 and served[1].read_timeout_s == 10.0, err
+    code, _, err = run_cli(["serve", "simplenet", "--tiny", "--read-timeout-s", "0"], capsys)
+    assert code == 2 and "--read-timeout-s" in err

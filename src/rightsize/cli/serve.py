@@ -10,6 +10,7 @@ import typer
 
 from rightsize.cli._common import JSON_OPTION, check_token, emit_json, err_console, given
 from rightsize.errors import SpecError
+from rightsize.serve.config import MAX_READ_TIMEOUT_S, READ_TIMEOUT_S
 
 
 def serve_command(
@@ -74,6 +75,13 @@ def serve_command(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; 0.0.0.0 exposes it to the network."),
     token: str | None = typer.Option(None, "--token", envvar="RIGHTSIZE_TOKEN", help="Require this bearer token."),
     log_level: str = typer.Option("warning", "--log-level", help="uvicorn log level."),
+    read_timeout_s: float = typer.Option(
+        READ_TIMEOUT_S,
+        "--read-timeout-s",
+        min=0.001,
+        max=MAX_READ_TIMEOUT_S,
+        help="A request's headers and body must arrive within this many seconds (408 after); both servers.",
+    ),
     generate: bool = typer.Option(
         False, "--generate", help="Serve token generation (continuous batching, streamed) for gpt2 or llama-1b."
     ),
@@ -112,7 +120,7 @@ def serve_command(
                   "max_prompt_tokens": max_prompt_tokens, "max_new_tokens": max_new_tokens,
                   "threads": threads}  # fmt: skip
         _serve_generate(model, "tiny" if tiny else size or "small", limits, host, port,
-                        log_level, as_json, token)  # fmt: skip
+                        log_level, as_json, token, read_timeout_s)  # fmt: skip
         return
     _refuse_set(ctx, "only applies to a generation server; add --generate (or drop the option)", size=size,
                 max_seqs=max_seqs, kv_tokens=kv_tokens, max_prompt_tokens=max_prompt_tokens,
@@ -150,6 +158,7 @@ def serve_command(
         port=port,
         token=token,
         log_level=log_level,
+        read_timeout_s=read_timeout_s,
     )
     _check_access(host, port, token)
     from rightsize.serve.config import cuda_available, resolve_router
@@ -231,6 +240,7 @@ def _serve_generate(
     log_level: str,
     as_json: bool,
     token: str | None,
+    read_timeout_s: float,
 ) -> None:
     """``rightsize serve MODEL --generate``: the continuous-batching generation server (``limits``: EngineConfig
     fields the user set; ``token``: the bearer token requests need)."""
@@ -261,7 +271,7 @@ def _serve_generate(
 
     from rightsize.llm.server import serve_generate
 
-    serve_generate(cfg, host, port, on_ready, log_level, token or None)
+    serve_generate(cfg, host, port, on_ready, log_level, token or None, read_timeout_s=read_timeout_s)
 
 
 def register(app: typer.Typer) -> None:

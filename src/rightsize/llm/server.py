@@ -41,8 +41,10 @@ from fastapi.responses import Response
 from starlette.routing import Route
 
 from rightsize import __version__
+from rightsize.inputfile import check_finite
 from rightsize.llm.engine import Engine, EngineConfig, EngineStopped, GenStats, PromptTooLong, QueueFull
 from rightsize.llm.protocol import Reject, event, final_event, parse_request
+from rightsize.serve.config import MAX_READ_TIMEOUT_S, READ_TIMEOUT_S
 from rightsize.serve.endpoint import (
     CLIENT_GONE,
     ClientGone,
@@ -349,9 +351,13 @@ def create_generate_app(svc: GenerateService, token: str | None = None) -> FastA
 
 
 def _build(cfg: EngineConfig, host: str, port: int, on_ready: Callable[[dict[str, Any]], None] | None,
-           log_level: str, token: str | None) -> tuple[uvicorn.Server, GenerateService]:  # fmt: skip
+           log_level: str, token: str | None, read_timeout_s: float
+           ) -> tuple[uvicorn.Server, GenerateService]:  # fmt: skip
+    """``read_timeout_s``: the prediction server's knob (``ServerConfig.read_timeout_s``, ``--read-timeout-s``), not
+    a second constant: a long prompt from a slow client, or a busy 2-core host, could not be given more time."""
+    check_finite("read_timeout_s", read_timeout_s, 0.0, MAX_READ_TIMEOUT_S)
     svc = GenerateService(cfg, on_ready)
-    config = uvicorn_config(create_generate_app(svc, token), host, port, log_level, read_timeout_s=10.0,
+    config = uvicorn_config(create_generate_app(svc, token), host, port, log_level, read_timeout_s=read_timeout_s,
                             max_connections=1024, graceful_s=5,
                             on_refused=lambda code: svc.on_done(code, None))  # fmt: skip
     return QuietStopServer(config), svc
@@ -368,10 +374,12 @@ def serve_generate(
     on_ready: Callable[[dict[str, Any]], None] | None = None,
     log_level: str = "warning",
     token: str | None = None,
+    read_timeout_s: float = READ_TIMEOUT_S,
 ) -> None:
     """Serve until SIGINT/SIGTERM; ``on_ready(info)`` once the engine is warm. RightsizeError on a failed start.
-    ``token``: the bearer token requests need (module docstring)."""
-    server, svc = _build(cfg, host, port, on_ready, log_level, token)
+    ``token``: the bearer token requests need (module docstring); ``read_timeout_s``: a request's headers and body
+    must arrive within it (408 after), as the prediction server's."""
+    server, svc = _build(cfg, host, port, on_ready, log_level, token, read_timeout_s)
     sock = bind_socket(host, port)
     svc.base_url = url_of(host, sock)
     run_blocking(server, sock, _check(svc))
@@ -379,10 +387,14 @@ def serve_generate(
 
 @contextlib.contextmanager
 def running_generate_server(
-    cfg: EngineConfig, host: str = "127.0.0.1", start_timeout_s: float = 120.0, token: str | None = None
+    cfg: EngineConfig,
+    host: str = "127.0.0.1",
+    start_timeout_s: float = 120.0,
+    token: str | None = None,
+    read_timeout_s: float = READ_TIMEOUT_S,
 ) -> Iterator[str]:
     """Serve ``cfg`` in a background thread on a free port; yields the base URL; stops on exit."""
-    server, svc = _build(cfg, host, 0, None, "warning", token)
+    server, svc = _build(cfg, host, 0, None, "warning", token, read_timeout_s)
     sock = bind_socket(host, 0)
     svc.base_url = url_of(host, sock)
     with run_in_thread(server, sock, _check(svc), start_timeout_s=start_timeout_s, join_s=30,

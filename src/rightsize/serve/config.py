@@ -45,6 +45,12 @@ class PoolConfig:
         return self.device.startswith("cuda")
 
 
+# A request's headers and body must arrive within this: both servers' (``ServerConfig``, ``rightsize.llm.server``)
+# default, and ``rightsize serve --read-timeout-s``'s.
+READ_TIMEOUT_S = 10.0
+MAX_READ_TIMEOUT_S = 86_400.0  # a day: past it, a stuck reader holds its connection for good
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     """Everything ``rightsize serve`` takes; ``running_server(config)`` serves it in-process.
@@ -74,7 +80,7 @@ class ServerConfig:
     port: int = 8000  # 0: a free port
     token: str | None = None  # bearer token; None: no auth
     max_body_bytes: int = 64 * 2**20
-    read_timeout_s: float = 10.0  # a request's headers and body must arrive within this (slow clients)
+    read_timeout_s: float = READ_TIMEOUT_S  # a request's headers and body must arrive within this (slow clients)
     max_connections: int = 2048  # past this, a new connection evicts the slowest unfinished reader
     default_deadline_ms: float | None = None  # deadline applied when a request gives none
     drain_timeout_s: float = 30.0  # graceful shutdown: how long queued requests may still run

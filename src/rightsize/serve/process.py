@@ -35,7 +35,7 @@ def config_to_args(config: ServerConfig) -> list[str]:
         )
     args = [config.model, "--precision", config.precision, "--max-batch", str(config.max_batch)]
     args += ["--max-wait-ms", repr(config.max_wait_ms), "--queue-size", str(config.queue_size)]
-    args += ["--max-queue-batches", repr(config.max_queue_batches)]
+    args += ["--max-queue-batches", repr(config.max_queue_batches), "--read-timeout-s", repr(config.read_timeout_s)]
     args += ["--host", config.host, "--port", str(config.port), "--log-level", config.log_level]
     from rightsize.models.byo import input_kind_of
 

@@ -322,6 +322,7 @@ def test_a_stop_that_cuts_requests_off_says_so() -> None:
     ), err
 
 
+@pytest.mark.slow  # a CLI server process: ~15 s on 2 cores
 def test_the_read_timeout_is_the_prediction_servers_knob() -> None:
     """The generation server's read timeout was a fixed 10 s (a second constant beside ServerConfig.read_timeout_s):
     a long prompt from a slow client could not be given more time, nor a slowloris less. `rightsize serve

@@ -268,3 +268,58 @@ def test_a_job_that_ends_before_its_first_checkpoint_is_costed_as_restarted_not_
     often = dataclasses.replace(job, spot=dataclasses.replace(job.spot, checkpoint_interval_min=6.0))
     note = next(w for w in check_warnings("batch", often, None, 1) if w.startswith("spot:"))
     assert "checkpoint every 6 min (Young/Daly)" in note  # 6 min: inside the 9 minutes of work
+
+
+def test_free_checkpoints_are_saved_every_step_and_lose_no_work() -> None:
+    """checkpoint_minutes 0 (bl0.yaml: 60 BERT epochs, 1 interruption/h) read "no checkpoint needed: Young/Daly's
+    interval (inf min) ... an interruption restarts it" while costed as losing nothing: sqrt(2 delta M) is 0."""
+    from rightsize.plan.checks import check_warnings
+    from rightsize.plan.result import Candidate, SpotPlan
+
+    work, restart = 2.5738, 10 / 60  # bl0's T4 row: 2.57 h of work, restart_minutes 10, M = 1 h
+    assert daly_interval_hours(0.0, 1.0) == 0.0
+    assert (
+        daly_wall_hours(work, 0.0, restart, 1.0)
+        == pytest.approx(work * math.exp(restart))
+        == pytest.approx(3.0406, abs=1e-3)
+    )  # W e^{R/M}: each of the W/M interruptions costs a restart, M (e^{R/M} - 1) with its retries
+    run = simulate_spot(work, 1.0, 0.0, restart, 1.0, 3.0, deadline_hours=8.0, samples=4000, seed=3)
+    assert run.interval_hours == 0.0 and run.expected_hours == pytest.approx(3.0406, rel=0.02)
+    assert run.p_meet_deadline == 1.0
+    # free restarts too: nothing at all is lost (a 1/50-of-the-job grain had lost half a grain per interruption)
+    exact = simulate_spot(3.0, 1.0, 0.0, 0.0, 1.0, 3.0, deadline_hours=3.0001, samples=500, seed=3)
+    assert exact.expected_hours == pytest.approx(3.0) and exact.p_meet_deadline == 1.0
+    mixed = simulate_spot(3.0, 1.0, 0.0, 0.5, 1.0, 3.0, deadline_hours=4.5, policy="mixed", samples=2000, seed=3)
+    assert mixed.p_meet_deadline == 1.0 and 0 < mixed.expected_spot_hours < mixed.expected_hours
+    job = Candidate(instance="Standard_NC4as_T4_v3", provider="azure", region="eastus", device_class="gpu",
+                    device="T4", count=1, precision="fp16", purchase="spot", cost_usd_per_hour=0.063, feasible=True,
+                    provenance="projected", price_date="2025-06-01", runtime_hours=3.18, cold_start_s=515.0,
+                    spot=SpotPlan(1.0, 0.0, 3.18, 1.0, "spot", 0.2, 1.0, work))  # fmt: skip
+    note = next(w for w in check_warnings("training", job, None, 1) if w.startswith("spot:"))
+    assert note == ("spot: 1 interruptions/h assumed; checkpoints cost nothing (checkpoint_minutes 0): save every "
+                    "step, an interruption loses only its restart")  # fmt: skip
+
+
+def test_a_job_without_checkpoints_loses_all_its_work_at_each_interruption() -> None:
+    """bertlong.yaml with checkpoint_minutes 120 at 0.2 interruptions/h: Young/Daly's interval (194 min) is longer
+    than the 154 min of work, so an interruption restarts the job from scratch, in the closed form and the odds;
+    the note weighs the interval against the work (it had used the expected wall time less spin-up: "182 min of
+    work" at 1 interruption/h, "160" at 0.2/h for the same job)."""
+    from rightsize.plan.checks import check_warnings
+    from rightsize.plan.result import Candidate, SpotPlan
+
+    work, ckpt, restart, mtbi = 2.5738, 2.0, 10 / 60, 5.0
+    assert daly_interval_hours(ckpt, mtbi) * 60 == pytest.approx(194.3, abs=0.1)
+    restarted = mtbi * math.exp(restart / mtbi) * math.expm1(work / mtbi)
+    assert daly_wall_hours(work, ckpt, restart, mtbi) == pytest.approx(restarted) == pytest.approx(3.4803, abs=1e-3)
+    run = simulate_spot(work, 1 / mtbi, ckpt, restart, 1.0, 3.0, deadline_hours=work + 0.1, samples=4000, seed=4)
+    assert run.expected_hours == pytest.approx(3.4803, rel=0.03)
+    # only an uninterrupted first try finishes within 0.1 h of the work: e^{-W/M} = 0.598
+    assert run.p_meet_deadline == pytest.approx(math.exp(-work / mtbi), abs=0.03)
+    job = Candidate(instance="Standard_NC4as_T4_v3", provider="azure", region="eastus", device_class="gpu",
+                    device="T4", count=1, precision="fp16", purchase="spot", cost_usd_per_hour=0.063, feasible=True,
+                    provenance="projected", price_date="2025-06-01", runtime_hours=3.62, cold_start_s=515.0,
+                    spot=SpotPlan(0.2, 194.3, 3.62, 0.97, "spot", 0.23, 0.2, work))  # fmt: skip
+    note = next(w for w in check_warnings("training", job, None, 1) if w.startswith("spot:"))
+    assert note.endswith("Young/Daly's interval (194 min) is longer than the job (154 min of work); an interruption "
+                         "restarts it")  # fmt: skip

@@ -144,6 +144,13 @@ def test_a_spot_job_shorter_than_its_checkpoint_interval_reads_none_needed() -> 
     assert checkpoint_every({"checkpoint_interval_min": 1859.0}, 0.25) == "none needed (longer than the job)"
     assert checkpoint_every({"checkpoint_interval_min": 15.5}, 4.88) == "15.5 min"
     assert checkpoint_every({"checkpoint_interval_min": 15.5}, None) == "15.5 min"
+    # checkpoint_minutes 0: every step (it had read "none needed" from an infinite interval); the work is weighed,
+    # not the expected wall time
+    assert checkpoint_every({"checkpoint_interval_min": 0.0, "work_hours": 2.57}, 3.18) == "every step (free)"
+    assert (
+        checkpoint_every({"checkpoint_interval_min": 170.0, "work_hours": 2.57}, 3.18)
+        == "none needed (longer than the job)"
+    )
 
 
 def test_a_mixed_runs_cost_per_hour_is_labelled_its_average() -> None:

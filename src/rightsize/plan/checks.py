@@ -108,10 +108,18 @@ def check_warnings(
         out += [n for n in rec.notes if n.startswith("spot")]
     if rec.purchase in ("spot", "mixed") and rec.spot:
         every = rec.spot.checkpoint_interval_min
-        # the work, not the spin-up: an 18-minute job of 12 minutes' work is over before a 21-minute interval
-        runtime_min = max(0.0, 60.0 * (rec.runtime_hours or 0.0) - (rec.cold_start_s or 0.0) / 60.0)
+        # the work, not the spin-up nor the interruptions' overhead: an 18-minute job of 12 minutes' work is over
+        # before a 21-minute interval (older plans without work_hours: the runtime less the spin-up)
+        work_h = rec.spot.work_hours
+        runtime_min = (
+            60.0 * work_h
+            if work_h is not None
+            else max(0.0, 60.0 * (rec.runtime_hours or 0.0) - (rec.cold_start_s or 0.0) / 60.0)
+        )
         how = (
-            f"checkpoint every {every:.0f} min (Young/Daly)"
+            "checkpoints cost nothing (checkpoint_minutes 0): save every step, an interruption loses only its restart"
+            if every <= 0
+            else f"checkpoint every {every:.0f} min (Young/Daly)"
             if not runtime_min or every < runtime_min
             else f"no checkpoint needed: Young/Daly's interval ({every:,.0f} min) is longer than the job "
             f"({runtime_min:,.0f} min of work); an interruption restarts it"

@@ -138,6 +138,7 @@ def spot_variant(
         policy="spot",
         expected_cost_usd=wall * price * nodes,
         stalls_per_hour=stalls,
+        work_hours=compute_hours,
     )
     c.notes.append(
         f"spot: {compute_hours:.2f} h of work, interruptions {rate:.2g}/h"

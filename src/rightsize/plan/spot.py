@@ -40,10 +40,12 @@ def young_interval_hours(checkpoint_hours: float, mtbi_hours: float) -> float:
 
 
 def daly_interval_hours(checkpoint_hours: float, mtbi_hours: float) -> float:
-    """Daly's higher-order optimum tau*; falls back to M when delta >= 2M (checkpoints cost more than they save)."""
+    """Daly's higher-order optimum tau*; falls back to M when delta >= 2M (checkpoints cost more than they save).
+    0 when delta is 0: a free checkpoint is worth taking at every step (it had read infinity, "no checkpoint needed",
+    which the plan then told as "an interruption restarts it" while costing it as losing nothing)."""
     d, m = checkpoint_hours, mtbi_hours
     if d <= 0:
-        return math.inf
+        return 0.0
     if d >= 2.0 * m:
         return m
     x = d / (2.0 * m)
@@ -57,7 +59,7 @@ def daly_wall_hours(work_hours: float, checkpoint_hours: float, restart_hours: f
     if mtbi_hours <= 0 or restart_hours / mtbi_hours > MAX_EXPONENT:
         return math.inf
     tau = daly_interval_hours(checkpoint_hours, mtbi_hours)
-    if not math.isfinite(tau):  # free checkpoints: lose nothing but the restarts
+    if tau <= 0:  # free checkpoints, saved at every step: lose nothing but the restarts
         return work_hours * math.exp(restart_hours / mtbi_hours)
     m = mtbi_hours
     if work_hours <= tau:  # it ends before its first checkpoint: none is written, an interruption restarts it
@@ -121,8 +123,6 @@ def simulate_spot(
                         samples, spot_usd_per_hour, on_demand_usd_per_hour, deadline_hours)  # fmt: skip
     m = 1.0 / rate_per_hour
     tau = daly_interval_hours(checkpoint_hours, m)
-    if not math.isfinite(tau):
-        tau = max(work_hours / 50.0, 1e-3)  # checkpoints are free: any fine grain
     if not daly_wall_hours(work_hours, checkpoint_hours, restart_hours, m) <= MAX_SIM_HOURS:
         never = math.inf  # hopeless (or infinite): nothing to simulate
         return SpotOutcome(policy, tau, never, None if deadline_hours is None else 0.0, never, never, never)
@@ -139,6 +139,8 @@ def simulate_spot(
         expected = daly_wall_hours(work, checkpoint_hours, restart_hours, m)
         if not expected <= MAX_SIM_HOURS:
             t, spot_t = np.full(k, math.inf), np.full(k, math.inf)
+        elif tau <= 0:  # free checkpoints at every step: an interruption loses its restart, no work
+            t, spot_t = _free_checkpoints(rng, work, m, restart_hours, k, mixed, due)
         elif work / tau > MAX_SEGMENTS:
             # Thousands of short segments: each run's wall time concentrates at the expectation (law of
             # large numbers), so take it instead of simulating every segment. Mixed switches at once
@@ -240,6 +242,47 @@ def _segments(
         t += t_seg + extra
         spot_t += t_seg
         done_work += seg_work
+    return t, spot_t
+
+
+def _free_checkpoints(
+    rng: np.random.Generator, work_hours: float, m: float, restart_hours: float, k: int, mixed: bool, due: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(wall clock, hours on spot) of ``k`` runs that save at every step for free: Poisson(W/M) interruptions, each
+    a restart (retried when interrupted: negative binomial failures of p = e^{-R/M}), no work lost. Mixed: after
+    an interruption, on-demand for the rest when one more restart on spot would leave too little time."""
+    p = math.exp(-restart_hours / m)
+    lost_each = m - restart_hours * p / (1.0 - p) if p < 1.0 else 0.0
+
+    def restarts(n: np.ndarray) -> np.ndarray:
+        fails = rng.negative_binomial(np.maximum(n, 1), p) * (n > 0) if p < 1.0 else np.zeros(len(n))
+        return n * restart_hours + fails * lost_each
+
+    if not mixed:
+        t = work_hours + restarts(rng.poisson(work_hours / m, k))
+        return t, t.copy()
+    # mixed, event by event: an interruption (of the work or of a restart) is where a run may leave spot; it stays
+    # only while one more restart on spot and one on on-demand would still finish the work in time
+    t, spot_t, left = np.zeros(k), np.zeros(k), np.full(k, work_hours)
+    pending = np.full(k, work_hours + 2.0 * restart_hours <= due)  # hopeless on spot from the start: on-demand
+    t[~pending] = work_hours
+    restarting = np.zeros(k, dtype=bool)
+    for _ in range(MIXED_ATTEMPT_BUDGET // 10):
+        if not pending.any():
+            break
+        hit = np.full(k, math.inf)
+        hit[pending] = rng.exponential(m, int(pending.sum()))
+        need = np.where(restarting, restart_hours, left)
+        step = np.where(pending, np.minimum(hit, need), 0.0)
+        t += step
+        spot_t += step
+        left = np.where(pending & ~restarting, left - step, left)
+        restarting = pending & ((restarting & (hit < need)) | (~restarting & (left > 1e-12)))
+        late = restarting & (t + left + 2.0 * restart_hours > due)
+        t[late] += restart_hours + left[late]  # on-demand: one restart, then no interruptions
+        pending &= (left > 1e-12) & ~late
+        restarting &= pending
+    t[pending] += restart_hours + left[pending]  # bad luck without end: on-demand from here
     return t, spot_t
 
 

@@ -85,7 +85,9 @@ def hours(value: Any) -> str:
 def checkpoint_every(spot: dict[str, Any], runtime_hours: Any) -> str:
     """A spot plan's Young/Daly interval in minutes, or "none needed" when it is longer than the job itself (a
     15-minute job had read "checkpoint every 1,859 min"; ``plan.explain`` says the same in its warning)."""
-    every, run = finite(spot.get("checkpoint_interval_min")), finite(runtime_hours)
+    every, run = finite(spot.get("checkpoint_interval_min")), finite(spot.get("work_hours") or runtime_hours)
+    if every is not None and every <= 0:  # checkpoint_minutes 0: free, so at every step
+        return "every step (free)"
     if every is not None and run is not None and every >= 60.0 * run:
         return "none needed (longer than the job)"
     return f"{num(every)} min"

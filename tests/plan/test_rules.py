@@ -42,3 +42,22 @@ def test_memory_bound_etl_goes_to_a_memory_optimised_cpu() -> None:
 def test_sizing_without_sizes_is_stated() -> None:
     size = rule_sizing("classic_ml", None, None)
     assert any("assumed" in a for a in size.assumptions)
+
+
+def test_a_fallback_family_is_named_not_passed_off_as_the_wanted_one() -> None:
+    """etl.yaml (50 GB) wanted memory-optimised and got gcp c3-standard-88, "first of 2 CPU instances that hold the
+    data, with the wanted vCPUs and family", its note "general-optimised (4.0 GiB/vCPU)"."""
+    from rightsize.plan.rules import rules_choice
+
+    rows = [instance("m.big", 4.43, vcpus=88, ram_gib=352), instance("r.small", 5.0, vcpus=32, ram_gib=512)]
+    cands, size = plan_rules(rows, "etl", 50.0, None, ["on_demand"])
+    assert size.family == "memory" and size.vcpus == 50
+    assert "memory-optimised family wanted (5.6 GiB per wanted vCPU)" in size.assumptions
+    rec = cands[0]
+    assert rec.instance == "m.big" and "general-purpose (4.0 GiB/vCPU)" in rec.notes
+    assert rules_choice(rec, 2) == (
+        "first of 2 CPU instances that hold the data, by price: no CPU instance holds the data with 50 vCPUs of the "
+        "memory-optimised family; fell back to general-purpose (4.0 GiB/vCPU) with 88 vCPUs"
+    )
+    good, _ = plan_rules(ROWS, "etl", 12.0, None, ["on_demand"])
+    assert rules_choice(good[0], 1).endswith("with the wanted vCPUs and family, by price")

@@ -19,6 +19,7 @@ from rightsize.plan.checks import GPU_IDLE_UTILIZATION, band_words, check_warnin
 from rightsize.plan.energy import energy_line
 from rightsize.plan.job_costs import missed_targets
 from rightsize.plan.result import MEASURED_WORDS, Candidate, PlanKind
+from rightsize.plan.rules import rules_choice
 from rightsize.plan.training import SMALL_WORKER_BATCH
 from rightsize.units import format_hours, format_usd
 
@@ -355,7 +356,7 @@ def explain(
         f"{_who(rec)}: {_money(rec, kind)}" + (f"; {perf}" if perf else ""),
         f"cheapest of {len(feas)} feasible plans ({len(ranked)} evaluated)"
         if kind != "rules"
-        else f"first of {len(feas)} CPU instances that hold the data, with the wanted vCPUs and family, by price",
+        else rules_choice(rec, len(feas)),
         f"{source}; price {rec.price_date}{price_age(rec.price_date)} ({rec.price_source})",
     ]
     if kind == "online" and bound_ms is not None:

@@ -21,7 +21,7 @@ from rightsize.memory_budget import CPU_RAM_FRACTION
 from rightsize.plan.result import Candidate
 from rightsize.plan.verify import serving_buy
 
-__all__ = ["RuleSizing", "cpu_family_class", "plan_rules", "rule_sizing"]
+__all__ = ["RuleSizing", "cpu_family_class", "plan_rules", "rule_sizing", "rules_choice"]
 
 BYTES_PER_VALUE = 8  # float64 columns (pandas / numpy default)
 DEFAULT_FEATURES = 50  # columns per row when the spec gives rows but not data_gb (assumption)
@@ -35,6 +35,8 @@ USABLE_RAM_FRACTION = CPU_RAM_FRACTION  # as the other planners (rightsize.memor
 RULES_ORDER = ("ranked by rule: holds the data in RAM, has the wanted vCPUs, is of the wanted family (see the "
                "recommendation), then by price")  # fmt: skip
 ETL_MEMORY_BOUND_GIB = 32.0  # above this an ETL job is memory-bound for our purposes (assumption)
+FAMILY_WORDS = {"compute": "compute-optimised", "general": "general-purpose", "memory": "memory-optimised"}
+FALLBACK = "fallback: "  # the note a recommendation short of the wanted vCPUs or family carries (rules_choice)
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ def rule_sizing(kind: str, data_gb: float | None, rows: int | None) -> RuleSizin
         family = (
             "compute" if per_vcpu_gib <= 2.0 * USABLE_RAM_FRACTION else "general" if per_vcpu_gib <= 4.0 else "memory"
         )
-    notes.append(f"{family}-optimised family wanted ({per_vcpu_gib:.1f} GiB per wanted vCPU)")
+    notes.append(f"{FAMILY_WORDS[family]} family wanted ({per_vcpu_gib:.1f} GiB per wanted vCPU)")
     return RuleSizing(data, ram, vcpus, family, tuple(notes))
 
 
@@ -124,10 +126,28 @@ def plan_rules(
             )
         if inst.vcpus < size.vcpus:
             c.notes.append(f"{inst.vcpus} vCPUs < {size.vcpus} wanted: slower")
-        c.notes.append(f"{fam}-optimised ({inst.ram_gib / max(1, inst.vcpus):.1f} GiB/vCPU)")
+        c.notes.append(f"{FAMILY_WORDS[fam]} ({inst.ram_gib / max(1, inst.vcpus):.1f} GiB/vCPU)")
         out.append((_score(c, inst, size), c))
     out.sort(key=lambda sc: sc[0])
+    best = next(((sc, c) for sc, c in out if c.feasible), None)
+    if best is not None and (best[0][1] or best[0][2]):  # short of the wanted vCPUs or family: it says so
+        c = best[1]
+        inst = next(i for i in instances if i.instance_type == c.instance and i.provider == c.provider)
+        c.notes.append(
+            f"{FALLBACK}no CPU instance holds the data with {size.vcpus} vCPUs of the {FAMILY_WORDS[size.family]} "
+            f"family; fell back to {FAMILY_WORDS[cpu_family_class(inst)]} "
+            f"({inst.ram_gib / max(1, inst.vcpus):.1f} GiB/vCPU) with {inst.vcpus} vCPUs"
+        )
     return [c for _, c in out], size
+
+
+def rules_choice(rec: Candidate, n_feasible: int) -> str:
+    """Why the rules plan chose ``rec``: the wanted vCPUs and family, or what it fell back to (a general-purpose
+    c3-standard-88 had read "with the wanted vCPUs and family" under "memory-optimised family wanted")."""
+    fallback = next((n.removeprefix(FALLBACK) for n in rec.notes if n.startswith(FALLBACK)), None)
+    if fallback is None:
+        return f"first of {n_feasible} CPU instances that hold the data, with the wanted vCPUs and family, by price"
+    return f"first of {n_feasible} CPU instances that hold the data, by price: {fallback}"
 
 
 def _score(c: Candidate, inst: Instance, size: RuleSizing) -> tuple[int, int, int, float]:

@@ -108,3 +108,17 @@ def test_a_field_the_plan_would_ignore_is_refused(targets: dict, words: str) -> 
     with pytest.raises(SpecError) as exc:
         parse_spec(_targets(targets))
     assert words in str(exc.value)
+
+
+def test_no_warm_replica_without_scale_from_zero_is_refused_naming_both_fields() -> None:
+    """sent8.yaml's cold_start {active_hours_per_day: 8, min_warm_replicas: 0} without scale_from_zero silently kept
+    one replica warm: scale_from_zero is the switch (docs/planning.md), so the contradiction is refused at load."""
+    online = {"rate_per_s": 10, "latency": {"bound_ms": 80}}
+    with pytest.raises(SpecError) as err:
+        parse_spec(_targets({"online": online, "cold_start": {"active_hours_per_day": 8, "min_warm_replicas": 0}}))
+    assert str(err.value) == (
+        "targets.cold_start: min_warm_replicas 0 keeps no replica warm, which needs scale_from_zero: true: set it "
+        "(or drop min_warm_replicas to keep 1 warm)"
+    )
+    ok = parse_spec(_targets({"online": online, "cold_start": {"scale_from_zero": True, "min_warm_replicas": 0}}))
+    assert ok.targets is not None and ok.targets.cold_start.min_warm_replicas == 0

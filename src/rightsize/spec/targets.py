@@ -228,6 +228,15 @@ class ColdStart(SpecModel):
     )
     resumes_per_day: float = Field(1.0, ge=0, le=1440, description="online: times a day traffic resumes after idle")
 
+    @model_validator(mode="after")
+    def _zero_needs_scale_from_zero(self) -> ColdStart:
+        # scale_from_zero is the switch that lets every replica go (docs/planning.md, part-time traffic); without it
+        # min_warm_replicas 0 had been read as 1 without a word
+        if self.min_warm_replicas == 0 and not self.scale_from_zero:
+            raise ValueError("min_warm_replicas 0 keeps no replica warm, which needs scale_from_zero: true: set it "
+                             "(or drop min_warm_replicas to keep 1 warm)")  # fmt: skip
+        return self
+
 
 class Targets(SpecModel):
     """At most one of ``online``, ``batch``, ``training``, ``generative``; plus purchase and catalog filters."""

@@ -289,3 +289,25 @@ def test_a_spot_only_online_plans_spare_instance_draws_the_idle_floor() -> None:
                table=cat.power)  # fmt: skip
     assert od.energy is not None and od.energy.spare_watts is None
     assert od.energy.watts == pytest.approx(busy * rec.count, abs=0.05)
+
+
+def test_a_small_jobs_energy_reads_in_wh_and_its_spin_up_as_it_is() -> None:
+    """simplenet-train.yaml: a 2.66-minute job (2.58 min of it spin-up) read "spin-up 3 min" and "0 kWh per epoch"
+    (four decimals of a kWh); 2.8 W idle x 1.135 PUE x 2.58 min = 0.137 Wh, 9.5 W x 1.135 x 4.4 s = 0.0132 Wh:
+    0.150 Wh."""
+    from rightsize.plan.energy import energy_line
+    from rightsize.plan.result import Energy
+
+    kwh_h = 9.5 / 1000 * 1.135
+    work_h, up_h = 4.4 / 3600, 155 / 3600
+    kwh = kwh_h * work_h + 2.8 / 1000 * 1.135 * up_h
+    e = Energy(watts=9.5, utilization=1.0, kwh_per_hour=kwh_h, basis="job", kwh=kwh, co2e_kg=kwh * 0.379069,
+               pue=1.135, grid_kg_per_kwh=0.379069, notes=["us-east-1 grid"], kwh_per_epoch=kwh_h * work_h / 10,
+               spin_up_min=155 / 60, idle_watts=2.8)  # fmt: skip
+    assert energy_line(e) == (
+        "energy 0.15 Wh job, 0.00132 Wh per epoch (10 W at 100% busy; spin-up 2.6 min at the idle 2.8 W, PUE "
+        "1.135), 0.0569 g CO2e at 379 g/kWh (us-east-1 grid)"
+    )
+    big = dataclasses.replace(e, kwh=0.251, kwh_per_epoch=0.0041, co2e_kg=0.104, spin_up_min=155.0, idle_watts=210.0)
+    assert energy_line(big).startswith("energy 0.251 kWh job, 4.1 Wh per epoch")
+    assert "spin-up 155 min at the idle 210 W" in energy_line(big) and "0.104 kg CO2e" in energy_line(big)

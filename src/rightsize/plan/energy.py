@@ -153,26 +153,51 @@ def add_energy(
         else:
             basis, kwh = "per hour", kwh_per_hour
         c.energy = Energy(
-            watts=round(watts, 1), utilization=round(u, 4), kwh_per_hour=round(kwh_per_hour, 4), basis=basis,
-            kwh=round(kwh, 4), co2e_kg=round(kwh * kg, 4), pue=pue, grid_kg_per_kwh=kg,
+            watts=round(watts, 1), utilization=round(u, 4), kwh_per_hour=_sig(kwh_per_hour), basis=basis,
+            kwh=_sig(kwh), co2e_kg=_sig(kwh * kg), pue=pue, grid_kg_per_kwh=kg,
             notes=[site, *notes], device_share=None if share is None else round(share, 3),
             compute_share=None if compute is None else round(compute, 3),
-            kwh_per_epoch=None if per_epoch is None else round(per_epoch, 4),
-            spin_up_min=round(up_h * 60, 1) if up_h else None, idle_watts=round(idle_watts, 1) if up_h else None,
+            kwh_per_epoch=None if per_epoch is None else _sig(per_epoch),
+            spin_up_min=round(up_h * 60, 2) if up_h else None, idle_watts=round(idle_watts, 1) if up_h else None,
             spare_watts=round(spare_watts, 1) if spare else None,
         )  # fmt: skip
+
+
+def _sig(value: float, digits: int = 4) -> float:
+    """``value`` to ``digits`` significant digits: four decimals of a kWh had read 0 for a 3-minute job's epoch."""
+    return float(f"{value:.{digits}g}")
+
+
+def format_energy(kwh: float) -> str:
+    """kWh to three significant digits, in Wh below 10 Wh (a small CPU job's 0.0013 Wh per epoch had read 0 kWh)."""
+    return f"{kwh * 1000:.3g} Wh" if kwh < 0.01 else f"{kwh:.3g} kWh"
+
+
+def format_co2e(kg: float) -> str:
+    """kg CO2e to three significant digits, in grams below 10 g."""
+    return f"{kg * 1000:.3g} g" if kg < 0.01 else f"{kg:.3g} kg"
+
+
+def _short(value: float) -> str:
+    """Whole units from 10 up, two significant digits below (2.6 min, not 3; 155 min, not 1.6e+02)."""
+    return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
 
 
 def energy_line(e: Energy) -> str:
     """The recommendation's energy line: kWh on its basis, the watts and what they stand on, CO2e."""
     return (
-        f"energy {e.kwh:.3g} kWh {e.basis}"
-        + (f", {e.kwh_per_epoch:.3g} kWh per epoch" if e.kwh_per_epoch is not None else "")
+        f"energy {format_energy(e.kwh)} {e.basis}"
+        + (f", {format_energy(e.kwh_per_epoch)} per epoch" if e.kwh_per_epoch is not None else "")
         + f" ({e.watts:.0f} W at {e.utilization:.0%} busy"
         + (f", the GPU computing {e.device_share:.0%} of it" if e.device_share is not None else "")
         + (f", its math units {e.compute_share:.0%} of that" if e.compute_share is not None else "")
         + (f"; the spot spare instance idle at {e.spare_watts:.0f} W of that" if e.spare_watts else "")
-        + (f"; spin-up {e.spin_up_min:.0f} min at the idle {e.idle_watts:.0f} W" if e.spin_up_min else "")
+        # two digits: a 2.66-minute job's 2.58-minute spin-up had read "spin-up 3 min"
+        + (
+            f"; spin-up {_short(e.spin_up_min)} min at the idle {_short(e.idle_watts or 0.0)} W"
+            if e.spin_up_min
+            else ""
+        )
         + f", PUE {e.pue:g}), "
-        f"{e.co2e_kg:.3g} kg CO2e at {e.grid_kg_per_kwh * 1000:.0f} g/kWh ({e.notes[0] if e.notes else 'grid'})"
+        f"{format_co2e(e.co2e_kg)} CO2e at {e.grid_kg_per_kwh * 1000:.0f} g/kWh ({e.notes[0] if e.notes else 'grid'})"
     )

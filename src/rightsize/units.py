@@ -36,29 +36,40 @@ def format_bytes(n: float | None) -> str:
     return f"{size:.1f} TiB"
 
 
-def format_hours(h: float) -> str:
-    """A duration given in hours: minutes below one hour ('2.4 min', '30 min'), else hours ('12.3 h'),
-    three significant digits, so a 3-minute job does not read '0.0 h'."""
-    value, unit = (h * 60.0, "min") if abs(h) < 1 else (h, "h")
+_HOURS_PER = {"s": 1 / 3600, "min": 1 / 60, "h": 1.0}
+
+
+def _unit(h: float) -> str:
+    return "s" if 0 < abs(h) < 1 / 60 else "min" if abs(h) < 1 else "h"
+
+
+def format_hours(h: float, unit: str | None = None) -> str:
+    """A duration given in hours: seconds below one minute ('1 s': a 1-second deadline read '0.0167 min'), minutes
+    below one hour ('2.4 min', '30 min'), else hours ('12.3 h'), three significant digits, so a 3-minute job does
+    not read '0.0 h'; ``unit`` ("s", "min", "h") to write it in one unit with another duration."""
+    unit = unit or _unit(h)
+    value = h / _HOURS_PER[unit]
     text = f"{value:,.0f}" if value != 0 and abs(value) >= 100 else f"{value:.3g}"
     return f"{text} {unit}"
 
 
 def format_hours_apart(a: float, b: float) -> tuple[str, str]:
     """``format_hours`` of both, with digits added until two different durations read differently ("10.02 h > 10
-    h", not "10 h > 10 h")."""
+    h", not "10 h > 10 h"); under an hour, both in seconds when either is under a minute ("155 s > 1 s", not
+    "2.58 min > 1 s")."""
+    unit = "s" if "s" in (_unit(a), _unit(b)) and max(abs(a), abs(b)) < 1 else None
     for digits in range(3, 8):
-        texts = tuple(_hours(h, digits) for h in (a, b))
+        texts = tuple(_hours(h, digits, unit) for h in (a, b))
         if a == b or texts[0] != texts[1]:
             return texts[0], texts[1]
     return texts[0], texts[1]
 
 
-def _hours(h: float, digits: int) -> str:
-    value, unit = (h * 60.0, "min") if abs(h) < 1 else (h, "h")
+def _hours(h: float, digits: int, unit: str | None) -> str:
     if digits == 3:
-        return format_hours(h)
-    return f"{value:,.{digits}g} {unit}"
+        return format_hours(h, unit)
+    unit = unit or _unit(h)
+    return f"{h / _HOURS_PER[unit]:,.{digits}g} {unit}"
 
 
 def format_usd(value: float, sign: bool = True) -> str:
@@ -70,3 +81,14 @@ def format_usd(value: float, sign: bool = True) -> str:
     if abs(value) >= 0.1 or value == 0:
         return f"{cur}{value:,.2f}"
     return f"{cur}{value:.2g}"
+
+
+def format_usd_apart(a: float, b: float) -> tuple[str, str]:
+    """``format_usd`` of both, with digits added until two different amounts read differently ("$0.10 > $0.0001",
+    "$2.005 > $2.000", not "$0.10 > $0.00" or "$2.00 > $2.00")."""
+    texts = format_usd(a), format_usd(b)
+    for digits in range(3, 8):
+        if a == b or texts[0] != texts[1]:
+            break
+        texts = f"${a:,.{digits}f}", f"${b:,.{digits}f}"
+    return texts

@@ -119,8 +119,13 @@ def test_a_training_plan_without_an_answer_points_at_the_global_batch() -> None:
 
     small = [dataclasses.replace(c, feasible=False, reasons=["misses the deadline: 9 h > 3 h"])
              for c in _candidates_batch("p.t4x8", 8, batch=32)]  # fmt: skip
-    why, *_ = explain("training", small)
+    why, *_ = explain("training", small, global_batch=32)
+    # the deadline's "to fix" names the global batch too, on the fastest multi-worker row: 32 over 8 GPUs, 4 a GPU
+    assert why[-1].startswith("to fix: raise deadline_hours to "), why
+    assert why[-1].endswith("; or raise training.batch_size (now 32: 4 per GPU on 8 GPUs): larger global batches "
+                            "scale across GPUs")  # fmt: skip
+    budget = [dataclasses.replace(c, reasons=["over budget: $9.00 > $3.00"]) for c in small]
     # 32 over two nodes of 8 GPUs: 2 a worker
-    assert why[-1].startswith("multi-worker plans ran as little as 2 sample(s) per worker: a larger training.")
+    assert explain("training", budget)[0][-1].startswith("multi-worker plans ran as little as 2 sample(s) per worker")
     roomy = [dataclasses.replace(c, feasible=False, reasons=["misses the deadline"]) for c in _candidates("p.t4x8", 8)]
     assert not any("training.batch_size" in w for w in explain("training", roomy)[0])  # 32 a worker: not the lever

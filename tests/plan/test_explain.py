@@ -344,8 +344,9 @@ def test_a_plan_over_budget_only_names_the_budget_that_buys_it() -> None:
     job = dataclasses.replace(cheap, cost_usd_total=12.341, runtime_hours=1.0, reasons=["over budget: $12.34 > $5.00"])
     why, _, _, _ = explain("batch", [job])
     assert why[2] == "to fix: raise budget_usd to $12.35 or more, which buys it", why
-    edge = dataclasses.replace(job, reasons=["over budget at the pessimistic edge of the projection band (x1.50 on the "
-                                             "work): $18.51 > $5.00 (median $12.34)"])  # fmt: skip
+    # judged at the band's slow edge: the number it carries, not one read back out of the reason's text
+    edge = dataclasses.replace(job, cost_usd_total_at_edge=18.511, reasons=["over budget at the pessimistic edge of "
+                               "the projection band (x1.50 on the work): $18.51 > $5.00 (median $12.34)"])  # fmt: skip
     why, _, _, _ = explain("batch", [edge])
     assert why[2] == "to fix: raise budget_usd to $18.52 or more, which buys it", why
     slow = dataclasses.replace(cheap, reasons=["over budget: 1 replicas cost $0.10/h > $0.01/h", "p95 300 ms > 80 ms"])

@@ -20,7 +20,7 @@ from rightsize.cli._common import (
 )
 from rightsize.errors import SpecError
 from rightsize.plan.fleet import replicas_on
-from rightsize.plan.job_costs import missed_targets
+from rightsize.plan.job_costs import missed_words
 from rightsize.plan.online import FLUID_METHOD as FLUID
 from rightsize.units import format_hours, format_usd
 from rightsize.workflows.plan import plan_record, plan_spec, write_plan_report
@@ -164,7 +164,9 @@ def _point(c: Candidate, precision: bool = False, purchase: bool = False) -> str
         # xN counts instances, as a job's frontier does; CPU replicas packed on them are named beside
         packed = f", {c.replicas} replicas" if c.replicas and c.replicas != c.count else ""
         return f"{name}{packed} ({format_usd(c.cost_usd_per_hour)}/h, {est}{ms:.0f} ms)"
-    missed = missed_targets(c)  # a job's frontier shows what a later deadline or a bigger budget would buy
+    # a job's frontier shows what a later deadline or a bigger budget would buy, and at which edge of the band it
+    # misses ("$2.47, misses the budget" against $3.00 read as a contradiction)
+    missed = missed_words(c)
     late = f", misses {' and '.join(missed)}" if missed else ""
     return f"{name} (${c.cost_usd_total or 0:,.2f}, {format_hours(c.runtime_hours or 0)}{late})"
 

@@ -30,11 +30,10 @@ from dataclasses import dataclass
 
 from rightsize.catalog.model import CpuFamily, Instance
 from rightsize.plan.coldstart import spin_up
-from rightsize.plan.job_costs import copy_candidate, finish, spot_odds, spot_variant
+from rightsize.plan.job_costs import copy_candidate, finish, spin_up_miss, spot_odds, spot_variant
 from rightsize.plan.options import GIB, Option
 from rightsize.plan.result import Batching, Candidate
 from rightsize.spec.targets import BatchTarget, ColdStart
-from rightsize.units import format_hours
 
 __all__ = ["CHECKPOINT_MIN", "InputStage", "best_batch", "plan_batch"]
 
@@ -133,9 +132,8 @@ def _option(
     opt.size_memory(base, b)
     avail_h = target.deadline_hours - up.total_hours
     if avail_h <= 0:
-        base.reasons.append(
-            f"spin-up alone ({up.describe()}) exceeds the {format_hours(target.deadline_hours)} deadline"
-        )
+        base.reasons.append(spin_up_miss(up.total_hours, target.deadline_hours))  # in one unit, as training's
+        base.notes.append(f"spin-up {up.describe()}")
         return [(base, 0.0)]
     # sized so the slow edge of a projected curve's band still finishes in time (see jobs.finish)
     thr_edge = thr / max(1.0, base.band[1])

@@ -4,10 +4,12 @@ CPU-bound input pipeline) and what the plan rests on (a projection's band, spot 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rightsize.plan.result import Candidate, PlanKind
 from rightsize.plan.verify import spare_instances
 
-__all__ = ["GPU_IDLE_UTILIZATION", "SAMPLES_PER_VCPU_PER_S", "band_words", "check_warnings"]
+__all__ = ["GPU_IDLE_UTILIZATION", "SAMPLES_PER_VCPU_PER_S", "band_words", "check_warnings", "host_bound_note"]
 
 GPU_IDLE_UTILIZATION = 0.20  # seed: "Is GPU utilization consistently < 20%? Try CPU autoscaling."
 MEMORY_HEADROOM = 0.80  # warn above 80% of device memory
@@ -142,3 +144,24 @@ def band_words(band: tuple[float, float]) -> str:
         return (f"times shown are the slow edge of the projection band: batch times may be down to x{lo:.2f} of them, "
                 "and latencies, queueing less, lower still (each one's band)")  # fmt: skip
     return f"true times may be x{lo:.2f}-x{hi:.2f} of those shown"
+
+
+def host_bound_note(rec: Candidate | None, ranked: Sequence[Candidate], kind: PlanKind) -> str | None:
+    """One line when the recommended GPU job, or the fastest GPU one, is projected host-bound (its eager ops take
+    the host longer to dispatch than the GPU to run): A100, A100-80GB and H100 read the same 857 samples/s at 1.9x
+    the price apart, and nothing said a faster GPU would not help."""
+    if kind not in ("batch", "training"):
+        return None
+    timed = [c for c in ranked if c.device_class == "gpu" and c.runtime_hours is not None]
+    fastest = min(timed, key=lambda c: (c.runtime_hours or 0.0, c.cost_usd_total or 0.0), default=None)
+    for c in (rec, fastest):
+        if c is None or c.device_class != "gpu" or c.curve is None or c.batching is None:
+            continue
+        b = c.batching.max_batch
+        if c.curve.device_share_at(b) < 1.0:
+            per = "step" if kind == "training" else "batch"
+            host_ms = f"{c.curve.t_ms(b) * c.grad_accumulation:.2g}"
+            return (f"host-bound: this {per} is limited by Python/dispatch on the host (~{host_ms} ms/{per} on "
+                    f"{c.device}); a faster GPU will not speed it up; a larger batch per GPU or "
+                    "torch.compile/CUDA graphs would")  # fmt: skip
+    return None

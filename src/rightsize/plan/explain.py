@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from datetime import date
 
 from rightsize.catalog.model import is_unverified, unverified_note
-from rightsize.plan.checks import GPU_IDLE_UTILIZATION, band_words, check_warnings
+from rightsize.plan.checks import GPU_IDLE_UTILIZATION, band_words, check_warnings, host_bound_note
 from rightsize.plan.energy import energy_line
 from rightsize.plan.job_costs import missed_targets
 from rightsize.plan.result import MEASURED_WORDS, Candidate, PlanKind
@@ -70,7 +70,11 @@ def _closest(infeasible: Sequence[Candidate], kind: PlanKind, request_samples: i
     # one that misses nothing but the budget is nearest at the lowest price (the fastest had named an 8x H200
     # against a $0.1/h budget a c7a.large misses by $0.003); nothing but max_instances, with the fewest instances
     if over := [c for c in infeasible if c.reasons and all(r.startswith("over budget") for r in c.reasons)]:
-        return min(over, key=lambda c: (_cost(c, kind), speed_of(c, kind)))
+        return min(over, key=lambda c: (_budget_needed(c, kind), speed_of(c, kind)))
+    # every one misses on its spin-up alone: nearest is the one that starts soonest (the fastest to run named an A100
+    # at 8.58 min of spin-up where a CPU row's was 2.58 min)
+    if kind != "online" and infeasible and all(_misses_on_spin_up(c) for c in infeasible):
+        return min(infeasible, key=lambda c: (c.cold_start_s or 0.0, speed_of(c, kind), _cost(c, kind)))
     if kind != "online" and (many := [c for c in infeasible if missed_targets(c) == ["max_instances"]]):
         return min(many, key=lambda c: (_instances_needed(c), _cost(c, kind)))
 
@@ -83,14 +87,50 @@ def _closest(infeasible: Sequence[Candidate], kind: PlanKind, request_samples: i
     return min(infeasible, key=lambda c: (speed(c), _cost(c, kind)), default=None)
 
 
+def _budget_needed(c: Candidate, kind: PlanKind) -> float:
+    """The budget that buys ``c``: a job's total at the band's slow edge, where its budget is judged
+    (``job_costs.over_budget``); an online plan's price per hour."""
+    if kind in ("online", "rules"):
+        return c.cost_usd_per_hour
+    return c.cost_usd_total_at_edge if c.cost_usd_total_at_edge is not None else _cost(c, kind)
+
+
 def _budget_fix(c: Candidate, kind: PlanKind) -> str:
     """The budget that buys ``c``, the closest plan when it misses nothing else, named by the spec field to raise."""
-    online = kind in ("online", "rules")
-    field, usd = ("budget_usd_per_hour", c.cost_usd_per_hour) if online else ("budget_usd", c.cost_usd_total or 0.0)
-    for reason in c.reasons:  # a job judged at the band's slow edge needs what it costs there (printed to the cent)
-        if "pessimistic edge" in reason and (m := re.search(r"\$([\d,.]+) > ", reason)):
-            usd = max(usd, float(m.group(1).replace(",", "")) + 0.005)
-    return f"to fix: raise {field} to {format_usd(_ceil_usd(usd))} or more, which buys it"
+    field = "budget_usd_per_hour" if kind in ("online", "rules") else "budget_usd"
+    return f"to fix: raise {field} to {format_usd(_ceil_usd(_budget_needed(c, kind)))} or more, which buys it"
+
+
+def _misses_on_spin_up(c: Candidate) -> bool:
+    """Its spin-up alone outlasts the deadline: whatever else it misses, no other setting starts it in time."""
+    return any(r.startswith("spin-up alone") for r in c.reasons)
+
+
+def _deadline_fix(c: Candidate, small_batch: str | None) -> str | None:
+    """The deadline that buys ``c``, the closest job when it misses nothing else (its time at the band's slow edge,
+    where the deadline is judged), or, when every plan misses on its spin-up, the shortest spin-up, which no plan
+    starts within; ``small_batch``: the global batch as the other lever."""
+    if _misses_on_spin_up(c) and c.cold_start_s is not None:
+        start = c.cold_start_s / 3600.0
+        return (f"to fix: raise deadline_hours to more than {_ceil_hours(start):g}: the shortest spin-up is "
+                f"{format_hours(start)}, before any work")  # fmt: skip
+    if not c.reasons or not all(r.startswith("misses the deadline") for r in c.reasons):
+        return None
+    need = c.runtime_hours_at_edge if c.runtime_hours_at_edge is not None else c.runtime_hours
+    if need is None:
+        return None
+    lever = f"; or {small_batch}" if small_batch else ""
+    edge = " at the band's slow edge" if need > (c.runtime_hours or 0.0) else ""
+    return (f"to fix: raise deadline_hours to {_ceil_hours(need):g} or more, which buys it ({format_hours(need)}{edge})"
+            f"{lever}")  # fmt: skip
+
+
+def _ceil_hours(h: float) -> float:
+    """``h`` rounded up to three significant digits (a deadline the spec can hold that is not short of ``h``)."""
+    if h <= 0:
+        return 0.0
+    step = 10.0 ** (math.floor(math.log10(h)) - 2)
+    return float(f"{math.ceil(h / step - 1e-9) * step:.3g}")
 
 
 def _ceil_usd(usd: float) -> float:
@@ -262,21 +302,40 @@ def _perf(c: Candidate, kind: PlanKind, q: float) -> str:
     return ""
 
 
-def _small_batch_hint(cands: Sequence[Candidate]) -> str | None:
-    """A training plan with no answer whose multi-worker rows ran tiny batches per worker: the global batch is the
-    lever (a fixed global batch spread over 8 GPUs leaves each a few samples, and adding GPUs slows it)."""
-    small = [
-        c.batching.max_batch * c.grad_accumulation
-        for c in cands
+def _small_rows(cands: Sequence[Candidate]) -> list[Candidate]:
+    """Multi-worker rows whose batch per worker leaves most devices idle (``SMALL_WORKER_BATCH``)."""
+    return [
+        c for c in cands
         if c.batching is not None and max(c.gpus, c.count) > 1
         and c.batching.max_batch * c.grad_accumulation < SMALL_WORKER_BATCH
     ]  # fmt: skip
+
+
+def _small_batch_hint(cands: Sequence[Candidate]) -> str | None:
+    """A training plan with no answer whose multi-worker rows ran tiny batches per worker: the global batch is the
+    lever (a fixed global batch spread over 8 GPUs leaves each a few samples, and adding GPUs slows it)."""
+    small = [c.batching.max_batch * c.grad_accumulation for c in _small_rows(cands) if c.batching is not None]
     if not small:
         return None
     return (
         f"multi-worker plans ran as little as {min(small)} sample(s) per worker: a larger training.batch_size lets "
         "added GPUs and nodes speed the job up"
     )
+
+
+def _batch_lever(cands: Sequence[Candidate], global_batch: int | None) -> str | None:
+    """The global batch as a deadline's other lever, named on the fastest multi-worker row that ran a tiny batch per
+    worker: "raise training.batch_size (now 32: 4 per GPU on 8 GPUs)"."""
+    small = _small_rows(cands)
+    if not small:
+        return None
+    c = min(small, key=lambda x: (speed_of(x, "training"), _cost(x, "training")))
+    workers = c.gpus or c.count
+    each = math.ceil(global_batch / workers) if global_batch else (c.batching.max_batch if c.batching else 0)
+    now = f"now {global_batch}: " if global_batch else ""
+    unit = "GPU" if c.gpus else "worker"
+    return (f"raise training.batch_size ({now}{each} per {unit} on {workers} {unit}s): larger global batches scale "
+            f"across {unit}s")  # fmt: skip
 
 
 NEAR_TIE_COST = 1.05  # a job that costs at most this much more ...
@@ -326,12 +385,14 @@ def explain(
     input_measured: bool = False,
     smallest_request: int | None = None,
     samples_per_s: float | None = None,
+    global_batch: int | None = None,
 ) -> tuple[list[str], list[str], Candidate | None, list[str]]:
     """(why, why_not, alternative, warnings) for the top-ranked feasible candidate; ``input_measured``: the plan
     bounded each instance by a measured input stage (``rightsize pipeline``), or the model reads text (tokenizing
     is far cheaper than the JPEG decode the rule assumes), so the rule-of-thumb warning on it is left out.
     ``request_samples``: the largest request; ``smallest_request``: a request mix's smallest (a batch bigger than it
-    holds several requests); ``samples_per_s``: an online target's rate in samples."""
+    holds several requests); ``samples_per_s``: an online target's rate in samples; ``global_batch``: a training
+    target's batch_size."""
     feas = [c for c in ranked if c.feasible]
     rec = feas[0] if feas else None
     if rec is None:
@@ -339,13 +400,18 @@ def explain(
         top = ", ".join(f"{k} ({v})" for k, v in summary.items())  # most first already
         closest = _closest([c for c in ranked if c.reasons], kind, request_samples)
         why = [f"no candidate meets every target; reasons: {top or 'none evaluated'}"]
+        hint = _small_batch_hint(ranked) if kind == "training" else None
         if closest:
             why.append(f"closest: {_who(closest)}: {'; '.join(closest.reasons)}")
             if all(r.startswith("over budget") for r in closest.reasons):
                 why.append(_budget_fix(closest, kind))
-        if kind == "training" and (hint := _small_batch_hint(ranked)):
+            elif kind != "online" and (fix := _deadline_fix(closest, hint and _batch_lever(ranked, global_batch))):
+                why.append(fix)
+                hint = None  # named in the fix, or not the lever: no plan even starts in time
+        if hint:
             why.append(hint)
-        return why, [], None, []
+        host = host_bound_note(None, ranked, kind)
+        return why, [], None, [host] if host else []
     perf = _perf(rec, kind, percentile)
     source = {
         "measured": MEASURED_WORDS,
@@ -383,6 +449,8 @@ def explain(
             why_not.append(f"no {other.upper()} plan is feasible; e.g. {_who(alt)}: "
                            f"{alt.reasons[0] if alt.reasons else 'not feasible'}")  # fmt: skip
     warnings = check_warnings(kind, rec, bound_ms, smallest_request or request_samples, input_measured, samples_per_s)
+    if host := host_bound_note(rec, ranked, kind):
+        warnings.append(host)
     fragile = _fragile_choice(kind, rec, alt)
     if fragile:
         warnings.append(fragile)

@@ -11,9 +11,12 @@ from rightsize.catalog.model import Instance
 from rightsize.plan.result import Candidate, SpotPlan
 from rightsize.plan.spot import daly_interval_hours, daly_wall_hours, simulate_spot
 from rightsize.plan.verify import NO_SPOT_RATE
-from rightsize.units import format_hours, format_hours_apart, format_usd
+from rightsize.units import format_hours, format_hours_apart, format_usd, format_usd_apart
 
-__all__ = ["MIN_P_MEET", "copy_candidate", "finish", "missed_targets", "spot_odds", "spot_variant", "unrated_spot_note"]
+__all__ = [
+    "MIN_P_MEET", "copy_candidate", "finish", "missed_targets", "missed_words", "spin_up_miss", "spot_odds",
+    "spot_variant", "unrated_spot_note",
+]  # fmt: skip
 
 MIN_P_MEET = 0.9  # a spot plan must meet the deadline in at least 90% of simulated runs
 
@@ -45,6 +48,22 @@ def missed_targets(c: Candidate) -> list[str] | None:
     return list(dict.fromkeys(out))
 
 
+def missed_words(c: Candidate) -> list[str]:
+    """``missed_targets`` in words, naming the band's slow edge where a target is missed only there: "$2.47,
+    misses the budget" against a $3.00 budget read as a contradiction; "misses the budget at the band's slow edge:
+    $3.74" does not."""
+    out: list[str] = []
+    for reason in c.reasons:
+        target = next((t for head, t in _TARGET_REASONS if reason.startswith(head)), None)
+        if target == "the budget" and "pessimistic edge" in reason and c.cost_usd_total_at_edge is not None:
+            target = f"the budget at the band's slow edge: {format_usd(c.cost_usd_total_at_edge)}"
+        elif target == "the deadline" and "pessimistic edge" in reason and c.runtime_hours_at_edge is not None:
+            target = f"the deadline at the band's slow edge: {format_hours(c.runtime_hours_at_edge)}"
+        if target is not None:
+            out.append(target)
+    return list(dict.fromkeys(out))
+
+
 def copy_candidate(c: Candidate, purchase: str, price_per_hour: float) -> Candidate:
     return replace(c, purchase=purchase, cost_usd_per_hour=price_per_hour, reasons=list(c.reasons), notes=list(c.notes))
 
@@ -62,9 +81,11 @@ def finish(
     c.feasible = True
     edge = max(1.0, c.band[1])
     fixed = min(max(0.0, fixed_hours), hours)
+    c.runtime_hours_at_edge = _stretched(hours, fixed, edge)
+    c.cost_usd_total_at_edge = c.runtime_hours_at_edge * c.cost_usd_per_hour
     if deadline_hours is not None and fixed >= deadline_hours:
         c.feasible = False
-        c.reasons.append(f"spin-up alone ({format_hours(fixed)}) exceeds the {format_hours(deadline_hours)} deadline")
+        c.reasons.append(spin_up_miss(fixed, deadline_hours))
     elif deadline_hours is not None and (why := deadline_miss(hours, fixed, edge, deadline_hours)) is not None:
         c.feasible = False
         c.reasons.append(why)
@@ -72,9 +93,22 @@ def finish(
         note = f"meets the deadline at the pessimistic edge of the projection band (x{edge:.2f})"
         if note not in c.notes:  # finished again (a spot variant, a re-costed plan): one note
             c.notes.append(note)
-    if budget_usd is not None and (why := over_budget(c, fixed, budget_usd)) is not None:
+    if budget_usd is not None and (why := over_budget(c, budget_usd)) is not None:
         c.feasible = False
         c.reasons.append(why)
+
+
+def spin_up_miss(spin_up_hours: float, deadline_hours: float) -> str:
+    """The reason a job's spin-up alone outlasts its deadline, both in one unit ("155 s > 1 s", not "2.58 min" and
+    "0.0167 min")."""
+    took, due = format_hours_apart(spin_up_hours, deadline_hours)
+    return f"spin-up alone ({took}) exceeds the {due} deadline"
+
+
+def _stretched(hours: float, fixed_hours: float, edge: float) -> float:
+    """``hours`` at the band's slow edge: the work stretched by ``edge``, its ``fixed_hours`` of spin-up as they are."""
+    fixed = min(max(0.0, fixed_hours), hours)
+    return fixed + (hours - fixed) * edge
 
 
 def deadline_miss(hours: float, fixed_hours: float, edge: float, deadline_hours: float) -> str | None:
@@ -83,7 +117,7 @@ def deadline_miss(hours: float, fixed_hours: float, edge: float, deadline_hours:
     purchase option: a mixed row had dropped the slow-edge reason with its spot row's odds, and was recommended
     at 15.9 min past a 15 min deadline that refused the same instance on-demand and on spot."""
     fixed = min(max(0.0, fixed_hours), hours)
-    at_edge = fixed + (hours - fixed) * edge
+    at_edge = _stretched(hours, fixed, edge)
     if hours > deadline_hours:
         took, due = format_hours_apart(hours, deadline_hours)
         return f"misses the deadline: {took} > {due}"
@@ -154,20 +188,21 @@ def spot_variant(
 _REJUDGED_BY_MIXED = ("misses the deadline", "spot meets the deadline", "over budget")
 
 
-def over_budget(c: Candidate, fixed_hours: float, budget_usd: float) -> str | None:
-    """Why a job row is over ``budget_usd``, or None: at its median cost, or at the band's slow edge, where its
-    deadline is judged (its work stretched, not its ``fixed_hours`` of spin-up; at the row's own mean price per
-    hour, so a mixed row's spot and on-demand hours count as they are billed)."""
-    hours, total = c.runtime_hours or 0.0, c.cost_usd_total or 0.0
-    if total > budget_usd:
-        return f"over budget: ${total:,.2f} > ${budget_usd:,.2f}"
-    edge = max(1.0, c.band[1])
-    fixed = min(max(0.0, fixed_hours), hours)
-    at_edge = total * (fixed + (hours - fixed) * edge) / hours if hours > 0 else total
-    if at_edge > budget_usd:
-        return (f"over budget at the pessimistic edge of the projection band (x{edge:.2f} on the work): "
-                f"${at_edge:,.2f} > ${budget_usd:,.2f} (median ${total:,.2f})")  # fmt: skip
-    return None
+def over_budget(c: Candidate, budget_usd: float) -> str | None:
+    """Why a job row is over ``budget_usd``, or None: judged at the band's slow edge, where its deadline is
+    (``cost_usd_total_at_edge``: its work stretched, not its spin-up, at the row's own mean price per hour, so a mixed
+    row's spot and on-demand hours count as they are billed). Quoted there even when the median is over too: "over
+    budget: $2.47 > $2.00" had led to a "to fix" of $2.48, and at $3.00 the same row was over at $3.74."""
+    total = c.cost_usd_total or 0.0
+    at_edge = max(total, c.cost_usd_total_at_edge if c.cost_usd_total_at_edge is not None else total)
+    if at_edge <= budget_usd:
+        return None
+    if at_edge == total:
+        cost, budget = format_usd_apart(total, budget_usd)
+        return f"over budget: {cost} > {budget}"
+    cost, budget = format_usd_apart(at_edge, budget_usd)
+    return (f"over budget at the pessimistic edge of the projection band (x{max(1.0, c.band[1]):.2f} on the work): "
+            f"{cost} > {budget} (median {format_usd(total)})")  # fmt: skip
 
 
 def spot_odds(
@@ -243,6 +278,11 @@ def spot_odds(
         m.cost_usd_total = base_usd + (mix_m.expected_cost_usd - run_m.expected_cost_usd)
         if m.runtime_hours > 0:  # its $/h is the run's average (spot, then on-demand): $/h x hours read as the total
             m.cost_usd_per_hour = m.cost_usd_total / m.runtime_hours
+        edge = max(
+            1.0, m.band[1]
+        )  # judged there as below: the deadline on its work uninterrupted, the budget as finish
+        m.runtime_hours_at_edge = max(m.runtime_hours, _stretched(work + up_h, up_h, edge))
+        m.cost_usd_total_at_edge = _stretched(m.runtime_hours, up_h, edge) * m.cost_usd_per_hour
         m.spot = replace(c.spot, expected_hours=m.runtime_hours, p_meet_deadline=mix.p_meet_deadline, policy="mixed",
                          expected_cost_usd=m.cost_usd_total)  # fmt: skip
         m.feasible = not m.reasons
@@ -263,7 +303,7 @@ def spot_odds(
         if (mix.p_meet_deadline or 0.0) < MIN_P_MEET:
             m.feasible = False
             m.reasons.append(f"mixed policy meets the deadline in only {mix.p_meet_deadline or 0.0:.0%} of runs")
-        if budget_usd is not None and (why := over_budget(m, up_h, budget_usd)) is not None:  # as finish() judges
+        if budget_usd is not None and (why := over_budget(m, budget_usd)) is not None:  # as finish() judges
             m.feasible = False
             m.reasons.append(why)
         mixed.append(m)

@@ -205,7 +205,8 @@ def plan(
     smallest = t.online.sizes()[0][0] if t.online is not None and t.online.request_mix is not None else None
     why, why_not, alt, warnings = explain(kind, ranked, percentile, bound, samples,
                                           input_stage is not None or text_input, smallest_request=smallest,
-                                          samples_per_s=_samples_per_s(t.online))  # fmt: skip
+                                          samples_per_s=_samples_per_s(t.online),
+                                          global_batch=t.training.batch_size if t.training else None)  # fmt: skip
     warnings += mix_warnings
     rec = next((c for c in ranked if c.feasible), None)
     if spot_words := unrated_spot_note(rec, ranked, kind):

@@ -113,6 +113,10 @@ class Candidate:
     latency: LatencyPrediction | None = None  # online
     runtime_hours: float | None = None  # batch: wall time; training: time to train
     cost_usd_total: float | None = None  # batch / training: whole job; online: None (see per hour)
+    # batch / training: the run time and total at the band's slow edge, where the deadline and the budget are judged
+    # (job_costs.finish); what a "to fix" quotes and a frontier point that misses only there names
+    runtime_hours_at_edge: float | None = None
+    cost_usd_total_at_edge: float | None = None
     cost_usd_per_1m_requests: float | None = None  # online
     throughput_per_s: float | None = None  # samples per second of the whole deployment
     gpus: int = 0  # accelerators in total

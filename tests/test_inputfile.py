@@ -12,7 +12,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rightsize.errors import RightsizeError, SpecError
-from rightsize.inputfile import MAX_ALIASES, MAX_DEPTH, load_yaml, read_user_text, short, write_whole
+from rightsize.inputfile import (
+    MAX_ALIASES,
+    MAX_DEPTH,
+    MAX_EXPANDED,
+    _check_shape,
+    load_yaml,
+    read_user_text,
+    short,
+    write_whole,
+)
 from rightsize.spec import load_spec, parse_spec
 from rightsize.spec.schema import Workload
 
@@ -70,6 +79,39 @@ def test_alias_bombs_end_fast_with_a_short_message(tmp_path: Path, as_key: bool)
         assert len(str(err.value)) < 300
         if levels * width > MAX_ALIASES:
             assert "aliases" in str(err.value)
+
+
+def _laughs(levels: int, width: int) -> str:
+    """The probe's bomb: ten scalars, then ``levels`` lists of ``width`` aliases to the one before."""
+    text = "a0: &a0 [" + ",".join(["lol"] * 10) + "]\n"
+    for i in range(1, levels + 1):
+        text += f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * width) + "]\n"
+    return text
+
+
+def test_the_expansion_count_is_the_values_once_every_alias_is_written_out() -> None:
+    """Keys count, a collection counts one, an alias counts what its anchor holds, a re-anchored name the newest."""
+    assert _check_shape("a: 1\nb: [x, y]\n", "s") == 1 + 2 + 1 + 1 + 2  # the mapping, a, 1, b, the list, x, y
+    assert _check_shape("a: &x [1, 2]\nb: [*x, *x]\n", "s") == 1 + 2 + 3 + (1 + 2 * 3)
+    assert _check_shape("a: &x 1\nb: &x [1, 2, 3]\nc: *x\n", "s") == 1 + 3 + 1 + 4 + 4
+    # the mapping, 4 keys, then a0's 11 values, a1's 1 + 8 * 11 = 89, a2's 1 + 8 * 89 = 713, a3's 1 + 8 * 713
+    assert _check_shape(_laughs(3, 8), "s") == 1 + 4 + 11 + 89 + 713 + 5705
+
+
+def test_an_alias_bomb_under_the_alias_count_is_refused_by_its_expansion() -> None:
+    """8 levels of 8 aliases are 64, inside MAX_ALIASES: `plan` walked the 200 million values for minutes, at 55 MB."""
+    assert MAX_ALIASES >= 8 * 8
+    t0 = time.perf_counter()
+    with pytest.raises(SpecError) as err:
+        load_yaml(_laughs(8, 8), "bomb.yaml")
+    assert time.perf_counter() - t0 < 2.0
+    assert str(err.value) == (
+        f"bomb.yaml: has YAML aliases (*name) that expand to 213,652,688 values (limit {MAX_EXPANDED:,}); "
+        "write the values out"
+    )
+    assert load_yaml(_laughs(3, 8), "ok.yaml")["a3"][7][7][7] == ["lol"] * 10  # a block shared a few times is fine
+    many = "x: [" + ",".join(["1"] * (MAX_EXPANDED + 10)) + "]\n"  # written out, not aliased: bounded by the file
+    assert len(load_yaml(many, "long.yaml")["x"]) == MAX_EXPANDED + 10
 
 
 def test_short_never_expands() -> None:

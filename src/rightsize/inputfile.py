@@ -3,7 +3,8 @@ files we write for them, whole or not at all.
 
     text = read_user_text(path, what="spec")          # SpecError on a directory, > cap, not UTF-8
     data = load_yaml(text, source="spec.yaml")         # SpecError on bad syntax, duplicate keys, several
-                                                       # documents, deep nesting or too many aliases; numbers
+                                                       # documents, deep nesting, too many aliases or
+                                                       # aliases that expand too far; numbers
                                                        # are decimal (`1:30`, `0x10`, `017`, `1_000`: text)
     yaml11_number(value)                               # why text in a number field is refused, if YAML 1.1
                                                        # reads it as a number
@@ -33,6 +34,7 @@ from rightsize.errors import NotFoundError, SpecError, first_line
 __all__ = [
     "MAX_ALIASES",
     "MAX_DEPTH",
+    "MAX_EXPANDED",
     "MAX_FILE_BYTES",
     "check_finite",
     "decimal",
@@ -57,7 +59,8 @@ def decimal(text: str) -> float:
 
 MAX_FILE_BYTES = 4 * 1024 * 1024  # a spec or catalog CSV is kilobytes; 4 MiB is far past any real one
 MAX_DEPTH = 32  # nesting of mappings/lists; a spec needs 4
-MAX_ALIASES = 64  # YAML aliases (*name): enough to share a block, too few for an expansion bomb
+MAX_ALIASES = 64  # YAML aliases (*name): enough to share a block
+MAX_EXPANDED = 100_000  # values aliases add once written out (a spec has hundreds); 64 aliases nest to millions
 
 _repr = reprlib.Repr()
 _repr.maxstring = 60
@@ -208,21 +211,35 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 _Loader.add_constructor(_MERGE_TAG, yaml.constructor.SafeConstructor.construct_scalar)  # `name: <<` is the text
 
 
-def _check_shape(text: str, source: str) -> None:
-    """Refuse nesting deeper than MAX_DEPTH and more than MAX_ALIASES aliases, from the event stream
-    (before anything is composed, so neither recursion nor expansion can run away)."""
-    depth = aliases = 0
+def _check_shape(text: str, source: str) -> int:
+    """Refuse nesting deeper than MAX_DEPTH, more than MAX_ALIASES aliases and aliases that add more than
+    MAX_EXPANDED values once written out, from the event stream (before anything is composed, so neither recursion
+    nor expansion can run away); the values the document stands for. An alias count does not bound expansion:
+    8 levels of 8 aliases are 64 aliases, and 16 million values that every reader of the data walks."""
+    depth = aliases = written = 0
     open_anchors: list[str | None] = []  # the anchors of the collections being read, outermost first
+    sizes: list[int] = [0]  # values of each collection being read, aliases written out (outermost: the document)
+    anchored: dict[str, int] = {}  # an anchor's values (a later `&name` replaces an earlier one, as YAML's)
     for event in yaml.parse(text, Loader=_Loader):
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             open_anchors.append(event.anchor)
+            sizes.append(1)
+            written += 1
             if depth > MAX_DEPTH:
                 line = event.start_mark.line + 1 if event.start_mark else 0
                 raise SpecError(source, f"nests deeper than {MAX_DEPTH} levels (line {line}); flatten it")
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
-            open_anchors.pop()
+            anchor, size = open_anchors.pop(), sizes.pop()
+            if anchor is not None:
+                anchored[anchor] = size
+            sizes[-1] += size
+        elif isinstance(event, yaml.ScalarEvent):
+            sizes[-1] += 1
+            written += 1
+            if event.anchor is not None:
+                anchored[event.anchor] = 1
         elif isinstance(event, yaml.AliasEvent):
             aliases += 1
             if aliases > MAX_ALIASES:
@@ -231,6 +248,12 @@ def _check_shape(text: str, source: str) -> None:
                 line = event.start_mark.line + 1 if event.start_mark else 0
                 raise SpecError(source, f"an alias (*{event.anchor}) refers to the value it is inside (line "
                                 f"{line}); write the values out")  # fmt: skip
+            sizes[-1] += anchored.get(event.anchor or "", 1)  # an undefined anchor: the composer names it
+    added = sizes[0] - written  # what the aliases stand for; a long file written out is bounded by its size
+    if added > MAX_EXPANDED:
+        raise SpecError(source, f"has YAML aliases (*name) that expand to {added:,} values (limit "
+                        f"{MAX_EXPANDED:,}); write the values out")  # fmt: skip
+    return sizes[0]
 
 
 def load_yaml(text: str, source: str) -> Any:

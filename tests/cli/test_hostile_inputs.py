@@ -28,3 +28,26 @@ def test_an_alias_bomb_inside_the_alias_count_is_refused_at_once(
     assert code == 2
     assert err == "error: bomb.yaml: has YAML aliases (*name) that expand to 213,652,688 values (limit 100,000); " \
         "write the values out\n"  # fmt: skip
+
+
+def test_serve_refuses_an_unknown_model_before_announcing_its_load(capsys: pytest.CaptureFixture[str]) -> None:
+    """ "rightsize serve: loading bogusmodel …" came first, then the error: two lines for a typo."""
+    code, out, err = run_cli(["serve", "bogusmodel", "--port", "0"], capsys)
+    assert (code, out) == (2, "")
+    assert err.startswith("error: model 'bogusmodel' is not in the zoo.") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("model", "says"),
+    [
+        ("/nonexistent.pt", "error: model: no file '/nonexistent.pt'; give the path of your .onnx or TorchScript"),
+        ("nonexistent_mod:factory", "error: model: cannot import module 'nonexistent_mod' (No module named"),
+        ("os:system", "error: model: os:system needs arguments (command); a factory is called with none"),
+    ],
+)
+def test_memory_names_the_models_problem_before_asking_for_shape(
+    model: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each said "--shape: required for ..."; given --shape, the real problem came second."""
+    code, _, err = run_cli(["memory", model], capsys)
+    assert code == 2 and err.startswith(says) and err.count("\n") == 1

@@ -1,9 +1,23 @@
 """models.user_input: the --shape/--vocab/--seq/--image options, each refused where the model would ignore it."""
 
+from pathlib import Path
+
 import pytest
 
-from rightsize.errors import SpecError
+from rightsize.errors import NotFoundError, SpecError
 from rightsize.models.user_input import parse_shape, user_input_options
+
+
+@pytest.fixture(autouse=True)
+def _user_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The user models these tests name exist (the model is checked before its options): factories mm:make and
+    mymodels:make, and files m.pt and m.onnx in the working directory."""
+    for module in ("mm", "mymodels"):
+        (tmp_path / f"{module}.py").write_text("def make():\n    return None\n")
+    for name in ("m.pt", "m.onnx"):
+        (tmp_path / name).write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
 
 
 def test_parse_shape() -> None:
@@ -35,7 +49,25 @@ def test_seq_or_image_on_a_model_whose_input_shape_gives_is_refused_and_a_typo_i
     with pytest.raises(SpecError, match=r"^--image: m\.pt takes the input --shape gives it"):
         user_input_options("m.pt", "64", None, image=32)
     assert user_input_options("m.onnx", None, None, seq=32) == (None, None)  # symbolic dims take --seq
-    assert user_input_options("mymodel", "64", None) == ([64], None)  # resolving it says it is not in the zoo
+    with pytest.raises(NotFoundError, match=r"^model 'mymodel' is not in the zoo"):
+        user_input_options("mymodel", "64", None)
+
+
+@pytest.mark.parametrize(
+    ("ref", "says"),
+    [
+        ("/nonexistent.pt", r"^model: no file '/nonexistent\.pt'"),
+        ("ort:/nonexistent.onnx", r"^model: no file '/nonexistent\.onnx'"),
+        ("nonexistent_mod:factory", r"^model: cannot import module 'nonexistent_mod'"),
+        ("mm:nothing", r"^model: 'mm' has no callable 'nothing'"),
+        ("os:system", r"^model: os:system needs arguments \(command\); a factory is called with none"),
+        ("bogusmodel", r"^model 'bogusmodel' is not in the zoo"),
+    ],
+)
+def test_the_models_own_problem_comes_before_a_missing_shape(ref: str, says: str) -> None:
+    """`memory /nonexistent.pt` asked for --shape; given it, said there was no such file: two fixes for one."""
+    with pytest.raises((SpecError, NotFoundError), match=says):
+        user_input_options(ref, None, None)
 
 
 def test_a_size_option_of_the_other_input_kind_is_refused_not_ignored() -> None:

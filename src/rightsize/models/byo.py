@@ -31,7 +31,7 @@ from rightsize.inputfile import short
 from rightsize.models.onnx_engine import OrtModule, exported_onnx, onnx_input
 from rightsize.models.refs import ORT_PREFIX, OV_PREFIX, config_dir, without_engine
 from rightsize.models.time_limit import FACTORY_TIMEOUT_ENV, TimeLimitExceeded, factory_timeout_s, time_limit
-from rightsize.models.user_module import check_module, import_current, static_batch
+from rightsize.models.user_module import check_module, load_factory, static_batch
 from rightsize.models.zoo import ZOO, Family, InputKind, ZooEntry, get_entry
 
 if TYPE_CHECKING:
@@ -179,38 +179,7 @@ def _float_or_tokens(ref: str, shape: list[int] | None, vocab: int | None) -> di
 
 
 def _factory_entry(ref: str, shape: list[int] | None, vocab: int | None) -> UserEntry:
-    module_name, _, attr = ref.partition(":")
-    if not all(p.isidentifier() for p in module_name.split(".")) or not attr.isidentifier():
-        raise SpecError("model", f"{short(ref)} is not package.module:factory (dotted Python names, then the name of "
-                        "a function that returns the torch.nn.Module), e.g. mypkg.models:build")  # fmt: skip
-    limit = factory_timeout_s()
-    try:  # our stdout is ours (a --json document): its prints go to stderr; a hang ends after `limit` seconds
-        with contextlib.redirect_stdout(sys.stderr), time_limit(limit):
-            module = import_current(module_name, ref)
-    except TimeLimitExceeded:
-        raise SpecError("model", f"importing {module_name!r} has not finished after {limit:g} s; a factory's module "
-                        "must import promptly (check it for a loop or a blocking call at module level), or allow more "
-                        f"with {FACTORY_TIMEOUT_ENV}=SECONDS") from None  # fmt: skip
-    except ImportError as exc:
-        top, cwd = module_name.split(".")[0], Path.cwd()
-        parts = module_name.split(".")
-        ours = {".".join(parts[: i + 1]) for i in range(len(parts))}
-        missing = getattr(exc, "name", None)
-        if missing and missing not in ours:  # the module was found; something it imports is not installed
-            raise NotFoundError(
-                f"model: module {module_name!r} imports {missing!r}, which is not installed here; "
-                "install it where rightsize runs (pip install ...)"
-            ) from None
-        here = getattr(exc, "name", None) == top and ((cwd / f"{top}.py").is_file() or (cwd / top).is_dir())
-        # the `rightsize` command does not import from the working directory, as `python` would
-        fix = f"it is in {cwd}: run with PYTHONPATH={cwd}" if here else "check PYTHONPATH"
-        raise NotFoundError(f"model: cannot import module {module_name!r} ({exc}); {fix}") from None
-    except Exception as exc:  # the user's module failed while importing: its error, not ours
-        raise SpecError("model", f"importing {module_name!r} raised {type(exc).__name__}: {short(str(exc))}; fix "
-                        "that module") from None  # fmt: skip
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise NotFoundError(f"model: {module_name!r} has no callable {attr!r}")
+    factory = load_factory(ref)
 
     def build(tiny: bool) -> nn.Module:
         limit = factory_timeout_s()
@@ -282,6 +251,21 @@ def _exported_entry(ref: str, shape: list[int] | None, vocab: int | None) -> Use
     build(False)
     return UserEntry(ref, "user", description=f"torch.export {path.name}", builder=build, hf=False, fmt="export",
                      **_float_or_tokens(ref, shape, vocab))  # fmt: skip
+
+
+def check_model_ref(ref: str) -> None:
+    """Refuse what ``ref`` names before its input options are read and before anything loads: a name not in the
+    zoo, a file that is not there, a factory that cannot be imported or called. ``--shape`` had been asked for
+    first (the user fixed it, then learnt the file did not exist), and `serve` had announced loading a typo."""
+    ref = without_engine(ref)
+    if not is_user_ref(ref):
+        get_entry(ref)
+    elif ref.startswith("hf:") or config_dir(ref) is not None:
+        return  # read when resolved: its errors name the config
+    elif ref.endswith((".onnx", ".pt2", *TORCHSCRIPT_SUFFIXES)):
+        _existing_file(ref)
+    else:
+        load_factory(ref)
 
 
 def _existing_file(ref: str) -> Path:
@@ -493,6 +477,7 @@ def _engine_entry(ref: str, shape: list[int] | None, vocab: int | None) -> Engin
 
 
 __all__ = [
-    "ENGINE_NAMES", "ORT_PREFIX", "OV_PREFIX", "TORCHSCRIPT_SUFFIXES", "EngineEntry", "UserEntry", "engine_of",
+    "ENGINE_NAMES", "ORT_PREFIX", "OV_PREFIX", "TORCHSCRIPT_SUFFIXES", "EngineEntry", "UserEntry", "check_model_ref",
+    "engine_of",
     "engine_ref", "is_user_ref", "resolve_model", "resolve_user", "workload_model",
 ]  # fmt: skip

@@ -5,7 +5,7 @@ option, where the model would ignore it."""
 from __future__ import annotations
 
 from rightsize.errors import SpecError
-from rightsize.models.byo import config_dir, input_kind_of, is_user_ref, without_engine
+from rightsize.models.byo import check_model_ref, config_dir, input_kind_of, is_user_ref, without_engine
 from rightsize.models.zoo import ZOO
 
 
@@ -30,14 +30,16 @@ def user_input_options(
 ) -> tuple[list[int] | None, int | None]:
     """``--shape`` and ``--vocab`` parsed for model ``ref``; a SpecError naming the option when ``ref`` is a zoo
     model or a Hugging Face config (their input is set by ``--seq`` / ``--image``), which would ignore them, and
-    when a zoo model's input is not the kind ``--seq`` / ``--image`` sets (``--image`` on a text model)."""
+    when a zoo model's input is not the kind ``--seq`` / ``--image`` sets (``--image`` on a text model). The model
+    itself is checked first (``check_model_ref``): its problem is the one to fix."""
+    check_model_ref(ref)
     takes = input_kind_of(ref) if seq is not None or image is not None else None
     for option, value, kind in (("--seq", seq, "tokens"), ("--image", image, "image")):
         if takes is not None and value is not None and takes != kind:
             raise SpecError(option, f"{ref} takes {takes} input, set by {_TAKES[takes]}: drop {option}")
     dims = parse_shape(shape)
     given = [option for option, value in (("--shape", dims), ("--vocab", vocab)) if value is not None]
-    # a name neither in the zoo nor a user's reference: resolving it says so (this blamed --shape for a typo)
+    # a name neither in the zoo nor a user's reference was refused above (this blamed --shape for a typo)
     if given and (ref.startswith("hf:") or config_dir(ref) is not None or ref in ZOO):
         zoo_kind = input_kind_of(ref) if ref in ZOO else None  # its own kind ('simplenet': neither option)
         own = {"image": "takes --image instead", "tokens": "takes --seq instead", "features": "has a fixed feature "

@@ -1,17 +1,21 @@
 """Checks on a user's torch module before rightsize calls it: one batch tensor in by position (``check_module``),
-a ``torch.export`` program with a dynamic batch (``static_batch``), and a factory module imported afresh when its
-file changed in a running process (``import_current``)."""
+a ``torch.export`` program with a dynamic batch (``static_batch``), a factory module imported afresh when its
+file changed in a running process (``import_current``), and the factory found in it (``load_factory``)."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rightsize.errors import SpecError
+from rightsize.errors import NotFoundError, SpecError
+from rightsize.inputfile import short
+from rightsize.models.time_limit import FACTORY_TIMEOUT_ENV, TimeLimitExceeded, factory_timeout_s, time_limit
 
 if TYPE_CHECKING:
     from torch import nn
@@ -87,3 +91,49 @@ def import_current(module_name: str, ref: str) -> types.ModuleType:
         module = importlib.import_module(module_name)
     _IMPORTED_AT[module_name] = rev
     return module
+
+
+def load_factory(ref: str) -> Callable[[], Any]:
+    """The factory ``package.module:factory`` names, imported (within the factory time limit) but not called; a
+    NotFoundError or SpecError naming the model when it cannot be imported or is not a function called with no
+    arguments."""
+    module_name, _, attr = ref.partition(":")
+    if not all(p.isidentifier() for p in module_name.split(".")) or not attr.isidentifier():
+        raise SpecError("model", f"{short(ref)} is not package.module:factory (dotted Python names, then the name of "
+                        "a function that returns the torch.nn.Module), e.g. mypkg.models:build")  # fmt: skip
+    limit = factory_timeout_s()
+    try:  # our stdout is ours (a --json document): its prints go to stderr; a hang ends after `limit` seconds
+        with contextlib.redirect_stdout(sys.stderr), time_limit(limit):
+            module = import_current(module_name, ref)
+    except TimeLimitExceeded:
+        raise SpecError("model", f"importing {module_name!r} has not finished after {limit:g} s; a factory's module "
+                        "must import promptly (check it for a loop or a blocking call at module level), or allow more "
+                        f"with {FACTORY_TIMEOUT_ENV}=SECONDS") from None  # fmt: skip
+    except ImportError as exc:
+        top, cwd = module_name.split(".")[0], Path.cwd()
+        parts = module_name.split(".")
+        ours = {".".join(parts[: i + 1]) for i in range(len(parts))}
+        missing = getattr(exc, "name", None)
+        if missing and missing not in ours:  # the module was found; something it imports is not installed
+            raise NotFoundError(
+                f"model: module {module_name!r} imports {missing!r}, which is not installed here; "
+                "install it where rightsize runs (pip install ...)"
+            ) from None
+        here = getattr(exc, "name", None) == top and ((cwd / f"{top}.py").is_file() or (cwd / top).is_dir())
+        # the `rightsize` command does not import from the working directory, as `python` would
+        fix = f"it is in {cwd}: run with PYTHONPATH={cwd}" if here else "check PYTHONPATH"
+        raise NotFoundError(f"model: cannot import module {module_name!r} ({exc}); {fix}") from None
+    except Exception as exc:  # the user's module failed while importing: its error, not ours
+        raise SpecError("model", f"importing {module_name!r} raised {type(exc).__name__}: {short(str(exc))}; fix "
+                        "that module") from None  # fmt: skip
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise NotFoundError(f"model: {module_name!r} has no callable {attr!r}")
+    try:  # `os:system` was asked for --shape, then called, then refused: a factory takes no arguments
+        inspect.signature(factory).bind()
+    except TypeError:
+        raise SpecError("model", f"{ref} needs arguments {inspect.signature(factory)}; a factory is called with "
+                        "none and returns the torch.nn.Module: point at one, or wrap it") from None  # fmt: skip
+    except ValueError:  # a builtin without a signature: its call says what is wrong
+        pass
+    return factory

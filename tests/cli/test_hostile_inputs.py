@@ -51,3 +51,10 @@ def test_memory_names_the_models_problem_before_asking_for_shape(
     """Each said "--shape: required for ..."; given --shape, the real problem came second."""
     code, _, err = run_cli(["memory", model], capsys)
     assert code == 2 and err.startswith(says) and err.count("\n") == 1
+
+
+def test_dashboard_refuses_an_address_it_cannot_listen_on_before_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    """ "warning: --host 999.999.1.1 exposes the results store…" came before the error that it could not listen."""
+    code, out, err = run_cli(["dashboard", "--host", "999.999.1.1", "--port", "0"], capsys)
+    assert (code, out) == (2, "")
+    assert err.startswith("error: --host: cannot listen on '999.999.1.1' (") and err.count("\n") == 1

@@ -38,10 +38,10 @@ def dashboard(
     catalog: list[Path] | None = CATALOG_OPTION,
 ) -> None:
     """Serve a local, read-only dashboard over the results store until Ctrl-C."""
-    from rightsize.hosts import check_host
+    from rightsize.hosts import check_listenable
     from rightsize.report.dashboard import serve_dashboard
 
-    check_host(host)
+    check_listenable(host)  # before the warning below: an address it cannot listen on exposes nothing
     check_token(token)
     if host not in _LOOPBACK:
         err_console.print(f"warning: --host {host} exposes the results store beyond this machine")

@@ -12,7 +12,6 @@ mode lets it read while a sweep writes.
 from __future__ import annotations
 
 import base64
-import errno
 import hashlib
 import hmac
 import json
@@ -27,7 +26,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from rightsize.catalog import Catalog
 from rightsize.errors import NotFoundError, RightsizeError, SpecError
-from rightsize.hosts import allowed_hosts, check_host, host_name
+from rightsize.hosts import allowed_hosts, check_host, host_error, host_name
 from rightsize.report.fmt import esc
 
 __all__ = ["DashboardServer", "make_server", "render_api", "render_path", "running_dashboard", "serve_dashboard"]
@@ -244,8 +243,6 @@ def make_server(
 ) -> DashboardServer:
     """A bound server over an existing store (port 0: a free port). The store is never created here.
     ``catalog`` (loaded once by the caller, e.g. with the user's ``--catalog``) prices measured points."""
-    import socket
-
     from rightsize.store import Store
     from rightsize.store.opening import default_store_path, missing_store_error
 
@@ -257,10 +254,8 @@ def make_server(
     try:
         return DashboardServer(path, host, port, log, token, catalog)
     except OSError as exc:
-        # the host's fault: not an address or a name this machine resolves (gaierror), or not one of its addresses
-        if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
-            raise SpecError("--host", f"cannot listen on {host!r} ({exc.strerror}); give an address of this "
-                            "machine, e.g. 127.0.0.1") from None  # fmt: skip
+        if (error := host_error(exc, host)) is not None:
+            raise error from None
         raise RightsizeError(f"--port: cannot listen on {host}:{port} ({exc.strerror}); pick another port") from None
 
 

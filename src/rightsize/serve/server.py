@@ -10,7 +10,6 @@ flushes partial batches at once ("drain"), answers every queued request, then st
 from __future__ import annotations
 
 import contextlib
-import errno
 import importlib.util
 import logging
 import re
@@ -25,7 +24,7 @@ import uvicorn
 
 from rightsize.allocator import keep_freed_memory
 from rightsize.errors import RightsizeError, RunFailedError, SpecError, print_stop
-from rightsize.hosts import allowed_hosts
+from rightsize.hosts import allowed_hosts, host_error
 from rightsize.serve.app import create_app
 from rightsize.serve.config import ServerConfig
 from rightsize.serve.guard import HostCheck, protocol_class
@@ -73,11 +72,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        # the host's fault (not an address this machine has or resolves) or the port's (taken, privileged): the
-        # option to change, exit 2, as the dashboard says it
-        if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
-            raise SpecError("--host", f"cannot listen on {host!r} ({exc.strerror}); give an address of this "
-                            "machine, e.g. 127.0.0.1") from None  # fmt: skip
+        # the host's fault or the port's (taken, privileged): the option to change, exit 2, as the dashboard says it
+        if (error := host_error(exc, host)) is not None:
+            raise error from None
         raise SpecError("--port", f"cannot listen on {host}:{port} ({exc.strerror}); pick another port") from None
     sock.set_inheritable(True)
     return sock

@@ -58,3 +58,16 @@ def test_dashboard_refuses_an_address_it_cannot_listen_on_before_warning(capsys:
     code, out, err = run_cli(["dashboard", "--host", "999.999.1.1", "--port", "0"], capsys)
     assert (code, out) == (2, "")
     assert err.startswith("error: --host: cannot listen on '999.999.1.1' (") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_catalog_import_onto_a_directory_says_so_at_once(
+    force: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ "exists; pass --force", then with --force "cannot write (is a directory)": two tries for one mistake."""
+    monkeypatch.chdir(tmp_path)
+    Path("skypilot").mkdir()
+    Path("out").mkdir()
+    code, _, err = run_cli(["catalog", "import", "skypilot", "-o", "out", *force], capsys)
+    assert code == 2
+    assert err == "error: --output: cannot write 'out' (is a directory); name a file (in it, or beside it)\n"

@@ -123,8 +123,8 @@ def check_writable(path: Path, option: str, store: Path | None = None, *, only_o
     from rightsize.inputfile import short
     from rightsize.store.opening import default_store_path
 
-    def refuse(why: str) -> SpecError:
-        return SpecError(option, f"cannot write {short(str(given))} ({why}); pass a writable path")
+    def refuse(why: str, fix: str = "pass a writable path") -> SpecError:
+        return SpecError(option, f"cannot write {short(str(given))} ({why}); {fix}")
 
     given, path = path, path.resolve()  # a symlink's target: the probe had created it and then deleted the link
     made: list[Path] = []
@@ -132,7 +132,7 @@ def check_writable(path: Path, option: str, store: Path | None = None, *, only_o
     try:
         existed = path.exists()
         if path.is_dir():
-            raise refuse("is a directory")
+            raise refuse("is a directory", "name a file (in it, or beside it)")
         if existed and not path.is_file():
             raise refuse("is not a regular file")
         db = store if store is not None else default_store_path()

@@ -168,14 +168,14 @@ def catalog_import(
     if date is not None and dt.date.fromisoformat(date if len(date) == 10 else f"{date}-01") > today():
         raise SpecError("--date", f"{date} is after today ({today().isoformat()}); pass the date of the prices, "
                         "which --catalog refuses in the future")  # fmt: skip
-    if output.exists() and not force:
-        raise SpecError("--output", f"{output} exists; pass --force to replace it or choose another file")
+    check_writable(output, "--output")  # first: a directory, with --force, had then been refused as one
     read = next((p for p in catalog_paths(catalog_file) if same_file(output, p)), None)
     if read is not None:
         # the import writes only the cloud rows it re-priced: the file's own rows (on-prem, negotiated) were lost
         raise SpecError("--output", f"is the catalog being read ({read}); write the import to another file "
                         "and keep yours as it is (or merge them by hand)")  # fmt: skip
-    check_writable(output, "--output")
+    if output.exists() and not force:
+        raise SpecError("--output", f"{output} exists; pass --force to replace it or choose another file")
     if date is None:
         newest = max(p.stat().st_mtime for p in find_tables(path).values())
         date = dt.date.fromtimestamp(newest).strftime("%Y-%m")

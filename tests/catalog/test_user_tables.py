@@ -98,3 +98,21 @@ def test_a_power_row_of_an_unknown_kind_is_refused(tmp_path: Path, kind: str) ->
         load_catalog(f)
     want = f"must be one of cpu, gpu, memory, got {kind!r}" if kind else "is empty"
     assert str(exc.value).startswith(f"{f} line 2, column 'kind': ") and want in str(exc.value), str(exc.value)
+
+
+def test_a_power_row_whose_idle_draw_is_above_its_full_load_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """min_w 5 above max_w 1 was accepted and planned from (docs/catalog.md says power rows are checked)."""
+    f = tmp_path / "power.csv"
+    f.write_text("kind,key,min_w,max_w,source,date\ngpu,T4,10,80,my meter,2026-11\ncpu,intel-broadwell,5,1,s,2026-01\n")
+    with pytest.raises(SpecError) as exc:
+        load_catalog(f)
+    assert str(exc.value) == (
+        f"{f} line 3, column 'max_w': is 1, below min_w 5; max_w is the draw at full load and min_w at idle: swap "
+        "them, or fix the one that is wrong"
+    )
+    code, out, err = run_cli(["plan", "examples/sentiment-api.yaml", "--catalog", str(f)], capsys)
+    assert (code, out, err) == (2, "", f"error: {exc.value}\n")
+    f.write_text("kind,key,min_w,max_w,source,date\ngpu,T4,80,80,flat,2026-11\n")  # equal: a flat draw is fine
+    assert load_catalog(f).power.gpu["T4"] == (80.0, 80.0)  # type: ignore[union-attr]

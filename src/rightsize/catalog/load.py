@@ -231,6 +231,9 @@ def _power(power: tuple[Path, str] | None, grid: tuple[Path, str] | None, base: 
     for r in read_table(*power, POWER_COLUMNS, user=user, optional=SOURCE_OPTIONAL) if power else ():
         kind = r.choice("kind", POWER_KINDS) or r.text("kind")  # "GPU" or "mem" had been skipped unsaid
         pair = (r.num("min_w"), r.num("max_w"))
+        if pair[0] > pair[1]:  # an idle draw above the full-load one had been planned from, unsaid
+            raise r._fail("max_w", f"is {pair[1]:g}, below min_w {pair[0]:g}; max_w is the draw at full load and "
+                          "min_w at idle: swap them, or fix the one that is wrong")  # fmt: skip
         if kind == "cpu":
             cpu[r.text("key")] = pair
         elif kind == "gpu":

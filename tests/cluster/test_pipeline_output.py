@@ -102,9 +102,16 @@ def test_ctrl_c_says_how_far_it_got_and_what_was_kept(tmp_path: Path, monkeypatc
     assert out.read_text() == "precious\n"
 
 
+@pytest.fixture(scope="module")
+def pipeline_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store for the pipelines below: tiny simplenet is measured once, and the other format's run reuses it
+    (what they check is the output file, not the measuring)."""
+    return tmp_path_factory.mktemp("pipeline") / "st.sqlite"
+
+
 @pytest.mark.parametrize("name", ["out.jsonl", "out.parquet"])
 def test_a_file_the_pipeline_did_not_write_is_never_replaced(
-    tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, name: str, pipeline_store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`pipeline --output user.jsonl` replaced a user's own file with the results, exit 0 (report -o and results
     --export refuse one); a pipeline's own output is written again."""
@@ -116,7 +123,7 @@ def test_a_file_the_pipeline_did_not_write_is_never_replaced(
     )
     out = tmp_path / name
     out.write_bytes(b'{"mine": "precious"}\n')
-    argv = ["pipeline", str(spec), "--items", "10", "--output", str(out), "--store", str(tmp_path / "st.sqlite")]
+    argv = ["pipeline", str(spec), "--items", "10", "--output", str(out), "--store", str(pipeline_store)]
     rc, stdout, err = run_cli(argv, capsys)
     assert (rc, stdout) == (2, "") and err.startswith("error: --output: '") and err.endswith(
         f"{name}' exists and was not written by rightsize; its contents would be lost: choose another file, or remove "

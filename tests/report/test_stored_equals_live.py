@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,29 +19,29 @@ def _charts(html: str) -> dict[str, int]:
     }
 
 
-def _rs(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rightsize", *args], capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.slow
-def test_report_run_matches_plan_report(tmp_path: Path) -> None:
+def test_report_run_matches_plan_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """In-process (``run_cli``): what is compared is the two reports, not the process around them."""
+    from cli_kit import run_cli
+
     spec, store = tmp_path / "s.yaml", tmp_path / "s.db"
     spec.write_text(SPEC)
     live = tmp_path / "live.html"
-    run = _rs("plan", str(spec), "--store", str(store), "--report", str(live), "--json")
-    assert run.returncode == 0, run.stderr[-500:]
-    n_candidates = json.loads(run.stdout)["n_candidates"]
+    code, out, err = run_cli(["plan", str(spec), "--store", str(store), "--report", str(live), "--json"], capsys)
+    assert code == 0, err[-500:]
+    n_candidates = json.loads(out)["n_candidates"]
     stored = tmp_path / "stored.html"
-    run = _rs("report", "--store", str(store), "--output", str(stored))
-    assert run.returncode == 0, run.stderr[-500:]
+    code, _, err = run_cli(["report", "--store", str(store), "--output", str(stored)], capsys)
+    assert code == 0, err[-500:]
     a, b = live.read_text(), stored.read_text()
     assert _charts(a) == _charts(b) and _charts(a)["p95-rate"] > 0  # the same curves, sweeps and points
     assert "pass sweep=" not in b
     memory = re.compile(r'data-chart="memory".*?</figure>', re.S)
     assert (m1 := memory.search(a)) is not None and (m2 := memory.search(b)) is not None
     assert m1.group(0) == m2.group(0)  # the same memory breakdown and tiers
-    listed = _rs("results", "--json", "--store", str(store))
-    plans = [r for r in json.loads(listed.stdout) if r["kind"] == "plan"]
+    code, listed, err = run_cli(["results", "--json", "--store", str(store)], capsys)
+    assert code == 0, err[-500:]
+    plans = [r for r in json.loads(listed) if r["kind"] == "plan"]
     assert plans
     from rightsize.store import Store
 

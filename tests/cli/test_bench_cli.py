@@ -186,17 +186,22 @@ def test_measured_power_line_names_its_window(monkeypatch: pytest.MonkeyPatch) -
 
 
 @pytest.mark.slow
-def test_int8_of_a_conv_net_is_static_and_bench_says_so(tmp_path: Path, store_path: Path) -> None:
+def test_int8_of_a_conv_net_is_static_and_bench_says_so(
+    tmp_path: Path, store_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In-process (``run_cli``): what is checked is the int8 scheme bench names, not the process around it."""
+    from cli_kit import run_cli
+
     spec = _spec(tmp_path, model="resnet50", batch_sizes=[2], precisions=["int8"])
-    shown = rightsize("bench", str(spec), store=store_path)
-    assert shown.returncode == 0, shown.stderr
-    assert "int8 here = static quantization: convolutions and Linear layers int8" in shown.stdout
-    [record] = json.loads(rightsize("bench", str(spec), "--json", store=store_path).stdout)
-    assert record["extra"]["int8_scheme"] == "static" and record["status"] == "ok"
+    code, shown, err = run_cli(["bench", str(spec), "--store", str(store_path)], capsys)
+    assert code == 0, err
+    assert "int8 here = static quantization: convolutions and Linear layers int8" in shown
+    code, out, err = run_cli(["bench", str(spec), "--json", "--store", str(store_path)], capsys)
+    [record] = json.loads(out)
+    assert code == 0 and record["extra"]["int8_scheme"] == "static" and record["status"] == "ok"
     text = _spec(tmp_path, model="distilbert", batch_sizes=[2], precisions=["int8"])
-    assert (
-        "int8 here = dynamic quantization: Linear layers int8" in rightsize("bench", str(text), store=store_path).stdout
-    )
+    code, shown, err = run_cli(["bench", str(text), "--store", str(store_path)], capsys)
+    assert code == 0 and "int8 here = dynamic quantization: Linear layers int8" in shown, err
 
 
 def test_ray_addresses_are_checked_before_anything_connects() -> None:

@@ -164,11 +164,18 @@ def test_check_rows_are_cited_kept_out_of_the_fit_and_projectable() -> None:
     assert not {r.id for r in checks} & {r.id for r in fitted}
     assert not {r.source for r in checks} & {r.source for r in fitted}  # no source is both fitted and a check
     older_stacks = {"ryujaehun-gpu-benchmark-2021"}  # a planned card on a 2021 stack (docs/reference-set.md)
+    nvidia_tables = {"nvidia-dle-resnet50-t4-2021"}  # NVIDIA's own tables: kept for independent checks, never fitted
     for r in checks:
         assert r.source_url.startswith("http") and r.published and r.value > 0, r.id
         assert r.device in cat.accelerators, r.id
-        assert r.device not in CAT.accelerators or r.source in older_stacks, r.id  # else a card the planner never sees
-    assert {r.source for r in checks} >= older_stacks
+        planned_ok = older_stacks | nvidia_tables
+        assert r.device not in CAT.accelerators or r.source in planned_ok, r.id  # else a card the planner never sees
+    assert {r.source for r in checks} >= older_stacks | nvidia_tables
+    # the T4 rows: the table's "Throughput Avg" cells (img/s), AMP = fp16, FP32 = fp32 (Turing has no TF32)
+    t4 = {(r.precision, r.batch_size): r.value for r in checks if r.source in nvidia_tables}
+    assert t4 == {("fp16", 1): 79, ("fp16", 16): 1050, ("fp16", 64): 1165, ("fp16", 256): 1198,
+                  ("fp32", 1): 98, ("fp32", 256): 415}  # fmt: skip
+    assert all(r.device == "T4" and r.metric == "throughput_per_s" for r in checks if r.source in nvidia_tables)
     # the shipped fit projects them (a finite time for every row), one model of each family at least
     row = next(r for r in checks if r.model == "resnet50" and r.mode == "inference")
     works = trace_works(needed_works([row], []))

@@ -290,6 +290,13 @@ class FinetuneMemory:
     # bytes one optimizer step reads and writes on one GPU (its shard under ZeRO >= 1): the pass over every trained
     # weight that no token count amortises (_STEP_PASSES); the fine-tune plan times it at the GPU's bandwidth
     optimizer_step_traffic: int = 0
+    # QLoRA: the NF4 weights every forward and backward dequantises to 16 bits (each GPU its whole model, gathered or
+    # not); the fine-tune plan times it per step (finetune_plan.QLORA_DEQUANT_BYTES)
+    nf4_weights: int = 0
+    # ZeRO-3: the bytes of one step's collectives over the whole model, before the (k - 1) / k a link carries: the
+    # stored base weights gathered twice (forward, backward) and the trained gradients reduce-scattered (Rajbhandari
+    # et al. 2020, §7: 3Ψ for a full fine-tune in 16 bits; an adapter's frozen base sends no gradients)
+    zero3_step_bytes: int = 0
 
     def _dynamic(self) -> tuple[str, dict[str, int]]:
         fb = {"activations": self.activations, "logits": self.logits}
@@ -451,6 +458,7 @@ def finetune_memory(
     if master_b and not adapter_fp32:  # the updated master copied back into the stored weight: read 4, write w_b
         per_param += master_b + w_b
     traffic = trainable * per_param
+    collectives = 2 * (weights + quant + adapter_w) + trainable * g_b  # before sharding: the whole model's, each step
 
     # 2. activations: saved per layer, with and without per-layer checkpointing, plus logits
     per_layer = _layer_activation_bytes(dims, method, targets, lora_rank, lora_dropout, act, adapter_fp32)
@@ -483,5 +491,6 @@ def finetune_memory(
         quant_transient=dequant, workspace=overheads.cublas_workspace_bytes, cuda_context=overheads.context_bytes,
         fragmentation_fraction=overheads.fragmentation_fraction, grad_accumulation=grad_accumulation_steps > 1,
         framework=framework, layer_in_flight=tokens * per_layer, logits_with_layer=fw.logits_with_layer,
-        optimizer_step_traffic=traffic,
+        optimizer_step_traffic=traffic, nf4_weights=linear_p if method == "qlora" else 0,
+        zero3_step_bytes=collectives,
     )  # fmt: skip

@@ -13,20 +13,22 @@ sharding, how long it takes and what it costs.
    forward, 4N backward for a full fine-tune of N parameters): full 6N; LoRA and QLoRA 4N (the frozen
    weights need the input gradients, 2N, but no weight gradients); +2N with activation checkpointing
    (the forward recomputed). hours = tokens x FLOPs per token / (n x dense bf16 peak x ``mfu``) / 3600.
-   Across k nodes each step also moves ZeRO-3's traffic over each node's network link: the 16-bit weights
-   gathered twice (forward, and backward) and the gradients reduce-scattered, 3 x (k - 1) / k x 2 bytes x N
-   (Rajbhandari et al. 2020, https://arxiv.org/abs/1910.02054, §7, communication analysis: 3Ψ, 1.5x data
-   parallelism's all-reduce) at ``plan.comm.LINK_EFFICIENCY`` of the link, none of it hidden (the rule
-   ``plan.comm`` states for inter-node traffic); a step is B x S x k x n tokens.
+   Across k nodes each step also moves ZeRO-3's traffic over each node's network link: the stored weights
+   gathered twice (forward, and backward) and the trained gradients reduce-scattered, (k - 1) / k x
+   ``FinetuneMemory.zero3_step_bytes`` (a full fine-tune in 16 bits: 3 x 2 bytes x N, Rajbhandari et al. 2020,
+   https://arxiv.org/abs/1910.02054, §7, communication analysis: 3Ψ, 1.5x data parallelism's all-reduce; 4-byte
+   words in fp32; an adapter's frozen base sends no gradients) at ``plan.comm.LINK_EFFICIENCY`` of the link,
+   none of it hidden (the rule ``plan.comm`` states for inter-node traffic); a step is B x S x k x n tokens.
 3. **Cost.** (hours + spin-up) x the instance's price x nodes; cheapest first. Spin-up is the planner's own
    (``plan.coldstart.spin_up`` with the spec defaults: provision, a CUDA image pull, model load; docs/sources.md
    ``cold-start``): billed like the training, it is what makes an 8-GPU node for a 3-minute job cost more
    than one GPU for an hour.
 
 ``mfu`` (model FLOPs utilisation) defaults to ``DEFAULT_MFU``, an assumption, not a fit: the time is
-labelled projected. QLoRA's dequantisation is not in the FLOPs but makes QLoRA slower than LoRA: LitGPT's
-resource table, cited in llm/data/llm_references.csv, shows 3.68 vs 2.36 min per 1k iterations for
-Llama 2 7B on one A100, so QLoRA's math time is LoRA's x ``QLORA_STEP_FACTOR`` (``qlora_note`` says so).
+labelled projected. QLoRA's dequantisation is not in the FLOPs but makes QLoRA slower than LoRA: every step
+dequantises every NF4 weight, a cost per step, not per token, timed at the GPU's bandwidth
+(``QLORA_DEQUANT_BYTES``, from LitGPT's resource table, cited in llm/data/llm_references.csv; ``qlora_note``
+says so).
 
 Prices: each option carries its catalog row's ``source`` and ``price_date``; ``unverified_note`` flags a
 recommendation priced off a row not read off a price list (``catalog.model.is_unverified``), as ``rightsize plan``
@@ -54,9 +56,10 @@ from rightsize.spec.targets import ColdStart
 __all__ = [
     "DEFAULT_MFU",
     "MULTI_NODES",
-    "QLORA_STEP_FACTOR",
+    "QLORA_DEQUANT_BYTES",
     "SMALL_STEP_TOKENS",
     "FinetuneOption",
+    "dequant_seconds",
     "flops_per_token",
     "plan_finetune",
     "qlora_note",
@@ -77,12 +80,20 @@ DEFAULT_MFU = 0.35
 # (benchmarks/gpu/results/h200-2026-11-27/finetune_steps.json): 512 tokens a step ran at 10-12% MFU, 2048 and more
 # at 36-46%. The plan times the optimizer's pass (FinetuneMemory.optimizer_step_traffic); the rest stays a note.
 SMALL_STEP_TOKENS = 2048
-# QLoRA's step against LoRA's, from dequantising the NF4 weights on every forward and backward (not in the FLOPs):
-# LitGPT's resource table, "Finetuning with LoRA on 1 GPU", Llama 2 7B, micro-batch 1, one A100-SXM4-40GB, bf16-true:
-# 3.68 min per 1k iterations with bnb.nf4 against 2.36 min unquantised, 1.56x (bnb.nf4-dq: 3.83 min). Source:
+# QLoRA's step is LoRA's plus dequantising every NF4 weight to 16 bits on each forward and backward (bitsandbytes'
+# matmul_4bit; not in the FLOPs): a cost per step and per weight, not per token, so it is timed per step at the
+# GPU's bandwidth, not as a factor on the math. LitGPT's resource table, "Finetuning with LoRA on 1 GPU", micro-batch
+# 1, one A100-SXM4-40GB (1,555 GB/s, catalog row A100-40GB), bf16-true: Llama 2 7B 3.68 min per 1k iterations with
+# bnb.nf4 against 2.36 min unquantised, 79.2 ms a step for its 6,476,005,376 NF4 weights: 19.0 bytes moved per weight
+# at that bandwidth. Source:
 # https://github.com/Lightning-AI/litgpt/blob/0cc02afa1dca7434418cf612690da13d38d294fd/tutorials/resource-tables.md
-# (2023-10-27; llm/data/llm_references.csv, rows litgpt-llama2-7b-*). Applied to the math time only.
-QLORA_STEP_FACTOR = 3.68 / 2.36
+# (2023-10-27; llm/data/llm_references.csv, rows litgpt-llama2-7b-*). The same table's 13B row and its Adapter rows
+# are the check (benchmarks/qlora_step_vs_published.py): a factor of 1.56 on the math had read a batch-4 x 2048 step
+# on an L4 56% slower, where the dequantisation adds 5%.
+QLORA_ANCHOR_STEP_S = (3.68 - 2.36) * 60.0 / 1000.0
+QLORA_ANCHOR_WEIGHTS = 6_476_005_376  # Llama 2 7B's block linears (llm.finetune._Dims.block_linear_params)
+QLORA_ANCHOR_BANDWIDTH = 1555e9  # A100-SXM4-40GB, bytes/s
+QLORA_DEQUANT_BYTES = QLORA_ANCHOR_STEP_S * QLORA_ANCHOR_BANDWIDTH / QLORA_ANCHOR_WEIGHTS
 
 
 def small_step_note(method: str, batch: int, seq_len: int) -> str | None:
@@ -97,11 +108,18 @@ def small_step_note(method: str, batch: int, seq_len: int) -> str | None:
 
 
 def qlora_note(method: str) -> str | None:
-    """What the QLoRA hours add to LoRA's (``QLORA_STEP_FACTOR``), else None."""
+    """What the QLoRA hours add to LoRA's (``QLORA_DEQUANT_BYTES``), else None."""
     if method != "qlora":
         return None
-    return (f"QLoRA's math time is LoRA's x {QLORA_STEP_FACTOR:.2f}: dequantising the NF4 weights each step "
-            "(LitGPT's resource table, Llama 2 7B on one A100: 3.68 vs 2.36 min per 1k iterations)")  # fmt: skip
+    return (f"QLoRA's steps add dequantising the NF4 weights, {QLORA_DEQUANT_BYTES:.0f} bytes moved per weight at the "
+            "GPU's bandwidth, per step not per token: a larger --batch or --seq amortises it (LitGPT's resource table, "
+            "Llama 2 7B on one A100: 3.68 vs 2.36 min per 1k iterations, 79 ms a step)")  # fmt: skip
+
+
+def dequant_seconds(mem: FinetuneMemory, acc: Accelerator) -> float:
+    """Seconds one GPU's step spends dequantising its NF4 weights (0 unless QLoRA): ``QLORA_DEQUANT_BYTES`` per
+    weight at its datasheet bandwidth, the basis the constant was read at."""
+    return QLORA_DEQUANT_BYTES * mem.nf4_weights / (acc.bandwidth_gbps * 1e9)
 
 
 @dataclass(frozen=True)
@@ -137,12 +155,11 @@ def flops_per_token(shape: DecoderShape, method: str, gradient_checkpointing: bo
 
 
 def step_seconds(mem: FinetuneMemory, acc: Accelerator, flops: float, peak: float, mfu: float) -> tuple[float, float]:
-    """(math, optimizer) seconds of one GPU's step: its ``flops`` at ``mfu`` of ``peak`` (x ``QLORA_STEP_FACTOR`` for
-    QLoRA: the dequantisation), then the optimizer's pass over its trained weights (``mem.optimizer_step_traffic``)
-    at the bandwidth decode streams weights at."""
-    slow = QLORA_STEP_FACTOR if mem.method == "qlora" else 1.0
+    """(math, optimizer) seconds of one GPU's step: its ``flops`` at ``mfu`` of ``peak`` (plus, for QLoRA, the
+    dequantisation: ``dequant_seconds``), then the optimizer's pass over its trained weights
+    (``mem.optimizer_step_traffic``) at the bandwidth decode streams weights at."""
     opt_s = mem.optimizer_step_traffic / (acc.bandwidth_gbps * 1e9 * EFFICIENCIES["gpu"].bandwidth)
-    return flops / (peak * mfu) * slow, opt_s
+    return flops / (peak * mfu) + dequant_seconds(mem, acc), opt_s
 
 
 def spin_up_hours() -> float:
@@ -208,7 +225,7 @@ def plan_finetune(
             steps = tokens / (batch * seq_len * gpus)
             share = 0.0
             if nodes > 1:  # ZeRO-3 traffic over each node's link per step, against the step's compute
-                net_s = 3.0 * (nodes - 1) / nodes * 2.0 * shape.params() / network
+                net_s = (nodes - 1) / nodes * mem.zero3_step_bytes / network
                 share = net_s / (math_s + opt_s + net_s)
             train = steps * (math_s + opt_s) / 3600.0 / (1.0 - share)
             out.append(FinetuneOption(inst.provider, inst.region, inst.instance_type, acc.name, n, stage,

@@ -168,7 +168,12 @@ def test_hf_model_type_builds_the_default_config() -> None:
 @pytest.mark.parametrize(
     ("ref", "error", "match"),
     [
-        ("hf:bert-base-uncased", NotFoundError, "huggingface-cli download bert-base-uncased config.json"),
+        (
+            "hf:bert-base-uncased",
+            NotFoundError,
+            r"`hf download bert-base-uncased config\.json --local-dir DIR`; "
+            r"huggingface_hub < 1\.0: huggingface-cli download\)",
+        ),
         ("bert-base-uncased", NotFoundError, "hf:MODEL_TYPE"),
         ("missing.onnx", NotFoundError, "no file 'missing.onnx'"),
         ("missing.pt", NotFoundError, "no file"),
@@ -462,7 +467,9 @@ def test_a_missing_local_config_folder_is_not_offered_as_a_hub_id(
     ./bert-base-uncased`, which is no hub id."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(NotFoundError, match=r"no folder 'bert-base-uncased' holding config\.json here\. .*"
-                       r"--local-dir './bert-base-uncased'`, e\.g\. google-bert/bert-base-uncased\)"):  # fmt: skip
+                       r"`hf download ORG/MODEL config\.json --local-dir './bert-base-uncased'`, "
+                       r"e\.g\. google-bert/bert-base-uncased; "
+                       r"huggingface_hub < 1\.0: huggingface-cli download\)"):  # fmt: skip
         resolve_model("hf:./bert-base-uncased")
 
 

@@ -313,13 +313,15 @@ def _hf_config(ref: str) -> Any:
         folder = Path(name).expanduser()
         raise NotFoundError(
             f"model: {ref!r}: no folder {short(str(folder))} holding config.json here. rightsize never downloads: "
-            f"fetch a hub model's config into it once (`huggingface-cli download ORG/MODEL config.json --local-dir "
-            f"{short(name)}`, e.g. google-bert/{folder.name}), or pass a type like hf:bert"
+            f"fetch a hub model's config into it once (`hf download ORG/MODEL config.json --local-dir {short(name)}`, "
+            f"e.g. google-bert/{folder.name}; huggingface_hub < 1.0: huggingface-cli download), or pass a type like "
+            f"hf:bert"
         )
     raise NotFoundError(
         f"model: {ref!r} is neither a directory holding config.json nor a transformers model type."
         f"{did_you_mean(name, CONFIG_MAPPING.keys())} rightsize never downloads: fetch a hub model's config once "
-        f"(`huggingface-cli download {name} config.json --local-dir DIR`) and pass hf:DIR, or pass a type like hf:bert"
+        f"(`hf download {name} config.json --local-dir DIR`; huggingface_hub < 1.0: huggingface-cli download) and "
+        f"pass hf:DIR, or pass a type like hf:bert"
     )
 
 

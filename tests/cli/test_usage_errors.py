@@ -189,6 +189,10 @@ def test_an_export_or_import_onto_the_store_exits_2_and_keeps_every_run(
     ("argv", "says"),
     [
         (["--targets", ",,,"], "--targets: names no layer"),
+        # an empty value (or a script's quotes passed through) read "names no layer (got '""')"
+        (["--targets", ""], "--targets: is empty; pass q,k,v,o,gate,up,down or all-linear"),
+        (["--targets", '""'], "--targets: is empty; pass"),
+        (["--targets", "all-linear,lm_head"], "--targets: 'all-linear' takes no other names"),
         (["--method", "full", "--rank", "8"], "--rank: applies to --method lora or qlora only"),
         (["--tokens", "1e-300"], "--tokens: must be a finite number >= 1"),
         (["--mfu", "1e-300"], "--mfu: must be a finite number >= 0.01"),

@@ -254,3 +254,19 @@ def test_a_gate_target_on_an_ungated_model_says_the_model_has_none() -> None:
     with pytest.raises(SpecError, match=r"^lora_targets: unknown target 'zz'"):
         lora_trainable_params("gpt2", 8, ("zz",))
     assert lora_trainable_params("llama-7b", 8, ("gate",)) > 0
+
+
+def test_all_linear_among_other_names_is_refused_with_the_list_it_means() -> None:
+    """`--targets all-linear,lm_head` read "unknown target 'all-linear'; use 'all-linear' or ...": all-linear is the
+    whole value (every block linear, never the LM head), so the fix is that list spelled out."""
+    with pytest.raises(SpecError, match=r"^lora_targets: 'all-linear' takes no other names: it already adapts every "
+                       r"linear of the blocks \(q, k, v, o, gate, up, down\), and never lm_head\. To fix: pass "
+                       r"all-linear alone, or list the names: q,k,v,o,gate,up,down,lm_head$"):  # fmt: skip
+        lora_trainable_params("llama-7b", 8, ("all-linear", "lm_head"))
+    with pytest.raises(SpecError, match=r"\(q, k, v, o, up, down\).*names: q,k,v,o,up,down$"):  # gpt2: no gate
+        lora_trainable_params("gpt2", 8, ("q_proj", "all-linear"))
+    with pytest.raises(SpecError, match=r"unknown target 'zz'"):  # a bad name is named first
+        lora_trainable_params("gpt2", 8, ("all-linear", "zz"))
+    every = lora_trainable_params("llama-7b", 8, "all-linear")
+    assert lora_trainable_params("llama-7b", 8, ("all-linear",)) == every  # alone in a list, as a string
+    assert lora_trainable_params("llama-7b", 8, ["q", "k", "v", "o", "gate", "up", "down"]) == every

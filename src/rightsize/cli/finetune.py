@@ -81,6 +81,8 @@ def finetune(
                         "a full fine-tune trains every weight. To fix: drop it, or pass --method lora")  # fmt: skip
     rank = 16 if rank is None else rank
     targets = "q,k,v,o" if targets is None else targets
+    if not targets.strip(" \"'"):  # '' (or '""': quotes a script passed through) read "names no layer (got '""')"
+        raise SpecError("--targets", "is empty; pass q,k,v,o,gate,up,down or all-linear")
     lora_targets = (
         "all-linear" if targets == "all-linear" else tuple(t.strip() for t in targets.split(",") if t.strip())
     )

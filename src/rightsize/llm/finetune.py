@@ -222,13 +222,15 @@ def _dims(shape: str | DecoderShape | Mapping[str, Any] | Any) -> _Dims:
 
 
 def _targets(targets: str | Sequence[str], dims: _Dims) -> tuple[str, ...]:
-    if isinstance(targets, str):
-        if targets == "all-linear":  # PEFT's "all-linear": every linear of the blocks, not the LM head
-            return tuple(n for n in LINEARS if n in dims.linear_shapes())
-        targets = (targets,)
+    targets = (targets,) if isinstance(targets, str) else tuple(targets)
+    every = tuple(n for n in LINEARS if n in dims.linear_shapes())  # PEFT's "all-linear": not the LM head
+    if targets == ("all-linear",):
+        return every
     known = (*dims.linear_shapes(), "lm_head")
     out = []
     for t in targets:
+        if t == "all-linear":  # with other names: refused below, once those are known to be layers
+            continue
         name = _ALIASES.get(t, t)
         if name not in known:
             why = f"unknown target {t!r}"
@@ -237,6 +239,10 @@ def _targets(targets: str | Sequence[str], dims: _Dims) -> tuple[str, ...]:
             raise SpecError("lora_targets", f"{why}; use 'all-linear' or names among "
                             f"{', '.join(known)}.{did_you_mean(t, known)}")  # fmt: skip
         out.append(name)
+    if "all-linear" in targets:  # PEFT takes all-linear as the whole value, not one name of a list
+        raise SpecError("lora_targets", f"'all-linear' takes no other names: it already adapts every linear of the "
+                        f"blocks ({', '.join(every)}), and never lm_head. To fix: pass all-linear alone, or list the "
+                        f"names: {','.join(dict.fromkeys((*every, *out)))}")  # fmt: skip
     return tuple(dict.fromkeys(out))
 
 

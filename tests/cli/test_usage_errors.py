@@ -102,6 +102,26 @@ def test_bad_invocations_exit_2_without_a_traceback(
         # a range refusing nan had said "Input should be greater than or equal to 0": nan is not below 0
         (["serve", "simplenet", "--max-wait-ms", "nan"], "error: --max-wait-ms: nan is not a number; give a number"),
         (["results", "--limit=NaN"], "error: --limit: nan is not a number; give a number in the range --help shows"),
+        # a whole-number option given e-notation (as --tokens takes) had read "Input should be a valid integer, unable
+        # to parse string as an integer": the value in digits instead, for every command
+        (
+            ["finetune", "llama-7b", "--tokens", "50e6", "--seq", "4e3"],
+            "error: --seq: takes a whole number in digits, not '4e3'; give --seq 4000 (options: rightsize finetune",
+        ),
+        (
+            ["finetune", "llama-7b", "--tokens", "50e6", "--seq=1e9"],
+            "error: --seq: takes a whole number in digits, not '1e9', and 1000000000 is past its range (1 to 10000000)",
+        ),
+        (
+            ["memory", "gpt2", "--batch", "4.5"],
+            "error: --batch: '4.5' is not a whole number; give --batch 4 or --batch 5",
+        ),
+        (
+            ["finetune", "llama-7b", "--tokens", "1e6", "--batch", "x"],
+            "error: --batch: 'x' is not a whole number; give one in digits, e.g. --batch 4",
+        ),
+        (["results", "--limit", "1e2"], "error: --limit: takes a whole number in digits, not '1e2'; give --limit 100"),
+        (["results", "--limit", "1e999"], "error: --limit: '1e999' is not a whole number; give one in digits"),
     ],
 )
 def test_a_usage_error_is_one_line_naming_the_option(

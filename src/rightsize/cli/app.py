@@ -125,6 +125,8 @@ def _usage_line(exc: Exception, args: list[str] | None = None) -> str | None:
         raw = _raw_value(args or [], opts) if opts else None
         if raw is not None and raw.strip().lower().lstrip("+-") == "nan":
             rest = "nan is not a number; give a number in the range --help shows"
+        elif raw is not None and rest.startswith("Input should be a valid integer"):
+            rest = _whole_number_fix(name, raw, getattr(exc, "param", None))
         message = f"{name}: {rest}"
     names, ctx = [], exc.ctx
     while ctx.parent is not None:  # the subcommands' names; the root's would be argv[0]'s ("python -m pytest")
@@ -132,6 +134,29 @@ def _usage_line(exc: Exception, args: list[str] | None = None) -> str | None:
         ctx = ctx.parent
     command = " ".join(["rightsize", *reversed(names)])
     return f"{message.rstrip('.')} (options: {command} --help)"
+
+
+def _whole_number_fix(name: str, raw: str, param: object) -> str:
+    """A whole-number option given ``1e9`` or ``4.5`` (pydantic's "Input should be a valid integer, unable to parse
+    string as an integer", while a float option beside it takes ``50e6``): the value in digits to give instead."""
+    from rightsize.inputfile import short
+
+    try:
+        value = float(raw)
+    except ValueError:
+        default = getattr(param, "default", None)
+        example = f", e.g. {name} {default}" if isinstance(default, int) and not isinstance(default, bool) else ""
+        return f"{short(raw)} is not a whole number; give one in digits{example}"
+    if value != value or value in (float("inf"), float("-inf")):
+        return f"{short(raw)} is not a whole number; give one in digits"
+    if value.is_integer():
+        n, lo, hi = int(value), getattr(param, "min", None), getattr(param, "max", None)
+        if (lo is None or n >= lo) and (hi is None or n <= hi):
+            return f"takes a whole number in digits, not {short(raw)}; give {name} {n}"
+        bounds = f"{lo} to {hi}" if lo is not None and hi is not None else f">= {lo}" if lo is not None else f"<= {hi}"
+        return f"takes a whole number in digits, not {short(raw)}, and {n} is past its range ({bounds})"
+    low = int(value // 1)
+    return f"{short(raw)} is not a whole number; give {name} {low} or {name} {low + 1}"
 
 
 _TERMINATED: list[int] = []  # the signal that stopped this command, once one has

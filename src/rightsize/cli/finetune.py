@@ -150,9 +150,10 @@ def finetune(
         out_console.print(f"[bold yellow]warning[/bold yellow]: {escape(price_note)}", highlight=False)
     if any(o.nodes > 1 for o in options[:top]):
         shares = sorted(o.network_share for o in options[:top] if o.nodes > 1)
-        low, high = f"{shares[0]:.0%}", f"{shares[-1]:.0%}"  # one value when both ends print alike (read "2%-2%")
-        out_console.print("  multi-node rows (no single node of that instance holds it): ZeRO-3 moves 3 x the "
-                          "16-bit weights per step over "
+        # one value when both ends print alike (read "2%-2%"); under half a percent reads "<1%", not "0%"
+        low, high = (f"{s:.0%}" if s >= 0.005 else "<1%" for s in (shares[0], shares[-1]))
+        out_console.print("  multi-node rows (no single node of that instance holds it): ZeRO-3 moves the weights "
+                          "twice and the trained gradients once per step over "
                           f"each node's network: {low if low == high else f'{low}-{high}'} of the training time "
                           "(projected)", highlight=False)  # fmt: skip
     if step_note:

@@ -40,10 +40,11 @@ def test_an_actor_whose_model_cannot_be_built_ends_the_run_with_its_error(
     ray_cluster: LocalCluster, tmp_path: Path
 ) -> None:
     """A factory that raised in the actors' constructor reached the driver as Ray's ActorDiedError: a traceback, exit 1.
-    ``json:loads`` is a factory importable on every node that raises when called without its argument."""
-    w = parse_spec({"model": "json:loads", "input": {"shape": [4]}, "batch_sizes": [4]})
+    ``struct:pack`` is a factory importable on every node that raises when called without its argument (a builtin
+    with no signature to read: ``json:loads``, whose signature names its argument, is refused before Ray starts)."""
+    w = parse_spec({"model": "struct:pack", "input": {"shape": [4]}, "batch_sizes": [4]})
     with pytest.raises(SpecError) as err:
         run_and_project(w, items=64, ray_address=ray_cluster.address, workers=1, store=Store(tmp_path / "s.sqlite"))
-    assert str(err.value).startswith("model: json:loads() raised TypeError: ")
+    assert str(err.value).startswith("model: struct:pack() raised TypeError: ")
     assert str(err.value).endswith("; fix that factory")
     assert type(err.value) is SpecError  # the error itself, not Ray's wrapper of it

@@ -296,12 +296,10 @@ class FinetuneMemory:
     # bytes one optimizer step reads and writes on one GPU (its shard under ZeRO >= 1): the pass over every trained
     # weight that no token count amortises (_STEP_PASSES); the fine-tune plan times it at the GPU's bandwidth
     optimizer_step_traffic: int = 0
-    # QLoRA: the NF4 weights every forward and backward dequantises to 16 bits (each GPU its whole model, gathered or
-    # not); the fine-tune plan times it per step (finetune_plan.QLORA_DEQUANT_BYTES)
+    # QLoRA: the NF4 weights each step dequantises (each GPU its whole model), timed per step by the fine-tune plan
     nf4_weights: int = 0
-    # ZeRO-3: the bytes of one step's collectives over the whole model, before the (k - 1) / k a link carries: the
-    # stored base weights gathered twice (forward, backward) and the trained gradients reduce-scattered (Rajbhandari
-    # et al. 2020, §7: 3Ψ for a full fine-tune in 16 bits; an adapter's frozen base sends no gradients)
+    # ZeRO-3: one step's collectives over the whole model, before the (k - 1) / k a link carries: the stored weights
+    # gathered twice and the trained gradients reduce-scattered (ZeRO §7: 3Ψ for a full 16-bit fine-tune)
     zero3_step_bytes: int = 0
 
     def _dynamic(self) -> tuple[str, dict[str, int]]:

@@ -278,9 +278,8 @@ def spot_odds(
         m.cost_usd_total = base_usd + (mix_m.expected_cost_usd - run_m.expected_cost_usd)
         if m.runtime_hours > 0:  # its $/h is the run's average (spot, then on-demand): $/h x hours read as the total
             m.cost_usd_per_hour = m.cost_usd_total / m.runtime_hours
-        edge = max(
-            1.0, m.band[1]
-        )  # judged there as below: the deadline on its work uninterrupted, the budget as finish
+        # judged there as below: the deadline on its work uninterrupted, the budget as finish() does
+        edge = max(1.0, m.band[1])
         m.runtime_hours_at_edge = max(m.runtime_hours, _stretched(work + up_h, up_h, edge))
         m.cost_usd_total_at_edge = _stretched(m.runtime_hours, up_h, edge) * m.cost_usd_per_hour
         m.spot = replace(c.spot, expected_hours=m.runtime_hours, p_meet_deadline=mix.p_meet_deadline, policy="mixed",

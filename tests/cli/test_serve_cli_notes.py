@@ -43,6 +43,17 @@ def test_a_taken_port_or_a_foreign_host_names_the_option_to_change() -> None:
         bind_socket("999.1.1.1", 0)
 
 
+def test_the_bound_socket_takes_a_connection_before_the_server_starts() -> None:
+    """The ready line is printed from the lifespan startup, before uvicorn listens: a client connecting on it had
+    been refused (a generation-server test's first connect, ECONNREFUSED). The socket listens once bound."""
+    sock = bind_socket("127.0.0.1", 0)
+    try:
+        with socket.create_connection(sock.getsockname()[:2], timeout=5):
+            pass  # queued in the backlog, accepted once the server runs
+    finally:
+        sock.close()
+
+
 @pytest.mark.parametrize("generate", [False, True])
 def test_an_empty_token_is_refused_not_served_without_auth(capsys: pytest.CaptureFixture[str], generate: bool) -> None:
     """`--token "$RIGHTSIZE_TOKEN"` with the variable unset served every request, silently."""

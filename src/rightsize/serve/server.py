@@ -63,8 +63,13 @@ class _DrainingServer(QuietStopServer):
         await super().shutdown(sockets=sockets)
 
 
+ACCEPT_BACKLOG = 4096  # uvicorn_config's backlog: connections waiting to be accepted
+
+
 def bind_socket(host: str, port: int) -> socket.socket:
-    """A listening-ready socket on (host, port); port 0 picks a free one."""
+    """A socket listening on (host, port) at once; port 0 picks a free one. Listening here, not at uvicorn's start:
+    both servers announce ready from their lifespan startup, which runs before uvicorn listens, and a client that
+    connected on the ready line had been refused (ECONNREFUSED); it now waits in the backlog to be accepted."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -76,6 +81,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
         if (error := host_error(exc, host)) is not None:
             raise error from None
         raise SpecError("--port", f"cannot listen on {host}:{port} ({exc.strerror}); pick another port") from None
+    sock.listen(ACCEPT_BACKLOG)
     sock.set_inheritable(True)
     return sock
 
@@ -115,7 +121,7 @@ def uvicorn_config(
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=int(graceful_s + 0.999),
-        backlog=4096,
+        backlog=ACCEPT_BACKLOG,
         **fast,  # type: ignore[arg-type]
     )
     error_log = logging.getLogger("uvicorn.error")  # configured by uvicorn.Config above

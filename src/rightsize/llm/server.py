@@ -41,10 +41,9 @@ from fastapi.responses import Response
 from starlette.routing import Route
 
 from rightsize import __version__
-from rightsize.inputfile import check_finite
 from rightsize.llm.engine import Engine, EngineConfig, EngineStopped, GenStats, PromptTooLong, QueueFull
 from rightsize.llm.protocol import Reject, event, final_event, parse_request
-from rightsize.serve.config import MAX_READ_TIMEOUT_S, READ_TIMEOUT_S
+from rightsize.serve.config import READ_TIMEOUT_S, check_read_timeout
 from rightsize.serve.endpoint import (
     CLIENT_GONE,
     ClientGone,
@@ -355,7 +354,7 @@ def _build(cfg: EngineConfig, host: str, port: int, on_ready: Callable[[dict[str
            ) -> tuple[uvicorn.Server, GenerateService]:  # fmt: skip
     """``read_timeout_s``: the prediction server's knob (``ServerConfig.read_timeout_s``, ``--read-timeout-s``), not
     a second constant: a long prompt from a slow client, or a busy 2-core host, could not be given more time."""
-    check_finite("read_timeout_s", read_timeout_s, 0.0, MAX_READ_TIMEOUT_S)
+    check_read_timeout(read_timeout_s)
     svc = GenerateService(cfg, on_ready)
     config = uvicorn_config(create_generate_app(svc, token), host, port, log_level, read_timeout_s=read_timeout_s,
                             max_connections=1024, graceful_s=5,

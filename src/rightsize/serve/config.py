@@ -51,6 +51,11 @@ READ_TIMEOUT_S = 10.0
 MAX_READ_TIMEOUT_S = 86_400.0  # a day: past it, a stuck reader holds its connection for good
 
 
+def check_read_timeout(value: float) -> None:
+    """Both servers' one check of ``--read-timeout-s``: finite, 1 ms to a day (NaN passes every comparison)."""
+    check_finite("--read-timeout-s", value, 0.001, MAX_READ_TIMEOUT_S, low_open=False)
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     """Everything ``rightsize serve`` takes; ``running_server(config)`` serves it in-process.
@@ -106,11 +111,11 @@ class ServerConfig:
             ("--threads", self.threads, 1),
             ("--max-body-bytes", self.max_body_bytes, 64),
             ("--max-connections", self.max_connections, 1),
-            ("--read-timeout-s", self.read_timeout_s, 0.001),
         ]
         for name, value, low in checks:
             if value is not None and value < low:
                 raise SpecError(name, f"must be >= {low:g}, got {value}")
+        check_read_timeout(self.read_timeout_s)
         # Finite too: NaN passes every comparison, so `< 0` alone would let it through.
         check_finite("--max-wait-ms", self.max_wait_ms, 0.0, 60_000.0, low_open=False)
         check_finite("--slo-ms", self.slo_ms, 0.0, 3_600_000.0)

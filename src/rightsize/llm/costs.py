@@ -107,7 +107,8 @@ class StepCosts:
         gemm_flops, weights, math_ms = b0 + b1 * seqs, self.d0 + self.d1 * seqs, (b1 - self.ar_ms) * seqs
         if self.decode_by_seqs and 0 < (k := round(float(seqs))) <= len(self.decode_by_seqs):
             weights += self.decode_by_seqs[k - 1]
-        if np.ndim(context_tokens) == 0:  # one step: plain floats (the simulator's hot path)
+        # one step: plain floats (the simulator's hot path: isinstance first, np.ndim costs a call per step)
+        if isinstance(context_tokens, (int, float)) or np.ndim(context_tokens) == 0:
             c = float(context_tokens)
             dev = max(weights + self.d2 * c, gemm_flops + b2 * c)
             return max(dev, self.host_floor_ms), dev, max(0.0, min(math_ms, dev))

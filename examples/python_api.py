@@ -2,7 +2,7 @@
 
     .venv/bin/python examples/python_api.py [STORE]
 
-Uses the tiny DistilBERT so it runs in under a minute on 2 cores; drop ``tiny`` for the real model.
+Uses the tiny DistilBERT so it runs in about a minute on 2 quiet cores; drop ``tiny`` for the real model.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ def main() -> None:
     table = record.to_dataframe()
     print(table[["rank", "instance", "device", "precision", "cost_usd_per_hour", "p95_ms", "feasible"]].head(5))
 
-    profile = rs.measure(spec, store=store)  # the local measurements the plan used (no re-measuring)
+    # the stored measurements the plan used; a config stored while the machine was busy is measured again
+    profile = rs.measure(spec, store=store)
     print(f"{len(profile.ok())} measured configs on {profile.env.cpu_model}")
     print(profile.to_dataframe()[["precision", "batch_size", "p50_ms", "p95_ms", "throughput_per_s"]].head(5))
 

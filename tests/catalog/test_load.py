@@ -177,8 +177,8 @@ def test_exposed_memory_is_optional_and_never_above_the_nominal(tmp_path: Path) 
     """exposed_gib: what the driver exposes (an A10G's 22.49 of 24); blank or absent = the nominal size."""
     cat = load_catalog("")
     assert cat.accelerators["A10G"].usable_memory_gib == 22.49 and cat.accelerators["H100"].exposed_gib == 79.18
-    assert cat.accelerators["T4"].exposed_gib == 14.56 and cat.accelerators["V100-16GB"].exposed_gib is None
-    assert cat.accelerators["V100-16GB"].usable_memory_gib == 16
+    assert cat.accelerators["T4"].exposed_gib == 14.56 and cat.accelerators["V100-16GB-PCIe"].exposed_gib is None
+    assert cat.accelerators["V100-16GB-PCIe"].usable_memory_gib == 16
     head = "name,memory_gib,bandwidth_gbps,fp32_tflops,tf32_tflops,fp16_tflops,bf16_tflops,int8_tops,tdp_w,source,date"
     f = tmp_path / "acc.csv"
     f.write_text(head + "\nMI300X,192,5300,163,653,1307,1307,2615,750,AMD datasheet,2025-01\n")  # no such column

@@ -84,7 +84,9 @@ def test_gpu_memory_tiers() -> None:
     # L4 had counted its nominal 24, so a 21.4 GiB fine-tune was planned on it
     assert dict(tiers)[22.49] == ["A10", "A10G", "L4"] and 24.0 not in dict(tiers)
     # memory had said 13.4 GiB fits a T4
-    assert dict(tiers)[14.56] == ["T4"] and dict(tiers)[16.0] == ["V100-16GB", "V100-16GB-PCIe"]
+    assert dict(tiers)[14.56] == ["T4"] and dict(tiers)[16.0] == ["V100-16GB-PCIe"]
+    # a 16 GB V100 exposes 15.78 GiB (the PCIe card's figure is not recorded: it keeps the nominal size)
+    assert dict(tiers)[15.78] == ["V100-16GB"]
     tiny = Catalog(accelerators={}, cpus={}, instances=())
     assert gpu_memory_tiers(tiny) == []
 

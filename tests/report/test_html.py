@@ -38,7 +38,7 @@ def test_online_report_shows_the_recommendation_costs_and_environment(tmp_path: 
     assert "2 × c7i.2xlarge" in html
     assert "$0.71" in html  # 2 × $0.357/h
     assert "$4.96" in html  # $0.714/h / (40 req/s × 3600 s) × 1e6 requests
-    assert "48.4 / 88 / 114 ms" in html  # p50 / p95 / p99
+    assert "48.4 / 88.0 / 114 ms" in html  # p50 / p95 / p99, three significant digits each (not "88" beside "48.4")
     assert "prices of 2025-06" in html
     assert "AMD EPYC 9B14 (test A)" in html and "envaaaa11111" in html  # measured on
     assert "cheapest setup that meets p95 ≤ 120 ms at 40 req/s" in html  # why
@@ -180,3 +180,11 @@ def test_estimated_latencies_are_marked_in_the_candidates_table(tmp_path: Path, 
     table = re.search(r'data-table="candidates".*?</table>', html, re.S)
     assert table is not None and f"~{c.latency.p95:.3g}" in table.group(0).replace(",", "")
     assert "not simulated" in html
+
+
+def test_a_replica_just_under_full_reads_99_point_something(tmp_path: Path, plan_online: PlanResult) -> None:
+    rec = plan_online.recommendation
+    assert rec is not None and rec.latency is not None
+    busy = replace(rec, latency=replace(rec.latency, utilization=0.9956693558474277))
+    html = _online_html(tmp_path, replace(plan_online, recommendation=busy))
+    assert "<span>utilization</span><b>99.6%</b>" in html

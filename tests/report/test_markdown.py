@@ -29,6 +29,7 @@ def test_markdown_has_the_recommendation_and_ranked_table(plan_online: PlanResul
     md = render_markdown(build_report_data(plan_online, profile=profile_for(), memory=MEMORY))
     assert "## Recommendation" in md
     assert "**2 × c7i.2xlarge bf16**" in md and "$0.71/h, $4.96 per 1M requests" in md
+    assert "p50/p95/p99 48.4/88.0/114 ms" in md  # three significant digits each, as the HTML card
     assert "## Why not the alternative" in md and "**1 × g6.xlarge fp16**" in md
     rows = _table_rows(md, "## Ranked candidates")
     assert len(rows) == len(plan_online.candidates)

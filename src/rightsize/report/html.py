@@ -106,13 +106,13 @@ def _stats(c: Mapping[str, Any], kind: str) -> list[tuple[str, str]]:
         rows = [
             ("cost per hour", usd(c.get("cost_usd_per_hour"))),
             ("per 1M requests", usd(c.get("cost_usd_per_1m_requests"))),
-            ("p50 / p95 / p99", f"{num(lat.get('p50'))} / {num(lat.get('p95'))} / {num(lat.get('p99'))} ms"),
+            ("p50 / p95 / p99", " / ".join(num(lat.get(k), zeros=True) for k in ("p50", "p95", "p99")) + " ms"),
             ("utilization", pct(c.get("utilization"))),
             ("batching (max / wait)", _batching(c)),
         ]
         if lat.get("band"):
             lo, hi = lat["band"]
-            rows.append(("target percentile band", f"{num(lo)}–{num(hi)} ms"))
+            rows.append(("target percentile band", f"{num(lo, zeros=True)}–{num(hi, zeros=True)} ms"))
         return rows
     rows = [
         ("total cost", usd(c.get("cost_usd_total"))),
@@ -192,9 +192,9 @@ def candidates_table(data: ReportData, rows: int = TABLE_ROWS) -> str:
             est = "~" if c.get("latency_method") == FLUID_METHOD else ""  # estimated, not simulated
             cells += [
                 _batching(c),
-                est + num(lat.get("p50")),
-                est + num(lat.get("p95")),
-                est + num(lat.get("p99")),
+                est + num(lat.get("p50"), zeros=True),
+                est + num(lat.get("p95"), zeros=True),
+                est + num(lat.get("p99"), zeros=True),
                 pct(c.get("utilization")),
                 usd(c.get("cost_usd_per_hour")),
                 usd(c.get("cost_usd_per_1m_requests")),

@@ -37,7 +37,7 @@ def _headline(c: Mapping[str, Any], kind: str) -> str:
     if kind == "online":
         nums = (
             f"{usd(c.get('cost_usd_per_hour'))}/h, {usd(c.get('cost_usd_per_1m_requests'))} per 1M requests, "
-            f"p50/p95/p99 {num(lat.get('p50'))}/{num(lat.get('p95'))}/{num(lat.get('p99'))} ms"
+            f"p50/p95/p99 {'/'.join(num(lat.get(k), zeros=True) for k in ('p50', 'p95', 'p99'))} ms"
         )
     else:
         total, per_h = usd(c.get("cost_usd_total")), usd(c.get("cost_usd_per_hour"))
@@ -76,8 +76,8 @@ def _rows(data: ReportData) -> tuple[list[str], list[list[str]]]:
         ]
         if kind == "online":
             r += [
-                num(lat.get("p95")),
-                num(lat.get("p99")),
+                num(lat.get("p95"), zeros=True),
+                num(lat.get("p99"), zeros=True),
                 usd(c.get("cost_usd_per_hour")),
                 usd(c.get("cost_usd_per_1m_requests")),
             ]

@@ -149,7 +149,7 @@ def _online(
         batching=Batching(8, 5.0),
         latency=lat,
         cost_usd_per_1m_requests=price * count / (rate * 3600) * 1e6,
-        throughput_per_s=rate,
+        throughput_per_s=capacity(count),  # the whole deployment's full-batch throughput, as fake_sweep's capacity
         gpus=count if dc == "gpu" else 0,
         memory_bytes=int(0.6 * GIB),
         memory_capacity_bytes=24 * GIB if dc == "gpu" else None,
@@ -204,10 +204,15 @@ def online_plan(model: str = "distilbert", workload: str = "text-classification-
     )
 
 
+def capacity(count: int) -> float:
+    """Requests/s a test candidate of ``count`` instances serves (its ``throughput_per_s``; fake_sweep's capacity)."""
+    return 88.0 * (1.0 + 0.1 * count)
+
+
 def fake_sweep(c: Candidate, rates: list[float]) -> list[float]:
-    """M/M/1-like: p95 grows as 1/(1 - rho); None-like inf above capacity (capacity = 2.2x the 40 req/s peak)."""
+    """M/M/1-like: p95 grows as 1/(1 - rho); None-like inf above capacity (~2.4x the 40 req/s peak)."""
     assert c.latency is not None
-    cap = 88.0 * (1.0 + 0.1 * c.count)
+    cap = capacity(c.count)
     return [c.latency.p95 * 0.6 / (1 - r / cap) if r < cap else math.inf for r in rates]
 
 

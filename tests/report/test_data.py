@@ -82,8 +82,9 @@ def test_unstable_rates_become_gaps() -> None:
         return [10.0 if r < 40 else math.inf for r in rates]
 
     sweeps, _ = compute_sweeps(plan, sweep)
-    n_finite = sum(f * 40 < 40 for f in SWEEP_FRACTIONS)
+    n_finite = sum(f * 40 < 40 for f in SWEEP_FRACTIONS) + 1  # and the peak's point: the plan's own p95
     assert sum(v is not None for v in sweeps[0].p95_ms) == n_finite
+    assert sweeps[0].p95_ms[SWEEP_FRACTIONS.index(1.0)] == 88.0 and sweeps[0].p95_ms[-1] is None
 
 
 def test_two_candidates_with_one_curve_draw_one_labelled_line() -> None:
@@ -92,6 +93,9 @@ def test_two_candidates_with_one_curve_draw_one_labelled_line() -> None:
     from rightsize.report.charts import rate_chart
 
     plan = online_plan()
+    one = plan.candidates[0].latency  # twins: the plan has them at one p95 too (the chart's point at the peak rate)
+    plan = replace(plan, candidates=[replace(c, latency=one) for c in plan.candidates])
+    plan = replace(plan, recommendation=plan.candidates[0], alternative=plan.candidates[1])
     data = build_report_data(plan, sweep=lambda c, rates: [5.0 * (1 + r / 100) for r in rates])
     assert len(data.sweeps) == 4  # the four candidates test_rate_sweep_... draws, each simulated
     svg = rate_chart(data)

@@ -18,7 +18,7 @@ from typing import Any
 from rightsize.models.byo import ENGINE_NAMES
 from rightsize.profile import Environment, Measurement, ServiceCurve
 from rightsize.report.charts_jobs import cluster_charts, spot_charts
-from rightsize.report.data import GIB, ReportData, Targets, candidate_key, candidate_label
+from rightsize.report.data import GIB, RateSweep, ReportData, Targets, candidate_key, candidate_label
 from rightsize.report.fmt import finite, hours, num, quality_word, usd
 from rightsize.report.svg import PALETTE, REF_COLORS, Axis, Point, Ref, Series, xy_chart
 from rightsize.report.svg_bars import stacked_hbars
@@ -169,13 +169,14 @@ def _slo_ref(t: Targets, axis: str) -> list[Ref]:
 def rate_chart(data: ReportData) -> str:
     """p95 latency vs request rate per top candidate, with the SLO line and the target rate."""
     t = data.targets
+
+    def tip(s: RateSweep, r: float, p: float) -> str:
+        own = f" (the plan's figure: {s.plan_method})" if s.plan_method and r == t.rate_per_s else ""
+        return f"{s.label}: p95 {num(p, zeros=True)} ms at {num(r)} req/s{own}"
+
     series = []
     for i, s in enumerate(data.sweeps):
-        pts = [
-            Point(r, p, f"{s.label}: p95 {num(p)} ms at {num(r)} req/s")
-            for r, p in zip(s.rates_per_s, s.p95_ms, strict=False)
-            if p is not None
-        ]
+        pts = [Point(r, p, tip(s, r, p)) for r, p in zip(s.rates_per_s, s.p95_ms, strict=False) if p is not None]
         series.append(
             Series(
                 s.label + (" (recommended)" if s.recommended else ""),
@@ -195,7 +196,12 @@ def rate_chart(data: ReportData) -> str:
         Axis("p95 latency (ms)", log=True),
         refs=refs,
         empty=data.sweep_note or "no rate sweep",
-        note="Points stop where the rate exceeds a candidate's capacity.",
+        note="Points stop before the rate reaches a candidate's capacity (its replicas' full-batch throughput)."
+        + (
+            " At the peak rate each point is the plan's own p95, as in the table; the other rates are simulated."
+            if any(s.plan_method for s in data.sweeps)
+            else ""
+        ),
     )
 
 

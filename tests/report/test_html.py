@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from report_kit import MEMORY, XSS, curves, fake_sweep, profile_for
+from report_kit import MEMORY, XSS, curves, fake_sweep, profile_for, training_plan
 
 from rightsize.errors import SpecError
 from rightsize.plan.result import PlanResult
@@ -180,6 +180,15 @@ def test_estimated_latencies_are_marked_in_the_candidates_table(tmp_path: Path, 
     table = re.search(r'data-table="candidates".*?</table>', html, re.S)
     assert table is not None and f"~{c.latency.p95:.3g}" in table.group(0).replace(",", "")
     assert "not simulated" in html
+
+
+def test_pareto_caption_states_the_frontiers_step(tmp_path: Path, plan_online: PlanResult) -> None:
+    """ "nothing beats on both" left n1-highcpu-8+t4 (24.65 ms, $0.633/h) off the frontier unexplained: a point must be
+    5% faster than the cheaper one before it online (plan.explain.PARETO_STEP), 1% for a job."""
+    pareto = _online_html(tmp_path, plan_online).split('data-chart="pareto"')[1].split("</figure>")[0]
+    assert "each at least 5% faster than the cheaper one before it (closer is noise)" in pareto
+    job = write_report(training_plan(), tmp_path / "t.html").read_text().split('data-chart="pareto"')[1]
+    assert "each at least 1% faster than the cheaper one before it" in job.split("</figure>")[0]
 
 
 def test_a_replica_just_under_full_reads_99_point_something(tmp_path: Path, plan_online: PlanResult) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rightsize.models.byo import ENGINE_NAMES
+from rightsize.plan.explain import PARETO_STEP
 from rightsize.profile import Environment, Measurement, ServiceCurve
 from rightsize.report.charts_jobs import cluster_charts, spot_charts
 from rightsize.report.data import GIB, RateSweep, ReportData, Targets, candidate_key, candidate_label
@@ -276,7 +277,7 @@ def pareto_chart(data: ReportData) -> str:
         empty="no candidate has both a cost and a latency/time",
         note="Down and left is better: cheaper and faster. The frontier joins candidates nothing beats on both"
         + (f" among {ENGINE_NAMES.get(data.plan.get('engine', ''), 'this engine')}'s plans" if elsewhere else "")
-        + ".",
+        + f", each at least {PARETO_STEP[online]:.0%} faster than the cheaper one before it (closer is noise).",
     )
 
 

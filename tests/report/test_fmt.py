@@ -16,3 +16,4 @@ def test_figures_read_side_by_side_keep_their_trailing_zeros() -> None:
     """ "p50 / p95 / p99 16.3 / 25 / 30.3 ms": 24.96 lost its third digit."""
     assert [num(v, zeros=True) for v in (16.31228, 24.96331, 30.26170)] == ["16.3", "25.0", "30.3"]
     assert num(24.96331) == "25" and num(8, zeros=True) == "8.00" and num(1878.2, zeros=True) == "1,878"
+    assert num(99.95, zeros=True) == "100"  # rounds up to three digits: no trailing point

@@ -63,7 +63,7 @@ def num(value: Any, digits: int = 3, zeros: bool = False) -> str:
         return "-"
     if f != 0 and abs(f) >= 10 ** (digits - 1):
         return f"{f:,.0f}"
-    return f"{f:#.{digits}g}" if zeros else f"{f:.{digits}g}"
+    return f"{f:#.{digits}g}".rstrip(".") if zeros else f"{f:.{digits}g}"  # 99.95 rounds to "100.": no point
 
 
 def usd(value: Any, sign: bool = True) -> str:

@@ -352,3 +352,25 @@ def test_a_plan_over_budget_only_names_the_budget_that_buys_it() -> None:
     slow = dataclasses.replace(cheap, reasons=["over budget: 1 replicas cost $0.10/h > $0.01/h", "p95 300 ms > 80 ms"])
     why, _, _, _ = explain("online", [slow])
     assert not any(w.startswith("to fix: raise budget") for w in why), why  # a budget alone would not buy it
+
+
+def test_at_one_price_and_speed_a_measured_plan_ranks_before_a_projected_one_on_fewer_machines() -> None:
+    """text-classification-api ranked 1 x c7a.xlarge (projected, $0.20528/h) above 2 x c7a.large (measured, 2 x
+    $0.10264/h), both p95 78.8 ms, on fewer machines, then told the user to validate the projected pick."""
+    best = _best_c4x()
+    assert best.latency is not None and best.curve is not None
+    measured = dataclasses.replace(best, instance="c.2x", count=2, provenance="measured", cost_usd_per_hour=0.1 + 0.2)
+    projected = dataclasses.replace(best, instance="c.4x", count=1, provenance="projected", cost_usd_per_hour=0.3,
+                                    curve=dataclasses.replace(best.curve, provenance="projected"))  # fmt: skip
+    assert measured.cost_usd_per_hour != projected.cost_usd_per_hour  # 0.30000000000000004: equal within 1e-6
+    assert rank([projected, measured], "online")[0] is measured
+    cheaper = dataclasses.replace(projected, cost_usd_per_hour=0.3 * (1 - 1e-4))
+    assert rank([cheaper, measured], "online")[0] is cheaper  # a real difference in price still decides
+    assert best.latency is not None
+    slower = dataclasses.replace(
+        measured,
+        latency=dataclasses.replace(
+            best.latency, p95=best.latency.p95 * 2, p_target_ms=(best.latency.p_target_ms or 0) * 2
+        ),
+    )
+    assert rank([slower, projected], "online")[0] is projected  # and a real difference in speed

@@ -38,6 +38,13 @@ def _cost(c: Candidate, kind: PlanKind) -> float:
     return c.cost_usd_total if c.cost_usd_total is not None else math.inf
 
 
+def _price_key(c: Candidate, kind: PlanKind) -> float:
+    """``_cost`` to seven significant digits (relative 1e-6): one price reached two ways (1 x $0.20528, 2 x
+    $0.10264) is one price to the ranking, whatever the float sums leave in the last bits."""
+    cost = _cost(c, kind)
+    return float(f"{cost:.7g}") if math.isfinite(cost) else cost
+
+
 # Speeds at one price within this share of the fastest are one speed to the ranking: a long run's p95 near
 # saturation moves ~10% with the arrival draw (plan/verify._long_run), a job's runtime less.
 SPEED_NOISE = 0.15
@@ -151,8 +158,9 @@ def _instances_needed(c: Candidate) -> float:
 
 def rank(cands: Sequence[Candidate], kind: PlanKind, listed: Collection[str] = ()) -> list[Candidate]:
     """Feasible first by cost (then a verified price, a precision the spec lists (``listed``), the narrower band,
-    anchored on its own precision rather than extrapolated, faster beyond the simulation's noise, fewer machines);
-    infeasible after (a job's rows that miss only a target before those no target setting buys).
+    anchored on its own precision rather than extrapolated, faster beyond the simulation's noise, measured rather
+    than projected, fewer machines); infeasible after (a job's rows that miss only a target before those no target
+    setting buys).
 
     At the same price the better-known plan wins: the image example once recommended int8 MobileNetV2,
     extrapolated from fp32 and 0.4 ms faster at the band's slow edge, over the fp32 this machine measured; and a
@@ -162,12 +170,12 @@ def rank(cands: Sequence[Candidate], kind: PlanKind, listed: Collection[str] = (
         return list(cands)  # the rules planner ranks by family fit, not price alone
     fastest: dict[tuple[bool, float], float] = {}
     for c in cands:
-        key = (c.feasible, _cost(c, kind))
+        key = (c.feasible, _price_key(c, kind))
         fastest[key] = min(fastest.get(key, math.inf), speed_of(c, kind))
 
     def speed(c: Candidate) -> float:  # fp32 (72 ms) and int8 (77 ms) on one c7a.large had swapped with --seed;
         t = speed_of(c, kind)  # within the noise the keys after decide (machines, name), none moved by a draw
-        return 0.0 if t <= fastest[(c.feasible, _cost(c, kind))] * (1 + SPEED_NOISE) else t
+        return 0.0 if t <= fastest[(c.feasible, _price_key(c, kind))] * (1 + SPEED_NOISE) else t
 
     return sorted(
         cands,
@@ -176,12 +184,15 @@ def rank(cands: Sequence[Candidate], kind: PlanKind, listed: Collection[str] = (
             # an infeasible job row no looser target buys (a spot row without an interruption estimate) after the
             # ones that miss only a target: the table had led with never-plannable spot rows
             not c.feasible and kind != "online" and missed_targets(c) is None,
-            _cost(c, kind),
+            _price_key(c, kind),
             is_unverified(c.price_source, c.purchase),
             bool(listed) and c.precision not in listed,  # at one price, bf16 as asked before an unasked fp16
             _width(c),
             c.curve is not None and c.curve.extrapolated,
             speed(c),
+            # measured before projected at one price and speed: 1 x c7a.xlarge (projected, $0.20528/h) had beaten
+            # 2 x c7a.large (measured, 2 x $0.10264) on fewer machines, and the plan then asked to validate it
+            c.provenance != "measured",
             c.count,
             c.instance,
         ),

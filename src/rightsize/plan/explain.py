@@ -21,6 +21,7 @@ from rightsize.plan.job_costs import missed_targets
 from rightsize.plan.result import MEASURED_WORDS, Candidate, PlanKind
 from rightsize.plan.rules import rules_choice
 from rightsize.plan.training import SMALL_WORKER_BATCH
+from rightsize.plan.verify import spare_instances
 from rightsize.units import format_hours, format_usd
 
 __all__ = ["explain", "infeasible_summary", "pareto", "rank", "target_ms"]
@@ -437,7 +438,7 @@ def explain(
         f"{source}; price {rec.price_date}{price_age(rec.price_date)} ({rec.price_source})",
     ]
     if kind == "online" and bound_ms is not None:
-        why.insert(1, f"meets p{percentile:g} <= {bound_ms:g} ms with {rec.replicas} replica(s)")
+        why.insert(1, f"meets p{percentile:g} <= {bound_ms:g} ms with {rec.replicas} replica(s){_spares(rec)}")
     if kind in ("batch", "training") and (quick := _near_tie(rec, feas)) is not None:
         why.insert(2, quick)
     if rec.idle_policy:
@@ -471,6 +472,16 @@ def explain(
         ratio = 1.0 if v is None else _cost(v, kind) / max(1e-9, _cost(rec, kind))
         warnings.insert(0, unverified_note(rec.instance, rec.price_source, said, ratio))
     return why, why_not, alt, warnings
+
+
+def _spares(rec: Candidate) -> str:
+    """The spot spare among an online plan's replicas, in words: "2 replica(s)" had counted it as serving."""
+    if not spare_instances(rec):
+        return ""
+    # the spare is an instance: every worker process (CPU) or GPU on it (``verify.spot_spare``)
+    k = max(1, rec.gpus // max(1, rec.count)) if rec.device_class == "gpu" else max(1, rec.workers_per_instance)
+    return ", one of them a spare for interruptions" if k == 1 else \
+        f", {k} of them (one instance) spares for interruptions"  # fmt: skip
 
 
 def price_age(price_date: str, today: date | None = None) -> str:

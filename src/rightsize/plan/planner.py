@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rightsize.catalog.model import Catalog, Instance
-from rightsize.catalog.query import check_filters, filter_instances, interruptions_per_hour
+from rightsize.catalog.query import HOURS_PER_MONTH, check_filters, filter_instances, interruptions_per_hour
 from rightsize.errors import NotFoundError, SpecError
 from rightsize.memory_budget import CPU_RUNTIME_BYTES, GIB, GPU_HEADROOM_FRACTION
 from rightsize.plan.batch import InputStage, plan_batch
@@ -354,15 +354,27 @@ def _spot_online(cands: list[Candidate], instances: Sequence[Instance], t: Targe
         if two_down > allowance:
             c.feasible = False
             c.reasons.append(
-                f"spot interruptions too frequent for one spare: {fleet:.2g}/h over {c.count} instance(s) ({src}), "
+                f"spot interruptions too frequent for one spare: {_plain(fleet)}/h over {c.count} instance(s) ({src}), "
                 f"each missing for a {up.total_s:.0f} s spin-up: "
                 f"two or more down {two_down:.1%} of the time, over the SLO's {allowance:.1%}"
             )
             continue
         c.notes.append(
-            f"spot: {rate:.2g} interruptions/h per instance ({src}), {fleet:.2g}/h over its {c.count} instance(s) "
-            f"(about {fleet * 730:.2g} a month); the spare instance carries the load while one is replaced"
+            f"spot: {_plain(rate)} interruptions/h per instance ({src}), {_plain(fleet)}/h over its {c.count} "
+            f"instance(s) (about {_plain(fleet * HOURS_PER_MONTH)} a month); the spare instance carries the load "
+            "while one is replaced"
         )
+
+
+def _plain(x: float) -> str:
+    """A rate to two significant digits without an exponent: "about 110 a month", "0.000035/h" (``:.2g`` had
+    written 1.1e+02 and 3.5e-05)."""
+    if x >= 100:
+        return f"{x:,.0f}"
+    if x <= 0 or not math.isfinite(x):
+        return f"{x:g}"
+    text = f"{float(f'{x:.2g}'):.{max(0, 1 - math.floor(math.log10(x)))}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _warm_floor(cs: ColdStart, per_instance: int, instances: int) -> tuple[int, str]:

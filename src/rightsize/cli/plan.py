@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.markup import escape
 
+from rightsize.catalog.query import HOURS_PER_MONTH
 from rightsize.cli._common import (
     CATALOG_OPTION,
     JSON_OPTION,
@@ -99,8 +100,8 @@ def print_plan(result: PlanResult, top: int) -> None:
     rec = result.recommendation
     out_console.print()
     out_console.print("[bold]Recommendation[/bold]" if rec else "[bold red]No feasible plan[/bold red]")
-    for line in result.why:
-        out_console.print(f"  {escape(line)}")
+    for i, line in enumerate(result.why):
+        out_console.print(f"  {escape(_with_month(line, result) if i == 0 else line)}")
     if result.why_not:
         out_console.print("[bold]Why not the other device class[/bold]")
         for line in result.why_not:
@@ -125,6 +126,20 @@ def print_plan(result: PlanResult, top: int) -> None:
         )
     n = len(result.candidates)
     out_console.print(f"[dim]planned {n} candidates in {result.elapsed_s:.2f} s; prices {result.price_date}[/dim]")
+
+
+def _with_month(line: str, result: PlanResult) -> str:
+    """The recommendation line of an always-on online plan with its month beside its hour ("$0.10/h (~$74.93/month),
+    ..."): text only, `--json` keeps the hourly price. Not a plan with an idle policy: its hourly price is a day's
+    average, a month of it is not what the bill says."""
+    rec = result.recommendation
+    if result.kind != "online" or rec is None or rec.idle_policy:
+        return line
+    hourly = f": {format_usd(rec.cost_usd_per_hour)}/h"
+    head, found, tail = line.partition(hourly)
+    if not found:
+        return line
+    return f"{head}{hourly} (~{format_usd(rec.cost_usd_per_hour * HOURS_PER_MONTH)}/month){tail}"
 
 
 def _print_fleet(fleet: dict[str, Any]) -> None:

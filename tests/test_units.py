@@ -37,3 +37,12 @@ def test_two_different_durations_never_read_alike() -> None:
     assert format_hours_apart(10.3, 10) == ("10.3 h", "10 h")  # apart at three digits: as format_hours
     assert format_hours_apart(0.5001, 0.5) == ("30.01 min", "30 min")
     assert format_hours_apart(2.0, 2.0) == ("2 h", "2 h")
+
+
+def test_a_share_just_under_one_never_reads_100_percent() -> None:
+    """The plan's "busy 100%" for a replica 99.57% busy, beside a headroom of 0.8: one rule for the CLI, the plan's
+    words and the report."""
+    from rightsize.units import format_share
+
+    assert format_share(0.9956693558474277) == "99.6%" and format_share(0.99996) == "99.9%"
+    assert format_share(1.0) == "100%" and format_share(0.85) == "85%" and format_share(0.99) == "99%"

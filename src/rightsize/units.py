@@ -92,3 +92,9 @@ def format_usd_apart(a: float, b: float) -> tuple[str, str]:
             break
         texts = f"${a:,.{digits}f}", f"${b:,.{digits}f}"
     return texts
+
+
+def format_share(value: float) -> str:
+    """A share in whole percent; one decimal between 99% and 100%, never "100%" below 1 (a replica 99.57% busy had
+    read "100%" beside a headroom of 0.8)."""
+    return f"{min(value * 100, 99.9):.1f}%" if 0.99 < value < 1.0 else f"{value * 100:.0f}%"

@@ -23,7 +23,7 @@ from rightsize.errors import SpecError
 from rightsize.plan.fleet import replicas_on
 from rightsize.plan.job_costs import missed_words
 from rightsize.plan.online import FLUID_METHOD as FLUID
-from rightsize.units import format_hours, format_usd
+from rightsize.units import format_hours, format_share, format_usd
 from rightsize.workflows.plan import plan_record, plan_spec, write_plan_report
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def _table(result: PlanResult, top: int) -> Any:
             row.append(f"{c.batching.max_batch}/{c.batching.max_wait_ms:g}" if c.batching else "-")
             if lat is not None:
                 est = "~" if lat.method == FLUID else ""  # estimated, not simulated (see the note under the table)
-                row += [f"{est}{lat.p50:.1f}", f"{est}{lat.p95:.1f}", f"{est}{lat.p99:.1f}", f"{lat.utilization:.0%}"]
+                row += [f"{est}{v:.1f}" for v in (lat.p50, lat.p95, lat.p99)] + [format_share(lat.utilization)]
             else:
                 row += ["-"] * 4
             per_m = c.cost_usd_per_1m_requests

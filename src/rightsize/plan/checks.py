@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from rightsize.plan.result import Candidate, PlanKind
 from rightsize.plan.verify import spare_instances
+from rightsize.units import format_share
 
 __all__ = ["GPU_IDLE_UTILIZATION", "SAMPLES_PER_VCPU_PER_S", "band_words", "check_warnings", "host_bound_note"]
 
@@ -40,8 +41,8 @@ def check_warnings(
             )
         if rec.batching and rec.batching.max_batch <= request_samples and rec.latency.utilization >= 0.3:
             out.append(
-                f"no micro-batching while the GPU is {rec.latency.utilization:.0%} busy: add a small batch window "
-                "(5-10 ms) and re-plan; batching raises throughput at little latency cost"
+                f"no micro-batching while the GPU is {format_share(rec.latency.utilization)} busy: add a small batch "
+                "window (5-10 ms) and re-plan; batching raises throughput at little latency cost"
             )
     lat, bat = rec.latency, rec.batching
     if kind == "online" and lat is not None and lat.utilization >= NEAR_FULL_UTILIZATION:
@@ -54,21 +55,21 @@ def check_warnings(
         if bat is not None and bat.max_batch > request_samples and room >= FULL_BATCH_ROOM:
             # a GPU with no batch window runs whatever is queued: busy at any load, its slack is in the batch size
             out.append(
-                f"busy {lat.utilization:.0%} though its full batches would serve {capacity:,.0f} samples/s, "
+                f"busy {format_share(lat.utilization)} though its full batches would serve {capacity:,.0f} samples/s, "
                 f"{room:.1f}x the rate: with no batch window it runs whatever is queued, so it reads busy at any "
                 f"load and extra traffic mostly grows its batches (mean {lat.mean_batch:.1f} of at most "
                 f"{bat.max_batch}); `rightsize validate` checks it here"
             )
         elif bat is not None and bat.max_batch > request_samples and lat.mean_batch < bat.max_batch:
             out.append(
-                f"busy {lat.utilization:.0%}: it keeps up because batches grow with the load (mean "
+                f"busy {format_share(lat.utilization)}: it keeps up because batches grow with the load (mean "
                 f"{lat.mean_batch:.1f} of at most {bat.max_batch} samples; replicas were sized for full batches "
                 "under the headroom), but the latency rises steeply with any extra traffic or a slower server; "
                 "check with `rightsize validate` and keep a replica in reserve if the rate can exceed the plan"
             )
         else:
             out.append(
-                f"busy {lat.utilization:.0%} with no room for bigger batches: any extra traffic queues; "
+                f"busy {format_share(lat.utilization)} with no room for bigger batches: any extra traffic queues; "
                 "add a replica if the rate can exceed the plan"
             )
     if rec.memory_bytes and rec.memory_capacity_bytes:

@@ -22,7 +22,7 @@ from rightsize.plan.result import MEASURED_WORDS, Candidate, PlanKind
 from rightsize.plan.rules import rules_choice
 from rightsize.plan.training import SMALL_WORKER_BATCH
 from rightsize.plan.verify import spare_instances
-from rightsize.units import format_hours, format_usd
+from rightsize.units import format_hours, format_share, format_usd
 
 __all__ = ["explain", "infeasible_summary", "pareto", "rank", "target_ms"]
 
@@ -297,7 +297,7 @@ def _perf(c: Candidate, kind: PlanKind, q: float) -> str:
         b = c.batching
         pol = f"; batching max {b.max_batch}, wait {b.max_wait_ms:g} ms" if b else ""
         return (
-            f"predicted p{q:g} {ms(target_ms(c))} ms{band}, busy {c.latency.utilization:.0%}, "
+            f"predicted p{q:g} {ms(target_ms(c))} ms{band}, busy {format_share(c.latency.utilization)}, "
             f"mean batch {c.latency.mean_batch:.1f}{pol}"
         )
     if kind in ("batch", "training") and c.runtime_hours is not None:

@@ -11,7 +11,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
-from rightsize.units import format_bytes, format_hours, format_usd
+from rightsize.units import format_bytes, format_hours, format_share, format_usd
 
 if TYPE_CHECKING:
     from rightsize.profile import Measurement
@@ -95,12 +95,9 @@ def checkpoint_every(spot: dict[str, Any], runtime_hours: Any) -> str:
 
 
 def pct(value: Any) -> str:
-    """A share in whole percent; one decimal above 99%, never 100% below it (a replica 99.57% busy had read "100%"
-    beside a headroom of 0.8)."""
+    """``units.format_share``; '-' for none."""
     f = finite(value)
-    if f is None:
-        return "-"
-    return f"{min(f * 100, 99.9):.1f}%" if 0.99 < f < 1.0 else f"{f * 100:.0f}%"
+    return "-" if f is None else format_share(f)
 
 
 def quality_word(m: Measurement) -> str:

@@ -21,7 +21,8 @@ For every catalog instance (CPU instances too, so the CPU-vs-GPU answer stays ho
    re-simulated on MARGIN_DRAWS other draws and given more replicas until it meets them on all but one
    (``_firm_up``), with every instance type sharing that replica.
 4. **Cost.** instances x price; $ per 1M output tokens = cost per hour / (output tokens per hour / 1e6).
-   Cheapest feasible plan first (ties: lower TTFT). Budget: over-budget plans are kept, marked.
+   Cheapest feasible plan first (ties: lower TTFT, then fewer GPUs per replica). Budget: over-budget plans are
+   kept, marked.
 Every figure is projected (no GPU measured here) and says so; the step times' band is in the answer.
 """
 
@@ -182,10 +183,11 @@ MARGIN_DRAWS = 3  # other draws of each meeting plan's simulation (``_firm_up``,
 
 
 def _rank(plan: LLMPlan, purchase: str) -> None:
-    """Cheapest meeting first; at the same price a verified price first (as the other planners rank)."""
-    plan.candidates.sort(
-        key=lambda c: (not c.meets, round(c.usd_per_hour, 6), is_unverified(c.price_source, purchase), c.ttft_ms)
-    )
+    """Cheapest meeting first; at the same price a verified price first (as the other planners rank), then the
+    lower TTFT, then the fewest GPUs per replica (an instance type's row is its first tp: equal tp options had
+    kept whichever the candidates listed first)."""
+    plan.candidates.sort(key=lambda c: (not c.meets, round(c.usd_per_hour, 6), is_unverified(c.price_source, purchase),
+                                        c.ttft_ms, c.tp))  # fmt: skip
 
 
 def _redraws(plan: LLMPlan, costs: StepCosts, cfg: LLMSimConfig, rate: float, target: GenerativeTarget,

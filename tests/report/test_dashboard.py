@@ -429,3 +429,22 @@ def test_a_tiny_variant_is_priced_apart_from_the_model_with_its_input(tmp_path: 
     assert by_model["distilbert (tiny)"].label.endswith("b2, seq_len 8") and by_model["distilbert"].label.endswith(
         "b2, seq_len 64"
     )
+
+
+def test_a_stored_generative_plans_cpu_rows_show_no_tensor_parallel_degree(tmp_path: Path) -> None:
+    """A CPU row of a stored generative plan read "tp 1" (older plans stored 1) and, once --json wrote null, would
+    have read "None": a CPU replica has no tensor parallelism."""
+    from rightsize.report.dashboard_views import _generative_run
+    from rightsize.store import Store
+
+    st = Store(tmp_path / "s.db")
+    run = st.start_run("plan", name="chat")
+    row = {"device": "intel-sapphire-rapids", "device_class": "cpu", "replicas": 1, "usd_per_hour": 8.57,
+           "ttft_ms": 753.0, "tpot_ms": 40.0, "usd_per_m_output_tokens": 476.0, "meets": True}  # fmt: skip
+    cands = [row | {"instance": "c7i.48xlarge", "tp": None}, row | {"instance": "c7i.12xlarge", "tp": 1},
+             row | {"instance": "p5.48xlarge", "device": "H100", "device_class": "gpu", "tp": 2}]  # fmt: skip
+    st.save_artifact(run, "generative-plan", {"name": "chat", "recommendation": None, "candidates": cands,
+                                              "infeasible": [], "notes": []})  # fmt: skip
+    page = _generative_run(st, run, "chat", "now")
+    tps = re.findall(r"<tr><td>([\w.]+)</td><td>[\w-]+</td><td>([^<]*)</td>", page)
+    assert tps == [("c7i.48xlarge", "-"), ("c7i.12xlarge", "-"), ("p5.48xlarge", "2")], page

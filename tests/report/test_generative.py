@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from rightsize.catalog import load_catalog
 from rightsize.llm.plan import plan_generative
 from rightsize.llm.shape import DecoderShape
-from rightsize.report.generative import RATE_FACTORS, concurrency_points, write_generative_report
+from rightsize.report.generative import RATE_FACTORS, _stats, concurrency_points, write_generative_report
 from rightsize.spec.targets import GenerativeTarget
 
 TARGET = GenerativeTarget.model_validate({
@@ -70,3 +71,26 @@ def test_a_plan_no_option_serves_says_so_instead_of_an_empty_table(tmp_path: Pat
     html, md = html_path.read_text(), md_path.read_text()
     assert 'data-table="candidates"' not in html and "No instance option serves it: see why below." in html
     assert "| instance |" not in md and "No instance option serves it: see why below." in md
+
+
+@pytest.mark.slow  # ~3 s: make test runs it, make test-fast skips it
+def test_one_output_token_and_a_cpu_row_print_no_tpot_and_no_tp(tmp_path: Path) -> None:
+    """output_tokens: 1 read "TPOT 0.0" in the table and the card, a flat TPOT chart at 0 under its bound and
+    "203 / 0 ms" in the Markdown sweep; a c7i.48xlarge row read tp 1 (a CPU replica has no tensor parallelism)."""
+    one = GenerativeTarget.model_validate(TARGET.model_dump() | {"output_tokens": 1, "rate_per_s": 5.0,
+                                                                 "prompt_tokens": 512})  # fmt: skip
+    plan = plan_generative(DecoderShape.from_zoo("llama-7b"), one, load_catalog(),
+                           instances=["g6.xlarge", "c7i.48xlarge"])  # fmt: skip
+    assert {c.instance for c in plan.candidates if c.meets} == {"g6.xlarge", "c7i.48xlarge"}
+    html_path, md_path = tmp_path / "r.html", tmp_path / "r.md"
+    write_generative_report(plan, one, "one", html_path)
+    write_generative_report(plan, one, "one", md_path)
+    html, md = html_path.read_text(), md_path.read_text()
+    assert re.search(r"^\| c7i\.48xlarge \| intel-sapphire-rapids \| - \| 1 \| 1 \| [\d.,]+ \| \d+ \| n/a \|", md, re.M)
+    assert re.search(r"^\| g6\.xlarge \| L4 \| 1 \|", md, re.M)
+    assert "TTFT vs rate, 1 x g6.xlarge: " in md and "TPOT vs rate" not in md and " / 0 ms" not in md
+    assert 'data-chart="ttft-rate"' in html and 'data-chart="tpot-rate"' not in html
+    assert re.search(r"<span>TTFT / TPOT</span><b>\d+ ms / n/a \(1 output token\)</b>", html)
+    assert "<span>layout</span><b>1 x g6.xlarge, tp 1, 1 replica(s)</b>" in html
+    cpu = replace(plan.candidates[0], instance="c7i.48xlarge", device_class="cpu")  # a CPU card: no tp
+    assert "<span>layout</span><b>1 x c7i.48xlarge, 1 replica(s)</b>" in _stats(plan, cpu)

@@ -265,9 +265,9 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
     for c in plan.candidates[:top]:
         kwh = f"{c.kwh_per_m_output_tokens:.3f}" if c.kwh_per_m_output_tokens is not None else "-"
         cost = format_usd(c.usd_per_hour, sign=False) + (" (over budget)" if c.over_budget else "")
-        table.add_row(escape(c.instance), c.device, str(c.tp), str(c.replicas), str(c.instances), cost,
-                      f"{c.ttft_ms:.0f} ms", f"{c.tpot_ms:.1f} ms", format_usd(c.usd_per_m_output_tokens, sign=False),
-                      kwh)  # fmt: skip
+        per_m = format_usd(c.usd_per_m_output_tokens, sign=False)
+        table.add_row(escape(c.instance), c.device, c.tp_words(), str(c.replicas), str(c.instances), cost,
+                      f"{c.ttft_ms:.0f} ms", plan.tpot_words(c.tpot_ms, cell=True), per_m, kwh)  # fmt: skip
     if plan.candidates:  # none serves it: the reasons below, not a header over no rows
         out_console.print(table)
     rec = plan.recommendation
@@ -294,13 +294,14 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
             ratio = f" ({best.usd_per_hour / rec.usd_per_hour:.1f}x the cost)" if rec and rec.usd_per_hour > 0 else ""
             line = (f"best {cls.upper()} plan: {best.instances} x {best.instance} at {rate}/h{ratio}, "
                     f"{format_usd(best.usd_per_m_output_tokens)} per 1M output tokens, TTFT {best.ttft_ms:.0f} ms, "
-                    f"TPOT {best.tpot_ms:.1f} ms")  # fmt: skip
+                    f"TPOT {plan.tpot_words(best.tpot_ms)}")  # fmt: skip
             out_console.print(escape(line), highlight=False)
     for note in plan.notes:
         out_console.print(f"note: {escape(note)}", highlight=False)
     if plan.infeasible:
         shown = "; ".join(f"{i}: {r}" for i, r in plan.infeasible_by_interest()[:3])
-        out_console.print(f"{len(plan.infeasible)} instance options cannot serve it, e.g. {escape(shown)}",
+        n = len(plan.infeasible)
+        out_console.print(f"{n} instance option{'s' if n != 1 else ''} cannot serve it, e.g. {escape(shown)}",
                           highlight=False)  # fmt: skip
     err_console.print(f"stored as plan {stored}: `rightsize report {stored}` writes its report", highlight=False)
 

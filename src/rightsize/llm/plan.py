@@ -132,7 +132,7 @@ def plan_generative(
     plan = LLMPlan([], [], [note], prompts=prompts, outputs=outputs)
     if not (outputs > 1).any():
         plan.notes.append("every request asks for one output token: no request has a time per output token, so "
-                          "TPOT does not apply (shown as 0) and only TTFT judges the plan")  # fmt: skip
+                          "TPOT does not apply (shown as n/a) and only TTFT judges the plan")  # fmt: skip
     recorded = int(SIM_REQUESTS * (1 - WARMUP_SHARE))
     for name, q in (("TTFT", target.ttft.percentile), ("TPOT", target.tpot.percentile)):
         if (1 - q / 100) * recorded < 1:  # fewer than one simulated request above the percentile
@@ -276,10 +276,15 @@ def _thin_margin_note(plan: LLMPlan, target: GenerativeTarget, seed: int,
         return None
     ttft = [rec.ttft_ms, *(lv.ttft_ms for lv in levels)]
     tpot = [rec.tpot_ms, *(lv.tpot_ms for lv in levels)]
-    return (f"thin margin: {rec.instance} x{rec.replicas} meets the bounds on this draw of the simulation but not on "
-            f"{missed} of {MARGIN_DRAWS} others (TTFT p{target.ttft.percentile:g} {min(ttft):.0f}-{max(ttft):.0f} ms "
-            f"against {target.ttft.bound_ms:g}, TPOT p{target.tpot.percentile:g} {min(tpot):.1f}-{max(tpot):.1f} ms "
-            f"against {target.tpot.bound_ms:g}); --seed moves the pick: allow for one more replica")  # fmt: skip
+    said = f"TTFT p{target.ttft.percentile:g} {min(ttft):.0f}-{max(ttft):.0f} ms against {target.ttft.bound_ms:g}"
+    if plan.judges_tpot:  # one output token a request: no TPOT to state
+        said += (
+            f", TPOT p{target.tpot.percentile:g} {min(tpot):.1f}-{max(tpot):.1f} ms against {target.tpot.bound_ms:g}"
+        )
+    return (
+        f"thin margin: {rec.instance} x{rec.replicas} meets the bounds on this draw of the simulation but not on "
+        f"{missed} of {MARGIN_DRAWS} others ({said}); --seed moves the pick: allow for one more replica"
+    )
 
 
 def _unverified_note(plan: LLMPlan, purchase: str) -> str | None:

@@ -18,7 +18,7 @@ from rightsize.llm.sim import LLMSimConfig
 from rightsize.spec.targets import GenerativeTarget
 from rightsize.units import format_usd
 
-__all__ = ["LLMCandidate", "LLMPlan"]
+__all__ = ["NO_TPOT", "LLMCandidate", "LLMPlan"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class LLMCandidate:
     instance: str
     device: str  # accelerator name or CPU family
     device_class: str  # gpu | cpu
-    tp: int
+    tp: int  # 1 for a CPU replica (all its cores); printed "-" (``tp_words``) and null in ``to_dict``
     replicas: int
     instances: int
     usd_per_hour: float
@@ -59,16 +59,23 @@ class LLMCandidate:
             return ""
         return f"the GPUs working {self.device_share:.0%} of it, their math units {self.compute_share:.0%} of that"
 
+    def tp_words(self) -> str:
+        """The tensor-parallel degree as the table and the report print it: "-" for a CPU replica, which has none
+        (it had read "tp 1")."""
+        return str(self.tp) if self.device_class == "gpu" else "-"
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         if self.device_class != "gpu":  # a CPU draws by its utilization alone: no device or math share to report
             d["device_share"] = d["compute_share"] = None
+            d["tp"] = None  # no tensor parallelism (``state`` keeps the 1 the energy arithmetic counts GPUs by)
         return d
 
 
-# _replicas' reason when one request alone misses: its TTFT and TPOT with their bounds
+# _replicas' reason when one request alone misses: its TTFT and TPOT with their bounds (no TPOT: one output token)
 _CAPPED = "more than max_replicas="  # the start of a reason no replica count under the cap meets the SLOs with
-_ALONE = re.compile(r"TTFT p[\d.]+ ([\d.]+) ms \(bound ([\d.]+)\), TPOT p[\d.]+ ([\d.]+) ms \(bound ([\d.]+)\)")
+_ALONE = re.compile(r"TTFT p[\d.]+ ([\d.]+) ms \(bound ([\d.]+)\)(?:, TPOT p[\d.]+ ([\d.]+) ms \(bound ([\d.]+)\))?")
+NO_TPOT = "n/a (1 output token)"  # the TPOT of a plan whose requests all ask for one output token
 
 
 @dataclass
@@ -129,6 +136,17 @@ class LLMPlan:
             outputs=np.asarray(d["outputs"], dtype=np.int64),
         )
 
+    @property
+    def judges_tpot(self) -> bool:
+        """False when every request asks for one output token: none has a time per output token, so the plan's
+        TPOT (0) is no figure to print or judge."""
+        return bool((self.outputs > 1).any()) if self.outputs.size else True
+
+    def tpot_words(self, tpot_ms: float, cell: bool = False) -> str:
+        """A TPOT as the CLI and the report print it: "58.9 ms", or ``NO_TPOT`` (it had read "0.0 ms"); ``cell``: a
+        table's, "n/a" (the plan's note says why)."""
+        return f"{tpot_ms:.1f} ms" if self.judges_tpot else "n/a" if cell else NO_TPOT
+
     def within_budget(self) -> list[LLMCandidate]:
         """The plans that meet the SLOs within the budget, cheapest first: what may be recommended or offered."""
         return [c for c in self.candidates if c.meets and not c.over_budget]
@@ -151,7 +169,9 @@ class LLMPlan:
 
         def miss(reason: str) -> float:  # worst of TTFT / bound and TPOT / bound of a "one request alone" reason
             m = _ALONE.search(reason)
-            return max(float(m[1]) / float(m[2]), float(m[3]) / float(m[4])) if m else math.inf
+            if m is None:
+                return math.inf
+            return max(float(m[1]) / float(m[2]), float(m[3]) / float(m[4]) if m[3] else 0.0)
 
         return sorted(self.infeasible, key=lambda ir: (ir[1].startswith("weights "), " tp=" not in ir[0], miss(ir[1])))
 

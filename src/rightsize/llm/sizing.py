@@ -74,18 +74,20 @@ def fewest_replicas(costs: StepCosts, cfg: LLMSimConfig, prompts: np.ndarray, ou
               target: GenerativeTarget, seed: int) -> tuple[int, Level] | str:  # fmt: skip
     """Fewest replicas meeting the target, with that level; or why none does."""
     alone = level(costs, cfg, 0.0, prompts[:50], outputs[:50], target, seed, alone=True)
+    # one output token a request: no TPOT to state, nor a bound it was judged by (it had read "0.0 ms (bound 60)")
+    tpot = f"TPOT p{target.tpot.percentile:g} {alone.tpot_ms:.1f} ms" if (outputs > 1).any() else ""
     if not alone.meets:
-        return (f"one request alone: TTFT p{target.ttft.percentile:g} {alone.ttft_ms:.0f} ms (bound "
-                f"{target.ttft.bound_ms:g}), TPOT p{target.tpot.percentile:g} {alone.tpot_ms:.1f} ms (bound "
-                f"{target.tpot.bound_ms:g})")  # fmt: skip
+        return (
+            f"one request alone: TTFT p{target.ttft.percentile:g} {alone.ttft_ms:.0f} ms (bound "
+            f"{target.ttft.bound_ms:g})" + (f", {tpot} (bound {target.tpot.bound_ms:g})" if tpot else "")
+        )
     lo, hi = 0, 1
     best = level(costs, cfg, target.rate_per_s, prompts, outputs, target, seed)
     while not best.meets:
         lo, hi = hi, hi * 2
         if lo >= target.max_replicas:
             return (f"more than max_replicas={target.max_replicas} replicas (one request alone: TTFT "
-                    f"p{target.ttft.percentile:g} {alone.ttft_ms:.0f} ms, TPOT p{target.tpot.percentile:g} "
-                    f"{alone.tpot_ms:.1f} ms)")  # fmt: skip
+                    f"p{target.ttft.percentile:g} {alone.ttft_ms:.0f} ms{f', {tpot}' if tpot else ''})")  # fmt: skip
         hi = min(hi, target.max_replicas)
         best = level(costs, cfg, target.rate_per_s / hi, prompts, outputs, target, seed)
     while hi - lo > 1:

@@ -196,7 +196,9 @@ def _generative_run(st: Store, run_id: str, name: str, created: str) -> str:
 
     p = arts[0]["payload"]
     what = recommendation_words(p.get("recommendation"))
-    rows = [[str(c.get("instance")), str(c.get("device")), str(c.get("tp")), str(c.get("replicas")),
+    # a CPU row has no tensor parallelism: "-" (stored as 1 before its --json tp was null)
+    rows = [[str(c.get("instance")), str(c.get("device")), "-" if c.get("device_class") == "cpu" else str(c.get("tp")),
+             str(c.get("replicas")),
              usd(c.get("usd_per_hour")), num(c.get("ttft_ms")), num(c.get("tpot_ms")),
              usd(c.get("usd_per_m_output_tokens")), "yes" if c.get("meets") else f"no: {c.get('why') or ''}"]
             for c in p.get("candidates") or []]  # fmt: skip

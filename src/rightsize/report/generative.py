@@ -19,6 +19,7 @@ from typing import Any
 from rightsize import __version__
 from rightsize.inputfile import write_whole
 from rightsize.llm.plan import LLMCandidate, LLMPlan
+from rightsize.llm.plan_result import NO_TPOT
 from rightsize.report.fmt import esc, md, num, usd
 from rightsize.report.html import page
 from rightsize.report.svg import PALETTE, REF_COLORS, Axis, Point, Ref, Series, xy_chart
@@ -91,6 +92,7 @@ def rate_charts(plan: LLMPlan, target: GenerativeTarget) -> list[str]:
     rate = Ref("x", target.rate_per_s, f"target {num(target.rate_per_s)} req/s", REF_COLORS["rate"])
     note = "Projected (roofline step times x the band's slow edge) and simulated; points past capacity are left out"
     note += f" (from {', '.join(ends)})." if ends else "."
+    # one output token a request: no TPOT to chart (it drew a flat 0 under its bound)
     return [
         xy_chart("ttft-rate", f"TTFT p{target.ttft.percentile:g} vs request rate", ttft, Axis("request rate (req/s)"),
                  Axis(f"TTFT p{target.ttft.percentile:g} (ms)", log=True),
@@ -98,7 +100,7 @@ def rate_charts(plan: LLMPlan, target: GenerativeTarget) -> list[str]:
         xy_chart("tpot-rate", f"TPOT p{target.tpot.percentile:g} vs request rate", tpot, Axis("request rate (req/s)"),
                  Axis(f"TPOT p{target.tpot.percentile:g} (ms)"),
                  refs=[Ref("y", target.tpot.bound_ms, f"TPOT bound {num(target.tpot.bound_ms)} ms"), rate], note=note),
-    ]  # fmt: skip
+    ][: 2 if plan.judges_tpot else 1]  # fmt: skip
 
 
 def _mean_context(plan: LLMPlan) -> float:
@@ -127,8 +129,11 @@ def concurrency_chart(plan: LLMPlan) -> str:
 
 
 def _rows(plan: LLMPlan) -> list[list[str]]:
-    return [[c.instance, c.device, str(c.tp), str(c.replicas), str(c.instances), usd(c.usd_per_hour, sign=False),
-             f"{c.ttft_ms:.0f}", f"{c.tpot_ms:.1f}", usd(c.usd_per_m_output_tokens, sign=False),
+    def tpot(ms: float) -> str:  # the column's head says "ms"
+        return plan.tpot_words(ms, cell=True).removesuffix(" ms")
+
+    return [[c.instance, c.device, c.tp_words(), str(c.replicas), str(c.instances), usd(c.usd_per_hour, sign=False),
+             f"{c.ttft_ms:.0f}", tpot(c.tpot_ms), usd(c.usd_per_m_output_tokens, sign=False),
              _kwh(c.kwh_per_m_output_tokens), f"{c.kv_tokens:,}"] for c in plan.candidates]  # fmt: skip
 
 
@@ -158,12 +163,16 @@ def _headline(plan: LLMPlan, name: str, target: GenerativeTarget) -> str:
     return f"{goal}. Recommended: {recommendation_words(asdict(rec))}."
 
 
-def _stats(rec: LLMCandidate) -> str:
+def _stats(plan: LLMPlan, rec: LLMCandidate) -> str:
     """The recommendation card's boxes, as the main report's (report.css ``.stat``)."""
+    split = f"tp {rec.tp}, " if rec.device_class == "gpu" else ""  # a CPU replica: all its cores
+    latency = (
+        f"{num(rec.ttft_ms)} / {num(rec.tpot_ms)} ms" if plan.judges_tpot else f"{num(rec.ttft_ms)} ms / {NO_TPOT}"
+    )
     boxes = [("cost per hour", usd(rec.usd_per_hour)),
              ("per 1M output tokens", usd(rec.usd_per_m_output_tokens)),
-             ("TTFT / TPOT", f"{num(rec.ttft_ms)} / {num(rec.tpot_ms)} ms"),
-             ("layout", f"{rec.instances} x {rec.instance}, tp {rec.tp}, {rec.replicas} replica(s)"),
+             ("TTFT / TPOT", latency),
+             ("layout", f"{rec.instances} x {rec.instance}, {split}{rec.replicas} replica(s)"),
              ("energy per 1M output tokens", f"{_kwh(rec.kwh_per_m_output_tokens)} kWh")]  # fmt: skip
     if rec.watts is not None:  # what the fleet draws, and for GPUs what the GPUs do (the CLI's energy line)
         gpu = f"; {rec.gpu_work()}" if rec.gpu_work() else ""
@@ -189,7 +198,7 @@ def render_generative_html(
     else:
         card = (f'<section class="card rec"><h2>Recommendation</h2><p class="headline">{esc(rec.instances)} x '
                 f'{esc(rec.instance)} <span class="badge projected">projected</span></p>'
-                f'<p class="sub">{esc(_headline(plan, name, target))}</p>{_stats(rec)}</section>')  # fmt: skip
+                f'<p class="sub">{esc(_headline(plan, name, target))}</p>{_stats(plan, rec)}</section>')  # fmt: skip
     body = (f'<header><h1>{esc(name)}: generative serving plan</h1><p class="sub">{esc(meta)}</p></header><main>'
             f"{card}<p class=\"note\">{esc(PROJECTED_ONLY)}</p>"
             f'<section><h2>Evidence</h2><div class="charts">{charts}</div></section>'
@@ -215,8 +224,9 @@ def render_generative_markdown(plan: LLMPlan, target: GenerativeTarget, name: st
     for c in _shown(plan):
         pts = plan.sweep(c, target, RATE_FACTORS)
         end = _past_capacity(pts, target)
-        lines += ["", f"TTFT / TPOT vs rate, {md(_label(c))}: " + ", ".join(
-            f"{num(r)}/s {num(t)} / {num(p)} ms" for r, t, p in pts)
+        tpot = plan.judges_tpot  # one output token a request: TTFT alone
+        lines += ["", f"TTFT{' / TPOT' if tpot else ''} vs rate, {md(_label(c))}: " + ", ".join(
+            f"{num(r)}/s {num(t)}{f' / {num(p)}' if tpot else ''} ms" for r, t, p in pts)
             + (f"; past capacity at {num(end)}/s" if end is not None else "")]  # fmt: skip
         tps = ", ".join(f"{b} seq {num(t)}" for b, t in concurrency_points(plan, c))
         lines += [f"Decode tokens/s vs concurrency (one replica, mean context {_mean_context(plan):.0f} tokens), "

@@ -131,3 +131,26 @@ def test_a_server_slower_than_the_forecast_reads_positive() -> None:
     from rightsize.workflows.validate_generate import _err
 
     assert _err(11.0, 20.9) == pytest.approx(47.4, abs=0.05) and _err(14.88, 9.5) == pytest.approx(-56.6, abs=0.05)
+
+
+def test_a_negative_or_spread_out_per_request_overhead_is_called_noise() -> None:
+    """`validate --generate` on a busy machine printed "per-request overhead -8.5 ms ... (IQR 20.3 / 1.26 ms)" without
+    comment, and the forecast subtracted it from every level's TTFT."""
+    from rightsize.workflows.validate_generate import overhead_noise, render_generative
+
+    assert overhead_noise(4.0, 2.0) is None and overhead_noise(4.0, None) is None  # clear of zero: a figure
+    assert overhead_noise(-8.5, 20.3) == (
+        "the per-request overhead -8.5 ms (IQR 20.3 ms: not distinguishable from 0; a busy machine?) is noise, and "
+        "the forecast adds it to every level's TTFT"
+    )
+    assert overhead_noise(3.0, 20.3) is not None and overhead_noise(-0.5, None) is not None  # spans zero; below it
+    costs = {"p0": 1.0, "p1": 0.1, "p2": 0.0, "d0": 4.5, "d1": 0.36, "d2": 0.0, "prefill_residual": 0.1,
+             "decode_residual": 0.1}  # fmt: skip
+    report = {"costs": costs, "overhead_ms": -8.5, "per_token_ms": 1.0, "overhead_doubt": None, "levels": [],
+              "overheads": {"n": 16.0, "ttft_iqr_ms": 20.3, "tpot_iqr_ms": 1.26}}  # fmt: skip
+    lines = render_generative(report).splitlines()
+    assert (
+        "per-request overhead -8.5 ms, per token 1.00 ms (medians of 16 paired requests, IQR 20.3 / 1.26 ms)"
+        in lines[0]
+    )
+    assert f"noise: {overhead_noise(-8.5, 20.3)}" in lines

@@ -294,6 +294,19 @@ def summarise(reports: list[dict[str, Any]], kind: str) -> dict[str, Any]:
             "invalid_levels": n_levels - len(valid)}  # fmt: skip
 
 
+def overhead_noise(overhead_ms: float, iqr_ms: float | None) -> str | None:
+    """Why the light level's per-request overhead is no figure (None: it may be): below zero (a client cannot see a
+    request sooner than the engine serves it), or nearer zero than half its IQR (the middle half of the paired
+    differences spans zero). A busy 2-core machine read -8.5 ms at IQR 20.3 ms, printed without comment."""
+    if overhead_ms >= 0 and (iqr_ms is None or overhead_ms > iqr_ms / 2):
+        return None
+    spread = f"IQR {iqr_ms:.1f} ms: " if iqr_ms is not None else ""
+    return (
+        f"the per-request overhead {overhead_ms:.1f} ms ({spread}not distinguishable from 0; a busy machine?) is "
+        "noise, and the forecast adds it to every level's TTFT"
+    )
+
+
 def _spread(report: dict[str, Any]) -> str:
     o = report.get("overheads")
     if not o:
@@ -333,6 +346,8 @@ def render_generative(report: dict[str, Any]) -> str:
     if doubt := report.get("overhead_doubt"):
         lines.append(f"doubt: {doubt}")
     o = report.get("overheads")
+    if noise := overhead_noise(report["overhead_ms"], o.get("ttft_iqr_ms") if o else None):
+        lines.append(f"noise: {noise}")
     if o and o["n"] < LIGHT_REQUESTS / 2:
         lines.append(f"thin: the overheads rest on {o['n']:.0f} light request(s); a longer --duration firms them")
     lines.append(legend)

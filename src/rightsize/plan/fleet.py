@@ -207,13 +207,19 @@ def _draw(pool: Pool, target: OnlineTarget, n: int, rng: np.random.Generator) ->
     return arrivals, rng.choice(np.array(pool.sizes), size=n, p=probs)
 
 
-def _sizing(opt: Option, pool: Pool, target: OnlineTarget) -> tuple[int, int] | None:
-    """(samples per batch, capacity bound on replicas: a full batch's throughput under the headroom), or None."""
-    b = _batch_for(opt, pool, target.latency.bound_ms)
-    if b is None:
-        return None
+def _sizings(opt: Option, pool: Pool, target: OnlineTarget) -> list[tuple[int, int]]:
+    """The batch sizes a pool is sized at, each with its capacity bound on replicas (a full batch's throughput under
+    the headroom): ``_batch_for``'s first, then every smaller one that holds the pool's largest request (the smallest
+    power of two that does, and the curve's measured sizes). A full batch under half the SLO is no promise that
+    batching pays: a batch-1 pool of c7a.large met a 250 ms p95 on 1 replica where batch 8 needed 2."""
+    top = _batch_for(opt, pool, target.latency.bound_ms)
+    if top is None:
+        return []
+    need = max(pool.sizes)
+    low = {1 << max(0, math.ceil(math.log2(need))), *(b for b in opt.curve.batch_sizes if need <= b)}
     lam = target.rate_per_s * pool.share * pool.mean_samples() / 1000.0  # samples per ms
-    return b, max(1, math.ceil(lam * opt.curve.t_ms(b) / b / target.headroom - 1e-9))
+    return [(b, max(1, math.ceil(lam * opt.curve.t_ms(b) / b / target.headroom - 1e-9)))
+            for b in [top, *sorted(b for b in low if b < top and opt.fits(b))]]  # fmt: skip
 
 
 def _plan_pool(
@@ -224,22 +230,28 @@ def _plan_pool(
     one size and price had simulated each row on its own: 100 equal runs per pool."""
     cand = opt.candidate(purchase=buy)
     bound, q = target.latency.bound_ms, float(target.latency.percentile)
-    sizing = _sizing(opt, pool, target)
-    if sizing is None:
+    sizings = _sizings(opt, pool, target)
+    if not sizings:
         cand.reasons.append(f"a batch holding {max(pool.sizes)} samples does not fit memory or the SLO")
         return cand, 0
-    b, r_min = sizing
-    key = (sim_key(opt.curve), b, r_min, opt.per_instance)
     sims = 0
-    if key not in runs:
-        runs[key] = _size_pool(opt, b, r_min, pool, target, n, seed)
-        sims = runs[key][1]
-    found = runs[key][0]
-    if found is None:
+    best: tuple[int, tuple[int, LatencyPrediction]] | None = None  # (batch, (replicas, prediction)): fewest replicas
+    for b, r_min in sizings:  # _batch_for's first: a smaller batch replaces it only on fewer replicas
+        if best is not None and r_min >= best[1][0]:
+            continue  # its capacity bound alone needs as many replicas: it cannot be cheaper
+        key = (sim_key(opt.curve), b, r_min, opt.per_instance)
+        if key not in runs:
+            runs[key] = _size_pool(opt, b, r_min, pool, target, n, seed)
+            sims += runs[key][1]
+        if (got := runs[key][0]) is not None and (best is None or got[0] < best[1][0]):
+            best = (b, got)
+    if best is None:
+        r_min = sizings[0][1]
         cand.reasons.append(
             f"p{q:g} above {bound:g} ms up to {min(target.max_replicas, r_min + _R_STEPS[-1])} replicas"
         )
         return cand, sims
+    b, found = best
     r, pred = found
     wait = 2.0 if bound < 50 else 5.0
     spare = spot_spare(opt, buy)  # as the online planner: one instance more than serving needs
@@ -295,9 +307,9 @@ def _size_pool(
 def _cost_bound(opt: Option, pool: Pool, target: OnlineTarget, buy: str) -> float:
     if buy == "spot" and opt.instance.price_usd_per_hour("spot") is None:
         return math.inf  # no spot offer (plan_mixed_single gives such rows NO_SPOT_OFFER)
-    sizing = _sizing(opt, pool, target)
+    r_min = min((r for _, r in _sizings(opt, pool, target)), default=None)
     spare = spot_spare(opt, buy)
-    return math.inf if sizing is None else math.ceil((sizing[1] + spare) / opt.per_instance) * unit_price(opt, buy)
+    return math.inf if r_min is None else math.ceil((r_min + spare) / opt.per_instance) * unit_price(opt, buy)
 
 
 def _better(a: Candidate, b: Candidate, listed: Sequence[str] = ()) -> bool:

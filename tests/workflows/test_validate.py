@@ -106,3 +106,64 @@ def test_the_speed_drift_note_says_faster_or_slower() -> None:
         "levels use the re-timed one"
     )
     assert speed_note(30.0, 37.4).startswith("this machine is 20% slower now than when profiled (capacity 30.0/s")
+
+
+def test_validate_checks_the_spec_plan_and_stores_no_timing_of_its_own_thread_count(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    """validate had added the server's core count to the spec's threads, planned again and stored those timings: on a
+    busy machine the plan it checked (and every later `rightsize plan`) read "4 replicas on 1 x c7a.xlarge (4x1t,
+    int8)" where the user had read "2 x c7a.large (1x2t, fp32)". The spec's plan is checked; the 1-thread curve is
+    timed for the check alone."""
+    from pathlib import Path
+
+    import rightsize.measure.sweep as sweep
+    import rightsize.workflows.plan as wplan
+    import rightsize.workflows.validate as validate
+    from rightsize.cpus import CpuSplit
+    from rightsize.plan import Batching, Candidate, PlanResult
+    from rightsize.profile import Environment, Measurement, Profile
+    from rightsize.spec.load import parse_spec
+    from rightsize.store import Store
+
+    spec = {"model": "mobilenet_v2", "input": {"image_size": 224}, "batch_sizes": [1, 8], "precisions": ["fp32"],
+            "devices": ["cpu"], "targets": {"online": {"rate_per_s": 60, "latency": {"percentile": 95,
+                                                                                      "bound_ms": 150}}}}  # fmt: skip
+    w = parse_spec(spec)
+    env, inp = Environment("here"), {"image_size": 224}
+
+    def m(b: int, threads: int | None, p50: float) -> Measurement:
+        return Measurement("mobilenet_v2", "inference", "cpu", "fp32", b, threads, inp, "ok",
+                           latency_ms=Latency(p50, p50 * 1.05, p50 * 1.1, std=0.05 * p50), env_id="here")  # fmt: skip
+
+    cand = Candidate("c7a.large", "aws", "us-east-1", "cpu", "cpu", 2, "fp32", "on_demand", 0.205, True, "measured",
+                     "2025-06", batching=Batching(1, 0.0), replicas=2, workers_per_instance=1,
+                     threads_per_worker=2)  # fmt: skip
+    planned: list[list[int | None]] = []
+
+    def plan_spec(workload: object, *a: object, **k: object) -> tuple[PlanResult, dict[str, object]]:
+        planned.append(list(workload.threads))  # type: ignore[attr-defined]
+        result = PlanResult("online", "x", "mobilenet_v2", {}, cand, [cand], [cand])
+        return result, {"profile": Profile("mobilenet_v2", "inference", inp, env, (m(1, None, 17.8), m(8, None, 114)))}
+
+    swept: list[tuple[list[str], list[int | None]]] = []
+
+    def run_sweep(workload: object, store: object, **k: object) -> sweep.SweepResult:
+        swept.append((list(workload.precisions), list(workload.threads)))  # type: ignore[attr-defined]
+        assert store is None
+        return sweep.SweepResult(None, env, [m(1, 1, 40.0), m(8, 1, 300.0)])
+
+    monkeypatch.setattr(wplan, "plan_spec", plan_spec)
+    monkeypatch.setattr(sweep, "run_sweep", run_sweep)
+    monkeypatch.setattr(validate, "split_cpus", lambda: CpuSplit(frozenset({0}), frozenset({1})))
+    monkeypatch.setattr(validate, "validate_config", lambda *a, **k: [])
+    store = Store(Path(str(tmp_path)) / "s.sqlite")
+    report = validate.validate_spec(w, store, progress=False, retime=False)
+    assert planned == [[None]]  # the spec as written, once: the plan `rightsize plan` printed
+    assert swept == [(["fp32"], [1])]
+    c = report["candidate"]
+    assert (c["instance"], c["replicas"], c["layout"], c["precision"]) == ("c7a.large", 2, "1x2", "fp32")
+    assert report["local"]["latency_ms"] == [40.0, 300.0] and report["local"]["threads"] == 1
+    assert any(n.startswith("timed fp32 at 1 thread(s) too") and "not stored" in n for n in report["notes"])
+    assert store.measurements() == []
+    assert validate.plan_words(cand) == "2 x c7a.large (1x2t, fp32)"

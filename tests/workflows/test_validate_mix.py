@@ -22,7 +22,8 @@ def test_an_unknown_fleet_choice_exits_2(tmp_path: Path, capsys: pytest.CaptureF
 def test_a_size_split_is_served_on_two_lanes_and_replayed_per_class(tmp_path: Path) -> None:
     """mobilenet_v2 at 64 px: 1-image requests on one lane, 8-image requests on the other, both classes sent
     at once; each class's measured p50 against the simulator given the server's own batch times. `threads: [1]`:
-    each lane's thread count on a 2-core machine, so the plan is made once (with all cores it is made again)."""
+    each lane's thread count on a 2-core machine, so the profile holds the lanes' curves (with all cores they are timed
+    again for the check, not stored)."""
     from rightsize.spec import load_spec
     from rightsize.store import Store
     from rightsize.workflows.validate_mix import render_mix_report, validate_mix

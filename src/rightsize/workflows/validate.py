@@ -12,7 +12,8 @@
    On a machine with 2+ cores the generator is pinned to the first core and the server to the rest
    (``split_cpus``), and the model runs one intra-op thread per server core: a generator sharing the
    model's cores slows every batch (2 cores: int8 DistilBERT batches took 35-46% longer than
-   measured), which is the test rig, not the plan. The profile is measured at that thread count too.
+   measured), which is the test rig, not the plan. A thread count the profile lacks is timed for this
+   check alone, not stored (``local_profile``): the plan checked is the spec's, as ``rightsize plan`` prints it.
 4. Predict each level with the planner's simulator (``rightsize.plan.sim``) on this machine's
    measured service curve at the server's thread count and the same batching, and print measured
    vs predicted p50/p95/p99.
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from rightsize.catalog import Catalog
     from rightsize.loadgen.validation import ValidationPoint
     from rightsize.plan import Batching, Candidate, PlanResult
-    from rightsize.profile import ServiceCurve
+    from rightsize.profile import Profile, ServiceCurve
     from rightsize.serve import ServerConfig
     from rightsize.spec import Workload
     from rightsize.store import Store
@@ -74,6 +75,25 @@ def retime_curve(
     now = Profile(w.model, w.mode, {}, Environment("validate-now"), tuple(run_isolated(c, cpus=cpus) for c in configs))
     curve = measured_curve(now, precision, threads=threads)
     return None if curve is None else replace(curve, device="cpu:now", source="re-timed before serving")
+
+
+def local_profile(
+    workload: Workload, profile: Profile, precisions: Sequence[str], threads: int | None
+) -> tuple[Profile, bool]:
+    """``profile`` with ``precisions`` at ``threads`` timed now where it lacks them (the server's core count here),
+    and whether any was. They are not stored: added to the spec and stored, they had entered every later plan of it
+    (the plan's whole stored profile), so validate checked, and left behind, a plan the user never read: a busy
+    machine's 1-thread timings turned "2 x c7a.large (1x2t, fp32)" into "1 x c7a.xlarge (4x1t, int8)"."""
+    from rightsize.measure.sweep import run_sweep
+    from rightsize.profile import measured_curve
+
+    missing = [p for p in dict.fromkeys(precisions) if measured_curve(profile, p, threads=threads) is None]
+    if threads is None or not missing:
+        return profile, False
+    w = workload.model_copy(update={"mode": "inference", "devices": ["cpu"], "precisions": missing,
+                                    "threads": [threads]})  # fmt: skip
+    swept = run_sweep(w, None)
+    return replace(profile, measurements=(*profile.measurements, *swept.measurements)), True
 
 
 def _other_engines_cpu_plan(result: PlanResult) -> str | None:
@@ -191,15 +211,15 @@ def validate_spec(
     cpus = split_cpus() if isolate else None
     server_cores = None if cpus is None else len(cpus.server)
     spec_threads = ", ".join("all cores" if t is None else str(t) for t in workload.threads)
-    added_threads = server_cores is not None and server_cores not in workload.threads
-    if added_threads:
-        workload = workload.model_copy(update={"threads": [*workload.threads, server_cores]})
-    result, context = plan_spec(workload, store, catalog, progress=progress, seed=seed)
+    result, context = plan_spec(workload, store, catalog, progress=progress, seed=seed)  # the spec's, as `plan` reads
     if result.model != workload.model:  # the planner chose another engine (ort:…): validate that one
         workload = workload.model_copy(update={"model": result.model, "engines": ["torch"]})
     gpu_pick = _other_engines_cpu_plan(result)
+    notes: list[str] = []
+    printed = None  # the best CPU plan `plan` printed, when another engine's plan is served
     if gpu_pick is not None:  # the best CPU plan printed runs on another engine: serve that one, as printed (the
         # GPU pick's own engine had been served, at fp32 with the GPU's batching, "no CPU plan" said beside it)
+        printed = result.alternative
         workload = workload.model_copy(update={"model": result.alternative_model, "engines": ["torch"]})
         result, context = plan_spec(workload, store, catalog, progress=progress, seed=seed)
     profile = context["profile"]
@@ -210,26 +230,26 @@ def validate_spec(
 
         why = (f"the best CPU plan ({cand.instance}, engine {ENGINE_NAMES[engine_of(workload.model)]}); the "
                f"recommendation ({gpu_pick}) needs a GPU")  # fmt: skip
+    if printed is not None and plan_words(printed) != plan_words(cand):  # re-planned: say what changed, old -> new
+        notes.append(f"the plan changed: `rightsize plan` printed {plan_words(printed)} as the best CPU plan; planned "
+                     f"on its engine alone it is {plan_words(cand)}, checked here")  # fmt: skip
     # The plan's CPU layout (k workers x t threads), scaled to the server's cores here: t threads per
     # worker (at most every server core) and as many workers as fit.
     server_threads, workers = server_cores, 1
     if server_cores is not None and cand.threads_per_worker:
         server_threads = min(cand.threads_per_worker, server_cores)
         workers = max(1, server_cores // server_threads)
-        if server_threads not in workload.threads:
-            workload = workload.model_copy(update={"threads": [*workload.threads, server_threads]})
-            result, context = plan_spec(workload, store, catalog, progress=progress, seed=seed)
-    curve = measured_curve(context["profile"], precision, threads=server_threads)
+    profile, timed = local_profile(workload, profile, (precision,), server_threads)
+    curve = measured_curve(profile, precision, threads=server_threads)
     if curve is None:
         raise RunFailedError(
             f"no successful CPU measurement at {precision} with {server_threads or 'all'} threads here to predict "
             "from; add the precision to precisions"
         )
-    notes: list[str] = []
-    if added_threads:  # the plan checked is the spec's and this config; `plan` reads the config from the store too
-        notes.append(f"measured at {server_cores} thread(s) too, the cores this server has here (the spec lists "
-                     f"threads {spec_threads}): the plan checked here includes that config, and so will a later "
-                     "`rightsize plan` of this spec (it is stored)")  # fmt: skip
+    if timed:  # the plan checked is the spec's; this config only predicts this server's levels
+        notes.append(f"timed {precision} at {server_threads} thread(s) too, the cores this server has here (the spec "
+                     f"lists threads {spec_threads}): for this check only, not stored, so the plan checked is the "
+                     "spec's, as `rightsize plan` prints it")  # fmt: skip
     now = (
         retime_curve(workload, precision, curve.batch_sizes, server_threads, None if cpus is None else cpus.server)
         if retime
@@ -327,6 +347,14 @@ def validate_spec(
         "points": [p.to_dict() for p in points],
         "notes": notes,
     }
+
+
+def plan_words(c: Candidate) -> str:
+    """ "2 x c7a.large (1x2t, fp32)": a plan as the user compares it."""
+    from rightsize.plan.fleet import replicas_on
+
+    layout = f"{c.workers_per_instance}x{c.threads_per_worker}t, " if c.threads_per_worker else ""
+    return f"{replicas_on(c.replicas, c.count, c.instance)} ({layout}{c.precision})"
 
 
 def slo_verdict(points: Sequence[ValidationPoint], percentile: float, bound_ms: float, instance: str) -> str | None:

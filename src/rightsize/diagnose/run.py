@@ -20,20 +20,33 @@ Stop = Literal["timeout", "interrupt"] | None  # what ended the program early, i
 
 # After --timeout: SIGTERM (the boot module turns it into a quiet SystemExit, so the program's exit handlers, the
 # probe's report among them, run), then SIGINT (a KeyboardInterrupt: a program with its own SIGTERM handler), then
-# SIGKILL, each after this many seconds of grace.
+# SIGKILL, each after this many seconds of grace (one more while the report is being written).
 GRACE_S = 5.0
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> int:
-    """Stop ``proc`` as gently as it lets us; its exit code."""
+def _stop(proc: subprocess.Popen[bytes], out: Path) -> int:
+    """Stop ``proc`` as gently as it lets us; its exit code. The probe writes its report to ``out``.part first."""
     for sig in (signal.SIGTERM, signal.SIGINT):
         proc.send_signal(sig)
         try:
             return proc.wait(timeout=GRACE_S)
         except subprocess.TimeoutExpired:
             continue
+    if out.with_name(out.name + ".part").exists():  # the boot module ignores the signals meanwhile: SIGKILL only
+        try:
+            return proc.wait(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
     proc.kill()
     return proc.wait()
+
+
+def _read_report(out: Path) -> LoopFacts | None:
+    """The probe's report, None when there is none or it cannot be read (the CLI then says why in one line)."""
+    try:
+        return LoopFacts.from_dict(json.loads(out.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):  # absent, or not the JSON the boot module writes
+        return None
 
 
 def _stderr_fd() -> int:
@@ -78,12 +91,12 @@ def run_watched(
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            rc, stopped = _stop(proc), "timeout"
+            rc, stopped = _stop(proc, out), "timeout"
         except KeyboardInterrupt:  # Ctrl-C reached both: let the program finish its exit handlers
-            rc, stopped = _stop(proc), "interrupt"
-        if not out.is_file():
+            rc, stopped = _stop(proc, out), "interrupt"
+        facts = _read_report(out)
+        if facts is None:
             return rc, None, stopped
-        facts = LoopFacts.from_dict(json.loads(out.read_text(encoding="utf-8")))
         if stopped is None:  # it ended by itself: a failure leads the diagnosis (--timeout's SIGTERM exit is ours)
             facts.exit_code = rc
         return rc, facts, stopped

@@ -11,24 +11,47 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import signal
 import sys
+from contextlib import suppress
 from typing import Any
 
 _OUT = os.environ.pop("RIGHTSIZE_DIAGNOSE_OUT", None)  # popped: child processes (loader workers) stay quiet
+_STOPS = {signal.SIGTERM, signal.SIGINT}  # how ``diagnose --timeout`` (and Ctrl-C) stop the program
 
 
 def _start() -> None:
+    """Start the probe and register its report with the stop signals held back: a --timeout SIGTERM landing between
+    the two had ended the program with the probe running and no report registered ("had not imported torch")."""
     from rightsize.diagnose.probe import LoopProbe
 
-    probe = LoopProbe()
-    probe.__enter__()
+    came: list[int] = []
+    try:
+        handlers = {sig: signal.signal(sig, lambda signum, _frame: came.append(signum)) for sig in _STOPS}
+    except ValueError:  # torch imported off the main thread, where no handler can be set: nothing to hold back
+        handlers = {}
+    try:
+        probe = LoopProbe()
+        probe.__enter__()
+        atexit.register(_dump, probe)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    for signum in came[:1]:  # delivered now, to the program's own handler (ours: a quiet SystemExit)
+        signal.raise_signal(signum)
 
-    def dump() -> None:
-        probe.__exit__(None, None, None)
-        with open(_OUT, "w", encoding="utf-8") as fh:  # type: ignore[arg-type]
-            json.dump(probe.facts().to_dict(), fh)
 
-    atexit.register(dump)
+def _dump(probe: Any) -> None:
+    """Write the report whole or not at all: --timeout's SIGINT and SIGKILL come after a grace whatever the report
+    is doing, and one cut mid-write had left half a JSON file (a traceback in the parent, no diagnosis)."""
+    with suppress(ValueError):  # the stop already came: a second one must not cut the report short
+        for sig in _STOPS:
+            signal.signal(sig, signal.SIG_IGN)
+    probe.__exit__(None, None, None)
+    part = f"{_OUT}.part"
+    with open(part, "w", encoding="utf-8") as fh:
+        json.dump(probe.facts().to_dict(), fh)
+    os.replace(part, _OUT)  # type: ignore[arg-type]
 
 
 class _OnTorchImport:
@@ -62,7 +85,5 @@ def _exit_on_term(signum: int, frame: Any) -> None:
 
 if _OUT:
     sys.meta_path.insert(0, _OnTorchImport())
-    import signal
-
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:  # a program's own handler is left alone
         signal.signal(signal.SIGTERM, _exit_on_term)

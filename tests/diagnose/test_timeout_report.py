@@ -64,6 +64,38 @@ def test_a_report_slower_than_the_grace_still_arrives_whole(tmp_path: Path, monk
     assert facts is not None and facts.wall_s > 0 and facts.exit_code is None  # the diagnosis of what ran
 
 
+# --timeout's SIGTERM landing while the probe starts, after torch's own import ran
+STOP_WHILE_STARTING = """\
+import os, signal
+from rightsize.diagnose.probe import LoopProbe
+
+enter = LoopProbe.__enter__
+
+
+def enter_then_stop(self):
+    out = enter(self)
+    os.kill(os.getpid(), signal.SIGTERM)
+    return out
+
+
+LoopProbe.__enter__ = enter_then_stop
+import torch
+
+raise SystemExit(5)  # not reached: the SIGTERM ends the import
+"""
+
+
+def test_a_stop_while_the_probe_starts_still_reports(tmp_path: Path) -> None:
+    """The stop had come before the report was registered: no report ("it had not imported torch yet"); then,
+    held until it was, it came out of `import torch`, which took torch out of sys.modules and the report's own
+    `import torch` ran torch's __init__ again (a RuntimeError at exit, no report)."""
+    prog = tmp_path / "stop_while_starting.py"
+    prog.write_text(STOP_WHILE_STARTING)
+    rc, facts, stopped = run_watched([sys.executable, str(prog)])
+    assert (rc, stopped) == (143, None)  # the boot module's quiet SystemExit on SIGTERM
+    assert facts is not None and facts.exit_code == 143 and facts.torch_threads
+
+
 def test_a_cut_report_is_no_report(tmp_path: Path) -> None:
     """Half a JSON file (a report killed mid-write by an older boot module) reads as none, not a traceback."""
     out = tmp_path / "facts.json"

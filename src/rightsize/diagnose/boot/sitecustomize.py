@@ -20,7 +20,7 @@ _OUT = os.environ.pop("RIGHTSIZE_DIAGNOSE_OUT", None)  # popped: child processes
 _STOPS = {signal.SIGTERM, signal.SIGINT}  # how ``diagnose --timeout`` (and Ctrl-C) stop the program
 
 
-def _start() -> None:
+def _start(torch: Any) -> None:
     """Start the probe and register its report with the stop signals held back: a --timeout SIGTERM landing between
     the two had ended the program with the probe running and no report registered ("had not imported torch")."""
     from rightsize.diagnose.probe import LoopProbe
@@ -33,7 +33,7 @@ def _start() -> None:
     try:
         probe = LoopProbe()
         probe.__enter__()
-        atexit.register(_dump, probe)
+        atexit.register(_dump, probe, torch)
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
@@ -41,12 +41,13 @@ def _start() -> None:
         signal.raise_signal(signum)
 
 
-def _dump(probe: Any) -> None:
+def _dump(probe: Any, torch: Any) -> None:
     """Write the report whole or not at all: --timeout's SIGINT and SIGKILL come after a grace whatever the report
     is doing, and one cut mid-write had left half a JSON file (a traceback in the parent, no diagnosis)."""
     with suppress(ValueError):  # the stop already came: a second one must not cut the report short
         for sig in _STOPS:
             signal.signal(sig, signal.SIG_IGN)
+    sys.modules.setdefault("torch", torch)  # a stop raised inside `import torch` took it out: no second import
     probe.__exit__(None, None, None)
     part = f"{_OUT}.part"
     with open(part, "w", encoding="utf-8") as fh:
@@ -71,7 +72,7 @@ class _OnTorchImport:
 
         def exec_then_watch(module: Any) -> None:
             exec_module(module)
-            _start()
+            _start(module)
 
         loader.exec_module = exec_then_watch  # type: ignore[method-assign]
         return spec

@@ -52,6 +52,7 @@ def _timeout_once_ready(ready: Path) -> type[subprocess.Popen[bytes]]:
     return Ready
 
 
+@pytest.mark.slow  # a child that imports torch: 6-9 s on 2 busy cores, kept out of test-fast
 def test_a_report_slower_than_the_grace_still_arrives_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGINT came 0.6 s into a 1 s report: it had cut the write short, leaving an empty facts.json and a
     JSONDecodeError traceback in the parent; the report now ignores it and gets one grace more before SIGKILL."""
@@ -85,6 +86,7 @@ raise SystemExit(5)  # not reached: the SIGTERM ends the import
 """
 
 
+@pytest.mark.slow  # a child that imports torch: 6-9 s on 2 busy cores, kept out of test-fast
 def test_a_stop_while_the_probe_starts_still_reports(tmp_path: Path) -> None:
     """The stop had come before the report was registered: no report ("it had not imported torch yet"); then,
     held until it was, it came out of `import torch`, which took torch out of sys.modules and the report's own

@@ -135,6 +135,8 @@ def test_a_spec_with_a_request_mix_plans_every_row_for_the_mix_and_adds_the_flee
         r.recommendation.precision,
     )
     assert one["cost_usd_per_hour"] == pytest.approx(r.recommendation.cost_usd_per_hour)
+    # a mix's rows are online serving rows: their units are replicas (kind_hint had been "", read "instance")
+    assert {c.kind_hint for c in r.candidates} == {"online"} and " replica" in r.why[0]
     d = json.loads(json.dumps(r.to_dict(top=3), allow_nan=False))
     assert d["fleet"]["mix"] == [{"samples": 1, "share": 0.9}, {"samples": 16, "share": 0.1}]
     # every pool carries its energy, per 1M of the requests it serves (they were null)

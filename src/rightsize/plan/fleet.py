@@ -228,7 +228,7 @@ def _plan_pool(
     """The fewest replicas of ``opt`` that meet the SLO percentile for ``pool``'s requests (feasible or not), and the
     runs simulated for it: none when ``runs`` already holds an option that simulates alike. A catalog of 100 rows of
     one size and price had simulated each row on its own: 100 equal runs per pool."""
-    cand = opt.candidate(purchase=buy)
+    cand = opt.candidate(purchase=buy, kind_hint="online")
     bound, q = target.latency.bound_ms, float(target.latency.percentile)
     sizings = _sizings(opt, pool, target)
     if not sizings:
@@ -361,7 +361,7 @@ def plan_mixed_single(
     bands: _Bands = {}
     for opt in options:
         if buy == "spot" and opt.instance.price_usd_per_hour("spot") is None:
-            cand = opt.candidate(purchase=buy)
+            cand = opt.candidate(purchase=buy, kind_hint="online")
             cand.reasons.append(NO_SPOT_OFFER)
         else:
             cand, _ = _plan_pool(at_pessimistic_edge(opt), everything, target, buy, n, seed, runs)

@@ -95,7 +95,8 @@ class Energy:
 
 @dataclass
 class Candidate:
-    """One way to run the workload. ``count`` is replicas (online), instances (batch) or nodes (training)."""
+    """One way to run the workload. ``count`` is instances (online: those hosting ``replicas``; batch) or nodes
+    (training)."""
 
     instance: str
     provider: str

@@ -38,7 +38,7 @@ def _level(res: LLMSimResult, monkeypatch: pytest.MonkeyPatch) -> sizing.Level:
 
     monkeypatch.setattr(sizing, "simulate_llm", fake)
     lengths = np.full(600, 256)
-    return sizing.level(StepCosts(0, 0, 0, 0, 0, 0), LLMSimConfig(), 2.0, lengths, lengths, TARGET, 0)
+    return sizing.level(StepCosts(0, 0, 0, 0, 0, 0), LLMSimConfig(), 2.0, 1, lengths, lengths, TARGET, 0)
 
 
 def test_a_running_set_that_grows_under_a_flat_ttft_is_not_steady(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,3 +55,45 @@ def test_a_steady_tpot_or_an_idle_replica_is_not_read_as_growing(monkeypatch: py
     assert steady.meets and not steady.growing
     idle = _level(_result(30.0, 120.0, busy=0.5), monkeypatch)  # a replica half idle has no queue to grow
     assert idle.meets and not idle.growing
+
+
+def test_a_replica_gets_every_rth_request_of_the_fleets_poisson_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round-robin routing: one replica of 4 at 2 req/s sees the 4th, 8th, ... arrival of one Poisson stream at
+    2 req/s (Erlang-4 gaps, mean 2 s, CV 1/2), not its own Poisson stream at 0.5 req/s (CV 1: random routing)."""
+    from rightsize.plan.arrivals import arrival_times_ms
+
+    seen: dict[str, Any] = {}
+
+    def fake(*args: Any, **kw: Any) -> LLMSimResult:
+        seen.update(kw)
+        return _result(40.0, 40.0)
+
+    monkeypatch.setattr(sizing, "simulate_llm", fake)
+    lengths = np.full(600, 256)
+    sizing.level(StepCosts(0, 0, 0, 0, 0, 0), LLMSimConfig(), 2.0, 4, lengths, lengths, TARGET, 7)
+    got = seen["arrivals_ms"]
+    fleet = arrival_times_ms(np.random.default_rng(7), 2400, 2.0)[0]
+    assert got.size == 600 and np.array_equal(got, fleet[3::4])  # deterministic in the seed
+    gaps = np.diff(got)
+    assert gaps.mean() == pytest.approx(2000.0, rel=0.1) and gaps.std() / gaps.mean() == pytest.approx(0.5, abs=0.06)
+    assert seen.get("rate_per_s") is None  # no Poisson stream of its own
+    sizing.level(StepCosts(0, 0, 0, 0, 0, 0), LLMSimConfig(), 2.0, 1, lengths, lengths, TARGET, 7)
+    assert np.array_equal(seen["arrivals_ms"], fleet[:600])  # one replica: the fleet's stream, as before
+
+
+def test_a_replica_holding_three_long_requests_is_sized_for_round_robin_not_random_routing() -> None:
+    """llama-7b at 1 req/s, 3,500-token prompts and 500-token answers, TTFT p95 <= 5 s, TPOT p50 <= 80 ms: a
+    g5.xlarge replica holds 3 such requests (13,626 KV tokens) and each holds its slot ~24 s (24 busy on average).
+    Each replica drawing its own Poisson stream (random routing) planned 30 replicas at 50% busy; round-robin: 12."""
+    from rightsize.catalog import load_catalog
+    from rightsize.llm.plan import plan_generative
+    from rightsize.llm.shape import DecoderShape
+
+    t = GenerativeTarget.model_validate({"rate_per_s": 1.0, "prompt_tokens": 3500, "output_tokens": 500,
+                                         "ttft": {"percentile": 95, "bound_ms": 5000},
+                                         "tpot": {"percentile": 50, "bound_ms": 80}})  # fmt: skip
+    plan = plan_generative(DecoderShape.from_zoo("llama-7b"), t, load_catalog(), instances=["g5.xlarge"])
+    rec = plan.recommendation
+    assert rec is not None and rec.kv_tokens == 13_626
+    assert rec.replicas == 12 and rec.ttft_ms == pytest.approx(3853, abs=5) and rec.busy > 0.95
+    assert "replicas sized under round-robin routing (each replica gets every R-th request" in plan.notes[0]

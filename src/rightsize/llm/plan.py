@@ -16,8 +16,9 @@ For every catalog instance (CPU instances too, so the CPU-vs-GPU answer stays ho
    than the host dispatching it), each multiplied by ``BANDS`` of its engine (its
    pessimistic edge: the median |error| of benchmarks/llm_decode_vs_published.py) before it is judged.
 3. **Replicas** (``rightsize.llm.sizing``). The continuous-batching simulator (rightsize.llm.sim, the engine's
-   policy) runs one replica at rate / R for the smallest R (doubling, then bisection) whose TTFT and TPOT
-   percentiles meet the bounds; instances = ceil(R / replicas per instance). Each replica that meets them is
+   policy) runs one replica of R for the smallest R (doubling, then bisection) whose TTFT and TPOT
+   percentiles meet the bounds, the replica taking every R-th request of the fleet's Poisson stream (round-robin
+   routing, ``sizing.ROUTING``); instances = ceil(R / replicas per instance). Each replica that meets them is
    re-simulated on MARGIN_DRAWS other draws and given more replicas until it meets them on all but one
    (``_firm_up``), with every instance type sharing that replica.
 4. **Cost.** instances x price; $ per 1M output tokens = cost per hour / (output tokens per hour / 1e6).
@@ -128,6 +129,7 @@ def plan_generative(
            "for one that does not (rightsize serve on a GPU)" if target.engine == "graphs" else
            f"eager engine: no GPU step under {eager_host_floor_ms(shape):.1f} ms of host dispatch (more with "
            "tensor parallel)")
+        + f"; {sizing.ROUTING}"
     )  # fmt: skip
     plan = LLMPlan([], [], [note], prompts=prompts, outputs=outputs)
     if not (outputs > 1).any():
@@ -170,7 +172,7 @@ def plan_generative(
             plan.candidates.append(c)
             plan.replicas[k] = by_tp[(*k, c.tp)]
     by_key = {(i.provider, i.region, i.instance_type): i for i in rows}
-    drawn: dict[tuple[int, float], list[Level]] = {}  # the re-draws of a replica at a rate: firm-up's, reused below
+    drawn: dict[tuple[int, int], list[Level]] = {}  # the re-draws of a replica count: firm-up's, reused below
     plan.notes += _firm_up(plan, target, seed, by_key, catalog, purchase, drawn)
     if (flag := _unverified_note(plan, purchase)) is not None:
         plan.notes.insert(0, flag)
@@ -190,23 +192,24 @@ def _rank(plan: LLMPlan, purchase: str) -> None:
                                         c.ttft_ms, c.tp))  # fmt: skip
 
 
-def _redraws(plan: LLMPlan, costs: StepCosts, cfg: LLMSimConfig, rate: float, target: GenerativeTarget,
-             seed: int, drawn: dict[tuple[int, float], list[Level]] | None = None) -> list[Level]:  # fmt: skip
-    """The levels at ``rate`` per replica on the next ``MARGIN_DRAWS`` draws of the simulation: the requests
+def _redraws(plan: LLMPlan, costs: StepCosts, cfg: LLMSimConfig, n: int, target: GenerativeTarget,
+             seed: int, drawn: dict[tuple[int, int], list[Level]] | None = None) -> list[Level]:  # fmt: skip
+    """The levels of ``n`` replicas on the next ``MARGIN_DRAWS`` draws of the simulation: the requests
     resampled (each prompt with its output) on the arrivals of seeds ``seed + 1``, ``seed + 2``, ..."""
-    if drawn is not None and (id(costs), rate) in drawn:  # ``drawn``: levels already simulated for this plan
-        return drawn[(id(costs), rate)]
+    if drawn is not None and (id(costs), n) in drawn:  # ``drawn``: levels already simulated for this plan
+        return drawn[(id(costs), n)]
     out = []
     for k in range(1, MARGIN_DRAWS + 1):
         pick = np.random.default_rng(seed + k).integers(0, plan.prompts.size, plan.prompts.size)
-        out.append(sizing.level(costs, cfg, rate, plan.prompts[pick], plan.outputs[pick], target, seed + k))
+        out.append(sizing.level(costs, cfg, target.rate_per_s, n, plan.prompts[pick], plan.outputs[pick], target,
+                                seed + k))  # fmt: skip
     if drawn is not None:
-        drawn[(id(costs), rate)] = out
+        drawn[(id(costs), n)] = out
     return out
 
 
 def _firm_up(plan: LLMPlan, target: GenerativeTarget, seed: int, insts: Mapping[tuple[str, str, str], Instance],
-             catalog: Catalog, purchase: str, drawn: dict[tuple[int, float], list[Level]]) -> list[str]:  # fmt: skip
+             catalog: Catalog, purchase: str, drawn: dict[tuple[int, int], list[Level]]) -> list[str]:  # fmt: skip
     """Replicas are sized on one draw of the simulation; every plan that meets the bounds must also meet them on
     most of the next ``MARGIN_DRAWS`` (all but one). One that does not gets more replicas until it does, and so
     does every instance type sharing its replica (one cached result), then the plans are re-ranked. llama-7b int4
@@ -223,14 +226,14 @@ def _firm_up(plan: LLMPlan, target: GenerativeTarget, seed: int, insts: Mapping[
         first = plan.candidates[rows[0]]
         costs, cfg = plan.replicas[(first.provider, first.region, first.instance)]
         n = first.replicas
-        missed = sum(not lv.meets for lv in _redraws(plan, costs, cfg, target.rate_per_s / n, target, seed, drawn))
+        missed = sum(not lv.meets for lv in _redraws(plan, costs, cfg, n, target, seed, drawn))
         if missed <= 1:
             continue
         base = None
         while n < target.max_replicas:
             n += 1
-            base = sizing.level(costs, cfg, target.rate_per_s / n, plan.prompts, plan.outputs, target, seed)
-            others = _redraws(plan, costs, cfg, target.rate_per_s / n, target, seed, drawn)
+            base = sizing.level(costs, cfg, target.rate_per_s, n, plan.prompts, plan.outputs, target, seed)
+            others = _redraws(plan, costs, cfg, n, target, seed, drawn)
             if base.meets and sum(not lv.meets for lv in others) <= 1:
                 break
             base = None
@@ -261,7 +264,7 @@ def _firmed(c: LLMCandidate, n: int, base: Level | None, insts: Mapping[tuple[st
 
 
 def _thin_margin_note(plan: LLMPlan, target: GenerativeTarget, seed: int,
-                      drawn: dict[tuple[int, float], list[Level]] | None = None) -> str | None:  # fmt: skip
+                      drawn: dict[tuple[int, int], list[Level]] | None = None) -> str | None:  # fmt: skip
     """A note when the recommendation meets its bounds on this draw of the simulation but not on every other one:
     its requests resampled (each prompt with its output) on the arrivals of the next ``MARGIN_DRAWS`` seeds.
     llama-7b-chat read 4 replicas at TPOT p50 58 ms against 60 on most seeds and 5 on others, with no sign that
@@ -270,7 +273,7 @@ def _thin_margin_note(plan: LLMPlan, target: GenerativeTarget, seed: int,
     if rec is None or (rec.provider, rec.region, rec.instance) not in plan.replicas:
         return None
     costs, cfg = plan.replicas[(rec.provider, rec.region, rec.instance)]
-    levels = _redraws(plan, costs, cfg, target.rate_per_s / rec.replicas, target, seed, drawn)
+    levels = _redraws(plan, costs, cfg, rec.replicas, target, seed, drawn)
     missed = sum(not lv.meets for lv in levels)
     if not missed:
         return None

@@ -99,7 +99,7 @@ class LLMPlan:
         out = []
         for f in factors:
             rate = target.rate_per_s * f
-            lv = sizing.level(costs, cfg, rate / c.replicas, self.prompts, self.outputs, target, seed)
+            lv = sizing.level(costs, cfg, rate, c.replicas, self.prompts, self.outputs, target, seed)
             if math.isfinite(lv.ttft_ms) and not lv.growing:
                 out.append((rate, lv.ttft_ms, lv.tpot_ms))
         return out

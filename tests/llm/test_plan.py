@@ -554,14 +554,15 @@ def test_a_pick_most_other_draws_of_the_simulation_miss_gets_more_replicas(catal
     assert sum(not lv.meets for lv in _redraws(plan, costs, cfg, 2, t, 0)) == 2  # ...2 of 3 others do not
     assert (
         "g5.xlarge: 2 replica(s) met the bounds on this draw of the simulation but not on 2 of 3 others; sized at "
-        "3, which meets them on all but at most one"
+        "3, which meets them on all but at most one, that one within 10%"
     ) in plan.notes
 
 
 def test_a_recommendation_other_draws_of_the_simulation_miss_says_its_margin_is_thin(catalog: Catalog) -> None:
     """llama-7b-chat had sat on the edge of 4 A10G replicas (TPOT p50 ~58 ms against 60): 4 on most seeds, 5 on
-    seed 2, with no sign that the pick was marginal. The recommendation is re-simulated on other draws and says so.
-    Under round-robin 4 replicas read TPOT p50 ~55 ms, so the bound here is 57."""
+    seed 2, with no sign that the pick was marginal. The recommendation is re-simulated on other draws and says so
+    when one misses within 10% (past it the pick gets more replicas: tests/llm/test_plan_firm_up.py). Under
+    round-robin 4 replicas read TPOT p50 ~55 ms, so the bound here is 57."""
     t = _target(rate_per_s=5.0, prompt_tokens={"uniform": [200, 800]}, output_tokens={"uniform": [64, 256]},
                 ttft={"percentile": 95, "bound_ms": 2000}, tpot={"percentile": 50, "bound_ms": 57})  # fmt: skip
     edge = plan_generative(DecoderShape.from_zoo("llama-7b"), t, catalog, instances=["g5.xlarge"], seed=0)
@@ -571,7 +572,7 @@ def test_a_recommendation_other_draws_of_the_simulation_miss_says_its_margin_is_
     assert thin.startswith("thin margin: g5.xlarge x4 meets the bounds on this draw of the simulation but not on 1 of")
     assert "TPOT p50 " in thin and "against 57); --seed moves the pick: allow for one more replica" in thin
     high = float(re.search(r"TPOT p50 [\d.]+-([\d.]+) ms", thin).group(1))  # type: ignore[union-attr]
-    assert high >= 57.0  # a draw at the bound is what the note reports
+    assert 57.0 <= high <= 57.0 * 1.1  # a draw at the bound, within the 10% a pick may stand on
     roomy = plan_generative(DecoderShape.from_zoo("llama-7b"), t, catalog, instances=["g5.xlarge"], seed=1)
     assert roomy.recommendation is not None and roomy.recommendation.replicas == 4  # every draw meets
     assert not [n for n in roomy.notes if n.startswith("thin margin")]

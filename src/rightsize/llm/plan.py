@@ -262,8 +262,10 @@ def _firm_up(plan: LLMPlan, target: GenerativeTarget, seed: int, insts: Mapping[
         notes.append(f"{first.instance}: {first.replicas} replica(s) met the bounds on this draw of the simulation but "
                      f"not on {missed} of {MARGIN_DRAWS} others"
                      + (f", by more than {MARGIN_TOLERANCE:.0%} or past capacity (TTFT p{target.ttft.percentile:g} "
-                        f"{far[0].ttft_ms:.0f} ms against {target.ttft.bound_ms:g}, TPOT p{target.tpot.percentile:g} "
-                        f"{far[0].tpot_ms:.1f} ms against {target.tpot.bound_ms:g})" if missed == 1 else "")
+                        f"{far[0].ttft_ms:.0f} ms against {target.ttft.bound_ms:g}"
+                        + (f", TPOT p{target.tpot.percentile:g} {far[0].tpot_ms:.1f} ms against "
+                           f"{target.tpot.bound_ms:g}" if plan.judges_tpot else "")  # one output token: no TPOT
+                        + ")" if missed == 1 else "")
                      + "; "
                      + (f"sized at {n}, which meets them on all but at most one, that one within "
                         f"{MARGIN_TOLERANCE:.0%}" if base is not None else

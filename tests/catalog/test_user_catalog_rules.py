@@ -264,3 +264,26 @@ def test_new_hardware_comes_in_two_files_given_in_any_order(
     assert rc == 0 and "Standard_NC6" in {row["instance_type"] for row in json.loads(out)["instances"]}, err
     rc, out, err = _run(["catalog", "--catalog", "", "--gpu", "--provider", "azure", "--json"], capsys)
     assert rc == 0 and "Standard_NC6" not in {row["instance_type"] for row in json.loads(out)["instances"]}, err
+
+
+def test_a_price_only_row_keeps_the_replaced_rows_physical_cores(tmp_path: Path) -> None:
+    """c7a.large has 2 cores (no SMT): a row in the docs' old example columns made it 1, and a cheaper price a
+    dearer plan (3 replicas); the hardware does not change with the price, and a written value still wins."""
+    f = tmp_path / "mine.csv"
+
+    def c7a(text: str) -> tuple[int | None, int, float]:
+        f.write_text(text)
+        (i,) = [i for i in load_catalog(f).instances if i.key == ("aws", "us-east-1", "c7a.large")]
+        return i.physical_cores, i.cores, i.on_demand_usd_per_hour
+
+    assert c7a(HEADER + "aws,us-east-1,c7a.large,2,4,amd-genoa,,0,0.05,,,2026-10,ours\n") == (2, 2, 0.05)
+    with_cores = HEADER.replace("source", "physical_cores,source")
+    assert c7a(with_cores + "AWS,us-east-1,c7a.large,2,4,amd-genoa,,0,0.05,,,2026-10,,ours\n") == (2, 2, 0.05)
+    assert c7a(with_cores + "aws,us-east-1,c7a.large,2,4,amd-genoa,,0,0.05,,,2026-10,1,ours\n") == (1, 1, 0.05)
+    # other hardware under the same name: blank is vCPUs/2 again
+    assert c7a(HEADER + "aws,us-east-1,c7a.large,4,8,amd-genoa,,0,0.05,,,2026-10,ours\n") == (None, 2, 0.05)
+    assert c7a(HEADER + "aws,us-east-1,c7a.large,2,4,intel-icelake,,0,0.05,,,2026-10,ours\n") == (None, 1, 0.05)
+    # the missing-column error lists the optional column too, so a header copied from it carries the cores
+    msg = _refused(tmp_path, HEADER.replace("on_demand_usd_per_hour,", "") + "aws,us-east-1,c7a.large,2,4,amd-genoa,"
+                   ",0,,,2026-10,ours\n")  # fmt: skip
+    assert msg.endswith("spot_interruption, price_date, source, and may add physical_cores")

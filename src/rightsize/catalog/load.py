@@ -6,7 +6,8 @@
 
 Each user file is one CSV whose header says which table it extends: ``instance_type`` → instances
 (key provider, region, instance_type), ``bandwidth_gbps`` → accelerators (key name),
-``sustained_ghz`` → CPU families (key name). Rows with an existing key replace it; others are added;
+``sustained_ghz`` → CPU families (key name). Rows with an existing key replace it (an instance row's blank or
+absent ``physical_cores`` keeps the replaced row's, when vCPUs and CPU family are the same); others are added;
 two rows of the user file with one key are refused (both line numbers named). Provider and region are
 lowercased, so ``AWS,US-EAST-1`` replaces the shipped ``aws,us-east-1`` row.
 In a user file ``source`` and ``price_date``/``date`` may be left empty (they become the file name
@@ -279,6 +280,15 @@ def _same_but_case(known: list[tuple[str, str, str]], rows: list[tuple[Row, Inst
                             f"{other!r} to replace that row, or a new name to add one")  # fmt: skip
 
 
+def _same_hardware(old: Instance, new: Instance) -> Instance:
+    """``new``, replacing ``old``, with ``old``'s physical cores when its cell is blank or absent and it names the same
+    vCPUs and CPU family: the hardware does not change with the price (a price-only row, in the columns of the docs'
+    example, had made c7a.large's 2 cores 1, and a cheaper c7a.large three replicas dearer). A given value wins."""
+    if new.physical_cores is None and (new.vcpus, new.cpu_family) == (old.vcpus, old.cpu_family):
+        return replace(new, physical_cores=old.physical_cores)
+    return new
+
+
 def _merge_user(base: Catalog, path: Path) -> Catalog:
     """Apply a user CSV to ``base``: same key replaces, new key adds."""
     if not path.exists():
@@ -304,7 +314,7 @@ def _merge_user(base: Catalog, path: Path) -> Catalog:
         rows = [(r, _instance(r, base.accelerators, base.cpus)) for r in table]
         new = _one_per_key(rows, lambda i: i.key, "provider, region and instance_type")
         _same_but_case([i.key for i in base.instances], rows)
-        kept = [new.pop(i.key, i) for i in base.instances]
+        kept = [_same_hardware(i, new.pop(i.key)) if i.key in new else i for i in base.instances]
         return replace(base, instances=(*kept, *new.values()))
     if "bandwidth_gbps" in columns:
         table = read_table(path, text, ACCELERATOR_COLUMNS, defaults, user=True, optional=ACCELERATOR_OPTIONAL)

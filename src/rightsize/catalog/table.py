@@ -174,8 +174,9 @@ def read_table(
     reader.fieldnames = header
     missing = [c for c in required if c not in header and c not in (defaults or {})]
     if missing:
+        more = f", and may add {', '.join(optional)}" if optional else ""  # physical_cores: c7a.large has no SMT
         raise SpecError(
-            f"{path} line 1", f"missing column(s) {', '.join(missing)}; the header needs {', '.join(required)}"
+            f"{path} line 1", f"missing column(s) {', '.join(missing)}; the header needs {', '.join(required)}{more}"
         )
     # a column named twice let the last one's cells win, silently; a spreadsheet's trailing ",," is not a name
     if twice := sorted({h for h in header if h and header.count(h) > 1}):

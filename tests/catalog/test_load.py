@@ -247,3 +247,29 @@ def test_an_unknown_column_is_refused_naming_it_and_the_columns_read(
     assert run_cli(["catalog", "--catalog", str(g)], capsys) == (2, "", f"error: {msg}\n")
     g.write_text(HEADER.rstrip("\n") + ",physical_cores\n" + "aws,us-east-1,x1,4,16,amd-rome,,0,1.0,,,2025-01,s,2\n")
     assert [i.physical_cores for i in load_catalog(g).instances if i.instance_type == "x1"] == [2]
+
+
+@pytest.mark.parametrize(
+    ("rows", "where"),
+    [
+        ([b"aws,us-east-1,g5.xlarge,4,16,amd-rome,,0,1.0,,,2025-01,caf\xe9 \xff"], "line 2, column 'source'"),
+        (
+            [
+                b"aws,us-east-1,g5.xlarge,4,16,amd-rome,,0,1.0,,,2025-01,s",
+                b"\xe9aws,x,y,4,16,amd-rome,,0,1,,,2025-01,s",
+            ],
+            "line 3, column 'provider'",
+        ),
+        ([b'aws,us-east-1,"g5\n.\xe9xlarge",4,16,amd-rome,,0,1.0,,,2025-01,s'], "line 3, column 'instance_type'"),
+    ],
+)
+def test_a_byte_that_is_not_utf8_is_named_by_line_and_column(tmp_path: Path, rows: list[bytes], where: str) -> None:
+    f = tmp_path / "latin.csv"
+    f.write_bytes(b"\xef\xbb\xbf" + HEADER.encode() + b"\n".join(rows) + b"\n")
+    with pytest.raises(SpecError) as exc:
+        load_catalog(f)
+    byte = next(b for b in b"".join(rows) if b >= 0x80)
+    assert str(exc.value) == f"{f} {where}: is not UTF-8 text (byte 0x{byte:02x}); save the file as UTF-8"
+    f.write_bytes(HEADER.replace("source", "sourc\xe9").encode("latin-1"))  # the header: its line
+    with pytest.raises(SpecError, match=r"latin\.csv line 1: is not UTF-8 text \(byte 0xe9\); save the file as UTF-8$"):
+        load_catalog(f)

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from rightsize.catalog.model import Accelerator, Catalog, CpuFamily, Instance, Links, PowerTable
-from rightsize.catalog.table import Row, csv_rows, read_table
+from rightsize.catalog.table import Row, csv_rows, read_table, user_text
 from rightsize.errors import NotFoundError, SpecError
-from rightsize.inputfile import read_user_text, short
+from rightsize.inputfile import short
 
 __all__ = ["ENV_VAR", "env_catalog_paths", "load_catalog", "load_spot_buckets", "read_table"]
 
@@ -294,7 +294,7 @@ def _merge_user(base: Catalog, path: Path) -> Catalog:
     if not path.exists():
         raise NotFoundError(f"catalog file {short(str(path))} does not exist; pass an existing CSV to --catalog or "
                             f"{ENV_VAR}")  # fmt: skip
-    text = read_user_text(path, "catalog CSV")  # a folder or FIFO: "is not a regular file"
+    text = user_text(path)  # a folder or FIFO: "is not a regular file"; a byte not UTF-8: its line and column
     lines = csv_rows(path, text)  # a cell past csv's field limit: one line naming file and line, not a traceback
     if not any(cell.strip() for row in lines for cell in row):
         raise SpecError(f"{path}", "is empty; a catalog CSV is a header row, then one row per entry (docs/catalog.md)")

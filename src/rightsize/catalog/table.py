@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rightsize.errors import SpecError, did_you_mean
-from rightsize.inputfile import decimal, short, unprintable
+from rightsize.inputfile import MAX_FILE_BYTES, decimal, read_user_text, short, unprintable
 
-__all__ = ["MAX_COUNT", "MAX_NUMBER", "Row", "csv_rows", "read_table", "today"]
+__all__ = ["MAX_COUNT", "MAX_NUMBER", "Row", "csv_rows", "read_table", "today", "user_text"]
 
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 _FORMULA = re.compile(r"^[=@]|^[+-][^0-9.]")  # a cell a spreadsheet would evaluate
@@ -140,6 +140,38 @@ def _expansions(raw: str, known: dict[str, object]) -> list[str]:
         return []
     return sorted(k for k in known if (kl := k.lower()).startswith(want) and len(kl) > len(want)
                   and not kl[len(want)].isalnum())  # fmt: skip
+
+
+def user_text(path: Path) -> str:
+    """A user's CSV text (``read_user_text``: a regular file, size-capped, UTF-8); a byte that is not UTF-8 is named by
+    line and column, as every other bad cell is (the file's byte offset alone left it to be counted by hand)."""
+    try:
+        return read_user_text(path, "catalog CSV")
+    except SpecError as exc:
+        if not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
+            raise
+        raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf")  # a BOM: utf-8-sig's offsets would skip it
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise _bad_byte(path, raw, bad.start) from None
+        raise exc from None
+
+
+def _bad_byte(path: Path, raw: bytes, start: int) -> SpecError:
+    """Where the byte at ``start`` (the first that is not UTF-8) lies: its line, and its cell's column."""
+    line = raw[:start].count(b"\n") + 1
+    where, problem = f"{path} line {line}", f"is not UTF-8 text (byte 0x{raw[start]:02x}); save the file as UTF-8"
+    text = raw[:start].decode("utf-8")  # the first bad byte: all before it decodes
+    try:  # the bad byte as a cell's text, so that one at a cell's start still makes its row
+        rows = list(csv.reader(io.StringIO(text + "\udc80", newline="")))
+    except csv.Error:  # a cell past csv's field limit: the line alone
+        return SpecError(where, problem)
+    header = next(csv.reader(io.StringIO(raw.decode("utf-8", "replace"), newline="")), [])
+    if line > 1 and rows and len(rows[-1]) <= len(header):  # a header's bad byte names the line only
+        column = header[len(rows[-1]) - 1].strip()
+        return SpecError(f"{where}, column {short(column)}", problem)
+    return SpecError(where, problem)
 
 
 def csv_rows(path: Path, text: str) -> list[list[str]]:

@@ -287,3 +287,21 @@ def test_a_price_only_row_keeps_the_replaced_rows_physical_cores(tmp_path: Path)
     msg = _refused(tmp_path, HEADER.replace("on_demand_usd_per_hour,", "") + "aws,us-east-1,c7a.large,2,4,amd-genoa,"
                    ",0,,,2026-10,ours\n")  # fmt: skip
     assert msg.endswith("spot_interruption, price_date, source, and may add physical_cores")
+
+
+@pytest.mark.parametrize(
+    ("on_demand", "spot", "column", "fix"),
+    [
+        ("0", "", "on_demand_usd_per_hour", "for hardware you own, give its amortised cost per hour"),
+        ("-0.05", "", "on_demand_usd_per_hour", "for hardware you own, give its amortised cost per hour"),
+        ("0.70", "0", "spot_usd_per_hour", "leave it empty when there is no spot offer"),
+    ],
+)
+def test_a_price_of_0_or_below_is_refused_in_words(tmp_path: Path, on_demand: str, spot: str, column: str,
+                                                   fix: str) -> None:  # fmt: skip
+    """A free row is not planned (its replica counts would tie at $0, the cost ratios divide by it); the error had
+    read "must be >= 1e-09, got '0'"."""
+    got = spot or on_demand
+    assert _refused(tmp_path, HEADER + _g5(on_demand, spot)).endswith(
+        f"mine.csv line 2, column {column!r}: must be more than 0 (a price per hour), got {got!r}; {fix}"
+    )

@@ -137,8 +137,9 @@ def _instance(r: Row, accelerators: dict[str, Accelerator], cpus: dict[str, CpuF
         raise r._fail("accelerator", f"is empty but accelerator_count is {count}; name the accelerator")
     cpu_family = r.ref("cpu_family", dict(cpus))
     assert cpu_family is not None
-    on_demand = r.num("on_demand_usd_per_hour", minimum=1e-9)
-    spot = r.number("spot_usd_per_hour", required=False, minimum=1e-9)
+    on_demand = r.price("on_demand_usd_per_hour", "for hardware you own, give its amortised cost per hour")
+    assert on_demand is not None
+    spot = r.price("spot_usd_per_hour", "leave it empty when there is no spot offer", required=False)
     if spot is not None and spot > on_demand:
         raise r._fail("spot_usd_per_hour", f"spot price {spot:g} is above on-demand {on_demand:g}; write the spot "
                       "price, or leave it empty when there is no spot offer")  # fmt: skip

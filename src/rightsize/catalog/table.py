@@ -75,6 +75,15 @@ class Row:
             raise self._fail(column, f"must be a finite number <= {maximum:g}, got {short(raw)}")
         return value
 
+    def price(self, column: str, fix: str, required: bool = True) -> float | None:
+        """A price per hour: more than 0. A free row is refused, not planned: every replica count of it would cost $0
+        (the cost ranking ties them all) and the plans' cost ratios ("2.5x the cost") divide by it. ``fix``: what
+        to write instead."""
+        value = self.number(column, required=required, minimum=-MAX_NUMBER)
+        if value is not None and value <= 0:
+            raise self._fail(column, f"must be more than 0 (a price per hour), got {short(self.text(column))}; {fix}")
+        return value
+
     def num(self, column: str, minimum: float = 0.0) -> float:
         value = self.number(column, required=True, minimum=minimum)
         assert value is not None

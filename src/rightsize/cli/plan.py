@@ -125,7 +125,23 @@ def print_plan(result: PlanResult, top: int) -> None:
             f"[bold]Pareto frontier[/bold] (cost vs {'latency' if result.kind == 'online' else 'time'}): {pts}{rest}"
         )
     n = len(result.candidates)
-    out_console.print(f"[dim]planned {n} candidates in {result.elapsed_s:.2f} s; prices {result.price_date}[/dim]")
+    out_console.print(f"[dim]planned {n} candidates in {result.elapsed_s:.2f} s; prices {_price_dates(result)}[/dim]")
+
+
+def _price_dates(result: PlanResult) -> str:
+    """The dates of the prices the plan used: the recommendation's, as its price line gives it, then the ranked
+    candidates' span when it differs. ``result.price_date`` (--json) is the candidates' newest: a user file's row
+    dated by its modification day had put "prices 2026-11-29" under a pick whose line said "price 2026-10"."""
+    dates = sorted({c.price_date for c in result.candidates if c.price_date})
+    span = f"{dates[0]} to {dates[-1]}" if len(dates) > 1 else dates[0] if dates else result.price_date
+    rec = result.recommendation
+    if rec is None or not rec.price_date:
+        return span
+    return (
+        rec.price_date
+        if dates in ([], [rec.price_date])
+        else f"{rec.price_date} (the recommendation's; the candidates' {span})"
+    )
 
 
 def _with_month(line: str, result: PlanResult) -> str:

@@ -143,3 +143,20 @@ def test_a_body_that_is_a_directory_and_a_foreign_scheme_say_what_they_are(
     assert rc == 2 and f"--body: {str(tmp_path)!r} is a directory; give the file holding the request body" in err
     rc, _, err = run_cli(["ftp://127.0.0.1:9/x", "--rate", "1", "--no-store"], capsys)
     assert rc == 2 and "got 'ftp://'" in err
+
+
+def test_a_root_url_loads_the_root(server: TinyServer, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """`loadtest http://host:port/ --json-body ...` printed "open-loop load on http://host:port/v1/predict" and the
+    server counted every POST at /v1/predict; a rightsize server (its /v1/info describes a model) still gets
+    /v1/predict for a plain "/", and the run says the path was chosen."""
+    args = ["--rate", "20", "--requests", "10", "--max-lag-ms", "1000", "--no-store"]
+    rc, out, err = run_cli([server.url("/"), *args, "--json-body", '{"a":1}'], capsys)
+    assert rc == 0 and out.startswith(f"open-loop load on http://127.0.0.1:{server.port}/: ") and server.requests == 10
+    assert "note:" not in err.replace("note: other processes", "")
+    monkeypatch.setattr("rightsize.loadgen.target.server_info", lambda *a, **k: {"sample_shape": [1]})
+    rc, out, err = run_cli([server.url("/"), *args], capsys)
+    assert rc == 0 and out.startswith(f"open-loop load on http://127.0.0.1:{server.port}/v1/predict: ")
+    assert err.startswith(f"note: 127.0.0.1:{server.port} is a rightsize server (its /v1/info describes a model) "
+                          "and serves nothing at /: sending to /v1/predict; give --method or a body (--json-body, "
+                          "--body) to load / itself")  # fmt: skip

@@ -146,3 +146,39 @@ def test_a_transfer_encoding_header_is_refused() -> None:
     """-H 'Transfer-Encoding: chunked' went out beside our Content-Length, the framing request smuggling uses."""
     with pytest.raises(SpecError, match=r"^--header: 'Transfer-Encoding: chunked': each request's body is sent whole"):
         parse_header("Transfer-Encoding: chunked")
+
+
+def test_an_explicit_root_path_is_sent_as_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`loadtest http://host:port/ --json-body ...` had posted to /v1/predict ("/" read as no path), and `/?q=1`
+    too: a service served at the root could not be load-tested. Only no path at all means /v1/predict."""
+    asked: list[str] = []
+    monkeypatch.setattr("rightsize.loadgen.target.server_info", lambda url, *a, **k: asked.append(url))
+    t = Target.from_url("http://127.0.0.1:8123/", body=b'{"a":1}')
+    assert (t.path, t.method, t.path_chosen) == ("/", "POST", False) and t.raw.startswith(b"POST / HTTP/1.1\r\n")
+    t = Target.from_url("http://127.0.0.1:8123/?q=1", method="GET")
+    assert (t.path, t.method) == ("/?q=1", "GET") and t.raw.startswith(b"GET /?q=1 HTTP/1.1\r\n")
+    t = Target.from_url("http://127.0.0.1:8123/?q=1")
+    assert (t.path, t.method) == ("/?q=1", "GET")
+    assert asked == []  # a body, a method or a query: "/" is the user's, nothing to ask
+    t = Target.from_url("http://127.0.0.1:8123/")  # /v1/info answers nothing: not a rightsize server
+    assert (t.path, t.method, t.body, t.path_chosen) == ("/", "GET", b"", False)
+    assert asked == ["http://127.0.0.1:8123"]
+    assert Target.from_url("http://127.0.0.1:8123", method="GET").path == "/v1/predict"  # no path at all
+
+
+def test_a_root_path_on_a_rightsize_server_goes_to_predict_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rightsize server serves nothing at /: a plain `http://host:port/` (no body, no method) means its
+    /v1/predict, with a body of its sample shape, asked once; ``path_chosen`` tells the CLI to say so."""
+    asked: list[str] = []
+
+    def info(url: str, *args: object, **kwargs: object) -> dict[str, object]:
+        asked.append(url)
+        return {"sample_shape": [2], "dtype": "float32"}
+
+    monkeypatch.setattr("rightsize.loadgen.target.server_info", info)
+    t = Target.from_url("http://127.0.0.1:8123/")
+    assert (t.path, t.method, t.path_chosen, t.body_guessed) == ("/v1/predict", "POST", True, False)
+    assert json.loads(t.body) == {"inputs": [[0.0, 0.0]]} and asked == ["http://127.0.0.1:8123"]
+    assert Target.from_url("http://127.0.0.1:8123/", body=b"{}").path == "/"  # a body given: "/" is meant
+    assert Target.from_url("http://127.0.0.1:8123/", method="POST").path == "/"
+    assert not Target.from_url("http://127.0.0.1:8123").path_chosen  # no path: the documented default, no note

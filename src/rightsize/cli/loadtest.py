@@ -59,6 +59,11 @@ def build_target(
     target = Target.from_url(url, method=method, body=payload, headers=parsed, token=token, samples=samples,
                              encoding=encoding, info_timeout_s=info_wait_s)  # fmt: skip
     check_reachable(target.host, target.port)  # a closed port: its one line, not a guessed-body warning first
+    if target.path_chosen:
+        err_console.print(f"note: {target.host}:{target.port} is a rightsize server (its /v1/info describes a model) "
+                          f"and serves nothing at /: sending to {target.path}; give --method or a body "
+                          "(--json-body, --body) to load / itself", markup=False, highlight=False,
+                          soft_wrap=True)  # fmt: skip
     if target.body_guessed:
         shown = target.body.decode(errors="replace")
         err_console.print(f"warning: {target.host}:{target.port}/v1/info did not describe the server (not a rightsize "
@@ -128,7 +133,7 @@ def store_payload(payload: dict[str, Any], store: Path | None) -> str | None:
 
 def loadtest(
     ctx: typer.Context,
-    url: str = typer.Argument(..., help="http://host:port[/path]; without a path, POST /v1/predict."),
+    url: str = typer.Argument(..., help="http://host:port[/path]; with no path at all, POST /v1/predict."),
     rate: float | None = typer.Option(None, "--rate", help="Open loop: requests per second (recommended)."),
     concurrency: int | None = typer.Option(
         None, "--concurrency", min=1, max=100_000, help="Closed loop: concurrent users (tail latency under-reported)."

@@ -14,6 +14,7 @@ import re
 import socket
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
@@ -31,7 +32,7 @@ __all__ = [
     "server_info",
 ]
 
-# The rightsize server's prediction endpoint; a bare URL ("http://host:port") is sent here.
+# The rightsize server's prediction endpoint; a bare URL ("http://host:port", no path at all) is sent here.
 DEFAULT_PATH = "/v1/predict"
 ENCODINGS = ("auto", "json", "binary")
 # "auto" sends the binary tensor body from this many elements per request up: an image as JSON
@@ -189,6 +190,7 @@ class Target:
     body: bytes = b""
     headers: tuple[tuple[str, str], ...] = ()
     body_guessed: bool = field(default=False, compare=False)  # /v1/info did not describe the server: a made-up body
+    path_chosen: bool = field(default=False, compare=False)  # "/" given, a rightsize server found: DEFAULT_PATH sent
     raw: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -208,22 +210,31 @@ class Target:
         encoding: str = "auto",
         info_timeout_s: float = 5.0,
     ) -> Target:
-        """Parse ``http://host[:port][/path]``; a missing path means ``DEFAULT_PATH``. Without ``body``, a POST to
-        ``DEFAULT_PATH`` asks the server's ``/v1/info`` (waiting up to ``info_timeout_s``) for its sample shape and
-        sends ``samples`` zero samples of it (a rightsize server); other servers get a small default JSON body,
-        and ``body_guessed`` says so."""
+        """Parse ``http://host[:port][/path]``; no path at all (``http://host:port``) means ``DEFAULT_PATH``. A
+        path of ``/`` alone (no query, no ``body``, no ``method``) means ``DEFAULT_PATH`` only when ``/v1/info``
+        describes a rightsize server (which serves nothing at ``/``), and ``path_chosen`` says so; any other ``/``
+        is sent as given (a service served at the root had been load-tested at /v1/predict instead). Without
+        ``body``, a POST to ``DEFAULT_PATH`` asks the server's ``/v1/info`` (waiting up to ``info_timeout_s``) for
+        its sample shape and sends ``samples`` zero samples of it (a rightsize server); other servers get a small
+        default JSON body, and ``body_guessed`` says so."""
         auth = bearer_header(token)
         if method is not None and not _TOKEN.fullmatch(method):
             raise SpecError("--method", f"{short(method)} is not an HTTP method; give e.g. GET or POST")
         parts, host, port = split_http_url(url, "http://127.0.0.1:8000/v1/predict")
-        path = parts.path or ""
-        if path in ("", "/"):
+        path, chosen = parts.path, False
+        ask_info = partial(server_info, f"http://{parts.netloc}", token, timeout_s=info_timeout_s)
+        info: dict[str, Any] | None = None
+        if not path:  # urlsplit: "http://h:1" has path "", "http://h:1/" has "/"
             path = DEFAULT_PATH
+        elif path == "/" and not parts.query and body is None and method is None:
+            info = ask_info()
+            if describes(info):
+                path, chosen = DEFAULT_PATH, True
         if parts.query:
             path += "?" + parts.query
         guessed = False
         if body is None and path.split("?")[0] == DEFAULT_PATH and (method or "POST").upper() == "POST":
-            info = server_info(f"http://{parts.netloc}", token, timeout_s=info_timeout_s)
+            info = info if chosen else ask_info()
             body, content_type = payload_for_server(info, samples, encoding)
             guessed = not describes(info)
         if body is None:
@@ -242,6 +253,7 @@ class Target:
             body=body,
             headers=tuple(hdrs),
             body_guessed=guessed,
+            path_chosen=chosen,
         )
 
     @property

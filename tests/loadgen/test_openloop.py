@@ -221,7 +221,8 @@ def test_queued_requests_time_out_too(server: TinyServer) -> None:
     assert r.errors == {"timeout": 10}  # the first on its connection, the rest while queued
     # a request that expired in the queue was never written to a socket: scheduled, not sent
     assert 1 <= r.requests_sent < 10 and r.requests_answered == 0 and not r.valid
-    assert any("achieved send rate" in p for p in r.problems) and f"sent (written) {r.requests_sent} " in r.render()
+    assert any(p.startswith("the server kept all 1 connections busy, so only ") for p in r.problems)
+    assert f"sent (written) {r.requests_sent} " in r.render()
 
 
 def test_a_server_that_went_away_is_named_not_only_the_send_rate(closed_port: int) -> None:
@@ -244,3 +245,41 @@ def test_a_generator_short_of_cpu_is_named_not_only_the_server() -> None:
     line = generator_busy_warning(4.8, 5.0)
     assert line is not None and line.startswith("the load generator was CPU-bound (96% of a core over the run)")
     assert generator_busy_warning(0.0, 0.0) is None
+
+
+def test_a_send_rate_held_back_by_busy_connections_names_the_server(server: TinyServer) -> None:
+    """A server capped at 100/s, offered 150/s: "INVALID: achieved send rate 120.4/s < 95% of scheduled 150.0/s"
+    read as the generator's fault beside "all 128 connections were busy"; the server could not keep up."""
+    target = Target.from_url(server.url("/serial/10"))  # one at a time, 10 ms each: 100/s
+    cfg = OpenLoopConfig(rate_per_s=200, requests=60, arrival="constant", connections=4, max_lag_ms=LOOSE_LAG_MS)
+    r = run_open_loop(target, cfg)
+    assert r.requests_sent == r.responses_ok == 60 and r.connections_peak == 4 and not r.valid
+    assert r.scheduled_rate_per_s is not None and r.achieved_rate_per_s < 0.95 * r.scheduled_rate_per_s
+    head = (f"the server kept all 4 connections busy, so only {r.achieved_rate_per_s:.1f}/s of the scheduled "
+            f"{r.scheduled_rate_per_s:.1f}/s could be sent: it is past capacity at this rate (ok "
+            f"{r.throughput_per_s:.1f}/s; if it serves more than 4 requests at once, raise --connections)")  # fmt: skip
+    assert head in r.problems and r.throughput_per_s < 110
+    assert not any("fell behind" in p or "achieved send rate" in p for p in r.problems)
+    assert f"INVALID: {head}" in r.render()
+
+
+def test_a_send_rate_short_with_connections_free_is_the_generators() -> None:
+    """With connections free nothing but the generator held the sends back: its own wording, which the knee
+    search reads as generator-limited."""
+    from types import SimpleNamespace
+
+    from rightsize.loadgen.knee import _generator_behind
+    from rightsize.loadgen.openloop import _send_rate_problem
+    from rightsize.loadgen.result import Recorder
+
+    cfg = OpenLoopConfig(rate_per_s=150, connections=128)
+    pool = SimpleNamespace(peak_open=12)
+    why = _send_rate_problem(cfg, Recorder(None), pool, 120.4, 150.0, 118.0)  # type: ignore[arg-type]
+    assert why == ("generator fell behind with connections free: achieved send rate 120.4/s < 95% of scheduled "
+                   "150.0/s (lower --rate, or give the generator a free core)")  # fmt: skip
+    result = SimpleNamespace(problems=[why])
+    assert _generator_behind(result)  # type: ignore[arg-type]
+    busy = _send_rate_problem(cfg, Recorder(None), SimpleNamespace(peak_open=128), 120.4, 150.0, 94.8)  # type: ignore[arg-type]
+    assert busy == ("the server kept all 128 connections busy, so only 120.4/s of the scheduled 150.0/s could be "
+                    "sent: it is past capacity at this rate (ok 94.8/s; if it serves more than 128 requests at once, "
+                    "raise --connections)")  # fmt: skip

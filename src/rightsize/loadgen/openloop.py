@@ -6,8 +6,9 @@ The schedule (Poisson or constant) is drawn before the clock starts. A dispatche
 request to the engine when its intended time comes; how late that happens is the generator's
 *send lag*. A request that waits for a free connection or a slow server keeps
 counting from its intended time, so stalls show in the tail (no coordinated omission,
-docs/sources.md `load-generation`). When the generator itself falls behind (p99 send lag above ``max_lag_ms`` or
-fewer than ``min_send_ratio`` of the scheduled requests sent in time) the run is flagged invalid.
+docs/sources.md `load-generation`). When the generator itself falls behind (p99 send lag above ``max_lag_ms``, or
+fewer than ``min_send_ratio`` of the scheduled requests sent in time with connections free) the run is flagged
+invalid; so is one whose server kept every connection busy (past capacity), and the problem says which.
 """
 
 from __future__ import annotations
@@ -230,6 +231,27 @@ def generator_busy_warning(cpu_s: float, wall_s: float) -> str | None:
             "its own delays; give it a core of its own (another machine, or a lower --rate)")  # fmt: skip
 
 
+def _send_rate_problem(
+    config: OpenLoopConfig, rec: Recorder, pool: Pool, achieved: float, scheduled_rate: float, ok_rate: float
+) -> str:
+    """Why fewer than ``min_send_ratio`` of the scheduled requests were written, by who held them back: a server
+    that went away (connection errors), one that kept every pooled connection busy (a request is written only on a
+    free connection: past capacity), or the generator itself with connections free. The second had read
+    "achieved send rate 120.4/s < 95% of scheduled 150.0/s", a generator's fault, for a server capped at 100/s."""
+    shortfall = f"{achieved:.1f}/s < {config.min_send_ratio:.0%} of scheduled {scheduled_rate:.1f}/s"
+    if refused := rec.errors.get("connection", 0):
+        return (f"achieved send rate {shortfall}: {refused} connection errors (refused, reset or closed: the server "
+                "stopped or turned connections away); a request never written counts under errors, not under "
+                "sent")  # fmt: skip
+    if pool.peak_open >= config.connections:
+        n = config.connections
+        return (f"the server kept all {n} connections busy, so only {achieved:.1f}/s of the scheduled "
+                f"{scheduled_rate:.1f}/s could be sent: it is past capacity at this rate (ok {ok_rate:.1f}/s; if it "
+                f"serves more than {n} requests at once, raise --connections)")  # fmt: skip
+    return (f"{GENERATOR_BEHIND} with connections free: achieved send rate {shortfall} (lower --rate, or give the "
+            "generator a free core)")  # fmt: skip
+
+
 def _result(
     target: Target,
     config: OpenLoopConfig,
@@ -255,14 +277,7 @@ def _result(
             "(lower --rate, or give the generator a free core)"
         )
     if scheduled and achieved < config.min_send_ratio * scheduled_rate:
-        # a server that went away refuses what the generator would send: say so, not just the rate
-        refused = rec.errors.get("connection", 0)
-        cause = (f": {refused} connection errors (refused, reset or closed: the server stopped or turned connections "
-                 "away); a request never written counts under errors, not under sent" if refused else "")  # fmt: skip
-        problems.append(
-            f"achieved send rate {achieved:.1f}/s < {config.min_send_ratio:.0%} of scheduled {scheduled_rate:.1f}/s"
-            + cause
-        )
+        problems.append(_send_rate_problem(config, rec, pool, achieved, scheduled_rate, rec.ok / done_span_s))
     answers, notes = answer_checks(rec)
     problems += answers
     warnings += notes

@@ -112,8 +112,21 @@ def test_an_online_frontier_point_counts_instances_as_a_jobs_does() -> None:
     lat = LatencyPrediction(p50=5.0, p95=9.0, p99=12.0, mean=5.5, utilization=0.3, mean_batch=1.0)
     packed = _job(instance="c7i.48xlarge", device_class="cpu", device="cpu", gpus=0, count=1, replicas=2,
                   cost_usd_per_hour=8.57, latency=lat)  # fmt: skip
-    assert _point(packed) == "c7i.48xlarge x1, 2 replicas ($8.57/h, 9 ms)"
-    assert _point(replace(packed, count=2)) == "c7i.48xlarge x2 ($8.57/h, 9 ms)"
+    assert _point(packed) == "2 replicas on 1 x c7i.48xlarge ($8.57/h, 9 ms)"
+    assert _point(replace(packed, count=2)) == "2 x c7i.48xlarge ($8.57/h, 9 ms)"
+
+
+def test_a_frontier_point_says_replicas_on_instances_and_sub_millisecond_latency() -> None:
+    """The frontier read "c7a.large x1 int8, 2 replicas ($0.10/h, 0 ms)": x1 beside 2 replicas, a 0.41 ms p95 as 0."""
+    from rightsize.cli.plan import _point
+    from rightsize.plan.result import LatencyPrediction
+
+    lat = LatencyPrediction(p50=0.3, p95=0.41, p99=0.5, mean=0.3, utilization=0.1, mean_batch=1.0)
+    packed = _job(instance="c7a.large", device_class="cpu", device="cpu", gpus=0, count=1, replicas=2,
+                  cost_usd_per_hour=0.1, latency=lat, precision="int8")  # fmt: skip
+    assert _point(packed, precision=True) == "2 replicas on 1 x c7a.large int8 ($0.10/h, 0.41 ms)"
+    four = replace(packed, instance="c7a.xlarge", replicas=4, latency=replace(lat, p95=0.0412))
+    assert _point(four) == "4 replicas on 1 x c7a.xlarge ($0.10/h, 0.041 ms)"
 
 
 def test_infeasible_job_rows_a_looser_target_buys_come_before_the_unplannable_ones() -> None:

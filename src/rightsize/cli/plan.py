@@ -186,15 +186,17 @@ def _print_fleet(fleet: dict[str, Any]) -> None:
 
 def _point(c: Candidate, precision: bool = False, purchase: bool = False) -> str:
     """A frontier point in words; ``precision`` / ``purchase``: name the point's precision / purchase option after
-    its instance count."""
-    name = f"{c.instance} x{c.count}" + (f" {c.precision}" if precision else "")
-    name += f" {c.purchase}" if purchase else ""
+    its instances."""
+    tags = (f" {c.precision}" if precision else "") + (f" {c.purchase}" if purchase else "")
     if c.latency is not None:
         ms = c.latency.p_target_ms or c.latency.p95
         est = "~" if c.latency.method == FLUID else ""  # a fluid estimate, as the table marks it
-        # xN counts instances, as a job's frontier does; CPU replicas packed on them are named beside
-        packed = f", {c.replicas} replicas" if c.replicas and c.replicas != c.count else ""
-        return f"{name}{packed} ({format_usd(c.cost_usd_per_hour)}/h, {est}{ms:.0f} ms)"
+        # replicas on instances as the fleet says it: "c7a.large x1, 2 replicas" read as a contradiction; under a
+        # millisecond two significant digits ("0 ms" was a 0.41 ms p95)
+        where = replicas_on(c.replicas, c.count, c.instance) if c.replicas else f"{c.count} x {c.instance}"
+        shown = f"{ms:.0f}" if ms >= 1 else f"{ms:.2g}"
+        return f"{where}{tags} ({format_usd(c.cost_usd_per_hour)}/h, {est}{shown} ms)"
+    name = f"{c.instance} x{c.count}{tags}"
     # a job's frontier shows what a later deadline or a bigger budget would buy, and at which edge of the band it
     # misses ("$2.47, misses the budget" against $3.00 read as a contradiction)
     missed = missed_words(c)

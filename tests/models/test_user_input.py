@@ -113,3 +113,11 @@ def test_a_specs_user_input_on_a_zoo_model_is_refused_not_ignored() -> None:
             with pytest.raises(SpecError, match=rf"^input\.{field}: sets a user model's input; '{model}' reads"):
                 workload_model(spec)
     assert workload_model(parse_spec({"name": "z", "model": "simplenet", "tiny": True})).name == "simplenet"
+
+
+@pytest.mark.parametrize(("text", "part"), [("32x", "32x"), ("32,x", "x"), ("x,32", "x"), ("3,x", "x"), ("3,,4", "")])
+def test_parse_shape_names_the_part_it_cannot_read(text: str, part: str) -> None:
+    """The empty or bad part had been dropped: "32x" and "x,32" ran as [32], "3,x" as [3]."""
+    with pytest.raises(SpecError, match=f"^--shape: must be integers separated by commas \\(or x\\) like 3,224,224; "
+                       f"{part!r} in {text!r} is not one$"):  # fmt: skip
+        parse_shape(text)

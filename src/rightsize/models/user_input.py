@@ -13,10 +13,13 @@ def parse_shape(text: str | None, option: str = "--shape") -> list[int] | None:
     """``"3,224,224"`` (or ``3x224x224``) -> [3, 224, 224]; a SpecError naming ``option`` otherwise."""
     if not text:
         return None
-    try:
-        dims = [int(s) for s in text.replace("x", ",").split(",") if s.strip()]
-    except ValueError:
-        raise SpecError(option, f"must be comma-separated integers like 3,224,224, got {text!r}") from None
+    dims: list[int] = []
+    for part in text.split(","):
+        try:  # every part: "32x" and "3,x" had dropped the empty or bad one and run as [32] and [3]
+            dims += [int(d) for d in part.split("x")]
+        except ValueError:
+            raise SpecError(option, f"must be integers separated by commas (or x) like 3,224,224; {part.strip()!r} "
+                            f"in {text!r} is not one") from None  # fmt: skip
     if not dims or any(not 1 <= d <= 1_000_000 for d in dims) or len(dims) > 8:
         raise SpecError(option, f"needs 1-8 dimensions, each 1..1000000, got {text!r}")
     return dims

@@ -76,8 +76,13 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
 
 def first_line(exc: BaseException, limit: int = 200) -> str:
     """The first line of ``exc``'s message (its type's name when it has none), at most ``limit`` characters: what a
-    one-line error quotes of an exception from the user's model or file."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
+    one-line error quotes of an exception from the user's model or file. The TorchScript interpreter's message opens
+    with "The following operation failed": its cause is the last line ("RuntimeError: mat1 and mat2 ...")."""
+    lines = str(exc).strip().splitlines() or [type(exc).__name__]
+    if lines[0].startswith("The following operation failed in the TorchScript interpreter"):
+        cause = lines[-1].strip()
+        return f"TorchScript: {cause.split(': ', 1)[-1]}"[:limit]
+    return lines[0][:limit]
 
 
 def input_refused(

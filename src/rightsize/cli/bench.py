@@ -115,7 +115,7 @@ def bench(
     from rightsize.units import parse_bytes
 
     workload = load_spec(spec)
-    workload_model(workload)  # a bad model name fails before any progress output
+    _check_input(workload_model(workload), workload)  # a bad model or input fails before any progress output
     check_mode(workload)  # a mode the spec's targets cannot plan from: measured for nothing
     if epochs is not None and workload.mode != "training":  # it was ignored, and forced a re-measurement
         raise SpecError("--epochs", f"applies to training only; the spec's mode is {workload.mode}: drop --epochs "
@@ -173,6 +173,25 @@ def bench(
         raise typer.Exit(130)
     if result.measurements and all(m.status == "failed" for m in result.measurements):
         raise typer.Exit(1)
+
+
+def _check_input(entry: Any, workload: Any) -> None:
+    """Run one sample of a user's model through `memory`'s trace (fake tensors, else real ones on this CPU): an input
+    its forward cannot take is the one line `memory` and `serve` say, exit 2, not the same failure on every row."""
+    from rightsize.errors import RightsizeError
+
+    if getattr(entry, "fmt", "hf") == "hf":  # the zoo and Hugging Face configs size their own input
+        return
+    from rightsize.estimate.memory_trace import trace_memory
+
+    try:
+        batch = getattr(entry, "fixed_batch", None) or 1
+        trace_memory(entry, mode="infer", batch_size=batch, seq_len=workload.input.seq_len,
+                     image_size=workload.input.image_size, tiny=workload.tiny)  # fmt: skip
+    except RightsizeError:
+        raise
+    except Exception:  # anything else is the model's own failure: each row says it, as before
+        return
 
 
 def _print_power(measurements: list[Measurement]) -> None:

@@ -348,10 +348,10 @@ def check_request(
     if (fixed := getattr(entry, "fixed_batch", None)) and batch_size != fixed:  # ONNX Runtime's traceback, before
         raise SpecError("batch", f"{entry.name} was exported for batch {fixed} only; estimate batch {fixed}, or "
                         "re-export it with a dynamic batch axis (torch.onnx.export(..., dynamic_shapes))")  # fmt: skip
-    if seq_len is not None and (entry.kind != "tokens" or seq_len < 1):
-        raise SpecError(
-            "seq", f"must be >= 1 and only applies to token models, got {seq_len} for {entry.name} ({entry.kind})"
-        )
+    if seq_len is not None and entry.kind != "tokens":
+        raise SpecError("seq", f"only applies to token models; {entry.name} takes {entry.kind} input: drop it")
+    if seq_len is not None and seq_len < 1:
+        raise SpecError("seq", f"must be >= 1, got {seq_len}")
     if image_size is not None and (entry.kind != "image" or image_size < MIN_IMAGE):  # as a spec's input.image_size
         raise SpecError("image", f"must be >= {MIN_IMAGE} and only applies to image models, got {image_size} for "
                         f"{entry.name}")  # fmt: skip

@@ -324,14 +324,31 @@ def trace_memory(
         except (RuntimeError, ValueError, IndexError) as real:
             # a model whose input is the shape given (not --seq/--image) is told about its shape
             shape = entry.sample_shape(seq_len, image_size, tiny) if getattr(entry, "fmt", None) in (
-                "factory", "torchscript", "export") else None  # fmt: skip
-            raise input_refused(entry.name, seq_len, image_size, real, shape) from None
+                "factory", "torchscript", "export", "onnx") else None  # fmt: skip
+            cause = _plain_failure(entry, batch_size, seq_len, image_size, tiny) if isinstance(real, RuntimeError) and (
+                getattr(entry, "fmt", None) == "torchscript") else None  # fmt: skip
+            raise input_refused(entry.name, seq_len, image_size, cause or real, shape) from None
         notes = (f"traced with real tensors on this CPU (FakeTensorMode could not run it: {type(exc).__name__})",)
     finally:
         fake_log.removeFilter(quiet)
     if target == "cuda" and _ATTENTION_CALLS[0]:  # an MLP or a CNN has no attention to assume anything of
         notes += ("fused attention assumed (FlashAttention / memory-efficient SDPA)",)
     return stats, TraceResult(**result, elapsed_s=time.perf_counter() - t0, notes=notes)
+
+
+def _plain_failure(
+    entry: ZooEntry, batch_size: int, seq_len: int | None, image_size: int | None, tiny: bool
+) -> BaseException | None:
+    """The error one forward raises with no dispatch mode on: under one, the TorchScript interpreter's message ends in
+    an empty "RuntimeError: " where its cause (the size mismatch) was."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            entry.build(tiny).eval()(_fake_inputs(entry, batch_size, seq_len, image_size, tiny)[0])
+    except Exception as exc:
+        return exc
+    return None
 
 
 class _DropErrors(logging.Filter):

@@ -31,7 +31,14 @@ from rightsize.inputfile import short
 from rightsize.models.onnx_engine import OrtModule, exported_onnx, onnx_input
 from rightsize.models.refs import ORT_PREFIX, OV_PREFIX, config_dir, without_engine
 from rightsize.models.time_limit import FACTORY_TIMEOUT_ENV, TimeLimitExceeded, factory_timeout_s, time_limit
-from rightsize.models.user_module import check_module, load_factory, static_batch
+from rightsize.models.user_module import (
+    check_declared_shape,
+    check_module,
+    exported_dims,
+    load_factory,
+    quiet_export_load,
+    static_batch,
+)
 from rightsize.models.zoo import ZOO, Family, InputKind, ZooEntry, get_entry
 
 if TYPE_CHECKING:
@@ -233,7 +240,8 @@ def _exported_entry(ref: str, shape: list[int] | None, vocab: int | None) -> Use
         import torch
 
         try:
-            program = torch.export.load(str(path))
+            with quiet_export_load():
+                program = torch.export.load(str(path))
             module = check_module(ref, program.module())
         except (RuntimeError, ValueError, KeyError, OSError) as exc:
             raise SpecError(
@@ -244,6 +252,7 @@ def _exported_entry(ref: str, shape: list[int] | None, vocab: int | None) -> Use
             dynamic = "dynamic_shapes=({0: torch.export.Dim('batch')},)"
             raise SpecError("model", f"{ref} was exported for batch {fixed} only; re-export it with a dynamic batch: "
                             f"torch.export.export(model, (x,), {dynamic})")  # fmt: skip
+        check_declared_shape(ref, tuple(shape or ()), exported_dims(program))  # a failed guard's traceback, else
         # An exported program is traced in one mode and refuses train()/eval(); the wrapper's eval() reaches it.
         module.train = types.MethodType(lambda self, mode=True: self, module)  # type: ignore[method-assign]
         return module
@@ -271,7 +280,9 @@ def check_model_ref(ref: str) -> None:
 def _existing_file(ref: str) -> Path:
     path = Path(ref)
     if not path.is_file():
-        raise NotFoundError(f"model: no file {ref!r}; give the path of your .onnx or TorchScript (.pt) file")
+        raise NotFoundError(
+            f"model: no file {ref!r}; give the path of your .onnx, TorchScript (.pt) or torch.export (.pt2) file"
+        )
     return path
 
 
@@ -410,11 +421,16 @@ def learned_positions(cfg: Any) -> int | None:
 def _onnx_entry(ref: str, shape: list[int] | None, vocab: int | None) -> UserEntry:
     path = _existing_file(ref)
     info = onnx_input(path)
+    if shape:  # ONNX Runtime's "invalid dimensions" traceback at the first forward, else
+        check_declared_shape(ref, tuple(shape), info.dims)
     if info.tokens:
         fields: dict[str, Any] = {"kind": "tokens", "vocab_size": vocab or info.vocab or DEFAULT_VOCAB}
         fixed = info.fixed_shape()
         fields["user_shape"] = tuple(shape) if shape else (fixed or ())
     else:
+        if vocab is not None:  # ignored, silently: the graph's input is float
+            raise SpecError("input.vocab_size", f"only applies to token-id inputs; {ref} takes a float input (its "
+                            "graph says): drop --vocab (input.vocab_size / input.dtype: int64 in a spec)")  # fmt: skip
         fixed = info.fixed_shape()
         if not shape and fixed is None:
             raise SpecError("input.shape", f"{ref} has symbolic input dims {info.dims[1:]}; give the per-sample shape")

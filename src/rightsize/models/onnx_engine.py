@@ -318,7 +318,17 @@ def _ort_module_cls() -> type:
                     arr = arr.astype(np.float32, copy=False)
                 if self.engine == "openvino":
                     return torch.from_numpy(np.asarray(self._session(arr)[self._output]).copy())
-                return torch.from_numpy(self._session.run([self._output], {self._input.name: arr})[0])
+                fixed = self._input.shape[0] if self._input.shape else None
+                if isinstance(fixed, int) and fixed > 0 and arr.shape[0] != fixed:
+                    raise ValueError(f"{self.path.name} was exported for batch {fixed} only; re-export it with a "
+                                     "dynamic batch axis (torch.onnx.export(..., dynamic_shapes))")  # fmt: skip
+                try:
+                    return torch.from_numpy(self._session.run([self._output], {self._input.name: arr})[0])
+                except Exception as exc:  # ONNX Runtime's own types; the cause ("index: 1 Got: 16 Expected: 32")
+                    if type(exc).__module__.startswith("onnxruntime"):  # was on a second line, cut in a table
+                        text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+                        raise ValueError(f"ONNX Runtime refused the input: {text}") from None
+                    raise
 
             def graph_flops(self, batch_shape: tuple[int, ...]) -> float:
                 return onnx_flops(self.path, batch_shape)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import logging
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,16 +59,60 @@ def required_inputs(model: nn.Module) -> tuple[list[str], list[str]]:
     ]
 
 
-def static_batch(program: Any) -> int | None:
-    """The batch size a ``torch.export`` program was traced for when its first input's batch dimension is fixed
-    (exported without ``dynamic_shapes``), else None."""
+def exported_dims(program: Any) -> tuple[int | str, ...]:
+    """The dims a ``torch.export`` program's first input was traced with: ints where fixed, the symbol's name (a
+    ``Dim``) where dynamic; () when the graph does not say."""
     users = set(program.graph_signature.user_inputs)
     for node in program.graph.nodes:
         if node.op == "placeholder" and node.name in users:
-            val = node.meta.get("val")
-            dims = getattr(val, "shape", ())
-            return int(dims[0]) if dims and isinstance(dims[0], int) else None
-    return None
+            dims = getattr(node.meta.get("val"), "shape", ())
+            return tuple(int(d) if isinstance(d, int) else str(d) for d in dims)
+    return ()
+
+
+def static_batch(program: Any) -> int | None:
+    """The batch size a ``torch.export`` program was traced for when its first input's batch dimension is fixed
+    (exported without ``dynamic_shapes``), else None."""
+    dims = exported_dims(program)
+    return dims[0] if dims and isinstance(dims[0], int) else None
+
+
+class _DropFallbackWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Ran into the following error when deserializing")
+
+
+@contextlib.contextmanager
+def quiet_export_load() -> Iterator[None]:
+    """Drop torch.export.load's warning (with a 50-line traceback) that it falls back to an older archive layout: it
+    then loads the file, and a load that does fail raises."""
+    log = logging.getLogger("torch.export")
+    drop = _DropFallbackWarning()
+    log.addFilter(drop)
+    try:
+        yield
+    finally:
+        log.removeFilter(drop)
+
+
+def check_declared_shape(ref: str, shape: tuple[int, ...], dims: tuple[int | str, ...]) -> None:
+    """Refuse a per-sample ``shape`` a saved graph's declared input dims (batch first; ints fixed, names dynamic)
+    cannot take: ONNX Runtime's or torch.export's traceback otherwise, at the first forward."""
+    rest = dims[1:]
+    if not dims or not shape:
+        return
+    fits = len(shape) == len(rest) and all(
+        not isinstance(d, int) or d <= 0 or d == s for d, s in zip(rest, shape, strict=True)
+    )
+    if fits:
+        return
+    named = ["batch" if not isinstance(dims[0], int) or dims[0] <= 0 else str(dims[0])]  # "b", "s77": a symbol's
+    expected = "[" + ", ".join(named + [str(d) if isinstance(d, int) and d > 0 else str(d or "?") for d in rest]) + "]"
+    fixed = [d for d in rest if isinstance(d, int) and d > 0]
+    give = (f"--shape {','.join(map(str, fixed))}, or input.shape: {fixed} in a spec" if len(fixed) == len(rest)
+            else "--shape, or input.shape in a spec")  # fmt: skip
+    raise SpecError("input.shape", f"{ref} cannot run samples of shape {list(shape)}: the graph expects {expected} "
+                    f"(batch first); give the per-sample shape it takes ({give})")  # fmt: skip
 
 
 # The checksum of each factory module's file when this process imported it (``models.revision``).

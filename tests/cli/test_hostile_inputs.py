@@ -40,7 +40,7 @@ def test_serve_refuses_an_unknown_model_before_announcing_its_load(capsys: pytes
 @pytest.mark.parametrize(
     ("model", "says"),
     [
-        ("/nonexistent.pt", "error: model: no file '/nonexistent.pt'; give the path of your .onnx or TorchScript"),
+        ("/nonexistent.pt", "error: model: no file '/nonexistent.pt'; give the path of your .onnx, TorchScript"),
         ("nonexistent_mod:factory", "error: model: cannot import module 'nonexistent_mod' (No module named"),
         ("os:system", "error: model: os:system needs arguments (command); a factory is called with none"),
     ],

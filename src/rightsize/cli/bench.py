@@ -176,11 +176,15 @@ def bench(
 
 
 def _check_input(entry: Any, workload: Any) -> None:
-    """Run one sample of a user's model through `memory`'s trace (fake tensors, else real ones on this CPU): an input
-    its forward cannot take is the one line `memory` and `serve` say, exit 2, not the same failure on every row."""
+    """Run one sample of a user's model file (TorchScript, torch.export) through `memory`'s trace (fake tensors, else
+    real ones on this CPU): an input its graph cannot take is the one line `memory` and `serve` say, exit 2, not the
+    same failure on every row. (An ONNX graph's declared shape is checked when the model is resolved.)"""
     from rightsize.errors import RightsizeError
 
-    if getattr(entry, "fmt", "hf") == "hf":  # the zoo and Hugging Face configs size their own input
+    # the zoo and Hugging Face configs size their own input; a factory is the user's own code, run in each config's
+    # child: called here too it ran twice (a slow factory loaded twice, one that never returns waited twice), so its
+    # rows say an input it cannot take, and `memory`/`serve` refuse it up front
+    if getattr(entry, "fmt", "hf") in ("hf", "factory"):
         return
     from rightsize.estimate.memory_trace import trace_memory
 

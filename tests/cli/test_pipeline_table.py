@@ -38,6 +38,24 @@ def test_stage_times_summed_over_workers_are_not_called_wall(monkeypatch: pytest
     assert [c.strip() for c in infer.strip("│ ").split("│")] == ["infer", "13.70", "12.90", "100%", "64500.0"]
 
 
+def test_a_files_one_time_read_and_what_bounds_the_recommendation_are_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 60-row file's 0.36 CPU s of imports read as 5,924 µs/item; docs/cluster.md says each candidate's notes say
+    which side bounds it, and the text said it for none."""
+    from types import SimpleNamespace
+
+    buf = io.StringIO()
+    monkeypatch.setattr(pipeline_cli, "out_console", Console(file=buf, width=200))
+    pipeline_cli._print(PAYLOAD | {"fixed_stages": {"read": {"wall_s": 0.41, "cpu_s": 0.36}}})
+    note = "bound by inference; the input pipeline could feed 160,205 items/s"
+    pipeline_cli._print_bound(SimpleNamespace(notes=["spin-up 8.6 min", note]))
+    lines = [line.rstrip() for line in buf.getvalue().splitlines()]
+    assert lines[-2:] == [
+        "read: 0.36 CPU s (0.41 s) more, paid once a run (imports, the reader's setup): not in the µs/item above, "
+        "nor in the plan",
+        f"input stages, for the recommendation: {note}",
+    ]
+
+
 @pytest.mark.parametrize("address", ["bogus", ""])
 def test_a_bad_ray_address_is_refused_before_the_pipeline_starts(
     address: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]

@@ -139,6 +139,9 @@ class PipelineResult:
     ids: IdCheck
     output_path: str | None  # None: written to a temporary file, then removed
     cluster: dict[str, Any] | None = None
+    # {stage: {"wall_s", "cpu_s"}} paid once a run, not per item (the input file's imports and reader setup): out of
+    # ``stages`` and of the plan, which scales the per-item part
+    fixed_stages: dict[str, dict[str, float]] = field(default_factory=dict)
     full_items: int | None = None
     plan: Any = None  # the full job's PlanResult (rightsize.plan), set by rightsize.workflows.pipeline
     notes: list[str] = field(default_factory=list)
@@ -280,6 +283,7 @@ def _result(workload: Workload, plan: PipelinePlan, run: EngineRun, totals: dict
         threads_per_worker=plan.infer.threads, items=len(ids), wall_s=run.wall_s,
         throughput_items_per_s=len(ids) / run.wall_s if run.wall_s > 0 else 0.0, stages=totals,
         ids=check_ids(ids, expected), output_path=str(output_path) if output_path else None, cluster=run.cluster,
+        fixed_stages=run.fixed_stages,
     )  # fmt: skip
     res.notes.extend(run.notes)
     cores = os.cpu_count() or 1

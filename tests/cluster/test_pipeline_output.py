@@ -132,3 +132,29 @@ def test_a_file_the_pipeline_did_not_write_is_never_replaced(
     out.unlink()
     assert run_cli(argv, capsys)[0] == 0 and out.stat().st_size > 0
     assert run_cli(argv, capsys)[0] == 0  # its own results: replaced by the next run's
+
+
+def test_a_stop_after_the_run_says_the_output_was_written_and_what_was_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while the model was measured for the plan said only "nothing was planned", though --output had already
+    been replaced with every row (and an unfinished run's stop says it writes no output)."""
+    import rightsize.workflows.pipeline as workflow
+    from rightsize.errors import STOP_LINES
+    from rightsize.spec import parse_spec
+
+    def stopped(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workflow, "plan_full_job", stopped)
+    out = tmp_path / "out3.jsonl"
+    out.write_text('{"id": 1, "label": 0, "score": 0.5}\n')
+    w = parse_spec({"model": "simplenet", "tiny": True, "batch_sizes": [8]})
+    STOP_LINES.clear()
+    with pytest.raises(KeyboardInterrupt):
+        workflow.run_and_project(w, items=40, workers=1, output_path=out)
+    assert len(out.read_text().splitlines()) == 40  # written whole before the stop, as the line says
+    assert list(STOP_LINES) == [
+        f"the pipeline had finished before the stop: its 40 output rows are written to {str(out)!r}; lost: the full "
+        "job's plan and this run's record (its throughput and stage times are not stored): run it again to plan"
+    ]

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from rightsize.spec import Workload
     from rightsize.store import Store
 
-__all__ = ["input_stage", "plan_full_job", "run_and_project"]
+__all__ = ["input_stage", "plan_full_job", "run_and_project", "stopped_after_the_run"]
 
 # With no deadline the job is costed against this one (the spec's ceiling): one instance, and 2x and 4x for time.
 NO_DEADLINE_HOURS = 100_000.0
@@ -44,6 +44,7 @@ def run_and_project(
     shipped tables + $RIGHTSIZE_CATALOG). ``store``: where the model's profile on this machine is read (and
     measured when missing); None measures into a temporary store."""
     from rightsize.cluster.pipeline import run_pipeline
+    from rightsize.errors import print_stop
     from rightsize.measure.conditions import OthersBusy
     from rightsize.workflows.validate_run import OTHERS_BUSY
 
@@ -55,19 +56,38 @@ def run_and_project(
                          "measured throughput reads low; the plan's rates come from the stored profile, measured "
                          "on its own (re-run it on a quiet machine to compare)")  # fmt: skip
     if res.items:
-        if catalog is None:
-            from rightsize.catalog import load_catalog
-
-            catalog = load_catalog()
-        with contextlib.ExitStack() as stack:
-            if store is None:
-                from rightsize.store import Store
-
-                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="rightsize-pipeline-"))
-                store = stack.enter_context(Store(Path(tmp) / "store.sqlite"))
-            res.plan, notes = plan_full_job(res, workload, catalog, store, progress=progress)
+        try:
+            res.plan, notes = _plan(res, workload, catalog, store, progress)
+        except KeyboardInterrupt:  # the output is whole by now: say so, and what is lost
+            print_stop(stopped_after_the_run(res))
+            raise
         res.notes.extend(notes)
     return res
+
+
+def _plan(res: PipelineResult, workload: Workload, catalog: Catalog | None, store: Store | None,
+          progress: bool) -> tuple[PlanResult, list[str]]:  # fmt: skip
+    if catalog is None:
+        from rightsize.catalog import load_catalog
+
+        catalog = load_catalog()
+    with contextlib.ExitStack() as stack:
+        if store is None:
+            from rightsize.store import Store
+
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="rightsize-pipeline-"))
+            store = stack.enter_context(Store(Path(tmp) / "store.sqlite"))
+        return plan_full_job(res, workload, catalog, store, progress=progress)
+
+
+def stopped_after_the_run(res: PipelineResult) -> str:
+    """What a Ctrl-C after the run (while the model is measured or the job planned) kept and lost: it had said only
+    "nothing was planned", though --output already held every row (and the run's own stop says "an unfinished run
+    writes no output")."""
+    where = f"written to {res.output_path!r}" if res.output_path else "written to a temporary file, now removed"
+    return (f"the pipeline had finished before the stop: its {res.items:,} output rows are {where}; lost: the full "
+            "job's plan and this run's record (its throughput and stage times are not stored): run it again to "
+            "plan")  # fmt: skip
 
 
 def check_batch_spec(workload: Workload) -> None:

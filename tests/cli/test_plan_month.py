@@ -5,27 +5,14 @@ from __future__ import annotations
 
 import json
 
-from plan_fixtures import cpu_curve, small_catalog
-from rich.console import Console
+from plan_fixtures import cpu_curve, printed_plan, small_catalog
 
-from rightsize.cli import plan as cli_plan
 from rightsize.plan.planner import plan
 from rightsize.plan.result import PlanResult
 from rightsize.spec import Workload
 from rightsize.units import format_usd
 
 ONLINE = {"rate_per_s": 20, "latency": {"percentile": 95, "bound_ms": 200}}
-
-
-def _printed(result: PlanResult) -> list[str]:
-    console = Console(width=400, record=True)
-    original = cli_plan.out_console
-    cli_plan.out_console = console
-    try:
-        cli_plan.print_plan(result, 3)
-    finally:
-        cli_plan.out_console = original
-    return console.export_text().splitlines()
 
 
 def _plan(targets: dict[str, object]) -> PlanResult:
@@ -38,7 +25,7 @@ def test_an_always_on_online_plan_prints_its_month() -> None:
     rec = res.recommendation
     assert rec is not None and not rec.idle_policy
     hourly, month = format_usd(rec.cost_usd_per_hour), format_usd(rec.cost_usd_per_hour * 730)
-    lines = _printed(res)
+    lines = printed_plan(res)
     line = lines[[x.strip() for x in lines].index("Recommendation") + 1]
     assert f": {hourly}/h (~{month}/month), " in line, line
     assert "/month" not in json.dumps(res.to_dict())  # text only: --json's fields are unchanged
@@ -49,4 +36,4 @@ def test_a_plan_priced_as_a_days_average_prints_no_month() -> None:
     res = _plan({"online": ONLINE, "cold_start": {"active_hours_per_day": 8}})
     rec = res.recommendation
     assert rec is not None and rec.idle_policy
-    assert not any("/month" in line for line in _printed(res))
+    assert not any("/month" in line for line in printed_plan(res))

@@ -80,3 +80,19 @@ def tiny_online_spec(name: str, rate_per_s: float = 10, extra: str = "") -> str:
         "timing: {max_time_s: 0.5, max_repeats: 20}\n"
         f"targets:\n  online: {{rate_per_s: {rate_per_s:g}, latency: {{percentile: 95, bound_ms: 200}}}}\n"
     )
+
+
+def printed_plan(result: object, top: int = 3) -> list[str]:
+    """The lines `rightsize plan` prints for ``result`` (a PlanResult), from a wide recording console."""
+    from rich.console import Console
+
+    from rightsize.cli import plan as cli_plan
+
+    console = Console(width=400, record=True)
+    original = cli_plan.out_console
+    cli_plan.out_console = console
+    try:
+        cli_plan.print_plan(result, top)  # type: ignore[arg-type]
+    finally:
+        cli_plan.out_console = original
+    return console.export_text().splitlines()

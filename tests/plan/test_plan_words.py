@@ -157,7 +157,7 @@ def test_a_frontier_of_several_precisions_names_each_points() -> None:
 def test_a_frontier_of_several_purchase_options_names_each_points_and_counts_the_rest() -> None:
     """bert-finetune with mixed rows printed "Standard_NC4as_T4_v3 x1 fp16 ($0.02, ...)" then "... ($0.08, ...)": a
     spot and a mixed row read as one point twice; and the fastest 2 of 8 points were dropped without a word."""
-    from rich.console import Console
+    from plan_fixtures import printed_plan
 
     from rightsize.cli import plan as cli_plan
     from rightsize.plan.result import PlanResult
@@ -168,13 +168,6 @@ def test_a_frontier_of_several_purchase_options_names_each_points_and_counts_the
                       runtime_hours=1.0 - i / 10) for i in range(8)]  # fmt: skip
     result = PlanResult(workload="w", model="m", kind="batch", target={}, recommendation=points[0],
                         candidates=points, pareto=points)  # fmt: skip
-    console = Console(width=400, record=True)
-    original = cli_plan.out_console
-    cli_plan.out_console = console
-    try:
-        cli_plan.print_plan(result, 3)
-    finally:
-        cli_plan.out_console = original
-    line = next(x for x in console.export_text().splitlines() if x.startswith("Pareto frontier"))
+    line = next(x for x in printed_plan(result) if x.startswith("Pareto frontier"))
     assert "g6.xlarge x16 on-demand ($1.00" in line and "g6.xlarge x16 spot ($2.00" in line
     assert line.endswith("(+2 more, the fastest: `--json` lists them)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from rightsize.errors import SpecError
@@ -98,3 +99,19 @@ def format_share(value: float) -> str:
     """A share in whole percent; one decimal between 99% and 100%, never "100%" below 1 (a replica 99.57% busy had
     read "100%" beside a headroom of 0.8)."""
     return f"{min(value * 100, 99.9):.1f}%" if 0.99 < value < 1.0 else f"{value * 100:.0f}%"
+
+
+def ceil_hours(h: float) -> float:
+    """``h`` rounded up to three significant digits (a deadline the spec can hold that is not short of ``h``)."""
+    if h <= 0:
+        return 0.0
+    step = 10.0 ** (math.floor(math.log10(h)) - 2)
+    return float(f"{math.ceil(h / step - 1e-9) * step:.3g}")
+
+
+def ceil_usd(usd: float) -> float:
+    """``usd`` rounded up to what format_usd prints ($0.103 -> $0.11, not a $0.10 that would not buy it)."""
+    if usd <= 0:
+        return 0.0
+    step = 1.0 if usd >= 100 else 0.01 if usd >= 0.1 else 10.0 ** (math.floor(math.log10(usd)) - 1)
+    return math.ceil(usd / step - 1e-9) * step

@@ -22,7 +22,7 @@ from rightsize.plan.result import MEASURED_WORDS, Candidate, PlanKind
 from rightsize.plan.rules import rules_choice
 from rightsize.plan.training import SMALL_WORKER_BATCH
 from rightsize.plan.verify import spare_instances
-from rightsize.units import format_hours, format_share, format_usd
+from rightsize.units import ceil_hours, ceil_usd, format_hours, format_share, format_usd
 
 __all__ = ["explain", "infeasible_summary", "pareto", "rank", "target_ms"]
 
@@ -106,7 +106,7 @@ def _budget_needed(c: Candidate, kind: PlanKind) -> float:
 def _budget_fix(c: Candidate, kind: PlanKind) -> str:
     """The budget that buys ``c``, the closest plan when it misses nothing else, named by the spec field to raise."""
     field = "budget_usd_per_hour" if kind in ("online", "rules") else "budget_usd"
-    return f"to fix: raise {field} to {format_usd(_ceil_usd(_budget_needed(c, kind)))} or more, which buys it"
+    return f"to fix: raise {field} to {format_usd(ceil_usd(_budget_needed(c, kind)))} or more, which buys it"
 
 
 def _misses_on_spin_up(c: Candidate) -> bool:
@@ -120,7 +120,7 @@ def _deadline_fix(c: Candidate, small_batch: str | None) -> str | None:
     starts within; ``small_batch``: the global batch as the other lever."""
     if _misses_on_spin_up(c) and c.cold_start_s is not None:
         start = c.cold_start_s / 3600.0
-        return (f"to fix: raise deadline_hours to more than {_ceil_hours(start):g}: the shortest spin-up is "
+        return (f"to fix: raise deadline_hours to more than {ceil_hours(start):g}: the shortest spin-up is "
                 f"{format_hours(start)}, before any work")  # fmt: skip
     if not c.reasons or not all(r.startswith("misses the deadline") for r in c.reasons):
         return None
@@ -129,24 +129,8 @@ def _deadline_fix(c: Candidate, small_batch: str | None) -> str | None:
         return None
     lever = f"; or {small_batch}" if small_batch else ""
     edge = " at the band's slow edge" if need > (c.runtime_hours or 0.0) else ""
-    return (f"to fix: raise deadline_hours to {_ceil_hours(need):g} or more, which buys it ({format_hours(need)}{edge})"
+    return (f"to fix: raise deadline_hours to {ceil_hours(need):g} or more, which buys it ({format_hours(need)}{edge})"
             f"{lever}")  # fmt: skip
-
-
-def _ceil_hours(h: float) -> float:
-    """``h`` rounded up to three significant digits (a deadline the spec can hold that is not short of ``h``)."""
-    if h <= 0:
-        return 0.0
-    step = 10.0 ** (math.floor(math.log10(h)) - 2)
-    return float(f"{math.ceil(h / step - 1e-9) * step:.3g}")
-
-
-def _ceil_usd(usd: float) -> float:
-    """``usd`` rounded up to what format_usd prints ($0.103 -> $0.11, not a $0.10 that would not buy it)."""
-    if usd <= 0:
-        return 0.0
-    step = 1.0 if usd >= 100 else 0.01 if usd >= 0.1 else 10.0 ** (math.floor(math.log10(usd)) - 1)
-    return math.ceil(usd / step - 1e-9) * step
 
 
 def _instances_needed(c: Candidate) -> float:

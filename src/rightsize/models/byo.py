@@ -280,9 +280,8 @@ def check_model_ref(ref: str) -> None:
 def _existing_file(ref: str) -> Path:
     path = Path(ref)
     if not path.is_file():
-        raise NotFoundError(
-            f"model: no file {ref!r}; give the path of your .onnx, TorchScript (.pt) or torch.export (.pt2) file"
-        )
+        raise NotFoundError(f"model: no file {ref!r}; give the path of your .onnx, TorchScript (.pt) or torch.export "
+                            "(.pt2) file")  # fmt: skip
     return path
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 # Both children: keep_freed_memory() (or not, by RIGHTSIZE_ALLOCATOR), then glibc's malloc/free by hand.
 PREAMBLE = """
 import ctypes, os, resource, sys, threading
@@ -66,6 +68,7 @@ print(kept, faults[0])
 )
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_a_worker_threads_large_blocks_are_reused_not_mapped_per_call() -> None:
     """Thread arenas' heaps are capped at 64 MiB, so without one arena a worker thread's 96 MiB block
     is mapped fresh on every call: a page fault per 4 KiB, ten times over (the server's batch-16

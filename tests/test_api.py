@@ -103,6 +103,7 @@ def test_example_script_runs_end_to_end(tmp_path: Path) -> None:
     assert "notebook-sentiment" in (tmp_path / "again.md").read_text()
 
 
+@pytest.mark.slow  # ~7 s on 2 cores: kept out of make test-fast
 def test_a_script_without_the_main_guard_stops_at_once_and_says_why(tmp_path: Path) -> None:
     """A script calling rs.measure outside `if __name__ == "__main__":` hung for ever: the measuring child imported
     it again, called rs.measure there and waited on the store lock the parent held while the parent waited for it."""

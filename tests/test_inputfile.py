@@ -98,6 +98,7 @@ def test_the_expansion_count_is_the_values_once_every_alias_is_written_out() -> 
     assert _check_shape(_laughs(3, 8), "s") == 1 + 4 + 11 + 89 + 713 + 5705
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_an_alias_bomb_under_the_alias_count_is_refused_by_its_expansion() -> None:
     """8 levels of 8 aliases are 64, inside MAX_ALIASES: `plan` walked the 200 million values for minutes, at 55 MB."""
     assert MAX_ALIASES >= 8 * 8

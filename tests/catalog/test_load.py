@@ -124,6 +124,7 @@ def test_a_non_utf8_catalog_is_a_one_line_error(tmp_path: Path) -> None:
         load_catalog(f)
 
 
+@pytest.mark.slow  # ~2 s on 2 cores: kept out of make test-fast
 def test_fuzzed_catalog_rows_load_or_name_file_line_and_column(tmp_path: Path) -> None:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st

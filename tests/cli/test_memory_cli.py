@@ -135,6 +135,7 @@ def test_a_tiny_estimate_reads_in_mib_not_zeros() -> None:
     assert _unit(3 * 2**30) == ("GiB", 2**30) and _amount(3 * 2**30, 2**30) == "3.000"
 
 
+@pytest.mark.slow  # ~2 s on 2 cores: kept out of make test-fast
 def test_json_stays_one_document_when_the_users_model_prints_in_forward(
     rightsize: Run, tmp_path: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -192,6 +193,7 @@ def test_a_token_models_shape_is_what_the_json_says_was_estimated(
     assert shaped["total_bytes"] < plain["total_bytes"]  # 16 ids and embeddings traced, not 128
 
 
+@pytest.mark.slow  # ~2 s on 2 cores: kept out of make test-fast
 def test_a_tensor_too_large_to_size_blames_the_batch_too(rightsize: Run) -> None:
     """batch 1e8 x 1e6 tokens overflowed a tensor's size: the error named --seq alone and a position-table hint."""
     out = rightsize("memory", "llama-70b", "--batch", "100000000", "--seq", "1000000", "--mode", "train")

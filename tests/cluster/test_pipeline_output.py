@@ -109,6 +109,7 @@ def pipeline_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("pipeline") / "st.sqlite"
 
 
+@pytest.mark.slow  # ~5 s on 2 cores: kept out of make test-fast
 @pytest.mark.parametrize("name", ["out.jsonl", "out.parquet"])
 def test_a_file_the_pipeline_did_not_write_is_never_replaced(
     tmp_path: Path, name: str, pipeline_store: Path, capsys: pytest.CaptureFixture[str]

@@ -55,6 +55,7 @@ def test_timeout_stops_the_program_and_diagnoses_the_steps_it_ran() -> None:
     assert "Traceback" not in run.stderr
 
 
+@pytest.mark.slow  # ~3 s on 2 cores: kept out of make test-fast
 def test_a_command_that_cannot_run_is_one_line_exit_2(tmp_path: Path) -> None:
     text = tmp_path / "notes.txt"
     text.write_text("not a program\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 import torch
 from torch import nn
 
@@ -107,6 +108,7 @@ def test_the_probe_reads_threads_and_its_window_from_a_loop_without_a_loader() -
     assert 0 < w.facts.loop_s < w.facts.wall_s  # from the first step to the last, not the whole watch
 
 
+@pytest.mark.slow  # ~2 s on 2 cores: kept out of make test-fast
 def test_a_failed_program_says_so_first() -> None:
     rc, facts, stopped = run_watched([sys.executable, "-c", "import torch; raise SystemExit(3)"], timeout_s=120)
     assert (rc, stopped) == (3, None) and facts is not None and facts.exit_code == 3

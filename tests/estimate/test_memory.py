@@ -258,6 +258,7 @@ def test_llama_1b_fp16_fits_an_8gb_tier() -> None:
 # --- advice when nothing fits ---------------------------------------------------------------------
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_advice_for_training_that_does_not_fit() -> None:
     big = [GpuTier(64, ("big",))]
     one = estimate_memory("distilbert", mode="train", batch_size=1, device="cpu", tiny=True, tiers=big)

@@ -174,6 +174,7 @@ def test_the_memory_path_builds_a_valid_gqa_config(tmp_path: Path) -> None:
     assert entry.family == "decoder" and entry.count_params() > 0
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_cli_prints_one_line_and_exits_2(tmp_path: Path) -> None:
     d = _config_dir(tmp_path, {**LLAMA, "num_attention_heads": 0})
     env = {**os.environ, "RIGHTSIZE_STORE": str(tmp_path / "store")}

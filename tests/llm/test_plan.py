@@ -475,6 +475,7 @@ def test_one_output_token_says_tpot_does_not_apply(catalog: Catalog) -> None:
     assert any("TPOT does not apply" in n for n in plan.notes)
 
 
+@pytest.mark.slow  # ~5 s on 2 cores: kept out of make test-fast
 def test_a_cpu_recommendation_reads_without_a_tensor_parallel_degree(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -58,6 +58,7 @@ def test_every_row_sharing_a_replica_is_firmed_up_and_the_cpu_alternative_too(
     assert sum("replica(s) met the bounds on this draw" in n for n in plan.notes) == 3  # A10G, c7i, r7i
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_every_a10g_instance_type_gets_the_firmed_up_replica_count(catalog: Catalog) -> None:
     """llama-7b fp16 at 5 req/s with 2,000-3,000-token prompts over g5.xlarge and g5.2xlarge (one A10G replica):
     17 replicas meet on this draw and one other draw misses TTFT p95 by 23% (2457 ms against 2000): a queue near

@@ -206,6 +206,7 @@ def test_record_from_and_inputs() -> None:
         simulate_llm(FLAT, LLMSimConfig())
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_ten_thousand_requests_are_fast() -> None:
     t0 = time.perf_counter()
     res = simulate_llm(

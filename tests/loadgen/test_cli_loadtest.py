@@ -145,6 +145,7 @@ def test_a_body_that_is_a_directory_and_a_foreign_scheme_say_what_they_are(
     assert rc == 2 and "got 'ftp://'" in err
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_a_root_url_loads_the_root(server: TinyServer, capsys: pytest.CaptureFixture[str],
                                    monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """`loadtest http://host:port/ --json-body ...` printed "open-loop load on http://host:port/v1/predict" and the

@@ -38,6 +38,7 @@ def test_the_documented_snippet_gets_valid_answers(tiny_server: str, capsys: pyt
     assert "VALID" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_a_wrong_body_is_invalid_not_valid(tiny_server: str) -> None:
     # float32[4] is what the generator sent before it read /v1/info: the tiny DistilBERT wants 16 token ids
     target = Target.from_url(tiny_server, body=b'{"inputs": [[0.0, 0.0, 0.0, 0.0]]}')

@@ -158,6 +158,7 @@ def test_goodput_counts_only_responses_within_the_slo(server: TinyServer) -> Non
     assert strict.goodput_per_s == 0.0  # every answer takes >= 20 ms
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_a_starved_generator_flags_the_run_invalid(server: TinyServer) -> None:
     """Block the generator's event loop for 150 ms mid-run, as a CPU-starved client would be."""
     target = Target.from_url(server.url("/work/1"))
@@ -178,6 +179,7 @@ def test_a_starved_generator_flags_the_run_invalid(server: TinyServer) -> None:
     assert r.send_lag_ms is not None and r.send_lag_ms.p99 > 50.0
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_warmup_requests_are_sent_but_not_recorded(server: TinyServer) -> None:
     cfg = OpenLoopConfig(rate_per_s=200, duration_s=1.0, warmup_s=0.5, arrival="constant", max_lag_ms=LOOSE_LAG_MS)
 

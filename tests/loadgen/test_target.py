@@ -105,6 +105,7 @@ def test_a_url_with_neither_scheme_nor_port_is_bad_input() -> None:
     assert Target.from_url("127.0.0.1:8123").port == 8123 and Target.from_url("http://h/v1/x").port == 80
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_a_server_that_drips_its_info_answer_is_cut_at_the_deadline() -> None:
     """A socket timeout bounds each read: a server sending its /v1/info headers a byte at a time held
     `loadtest --timeout-s 2` for its whole life (90 s). The exchange now has one deadline."""

@@ -282,6 +282,7 @@ def test_a_cpu_hog_on_the_measured_core_is_flagged() -> None:
     assert q.contended >= 1 and q.problems and "slower" in q.likely_effect
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_a_local_server_found_by_its_port_counts_as_the_load_test_s_own_work(tmp_path: Path) -> None:
     """`rightsize loadtest` drives a server it did not start: its CPU counted as other processes' (a busy machine
     and a busy server read alike), so loadtest never said the machine was busy. The server is found by its port and

@@ -64,6 +64,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {p.stem if p.is_file() else p.name: p for p in d.iterdir()} | {"dir": d}
 
 
+@pytest.mark.slow  # ~2 s on 2 cores: kept out of make test-fast
 def test_memory_of_a_static_batch_onnx_graph_names_its_batch(tmp_path: Path) -> None:
     """`memory static.onnx --batch 4` of a graph exported for batch 2 gave ONNX Runtime's traceback."""
     from rightsize.estimate.memory_estimate import estimate_memory
@@ -115,6 +116,7 @@ def test_torch_export_program_runs(files: dict[str, Path]) -> None:
     assert torch.allclose(entry.build()(x), _mlp()(x), atol=1e-5)
 
 
+@pytest.mark.slow  # ~2 s on 2 cores: kept out of make test-fast
 def test_onnx_reads_its_input_and_counts_flops_like_pytorch(files: dict[str, Path]) -> None:
     path = files["mlp"].with_suffix(".onnx")
     info = onnx_input(path)

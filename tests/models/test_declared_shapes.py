@@ -35,6 +35,7 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {p.name: p for p in d.iterdir()}
 
 
+@pytest.mark.slow  # ~2 s on 2 cores: kept out of make test-fast
 @pytest.mark.parametrize("name", ["mlp.onnx", "mlp.pt2"])
 def test_a_shape_the_graph_does_not_declare_is_refused_naming_the_one_it_does(
     saved: dict[str, Path], name: str, capsys: pytest.CaptureFixture[str]

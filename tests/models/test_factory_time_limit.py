@@ -29,6 +29,7 @@ def _write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, body: str
     monkeypatch.setenv(FACTORY_TIMEOUT_ENV, "0.5")
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_a_factory_that_never_returns_is_stopped_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _write(tmp_path, monkeypatch, "sleepy_factory_mod", """
         import time

@@ -18,6 +18,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # ~2 s on 2 cores: kept out of make test-fast
 def test_rules_example_json(tmp_path: Path) -> None:
     out = _run("plan", "examples/gradient-boosting.yaml", "--json", "--top", "3", "--store", str(tmp_path / "s.db"))
     assert out.returncode == 0, out.stderr

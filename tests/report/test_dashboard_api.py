@@ -86,6 +86,7 @@ def test_a_query_value_the_dashboard_does_not_know_is_a_400_naming_it(two_run_st
         assert status == 400 and "device_class: no stored point has &#x27;tpu&#x27;; use one of cpu, gpu" in html
 
 
+@pytest.mark.slow  # ~3 s on 2 cores: kept out of make test-fast
 def test_generative_plans_are_listed_and_served_with_the_others(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

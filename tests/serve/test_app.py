@@ -137,6 +137,7 @@ bodies = st.one_of(
 )  # fmt: skip
 
 
+@pytest.mark.slow  # ~3 s on 2 cores: kept out of make test-fast
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=bodies, ctype=st.sampled_from(["application/json", "application/octet-stream", "text/csv"]))
 def test_fuzzed_bodies_get_4xx_never_5xx(simplenet_url: str, client: httpx.Client, body: bytes, ctype: str) -> None:
@@ -181,6 +182,7 @@ def test_deadline_gives_504_without_running() -> None:
         assert 7.0 not in model.seen
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_client_gone_is_dropped_before_running() -> None:
     model = SlowModel(0.4)
     with running_server(slow_config(model)) as url:

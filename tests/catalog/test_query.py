@@ -50,6 +50,24 @@ def test_a_filter_entry_naming_nothing_is_refused_with_its_index_and_a_suggestio
         check_filters(TABLE, regions=["moon"])
 
 
+def test_an_instance_named_as_the_plan_prints_it_keeps_that_providers_rows_only() -> None:
+    """Plan tables print "aws:g5.xlarge"; `instances: [aws:g5.xlarge]` was refused ("Did you mean 'g5.xlarge'?"),
+    and a name two clouds share could not be narrowed to one of them."""
+    shared = [*TABLE, _inst("gcp", "g5.xlarge", "A10G")]  # a user catalog row of the same name on another cloud
+    assert [i.provider for i in filter_instances(shared, names=["g5.xlarge"])] == ["aws", "gcp"]
+    assert [i.provider for i in filter_instances(shared, names=["aws:g5.xlarge"])] == ["aws"]
+    assert [i.provider for i in filter_instances(shared, names="GCP:r1:G5.XLARGE")] == ["gcp"]
+    assert filter_instances(shared, names=["gcp:r2:g5.xlarge"]) == []
+    check_filters(shared, names=["aws:g5.xlarge", "gcp:g5.xlarge", "aws:r1:c6i.2xlarge", "g2-standard-4"])
+    with pytest.raises(SpecError, match=r"^targets\.instances\[0\]: 'gcp:c6i\.2xlarge' is not in the catalog; the "
+                       r"catalog lists it as aws:c6i\.2xlarge$"):  # fmt: skip
+        check_filters(shared, names=["gcp:c6i.2xlarge"])
+    with pytest.raises(SpecError, match=r"^targets\.instances\[1\]: 'aws:g5\.xlarg' .* Did you mean 'aws:g5\.xlarge'"):
+        check_filters(shared, names=["c6i.2xlarge", "aws:g5.xlarg"])
+    with pytest.raises(SpecError, match=r"'aws::g5\.xlarge' is not an instance name; write TYPE"):
+        check_filters(shared, names=["aws::g5.xlarge"])
+
+
 def test_get_instance_and_did_you_mean() -> None:
     assert get_instance(TABLE, "gcp:g2-standard-4").provider == "gcp"
     with pytest.raises(NotFoundError, match=r"Did you mean 'g5\.xlarge'"):

@@ -42,8 +42,11 @@ def filter_instances(
     device_class: str | None = None,
     names: Iterable[str] | str | None = None,
 ) -> list[Instance]:
-    """Instances matching every given filter (case-insensitive); None means no filter."""
-    prov, reg, nam = _norm(providers), _norm(regions), _norm(names)
+    """Instances matching every given filter (case-insensitive); None means no filter. A name is an instance type
+    ("g5.xlarge": every provider's and region's row of it), or, as the plan tables print it, "aws:g5.xlarge" (that
+    provider's rows only) or "aws:us-east-1:g5.xlarge" (one row)."""
+    prov, reg = _norm(providers), _norm(regions)
+    wanted = None if names is None else [_name_parts(n) for n in ([names] if isinstance(names, str) else names)]
     if device_class is not None and device_class not in ("cpu", "gpu"):
         raise SpecError("device_class", f"must be 'cpu' or 'gpu', got {device_class!r}")
     return [
@@ -52,8 +55,20 @@ def filter_instances(
         if (prov is None or i.provider.lower() in prov)
         and (reg is None or i.region.lower() in reg)
         and (device_class is None or i.device_class == device_class)
-        and (nam is None or i.instance_type.lower() in nam)
+        and (wanted is None or any(_named(i, parts) for parts in wanted))
     ]
+
+
+def _name_parts(name: str) -> tuple[str, ...]:
+    """The parts of a name, lower case: "aws:us-east-1:g5.xlarge" -> ("aws", "us-east-1", "g5.xlarge")."""
+    return tuple(part.strip().lower() for part in name.split(":"))
+
+
+def _named(inst: Instance, parts: tuple[str, ...]) -> bool:
+    """Whether ``inst`` is the instance named by ``parts`` (``_name_parts``: [provider:[region:]]type)."""
+    if not 1 <= len(parts) <= 3 or inst.instance_type.lower() != parts[-1]:
+        return False
+    return (len(parts) < 2 or inst.provider.lower() == parts[0]) and (len(parts) < 3 or inst.region.lower() == parts[1])
 
 
 def check_filters(
@@ -68,13 +83,35 @@ def check_filters(
     good entries (``instances: [c7a.xlarge, g5.xlarg]``) had quietly planned without it."""
     known = {"providers": {i.provider for i in instances}, "regions": {i.region for i in instances},
              "instances": {i.instance_type for i in instances}}  # fmt: skip
-    for field, given in (("providers", providers), ("regions", regions), ("instances", names)):
+    for field, given in (("providers", providers), ("regions", regions)):
         have = {k.lower() for k in known[field]}
         for k, value in enumerate(given or ()):
             if value.lower() not in have:
                 hint = did_you_mean(value, sorted(known[field]))
                 raise SpecError(f"{where}.{field}[{k}]", f"{value!r} is not in the catalog.{hint} `rightsize catalog` "
                                 "lists them")  # fmt: skip
+    for k, value in enumerate(names or ()):
+        _check_name(instances, value, known["instances"], f"{where}.instances[{k}]")
+
+
+def _check_name(instances: Sequence[Instance], value: str, types: set[str], field: str) -> None:
+    """Refuse an instance name that names no catalog row; a `provider:name` (as the plan tables print it) that
+    has its provider wrong says which providers list the name."""
+    parts = _name_parts(value)
+    if any(_named(i, parts) for i in instances):
+        return
+    if not 1 <= len(parts) <= 3 or not all(parts):
+        raise SpecError(field, f"{value!r} is not an instance name; write TYPE (g5.xlarge), PROVIDER:TYPE "
+                        "(aws:g5.xlarge) or PROVIDER:REGION:TYPE")  # fmt: skip
+    rows = [i for i in instances if i.instance_type.lower() == parts[-1]]
+    if not rows:
+        prefix = value[: len(value) - len(value.split(":")[-1])]  # "aws:" of "aws:g5.xlarg", kept in the suggestion
+        hint = did_you_mean(value.split(":")[-1], sorted(types)).replace(" '", f" '{prefix}", 1)
+        raise SpecError(field, f"{value!r} is not in the catalog.{hint} `rightsize catalog` lists them")
+    listed = sorted({f"{i.provider}:{i.region}:{i.instance_type}" if len(parts) == 3 else
+                     f"{i.provider}:{i.instance_type}" for i in rows})  # fmt: skip
+    raise SpecError(field, f"{value!r} is not in the catalog; the catalog lists it as {', '.join(listed[:6])}"
+                    f"{', ...' if len(listed) > 6 else ''}")  # fmt: skip
 
 
 def get_instance(instances: Sequence[Instance], name: str) -> Instance:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -17,6 +18,7 @@ from rightsize.catalog import (
     load_catalog,
     match_cpu_family,
 )
+from rightsize.catalog.query import where_instances_are
 from rightsize.errors import NotFoundError, SpecError
 from rightsize.profile import Environment
 
@@ -66,6 +68,15 @@ def test_an_instance_named_as_the_plan_prints_it_keeps_that_providers_rows_only(
         check_filters(shared, names=["c6i.2xlarge", "aws:g5.xlarg"])
     with pytest.raises(SpecError, match=r"'aws::g5\.xlarge' is not an instance name; write TYPE"):
         check_filters(shared, names=["aws::g5.xlarge"])
+
+
+def test_where_instances_are_names_each_providers_classes_and_regions() -> None:
+    """`rightsize catalog` and `plan` both say it when filters that are each known together match nothing."""
+    table = [*TABLE, dataclasses.replace(TABLE[0], provider="gcp", region="r2", instance_type="n2-standard-8")]
+    assert where_instances_are(table, ["gcp"]) == "gcp: cpu and gpu in r1, r2"
+    assert where_instances_are(table) == "aws: cpu and gpu in r1; gcp: cpu and gpu in r1, r2"
+    assert where_instances_are(table, ["gcp"], ["aws:g5.xlarge"]) == "aws: gpu in r1"  # where the named one is
+    assert where_instances_are([], ["gcp"]) == ""
 
 
 def test_get_instance_and_did_you_mean() -> None:

@@ -68,6 +68,23 @@ def test_user_errors() -> None:
         plan(parse_spec({"model": "distilbert", "targets": ONLINE}), [cpu_curve("other", 1, 1)], small_catalog())
 
 
+def test_filters_that_match_nothing_together_say_where_the_instances_are() -> None:
+    """`providers: [gcp]` + `regions: [us-east-1]` said only "widen the filters", while `rightsize catalog` with the
+    same filters names each provider's regions; and `instances: [aws:c.2x]`, as the plan table prints it, was
+    refused."""
+    cat = small_catalog()
+    two = dataclasses.replace(cat, instances=(*cat.instances, dataclasses.replace(cat.instances[0], provider="gcp",
+                              region="us-east4", instance_type="n2-x")))  # fmt: skip
+    aws = cat.instances[0].provider
+    spec = {"model": "distilbert", "targets": {**ONLINE, "providers": ["gcp"], "regions": [cat.instances[0].region]}}
+    with pytest.raises(NotFoundError, match=r"^no catalog instance matches targets\.providers/regions/instances "
+                       r"\(gcp: cpu in us-east4\); widen the filters"):  # fmt: skip
+        plan(parse_spec(spec), [], two)
+    w = parse_spec({"model": "distilbert", "targets": {**ONLINE, "instances": [f"{aws}:c.2x"]}})
+    r = plan(w, [cpu_curve("c.2x", 20.0, 15.0)], two)
+    assert r.recommendation is not None and r.recommendation.instance == "c.2x"
+
+
 def test_cold_start_notes_and_spin_up() -> None:
     from rightsize.plan.coldstart import GPU_IMAGE_FACTOR, spin_up
     from rightsize.spec.targets import ColdStart

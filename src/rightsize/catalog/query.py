@@ -21,6 +21,7 @@ __all__ = [
     "interruptions_per_hour",
     "match_accelerator",
     "match_cpu_family",
+    "where_instances_are",
 ]
 
 HOURS_PER_MONTH = 730.0  # 365 × 24 / 12
@@ -69,6 +70,29 @@ def _named(inst: Instance, parts: tuple[str, ...]) -> bool:
     if not 1 <= len(parts) <= 3 or inst.instance_type.lower() != parts[-1]:
         return False
     return (len(parts) < 2 or inst.provider.lower() == parts[0]) and (len(parts) < 3 or inst.region.lower() == parts[1])
+
+
+def where_instances_are(
+    instances: Iterable[Instance],
+    providers: Iterable[str] | None = None,
+    names: Iterable[str] | None = None,
+) -> str:
+    """What each provider kept by ``providers`` and ``names`` has, and where: "gcp: cpu and gpu in us-central1,
+    us-east4; aws: ...", for an error about filters that are each known but together match nothing. When those two
+    keep nothing (names of another provider's instances), where the named instances are; "" for an empty catalog.
+    `rightsize catalog` and `plan` say it alike."""
+    rows = list(instances)
+    kept = (
+        filter_instances(rows, providers=providers or None, names=names or None)
+        or filter_instances(rows, names=names or None)
+        or filter_instances(rows, providers=providers or None)
+    )
+    have = []
+    for p in sorted({i.provider for i in kept}):
+        mine = [i for i in kept if i.provider == p]
+        classes = " and ".join(sorted({i.device_class for i in mine}))
+        have.append(f"{p}: {classes} in {', '.join(sorted({i.region for i in mine}))}")
+    return "; ".join(have)
 
 
 def check_filters(

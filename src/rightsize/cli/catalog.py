@@ -120,16 +120,12 @@ def _check_regions(regions: list[str] | None, cat: Catalog) -> None:
 
 def _refuse_empty(cat: Catalog, providers: list[str] | None, regions: list[str] | None, device: str | None) -> None:
     """Each filter names known values but together they match nothing: say what each provider has, and where."""
-    from rightsize.catalog import filter_instances
+    from rightsize.catalog.query import where_instances_are
 
     given = [*(f"--provider {p}" for p in providers or []), *(f"--region {r}" for r in regions or [])]
     filters = " ".join([*given, *([f"--{device}"] if device else [])]) or "no filter"
-    have = []
-    for p in sorted({i.provider for i in filter_instances(cat.instances, providers=providers or None)}):
-        rows = filter_instances(cat.instances, providers=p)
-        classes = " and ".join(sorted({i.device_class for i in rows}))
-        have.append(f"{p}: {classes} in {', '.join(sorted({i.region for i in rows}))}")
-    raise NotFoundError(f"no instances match {filters} ({'; '.join(have) or 'the catalog is empty'}); drop a filter "
+    have = where_instances_are(cat.instances, providers)
+    raise NotFoundError(f"no instances match {filters} ({have or 'the catalog is empty'}); drop a filter "
                         "or add rows with --catalog FILE")  # fmt: skip
 
 

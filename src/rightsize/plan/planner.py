@@ -14,7 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rightsize.catalog.model import Catalog, Instance
-from rightsize.catalog.query import HOURS_PER_MONTH, check_filters, filter_instances, interruptions_per_hour
+from rightsize.catalog.query import (
+    HOURS_PER_MONTH,
+    check_filters,
+    filter_instances,
+    interruptions_per_hour,
+    where_instances_are,
+)
 from rightsize.errors import NotFoundError, SpecError
 from rightsize.memory_budget import CPU_RUNTIME_BYTES, GIB, GPU_HEADROOM_FRACTION
 from rightsize.plan.batch import InputStage, plan_batch
@@ -89,11 +95,10 @@ def plannable(workload: Workload, catalog: Catalog) -> list[Instance]:
     check_mode(workload)
     check_filters(catalog.instances, providers=t.providers, regions=t.regions, names=t.instances)
     instances = filter_instances(catalog.instances, providers=t.providers, regions=t.regions, names=t.instances)
-    if not instances:
-        raise NotFoundError(
-            "no catalog instance matches targets.providers/regions/instances; "
-            "widen the filters or see `rightsize catalog`"
-        )
+    if not instances:  # each filter names something, but together nothing: say what each provider has, and where
+        have = where_instances_are(catalog.instances, t.providers, t.instances)
+        raise NotFoundError(f"no catalog instance matches targets.providers/regions/instances ({have}); widen the "
+                            "filters or see `rightsize catalog`")  # fmt: skip
     return instances
 
 

@@ -67,6 +67,22 @@ def test_a_misspelt_optional_key_gets_its_did_you_mean() -> None:
         parse_spec(_spec(targets={"batch": typo}))
 
 
+def test_a_missing_field_and_a_bare_value_for_a_list_name_the_fix() -> None:
+    """The messages "targets.online.latency: required field is missing" and "targets.purchase: Input should be a
+    valid list, got 'on_demand'" named no fix (README: one line naming the field and the fix)."""
+    with pytest.raises(SpecError, match=r"^targets\.online\.latency: required field is missing; add latency: "
+                       r"\{percentile: 95, bound_ms: 80\}$"):  # fmt: skip
+        parse_spec(_spec(targets={"online": {"rate_per_s": 10}}))
+    with pytest.raises(SpecError, match=r"^targets\.online\.latency\.bound_ms: required field is missing; add "
+                       r"bound_ms: a number \(latency bound at that percentile, milliseconds\)$"):  # fmt: skip
+        parse_spec(_spec(targets={"online": {"rate_per_s": 10, "latency": {"percentile": 99}}}))
+    with pytest.raises(SpecError, match=r"^targets\.purchase: Input should be a valid list, got 'on_demand'; write "
+                       r"it as a list: purchase: \[on_demand\]$"):  # fmt: skip
+        parse_spec(_spec(targets={"kind": "classic_ml", "rows": 5, "purchase": "on_demand"}))
+    with pytest.raises(SpecError, match=r"^batch_sizes: .*; write it as a list: batch_sizes: \[8\]$"):
+        parse_spec(_spec(batch_sizes=8))
+
+
 def test_missing_model_and_not_a_mapping() -> None:
     with pytest.raises(SpecError, match=r"^model: required field is missing"):
         parse_spec({"batch_sizes": [1]})

@@ -107,6 +107,35 @@ def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
     return list(getattr(found[0], "model_fields", None) or {}) if found is not None else []
 
 
+def _yaml_scalar(value: Any) -> str:
+    """``value`` as it would be written in YAML when that is short and plain (classic_ml, 10, true), else "..."."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)) or (isinstance(value, str) and re.fullmatch(r"[\w.:/+-]{1,40}", value)):
+        return str(value)
+    return "..."
+
+
+def _missing_fix(loc: tuple[int | str, ...]) -> str:
+    """What to write for a required field left out: its example (``latency: {percentile: 95, bound_ms: 80}``), a
+    section's required fields, else the kind of value and its description ("required field is missing" named
+    no fix)."""
+    if (found := _section(loc)) is None or not loc or not isinstance(loc[-1], str):
+        return ""
+    cls, info = found
+    name, description = loc[-1], (info.description or "") if info else ""
+    example = re.search(r"e\.g\. (\{[^}]*\})", description)
+    if example:
+        return f"; add {name}: {example.group(1)}"
+    fields = getattr(cls, "model_fields", None)
+    if fields:
+        needed = [f for f, i in fields.items() if i.is_required()] or list(fields)[:1]
+        return f"; add {name}: {{{', '.join(f'{f}: ...' for f in needed)}}}"
+    words: dict[Any, str] = {int: "a whole number", float: "a number", str: "text"}
+    kind = words.get(info.annotation if info else None, "a value")
+    return f"; add {name}: {kind}" + (f" ({description})" if description else "")
+
+
 def _model_in(annotation: Any) -> Any:
     """The pydantic model class inside ``annotation`` (itself, or inside Optional / a union / a list), else None."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -121,6 +150,13 @@ def _fix(error: Any) -> str:
     """What to write instead, for pydantic's own checks (ours say it already): a bound, a whole number, one of the
     choices with the closest first ("Input should be 'graphs' or 'eager', got 'EAGER'" named no fix)."""
     kind, ctx = error["type"], error.get("ctx") or {}
+    if kind == "missing":
+        return _missing_fix(tuple(error["loc"]))
+    if kind == "list_type":  # `purchase: on_demand` read "Input should be a valid list, got 'on_demand'"
+        name = next((part for part in reversed(error["loc"]) if isinstance(part, str)), "field")
+        given = error.get("input")
+        one = _yaml_scalar(given) if not isinstance(given, (dict, list)) else "..."
+        return f"; write it as a list: {name}: [{one}]" if one != "..." else f"; write a list: {name}: [...]"
     bounds = {"greater_than_equal": ("ge", "{} or more"), "greater_than": ("gt", "above {}"),
               "less_than_equal": ("le", "{} or less"), "less_than": ("lt", "below {}")}  # fmt: skip
     if kind in bounds:

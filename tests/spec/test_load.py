@@ -67,6 +67,23 @@ def test_a_misspelt_optional_key_gets_its_did_you_mean() -> None:
         parse_spec(_spec(targets={"batch": typo}))
 
 
+def test_a_field_of_another_section_says_where_it_belongs() -> None:
+    """A top-level `kind: classic_ml` (a field of targets) said "Did you mean 'tiny'?"."""
+    rules = {"rows": 20_000_000}
+    with pytest.raises(SpecError, match=r"^kind: unknown field here; it belongs under targets \(write targets: "
+                       r"\{kind: classic_ml\}\)"):  # fmt: skip
+        parse_spec(_spec(kind="classic_ml", targets=rules))
+    with pytest.raises(SpecError, match=r"^targets\.online\.bound_ms: unknown field here; it belongs under "
+                       r"targets\.online\.latency \(write latency: \{bound_ms: 80\}\)$"):  # fmt: skip
+        parse_spec(_spec(targets={"online": {"rate_per_s": 1, "latency": {"percentile": 95}, "bound_ms": 80}}))
+    with pytest.raises(SpecError, match=r"^rate_per_s: unknown field here; it belongs under targets\.online or "
+                       r"targets\.generative: move it there"):  # fmt: skip
+        parse_spec(_spec(rate_per_s=10))
+    with pytest.raises(SpecError, match=r"^seq_len: unknown field here; it belongs under input \(write input: "
+                       r"\{seq_len: 64\}\)$"):  # fmt: skip
+        parse_spec(_spec(seq_len=64))
+
+
 def test_a_missing_field_and_a_bare_value_for_a_list_name_the_fix() -> None:
     """The messages "targets.online.latency: required field is missing" and "targets.purchase: Input should be a
     valid list, got 'on_demand'" named no fix (README: one line naming the field and the fix)."""

@@ -34,12 +34,16 @@ def spec_error_from(exc: ValidationError) -> SpecError:
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     path = _field_path(tuple(first["loc"]))
     msg = str(first["msg"]).removeprefix("Value error, ")
+    moved = None  # an unknown key that is a field of another section: that section's "missing" field is this one
     if first["type"] == "extra_forbidden":
         parent = tuple(first["loc"][:-1])
         missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and tuple(e["loc"][:-1]) == parent]
         known = missing or _fields_at(parent)  # a sibling left missing, else every field of that section
         hint = did_you_mean(str(first["loc"][-1]), known)
-        msg = f"unknown field;{hint}" if hint else "unknown field; remove it or check its spelling"
+        home = _belongs_under(str(first["loc"][-1]), first.get("input"), parent)
+        moved = first["loc"][-1] if home else None
+        msg = (f"unknown field here; {home}" if home else f"unknown field;{hint}" if hint else
+               "unknown field; remove it or check its spelling")  # fmt: skip
     elif first["type"] == "missing":
         msg = "required field is missing"
     elif first["type"] == "model_type":  # "Input should be a valid dictionary or instance of LatencyBound" (a class)
@@ -64,11 +68,16 @@ def spec_error_from(exc: ValidationError) -> SpecError:
         msg = f"{msg}, got {short(given)}"
     # named, so one fix-and-rerun takes them all (it said "1 more"); not the fields a misspelt key left missing
     typo_parent = tuple(first["loc"][:-1]) if first["type"] == "extra_forbidden" else None
-    others = [e for e in errors if e is not first
-              and not (e["type"] == "missing" and tuple(e["loc"][:-1]) == typo_parent)]  # fmt: skip
+    others = [e for e in errors if e is not first and not _left_missing(e, typo_parent, moved)]
     names = list(dict.fromkeys(_field_path(tuple(e["loc"])) or "spec" for e in others))
     more = f" (and {len(others)} more: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''})" if others else ""
     return SpecError(path or "spec", msg + _fix(first) + more)
+
+
+def _left_missing(error: Any, parent: tuple[Any, ...] | None, moved: Any) -> bool:
+    """A field reported missing only because the first error's key stands for it: misspelt beside it (``parent``),
+    or written in the wrong section (``moved``, its name)."""
+    return error["type"] == "missing" and (tuple(error["loc"][:-1]) == parent or error["loc"][-1] == moved)
 
 
 def _section(loc: tuple[int | str, ...]) -> tuple[Any, Any] | None:
@@ -105,6 +114,36 @@ def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
     misspelt optional key gets its "did you mean" (it had, only at the top level or beside a missing field)."""
     found = _section(loc)
     return list(getattr(found[0], "model_fields", None) or {}) if found is not None else []
+
+
+def _sections(cls: Any = Workload, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """(path, model class) of every section of a Workload reachable through mappings (not lists): ``()`` the
+    Workload, ``("targets",)``, ``("targets", "online")``, ``("targets", "online", "latency")``, ..."""
+    found = [(path, cls)]
+    for name, info in cls.model_fields.items():
+        inner = _model_in(info.annotation)
+        if inner is not None and "list[" not in str(info.annotation):
+            found += _sections(inner, (*path, name))
+    return found
+
+
+def _belongs_under(name: str, value: Any, parent: tuple[int | str, ...]) -> str:
+    """For an unknown key that is a field of another section, where it belongs: "it belongs under targets (write
+    targets: {kind: classic_ml})" for a top-level ``kind`` (whose did-you-mean had been 'tiny'); sections below
+    the key's own first. A value of the wrong shape there (a list for ``batch``) is left to the did-you-mean."""
+    here = tuple(part for part in parent if isinstance(part, str))
+    homes = [path for path, cls in _sections() if path != here and name in cls.model_fields
+             and (_model_in(cls.model_fields[name].annotation) is not None) == isinstance(value, dict)]  # fmt: skip
+    homes = [h for h in homes if h[: len(here)] == here] or homes
+    if not homes:
+        return ""
+    if len(homes) > 1:
+        return f"it belongs under {' or '.join('.'.join(h) for h in homes[:3])}: move it there"
+    shown = "{...}" if isinstance(value, dict) else _yaml_scalar(value)
+    nested = f"{name}: {shown}"
+    for part in reversed(homes[0][len(here) + 1 :]):
+        nested = f"{part}: {{{nested}}}"
+    return f"it belongs under {'.'.join(homes[0])} (write {homes[0][len(here)]}: {{{nested}}})"
 
 
 def _yaml_scalar(value: Any) -> str:

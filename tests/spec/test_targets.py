@@ -122,3 +122,36 @@ def test_no_warm_replica_without_scale_from_zero_is_refused_naming_both_fields()
     )
     ok = parse_spec(_targets({"online": online, "cold_start": {"scale_from_zero": True, "min_warm_replicas": 0}}))
     assert ok.targets is not None and ok.targets.cold_start.min_warm_replicas == 0
+
+
+def test_the_planning_docs_targets_table_matches_the_schema() -> None:
+    """docs/planning.md's table made `kind`, `data_gb`, `rows` look top-level, gave `purchase` as "`on_demand`,
+    `spot`" (not a list) and `online.latency` a default ("p95") though it is required: its examples must parse
+    under `targets:`, every field of the goals be listed under its section, and every required one say so."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from rightsize.spec.targets import BatchTarget, OnlineTarget, Targets, TrainingTarget
+
+    text = (Path(__file__).parents[2] / "docs" / "planning.md").read_text()
+    section = text.split("## Targets (spec `targets:`)")[1].split("\n## ")[0]
+    blocks = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    assert blocks
+    for block in blocks:
+        parse_spec({"model": "distilbert"} | yaml.safe_load(block))  # nested as the spec takes it
+    rows = [[cell.strip() for cell in line.strip("|").split(" | ")] for line in section.splitlines()
+            if line.startswith("| `")]  # fmt: skip
+    assert "under `targets:`" in section.split("|---")[0]
+    for name, model in (("online", OnlineTarget), ("batch", BatchTarget), ("training", TrainingTarget)):
+        for field, info in model.model_fields.items():
+            found = [r for r in rows if r[0].startswith(f"`{name}.") and re.search(rf"\b{field}\b", r[0])]
+            assert found, f"{name}.{field} is not in the table"
+            if info.is_required():
+                assert any("required" in r[2] for r in found), f"{name}.{field} is required: {found}"
+    for field in Targets.model_fields:
+        assert any(re.search(rf"`{field}\b", r[0]) for r in rows), f"{field} is not in the table"
+    purchase = next(r for r in rows if r[0] == "`purchase`")
+    default = Targets.model_fields["purchase"].get_default(call_default_factory=True)
+    assert f"`[{', '.join(default)}]`" in purchase[2] and "a list" in purchase[1]

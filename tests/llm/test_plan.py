@@ -612,3 +612,10 @@ def test_an_over_budget_plan_is_not_offered_as_the_best_of_its_device_class() ->
     everything_over = LLMPlan(candidates=[cpu_over, gpu_over], infeasible=[])
     assert everything_over.best("cpu") is None and everything_over.best("gpu") is None
     assert (everything_over.why_none(0.3) or "").startswith("no plan meets the target within the budget of $0.30/h")
+
+
+def test_filters_that_together_match_nothing_say_where_the_instances_are(catalog: Catalog) -> None:
+    """A generative plan said only "no catalog instance matches the providers/regions/instances given", where the
+    other plans and `rightsize catalog` say what each provider has, and where."""
+    with pytest.raises(SpecError, match=r"given \(gcp: cpu and gpu in [a-z0-9-]+.*\); widen the filters"):
+        plan_generative(DecoderShape.from_zoo("llama-1b"), _target(), catalog, providers=["gcp"], regions=["us-east-1"])

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from rightsize.catalog.model import Accelerator, Catalog, Instance, is_unverified, unverified_note
-from rightsize.catalog.query import check_filters, filter_instances
+from rightsize.catalog.query import check_filters, filter_instances, where_instances_are
 from rightsize.errors import SpecError
 from rightsize.estimate.memory import Overheads
 from rightsize.llm import sizing
@@ -116,7 +116,9 @@ def plan_generative(
     check_filters(catalog.instances, providers=providers, regions=regions, names=instances)
     rows = filter_instances(catalog.instances, providers=providers, regions=regions, names=instances)
     if not rows:
-        raise SpecError("targets.instances", "no catalog instance matches the providers/regions/instances given")
+        have = where_instances_are(catalog.instances, providers, instances)  # as the other plans say it
+        raise SpecError("targets.instances", f"no catalog instance matches the providers/regions/instances given "
+                        f"({have}); widen the filters or see `rightsize catalog`")  # fmt: skip
     per_replica: dict[tuple[Any, ...], tuple[int, Level, int, str, StepCosts, LLMSimConfig] | str] = {}
     # each (instance, tp)'s replica: the row kept below is its best tp, whose replica the plan must carry (the last
     # tp tried had been kept, so a p4d.24xlarge tp=2 row was swept and firmed up with its tp=8 replica)

@@ -174,6 +174,7 @@ class Environment:
     instance_type: str | None = None
     hardware_id: str | None = None
     members: tuple[str, ...] = ()  # a cluster's summary (id "cluster"): the environments it stands for
+    cpu_signature: str = ""  # /proc/cpuinfo "cpu family/model" ("25/17"); older fingerprints lack it (not in id)
 
     @property
     def gpu_name(self) -> str | None:
@@ -187,10 +188,9 @@ class Environment:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["isa"] = list(self.isa)
-        d["gpus"] = [asdict(g) for g in self.gpus]
-        d["members"] = list(self.members)
-        return {k: v for k, v in d.items() if (v is not None and v != []) or k in ("torch", "isa", "gpus")}
+        d["isa"], d["gpus"], d["members"] = list(self.isa), [asdict(g) for g in self.gpus], list(self.members)
+        d = {k: v for k, v in d.items() if (v is not None and v != []) or k in ("torch", "isa", "gpus")}
+        return d if self.cpu_signature else {k: v for k, v in d.items() if k != "cpu_signature"}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> Environment:
@@ -199,7 +199,7 @@ class Environment:
         d = dict(d or {})
         known = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in known}
-        kw["id"] = str(kw.get("id") or "unknown")
+        kw["id"], kw["cpu_signature"] = str(kw.get("id") or "unknown"), str(kw.get("cpu_signature") or "")
         kw["isa"] = tuple(str(x) for x in kw.get("isa") or ())
         kw["members"] = tuple(str(x) for x in kw.get("members") or d.get("envs") or ())
         gpu_fields = {f.name for f in fields(Gpu)}

@@ -1,3 +1,5 @@
+import pytest
+
 from rightsize.measure.env import fingerprint
 
 
@@ -24,3 +26,31 @@ def test_driver_version_from_proprietary_and_open_kernel_modules() -> None:
         == "580.159.04"
     )
     assert nvidia_driver_version("garbage") is None
+
+
+def test_cpu_signature_from_cpuinfo() -> None:
+    from rightsize.measure.env import cpu_signature
+
+    zen4_vm = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\n"
+    assert cpu_signature(zen4_vm) == "25/17"
+    arm = "processor\t: 0\nBogoMIPS\t: 243.75\nCPU implementer\t: 0x41\nCPU part\t: 0xd0c\n"
+    assert cpu_signature(arm) == ""
+
+
+def test_the_cpu_signature_is_recorded_and_leaves_the_environment_id_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The signature came after results were stored: in the id, every stored result of a machine would be measured
+    again. An older fingerprint without it reads back with none."""
+    import rightsize.measure.env as env_mod
+    from rightsize.profile import Environment
+
+    model, isa, _ = env_mod._cpuinfo()
+    ids = {}
+    for signature in ("25/17", ""):
+        monkeypatch.setattr(env_mod, "_cpuinfo", lambda s=signature: (model, isa, s))
+        fp = env_mod.fingerprint()
+        assert fp.cpu_signature == signature and Environment.from_dict(fp.to_dict()) == fp
+        assert ("cpu_signature" in fp.to_dict()) == bool(signature)
+        ids[signature] = fp.id
+    assert ids["25/17"] == ids[""]
+    old = Environment.from_dict({"id": "old", "cpu_model": "AMD EPYC", "isa": ["avx2", "fma"]})
+    assert old.cpu_signature == "" and "cpu_signature" not in old.to_dict()

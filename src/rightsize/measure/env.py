@@ -26,18 +26,27 @@ ISA_FLAGS = (
 )  # fmt: skip
 
 
-def _cpuinfo() -> tuple[str, list[str]]:
+def _cpuinfo() -> tuple[str, list[str], str]:
+    """(model name, ISA flags of ``ISA_FLAGS`` present, signature "family/model" or "")."""
     model, flags = platform.processor() or "unknown", ""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return model, []
+        return model, [], ""
     if m := re.search(r"^model name\s*:\s*(.+)$", text, re.M):
         model = m.group(1).strip()
     if m := re.search(r"^flags\s*:\s*(.+)$", text, re.M):
         flags = m.group(1)
     present = set(flags.split())
-    return model, [f for f in ISA_FLAGS if f in present]
+    return model, [f for f in ISA_FLAGS if f in present], cpu_signature(text)
+
+
+def cpu_signature(cpuinfo: str) -> str:
+    """The CPU's "family/model" numbers from /proc/cpuinfo ("25/17": AMD Zen 4 Genoa), "" where it gives none (arm).
+    A VM's model name may say only "AMD EPYC"; these numbers still name the generation (catalog.query)."""
+    fam = re.search(r"^cpu family\s*:\s*(\d+)\s*$", cpuinfo, re.M)
+    mod = re.search(r"^model\s*:\s*(\d+)\s*$", cpuinfo, re.M)
+    return f"{fam.group(1)}/{mod.group(1)}" if fam and mod else ""
 
 
 def _no_nvidia_device() -> bool:
@@ -104,9 +113,10 @@ HARNESS = 2
 
 def fingerprint() -> Environment:
     """This machine's fingerprint; ``id`` is a short hash of the performance-relevant fields."""
-    cpu_model, isa = _cpuinfo()
+    cpu_model, isa, signature = _cpuinfo()
     env: dict[str, Any] = {
         "cpu_model": cpu_model,
+        "cpu_signature": signature,
         "machine": platform.machine(),
         "physical_cores": psutil.cpu_count(logical=False) or os.cpu_count() or 1,
         "logical_cores": psutil.cpu_count(logical=True) or 1,
@@ -118,6 +128,7 @@ def fingerprint() -> Environment:
         "os": f"{platform.system()} {platform.release()}",
         "hostname": platform.node(),
     }
+    # cpu_signature stays out of the hash: it was added later, and stored results of this machine stay reused
     key = {k: env[k] for k in ("cpu_model", "machine", "physical_cores", "logical_cores", "isa", "ram_bytes", "torch")}
     key["gpus"] = [g["name"] for g in env["gpus"]]
     key["harness"] = HARNESS  # timings taken by an older harness are not reused

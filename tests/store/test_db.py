@@ -247,3 +247,15 @@ def test_a_disk_that_fills_during_a_write_is_one_line_and_keeps_what_was_stored(
         assert not s._conn.in_transaction
     with Store(store_path) as s:
         assert [m.batch_size for m in s.measurements()] == [1]  # none of the failed write, all of before it
+
+
+def test_a_stored_fingerprint_gains_the_fields_a_newer_one_records(store_path: Path) -> None:
+    """The id leaves cpu_signature out, so a store's older record of this machine kept lacking it, and the plan read
+    that record: the newer fingerprint's field joins it, its own fields kept."""
+    with Store(store_path) as s:
+        s.save_env({**ENV, "hostname": "first"})
+        s.save_env({**ENV, "hostname": "second", "cpu_signature": "25/17"})
+        env = s.env("env1")
+        assert env.cpu_signature == "25/17" and env.hostname == "first"
+        s.save_env(ENV)
+        assert s.env("env1").cpu_signature == "25/17" and len(s.envs()) == 1

@@ -140,12 +140,19 @@ class Store:
     # -- environments -------------------------------------------------------------------------------
 
     def save_env(self, env: Environment | Mapping[str, Any]) -> str:
+        """Store a fingerprint once per id; a stored one of the same id gains the fields it lacks (a fingerprint
+        written before ``cpu_signature`` was recorded), its own kept."""
         env = env if isinstance(env, Environment) else Environment.from_dict(env)
+        new = env.to_dict()
         with self._tx() as c:
-            c.execute(
-                "INSERT OR IGNORE INTO envs(id, created_at, json) VALUES (?, ?, ?)",
-                (env.id, _now(), json.dumps(env.to_dict())),
-            )
+            row = c.execute("SELECT json FROM envs WHERE id = ?", (env.id,)).fetchone()
+            if row is None:
+                c.execute("INSERT INTO envs(id, created_at, json) VALUES (?, ?, ?)", (env.id, _now(), json.dumps(new)))
+                return env.id
+            with suppress(ValueError):  # a damaged row stays as it is (reading it says so)
+                old = json.loads(row["json"])
+                if isinstance(old, dict) and (missing := {k: v for k, v in new.items() if k not in old}):
+                    c.execute("UPDATE envs SET json = ? WHERE id = ?", (json.dumps({**old, **missing}), env.id))
         return env.id
 
     def env(self, env_id: str) -> Environment:

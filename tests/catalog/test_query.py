@@ -180,3 +180,68 @@ def test_cpu_family_by_sku() -> None:
         "isa": ["avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16"],
     }
     assert match_cpu_family(cpus, Environment.from_dict(vm)).name == "intel-avx512-bf16-no-amx"  # type: ignore[union-attr]
+
+
+HIDDEN_AVX512_ZEN4 = {"cpu_model": "AMD EPYC", "cpu_signature": "25/17", "isa": ["avx2", "fma"]}
+
+
+def test_a_zen4_vm_hiding_avx512_is_genoa_by_its_cpu_numbers_running_avx2_kernels() -> None:
+    """This project's dev VM: "AMD EPYC", cpu family 25 model 17 (Zen 4 Genoa), AVX-512 hidden. The ISA match had
+    called it amd-rome, so c7a (Genoa) instances were projected rather than measured here."""
+    from rightsize.catalog.query import cpu_family_match
+
+    cpus = load_catalog("").cpus
+    genoa, rome = cpus["amd-genoa"], cpus["amd-rome"]
+    fam, how = cpu_family_match(cpus, Environment.from_dict(HIDDEN_AVX512_ZEN4))
+    assert fam is not None and fam.name == "amd-genoa" and how == "signature"
+    assert fam.isa == ("avx2", "fma")  # its kernels run AVX2: int8 is not VNNI here
+    assert fam.flop_per_cycle_per_core == rome.flop_per_cycle_per_core == {"fp32": 32, "bf16": 32, "int8": 64}
+    assert (fam.sustained_ghz, fam.memory_bandwidth_gbps, fam.cores_per_socket) == (3.5, 461, 96)  # Genoa's own
+    assert genoa.isa == ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16")  # the catalog's row is untouched
+    assert genoa.flop_per_cycle_per_core["int8"] == 128
+    # the SKU still wins, and a machine showing the whole ISA gets the catalog's own row
+    sku = {"cpu_model": "AMD EPYC 9R14", "cpu_signature": "25/17", "isa": ["avx2", "fma", "avx512f",
+           "avx512_vnni", "avx512_bf16"]}  # fmt: skip
+    assert cpu_family_match(cpus, Environment.from_dict(sku)) == (genoa, "sku")
+    # a fingerprint written before the signature was recorded matches as before
+    old = {k: v for k, v in HIDDEN_AVX512_ZEN4.items() if k != "cpu_signature"}
+    assert cpu_family_match(cpus, Environment.from_dict(old)) == (rome, "isa")
+
+    class Bare:  # another caller's Machine, with no cpu_signature attribute
+        cpu_model, isa = "AMD EPYC", ("avx2", "fma")
+
+    assert match_cpu_family(cpus, Bare()) is rome
+
+
+def test_cpu_signatures_name_the_catalog_generations() -> None:
+    from rightsize.catalog.query import signature_family
+
+    cases = {"23/49": "amd-rome", "25/1": "amd-milan", "25/17": "amd-genoa", "25/160": "amd-genoa",
+             "26/2": "amd-turin", "26/17": "amd-turin", "6/79": "intel-broadwell", "6/85": "intel-skylake",
+             "6/106": "intel-icelake", "6/143": "intel-sapphire-rapids", "6/207": "intel-sapphire-rapids"}  # fmt: skip
+    for signature, want in cases.items():
+        assert signature_family(signature) == want, signature
+    assert signature_family("6/85", ["avx2", "avx512f", "avx512_vnni"]) == "intel-cascade-lake"
+    for unknown in ("25/80", "6/151", "", "25", "x/y", "25/17/3"):  # a desktop Zen 3, Alder Lake, garbage
+        assert signature_family(unknown) is None, unknown
+    cpus = load_catalog("").cpus
+    # a vendor the model string names wins over numbers that say another
+    intel_named = {"cpu_model": "Intel(R) Xeon(R) Processor", "cpu_signature": "25/17", "isa": ["avx2", "fma"]}
+    assert match_cpu_family(cpus, Environment.from_dict(intel_named)).name == "intel-broadwell"  # type: ignore[union-attr]
+
+
+def test_a_hidden_marker_flag_hides_no_speed_and_hidden_amx_runs_avx512() -> None:
+    from rightsize.catalog.query import cpu_family_match
+
+    cpus = load_catalog("").cpus
+    # avx512_vp2intersect only names Zen 5: a VM hiding it still runs Turin's 512-bit kernels
+    zen5 = {"cpu_model": "AMD EPYC", "cpu_signature": "26/17", "isa": ["avx2", "fma", "avx512f", "avx512_vnni",
+            "avx512_bf16"]}  # fmt: skip
+    assert cpu_family_match(cpus, Environment.from_dict(zen5)) == (cpus["amd-turin"], "signature")
+    # a Sapphire Rapids VM hiding AMX: its family, with the AVX-512 BF16/VNNI rates of the no-AMX row
+    spr = {"cpu_model": "Intel(R) Xeon(R) Processor", "cpu_signature": "6/143",
+           "isa": ["avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16"]}  # fmt: skip
+    fam, how = cpu_family_match(cpus, Environment.from_dict(spr))
+    assert fam is not None and fam.name == "intel-sapphire-rapids" and how == "signature"
+    assert not any(f.startswith("amx") for f in fam.isa)
+    assert fam.flop_per_cycle_per_core == cpus["intel-avx512-bf16-no-amx"].flop_per_cycle_per_core

@@ -6,6 +6,7 @@ import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from rightsize.catalog.load import load_spot_buckets
@@ -13,14 +14,18 @@ from rightsize.catalog.model import Accelerator, Catalog, CpuFamily, Instance
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
 
 __all__ = [
+    "CPU_SIGNATURES",
     "HOURS_PER_MONTH",
+    "as_run_here",
     "check_filters",
+    "cpu_family_match",
     "filter_instances",
     "get_instance",
     "gpu_memory_tiers",
     "interruptions_per_hour",
     "match_accelerator",
     "match_cpu_family",
+    "signature_family",
     "where_instances_are",
 ]
 
@@ -223,25 +228,92 @@ class Machine(Protocol):
 
 
 def match_cpu_family(cpus: dict[str, CpuFamily], env: Machine) -> CpuFamily | None:
-    """The CPU family that best describes a fingerprinted machine (``env``: cpu_model, isa).
+    """The CPU family that best describes a fingerprinted machine (``env``: cpu_model, isa, and ``cpu_signature``
+    where the fingerprint has one): ``cpu_family_match``'s family."""
+    return cpu_family_match(cpus, env)[0]
 
-    Same vendor (from the model string); a family whose name or listed SKUs ("8375C", "7R13") appear
-    in the model string; else the family whose whole ISA list the machine has, with the most entries;
-    ties keep file order. None when nothing matches.
+
+def cpu_family_match(cpus: dict[str, CpuFamily], env: Machine) -> tuple[CpuFamily | None, str]:
+    """(family, how it matched: "name", "sku", "signature", "isa"; None and "" when nothing does).
+
+    Same vendor (from the model string); a family whose name or listed SKUs ("8375C", "7R13") appear in the model
+    string; else the family of the CPU's family/model numbers (``CPU_SIGNATURES``: a VM's model name may say only
+    "AMD EPYC"); else the family whose whole ISA list the machine has, with the most entries (ties keep file order).
+    A family matched by name, SKU or signature whose ISA the machine does not fully show (a hypervisor hiding
+    AVX-512 or AMX) comes back as this machine runs it: ``as_run_here``.
     """
     model = (env.cpu_model or "").lower()
     flags = _flags(env.isa)
     vendor = "amd" if "amd" in model else "intel" if "intel" in model else None
     skus = {t for t in _tokens(model) if len(t) >= 4 and any(ch.isdigit() for ch in t) and not t.endswith("ghz")}
+    same_vendor = [fam for fam in cpus.values() if vendor is None or fam.vendor == vendor]
+    for fam in same_vendor:
+        if fam.name.lower() in model:
+            return as_run_here(fam, cpus, env.isa), "name"
+        if skus & set(_tokens(fam.source)):  # the family's source lists its SKUs
+            return as_run_here(fam, cpus, env.isa), "sku"
+    by_signature = signature_family(getattr(env, "cpu_signature", "") or "", flags)  # other Machines lack it
+    if by_signature is not None and by_signature in {fam.name for fam in same_vendor}:
+        return as_run_here(cpus[by_signature], cpus, env.isa), "signature"
     best: CpuFamily | None = None
-    for fam in cpus.values():
-        if vendor is not None and fam.vendor != vendor:
-            continue
-        if fam.name.lower() in model or skus & set(_tokens(fam.source)):  # the family's source lists its SKUs
-            return fam
+    for fam in same_vendor:
         if set(fam.isa) <= flags and (best is None or len(fam.isa) > len(best.isa)):
             best = fam
-    return best
+    return best, "isa" if best is not None else ""
+
+
+# CPUID family/model numbers (decimal, as /proc/cpuinfo prints "cpu family" and "model") of the server generations
+# the catalog has: (family, models, catalog family). Sources (read 2026-11): https://en.wikichip.org/wiki/amd/cpuid,
+# https://en.wikichip.org/wiki/intel/cpuid and the Linux kernel's arch/x86/include/asm/intel-family.h
+# (INTEL_BROADWELL_X 0x4F, INTEL_SKYLAKE_X 0x55, INTEL_ICELAKE_X 0x6A, INTEL_SAPPHIRERAPIDS_X 0x8F,
+# INTEL_EMERALDRAPIDS_X 0xCF).
+CPU_SIGNATURES: tuple[tuple[int, range, str], ...] = (
+    (0x17, range(0x31, 0x32), "amd-rome"),  # Zen 2
+    (0x19, range(0x01, 0x02), "amd-milan"),  # Zen 3
+    (0x19, range(0x10, 0x20), "amd-genoa"),  # Zen 4
+    (0x19, range(0xA0, 0xB0), "amd-genoa"),  # Zen 4c Bergamo: Genoa's core, denser
+    (0x1A, range(0x00, 0x20), "amd-turin"),  # Zen 5
+    (6, range(0x4F, 0x50), "intel-broadwell"),  # Broadwell-EP
+    (6, range(0x55, 0x56), "intel-skylake"),  # Skylake-SP; Cascade Lake (the same model) shows avx512_vnni
+    (6, range(0x6A, 0x6B), "intel-icelake"),  # Ice Lake-SP
+    (6, range(0x8F, 0x90), "intel-sapphire-rapids"),
+    (6, range(0xCF, 0xD0), "intel-sapphire-rapids"),  # Emerald Rapids: Sapphire Rapids' cores
+)
+
+
+def signature_family(signature: str, flags: Iterable[str] = ()) -> str | None:
+    """The catalog family name of a "family/model" CPU signature ("25/17" -> "amd-genoa"); None when unknown."""
+    try:
+        family, model = (int(x) for x in signature.split("/"))
+    except ValueError:
+        return None
+    for fam, models, name in CPU_SIGNATURES:
+        if fam == family and model in models:
+            return "intel-cascade-lake" if name == "intel-skylake" and "avx512_vnni" in set(flags) else name
+    return None
+
+
+# Flags that name a generation but run no kernel of their own (avx512_vp2intersect: Zen 5), so a VM hiding one
+# hides no speed.
+_MARKER_FLAGS = frozenset({"avx512_vp2intersect"})
+
+
+def as_run_here(fam: CpuFamily, cpus: Mapping[str, CpuFamily], isa: Iterable[str]) -> CpuFamily:
+    """``fam`` as a machine with flags ``isa`` runs it: where a hypervisor hides part of the family's ISA (a Zen 4
+    VM showing avx2 and fma only), a copy with the ISA the machine shows and each FLOP/cycle figure no higher than the
+    best same-vendor family whose whole ISA it has (the most entries, file order: AVX2 Genoa -> amd-rome's int8 and
+    bf16 rates). Name, clock, bandwidth and cores stay ``fam``'s, so its instances still count as measured here while
+    its kernels take the paths this machine has (int8 on AVX2 is not VNNI). ``fam`` itself with no flags recorded."""
+    flags = _flags(isa)
+    if not flags or all(f in flags or f in _MARKER_FLAGS for f in fam.isa):
+        return fam
+    shown = tuple(f for f in fam.isa if f in flags)
+    donors = [c for c in cpus.values() if c.vendor == fam.vendor and set(c.isa) <= flags]
+    if not donors:
+        return replace(fam, isa=shown)
+    donor = max(donors, key=lambda c: len(c.isa))  # max keeps the first of the longest
+    rates = {k: min(v, donor.flop_per_cycle_per_core.get(k, v)) for k, v in fam.flop_per_cycle_per_core.items()}
+    return replace(fam, isa=shown, flop_per_cycle_per_core=rates)
 
 
 def _tokens(text: str) -> list[str]:

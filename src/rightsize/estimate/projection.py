@@ -382,6 +382,9 @@ def _same_cpu_curve(
     curve = measured_curve(replace(profile, measurements=mine), prec, "cpu")
     if curve is None:
         return None
+    # the bandwidth share only, on this machine's kernel paths: local is the family as run here (a VM hiding AVX-512
+    # runs int8 on AVX2), and the target's own VNNI rate would have sped the measured times up with no band
+    shared = replace(local, memory_bandwidth_gbps=shared.memory_bandwidth_gbps)
     share = [cpu_time_ms(work, b, shared, threads, prec, params, convs)
              / cpu_time_ms(work, b, local, threads, prec, params, convs) for b in curve.batch_sizes]  # fmt: skip
     return replace(

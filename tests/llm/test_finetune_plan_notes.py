@@ -121,7 +121,8 @@ def test_finetune_cli_notes_qlora_slowdown(capsys: pytest.CaptureFixture[str]) -
     argv = ["finetune", "llama-7b", "--tokens", "50e6", "--provider", "gcp", "--json"]
     qlora = json.loads(_run([*argv, "--method", "qlora"], capsys))
     lora = json.loads(_run([*argv, "--method", "lora"], capsys))
-    assert qlora["notes"] == [qlora_note("qlora")] and lora["notes"] == []
+    batch_note = [n for n in lora["notes"] if n.startswith("--batch 4 is the micro-batch per GPU")]  # 1 and 8 GPUs
+    assert qlora["notes"] == [*batch_note, qlora_note("qlora")] and lora["notes"] == batch_note
     assert 1.04 < qlora["options"][0]["train_hours"] / lora["options"][0]["train_hours"] < 1.07  # 13.97 / 13.27 h
 
 
@@ -164,15 +165,15 @@ def test_finetune_text_says_qlora_keeps_an_nf4_base_and_trains_only_the_adapters
     argv = ["finetune", "llama-7b", "--tokens", "50e6", "--provider", "aws", "--top", "4"]
     qlora = " ".join(_run([*argv, "--method", "qlora"], capsys).split())
     assert (
-        "qlora fine-tune (hf), batch 4 x seq 2048, NF4 frozen base (double-quantised), bf16 compute, fp32 adapters:"
-        in qlora
+        "qlora fine-tune (hf), micro-batch 4 per GPU x seq 2048, NF4 frozen base (double-quantised), bf16 compute, "
+        "fp32 adapters:" in qlora
     )
     assert ("qlora: NF4 frozen base (double-quantised), bf16 compute; embeddings, LM head and norms stay bf16; "
             "only the adapters train, their weights, grads and AdamW states in fp32 (4 + 4 + 8 = 16 B/param)"
             ) in qlora  # fmt: skip
     assert "pure bf16" not in qlora and "8 B/param" not in qlora
     lora = " ".join(_run([*argv, "--method", "lora"], capsys).split())
-    assert "lora fine-tune (hf), batch 4 x seq 2048, bf16 frozen base, fp32 adapters:" in lora
+    assert "lora fine-tune (hf), micro-batch 4 per GPU x seq 2048, bf16 frozen base, fp32 adapters:" in lora
     assert "lora: bf16 frozen base; only the adapters train, their weights, grads and AdamW states in fp32" in lora
     tt = " ".join(_run([*argv, "--method", "lora", "--framework", "torchtune"], capsys).split())  # model-dtype adapters
     assert ("their weights, grads and AdamW states in bf16 (2 + 2 + 4 = 8 B/param); amp_bf16 adds fp32 master weights "

@@ -37,7 +37,15 @@ def finetune(
     ),
     method: str = typer.Option("lora", "--method", help="full | lora | qlora."),
     tokens: float = typer.Option(..., "--tokens", help="Tokens to train on (epochs x dataset tokens), e.g. 50e6."),
-    batch: int = typer.Option(4, "--batch", min=1, max=1_000_000, help="Micro-batch per GPU, sequences."),
+    batch: int = typer.Option(
+        4,
+        "--batch",
+        min=1,
+        max=1_000_000,
+        help="Micro-batch per GPU, sequences. Not scaled "
+        "with the GPUs: a row's global batch is this x its GPUs (x nodes), so rows with more "
+        'GPUs take fewer, larger optimizer steps (column "global batch").',
+    ),
     seq: int | None = typer.Option(
         None, "--seq", min=1, max=10_000_000, help="Sequence length, tokens (default 2048, or the model's context)."
     ),
@@ -70,7 +78,14 @@ def finetune(
     from rich.table import Table
 
     from rightsize.llm.finetune import finetune_memory
-    from rightsize.llm.finetune_plan import plan_finetune, qlora_note, small_step_note, spin_up_hours, unverified_note
+    from rightsize.llm.finetune_plan import (
+        global_batch_note,
+        plan_finetune,
+        qlora_note,
+        small_step_note,
+        spin_up_hours,
+        unverified_note,
+    )
     from rightsize.llm.finetune_words import checkpointing_line, header_words, no_fit_hint, precision_line
     from rightsize.llm.shape import decoder_shape
 
@@ -114,16 +129,18 @@ def finetune(
     step_note = small_step_note(method, batch, seq)
     slow_note = qlora_note(method)
     price_note = unverified_note(options)
+    batch_note = global_batch_note(options[:top], batch, tokens, seq)
     if json_out:
         emit_json({"model": model, "method": method, "framework": framework, "tokens": tokens, "mfu_assumed": mfu,
                    "batch": batch, "seq_len": seq,
                    "memory_one_gpu": mem.to_dict(), "options": [o.to_dict() for o in options[:top]],
-                   "notes": [n for n in (price_note, step_note, slow_note, None if options else
+                   "notes": [n for n in (price_note, batch_note, step_note, slow_note, None if options else
                                          f"no catalog GPU instance holds it: {no_fit_hint(mem)}")
                              if n]})  # fmt: skip
         return
-    out_console.print(f"[bold]{escape(model)} {method} fine-tune[/bold] ({framework}), batch {batch} x seq {seq}, "
-                      f"{header_words(mem)}: {mem.total_gib:.1f} GiB unsharded on one GPU "
+    out_console.print(f"[bold]{escape(model)} {method} fine-tune[/bold] ({framework}), "
+                      f"micro-batch {batch} per GPU x seq {seq}, {header_words(mem)}: "
+                      f"{mem.total_bytes / GIB:.1f} GiB unsharded on one GPU "
                       f"(peak during {mem.peak_phase.replace('_', ' ')}; {mem.params_trainable:,} trainable "
                       "parameters)", highlight=False)  # fmt: skip
     parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in mem.breakdown().items() if v >= 0.05 * GIB)
@@ -136,11 +153,12 @@ def finetune(
     title = (f"instances that hold it, {tokens:,.0f} tokens at {mfu:.0%} MFU (assumed: hours are projected); $ total "
              f"bills {up_min:.0f} min of spin-up too")  # fmt: skip
     table = Table()
-    for col in ("instance", "GPUs", "ZeRO", "GiB/GPU", "usable", "train h", "$/h", "$ total"):
+    for col in ("instance", "GPUs", "ZeRO", "global batch", "GiB/GPU", "usable", "train h", "$/h", "$ total"):
         table.add_column(col, justify="left" if col == "instance" else "right")
     for o in options[:top]:
         nodes = f"{o.nodes} nodes x " if o.nodes > 1 else ""
         table.add_row(escape(o.instance), escape(f"{nodes}{o.gpus} x {o.accelerator}"), str(o.zero_stage),
+                      f"{o.global_batch:,}",
                       f"{o.gib_per_gpu:.1f}", f"{o.usable_gib_per_gpu:.1f}", f"{o.train_hours:.2f}",
                       f"{o.usd_per_hour:.2f}", f"{o.usd:,.2f}")  # fmt: skip
     if options:  # none: the "no catalog GPU instance holds it" line below is the answer, not an empty table
@@ -148,6 +166,8 @@ def finetune(
         out_console.print(table)
     if price_note:
         out_console.print(f"[bold yellow]warning[/bold yellow]: {escape(price_note)}", highlight=False)
+    if batch_note:
+        out_console.print(f"  {batch_note}", highlight=False)
     if any(o.nodes > 1 for o in options[:top]):
         shares = sorted(o.network_share for o in options[:top] if o.nodes > 1)
         # one value when both ends print alike (read "2%-2%"); under half a percent reads "<1%", not "0%"

@@ -61,6 +61,7 @@ __all__ = [
     "FinetuneOption",
     "dequant_seconds",
     "flops_per_token",
+    "global_batch_note",
     "plan_finetune",
     "qlora_note",
     "small_step_note",
@@ -130,7 +131,7 @@ class FinetuneOption:
     accelerator: str
     gpus: int
     zero_stage: int
-    gib_per_gpu: float
+    gib_per_gpu: float  # unrounded: the table rounds it once, as the header rounds the one-GPU total
     usable_gib_per_gpu: float
     hours: float  # billed: training + spin-up
     usd_per_hour: float
@@ -142,9 +143,12 @@ class FinetuneOption:
     optimizer_share: float = 0.0  # of the training hours, the share the optimizer step's pass over the weights takes
     price_source: str = ""  # the catalog row's source (is_unverified: a price not read off a price list)
     price_date: str = ""  # the catalog row's price_date, YYYY-MM or YYYY-MM-DD
+    global_batch: int = 0  # sequences per optimizer step: the micro-batch per GPU x gpus x nodes
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["gib_per_gpu"], d["usable_gib_per_gpu"] = round(self.gib_per_gpu, 3), round(self.usable_gib_per_gpu, 3)
+        return d
 
 
 def flops_per_token(shape: DecoderShape, method: str, gradient_checkpointing: bool) -> float:
@@ -229,12 +233,28 @@ def plan_finetune(
                 share = net_s / (math_s + opt_s + net_s)
             train = steps * (math_s + opt_s) / 3600.0 / (1.0 - share)
             out.append(FinetuneOption(inst.provider, inst.region, inst.instance_type, acc.name, n, stage,
-                                      round(mem.total_bytes / GIB, 2), round(usable / GIB, 2), train + up,
+                                      mem.total_bytes / GIB, usable / GIB, train + up,
                                       price * nodes, (train + up) * price * nodes, train, up, nodes,
                                       round(share, 4), round(opt_s / (math_s + opt_s) * (1.0 - share), 4),
-                                      inst.source, inst.price_date))  # fmt: skip
+                                      inst.source, inst.price_date, batch * gpus))  # fmt: skip
             break
     return sorted(out, key=lambda o: (round(o.usd, 6), o.hours))
+
+
+def global_batch_note(options: Sequence[FinetuneOption], batch: int, tokens: float, seq_len: int) -> str | None:
+    """Say that --batch is per GPU, so rows with more GPUs train a larger global batch in fewer optimizer steps (a
+    different run: learning rate and warm-up tuned for one do not carry over), when the rows differ; else None.
+    The micro-batch per GPU is kept, not the global batch (``rightsize plan``'s way): a global batch of 4 cannot be
+    split over 8 GPUs, and the memory per GPU is what decides which rows hold it."""
+    sizes = sorted({o.global_batch for o in options})
+    if len(sizes) < 2:
+        return None
+    lo, hi = sizes[0], sizes[-1]
+    return (f"--batch {batch} is the micro-batch per GPU: a row's global batch is {batch} x its GPUs (column "
+            f"\"global batch\"), from {lo:,} sequences a step ({tokens / (lo * seq_len):,.0f} optimizer steps) to "
+            f"{hi:,} ({tokens / (hi * seq_len):,.0f} steps) here: rows with more GPUs train a different run, fewer and "
+            "larger steps; a smaller --batch on them (or gradient accumulation on fewer GPUs) keeps one global "
+            "batch")  # fmt: skip
 
 
 def unverified_note(options: Sequence[FinetuneOption], purchase: str = "on_demand") -> str | None:

@@ -42,6 +42,7 @@ def catalog(
     if ctx.invoked_subcommand is not None:
         return
     from rightsize.catalog import filter_instances, interruptions_per_hour
+    from rightsize.catalog.model import is_unverified
 
     if gpu and cpu:
         raise SpecError("--gpu/--cpu", "pick one of --gpu and --cpu, or neither for both")
@@ -89,22 +90,29 @@ def catalog(
         table.add_column(
             col, justify="right" if col in ("vCPU", "RAM GiB", "on-demand", "spot") else "left", no_wrap=True
         )
+    marked = False  # a price not read off a price list (estimate, re-check, a reservation rate): "*" after it
     for i in rows:
         acc = f"{i.accelerator_count}x {i.accelerator}" if i.accelerator else f"cpu {i.cpu_family}"
         spot = i.price_usd_per_hour("spot")
+        od_mark = "*" if is_unverified(i.source, "on_demand") else ""
+        spot_mark = "*" if spot is not None and is_unverified(i.source, "spot") else ""
+        marked = marked or bool(od_mark or spot_mark)
         table.add_row(
             *map(escape, (i.provider, i.region, i.instance_type)),  # a user's --catalog rows: text, not markup
             str(i.vcpus),
             f"{i.ram_gib:g}",
             escape(acc),
-            f"{i.on_demand_usd_per_hour:.4g}",
-            f"{spot:.4g}" if spot is not None else "-",
+            f"{i.on_demand_usd_per_hour:.4g}{od_mark}",
+            f"{spot:.4g}{spot_mark}" if spot is not None else "-",
             escape(i.spot_interruption or "-"),
             i.price_date,
         )
     # Rows are wide; a narrow or piped console would cut names to "…", so print at >= 150 columns.
     console = out_console if out_console.width >= 150 else Console(width=150)
     console.print(table)
+    if marked:
+        out_console.print("* price not read off a price list (an estimate, a reservation rate, or marked re-check): "
+                          "see its source in `rightsize catalog --json`", markup=False)  # fmt: skip
     out_console.print("Sources per row: `rightsize catalog --json`. Override or add rows with --catalog FILE.")
 
 

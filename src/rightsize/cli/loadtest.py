@@ -138,7 +138,12 @@ def loadtest(
     concurrency: int | None = typer.Option(
         None, "--concurrency", min=1, max=100_000, help="Closed loop: concurrent users (tail latency under-reported)."
     ),
-    duration: float | None = typer.Option(None, "--duration", help="Seconds of load (default 10, or 5 per knee step)."),
+    duration: float | None = typer.Option(
+        None,
+        "--duration",
+        help="Seconds of load (with --requests alone: until they are sent).",
+        show_default="10, or 5 per --find-knee step",
+    ),
     requests: int | None = typer.Option(None, "--requests", min=1, max=10**12, help="Stop after this many requests."),
     arrival: str = typer.Option("poisson", "--arrival", help="Open loop arrivals: poisson | constant."),
     connections: int = typer.Option(

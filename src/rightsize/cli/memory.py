@@ -37,7 +37,13 @@ def memory(
     mode: str = typer.Option("infer", "--mode", help="train | infer (a spec's training | inference also work)."),
     precision: str = typer.Option("fp32", "--precision", help="fp32 | fp16 | bf16 | int8 | int4 (weights)."),
     batch: int = typer.Option(1, "--batch", max=MAX_BATCH, help="Batch size."),
-    seq: int | None = typer.Option(None, "--seq", max=MAX_SEQ, help="Sequence length (token models)."),
+    seq: int | None = typer.Option(
+        None,
+        "--seq",
+        max=MAX_SEQ,
+        help="Sequence length (token models; default: the "
+        "model's, the input column of `rightsize models`: 128 for bert-base).",
+    ),
     image: int | None = typer.Option(None, "--image", max=MAX_IMAGE, help="Image size in pixels (image models)."),
     optimizer: str | None = typer.Option(None, "--optimizer", help="adamw | sgd (training; default adamw)."),
     fused: bool = typer.Option(False, "--fused", help="Fused optimizer step (no foreach temporary; training)."),

@@ -149,3 +149,21 @@ def test_import_reads_a_bom_refuses_its_own_catalog_and_keeps_prices_the_loader_
     mine.write_text(out.read_text())
     rc, _, err = _run(["catalog", "import", str(skypilot), "-o", str(mine), "--force", "--catalog", str(mine)], capsys)
     assert rc == 2 and "--output: is the catalog being read" in err
+
+
+def test_import_of_one_cloud_says_the_other_clouds_rows_keep_their_shipped_prices(
+    skypilot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An aws-only folder said "N rows not listed there keep their shipped price" and nothing of gcp / azure."""
+    import shutil
+
+    shutil.rmtree(skypilot / "catalogs" / "v8" / "gcp")
+    rc, out, err = _run(
+        ["catalog", "import", str(skypilot), "-o", str(tmp_path / "p.csv"), "--date", "2026-11"], capsys
+    )
+    shipped = load_catalog("").instances
+    counts = {p: sum(i.provider == p for i in shipped) for p in ("gcp", "azure")}
+    text = " ".join(out.split())
+    assert rc == 0, err
+    assert f"gcp ({counts['gcp']} rows) and azure ({counts['azure']} rows) not in the import" in text
+    assert "their rows keep their shipped prices" in text and "aws (" not in text.split("rows not listed there")[1]

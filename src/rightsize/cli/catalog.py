@@ -164,7 +164,7 @@ def catalog_import(
     """Re-price the catalog's instances from SkyPilot's vms.csv tables; use the result with --catalog OUTPUT."""
     import datetime as dt
 
-    from rightsize.catalog.skypilot import find_tables, import_skypilot, write_rows
+    from rightsize.catalog.skypilot import CLOUDS, find_tables, import_skypilot, write_rows
     from rightsize.catalog.table import today
 
     if date is not None and not _is_date(date):
@@ -198,6 +198,11 @@ def catalog_import(
                    "tables": {c: str(p) for c, p in result.tables.items()}})  # fmt: skip
         return
     out_console.print(result.summary())
+    # the summary counts the rows of the clouds it read; the other clouds' rows were never looked up
+    others = {c: sum(i.provider == c for i in cat.instances) for c in CLOUDS if c not in result.tables}
+    if left := [f"{c} ({n} rows)" for c, n in others.items() if n]:
+        out_console.print(f"{' and '.join(left)} not in the import (no <cloud>/vms.csv for them under {path}): "
+                          "their rows keep their shipped prices", markup=False)  # fmt: skip
     out_console.print(f"wrote {output}; plan with it: rightsize plan SPEC --catalog {output}  (or RIGHTSIZE_CATALOG)",
                       markup=False)  # fmt: skip
 

@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 
 import rightsize.api as rs
+from rightsize.measure.quality import measurement_quality
+from rightsize.profile import Profile
 from rightsize.units import format_usd
 
 SPEC = {
@@ -24,6 +26,16 @@ SPEC = {
     "timing": {"max_time_s": 1.0, "max_repeats": 30},
     "targets": {"online": {"rate_per_s": 20, "latency": {"percentile": 95, "bound_ms": 100}}},
 }
+
+
+def show_profile(profile: Profile) -> None:
+    """The measured configs with each one's timing quality, and what a disturbed timing means, under the table."""
+    print(f"{len(profile.ok())} measured configs on {profile.env.cpu_model}")
+    columns = ["precision", "batch_size", "p50_ms", "p95_ms", "throughput_per_s", "contended", "converged"]
+    print(profile.to_dataframe()[columns].head(5))
+    quality = measurement_quality(profile.measurements)
+    if quality.problems:  # a contended row's latency is the busy machine's, not this model's
+        print(f"warning: {quality.summary}: {quality.likely_effect}")
 
 
 def main() -> None:
@@ -43,8 +55,7 @@ def main() -> None:
 
     # the stored measurements the plan used; a config stored while the machine was busy is measured again
     profile = rs.measure(spec, store=store)
-    print(f"{len(profile.ok())} measured configs on {profile.env.cpu_model}")
-    print(profile.to_dataframe()[["precision", "batch_size", "p50_ms", "p95_ms", "throughput_per_s"]].head(5))
+    show_profile(profile)
 
     report = record.report(store.parent / "notebook-report.html")
     print(f"report: {report}")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from rightsize.profile import Latency, Measurement, Profile
 
 ENV = {"id": "box", "cpu_model": "x", "cores_logical": 2, "cores_physical": 2}
@@ -48,3 +50,25 @@ def test_the_short_repr_counts_failed_configs_apart_from_the_ok_ones() -> None:
                           "2 failed: cpu int8 x2), env 'box')")  # fmt: skip
     only_failed = replace(prof, measurements=ms[3:])
     assert "2 measurements (0 ok: none; 2 failed: cpu int8 x2)" in repr(only_failed)
+
+
+def test_the_python_example_prints_each_rows_quality_and_warns_under_the_table(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """examples/python_api.py printed p50 511 ms at batch 1 and 2.23 ms at batch 4 with no quality column, the
+    disturbed timing said only inside the plan's reasons."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "python_api.py"
+    spec = importlib.util.spec_from_file_location("python_api_example", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    example.show_profile(_profile())
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if "precision" in line)
+    assert "contended" in header and "converged" in header
+    table_end = out.index("warning: ")
+    assert "True" in out[:table_end] and "timings of 1 of 1 configs were disturbed" in out[table_end:]
+    assert "rightsize bench --fresh" in out[table_end:]

@@ -76,3 +76,30 @@ def test_a_plan_not_found_names_the_newest_plan_of_either_kind(tmp_path: Path) -
             c.execute("UPDATE artifacts SET created_at = ? WHERE id = ?", ("2026-01-02T00:00:00+00:00", new))
         with pytest.raises(NotFoundError, match=f"newest plan: run {new}"):
             find_plan(s, "zzzzzzzz")
+
+
+def test_a_rules_plan_shows_no_measured_profile(tmp_path: Path) -> None:
+    """`targets: {kind: classic_ml}` with `model: distilbert` is sized by rules, yet its report showed 'Measured on',
+    the stored DistilBERT profile at seq 64 and 'Smallest GPU tier that holds it: 8 GiB' for its rule-of-thumb RAM."""
+    from rightsize.catalog import load_catalog
+    from rightsize.report.data import RULES_NOTE
+    from rightsize.report.html import render_html
+    from rightsize.report.markdown import render_markdown
+
+    rec = {"instance_type": "c6i.xlarge", "provider": "aws", "device": "cpu", "device_class": "cpu", "count": 1,
+           "precision": "fp64", "provenance": "rule", "feasible": True, "memory_bytes": 6e9,
+           "cost_usd_per_hour": 0.17}  # fmt: skip
+    payload = {"kind": "rules", "model": "distilbert", "recommendation": rec, "candidates": [rec],
+               "why": ["sized by rules, not measured"]}  # fmt: skip
+    with Store(tmp_path / "s.sqlite") as s:
+        s.save_env({"id": "env1", "cpu_model": "test cpu", "gpus": []})
+        run = s.start_run("bench", name="t", model="distilbert", env_id="env1")
+        s.add_measurements(run, [_m(64, 13.9, b) for b in (1, 2, 4)])
+        s.finish_run(run)
+        s.save_artifact(None, "plan", payload)
+        (plan,) = s.artifacts(kind="plan")
+        data = stored_report_data(s, plan, load_catalog())
+    assert data.measurements == [] and data.profile_model is None
+    text = render_markdown(data)
+    assert "## Measured on" not in text and "GPU tier" not in text and "| cpu | int8 |" not in text
+    assert RULES_NOTE in text and RULES_NOTE in render_html(data)

@@ -24,6 +24,7 @@ from rightsize.report.fmt import finite
 
 __all__ = [
     "LOAD_PEAK",
+    "RULES_NOTE",
     "MemoryView",
     "RateSweep",
     "ReportData",
@@ -291,6 +292,7 @@ def memory_view(
     )
 
 
+RULES_NOTE = "No measured profile: this plan was sized by rules of thumb (see the recommendation)."
 LOAD_PEAK = "load peak"  # MemoryView.at_batch when loading, not a batch, sets the recommendation's memory figure
 
 

@@ -15,7 +15,7 @@ from rightsize import __version__
 from rightsize.plan.online import FLUID_METHOD
 from rightsize.profile import Environment
 from rightsize.report.charts import all_charts
-from rightsize.report.data import FLEET_HEAD, ReportData, candidate_key, fleet_rows, ranked_by
+from rightsize.report.data import FLEET_HEAD, RULES_NOTE, ReportData, candidate_key, fleet_rows, ranked_by
 from rightsize.report.fmt import checkpoint_every, esc, finite, format_bytes, hours, num, pct, usd
 
 __all__ = ["asset_text", "candidates_table", "env_rows", "flatten", "page", "render_html"]
@@ -294,6 +294,7 @@ def render_html(data: ReportData, *, generated_at: str | None = None) -> str:
         + '<section class="cols"><div><h3>Target</h3>'
         + (_dl(target) if target else "<p>-</p>")
         + f"</div><div><h3>{esc(measured_on.capitalize())}</h3>{_dl(env_rows(data.env))}</div></section>"
+        + (f"<section><p>{esc(RULES_NOTE)}</p></section>" if data.kind == "rules" else "")
         + (f'<section><h2>Evidence</h2><div class="charts">{charts}</div></section>' if charts else "")
         + candidates_table(data)
         + (

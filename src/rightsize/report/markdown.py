@@ -12,6 +12,7 @@ from rightsize import __version__
 from rightsize.report.data import (
     FLEET_HEAD,
     LOAD_PEAK,
+    RULES_NOTE,
     ReportData,
     candidate_key,
     candidate_label,
@@ -175,6 +176,8 @@ def render_markdown(data: ReportData) -> str:
         out += ["", "## Measured profile", ""]
         head = ["device", "precision", "threads", "batch", "p50 ms", "p95 ms", "samples/s", "peak memory", "quality"]
         out += _table(head, mrows)
+    elif kind == "rules":
+        out += ["", "## Measured profile", "", RULES_NOTE]
     if data.memory is not None:
         mem = [[k, format_bytes(v)] for k, v in data.memory.breakdown.items()]
         at = data.memory.at_batch

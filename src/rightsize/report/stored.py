@@ -114,7 +114,8 @@ def matching_profile(
 
 def stored_report_data(store: Store, record: dict[str, Any], catalog: Catalog | None = None) -> ReportData:
     """ReportData for a stored plan, with the measured profile and environment when the store has them;
-    ``catalog``'s GPU tiers for a plan stored without any."""
+    ``catalog``'s GPU tiers for a plan stored without any. A rules plan gets neither profile nor tiers: it had shown
+    the newest stored profile of its ``model`` (any input) and a GPU tier for its rule-of-thumb RAM."""
     payload = record["payload"]
     env_id = None
     if record.get("run_id"):
@@ -124,13 +125,15 @@ def stored_report_data(store: Store, record: dict[str, Any], catalog: Catalog | 
             env_id = None
     mode = "training" if payload.get("kind") == "training" else "inference"
     key = (payload.get("assumptions") or {}).get("profile_key")
-    profile = matching_profile(store, payload.get("model"), mode, env_id, key if isinstance(key, Mapping) else None,
-                               until=record.get("created_at"))  # fmt: skip
+    rules = payload.get("kind") == "rules"  # sized by rules of thumb: no profile of its model was measured for it
+    profile = None if rules else matching_profile(store, payload.get("model"), mode, env_id,
+                                                  key if isinstance(key, Mapping) else None,
+                                                  until=record.get("created_at"))  # fmt: skip
     env = None
     if env_id:
         try:
             env = store.env(env_id)
         except NotFoundError:
             env = None
-    tiers = gpu_memory_tiers(catalog) if catalog is not None else ()
+    tiers = gpu_memory_tiers(catalog) if catalog is not None and not rules else ()  # a rule's RAM is no GPU's
     return build_report_data(payload, profile=profile, env=env or (profile.env if profile else None), tiers=tiers)

@@ -151,3 +151,17 @@ def test_the_busy_lines_rate_is_in_samples() -> None:
     mix = [{"samples": 1, "share": 0.75}, {"samples": 9, "share": 0.25}]
     assert _samples_per_s(OnlineTarget(rate_per_s=10, latency=latency, request_mix=mix)) == 30  # type: ignore[arg-type]
     assert _samples_per_s(None) is None
+
+
+def test_training_scaling_assumption_names_the_all_reduce_when_gradients_are_known() -> None:
+    """With gradient bytes each multi-worker step pays their all-reduce (BERT-base: scaling_efficiency 0.06-0.16
+    over 10-25 Gb/s), yet assumptions.scaling named the per-doubling constants 0.988 / 0.983 that it never used."""
+    tr = parse_spec(
+        {"model": "bert-base", "mode": "training", "targets": {"training": {"steps": 1000, "batch_size": 16}}}
+    )
+    curves = [gpu_curve("T4", 50.0, 5.0, precision="fp16")]
+    with_grads = plan(tr, curves, small_catalog(), {"fp16": MemoryModel(2e9, 50e6, gradient_bytes=440e6)})
+    words = with_grads.assumptions["scaling"]
+    assert "all-reduce of the model's 419.6 MiB of gradients" in words and "per doubling" not in words
+    without = plan(tr, curves, small_catalog(), {"fp16": MemoryModel(2e9, 50e6)})
+    assert without.assumptions["scaling"].startswith("per doubling: in-node 0.988 (AMP 0.944), across nodes 0.983")

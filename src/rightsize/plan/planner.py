@@ -38,12 +38,12 @@ from rightsize.plan.options import (
 )
 from rightsize.plan.result import Candidate, PlanKind, PlanResult
 from rightsize.plan.rules import plan_rules
-from rightsize.plan.training import ScalingModel, plan_training, training_steps
+from rightsize.plan.training import DEFAULT_NETWORK_GBPS, ScalingModel, plan_training, training_steps
 from rightsize.plan.verify import NO_SPOT_RATE, serving_buy
 from rightsize.profile import ServiceCurve
 from rightsize.spec.schema import Workload
 from rightsize.spec.targets import ColdStart, OnlineTarget, Targets
-from rightsize.units import format_usd
+from rightsize.units import format_bytes, format_usd
 
 __all__ = ["plan", "plan_kind"]
 
@@ -189,9 +189,17 @@ def plan(
                 options, tr, t.purchase, t.cold_start, _rate_of(t), scale, seed=seed, links=catalog.links
             )
             assumptions.update(_job_assumptions(t))
+            # the per-doubling constants apply only to a model without a gradient size (plan/training.py)
+            grads = max((m.gradient_bytes or 0.0 for m in (memory or {}).values()), default=0.0)
             assumptions.update(
                 steps=training_steps(tr),
-                scaling=f"per doubling: in-node {scale.intra_fp32:g} (AMP {scale.intra_amp:g}), "
+                scaling=f"several workers: each step pays the all-reduce of the model's {format_bytes(grads)} of "
+                "gradients over the instance's links (catalog interconnect.csv; an instance without a row: "
+                f"{DEFAULT_NETWORK_GBPS:g} Gbps) and waits for the slowest worker (plan/comm.py); each candidate's "
+                "scaling_efficiency is the result"
+                + ("; targets.training.scaling_efficiency is not used" if tr.scaling_efficiency else "")
+                if grads
+                else f"per doubling: in-node {scale.intra_fp32:g} (AMP {scale.intra_amp:g}), "
                 f"across nodes {scale.inter:g}; {scale.source}",
             )
     if kind != "rules" and catalog.power is not None:  # a hand-built Catalog may carry no power table

@@ -171,3 +171,24 @@ def test_a_frontier_of_several_purchase_options_names_each_points_and_counts_the
     line = next(x for x in printed_plan(result) if x.startswith("Pareto frontier"))
     assert "g6.xlarge x16 on-demand ($1.00" in line and "g6.xlarge x16 spot ($2.00" in line
     assert line.endswith("(+2 more, the fastest: `--json` lists them)")
+
+
+def test_a_tiny_jobs_cost_reads_in_significant_digits() -> None:
+    """A batch of 10 items: every row read "$ total 0.00" and the frontier "Standard_F2s_v2 x1 ($0.00, 2.71 min)"
+    beside a recommendation of $0.0038."""
+    from rich.console import Console
+
+    from rightsize.cli.plan import _point, _table
+    from rightsize.plan.result import PlanResult
+
+    tiny = _job(instance="Standard_F2s_v2", provider="azure", device_class="cpu", device="cpu", count=1,
+                precision="fp32", cost_usd_per_hour=0.085, gpus=0, vcpus=2, runtime_hours=2.71 / 60,
+                cost_usd_total=0.0038)  # fmt: skip
+    assert _point(tiny) == "Standard_F2s_v2 x1 ($0.0038, 2.71 min)"
+    result = PlanResult(workload="w", model="m", kind="batch", target={}, recommendation=tiny, candidates=[tiny],
+                        pareto=[])  # fmt: skip
+    console = Console(width=200, record=True)
+    console.print(_table(result, 5))
+    row = next(line for line in console.export_text().splitlines() if "Standard_F2s_v2" in line)
+    assert "0.0038" in row and "0.085" in row and "0.00 " not in row
+    assert _point(_job()) == "g6.xlarge x16 ($6.45, 30 min)"  # dollars and cents from $0.10 up, as before

@@ -76,8 +76,9 @@ def _table(result: PlanResult, top: int) -> Any:
                 row += [f"{c.scaling_efficiency:.0%}" if c.scaling_efficiency is not None else "-"]
             row += [
                 f"{c.runtime_hours:.2f}" if c.runtime_hours else "-",
-                f"{c.cost_usd_per_hour:.2f}",
-                f"{c.cost_usd_total:,.2f}" if c.cost_usd_total is not None else "-",
+                # two significant digits under $0.10: a 10-item job's $0.0038 read "0.00" on every row
+                format_usd(c.cost_usd_per_hour, sign=False),
+                format_usd(c.cost_usd_total, sign=False) if c.cost_usd_total is not None else "-",
             ]
         why = escape((c.reasons[0] if c.reasons else "")[:64])
         row += ["[green]yes[/green]" if c.feasible else f"[red]no[/red]: {why}"]
@@ -201,7 +202,7 @@ def _point(c: Candidate, precision: bool = False, purchase: bool = False) -> str
     # misses ("$2.47, misses the budget" against $3.00 read as a contradiction)
     missed = missed_words(c)
     late = f", misses {' and '.join(missed)}" if missed else ""
-    return f"{name} (${c.cost_usd_total or 0:,.2f}, {format_hours(c.runtime_hours or 0)}{late})"
+    return f"{name} ({format_usd(c.cost_usd_total or 0.0)}, {format_hours(c.runtime_hours or 0)}{late})"
 
 
 def plan_cmd(

@@ -165,3 +165,20 @@ def test_training_scaling_assumption_names_the_all_reduce_when_gradients_are_kno
     assert "all-reduce of the model's 419.6 MiB of gradients" in words and "per doubling" not in words
     without = plan(tr, curves, small_catalog(), {"fp16": MemoryModel(2e9, 50e6)})
     assert without.assumptions["scaling"].startswith("per doubling: in-node 0.988 (AMP 0.944), across nodes 0.983")
+
+
+def test_a_specs_own_scaling_efficiency_is_used_where_gradients_are_known() -> None:
+    """targets.training.scaling_efficiency was silently ignored whenever the model's gradient size was known (the
+    all-reduce model ran instead): the spec's per-doubling efficiency is now what scales its workers."""
+    training = {"steps": 1000, "batch_size": 16, "scaling_efficiency": 0.9, "max_nodes": 2}
+    tr = parse_spec({"model": "bert-base", "mode": "training", "targets": {"training": training}})
+    curves = [gpu_curve("T4", 50.0, 5.0, precision="fp16")]
+    result = plan(tr, curves, small_catalog(), {"fp16": MemoryModel(2e9, 50e6, gradient_bytes=440e6)})
+    assert result.assumptions["scaling"].startswith("per doubling: in-node 0.9 (AMP 0.9), across nodes 0.9; spec")
+    several = [c.scaling_efficiency for c in result.candidates if c.count > 1 and c.scaling_efficiency]
+    del training["scaling_efficiency"]
+    tr = parse_spec({"model": "bert-base", "mode": "training", "targets": {"training": training}})
+    modelled = plan(tr, curves, small_catalog(), {"fp16": MemoryModel(2e9, 50e6, gradient_bytes=440e6)})
+    all_reduce = [c.scaling_efficiency for c in modelled.candidates if c.count > 1 and c.scaling_efficiency]
+    # 2 nodes at 0.9 per doubling: 0.65 with the smaller batch per worker; the all-reduce of 440 MB read far less
+    assert several and set(several) == {0.65} and all_reduce and max(all_reduce) < 0.3

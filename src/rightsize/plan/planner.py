@@ -189,15 +189,15 @@ def plan(
                 options, tr, t.purchase, t.cold_start, _rate_of(t), scale, seed=seed, links=catalog.links
             )
             assumptions.update(_job_assumptions(t))
-            # the per-doubling constants apply only to a model without a gradient size (plan/training.py)
-            grads = max((m.gradient_bytes or 0.0 for m in (memory or {}).values()), default=0.0)
+            # the per-doubling constants apply to a model without a gradient size, or the spec's own (plan/training.py)
+            grads = 0.0 if tr.scaling_efficiency else max((m.gradient_bytes or 0.0 for m in (memory or {}).values()),
+                                                          default=0.0)  # fmt: skip
             assumptions.update(
                 steps=training_steps(tr),
                 scaling=f"several workers: each step pays the all-reduce of the model's {format_bytes(grads)} of "
                 "gradients over the instance's links (catalog interconnect.csv; an instance without a row: "
                 f"{DEFAULT_NETWORK_GBPS:g} Gbps) and waits for the slowest worker (plan/comm.py); each candidate's "
                 "scaling_efficiency is the result"
-                + ("; targets.training.scaling_efficiency is not used" if tr.scaling_efficiency else "")
                 if grads
                 else f"per doubling: in-node {scale.intra_fp32:g} (AMP {scale.intra_amp:g}), "
                 f"across nodes {scale.inter:g}; {scale.source}",

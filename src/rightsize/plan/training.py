@@ -180,7 +180,8 @@ def _option(
         if one_ms is None:
             one_accum = math.ceil(target.batch_size / min(target.batch_size, fit))
             one_ms = _accumulated_ms(curve, target.batch_size, one_accum)
-        if grads and links is not None and workers > 1:  # the all-reduce from gradient bytes and links
+        # the all-reduce from gradient bytes and links, unless the spec gives its own per-doubling efficiency
+        if grads and links is not None and workers > 1 and not target.scaling_efficiency:
             ar = all_reduce(grads, per_node, nodes, links, compute_ms)
             step_ms = compute_ms + ar.lost_ms
             scaling = ar.describe(compute_ms)

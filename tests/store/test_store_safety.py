@@ -327,3 +327,40 @@ def test_a_store_that_cannot_be_opened_for_a_full_disk_is_not_called_foreign(tmp
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "a full disk or a file-size limit?); nothing in it was changed" in proc.stderr
     assert "not a rightsize store" not in proc.stderr and path.read_bytes() == before
+
+
+@contextmanager
+def _locked_by_another(path: Path) -> Iterator[None]:
+    """``path`` held by another connection's write lock (BEGIN EXCLUSIVE), as another process writing to it."""
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        yield
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+def test_a_store_locked_by_another_process_is_one_line_after_a_waiting_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held past the busy timeout it was a 51-line "database is locked" traceback (exit 1) after a silent wait."""
+    import rightsize.store.opening as opening
+
+    monkeypatch.setattr(opening, "BUSY_TIMEOUT_S", 0.4, raising=False)
+    monkeypatch.setattr(opening, "WAIT_NOTE_S", 0.1, raising=False)
+    path = tmp_path / "store.sqlite"
+    _store(path)
+    with Store(path) as s, _locked_by_another(path):  # locked while the command works: its write is refused
+        with pytest.raises(RightsizeError, match=r"locked by another process .*result was not stored.*intact"):
+            s.save_artifact(None, "plan", {"name": "lost"})
+        assert capsys.readouterr().err == f"waiting for the store {str(path)!r}: another process is writing to it\n"
+    with _locked_by_another(path):  # locked when the command starts: refused before any work
+        rc, out, err = _run(["plan", "examples/gradient-boosting.yaml", "--store", str(path)], capsys)
+    lines = err.splitlines()
+    assert rc == 2 and not out and "Traceback" not in err and len(lines) == 2, err
+    assert lines[0] == f"waiting for the store {str(path)!r}: another process is writing to it"
+    assert lines[1].startswith(f"error: --store: {str(path)!r} is locked by another process"), err
+    assert "nothing was run or written" in lines[1] and "run this again when that process has finished" in lines[1]
+    with Store(path, read_only=True) as s:  # nothing lost, nothing half-written
+        assert [a["payload"]["name"] for a in s.artifacts()] == ["keep"]

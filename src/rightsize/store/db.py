@@ -28,7 +28,15 @@ from typing import Any, TypeVar
 
 from rightsize.errors import NotFoundError, RightsizeError
 from rightsize.profile import Environment, Measurement, Profile
-from rightsize.store.opening import default_store_path, full_disk_error, open_connection, out_of_space
+from rightsize.store.opening import (
+    begin_write,
+    default_store_path,
+    full_disk_error,
+    is_busy,
+    open_connection,
+    out_of_space,
+    store_busy_error,
+)
 from rightsize.store.precedence import newer_wins
 
 MIN_RUN_PREFIX = 4  # a run id (12 hex characters) may be given by this many of its first characters or more
@@ -106,8 +114,9 @@ class Store:
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One IMMEDIATE transaction: all or nothing. A disk that fills during it is one line (its COMMIT had failed
-        outside any handler: a traceback, the transaction left open)."""
-        self._conn.execute("BEGIN IMMEDIATE")
+        outside any handler: a traceback, the transaction left open). A store another process keeps locked is one
+        line too, after a line on stderr saying what it waits for (``begin_write``)."""
+        begin_write(self._conn, self.path, "this command's result was not stored")
         try:
             yield self._conn
             self._conn.execute("COMMIT")
@@ -117,6 +126,8 @@ class Store:
                     self._conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.OperationalError) and out_of_space(self.path, exc):
                 raise full_disk_error(self.path, exc, "this write was undone") from None
+            if isinstance(exc, sqlite3.Error) and is_busy(exc):  # a COMMIT of a rollback-journal store kept waiting
+                raise store_busy_error(self.path, "this command's result was not stored") from None
             raise
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ import os
 import shutil
 import sqlite3
 import stat
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +16,51 @@ import platformdirs
 
 from rightsize.errors import NotFoundError, RightsizeError
 from rightsize.store.schema import NewerStore, check_ours, check_version, migrate, switch_to_wal
+
+BUSY_TIMEOUT_S = 30.0  # how long a write waits for another process's lock on the store before giving up
+WAIT_NOTE_S = 3.0  # after this long, a waiting write says on stderr what it waits for (it had waited in silence)
+
+
+class StoreBusyError(RightsizeError):
+    """Another process held the store's write lock for all of ``BUSY_TIMEOUT_S`` (exit 2, as every --store error)."""
+
+
+def store_busy_error(path: Path, what: str) -> StoreBusyError:
+    return StoreBusyError(f"--store: {str(path)!r} is locked by another process that is writing to it (waited "
+                          f"{BUSY_TIMEOUT_S:g} s); {what}, and what was stored before is intact: run this again "
+                          "when that process has finished, or pass another --store")  # fmt: skip
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+
+
+def _begin(conn: sqlite3.Connection, wait_s: float) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {max(0, int(wait_s * 1000))}")
+    conn.execute("BEGIN IMMEDIATE")
+
+
+def begin_write(conn: sqlite3.Connection, path: Path, what: str) -> None:
+    """``BEGIN IMMEDIATE`` on the store at ``path``: waits up to ``BUSY_TIMEOUT_S`` for another process's write
+    lock, saying so on stderr after ``WAIT_NOTE_S``; then a one-line StoreBusyError whose message says ``what``
+    was not done (it had been a 51-line "database is locked" traceback after a silent wait, the plan lost)."""
+    note_s = min(WAIT_NOTE_S, BUSY_TIMEOUT_S)
+    try:
+        try:
+            _begin(conn, note_s)
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc):
+                raise
+            print(f"waiting for the store {str(path)!r}: another process is writing to it", file=sys.stderr,
+                  flush=True)  # fmt: skip
+            try:
+                _begin(conn, BUSY_TIMEOUT_S - note_s)
+            except sqlite3.OperationalError as again:
+                if is_busy(again):
+                    raise store_busy_error(path, what) from None
+                raise
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
 
 
 def _directory_error(path: Path) -> RightsizeError:
@@ -52,7 +98,11 @@ def _check_writable(conn: sqlite3.Connection, path: Path) -> None:
     probe is a write that is rolled back, so the file is left as it was."""
     try:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        conn.execute("BEGIN IMMEDIATE")
+        try:
+            begin_write(conn, path, "nothing was run or written")
+        except StoreBusyError:  # locked at open: refused before any work (it went on, to fail at its first write)
+            conn.close()
+            raise
         try:
             conn.execute(f"PRAGMA user_version = {version}")
         finally:
@@ -126,7 +176,7 @@ def open_connection(
                 conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=30)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+            conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except (OSError, sqlite3.Error) as exc:
         if isinstance(exc, (FileExistsError, NotADirectoryError)):  # "([Errno 17] File exists: 'small.yaml')"
             file = next((p for p in path.parents if p.is_file()), path.parent)
@@ -170,9 +220,8 @@ def open_connection(
                              "another path)") from None  # fmt: skip
     except sqlite3.OperationalError as exc:
         conn.close()
-        if "locked" in str(exc) or "busy" in str(exc):  # another process held it for more than 30 s
-            raise RightsizeError(f"--store: {str(path)!r} stayed locked by another process for 30 s; try "
-                                 "again when it has finished") from None  # fmt: skip
+        if is_busy(exc):  # another process held it for all of BUSY_TIMEOUT_S
+            raise store_busy_error(path, "nothing was run or written") from None
         if "readonly" in str(exc) and Path(f"{path}-journal").exists():  # a hot journal to roll back
             raise RightsizeError(
                 f"--store: {str(path)!r} has a -journal file left by an interrupted write, "

@@ -167,3 +167,24 @@ def test_import_of_one_cloud_says_the_other_clouds_rows_keep_their_shipped_price
     assert rc == 0, err
     assert f"gcp ({counts['gcp']} rows) and azure ({counts['azure']} rows) not in the import" in text
     assert "their rows keep their shipped prices" in text and "aws (" not in text.split("rows not listed there")[1]
+
+
+def test_import_reads_only_where_a_skypilot_catalog_keeps_its_tables(
+    skypilot: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`catalog import /` walked the whole tree (rglob, no depth limit) and built prices from any test fixture's
+    aws/vms.csv, exit 0, its "version" a /v(N)/ anywhere in the path; now only the catalog's own layouts."""
+    deep = tmp_path / "home" / "v99" / "project" / "tests" / "fixtures" / "aws"
+    deep.mkdir(parents=True)
+    (deep / "vms.csv").write_text(HEADER + "c6i.2xlarge,,,8,16,,0.01,0.01,us-east-1,us-east-1a\n")
+    out = tmp_path / "o.csv"
+    rc, stdout, err = _run(["catalog", "import", str(tmp_path / "home"), "-o", str(out)], capsys)
+    assert rc == 2 and not out.exists() and err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"no <cloud>/vms.csv for aws, gcp, azure in {tmp_path / 'home'}" in err
+    assert "catalogs/v<N>/<cloud>/vms.csv" in err
+    # the catalogs folder, or one of its versions, is a catalog too; the version is the v<N> folder's own
+    rc, stdout, _ = _run(["catalog", "import", str(skypilot / "catalogs"), "-o", str(out), "--json"], capsys)
+    assert rc == 0 and json.loads(stdout)["tables"]["aws"].endswith("v8/aws/vms.csv")
+    rc, stdout, _ = _run(["catalog", "import", str(skypilot / "catalogs" / "v7"), "-o", str(out), "--json", "--force"],
+                         capsys)  # fmt: skip
+    assert rc == 0 and json.loads(stdout)["tables"]["aws"].endswith("v7/aws/vms.csv")

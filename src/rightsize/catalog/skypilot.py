@@ -61,21 +61,36 @@ class ImportResult:
         )  # fmt: skip
 
 
+LAYOUT = "<cloud>/vms.csv, v<N>/<cloud>/vms.csv or catalogs/v<N>/<cloud>/vms.csv (a skypilot-catalog checkout)"
+
+
+def _version_folders(folder: Path) -> list[tuple[int, Path]]:
+    """The ``v<N>`` folders directly in ``folder``, with N; none where it cannot be listed."""
+    try:
+        entries = list(folder.iterdir()) if folder.is_dir() else []
+    except OSError:
+        return []
+    return [(int(e.name[1:]), e) for e in entries if re.fullmatch(r"v\d{1,6}", e.name) and e.is_dir()]
+
+
 def find_tables(root: Path) -> dict[str, Path]:
-    """cloud -> the newest ``vms.csv`` under ``root`` (``catalogs/v8/aws/vms.csv`` beats ``v7``)."""
+    """cloud -> the newest ``vms.csv`` where a SkyPilot catalog keeps it under ``root`` (``LAYOUT``:
+    ``catalogs/v8/aws/vms.csv`` beats ``v7``), the version read from that folder's name alone. Nothing else is
+    searched: ``rglob`` over the whole tree had walked ``/`` or a home folder and built prices from whatever
+    test fixture it met, its "version" a /v(N)/ anywhere in the path."""
     if not root.is_dir():
         raise NotFoundError(f"catalog import: {root} is not a directory; pass a skypilot-catalog checkout")
     found: dict[str, tuple[int, Path]] = {}
-    for path in root.rglob("vms.csv"):
-        cloud = path.parent.name.lower()
-        if cloud not in CLOUDS or not path.is_file():  # a folder or FIFO named vms.csv is not a table
-            continue
-        m = re.search(r"/v(\d+)/", path.as_posix())
-        version = int(m.group(1)) if m else 0
-        if cloud not in found or version > found[cloud][0]:
-            found[cloud] = (version, path)
+    for version, base in [(-1, root), *_version_folders(root), *_version_folders(root / "catalogs")]:
+        for cloud in CLOUDS:
+            path = base / cloud / "vms.csv"
+            if path.is_file() and (cloud not in found or version > found[cloud][0]):  # a folder is not a table
+                found[cloud] = (version, path)
     if not found:
-        raise NotFoundError(f"catalog import: no <cloud>/vms.csv for {', '.join(CLOUDS)} under {root}")
+        raise NotFoundError(
+            f"catalog import: no <cloud>/vms.csv for {', '.join(CLOUDS)} in {root}; a SkyPilot catalog keeps them "
+            f"as {LAYOUT}: pass that checkout or its catalogs/v<N> folder"
+        )
     return {c: p for c, (_, p) in sorted(found.items())}
 
 

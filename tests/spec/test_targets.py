@@ -155,3 +155,12 @@ def test_the_planning_docs_targets_table_matches_the_schema() -> None:
     purchase = next(r for r in rows if r[0] == "`purchase`")
     default = Targets.model_fields["purchase"].get_default(call_default_factory=True)
     assert f"`[{', '.join(default)}]`" in purchase[2] and "a list" in purchase[1]
+
+
+def test_an_online_rate_below_one_request_in_12_days_is_refused_naming_the_fix() -> None:
+    """`rate_per_s: 1e-13` was accepted (gt=0) and planned "predicted p95 0 ms (band 0-0 ms)" (arrivals 1e13 s
+    apart lose the float precision of a request's time); 1e-300 priced in 300 digits. Generative's floor: 1e-6."""
+    with pytest.raises(SpecError, match=r"^targets\.online\.rate_per_s: .*1e-13; set it to a number 1e-06 or more"):
+        parse_spec(_targets({"online": {"rate_per_s": 1e-13, "latency": {"bound_ms": 120}}}))
+    w = parse_spec(_targets({"online": {"rate_per_s": 1e-6, "latency": {"bound_ms": 120}}}))
+    assert w.targets is not None and w.targets.online is not None and w.targets.online.rate_per_s == 1e-6

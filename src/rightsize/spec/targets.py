@@ -70,7 +70,9 @@ class RequestClass(SpecModel):
 class OnlineTarget(SpecModel):
     """Online inference: serve ``rate_per_s`` requests within a latency percentile bound."""
 
-    rate_per_s: float = Field(..., gt=0, le=10_000_000, description="peak request rate")
+    rate_per_s: float = Field(
+        ..., ge=1e-6, le=10_000_000, description="peak request rate (>= 1e-6: one request in 12 days)"
+    )
     latency: LatencyBound = Field(..., description="latency bound, e.g. {percentile: 95, bound_ms: 80}")
     request_samples: int = Field(1, ge=1, le=1_000_000, description="samples per request")
     request_mix: list[RequestClass] | None = Field(

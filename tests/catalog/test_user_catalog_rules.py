@@ -305,3 +305,19 @@ def test_a_price_of_0_or_below_is_refused_in_words(tmp_path: Path, on_demand: st
     assert _refused(tmp_path, HEADER + _g5(on_demand, spot)).endswith(
         f"mine.csv line 2, column {column!r}: must be more than 0 (a price per hour), got {got!r}; {fix}"
     )
+
+
+@pytest.mark.parametrize(
+    ("on_demand", "spot", "column"),
+    [("1e-300", "", "on_demand_usd_per_hour"), ("0.0000009", "", "on_demand_usd_per_hour"),
+     ("0.70", "1e-300", "spot_usd_per_hour")],
+)  # fmt: skip
+def test_a_price_below_a_millionth_of_a_dollar_per_hour_is_refused(tmp_path: Path, on_demand: str, spot: str,
+                                                                   column: str) -> None:  # fmt: skip
+    """$1e-300/h was planned: "$7e-300/h" and "(526000000.0x the cost)"."""
+    msg = _refused(tmp_path, HEADER + _g5(on_demand, spot))
+    assert f"mine.csv line 2, column {column!r}: is ${float(spot or on_demand):g} per hour, below $1e-06" in msg
+    assert "write the price in USD per hour" in msg
+    ok = tmp_path / "ok.csv"
+    ok.write_text(HEADER + _g5("0.000001"))
+    assert any(i.on_demand_usd_per_hour == 1e-6 for i in load_catalog(ok).instances)

@@ -36,6 +36,9 @@ __all__ = ["ENV_VAR", "env_catalog_paths", "load_catalog", "load_spot_buckets", 
 
 ENV_VAR = "RIGHTSIZE_CATALOG"
 T = TypeVar("T")
+# USD/h: a lower price is a typo or a unit slip, not a price ($1e-300/h had planned "$7e-300/h", "526000000.0x the
+# cost"); the lowest real ones are cents per hour
+MIN_PRICE_USD_PER_HOUR = 1e-6
 
 ACCELERATOR_COLUMNS = (
     "name",
@@ -128,6 +131,15 @@ def _cpu(r: Row) -> CpuFamily:
     )
 
 
+def _price(r: Row, column: str, fix: str, required: bool = True) -> float | None:
+    """``Row.price`` (more than 0), and at least ``MIN_PRICE_USD_PER_HOUR``."""
+    value = r.price(column, fix, required=required)
+    if value is not None and value < MIN_PRICE_USD_PER_HOUR:
+        raise r._fail(column, f"is ${value:g} per hour, below ${MIN_PRICE_USD_PER_HOUR:g}: not a price (a typo or "
+                      f"a unit slip?); write the price in USD per hour ({fix})")  # fmt: skip
+    return value
+
+
 def _instance(r: Row, accelerators: dict[str, Accelerator], cpus: dict[str, CpuFamily]) -> Instance:
     accelerator = r.ref("accelerator", dict(accelerators), required=False)
     count = r.integer("accelerator_count", required=False) or 0
@@ -137,9 +149,9 @@ def _instance(r: Row, accelerators: dict[str, Accelerator], cpus: dict[str, CpuF
         raise r._fail("accelerator", f"is empty but accelerator_count is {count}; name the accelerator")
     cpu_family = r.ref("cpu_family", dict(cpus))
     assert cpu_family is not None
-    on_demand = r.price("on_demand_usd_per_hour", "for hardware you own, give its amortised cost per hour")
+    on_demand = _price(r, "on_demand_usd_per_hour", "for hardware you own, give its amortised cost per hour")
     assert on_demand is not None
-    spot = r.price("spot_usd_per_hour", "leave it empty when there is no spot offer", required=False)
+    spot = _price(r, "spot_usd_per_hour", "leave it empty when there is no spot offer", required=False)
     if spot is not None and spot > on_demand:
         raise r._fail("spot_usd_per_hour", f"spot price {spot:g} is above on-demand {on_demand:g}; write the spot "
                       "price, or leave it empty when there is no spot offer")  # fmt: skip

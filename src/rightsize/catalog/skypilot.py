@@ -22,13 +22,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rightsize.catalog.load import INSTANCE_COLUMNS, INSTANCE_OPTIONAL
+from rightsize.catalog.load import INSTANCE_COLUMNS, INSTANCE_OPTIONAL, MIN_PRICE_USD_PER_HOUR
 from rightsize.catalog.model import Catalog, Instance
 from rightsize.errors import NotFoundError, SpecError
 from rightsize.inputfile import short, write_whole
 
 CLOUDS = ("aws", "gcp", "azure")
-MIN_PRICE = 1e-9  # USD/h: the catalog loader's floor (a lower one was written, then refused by every command)
+MIN_PRICE = (
+    MIN_PRICE_USD_PER_HOUR  # the catalog loader's floor (a lower one was written, then refused by every command)
+)
 COLUMNS = (*INSTANCE_COLUMNS, *INSTANCE_OPTIONAL)  # every column a loaded instances file may hold
 MAX_BYTES = 256 * 2**20  # the aws table is ~10 MB; refuse anything absurd rather than read it
 # Our accelerator names -> SkyPilot's GPU names (GCP attachable GPUs).

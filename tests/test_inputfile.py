@@ -378,3 +378,17 @@ def test_a_whole_number_past_pythons_digit_limit_is_one_line() -> None:
 
     with pytest.raises(SpecError, match=r"^s\.yaml: holds a whole number of more than 4,300 digits"):
         load_yaml("a: 1" + "0" * 5000, "s.yaml")
+
+
+def test_a_symbolic_link_loop_or_a_link_to_nothing_is_named(tmp_path: Path) -> None:
+    """A spec path that is a symbolic link loop said "spec file 'loop1.yaml' not found"."""
+    (tmp_path / "loop1.yaml").symlink_to("loop2.yaml")
+    (tmp_path / "loop2.yaml").symlink_to("loop1.yaml")
+    (tmp_path / "dangling.yaml").symlink_to("gone.yaml")
+    for read in (load_spec, lambda p: read_user_text(p, "spec")):
+        with pytest.raises(RightsizeError, match=r"loop1\.yaml' is a symbolic link loop \(its links lead back"):
+            read(tmp_path / "loop1.yaml")
+        with pytest.raises(RightsizeError, match=r"dangling\.yaml' is a symbolic link to 'gone\.yaml', which does "):
+            read(tmp_path / "dangling.yaml")
+        with pytest.raises(RightsizeError, match=r"nothing\.yaml' not found"):
+            read(tmp_path / "nothing.yaml")

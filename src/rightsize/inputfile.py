@@ -96,12 +96,29 @@ def shown(text: object) -> str:
     return value if unprintable(value) is None else repr(value)
 
 
+def not_a_file(p: Path) -> str:
+    """Why ``p`` is no readable regular file, in words to follow its name: "not found", "is a symbolic link loop
+    ...", a link to nothing, "is not a regular file" (a symbolic link loop had read "not found")."""
+    try:
+        os.stat(p)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link loop (its links lead back to themselves, never to a file)"
+        try:
+            if p.is_symlink():
+                return f"is a symbolic link to {os.readlink(p)!r}, which does not exist"
+        except OSError:
+            pass
+        return "not found"
+    return "is not a regular file"
+
+
 def read_user_text(path: str | Path, what: str, max_bytes: int = MAX_FILE_BYTES) -> str:
     """The text of a user file: must exist, be a regular file of at most ``max_bytes``, and be UTF-8
     (a UTF-8 byte-order mark is dropped)."""
     p = Path(path)
     if not p.exists():
-        raise NotFoundError(f"{what} file {str(p)!r} not found; check the path")
+        raise NotFoundError(f"{what} file {str(p)!r} {not_a_file(p)}; check the path")
     if not p.is_file():
         raise SpecError(str(p), f"is not a regular file; pass the path of a {what} file")
     size = p.stat().st_size

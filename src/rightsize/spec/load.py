@@ -10,7 +10,7 @@ from typing import Any, get_args
 from pydantic import BaseModel, ValidationError
 
 from rightsize.errors import NotFoundError, SpecError, did_you_mean
-from rightsize.inputfile import load_yaml, read_user_text, short
+from rightsize.inputfile import load_yaml, not_a_file, read_user_text, short
 from rightsize.spec.schema import Workload
 
 
@@ -256,7 +256,7 @@ def load_spec(path: str | Path) -> Workload:
         raise SpecError("spec", "is empty; pass the path to a YAML spec such as examples/quick.yaml")
     p = Path(path)
     if not p.is_file():
-        what = "is not a regular file" if p.exists() else "not found"  # a directory, /dev/null, a pipe
+        what = not_a_file(p)  # a directory, /dev/null, a pipe, a symbolic link loop
         raise NotFoundError(f"spec file {str(p)!r} {what}; pass the path to a YAML spec such as examples/quick.yaml")
     return model_beside_spec(parse_spec(load_yaml(read_user_text(p, "spec"), p.name), p.name), p.parent)
 

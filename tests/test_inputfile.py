@@ -380,6 +380,22 @@ def test_a_whole_number_past_pythons_digit_limit_is_one_line() -> None:
         load_yaml("a: 1" + "0" * 5000, "s.yaml")
 
 
+def test_a_tab_and_an_undefined_alias_are_named(tmp_path: Path) -> None:
+    """Both said only "is not valid YAML at line N; fix the syntax" (libyaml names neither the tab nor the alias)."""
+    with pytest.raises(SpecError) as err:
+        load_spec(_write(tmp_path, (BASE + "batch_sizes:\n\t- 1\n").encode()))
+    assert str(err.value) == (
+        "spec.yaml: is not valid YAML at line 4, column 1: a tab character, which YAML does not allow there (it "
+        "indents with spaces only); replace it with spaces"
+    )
+    with pytest.raises(SpecError) as err:
+        load_spec(_write(tmp_path, (BASE + "batch_sizes: [1, *sizes]\n").encode()))
+    assert str(err.value) == (
+        "spec.yaml: is not valid YAML at line 3: the alias *sizes names no anchor; define `&sizes` on a value "
+        "before it, or write the value out"
+    )
+
+
 def test_a_symbolic_link_loop_or_a_link_to_nothing_is_named(tmp_path: Path) -> None:
     """A spec path that is a symbolic link loop said "spec file 'loop1.yaml' not found"."""
     (tmp_path / "loop1.yaml").symlink_to("loop2.yaml")

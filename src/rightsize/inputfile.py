@@ -273,6 +273,14 @@ def _check_shape(text: str, source: str) -> int:
     return sizes[0]
 
 
+def _text_at(text: str, mark: Any) -> str:
+    """What ``text`` holds from a YAML error's mark to the end of that line ("" without a mark)."""
+    if mark is None:
+        return ""
+    lines = text.splitlines()
+    return lines[mark.line][mark.column :] if mark.line < len(lines) else ""
+
+
 def load_yaml(text: str, source: str) -> Any:
     """Parse YAML ``text`` with the boundary's rules; errors name ``source`` and the line."""
     try:
@@ -290,6 +298,17 @@ def load_yaml(text: str, source: str) -> Any:
         if "for merging" in str(getattr(exc, "problem", "")):  # `<<: 5`
             raise SpecError(source, f"has a merge key (<<){where} that names no mapping; merge a mapping "
                             "(`<<: *base`) or write the keys out") from None  # fmt: skip
+        at = _text_at(text, mark)
+        if at.startswith("\t") and mark is not None:  # "found character that cannot start any token": a tab
+            raise SpecError(source, f"is not valid YAML{where}, column {mark.column + 1}: a tab character, which "
+                            "YAML does not allow there (it indents with spaces only); replace it with "
+                            "spaces") from None  # fmt: skip
+        if "undefined alias" in str(getattr(exc, "problem", "")):  # `*base` with no `&base` before it
+            found = re.match(r"\*([^\s,\[\]{}]+)", at)
+            name = found[1] if found else ""
+            alias = f"the alias *{name}" if name else "an alias (*name)"
+            raise SpecError(source, f"is not valid YAML{where}: {alias} names no anchor; define "
+                            f"`&{name or 'name'}` on a value before it, or write the value out") from None  # fmt: skip
         raise SpecError(source, f"is not valid YAML{where}; fix the syntax") from None
     except SpecError as exc:
         if exc.field.startswith("line "):

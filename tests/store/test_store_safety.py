@@ -7,7 +7,7 @@ import os
 import sqlite3
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -363,4 +363,33 @@ def test_a_store_locked_by_another_process_is_one_line_after_a_waiting_note(
     assert lines[1].startswith(f"error: --store: {str(path)!r} is locked by another process"), err
     assert "nothing was run or written" in lines[1] and "run this again when that process has finished" in lines[1]
     with Store(path, read_only=True) as s:  # nothing lost, nothing half-written
+        assert [a["payload"]["name"] for a in s.artifacts()] == ["keep"]
+
+
+def test_a_plan_whose_store_is_locked_while_it_plans_is_printed_then_refused_to_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store taken by another process while the plan ran: the plan was lost with the traceback (it was stored
+    before it was printed); now it is printed, and the one-line error says it was not stored."""
+    import rightsize.cli.plan as cli_plan
+    import rightsize.store.opening as opening
+
+    monkeypatch.setattr(opening, "BUSY_TIMEOUT_S", 0.4, raising=False)
+    monkeypatch.setattr(opening, "WAIT_NOTE_S", 0.1, raising=False)
+    path = tmp_path / "store.sqlite"
+    _store(path)
+    real = cli_plan.plan_spec
+    with ExitStack() as held:
+
+        def plan_then_lock(*args: object, **kwargs: object) -> object:
+            answer = real(*args, **kwargs)  # type: ignore[arg-type]
+            held.enter_context(_locked_by_another(path))
+            return answer
+
+        monkeypatch.setattr(cli_plan, "plan_spec", plan_then_lock)
+        rc, out, err = _run(["plan", "examples/gradient-boosting.yaml", "--store", str(path)], capsys)
+    assert rc == 2 and "recommendation" in out.lower() and "Traceback" not in err, (out, err)
+    assert err.splitlines()[-1].startswith(f"error: --store: {str(path)!r} is locked by another process"), err
+    assert "this command's result was not stored" in err and "stored as plan" not in err
+    with Store(path, read_only=True) as s:
         assert [a["payload"]["name"] for a in s.artifacts()] == ["keep"]

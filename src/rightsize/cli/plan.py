@@ -235,13 +235,15 @@ def plan_cmd(
     result, context = plan_spec(workload, db, load_catalog_option(catalog), progress=not json_out, seed=seed)
     # stored whole: every candidate and the report's evidence, so `report RUN` shows what --report shows
     record = {"name": workload.name, **plan_record(result, context)}
-    stored = db.save_artifact(None, "plan", record)
     if report is not None:
         write_plan_report(result, report, context, record)  # the stored evidence: sweeps simulated once
+    # shown before it is stored: a store another process keeps locked fails the save, not the answer
     if json_out:
         emit_json(result.to_dict(top=top))
     else:
         print_plan(result, top)
+    stored = db.save_artifact(None, "plan", record)
+    if not json_out:
         err_console.print(f"stored as plan {stored}: `rightsize report {stored}` writes its report", highlight=False)
     if report is not None:
         err_console.print(f"report: {report}")
@@ -272,9 +274,9 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
     out["why_no_plan"] = plan.why_none(g.budget_usd_per_hour)
     # its own kind: the online/batch/training report and dashboard read "plan" artifacts as PlanResult records;
     # with the plan's state, so `rightsize report RUN` writes what --report writes
-    stored = db.save_artifact(None, "generative-plan", out | {"report_state": plan.state()})
-    if json_out:
+    if json_out:  # shown before it is stored: a store another process keeps locked fails the save, not the answer
         emit_json(out)
+        db.save_artifact(None, "generative-plan", out | {"report_state": plan.state()})
         return
     table = Table(title=f"{escape(workload.name)}: {g.rate_per_s:g} req/s, TTFT p{g.ttft.percentile:g} <= "
                   f"{g.ttft.bound_ms:g} ms, TPOT p{g.tpot.percentile:g} <= {g.tpot.bound_ms:g} ms")  # fmt: skip
@@ -322,6 +324,7 @@ def _plan_generative(workload: Any, spec: Path, db: Any, catalog: Any, json_out:
         n = len(plan.infeasible)
         out_console.print(f"{n} instance option{'s' if n != 1 else ''} cannot serve it, e.g. {escape(shown)}",
                           highlight=False)  # fmt: skip
+    stored = db.save_artifact(None, "generative-plan", out | {"report_state": plan.state()})
     err_console.print(f"stored as plan {stored}: `rightsize report {stored}` writes its report", highlight=False)
 
 

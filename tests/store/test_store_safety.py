@@ -352,7 +352,7 @@ def test_a_store_locked_by_another_process_is_one_line_after_a_waiting_note(
     path = tmp_path / "store.sqlite"
     _store(path)
     with Store(path) as s, _locked_by_another(path):  # locked while the command works: its write is refused
-        with pytest.raises(RightsizeError, match=r"locked by another process .*result was not stored.*intact"):
+        with pytest.raises(RightsizeError, match=r"locked by another process .*from here on were not stored.*intact"):
             s.save_artifact(None, "plan", {"name": "lost"})
         assert capsys.readouterr().err == f"waiting for the store {str(path)!r}: another process is writing to it\n"
     with _locked_by_another(path):  # locked when the command starts: refused before any work
@@ -390,6 +390,6 @@ def test_a_plan_whose_store_is_locked_while_it_plans_is_printed_then_refused_to_
         rc, out, err = _run(["plan", "examples/gradient-boosting.yaml", "--store", str(path)], capsys)
     assert rc == 2 and "recommendation" in out.lower() and "Traceback" not in err, (out, err)
     assert err.splitlines()[-1].startswith(f"error: --store: {str(path)!r} is locked by another process"), err
-    assert "this command's result was not stored" in err and "stored as plan" not in err
+    assert "this command's results from here on were not stored" in err and "stored as plan" not in err
     with Store(path, read_only=True) as s:
         assert [a["payload"]["name"] for a in s.artifacts()] == ["keep"]

@@ -116,7 +116,7 @@ class Store:
         """One IMMEDIATE transaction: all or nothing. A disk that fills during it is one line (its COMMIT had failed
         outside any handler: a traceback, the transaction left open). A store another process keeps locked is one
         line too, after a line on stderr saying what it waits for (``begin_write``)."""
-        begin_write(self._conn, self.path, "this command's result was not stored")
+        begin_write(self._conn, self.path, "this command's results from here on were not stored")
         try:
             yield self._conn
             self._conn.execute("COMMIT")
@@ -127,7 +127,7 @@ class Store:
             if isinstance(exc, sqlite3.OperationalError) and out_of_space(self.path, exc):
                 raise full_disk_error(self.path, exc, "this write was undone") from None
             if isinstance(exc, sqlite3.Error) and is_busy(exc):  # a COMMIT of a rollback-journal store kept waiting
-                raise store_busy_error(self.path, "this command's result was not stored") from None
+                raise store_busy_error(self.path, "this command's results from here on were not stored") from None
             raise
 
     def close(self) -> None:

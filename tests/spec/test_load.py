@@ -82,6 +82,13 @@ def test_a_field_of_another_section_says_where_it_belongs() -> None:
     with pytest.raises(SpecError, match=r"^seq_len: unknown field here; it belongs under input \(write input: "
                        r"\{seq_len: 64\}\)$"):  # fmt: skip
         parse_spec(_spec(seq_len=64))
+    # a field of the top level or of another branch, written inside a section (an IndexError had escaped)
+    with pytest.raises(SpecError, match=r"^input\.name: unknown field here; it belongs at the top level of the spec "
+                       r"\(write name: demo there\)"):  # fmt: skip
+        parse_spec(_spec(input={"name": "demo"}))
+    with pytest.raises(SpecError, match=r"^input\.kind: unknown field here; it belongs under targets \(write "
+                       r"targets: \{kind: online\} at the top level\)"):  # fmt: skip
+        parse_spec(_spec(input={"kind": "online"}))
 
 
 def test_a_missing_field_and_a_bare_value_for_a_list_name_the_fix() -> None:

@@ -139,11 +139,17 @@ def _belongs_under(name: str, value: Any, parent: tuple[int | str, ...]) -> str:
         return ""
     if len(homes) > 1:
         return f"it belongs under {' or '.join('.'.join(h) for h in homes[:3])}: move it there"
+    home = homes[0]
+    base = here if home[: len(here)] == here else ()  # written below the key's own section, else from the top
+    rest = home[len(base) :]
     shown = "{...}" if isinstance(value, dict) else _yaml_scalar(value)
     nested = f"{name}: {shown}"
-    for part in reversed(homes[0][len(here) + 1 :]):
+    if not rest:  # a top-level field written inside a section (input: {name: ...})
+        return f"it belongs at the top level of the spec (write {nested} there)"
+    for part in reversed(rest[1:]):
         nested = f"{part}: {{{nested}}}"
-    return f"it belongs under {'.'.join(homes[0])} (write {homes[0][len(here)]}: {{{nested}}})"
+    top = " at the top level" if base != here else ""
+    return f"it belongs under {'.'.join(home)} (write {rest[0]}: {{{nested}}}{top})"
 
 
 def _yaml_scalar(value: Any) -> str:

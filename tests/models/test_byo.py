@@ -487,3 +487,14 @@ def test_a_factory_module_missing_a_dependency_names_the_dependency(
     with pytest.raises(NotFoundError, match=r"^model: module 'needs_dep_mod' imports 'not_a_real_module_xyz', which "
                        r"is not installed here; install it where rightsize runs"):  # fmt: skip
         resolve_model("needs_dep_mod:make", [4])
+
+
+def test_int8_weights_take_seven_bits_on_an_x86_cpu_without_vnni() -> None:
+    """ONNX Runtime's u8 x s8 products saturate on AVX2 without VNNI: a token model's int8 logits were 0.11-0.15 off
+    (the serve test's atol 0.1 failed on a Zen 4 VM hiding AVX-512); 7-bit weights there, 8 elsewhere."""
+    from rightsize.models.onnx_engine import reduce_range_here
+
+    assert reduce_range_here("processor\t: 0\nflags\t\t: fpu sse avx avx2 fma\n")
+    for vnni in ("avx512f avx512_vnni", "avx2 avx_vnni", "avx512f amx_tile amx_int8"):
+        assert not reduce_range_here(f"flags\t\t: fpu avx2 {vnni}\n")
+    assert not reduce_range_here("processor\t: 0\nFeatures\t: fp asimd asimddp\n")  # arm: no x86 flags line

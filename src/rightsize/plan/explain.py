@@ -16,27 +16,20 @@ from datetime import date
 
 from rightsize.catalog.model import is_unverified, unverified_note
 from rightsize.plan.checks import GPU_IDLE_UTILIZATION, band_words, check_warnings, host_bound_note
+from rightsize.plan.closest import budget_fix as _budget_fix
+from rightsize.plan.closest import closest as _closest
+from rightsize.plan.closest import cost_of as _cost
+from rightsize.plan.closest import deadline_fix as _deadline_fix
+from rightsize.plan.closest import other_class_example, speed_of, target_ms
 from rightsize.plan.energy import energy_line
 from rightsize.plan.job_costs import missed_targets
 from rightsize.plan.result import MEASURED_WORDS, Candidate, PlanKind
 from rightsize.plan.rules import rules_choice
 from rightsize.plan.training import SMALL_WORKER_BATCH
 from rightsize.plan.verify import spare_instances
-from rightsize.units import ceil_hours, ceil_usd, format_hours, format_share, format_usd
+from rightsize.units import format_hours, format_share, format_usd
 
 __all__ = ["explain", "infeasible_summary", "pareto", "rank", "target_ms"]
-
-
-def target_ms(c: Candidate) -> float:
-    if c.latency is None:
-        return math.inf
-    return c.latency.p_target_ms if c.latency.p_target_ms is not None else c.latency.p95
-
-
-def _cost(c: Candidate, kind: PlanKind) -> float:
-    if kind in ("online", "rules"):
-        return c.cost_usd_per_hour
-    return c.cost_usd_total if c.cost_usd_total is not None else math.inf
 
 
 def _price_key(c: Candidate, kind: PlanKind) -> float:
@@ -54,91 +47,11 @@ SPEED_NOISE = 0.15
 PARETO_STEP = (0.01, 0.05)
 
 
-def speed_of(c: Candidate, kind: PlanKind) -> float:
-    """What "faster" means for a candidate: its SLO percentile online, its runtime for a job (smaller is faster)."""
-    if kind == "online":
-        return target_ms(c)
-    return c.runtime_hours if c.runtime_hours is not None else math.inf
-
-
 def _width(c: Candidate) -> float:
     """How uncertain the candidate's times are: the band's hi / lo, rounded so that only a real difference
     (a precision extrapolated here, with its band no narrower, against one measured) breaks a cost tie."""
     lo, hi = c.band
     return round(hi / lo, 1) if lo > 0 else math.inf
-
-
-def _closest(infeasible: Sequence[Candidate], kind: PlanKind, request_samples: int) -> Candidate | None:
-    """The infeasible candidate nearest to meeting the target: the fastest (online: its predicted latency, else
-    one request's service time at the band's slow edge; jobs: the runtime), the cheaper on a tie. A job's closest
-    is one a looser target would buy (``job_costs.missed_targets``) when there is one: a spot row without an
-    interruption estimate, fastest of all, can be planned under no deadline."""
-    if kind != "online" and (buyable := [c for c in infeasible if missed_targets(c) is not None]):
-        infeasible = buyable
-    # one that misses nothing but the budget is nearest at the lowest price (the fastest had named an 8x H200
-    # against a $0.1/h budget a c7a.large misses by $0.003); nothing but max_instances, with the fewest instances
-    if over := [c for c in infeasible if c.reasons and all(r.startswith("over budget") for r in c.reasons)]:
-        return min(over, key=lambda c: (_budget_needed(c, kind), speed_of(c, kind)))
-    # every one misses on its spin-up alone: nearest is the one that starts soonest (the fastest to run named an A100
-    # at 8.58 min of spin-up where a CPU row's was 2.58 min)
-    if kind != "online" and infeasible and all(_misses_on_spin_up(c) for c in infeasible):
-        return min(infeasible, key=lambda c: (c.cold_start_s or 0.0, speed_of(c, kind), _cost(c, kind)))
-    if kind != "online" and (many := [c for c in infeasible if missed_targets(c) == ["max_instances"]]):
-        return min(many, key=lambda c: (_instances_needed(c), _cost(c, kind)))
-
-    def speed(c: Candidate) -> float:
-        t = speed_of(c, kind)
-        if math.isinf(t) and kind == "online" and c.curve is not None:
-            t = c.curve.t_ms(request_samples) * max(1.0, c.band[1])
-        return t
-
-    return min(infeasible, key=lambda c: (speed(c), _cost(c, kind)), default=None)
-
-
-def _budget_needed(c: Candidate, kind: PlanKind) -> float:
-    """The budget that buys ``c``: a job's total at the band's slow edge, where its budget is judged
-    (``job_costs.over_budget``); an online plan's price per hour."""
-    if kind in ("online", "rules"):
-        return c.cost_usd_per_hour
-    return c.cost_usd_total_at_edge if c.cost_usd_total_at_edge is not None else _cost(c, kind)
-
-
-def _budget_fix(c: Candidate, kind: PlanKind) -> str:
-    """The budget that buys ``c``, the closest plan when it misses nothing else, named by the spec field to raise."""
-    field = "budget_usd_per_hour" if kind in ("online", "rules") else "budget_usd"
-    return f"to fix: raise {field} to {format_usd(ceil_usd(_budget_needed(c, kind)))} or more, which buys it"
-
-
-def _misses_on_spin_up(c: Candidate) -> bool:
-    """Its spin-up alone outlasts the deadline: whatever else it misses, no other setting starts it in time."""
-    return any(r.startswith("spin-up alone") for r in c.reasons)
-
-
-def _deadline_fix(c: Candidate, small_batch: str | None) -> str | None:
-    """The deadline that buys ``c``, the closest job when it misses nothing else (its time at the band's slow edge,
-    where the deadline is judged), or, when every plan misses on its spin-up, the shortest spin-up, which no plan
-    starts within; ``small_batch``: the global batch as the other lever."""
-    if _misses_on_spin_up(c) and c.cold_start_s is not None:
-        start = c.cold_start_s / 3600.0
-        return (f"to fix: raise deadline_hours to more than {ceil_hours(start):g}: the shortest spin-up is "
-                f"{format_hours(start)}, before any work")  # fmt: skip
-    if not c.reasons or not all(r.startswith("misses the deadline") for r in c.reasons):
-        return None
-    need = c.runtime_hours_at_edge if c.runtime_hours_at_edge is not None else c.runtime_hours
-    if need is None:
-        return None
-    lever = f"; or {small_batch}" if small_batch else ""
-    edge = " at the band's slow edge" if need > (c.runtime_hours or 0.0) else ""
-    return (f"to fix: raise deadline_hours to {ceil_hours(need):g} or more, which buys it ({format_hours(need)}{edge})"
-            f"{lever}")  # fmt: skip
-
-
-def _instances_needed(c: Candidate) -> float:
-    """The instances a candidate's "needs N instances > max_instances" reason asks for (its count otherwise)."""
-    for r in c.reasons:
-        if m := re.match(r"needs (\d+)", r):
-            return float(m.group(1))
-    return float(c.count)
 
 
 def rank(cands: Sequence[Candidate], kind: PlanKind, listed: Collection[str] = ()) -> list[Candidate]:
@@ -436,14 +349,15 @@ def explain(
     if alt is not None:
         why_not += alternative_lines(alt, rec, kind, percentile)
     else:
-        pool = [c for c in ranked if c.device_class == other]
-        alt = min(pool, key=lambda c: c.cost_usd_per_hour) if pool else None
+        alt, planned = other_class_example([c for c in ranked if c.device_class == other], kind, request_samples)
         if alt is None:
             why_not.append(f"no {other.upper()} candidates were evaluated (catalog filters or no curve for them)")
+        elif not planned:  # a rule left them all out (classic ML on a GPU, spot with no interruption estimate)
+            why_not.append(f"{other.upper()} rows not planned: {alt.reasons[0]} (e.g. {_who(alt)})")
         else:
-            # its own reason: the most common one among the class's rows quoted another instance's price
-            why_not.append(f"no {other.upper()} plan is feasible; e.g. {_who(alt)}: "
-                           f"{alt.reasons[0] if alt.reasons else 'not feasible'}")  # fmt: skip
+            # its own reasons: the most common one among the class's rows quoted another instance's price
+            why_not.append(f"no {other.upper()} plan is feasible; the closest, {_who(alt)}: "
+                           f"{'; '.join(alt.reasons) if alt.reasons else 'not feasible'}")  # fmt: skip
     warnings = check_warnings(kind, rec, bound_ms, smallest_request or request_samples, input_measured, samples_per_s)
     if host := host_bound_note(rec, ranked, kind):
         warnings.append(host)

@@ -3,12 +3,21 @@ class out said as such, and an impossible deadline's fix that buys a plan in one
 
 from __future__ import annotations
 
-from plan_fixtures import small_catalog
+from plan_fixtures import BATCHES, small_catalog
 
 from rightsize.plan.explain import explain, rank
+from rightsize.plan.options import pair_options
 from rightsize.plan.result import Candidate
 from rightsize.plan.rules import plan_rules
+from rightsize.plan.training import plan_training
 from rightsize.plan.verify import NO_SPOT_RATE
+from rightsize.profile import ServiceCurve
+from rightsize.spec.targets import TrainingTarget
+
+
+def _train_curve(device: str, per_sample_ms: float, precision: str = "fp16") -> ServiceCurve:
+    lat = tuple(20.0 + per_sample_ms * b for b in BATCHES)
+    return ServiceCurve(device, precision, BATCHES, lat, (0.05,) * len(BATCHES), "projected")
 
 
 def _job(name: str, cls: str, per_h: float, hours: float, reasons: list[str], purchase: str = "on-demand") -> Candidate:
@@ -49,6 +58,26 @@ def test_a_class_a_rule_left_out_says_not_planned() -> None:
     rec = _job("a100", "gpu", 4.0, 2.0, [])
     _, why_not, _, _ = explain("training", [rec, _job("d2s", "cpu", 0.011, 9.0, [NO_SPOT_RATE], purchase="spot")])
     assert why_not[0].startswith("CPU rows not planned: no interruption estimate"), why_not
+
+
+def test_an_impossible_deadline_names_the_deadline_that_buys_the_fastest_row() -> None:
+    """deadline_hours 0.1: "raise deadline_hours to more than 0.144: the shortest spin-up is 8.58 min"; at 0.15 still
+    infeasible, then "raise deadline_hours to 0.258". The first fix names the deadline that buys a plan."""
+    cat = small_catalog()
+    opts = pair_options(cat.instances, [_train_curve("T4", 10.0)], cat.accelerators)
+
+    def planned(deadline: float) -> tuple[list[Candidate], list[str]]:
+        t = TrainingTarget(steps=2000, batch_size=16, max_nodes=1, deadline_hours=deadline)
+        ranked = rank(plan_training(opts, t, purchase=["on_demand"]), "training")
+        return ranked, explain("training", ranked)[0]
+
+    ranked, why = planned(0.05)
+    assert not any(c.feasible for c in ranked)
+    (fix,) = [w for w in why if w.startswith("to fix")]
+    assert "which buys it" in fix and "of it spin-up" in fix, fix
+    deadline = float(fix.split("deadline_hours to ")[1].split(" ")[0])
+    again, _ = planned(deadline)
+    assert any(c.feasible for c in again), fix
 
 
 def test_rules_other_class_example_unchanged_by_a_cheaper_gpu() -> None:

@@ -47,6 +47,10 @@ def closest(infeasible: Sequence[Candidate], kind: PlanKind, request_samples: in
     # every one misses on its spin-up alone: nearest is the one that starts soonest (the fastest to run named an A100
     # at 8.58 min of spin-up where a CPU row's was 2.58 min)
     if kind != "online" and infeasible and all(misses_on_spin_up(c) for c in infeasible):
+        # one that misses nothing but the deadline is nearest at its time at the band's slow edge, spin-up included:
+        # the deadline that buys it is one edit (the soonest to start had named 0.144 h, then 0.258 h on re-run)
+        if timed := [c for c in infeasible if _deadline_only(c) and c.runtime_hours_at_edge is not None]:
+            return min(timed, key=lambda c: (c.runtime_hours_at_edge or 0.0, cost_of(c, kind)))
         return min(infeasible, key=lambda c: (c.cold_start_s or 0.0, speed_of(c, kind), cost_of(c, kind)))
     if kind != "online" and (many := [c for c in infeasible if missed_targets(c) == ["max_instances"]]):
         return min(many, key=lambda c: (instances_needed(c), cost_of(c, kind)))
@@ -81,21 +85,33 @@ def misses_on_spin_up(c: Candidate) -> bool:
 
 def deadline_fix(c: Candidate, small_batch: str | None) -> str | None:
     """The deadline that buys ``c``, the closest job when it misses nothing else (its time at the band's slow edge,
-    where the deadline is judged), or, when every plan misses on its spin-up, the shortest spin-up, which no plan
-    starts within; ``small_batch``: the global batch as the other lever."""
-    if misses_on_spin_up(c) and c.cold_start_s is not None:
+    where the deadline is judged, spin-up included), or, when every plan misses on its spin-up and none was timed
+    (a batch row is not sized past it), the shortest spin-up, which no plan starts within; ``small_batch``: the
+    global batch as the other lever."""
+    if (
+        misses_on_spin_up(c)
+        and c.cold_start_s is not None
+        and not (_deadline_only(c) and c.runtime_hours_at_edge is not None)
+    ):
         start = c.cold_start_s / 3600.0
         return (f"to fix: raise deadline_hours to more than {ceil_hours(start):g}: the shortest spin-up is "
                 f"{format_hours(start)}, before any work")  # fmt: skip
-    if not c.reasons or not all(r.startswith("misses the deadline") for r in c.reasons):
+    if not c.reasons or not _deadline_only(c):
         return None
     need = c.runtime_hours_at_edge if c.runtime_hours_at_edge is not None else c.runtime_hours
     if need is None:
         return None
     lever = f"; or {small_batch}" if small_batch else ""
     edge = " at the band's slow edge" if need > (c.runtime_hours or 0.0) else ""
+    if misses_on_spin_up(c) and c.cold_start_s:
+        edge += f", {format_hours(c.cold_start_s / 3600.0)} of it spin-up"
     return (f"to fix: raise deadline_hours to {ceil_hours(need):g} or more, which buys it ({format_hours(need)}{edge})"
             f"{lever}")  # fmt: skip
+
+
+def _deadline_only(c: Candidate) -> bool:
+    """Every reason is the deadline's (missed at the median, at the band's edge, or by the spin-up alone)."""
+    return bool(c.reasons) and all(r.startswith(("misses the deadline", "spin-up alone")) for r in c.reasons)
 
 
 def instances_needed(c: Candidate) -> float:

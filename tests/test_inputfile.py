@@ -175,6 +175,7 @@ def test_fuzzed_structures_validate_or_name_a_field(doc: dict[str, object]) -> N
         assert isinstance(w, Workload)
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 @settings(max_examples=300, deadline=None, derandomize=True, database=None)
 @given(raw=st.binary(max_size=400) | st.text(max_size=400).map(str.encode))
 def test_fuzzed_bytes_never_escape_as_other_errors(tmp_path_factory: pytest.TempPathFactory, raw: bytes) -> None:

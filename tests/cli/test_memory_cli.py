@@ -163,6 +163,7 @@ def test_json_stays_one_document_when_the_users_model_prints_in_forward(
     assert "printing_forward_mod:make infer fp32 batch 1 shape [16] on cpu" in out.stdout, out.stdout  # was "seq 128"
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_a_token_models_shape_is_what_the_json_says_was_estimated(
     rightsize: Run, tmp_path: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -135,6 +135,7 @@ def test_a_file_the_pipeline_did_not_write_is_never_replaced(
     assert run_cli(argv, capsys)[0] == 0  # its own results: replaced by the next run's
 
 
+@pytest.mark.slow  # ~2 s on 2 cores: kept out of make test-fast
 def test_a_stop_after_the_run_says_the_output_was_written_and_what_was_lost(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

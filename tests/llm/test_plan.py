@@ -262,6 +262,7 @@ def test_the_generative_target_validates_lengths_and_one_goal() -> None:
         Targets.model_validate(both)
 
 
+@pytest.mark.slow  # ~1 s on 2 cores: kept out of make test-fast
 def test_plan_cli_prints_json_for_a_generative_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from rightsize.cli.app import main
 

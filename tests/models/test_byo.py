@@ -78,6 +78,7 @@ def test_memory_of_a_static_batch_onnx_graph_names_its_batch(tmp_path: Path) -> 
     assert estimate_memory(str(path), batch_size=2, device="cpu").total_bytes > 0
 
 
+@pytest.mark.slow  # ~2 s on 2 cores: kept out of make test-fast
 def test_an_onnx_graph_with_several_outputs_answers_with_its_logits(tmp_path: Path) -> None:
     class ScoreAndLogits(nn.Module):
         def __init__(self) -> None:
@@ -132,6 +133,7 @@ def test_onnx_reads_its_input_and_counts_flops_like_pytorch(files: dict[str, Pat
     assert onnx_activation_bytes(path, (3, 64)) >= 3 * 128 * 4  # the hidden layer at least
 
 
+@pytest.mark.slow  # ~2 s on 2 cores: kept out of make test-fast
 def test_onnx_token_model_finds_its_vocabulary(files: dict[str, Path]) -> None:
     entry = resolve_model(str(files["tok"].with_suffix(".onnx")))
     assert entry.kind == "tokens" and entry.input_vocab(False) == 300 and entry.sample_shape() == (8,)

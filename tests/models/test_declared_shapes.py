@@ -53,6 +53,7 @@ def test_a_shape_the_graph_does_not_declare_is_refused_naming_the_one_it_does(
     assert resolve_model(ref, [8]).sample_shape() == (8,)
 
 
+@pytest.mark.slow  # ~2 s on 2 cores: kept out of make test-fast
 def test_onnx_runtime_refusals_are_one_line_with_their_cause(saved: dict[str, Path]) -> None:
     """The cause ("index: 1 Got: 5 Expected: 8") was on a second line that bench's table cut; a fixed-batch graph's
     other batch sizes failed with no word of why (`memory --batch` explained it)."""

@@ -206,3 +206,14 @@ def test_a_spot_job_is_judged_on_its_own_cost_not_on_demands() -> None:
     cands = {(c.purchase, c.count): c for c in plan_batch(opts, target, ["on_demand", "spot"], rate_of=lambda i: 0.01)}
     assert not cands[("on-demand", 1)].feasible and cands[("on-demand", 1)].reasons[0].startswith("over budget")
     assert cands[("spot", 1)].feasible and not cands[("spot", 1)].reasons
+
+
+def test_a_tiny_jobs_notes_read_its_minutes_not_zero_hours() -> None:
+    """A 10-item job's notes read "0.00 h of work" and its spot note "(Young/Daly) 0.00 h" (the report shows them)."""
+    cat = small_catalog()
+    cold = ColdStart(provision_s=0, image_pull_s=0, model_load_s=0)
+    cands = plan_batch(pair_options(cat.instances, [cpu_curve("c.2x", 10.0, 10.0)], cat.accelerators),
+                       BatchTarget(items=20_000, deadline_hours=2), ["on_demand", "spot"], cold)  # fmt: skip
+    notes = " ".join(n for c in cands if c.instance == "c.2x" for n in c.notes)
+    assert "per instance x 1; 3.33 min of work + spin-up" in notes  # 20,000 items at 100/s
+    assert "0.00 h" not in notes and "0.06 h" not in notes

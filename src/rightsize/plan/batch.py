@@ -34,6 +34,7 @@ from rightsize.plan.job_costs import copy_candidate, finish, spin_up_miss, spot_
 from rightsize.plan.options import GIB, Option
 from rightsize.plan.result import Batching, Candidate
 from rightsize.spec.targets import BatchTarget, ColdStart
+from rightsize.units import format_hours
 
 __all__ = ["CHECKPOINT_MIN", "InputStage", "best_batch", "plan_batch"]
 
@@ -147,7 +148,8 @@ def _option(
         c.gpus = n * opt.per_instance if inst.accelerator else 0
         c.throughput_per_s = n * thr
         c.notes.append(
-            f"batch {b} at {thr:,.0f} samples/s per instance x {n}; {work_h:.2f} h of work + spin-up {up.describe()}"
+            f"batch {b} at {thr:,.0f} samples/s per instance x {n}; {format_hours(work_h)} of work + spin-up "
+            f"{up.describe()}"
         )
         if n > target.max_instances:
             c.reasons.append(f"needs {n} instances > max_instances {target.max_instances}")

@@ -175,10 +175,10 @@ def spot_variant(
         work_hours=compute_hours,
     )
     c.notes.append(
-        f"spot: {compute_hours:.2f} h of work, interruptions {rate:.2g}/h"
+        f"spot: {format_hours(compute_hours)} of work, interruptions {rate:.2g}/h"
         + (f" over the fleet, each stalling only its own instance ({stalls:.2g}/h)" if independent and nodes > 1
            else "")
-        + f", expected wall time (Young/Daly) {wall:.2f} h"
+        + f", expected wall time (Young/Daly) {format_hours(wall)}"
     )  # fmt: skip
     finish(c, wall, deadline_hours, budget_usd, fixed_hours=spin_up_hours)
     return c

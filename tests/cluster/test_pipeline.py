@@ -29,8 +29,11 @@ def test_plan_from_spec_and_options() -> None:
     assert plan.items.kind == "tokens" and plan.items.seq_len == 16 and plan.items.vocab == 1000  # tiny: 16 tokens
     assert plan.infer.precision == "bf16"  # fp16 is CUDA-only: the first precision the CPU supports
     assert plan.infer.batch_size == 8 and plan.workers == 2
-    with pytest.raises(SpecError, match="--precision"):
+    with pytest.raises(SpecError, match=r"--precision: fp16 inference is not supported on cpu; use one of bf16, fp32"):
         make_plan(w, items=10, input_path=None, ray=False, workers=1, batch_size=None, device="cpu", precision="fp16")
+    # a precision no engine has read as one this device lacks ("fp12 inference is not supported ... ['bf16', ...]")
+    with pytest.raises(SpecError, match=r"--precision: 'fp12' is not a precision rightsize runs; use one of bf16, "):
+        make_plan(w, items=10, input_path=None, ray=False, workers=1, batch_size=None, device="cpu", precision="fp12")
     with pytest.raises(UnsupportedError):
         make_plan(parse_spec({"model": "llama-7b"}), items=1, input_path=None, ray=False, workers=1, batch_size=None,
                   device=None, precision=None)  # fmt: skip

@@ -181,9 +181,12 @@ def make_plan(workload: Workload, *, items: int, input_path: str | None, ray: bo
     supported = SUPPORTED["inference"][device]
     precision = precision or next((p for p in workload.precisions if p in supported), None)
     if precision not in supported:
-        raise SpecError(
-            "--precision", f"{precision} inference is not supported on {device}; use one of {sorted(supported)}"
-        )
+        choices = ", ".join(sorted(supported))  # "fp12 ... use one of ['bf16', ...]" read as if fp12 existed
+        known = {p for modes in SUPPORTED.values() for ps in modes.values() for p in ps}
+        what = (f"none of the spec's precisions ({', '.join(workload.precisions)}) runs inference on {device}"
+                if precision is None else f"{precision!r} is not a precision rightsize runs" if precision not in known
+                else f"{precision} inference is not supported on {device}")  # fmt: skip
+        raise SpecError("--precision", f"{what}; use one of {choices}")
     if items < 1:
         raise SpecError("--items", f"must be >= 1, got {items}")
     shape = entry.sample_shape(workload.input.seq_len, workload.input.image_size, workload.tiny)

@@ -62,6 +62,7 @@ def test_seq_or_image_on_a_model_whose_input_shape_gives_is_refused_and_a_typo_i
         ("mm:nothing", r"^model: 'mm' has no callable 'nothing'"),
         ("os:system", r"^model: os:system needs arguments \(command\); a factory is called with none"),
         ("bogusmodel", r"^model 'bogusmodel' is not in the zoo"),
+        ("ort:/tmp", r"^model: '/tmp' is a folder without a config\.json; give a zoo name"),  # read "not in the zoo"
     ],
 )
 def test_the_models_own_problem_comes_before_a_missing_shape(ref: str, says: str) -> None:

@@ -9,6 +9,7 @@ architecture but shrink widths and depths so unit tests run in seconds.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -382,6 +383,11 @@ def get_entry(name: str) -> ZooEntry:
     try:
         return ZOO[name]
     except KeyError:
+        if os.path.isdir(name):  # "ort:/tmp" had read "model '/tmp' is not in the zoo"
+            raise NotFoundError(
+                f"model: {short(name)} is a folder without a config.json; give a zoo name, a model "
+                "file (.onnx, .pt, .pt2) or a folder holding a Hugging Face config.json"
+            ) from None
         raise NotFoundError(
             f"model {short(name)} is not in the zoo.{did_you_mean(name, ZOO)} "
             "Run `rightsize models` for the list. Your own model: 'package.module:factory', hf:CONFIG_DIR, "

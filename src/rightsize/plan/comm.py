@@ -10,8 +10,10 @@ for the slowest worker.
 G is the gradient bytes (fp32 under torch.amp too), backward ~ 2/3 of a step's compute, ``eff`` the share
 of the nominal link rate a collective achieves (0.8; "up to" links are burst rates, so this is
 optimistic for small instances — the note says so). Links come from the catalog (``Catalog.links``,
-catalog/data/interconnect.csv); an instance without a row, or a multi-GPU node without a GPU-link figure,
-falls back to the per-doubling efficiencies of ``training.ScalingModel``.
+catalog/data/interconnect.csv); an instance without a row is assumed on a 10 Gb/s network
+(``training.DEFAULT_NETWORK_GBPS``, said in its note), a multi-GPU node without a GPU-link figure on PCIe
+(``PCIE_GBYTES_PER_S``). The per-doubling efficiencies of ``training.ScalingModel`` scale a model without a gradient
+size, or by the spec's own ``targets.training.scaling_efficiency``.
 
 Only the in-node ring is hidden under the backward pass. Across nodes the published multi-node runs lose
 a step time at least as long as the whole modelled all-reduce, so the model counts none of it as hidden:

@@ -85,7 +85,7 @@ def _other_class(
     if not offers:  # none feasible: the account of an engine that evaluated that class (why its rows fail)
         best.alternative = None
         if any(c.device_class == other for c in best.candidates):
-            return None  # the engine's own ("no GPU plan is feasible; e.g. ...") stands
+            return None  # the engine's own ("no GPU plan is feasible; the closest, ...") stands
         for name, result, _ in runs:
             if (
                 result.recommendation is not None

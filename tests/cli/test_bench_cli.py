@@ -99,6 +99,8 @@ def test_a_spec_with_nothing_this_machine_can_run_says_so(tmp_path: Path, store_
 def test_bad_memory_limit_and_missing_spec(tmp_path: Path, store_path: Path) -> None:
     res = rightsize("bench", str(_spec(tmp_path)), "--memory-limit", "lots", store=store_path)
     assert res.returncode == 2 and res.stderr.startswith("error: --memory-limit: must be a size")
+    res = rightsize("bench", str(_spec(tmp_path)), "--memory-limit", "1", store=store_path)  # ran every config to OOM
+    assert res.returncode == 2 and res.stderr.startswith("error: --memory-limit: 1 is below 1GiB, where a measuring")
     res = rightsize("bench", str(tmp_path / "missing.yaml"), store=store_path)
     assert res.returncode == 2 and "not found" in res.stderr
 

@@ -126,8 +126,9 @@ def bench(
         raise SpecError("--memory-limit", "is empty; give a size such as 4GiB, or leave the option out")
     limit = parse_bytes(memory_limit, "--memory-limit") if memory_limit else None
     if limit is not None and limit < 2**30:  # 1 byte had run every config into a stored out-of-memory failure
-        raise SpecError("--memory-limit", f"{memory_limit.strip()} is below 1GiB, where a measuring process cannot "
-                        "load PyTorch (the cap is on address space, RLIMIT_AS); give 1GiB or more")  # fmt: skip
+        given = str(memory_limit).strip()
+        raise SpecError("--memory-limit", f"{given} is below 1GiB, where a measuring process cannot load PyTorch "
+                        "(the cap is on address space, RLIMIT_AS); give 1GiB or more")  # fmt: skip
     db = Store(store)
     if ray:
         from rightsize.cluster.bench import run_sweep_on_ray

@@ -145,15 +145,9 @@ def _check_name(instances: Sequence[Instance], value: str, types: set[str], fiel
 
 def get_instance(instances: Sequence[Instance], name: str) -> Instance:
     """The instance called ``name`` ("g5.xlarge", or "aws:g5.xlarge" / "aws:us-east-1:g5.xlarge")."""
-    parts = name.split(":")
+    parts = _name_parts(name)  # the names targets.instances takes (filter_instances), read one way
     itype = parts[-1]
-    found = [
-        i
-        for i in instances
-        if i.instance_type.lower() == itype.lower()
-        and (len(parts) < 2 or i.provider.lower() == parts[0].lower())
-        and (len(parts) < 3 or i.region.lower() == parts[1].lower())
-    ]
+    found = [i for i in instances if _named(i, parts)]
     if not found:
         raise NotFoundError(
             f"instance {name!r} is not in the catalog.{did_you_mean(itype, [i.instance_type for i in instances])} "

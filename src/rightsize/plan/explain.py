@@ -16,11 +16,15 @@ from datetime import date
 
 from rightsize.catalog.model import is_unverified, unverified_note
 from rightsize.plan.checks import GPU_IDLE_UTILIZATION, band_words, check_warnings, host_bound_note
-from rightsize.plan.closest import budget_fix as _budget_fix
-from rightsize.plan.closest import closest as _closest
-from rightsize.plan.closest import cost_of as _cost
-from rightsize.plan.closest import deadline_fix as _deadline_fix
-from rightsize.plan.closest import other_class_example, speed_of, target_ms
+from rightsize.plan.closest import (
+    budget_fix,
+    closest,
+    cost_of,
+    deadline_fix,
+    other_class_example,
+    speed_of,
+    target_ms,
+)
 from rightsize.plan.energy import energy_line
 from rightsize.plan.job_costs import missed_targets
 from rightsize.plan.result import MEASURED_WORDS, Candidate, PlanKind
@@ -33,9 +37,9 @@ __all__ = ["explain", "infeasible_summary", "pareto", "rank", "target_ms"]
 
 
 def _price_key(c: Candidate, kind: PlanKind) -> float:
-    """``_cost`` to seven significant digits (relative 1e-6): one price reached two ways (1 x $0.20528, 2 x
+    """``cost_of`` to seven significant digits (relative 1e-6): one price reached two ways (1 x $0.20528, 2 x
     $0.10264) is one price to the ranking, whatever the float sums leave in the last bits."""
-    cost = _cost(c, kind)
+    cost = cost_of(c, kind)
     return float(f"{cost:.7g}") if math.isfinite(cost) else cost
 
 
@@ -115,7 +119,7 @@ def pareto(cands: Sequence[Candidate], kind: PlanKind) -> list[Candidate]:
         )
         and math.isfinite(speed_of(c, kind))
     ]
-    pool.sort(key=lambda c: (_cost(c, kind), speed_of(c, kind)))
+    pool.sort(key=lambda c: (cost_of(c, kind), speed_of(c, kind)))
     step = 1.0 - PARETO_STEP[kind == "online"]
     out: list[Candidate] = []
     best = math.inf
@@ -238,7 +242,7 @@ def _batch_lever(cands: Sequence[Candidate], global_batch: int | None) -> str | 
     small = _small_rows(cands)
     if not small:
         return None
-    c = min(small, key=lambda x: (speed_of(x, "training"), _cost(x, "training")))
+    c = min(small, key=lambda x: (speed_of(x, "training"), cost_of(x, "training")))
     workers = c.gpus or c.count
     each = math.ceil(global_batch / workers) if global_batch else (c.batching.max_batch if c.batching else 0)
     now = f"now {global_batch}: " if global_batch else ""
@@ -276,7 +280,7 @@ def _near_tie(rec: Candidate, feasible: Sequence[Candidate]) -> str | None:
 def alternative_lines(alt: Candidate, rec: Candidate, kind: PlanKind, percentile: float) -> list[str]:
     """Why not ``alt``, the best feasible plan of the other device class: its cost against ``rec``'s, its speed, and
     a GPU that would sit under 20% busy."""
-    ratio = _cost(alt, kind) / max(1e-9, _cost(rec, kind))
+    ratio = cost_of(alt, kind) / max(1e-9, cost_of(rec, kind))
     lines = [f"best {alt.device_class.upper()} plan: {_who(alt)}: {_money(alt, kind)} ({ratio:.1f}x the cost); "
              f"{_perf(alt, kind, percentile)}"]  # fmt: skip
     if alt.device_class == "gpu" and alt.latency and alt.latency.utilization < GPU_IDLE_UTILIZATION:
@@ -307,14 +311,14 @@ def explain(
     if rec is None:
         summary = infeasible_summary(ranked)
         top = ", ".join(f"{k} ({v})" for k, v in summary.items())  # most first already
-        closest = _closest([c for c in ranked if c.reasons], kind, request_samples)
+        near = closest([c for c in ranked if c.reasons], kind, request_samples)
         why = [f"no candidate meets every target; reasons: {top or 'none evaluated'}"]
         hint = _small_batch_hint(ranked) if kind == "training" else None
-        if closest:
-            why.append(f"closest: {_who(closest)}: {'; '.join(closest.reasons)}")
-            if all(r.startswith("over budget") for r in closest.reasons):
-                why.append(_budget_fix(closest, kind))
-            elif kind != "online" and (fix := _deadline_fix(closest, hint and _batch_lever(ranked, global_batch))):
+        if near:
+            why.append(f"closest: {_who(near)}: {'; '.join(near.reasons)}")
+            if all(r.startswith("over budget") for r in near.reasons):
+                why.append(budget_fix(near, kind))
+            elif kind != "online" and (fix := deadline_fix(near, hint and _batch_lever(ranked, global_batch))):
                 why.append(fix)
                 hint = None  # named in the fix, or not the lever: no plan even starts in time
         if hint:
@@ -367,7 +371,7 @@ def explain(
     if is_unverified(rec.price_source, rec.purchase):
         v = next((c for c in feas if not is_unverified(c.price_source, c.purchase)), None)
         said = None if v is None else f"{_who(v)}: {_money(v, kind)}"
-        ratio = 1.0 if v is None else _cost(v, kind) / max(1e-9, _cost(rec, kind))
+        ratio = 1.0 if v is None else cost_of(v, kind) / max(1e-9, cost_of(rec, kind))
         warnings.insert(0, unverified_note(rec.instance, rec.price_source, said, ratio))
     return why, why_not, alt, warnings
 
@@ -402,7 +406,7 @@ def _fragile_choice(kind: PlanKind, rec: Candidate, alt: Candidate | None) -> st
     if kind not in ("batch", "training") or alt is None or not alt.feasible or rec.provenance != "projected":
         return None
     hi = rec.band[1]
-    cost, other = _cost(rec, kind), _cost(alt, kind)
+    cost, other = cost_of(rec, kind), cost_of(alt, kind)
     if hi <= 1.0 or not math.isfinite(cost * other) or cost * hi <= other:
         return None
     return (
